@@ -1,0 +1,163 @@
+//===- Program.h - The analysed model: typed graph and configuration -*- C++ -*-===//
+//
+// Semantic analysis elaborates a `.model` file into a Program: every block instantiated, every
+// dim sized, every op typed over named dims, and the parallel and training settings checked.
+// IR emission translates the graph one op to one graph-dialect op; nothing here depends on
+// MLIR, so the whole front end can be fuzzed on its own.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_FRONTEND_PROGRAM_H
+#define TESSEL_FRONTEND_PROGRAM_H
+
+#include "tessel/Frontend/Source.h"
+#include "tessel/Shape/NamedShape.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tessel {
+
+enum class DType { F32, BF16, F16, I32 };
+const char *dtypeName(DType type);
+bool isFloat(DType type);
+
+struct TensorType {
+  DType dtype = DType::F32;
+  NamedShape dims;
+};
+
+/// How a parameter is initialised.
+struct InitSpec {
+  enum Kind { Normal, Uniform, Zeros, Ones, Constant };
+  Kind kind = Normal;
+  double a = 0.0;  ///< Normal: mean; Uniform: low; Constant: value.
+  double b = 0.02; ///< Normal: std; Uniform: high.
+};
+const char *initKindName(InitSpec::Kind kind);
+
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<std::string>, InitSpec>;
+
+/// One typed operation. Its result is value number `inputs.size() + index` in the graph.
+struct Op {
+  std::string name; ///< The graph-dialect op name without prefix: "contract", "add", ...
+  std::vector<int> operands;
+  TensorType type;
+  std::vector<std::pair<std::string, AttrValue>> attrs;
+  SourceLoc loc;
+  /// Block instantiation sites, innermost first.
+  std::vector<SourceLoc> callers;
+  /// Index of the repeated layer the op belongs to, or -1 outside `repeat`.
+  int layer = -1;
+};
+
+struct GraphInput {
+  std::string name;
+  TensorType type;
+  SourceLoc loc;
+};
+
+/// The forward computation at global shapes, ending in a scalar loss.
+struct Graph {
+  std::vector<GraphInput> inputs;
+  std::vector<Op> ops;
+  int result = -1;
+
+  const TensorType &typeOf(int value) const {
+    return value < static_cast<int>(inputs.size()) ? inputs[value].type
+                                                   : ops[value - inputs.size()].type;
+  }
+};
+
+/// A setting's value with the place it was written, for diagnostics in later stages.
+template <typename T> struct Located {
+  T value{};
+  SourceLoc loc;
+};
+
+struct MeshAxis {
+  std::string name; ///< One of dp, tp, pp, cp.
+  int64_t size = 1;
+  SourceLoc loc;
+};
+
+struct DimSharding {
+  std::string dim;
+  std::vector<std::string> axes;
+  SourceLoc loc;
+};
+
+struct ParallelConfig {
+  std::vector<MeshAxis> mesh;
+  std::vector<DimSharding> shard;
+  Located<bool> sequenceParallel{false, {}};
+  Located<int64_t> zero{0, {}};
+  Located<std::string> schedule{"1f1b", {}}; ///< afab, 1f1b, interleaved, zbh1.
+  Located<int64_t> microbatches{0, {}};      ///< 0: equal to the accumulation steps.
+  Located<int64_t> virtualStages{1, {}};
+  /// Explicit layer indices per stage; empty for a balanced split.
+  Located<std::vector<std::vector<int64_t>>> stageMap;
+  Located<std::string> recompute{"none", {}}; ///< none, selective, full.
+  Located<int64_t> bucketBytes{25ll << 20, {}};
+  Located<bool> overlap{true, {}};
+
+  /// The size of `axis`, 1 when the mesh lacks it.
+  int64_t axisSize(const std::string &axis) const;
+  int64_t worldSize() const;
+};
+
+struct OptimizerConfig {
+  std::string kind = "adamw"; ///< adamw, adam, sgd.
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0.0;
+  double momentum = 0.0;
+  SourceLoc loc;
+};
+
+struct LrSchedule {
+  std::string kind = "constant"; ///< constant, cosine, linear.
+  int64_t warmup = 0;
+  double minLr = 0.0;
+  SourceLoc loc;
+};
+
+struct TrainConfig {
+  Located<int64_t> batch{0, {}};      ///< Sequences per optimizer step, over all dp ranks.
+  Located<int64_t> microBatch{0, {}}; ///< Sequences per rank per forward/backward.
+  int64_t accumulation = 1;           ///< batch / (micro_batch * dp).
+  Located<int64_t> steps{1000, {}};
+  OptimizerConfig optimizer;
+  LrSchedule schedule;
+  Located<double> clip{0.0, {}}; ///< Max global gradient norm; 0 disables clipping.
+  Located<std::string> precision{"fp32", {}};
+  Located<std::string> data{"", {}};
+  Located<std::string> tokenizer{"byte", {}};
+  Located<int64_t> seed{1337, {}};
+  Located<int64_t> evalEvery{0, {}};
+  Located<int64_t> evalBatches{8, {}};
+  Located<double> evalFraction{0.1, {}};
+  Located<int64_t> checkpointEvery{0, {}};
+  Located<std::string> checkpointDir{"", {}};
+  Located<int64_t> logEvery{1, {}};
+};
+
+struct Program {
+  std::string modelName;
+  SourceLoc modelLoc;
+  /// Every dim of the model with its size, in definition order (`batch` included).
+  NamedShape dims;
+  /// The repeated layer count (the `repeat` in forward), 0 when there is none.
+  int64_t layers = 0;
+  SourceLoc layersLoc;
+  Graph forward;
+  ParallelConfig parallel;
+  TrainConfig train;
+};
+
+} // namespace tessel
+
+#endif // TESSEL_FRONTEND_PROGRAM_H

@@ -1,0 +1,124 @@
+//===- SemaImpl.h - Internal state of semantic analysis ---------*- C++ -*-===//
+//
+// Semantic analysis is split by concern: Sema.cpp resolves declarations and evaluates dims and
+// constants, SemaConfig.cpp reads the `parallel` and `train` sections, and Elaborate.cpp
+// instantiates blocks into the typed graph. They share this class.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_FRONTEND_SEMAIMPL_H
+#define TESSEL_FRONTEND_SEMAIMPL_H
+
+#include "tessel/Frontend/Sema.h"
+
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace tessel::detail {
+
+/// A value during analysis: a number, a name-like literal, a tensor in the graph, or a
+/// sequence of values. `Error` poisons everything computed from it without further reports.
+struct Value {
+  enum Kind { Error, Int, Float, Bool, String, Tensor, List, Tuple };
+  Kind kind = Error;
+  int64_t i = 0;
+  double f = 0.0;
+  bool b = false;
+  std::string s;
+  int tensor = -1;
+  std::vector<Value> elems;
+
+  static Value error() { return {}; }
+  static Value ofInt(int64_t v) { Value x; x.kind = Int; x.i = v; return x; }
+  static Value ofFloat(double v) { Value x; x.kind = Float; x.f = v; return x; }
+  static Value ofBool(bool v) { Value x; x.kind = Bool; x.b = v; return x; }
+  static Value ofString(std::string v) { Value x; x.kind = String; x.s = std::move(v); return x; }
+  static Value ofTensor(int v) { Value x; x.kind = Tensor; x.tensor = v; return x; }
+  bool isError() const { return kind == Error; }
+  bool isNumber() const { return kind == Int || kind == Float; }
+  double asDouble() const { return kind == Int ? static_cast<double>(i) : f; }
+};
+
+const char *kindName(Value::Kind kind);
+
+/// One block instantiation (or the forward function) being elaborated.
+struct Frame {
+  std::map<std::string, Value> vars;
+  std::vector<std::string> prefix; ///< Parameter path segments.
+  std::vector<SourceLoc> callers;
+  int layer = -1;
+  const ast::Block *block = nullptr;
+  bool returned = false;
+  Value result;
+};
+
+class Sema {
+public:
+  Sema(const ParsedModule &module, const SourceManager &sources, DiagnosticEngine &diags,
+       const FrontendOptions &options)
+      : module_(module), sources_(sources), diags_(diags), options_(options) {}
+
+  std::optional<Program> run();
+
+  // Diagnostics, deduplicated: a mistake inside a block instantiated 96 times is one error.
+  void error(SourceLoc loc, const std::string &message, const std::string &hint = "");
+  void note(SourceLoc loc, const std::string &message);
+
+  // Sema.cpp: declarations, dims and constants.
+  bool collectDeclarations();
+  Value evalConstant(const ast::Expr &expr);
+  std::optional<int64_t> evalInt(const ast::Expr &expr, const char *what, int64_t min);
+  Value lookupDefinition(const std::string &name, SourceLoc use);
+  Value parseNumber(const ast::Expr &expr);
+  Value arithmetic(const std::string &op, const Value &a, const Value &b, SourceLoc loc);
+  Value scalarCall(const ast::Expr &call, const std::vector<Value> &args);
+  std::vector<std::string> knownNames() const;
+
+  // SemaConfig.cpp: the `parallel` and `train` sections.
+  void readSections();
+  void readParallel(const ast::Section &section);
+  void readTrain(const ast::Section &section);
+  void checkParallelAgainstModel();
+
+  // Elaborate.cpp: blocks into the typed graph.
+  void elaborateForward();
+  Value evalTensorExpr(const ast::Expr &expr, Frame &frame);
+  void execBody(const std::vector<ast::StmtPtr> &body, Frame &frame);
+  Value callBlock(const ast::Block &block, const ast::Expr &call, std::vector<Value> args,
+                  Frame &caller);
+  Value callBuiltin(const ast::Expr &call, Frame &frame);
+  std::optional<TensorType> resolveType(const ast::TypeExpr &type);
+  std::optional<InitSpec> evalInit(const ast::Expr *expr);
+  int emit(Op op, Frame &frame, SourceLoc loc);
+  Value coerceTo(const Value &v, const TensorType &want, SourceLoc loc, Frame &frame,
+                 const std::string &what);
+  Value elementwise(const std::string &opName, const Value &a, const Value &b, SourceLoc loc,
+                    Frame &frame);
+  int scalarConstant(double v, DType dtype, SourceLoc loc, Frame &frame);
+  const TensorType &typeOf(int value) const { return program_.forward.typeOf(value); }
+  std::optional<NamedDim> dimNamed(const ast::Expr &expr);
+
+  const ParsedModule &module_;
+  const SourceManager &sources_;
+  DiagnosticEngine &diags_;
+  const FrontendOptions &options_;
+  Program program_;
+
+  const ast::Model *model_ = nullptr;
+  std::map<std::string, const ast::Block *> blocks_;
+  std::map<std::string, const ast::Definition *> definitions_; ///< Dims and constants.
+  std::set<std::string> dimDefinitions_;
+  std::map<std::string, Value> evaluated_;
+  std::vector<std::string> evaluating_;
+  std::map<std::string, NamedDim> dims_; ///< Every sized dim, `batch` included.
+  std::set<std::tuple<int, uint32_t, uint32_t, std::string>> reported_;
+  std::vector<const ast::Block *> activeBlocks_;
+  std::set<std::string> paramPaths_;
+  std::map<std::string, int> blockCallCounts_;
+  bool elaborationAborted_ = false;
+  size_t executedStatements_ = 0;
+};
+
+} // namespace tessel::detail
+
+#endif // TESSEL_FRONTEND_SEMAIMPL_H

@@ -1,0 +1,46 @@
+//===- GraphAttrs.td - Attributes of the graph dialect -----*- tablegen -*-===//
+#ifndef TESSEL_GRAPH_ATTRS
+#define TESSEL_GRAPH_ATTRS
+
+include "GraphDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+class Graph_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Graph_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Graph_DimsAttr : Graph_Attr<"Dims", "dims"> {
+  let summary = "The names of a tensor's dimensions, in order";
+  let description = [{
+    Used as the encoding of a ranked tensor type: one name per dimension, unique within the
+    type. A scalar has no names.
+
+    ```mlir
+    tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+    tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr", "dim names">:$names);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Graph_InitAttr : Graph_Attr<"Init", "init"> {
+  let summary = "How a parameter is initialised";
+  let description = [{
+    One of `normal(mean, std)`, `uniform(low, high)`, `zeros`, `ones`, `constant(value)`.
+
+    ```mlir
+    #graph.init<normal(0.0, 0.02)>
+    #graph.init<ones>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"distribution">:$kind,
+                        APFloatParameter<"first argument">:$a,
+                        APFloatParameter<"second argument">:$b);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+#endif // TESSEL_GRAPH_ATTRS

@@ -1,0 +1,128 @@
+//===- GraphDialect.cpp - The graph dialect and its attributes ------------===//
+
+#include "Graph/GraphDialect.h"
+#include "Graph/GraphOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+
+#include <set>
+
+using namespace mlir;
+using namespace tessel::graph;
+
+#include "Graph/GraphOpsDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Graph/GraphAttrs.cpp.inc"
+
+void GraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "Graph/GraphOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Graph/GraphAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// DimsAttr: #graph.dims<batch, seq, embed>
+//===----------------------------------------------------------------------===//
+
+Attribute DimsAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> names;
+  if (parser.parseLess())
+    return {};
+  if (succeeded(parser.parseOptionalGreater()))
+    return DimsAttr::get(parser.getContext(), names);
+  do {
+    std::string name;
+    if (parser.parseKeywordOrString(&name))
+      return {};
+    names.push_back(StringAttr::get(parser.getContext(), name));
+  } while (succeeded(parser.parseOptionalComma()));
+  if (parser.parseGreater())
+    return {};
+  return DimsAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                              parser.getContext(), names);
+}
+
+void DimsAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  llvm::interleaveComma(getNames(), printer,
+                        [&](StringAttr name) { printer.printKeywordOrString(name.getValue()); });
+  printer << ">";
+}
+
+LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> names) {
+  std::set<StringRef> seen;
+  for (StringAttr name : names) {
+    if (name.getValue().empty())
+      return emitError() << "dim names cannot be empty";
+    if (!seen.insert(name.getValue()).second)
+      return emitError() << "dim '" << name.getValue() << "' appears twice";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// InitAttr: #graph.init<normal(0.0, 0.02)>
+//===----------------------------------------------------------------------===//
+
+static int initArity(StringRef kind) {
+  return llvm::StringSwitch<int>(kind)
+      .Cases({"normal", "uniform"}, 2)
+      .Case("constant", 1)
+      .Cases({"zeros", "ones"}, 0)
+      .Default(-1);
+}
+
+Attribute InitAttr::parse(AsmParser &parser, Type) {
+  std::string kind;
+  double args[2] = {0.0, 0.0};
+  if (parser.parseLess() || parser.parseKeywordOrString(&kind))
+    return {};
+  int arity = initArity(kind);
+  if (arity > 0) {
+    if (parser.parseLParen())
+      return {};
+    for (int i = 0; i < arity; ++i)
+      if ((i && parser.parseComma()) || parser.parseFloat(args[i]))
+        return {};
+    if (parser.parseRParen())
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return InitAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                              parser.getContext(), kind, APFloat(args[0]), APFloat(args[1]));
+}
+
+void InitAttr::print(AsmPrinter &printer) const {
+  printer << "<" << getKind();
+  int arity = initArity(getKind());
+  if (arity > 0) {
+    printer << "(" << llvm::format("%g", getA().convertToDouble());
+    if (arity > 1)
+      printer << ", " << llvm::format("%g", getB().convertToDouble());
+    printer << ")";
+  }
+  printer << ">";
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef kind,
+                               APFloat first, APFloat second) {
+  double a = first.convertToDouble(), b = second.convertToDouble();
+  if (initArity(kind) < 0)
+    return emitError() << "unknown initialiser '" << kind
+                       << "'; expected normal, uniform, zeros, ones or constant";
+  if (kind == "normal" && b < 0)
+    return emitError() << "normal initialiser with negative standard deviation " << b;
+  if (kind == "uniform" && a > b)
+    return emitError() << "uniform initialiser with low " << a << " above high " << b;
+  return success();
+}

@@ -1,0 +1,283 @@
+//===- GraphOps.cpp - Verifiers of the graph dialect's ops ----------------===//
+//
+// Every verifier states its op's shape rule by calling tessel/Shape/NamedShape.h and
+// comparing the result with the op's declared result type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Graph/GraphOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::graph;
+
+std::optional<NamedShape> tessel::graph::getNamedShape(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return std::nullopt;
+  auto dims = dyn_cast_or_null<DimsAttr>(tensor.getEncoding());
+  if (!dims || dims.getNames().size() != static_cast<size_t>(tensor.getRank()))
+    return std::nullopt;
+  NamedShape shape;
+  for (auto [name, size] : llvm::zip(dims.getNames(), tensor.getShape()))
+    shape.push_back({name.getValue().str(), size});
+  return shape;
+}
+
+RankedTensorType tessel::graph::getNamedTensorType(MLIRContext *ctx, const NamedShape &shape,
+                                                   Type elementType) {
+  SmallVector<int64_t> sizes;
+  SmallVector<StringAttr> names;
+  for (const NamedDim &d : shape) {
+    sizes.push_back(d.size);
+    names.push_back(StringAttr::get(ctx, d.name));
+  }
+  return RankedTensorType::get(sizes, elementType, DimsAttr::get(ctx, names));
+}
+
+namespace {
+
+/// Named shapes of an op's operands and result, or a diagnostic on the op.
+struct Shapes {
+  SmallVector<NamedShape> operands;
+  NamedShape result;
+};
+
+FailureOr<Shapes> namedShapes(Operation *op) {
+  Shapes shapes;
+  auto get = [&](Type type, StringRef what) -> FailureOr<NamedShape> {
+    auto shape = getNamedShape(type);
+    if (!shape) {
+      op->emitOpError() << what << " type " << type
+                        << " must be a ranked tensor with one #graph.dims name per dim";
+      return failure();
+    }
+    std::string err = checkWellFormed(*shape);
+    if (!err.empty()) {
+      op->emitOpError() << what << ": " << err;
+      return failure();
+    }
+    return *shape;
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    auto s = get(v.getType(), "operand #" + std::to_string(i));
+    if (failed(s))
+      return failure();
+    shapes.operands.push_back(*s);
+  }
+  auto r = get(op->getResult(0).getType(), "result");
+  if (failed(r))
+    return failure();
+  shapes.result = *r;
+  return shapes;
+}
+
+/// Compares a rule's result with the declared result shape.
+LogicalResult expectShape(Operation *op, const ShapeResult &rule, const NamedShape &declared) {
+  if (!rule.ok())
+    return op->emitOpError() << rule.error;
+  if (!(rule.shape == declared))
+    return op->emitOpError() << "result should be " << formatShape(rule.shape) << " but is "
+                             << formatShape(declared);
+  return success();
+}
+
+/// Element types must agree across the named float operands and the result.
+LogicalResult sameElementType(Operation *op, ValueRange values) {
+  Type want = cast<ShapedType>(op->getResult(0).getType()).getElementType();
+  for (Value v : values)
+    if (cast<ShapedType>(v.getType()).getElementType() != want)
+      return op->emitOpError() << "operand element type " << cast<ShapedType>(v.getType()).getElementType()
+                               << " differs from the result's " << want;
+  return success();
+}
+
+std::vector<std::string> strings(ArrayAttr array) {
+  std::vector<std::string> out;
+  for (Attribute a : array)
+    out.push_back(cast<StringAttr>(a).getValue().str());
+  return out;
+}
+
+LogicalResult verifyUnary(Operation *op) {
+  auto shapes = namedShapes(op);
+  return failure(failed(shapes));
+}
+
+template <typename BinaryOp> LogicalResult verifyBinary(BinaryOp op) {
+  auto shapes = namedShapes(op);
+  if (failed(shapes) || failed(sameElementType(op, {op.getLhs(), op.getRhs()})))
+    return failure();
+  return expectShape(op, broadcastShapes(shapes->operands[0], shapes->operands[1]),
+                     shapes->result);
+}
+
+template <typename ReduceOp> LogicalResult verifyReduce(ReduceOp op) {
+  auto shapes = namedShapes(op);
+  if (failed(shapes) || failed(sameElementType(op, {op.getInput()})))
+    return failure();
+  return expectShape(op, reduceShape(shapes->operands[0], strings(op.getDims())), shapes->result);
+}
+
+} // namespace
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty parameter path");
+  return failure(failed(namedShapes(*this)));
+}
+
+LogicalResult ConstantOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  if (!shapes->result.empty())
+    return emitOpError("produces a scalar; its type has no dims");
+  return success();
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBinary(*this); }
+LogicalResult MulOp::verify() { return verifyBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBinary(*this); }
+
+LogicalResult NegOp::verify() { return verifyUnary(*this); }
+LogicalResult ExpOp::verify() { return verifyUnary(*this); }
+LogicalResult LogOp::verify() { return verifyUnary(*this); }
+LogicalResult SqrtOp::verify() { return verifyUnary(*this); }
+LogicalResult RsqrtOp::verify() { return verifyUnary(*this); }
+LogicalResult TanhOp::verify() { return verifyUnary(*this); }
+LogicalResult GeluOp::verify() { return verifyUnary(*this); }
+LogicalResult SiluOp::verify() { return verifyUnary(*this); }
+LogicalResult ReluOp::verify() { return verifyUnary(*this); }
+LogicalResult SigmoidOp::verify() { return verifyUnary(*this); }
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (rate < 0.0 || rate >= 1.0)
+    return emitOpError() << "rate must lie in [0, 1), not " << rate;
+  return verifyUnary(*this);
+}
+
+LogicalResult ContractOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getLhs(), getRhs()})))
+    return failure();
+  std::vector<std::string> sum = strings(getSum());
+  if (sum.empty())
+    return emitOpError("sums over no dim; list the contracted dims");
+  return expectShape(*this, contractShapes(shapes->operands[0], shapes->operands[1], sum),
+                     shapes->result);
+}
+
+LogicalResult SumOp::verify() { return verifyReduce(*this); }
+LogicalResult MeanOp::verify() { return verifyReduce(*this); }
+
+LogicalResult SoftmaxOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  if (findDim(shapes->result, getDim().str()) < 0)
+    return emitOpError() << "'" << getDim() << "' is not a dim of " << formatShape(shapes->result);
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  if (!(shapes->operands[1] == shapes->operands[2]))
+    return emitOpError() << "bias " << formatShape(shapes->operands[2])
+                         << " must have the scale's shape " << formatShape(shapes->operands[1]);
+  return expectShape(*this, normShape(shapes->operands[0], shapes->operands[1]), shapes->result);
+}
+
+LogicalResult RMSNormOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  return expectShape(*this, normShape(shapes->operands[0], shapes->operands[1]), shapes->result);
+}
+
+LogicalResult EmbeddingOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getTable()})))
+    return failure();
+  return expectShape(*this, embeddingShape(shapes->operands[0], shapes->operands[1]),
+                     shapes->result);
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  std::string cls;
+  ShapeResult r = crossEntropyShape(shapes->operands[0], shapes->operands[1], &cls);
+  if (failed(expectShape(*this, r, shapes->result)))
+    return failure();
+  if (cls != getDim())
+    return emitOpError() << "class dim is '" << cls << "', not '" << getDim() << "'";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  if (getScale().convertToDouble() <= 0.0)
+    return emitOpError("scale must be positive");
+  return expectShape(*this,
+                     attentionShape(shapes->operands[0], shapes->operands[1], shapes->operands[2]),
+                     shapes->result);
+}
+
+LogicalResult RopeOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  if (getTheta().convertToDouble() <= 0.0)
+    return emitOpError("theta must be positive");
+  return expectShape(*this, ropeShape(shapes->operands[0]), shapes->result);
+}
+
+LogicalResult SplitOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  const NamedShape &in = shapes->operands[0], &out = shapes->result;
+  int at = findDim(in, getDim().str());
+  if (at < 0)
+    return emitOpError() << "'" << getDim() << "' is not a dim of " << formatShape(in);
+  size_t parts = out.size() + 1 - in.size();
+  if (out.size() < in.size() + 1)
+    return emitOpError("the result must have more dims than the input");
+  NamedShape partDims(out.begin() + at, out.begin() + at + parts);
+  return expectShape(*this, splitShape(in, getDim().str(), partDims), out);
+}
+
+LogicalResult MergeOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  const NamedShape &in = shapes->operands[0], &out = shapes->result;
+  std::vector<std::string> parts = strings(getDims());
+  int at = parts.empty() ? -1 : findDim(in, parts[0]);
+  if (at < 0 || at >= static_cast<int>(out.size()))
+    return emitOpError() << "the merged dims must start with a dim of " << formatShape(in);
+  return expectShape(*this, mergeShape(in, parts, out[at]), out);
+}
+
+LogicalResult PermuteOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  std::vector<std::string> order;
+  for (const NamedDim &d : shapes->result)
+    order.push_back(d.name);
+  return expectShape(*this, permuteShape(shapes->operands[0], order), shapes->result);
+}
+
+#define GET_OP_CLASSES
+#include "Graph/GraphOps.cpp.inc"

@@ -1,0 +1,32 @@
+//===- GraphOps.h - Ops of the graph dialect --------------------*- C++ -*-===//
+#ifndef TESSEL_DIALECT_GRAPH_GRAPHOPS_H
+#define TESSEL_DIALECT_GRAPH_GRAPHOPS_H
+
+#include "Graph/GraphDialect.h"
+#include "tessel/Shape/NamedShape.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <optional>
+
+namespace tessel::graph {
+
+/// The named shape of a tensor type with a #graph.dims encoding, or nothing when the type
+/// lacks one or its names do not fit its rank.
+std::optional<NamedShape> getNamedShape(mlir::Type type);
+
+/// A tensor type over named dims.
+mlir::RankedTensorType getNamedTensorType(mlir::MLIRContext *ctx, const NamedShape &shape,
+                                          mlir::Type elementType);
+
+} // namespace tessel::graph
+
+#define GET_OP_CLASSES
+#include "Graph/GraphOps.h.inc"
+
+#endif // TESSEL_DIALECT_GRAPH_GRAPHOPS_H

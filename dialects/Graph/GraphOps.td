@@ -1,0 +1,343 @@
+//===- GraphOps.td - Ops of the graph dialect --------------*- tablegen -*-===//
+//
+// Shape rules are not restated here: every verifier calls the shared rules of
+// tessel/Shape/NamedShape.h, the same functions the front end types programs with.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_GRAPH_OPS
+#define TESSEL_GRAPH_OPS
+
+include "GraphDialect.td"
+include "GraphAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+// A ranked tensor whose dims are named by a #graph.dims encoding (checked by verifiers).
+def Graph_Tensor : RankedTensorOf<[F32, BF16, F16, I32]>;
+def Graph_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def Graph_IdTensor : RankedTensorOf<[I32]>;
+
+//===----------------------------------------------------------------------===//
+// Sources
+//===----------------------------------------------------------------------===//
+
+def Graph_ParamOp : Graph_Op<"param", [Pure]> {
+  let summary = "A trainable parameter";
+  let description = [{
+    A model weight with its dotted path and initialiser. The path is unique in the module;
+    it names the tensor in checkpoints.
+
+    ```mlir
+    %w = graph.param "layers.0.gpt_block.wq" init #graph.init<normal(0.0, 0.02)>
+        : tensor<128x4x32xf32, #graph.dims<embed, heads, head>>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Graph_InitAttr:$init);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$name `init` $init attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_ConstantOp : Graph_Op<"constant", [Pure]> {
+  let summary = "A scalar constant";
+  let description = [{
+    ```mlir
+    %c = graph.constant 5.000000e-01 : tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Graph_BinaryOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+  let summary = "Elementwise " # what # ", broadcasting by dim name";
+  let description = [{
+    The result has the dims of `lhs` followed by those of `rhs` that `lhs` lacks; a name in
+    both operands has one size.
+
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %a, %b : (tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>,
+        tensor<128xf32, #graph.dims<embed>>) -> tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_AddOp : Graph_BinaryOp<"add", "sum">;
+def Graph_SubOp : Graph_BinaryOp<"sub", "difference">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "product">;
+def Graph_DivOp : Graph_BinaryOp<"div", "quotient">;
+
+class Graph_UnaryOp<string mnemonic, string what>
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise " # what;
+  let description = [{
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %x : tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_NegOp : Graph_UnaryOp<"neg", "negation">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "exponential">;
+def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm">;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root">;
+def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", "reciprocal square root">;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "hyperbolic tangent">;
+def Graph_GeluOp : Graph_UnaryOp<"gelu", "GELU (tanh approximation, as GPT-2)">;
+def Graph_SiluOp : Graph_UnaryOp<"silu", "SiLU, x * sigmoid(x)">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "rectifier">;
+def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "logistic sigmoid">;
+
+def Graph_DropoutOp : Graph_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "Zeroes elements with probability `rate` and rescales the rest";
+  let description = [{
+    Not `Pure`: each execution draws a fresh mask.
+
+    ```mlir
+    %y = graph.dropout %x rate 1.000000e-01 : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$rate);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `rate` $rate attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+def Graph_ContractOp : Graph_Op<"contract", [Pure]> {
+  let summary = "Sums the product of two tensors over named dims";
+  let description = [{
+    The einsum of named dims: `sum` lists the dims summed over (each in both operands);
+    other shared dims are batch dims. The result lists `lhs`'s kept dims, then `rhs`'s.
+    `x @ w` in the spec language contracts every shared dim.
+
+    ```mlir
+    %y = graph.contract %x, %w sum ["embed"]
+        : (tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>,
+           tensor<128x512xf32, #graph.dims<embed, ffn>>)
+        -> tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs, StrArrayAttr:$sum);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `sum` $sum attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Graph_ReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+  let summary = "The " # what # " over named dims";
+  let description = [{
+    ```mlir
+    %s = graph.}] # mnemonic # [{ %x dims ["batch", "seq"]
+        : tensor<8x64xf32, #graph.dims<batch, seq>> -> tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrArrayAttr:$dims);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_SumOp : Graph_ReduceOp<"sum", "sum">;
+def Graph_MeanOp : Graph_ReduceOp<"mean", "mean">;
+
+def Graph_SoftmaxOp : Graph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "Softmax along one named dim";
+  let description = [{
+    ```mlir
+    %p = graph.softmax %x dim "vocab" : tensor<8x64x256xf32, #graph.dims<batch, seq, vocab>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrAttr:$dim);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Composite ops, kept whole for fusion
+//===----------------------------------------------------------------------===//
+
+def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure]> {
+  let summary = "Layer normalisation over the dims of its scale";
+  let description = [{
+    `(x - mean) / sqrt(var + eps) * scale + bias`, with mean and variance over the dims of
+    `scale` (which `bias` shares).
+
+    ```mlir
+    %y = graph.layernorm %x, %g, %b eps 1.000000e-05
+        : (tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>,
+           tensor<128xf32, #graph.dims<embed>>, tensor<128xf32, #graph.dims<embed>>)
+        -> tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$bias, F64Attr:$eps);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `eps` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RMSNormOp : Graph_Op<"rmsnorm", [Pure]> {
+  let summary = "Root-mean-square normalisation over the dims of its scale";
+  let description = [{
+    ```mlir
+    %y = graph.rmsnorm %x, %g eps 9.9999999999999995E-7
+        : (tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>,
+           tensor<128xf32, #graph.dims<embed>>)
+        -> tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, F64Attr:$eps);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `eps` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure]> {
+  let summary = "Looks up rows of a [rows, features] table";
+  let description = [{
+    ```mlir
+    %e = graph.embedding %wte, %tokens
+        : (tensor<256x128xf32, #graph.dims<vocab, embed>>,
+           tensor<8x64xi32, #graph.dims<batch, seq>>)
+        -> tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$table, Graph_IdTensor:$ids);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure]> {
+  let summary = "Mean softmax cross-entropy over the class dim";
+  let description = [{
+    `targets` has the dims of `logits` but the class dim `dim`; the result is the mean loss
+    over all positions.
+
+    ```mlir
+    %loss = graph.cross_entropy %logits, %targets dim "vocab"
+        : (tensor<8x64x256xf32, #graph.dims<batch, seq, vocab>>,
+           tensor<8x64xi32, #graph.dims<batch, seq>>) -> tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$targets, StrAttr:$dim);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `dim` $dim attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
+  let summary = "Scaled dot-product attention, multi-head or grouped-query";
+  let description = [{
+    `q` is [..., seq, heads, head]; `k` and `v` are [..., kv_seq, kv_heads, head] with the
+    same leading dims. When kv_heads is smaller than heads, each group of heads / kv_heads
+    query heads shares one key/value head. `causal` masks future positions.
+
+    ```mlir
+    %a = graph.attention %q, %k, %v causal scale 1.767767e-01
+        : (tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>,
+           tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>,
+           tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>)
+        -> tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
+                       Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RopeOp : Graph_Op<"rope", [Pure, SameOperandsAndResultType]> {
+  let summary = "Rotary position embedding on [..., seq, heads, head]";
+  let description = [{
+    ```mlir
+    %r = graph.rope %q theta 1.000000e+04 : tensor<8x64x8x16xf32, #graph.dims<batch, seq, heads, head>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `theta` $theta attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+def Graph_SplitOp : Graph_Op<"split", [Pure]> {
+  let summary = "Splits one dim into several";
+  let description = [{
+    The result type names the parts; their sizes multiply to the size of `dim`.
+
+    ```mlir
+    %y = graph.split %x dim "embed" : tensor<8x128xf32, #graph.dims<batch, embed>>
+        -> tensor<8x4x32xf32, #graph.dims<batch, heads, head>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrAttr:$dim);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` $dim attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_MergeOp : Graph_Op<"merge", [Pure]> {
+  let summary = "Merges adjacent dims into one";
+  let description = [{
+    ```mlir
+    %y = graph.merge %x dims ["heads", "head"] : tensor<8x4x32xf32, #graph.dims<batch, heads, head>>
+        -> tensor<8x128xf32, #graph.dims<batch, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrArrayAttr:$dims);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_PermuteOp : Graph_Op<"permute", [Pure]> {
+  let summary = "Reorders dims; the result type gives the order";
+  let description = [{
+    ```mlir
+    %y = graph.permute %x : tensor<8x64xf32, #graph.dims<batch, seq>>
+        -> tensor<64x8xf32, #graph.dims<seq, batch>>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // TESSEL_GRAPH_OPS
