@@ -5,7 +5,6 @@
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/Format.h"
 
 #include <set>
 
@@ -106,9 +105,12 @@ void InitAttr::print(AsmPrinter &printer) const {
   printer << "<" << getKind();
   int arity = initArity(getKind());
   if (arity > 0) {
-    printer << "(" << llvm::format("%g", getA().convertToDouble());
-    if (arity > 1)
-      printer << ", " << llvm::format("%g", getB().convertToDouble());
+    printer << "(";
+    printer.printFloat(getA());
+    if (arity > 1) {
+      printer << ", ";
+      printer.printFloat(getB());
+    }
     printer << ")";
   }
   printer << ">";
