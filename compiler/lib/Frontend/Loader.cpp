@@ -57,8 +57,12 @@ public:
       diags_.error({}, "cannot read '" + path + "': " + error);
       return nullptr;
     }
+    return load(id);
+  }
+
+  std::unique_ptr<ParsedModule> load(int fileId) {
     module_ = std::make_unique<ParsedModule>();
-    visit(id);
+    visit(fileId);
     return std::move(module_);
   }
 
@@ -134,4 +138,10 @@ std::unique_ptr<ParsedModule> tessel::loadModule(const std::string &path, Source
                                                  DiagnosticEngine &diags,
                                                  const FrontendOptions &options) {
   return Loader(sources, diags, options).load(path);
+}
+
+std::unique_ptr<ParsedModule> tessel::loadModule(int fileId, SourceManager &sources,
+                                                 DiagnosticEngine &diags,
+                                                 const FrontendOptions &options) {
+  return Loader(sources, diags, options).load(fileId);
 }

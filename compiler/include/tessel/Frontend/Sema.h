@@ -37,6 +37,11 @@ struct ParsedModule {
 std::unique_ptr<ParsedModule> loadModule(const std::string &path, SourceManager &sources,
                                          DiagnosticEngine &diags, const FrontendOptions &options);
 
+/// As above, for a file already added to `sources` (used by the fuzzer and by tests that
+/// compile text held in memory).
+std::unique_ptr<ParsedModule> loadModule(int fileId, SourceManager &sources,
+                                         DiagnosticEngine &diags, const FrontendOptions &options);
+
 /// Checks the module and elaborates its model into a Program. Returns nothing when errors
 /// were reported.
 std::optional<Program> analyze(const ParsedModule &module, const SourceManager &sources,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what Tessel needs, builds it, and runs every test: the lit suite (compiler,
+# diagnostics, dialects, examples) and a bounded fuzzing run of the front end.
+# Usage: scripts/test.sh            (FUZZ_SECONDS=90 by default)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+
+failed=0
+echo "== lit"
+lit_log=$(mktemp)
+/usr/lib/llvm-22/bin/lit -sv "$root/build/test" > "$lit_log" 2>&1 || failed=1
+grep -E '^(FAIL|XPASS|UNRESOLVED|TIMEOUT):|Failed Tests|^  Tessel ::' "$lit_log" || true
+lit_passed=$(grep -oE '^ *Passed *: *[0-9]+' "$lit_log" | grep -oE '[0-9]+$' || echo 0)
+lit_failed=$(grep -oE '^ *(Failed|Unresolved|Timed Out) *: *[0-9]+' "$lit_log" | grep -oE '[0-9]+$' | awk '{s+=$1} END {print s+0}')
+[ -n "$lit_failed" ] || lit_failed=0
+if [ "$failed" -ne 0 ] && [ "$lit_failed" -eq 0 ]; then lit_failed=1; fi
+echo "lit: ${lit_passed} passed, ${lit_failed} failed"
+
+echo "== fuzz"
+fuzz_failed=0
+"$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-90}" || fuzz_failed=1
+[ "$fuzz_failed" -eq 0 ] || failed=1
+
+total_passed=$(( lit_passed + (1 - fuzz_failed) ))
+total_failed=$(( lit_failed + fuzz_failed ))
+echo
+echo "${total_passed} passed, ${total_failed} failed"
+exit "$failed"
