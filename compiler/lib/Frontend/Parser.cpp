@@ -31,11 +31,25 @@ public:
 
   SourceLoc at(size_t line, size_t codePointCol, size_t lengthInCodePoints = 1) const {
     std::string_view text = file_.line(static_cast<uint32_t>(line));
-    size_t byte = 0, cp = 0;
+    // Walk from the position found last time, not from the start of the line: on a
+    // one-line file of a million terms, rescanning the line for every location is quadratic.
+    if (line != cachedLine_ || cachedByte_ > text.size()) {
+      cachedLine_ = line;
+      cachedByte_ = cachedCp_ = 0;
+    }
+    size_t byte = cachedByte_, cp = cachedCp_;
+    while (cp > codePointCol && byte > 0) {
+      --byte; // Back over continuation bytes to the start of the previous code point.
+      while (byte > 0 && (static_cast<unsigned char>(text[byte]) & 0xc0) == 0x80)
+        --byte;
+      --cp;
+    }
     while (byte < text.size() && cp < codePointCol) {
       byte += utf8Length(static_cast<unsigned char>(text[byte]));
       ++cp;
     }
+    cachedByte_ = byte;
+    cachedCp_ = cp;
     SourceLoc loc;
     loc.file = fileId_;
     loc.line = static_cast<uint32_t>(line);
@@ -78,6 +92,7 @@ public:
 private:
   const SourceFile &file_;
   int fileId_;
+  mutable size_t cachedLine_ = 0, cachedByte_ = 0, cachedCp_ = 0;
 };
 
 /// Finds the first byte that is not well-formed UTF-8 (or is a NUL), or npos.
