@@ -14,9 +14,9 @@ echo "== lit"
 lit_log=$(mktemp)
 /usr/lib/llvm-22/bin/lit -sv "$root/build/test" > "$lit_log" 2>&1 || failed=1
 grep -E '^(FAIL|XPASS|UNRESOLVED|TIMEOUT):|Failed Tests|^  Tessel ::' "$lit_log" || true
-lit_passed=$(grep -oE '^ *Passed *: *[0-9]+' "$lit_log" | grep -oE '[0-9]+$' || echo 0)
-lit_failed=$(grep -oE '^ *(Failed|Unresolved|Timed Out) *: *[0-9]+' "$lit_log" | grep -oE '[0-9]+$' | awk '{s+=$1} END {print s+0}')
-[ -n "$lit_failed" ] || lit_failed=0
+count() { { grep -oE "^ *($1) *: *[0-9]+" "$lit_log" || true; } | { grep -oE '[0-9]+$' || true; } | awk '{s+=$1} END {print s+0}'; }
+lit_passed=$(count 'Passed')
+lit_failed=$(count 'Failed|Unresolved|Timed Out')
 if [ "$failed" -ne 0 ] && [ "$lit_failed" -eq 0 ]; then lit_failed=1; fi
 echo "lit: ${lit_passed} passed, ${lit_failed} failed"
 
