@@ -100,6 +100,10 @@ std::string closestMatch(const std::string &name, const std::vector<std::string>
   for (const std::string &c : candidates) {
     if (c == name || c.size() > name.size() + 8)
       continue;
+    // The lengths differ by no more than the edit distance: skip what cannot come closer.
+    size_t gap = c.size() > name.size() ? c.size() - name.size() : name.size() - c.size();
+    if (gap >= bestDistance)
+      continue;
     size_t d = editDistance(name, c);
     if (d < bestDistance) {
       bestDistance = d;

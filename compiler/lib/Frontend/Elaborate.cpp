@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace tessel;
 using namespace tessel::detail;
@@ -47,6 +48,7 @@ bool sameDimSet(const NamedShape &a, const NamedShape &b) {
 struct CallArgs {
   std::vector<const ast::Expr *> positional;
   std::map<std::string, const ast::Expr *> keyword;
+  std::map<std::string, SourceLoc> keywordLoc; ///< Where each keyword is written.
 };
 
 } // namespace
@@ -109,10 +111,13 @@ std::optional<TensorType> Sema::resolveType(const ast::TypeExpr &type) {
       error(d.loc, "'" + d.name + "' is a constant, not a dim",
             "declare it inside dims { ... } to use it as a dim");
     } else if (!dimDefinitions_.count(d.name)) {
-      std::vector<std::string> names;
-      for (const auto &entry : dims_)
-        names.push_back(entry.first);
-      std::string guess = closestMatch(d.name, names);
+      std::string guess;
+      if (wantHints()) {
+        std::vector<std::string> names;
+        for (const auto &entry : dims_)
+          names.push_back(entry.first);
+        guess = closestMatch(d.name, names);
+      }
       error(d.loc, "unknown dim '" + d.name + "'",
             guess.empty() ? "dims are declared in the model's dims { ... }"
                           : "did you mean '" + guess + "'?");
@@ -144,6 +149,7 @@ std::optional<InitSpec> Sema::evalInit(const ast::Expr *expr) {
   }
   std::vector<double> args;
   std::map<std::string, double> named;
+  std::map<std::string, SourceLoc> keyLocs;
   for (size_t i = 0; i < expr->operands.size(); ++i) {
     Value v = evalConstant(*expr->operands[i]);
     if (v.isError())
@@ -155,19 +161,22 @@ std::optional<InitSpec> Sema::evalInit(const ast::Expr *expr) {
     }
     if (expr->keys[i].empty())
       args.push_back(v.asDouble());
-    else
+    else {
       named[expr->keys[i]] = v.asDouble();
+      keyLocs[expr->keys[i]] = expr->keyLocs[i];
+    }
   }
   auto arity = [&](size_t lo, size_t hi, std::vector<std::string> keys) {
     for (const auto &[k, _] : named)
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-        error(expr->loc, "'" + fn + "' has no argument '" + k + "'", hint);
+        error(keyLocs[k], "'" + fn + "' has no argument '" + k + "'", hint);
         return false;
       }
     size_t n = args.size() + named.size();
     if (n < lo || n > hi) {
       error(expr->loc, "'" + fn + "' takes " + std::to_string(lo) +
-                           (hi > lo ? " to " + std::to_string(hi) : "") + " arguments",
+                           (hi > lo ? " to " + std::to_string(hi) : "") + " argument" +
+                           (hi == 1 ? "" : "s"),
             hint);
       return false;
     }
@@ -290,10 +299,13 @@ std::optional<NamedDim> Sema::dimNamed(const ast::Expr &expr) {
   auto it = dims_.find(expr.text);
   if (it != dims_.end())
     return it->second;
-  std::vector<std::string> names;
-  for (const auto &entry : dims_)
-    names.push_back(entry.first);
-  std::string guess = closestMatch(expr.text, names);
+  std::string guess;
+  if (wantHints()) {
+    std::vector<std::string> names;
+    for (const auto &entry : dims_)
+      names.push_back(entry.first);
+    guess = closestMatch(expr.text, names);
+  }
   error(expr.loc, "unknown dim '" + expr.text + "'",
         guess.empty() ? "" : "did you mean '" + guess + "'?");
   return std::nullopt;
@@ -302,10 +314,13 @@ std::optional<NamedDim> Sema::dimNamed(const ast::Expr &expr) {
 Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
   const std::string &fn = call.text;
   if (std::find(kBuiltins.begin(), kBuiltins.end(), fn) == kBuiltins.end()) {
-    std::vector<std::string> names = kBuiltins;
-    for (const auto &entry : blocks_)
-      names.push_back(entry.first);
-    std::string guess = closestMatch(fn, names);
+    std::string guess;
+    if (wantHints()) {
+      std::vector<std::string> names = kBuiltins;
+      for (const auto &entry : blocks_)
+        names.push_back(entry.first);
+      guess = closestMatch(fn, names);
+    }
     error(call.loc, "unknown op or block '" + fn + "'",
           guess.empty() ? "" : "did you mean '" + guess + "'?");
     return Value::error();
@@ -319,8 +334,10 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       }
       args.positional.push_back(call.operands[i].get());
     } else if (!args.keyword.insert({call.keys[i], call.operands[i].get()}).second) {
-      error(call.operands[i]->loc, "argument '" + call.keys[i] + "' is given twice");
+      error(call.keyLocs[i], "argument '" + call.keys[i] + "' is given twice");
       return Value::error();
+    } else {
+      args.keywordLoc[call.keys[i]] = call.keyLocs[i];
     }
   }
   // Checks the argument count and keywords against a signature.
@@ -328,7 +345,7 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     for (const auto &[k, e] : args.keyword)
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
         std::string guess = closestMatch(k, keys);
-        error(e->loc, "'" + fn + "' has no argument '" + k + "'",
+        error(args.keywordLoc[k], "'" + fn + "' has no argument '" + k + "'",
               guess.empty() ? "" : "did you mean '" + guess + "'?");
         return false;
       }
@@ -379,7 +396,7 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       return fallback;
     }
     if (!v.isNumber() || v.asDouble() < lo || v.asDouble() > hi) {
-      error(e->loc, "expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+      error(e->loc, "expected a number in [" + formatNumber(lo) + ", " + formatNumber(hi) +
                         "]");
       ok = false;
       return fallback;
@@ -691,10 +708,13 @@ Value Sema::evalTensorExpr(const ast::Expr &expr, Frame &frame) {
     if (definitions_.count(expr.text) || expr.text == "true" || expr.text == "false" ||
         expr.text == "batch" || expr.text.empty())
       return lookupDefinition(expr.text, expr.loc);
-    std::vector<std::string> names = knownNames();
-    for (const auto &entry : frame.vars)
-      names.push_back(entry.first);
-    std::string guess = closestMatch(expr.text, names);
+    std::string guess;
+    if (wantHints()) {
+      std::vector<std::string> names = knownNames();
+      for (const auto &entry : frame.vars)
+        names.push_back(entry.first);
+      guess = closestMatch(expr.text, names);
+    }
     error(expr.loc, "unknown name '" + expr.text + "'",
           guess.empty() ? "" : "did you mean '" + guess + "'?");
     return Value::error();
@@ -713,8 +733,13 @@ Value Sema::evalTensorExpr(const ast::Expr &expr, Frame &frame) {
       int id = emit(std::move(op), frame, expr.loc);
       return id < 0 ? Value::error() : Value::ofTensor(id);
     }
-    if (v.kind == Value::Int)
+    if (v.kind == Value::Int) {
+      if (v.i == std::numeric_limits<int64_t>::min()) { // -v.i would overflow.
+        error(expr.loc, "integer overflow in '-'");
+        return Value::error();
+      }
       return Value::ofInt(-v.i);
+    }
     if (v.kind == Value::Float)
       return Value::ofFloat(-v.f);
     if (!v.isError())

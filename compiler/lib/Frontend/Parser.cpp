@@ -148,7 +148,9 @@ std::string friendlyMessage(std::string msg) {
   replaceAll("mismatched input", "unexpected");
   replaceAll("no viable alternative at input", "cannot parse");
   replaceAll("token recognition error at:", "unexpected character");
-  replaceAll("expecting", "expected");
+  // "unexpected ')' expected '='" reads as one phrase; separate what was found from what
+  // was wanted.
+  replaceAll(" expecting", "; expected");
   replaceAll("{ID, ", "{identifier, ");
   replaceAll(", ID}", ", identifier}");
   replaceAll(" ID,", " identifier,");
@@ -164,14 +166,17 @@ public:
 
   void syntaxError(antlr4::Recognizer *, antlr4::Token *offending, size_t line,
                    size_t charPositionInLine, const std::string &msg,
-                   std::exception_ptr) override {
+                   std::exception_ptr error) override {
     size_t length = 1;
     if (offending && offending->getType() != antlr4::Token::EOF)
       length = offending->getStopIndex() - offending->getStartIndex() + 1;
     std::string hint;
     if (offending && offending->getType() == TesselLexer::UNKNOWN)
       hint = "comments start with '#'; strings are written in double quotes";
-    diags_.error(locs_.at(line, charPositionInLine, length), friendlyMessage(msg), hint);
+    std::string message = friendlyMessage(msg);
+    if (std::string quoted = failedDecisionText(offending, error); !quoted.empty())
+      message = "cannot parse '" + quoted + "'";
+    diags_.error(locs_.at(line, charPositionInLine, length), message, hint);
     if (++count_ >= kMaxSyntaxErrors) {
       diags_.note({}, "too many syntax errors; giving up on this file");
       throw ParseAbandoned{};
@@ -179,6 +184,41 @@ public:
   }
 
 private:
+  /// ANTLR quotes the tokens of a decision that found no alternative without the whitespace
+  /// between them (`batch 4` becomes 'batch4'); this quotes the source text instead, with
+  /// whitespace runs made single spaces. Empty for other errors.
+  static std::string failedDecisionText(antlr4::Token *offending, std::exception_ptr error) {
+    if (!error || !offending || offending->getType() == antlr4::Token::EOF)
+      return "";
+    const antlr4::Token *start = nullptr;
+    try {
+      std::rethrow_exception(error);
+    } catch (const antlr4::NoViableAltException &e) {
+      start = e.getStartToken();
+    } catch (...) {
+    }
+    if (!start || start->getStartIndex() > offending->getStopIndex())
+      return "";
+    std::string text = offending->getInputStream()->getText(
+        antlr4::misc::Interval(start->getStartIndex(), offending->getStopIndex()));
+    std::string out;
+    for (char c : text) {
+      bool space = c == ' ' || c == '\t' || c == '\r' || c == '\n';
+      if (!space)
+        out.push_back(c);
+      else if (!out.empty() && out.back() != ' ')
+        out.push_back(' ');
+    }
+    constexpr size_t kMaxQuoted = 40;
+    if (out.size() > kMaxQuoted) {
+      size_t from = out.size() - kMaxQuoted;
+      while (from < out.size() && (static_cast<unsigned char>(out[from]) & 0xc0) == 0x80)
+        ++from; // Not inside a UTF-8 sequence.
+      out = "..." + out.substr(from);
+    }
+    return out;
+  }
+
   static constexpr unsigned kMaxSyntaxErrors = 20;
   DiagnosticEngine &diags_;
   const LocMapper &locs_;
@@ -463,6 +503,7 @@ private:
       if (c->argList())
         for (auto *arg : c->argList()->arg()) {
           e->keys.push_back(arg->key ? arg->key->getText() : "");
+          e->keyLocs.push_back(arg->key ? locs_.of(arg->key) : SourceLoc{});
           e->operands.push_back(buildExpr(arg->expr()));
         }
       return e;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <sstream>
 
 using namespace tessel;
 using namespace tessel::detail;
@@ -61,6 +62,12 @@ const char *tessel::detail::kindName(Value::Kind kind) {
     return "a tuple";
   }
   return "?";
+}
+
+std::string tessel::detail::formatNumber(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 void Sema::error(SourceLoc loc, const std::string &message, const std::string &hint) {
@@ -218,7 +225,7 @@ Value Sema::lookupDefinition(const std::string &name, SourceLoc use) {
     return cached->second;
   auto def = definitions_.find(name);
   if (def == definitions_.end()) {
-    std::string guess = closestMatch(name, knownNames());
+    std::string guess = wantHints() ? closestMatch(name, knownNames()) : "";
     error(use, "unknown name '" + name + "'", guess.empty() ? "" : "did you mean '" + guess + "'?");
     return Value::error();
   }
@@ -279,7 +286,7 @@ Value Sema::arithmetic(const std::string &op, const Value &a, const Value &b, So
         return Value::error();
       }
       if (a.i == std::numeric_limits<int64_t>::min() && b.i == -1) {
-        error(loc, "integer overflow");
+        error(loc, "integer overflow in '" + op + "'");
         return Value::error();
       }
       if (op == "//") {
@@ -391,8 +398,14 @@ Value Sema::evalConstant(const ast::Expr &expr) {
     Value v = evalConstant(*expr.operands[0]);
     if (v.isError())
       return v;
-    if (v.kind == Value::Int)
-      return v.i == std::numeric_limits<int64_t>::min() ? Value::error() : Value::ofInt(-v.i);
+    if (v.kind == Value::Int) {
+      if (v.i == std::numeric_limits<int64_t>::min()) {
+        // Returning an error value unreported would let the file pass as valid.
+        error(expr.loc, "integer overflow in '-'");
+        return Value::error();
+      }
+      return Value::ofInt(-v.i);
+    }
     if (v.kind == Value::Float)
       return Value::ofFloat(-v.f);
     error(expr.loc, std::string("cannot negate ") + kindName(v.kind));
@@ -445,12 +458,15 @@ std::optional<Program> Sema::run() {
   program_.modelLoc = model_->name.loc;
   // Every definition is checked, used or not, so that a typo in an unused dim still shows.
   for (const ast::Definition &d : model_->dims) {
+    if (d.name.name == "batch")
+      continue; // Reported as built in; looking it up would add "size not known" to that.
     Value v = lookupDefinition(d.name.name, d.name.loc);
     if (v.kind == Value::Int)
       dims_[d.name.name] = {d.name.name, v.i};
   }
   for (const ast::Definition &d : model_->constants)
-    lookupDefinition(d.name.name, d.name.loc);
+    if (d.name.name != "batch")
+      lookupDefinition(d.name.name, d.name.loc);
   readSections();
   int64_t dp = program_.parallel.axisSize("dp");
   if (program_.train.microBatch.value > 0)

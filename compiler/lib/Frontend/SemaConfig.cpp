@@ -200,14 +200,19 @@ void Sema::readParallel(const ast::Section &section) {
           std::vector<std::string> names;
           for (const MeshAxis &a : cfg.mesh)
             names.push_back(a.name);
-          std::string guess = closestMatch(e->text, names);
+          // An axis the mesh leaves out is missing, not misspelt: suggesting 'tp' for 'dp'
+          // would mislead.
+          bool knownAxis = std::find(kAxes.begin(), kAxes.end(), e->text) != kAxes.end();
+          std::string guess = knownAxis ? "" : closestMatch(e->text, names);
           std::string list;
           for (const std::string &n : names)
             list += (list.empty() ? "" : ", ") + n;
+          std::string declared = list.empty() ? std::string("the mesh declares no axes")
+                                              : "the mesh declares " + list;
           error(e->loc, "unknown mesh axis '" + e->text + "'",
-                guess.empty() ? (list.empty() ? std::string("the mesh declares no axes")
-                                              : "the mesh declares " + list)
-                              : "did you mean '" + guess + "'?");
+                knownAxis ? declared + "; add " + e->text + " to mesh { ... }"
+                : guess.empty() ? declared
+                                : "did you mean '" + guess + "'?");
           continue;
         }
         if (e->text == "pp") {
@@ -296,7 +301,8 @@ void Sema::readTrain(const ast::Section &section) {
       return false;
     }
     if (v.asDouble() < min) {
-      error(e.loc, what + " must be at least " + std::to_string(min));
+      error(e.loc, what + " must be at least " + formatNumber(min) + ", not " +
+                       formatNumber(v.asDouble()));
       return false;
     }
     out = v.asDouble();
@@ -318,8 +324,11 @@ void Sema::readTrain(const ast::Section &section) {
   readInt(top, "log_every", cfg.logEvery, 1);
   if (!top.get("batch"))
     error(section.kind.loc, "train needs 'batch' (sequences per optimizer step)");
+  // At least 1: with batch < dp a micro-batch of 0 left 'batch' without a size, and the
+  // check below, which names the real problem, never ran.
   if (!top.get("micro_batch") && cfg.batch.value > 0)
-    cfg.microBatch = {cfg.batch.value / program_.parallel.axisSize("dp"), section.kind.loc};
+    cfg.microBatch = {std::max<int64_t>(1, cfg.batch.value / program_.parallel.axisSize("dp")),
+                      section.kind.loc};
   if (const ast::Expr *e = top.value("clip")) {
     double v = 0;
     if (readNumber(*e, "clip", 0.0, v))
@@ -356,7 +365,7 @@ void Sema::readTrain(const ast::Section &section) {
         }
         if (std::find(known.begin(), known.end(), key) == known.end()) {
           std::string guess = closestMatch(key, known);
-          error(arg.loc, "'" + kind + "' has no argument '" + key + "'",
+          error(e->keyLocs[i], "'" + kind + "' has no argument '" + key + "'",
                 guess.empty() ? "" : "did you mean '" + guess + "'?");
           continue;
         }
@@ -408,8 +417,9 @@ void Sema::readTrain(const ast::Section &section) {
         } else if (key == "min_lr") {
           readNumber(arg, "min_lr", 0.0, s.minLr);
         } else {
-          error(arg.loc, key.empty() ? "schedule arguments are named: cosine(warmup = 100)"
-                                     : "'" + kind + "' has no argument '" + key + "'",
+          error(key.empty() ? arg.loc : e->keyLocs[i],
+                key.empty() ? "schedule arguments are named: cosine(warmup = 100)"
+                            : "'" + kind + "' has no argument '" + key + "'",
                 "known: warmup, min_lr");
         }
       }
@@ -478,6 +488,9 @@ void Sema::checkParallelAgainstModel() {
 
   std::set<std::string> usedAxes;
   for (const DimSharding &ds : cfg.shard) {
+    // An axis named in shard is used, even when the dim has an error of its own: reporting
+    // the axis as unused as well would be a second, misleading error.
+    usedAxes.insert(ds.axes.begin(), ds.axes.end());
     auto it = dims_.find(ds.dim);
     if (it == dims_.end()) {
       if (ds.dim == "batch" || !ds.loc.isValid())
@@ -486,16 +499,14 @@ void Sema::checkParallelAgainstModel() {
         error(ds.loc, "'" + ds.dim + "' is a constant, not a dim; only dims can be sharded");
         continue;
       }
-      std::string guess = closestMatch(ds.dim, knownNames());
+      std::string guess = wantHints() ? closestMatch(ds.dim, knownNames()) : "";
       error(ds.loc, "unknown dim '" + ds.dim + "' in shard",
             guess.empty() ? "" : "did you mean '" + guess + "'?");
       continue;
     }
     int64_t ways = 1;
-    for (const std::string &a : ds.axes) {
+    for (const std::string &a : ds.axes)
       ways *= cfg.axisSize(a);
-      usedAxes.insert(a);
-    }
     int64_t size = it->second.size;
     if (ds.dim == "batch")
       size = train.microBatch.value * dp; // The global micro-batch.
@@ -566,8 +577,9 @@ void Sema::checkParallelAgainstModel() {
     const auto &map = cfg.stageMap.value;
     int64_t stages = pp * v;
     if (static_cast<int64_t>(map.size()) != stages)
-      error(cfg.stageMap.loc, "stage_map lists " + std::to_string(map.size()) +
-                                  " stages but pp x virtual is " + std::to_string(stages));
+      error(cfg.stageMap.loc, "stage_map lists " + std::to_string(map.size()) + " stage" +
+                                  (map.size() == 1 ? "" : "s") + " but pp x virtual is " +
+                                  std::to_string(stages));
     std::vector<int> seen(std::max<int64_t>(program_.layers, 0), 0);
     for (const auto &stage : map) {
       if (stage.empty())

@@ -40,6 +40,8 @@ struct Value {
 };
 
 const char *kindName(Value::Kind kind);
+/// A number as a user would write it (`0`, `0.5`, `1e+12`), not std::to_string's `0.000000`.
+std::string formatNumber(double v);
 
 /// One block instantiation (or the forward function) being elaborated.
 struct Frame {
@@ -63,6 +65,12 @@ public:
   // Diagnostics, deduplicated: a mistake inside a block instantiated 96 times is one error.
   void error(SourceLoc loc, const std::string &message, const std::string &hint = "");
   void note(SourceLoc loc, const std::string &message);
+  /// Whether a "did you mean" hint is worth computing. Each scans every name in scope, and
+  /// past the errors the engine records it is never printed: on a file of a million bad lines
+  /// computing it anyway made checking quadratic.
+  bool wantHints() const {
+    return diags_.errorCount() < DiagnosticEngine::kMaxRecordedErrors;
+  }
 
   // Sema.cpp: declarations, dims and constants.
   bool collectDeclarations();

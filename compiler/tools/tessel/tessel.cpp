@@ -98,8 +98,10 @@ std::string humanCount(double n) {
 
 int runCheck(const char *argv0) {
   Frontend fe;
-  if (!load(fe, argv0))
-    return finish(fe) ? 1 : 2;
+  if (!load(fe, argv0)) { // The file could not be read: an I/O error, not one in the input.
+    finish(fe);
+    return 2;
+  }
   auto program = analyze(*fe.module, fe.sources, fe.diags, fe.options);
   if (!program)
     return finish(fe);
@@ -126,8 +128,10 @@ int runCheck(const char *argv0) {
 
 int runCompile(const char *argv0) {
   Frontend fe;
-  if (!load(fe, argv0))
-    return finish(fe) ? 1 : 2;
+  if (!load(fe, argv0)) { // The file could not be read: an I/O error, not one in the input.
+    finish(fe);
+    return 2;
+  }
   std::string error;
   auto output = mlir::openOutputFile(outputFile, &error);
   if (emit == Emit::Ast) {
@@ -168,13 +172,17 @@ int runCompile(const char *argv0) {
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::SetVersionPrinter([](raw_ostream &os) { os << "tessel 0.1\n"; });
-  cl::ParseCommandLineOptions(
+  // With an error stream given, a bad command line returns false instead of exiting with 1,
+  // which is the code for errors in the input.
+  if (!cl::ParseCommandLineOptions(
       argc, argv,
       "Tessel: parallel transformer training from one .model file\n\n"
       "  tessel check FILE.model               check a model and its parallel layout\n"
       "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
       "  tessel compile FILE.model --emit=graph  print the forward graph IR\n\n"
-      "  tessel <command> --help shows a command's options.\n");
+      "  tessel <command> --help shows a command's options.\n",
+          &errs()))
+    return 2;
   try {
     if (checkCommand)
       return runCheck(argv[0]);

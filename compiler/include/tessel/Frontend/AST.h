@@ -35,6 +35,9 @@ struct Expr {
   std::vector<std::unique_ptr<Expr>> operands;
   /// For calls: the keyword of each argument, "" for positional ones.
   std::vector<std::string> keys;
+  /// For calls: where each keyword is written (invalid for positional arguments), so that an
+  /// error about a keyword points at it rather than at its value.
+  std::vector<SourceLoc> keyLocs;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
