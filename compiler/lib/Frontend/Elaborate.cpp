@@ -645,10 +645,11 @@ Value Sema::callBlock(const ast::Block &block, const ast::Expr &call, std::vecto
       return Value::error();
     }
   if (args.size() != block.args.size()) {
-    error(call.loc, "block '" + block.name.name + "' takes " + std::to_string(block.args.size()) +
-                        " argument" + (block.args.size() == 1 ? "" : "s") + ", not " +
-                        std::to_string(args.size()));
-    note(block.name.loc, "'" + block.name.name + "' is declared here");
+    if (error(call.loc, "block '" + block.name.name + "' takes " +
+                            std::to_string(block.args.size()) + " argument" +
+                            (block.args.size() == 1 ? "" : "s") + ", not " +
+                            std::to_string(args.size())))
+      note(block.name.loc, "'" + block.name.name + "' is declared here");
     return Value::error();
   }
   unsigned errorsBefore = diags_.errorCount();

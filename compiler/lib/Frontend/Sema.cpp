@@ -70,10 +70,11 @@ std::string tessel::detail::formatNumber(double v) {
   return os.str();
 }
 
-void Sema::error(SourceLoc loc, const std::string &message, const std::string &hint) {
+bool Sema::error(SourceLoc loc, const std::string &message, const std::string &hint) {
   if (!reported_.insert({loc.file, loc.line, loc.col, message}).second)
-    return;
+    return false;
   diags_.error(loc, message, hint);
+  return true;
 }
 
 void Sema::note(SourceLoc loc, const std::string &message) { diags_.note(loc, message); }
@@ -101,8 +102,8 @@ bool Sema::collectDeclarations() {
     for (const ast::Block &b : file->blocks) {
       auto [it, inserted] = blocks_.insert({b.name.name, &b});
       if (!inserted) {
-        error(b.name.loc, "block '" + b.name.name + "' is defined twice");
-        note(it->second->name.loc, "first defined here");
+        if (error(b.name.loc, "block '" + b.name.name + "' is defined twice"))
+          note(it->second->name.loc, "first defined here");
       }
     }
   }
@@ -118,8 +119,8 @@ bool Sema::collectDeclarations() {
   for (const ast::Block &b : model_->blocks) {
     auto [it, inserted] = blocks_.insert({b.name.name, &b});
     if (!inserted) {
-      error(b.name.loc, "block '" + b.name.name + "' is defined twice");
-      note(it->second->name.loc, "first defined here");
+      if (error(b.name.loc, "block '" + b.name.name + "' is defined twice"))
+        note(it->second->name.loc, "first defined here");
     }
   }
   auto define = [&](const ast::Definition &d, bool isDim) {
@@ -130,8 +131,8 @@ bool Sema::collectDeclarations() {
     }
     auto [it, inserted] = definitions_.insert({d.name.name, &d});
     if (!inserted) {
-      error(d.name.loc, "'" + d.name.name + "' is defined twice");
-      note(it->second->name.loc, "first defined here");
+      if (error(d.name.loc, "'" + d.name.name + "' is defined twice"))
+        note(it->second->name.loc, "first defined here");
       return;
     }
     if (isDim)

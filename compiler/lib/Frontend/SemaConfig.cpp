@@ -36,8 +36,8 @@ public:
       }
       auto [it, inserted] = byKey_.insert({s.key.name, &s});
       if (!inserted) {
-        sema.error(s.key.loc, "'" + s.key.name + "' is set twice in " + where);
-        sema.note(it->second->key.loc, "first set here");
+        if (sema.error(s.key.loc, "'" + s.key.name + "' is set twice in " + where))
+          sema.note(it->second->key.loc, "first set here");
       }
     }
   }
@@ -119,8 +119,8 @@ void Sema::readSections() {
   for (const ast::Section &s : module_.root().sections) {
     const ast::Section *&slot = s.kind.name == "parallel" ? parallel : train;
     if (slot) {
-      error(s.kind.loc, "a second '" + s.kind.name + "' section");
-      note(slot->kind.loc, "the first is here");
+      if (error(s.kind.loc, "a second '" + s.kind.name + "' section"))
+        note(slot->kind.loc, "the first is here");
       continue;
     }
     slot = &s;
@@ -176,9 +176,9 @@ void Sema::readParallel(const ast::Section &section) {
       }
       auto [it, inserted] = seen.insert({s.key.name, s.key.loc});
       if (!inserted) {
-        error(s.key.loc, "dim '" + s.key.name + "' is mapped twice",
-              "map a dim to several axes at once with a tuple: batch = (dp, cp)");
-        note(it->second, "first mapped here");
+        if (error(s.key.loc, "dim '" + s.key.name + "' is mapped twice",
+                  "map a dim to several axes at once with a tuple: batch = (dp, cp)"))
+          note(it->second, "first mapped here");
         continue;
       }
       DimSharding ds{s.key.name, {}, s.key.loc};

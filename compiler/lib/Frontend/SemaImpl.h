@@ -63,7 +63,9 @@ public:
   std::optional<Program> run();
 
   // Diagnostics, deduplicated: a mistake inside a block instantiated 96 times is one error.
-  void error(SourceLoc loc, const std::string &message, const std::string &hint = "");
+  // Returns whether the error was reported; a note that belongs to it is given only then,
+  // or it would trail whatever error was reported last.
+  bool error(SourceLoc loc, const std::string &message, const std::string &hint = "");
   void note(SourceLoc loc, const std::string &message);
   /// Whether a "did you mean" hint is worth computing. Each scans every name in scope, and
   /// past the errors the engine records it is never printed: on a file of a million bad lines
