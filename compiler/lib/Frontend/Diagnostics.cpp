@@ -33,13 +33,45 @@ void DiagnosticEngine::note(SourceLoc loc, std::string message) {
   report(Severity::Note, loc, std::move(message), "");
 }
 
-// Control characters would garble the terminal when a binary file is quoted.
+// Control characters and bytes that are not UTF-8 would garble the terminal when a binary
+// file is quoted. Each such byte becomes one character, so byte offsets are kept.
 static std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (unsigned char c : text)
-    out.push_back(c == '\t' ? ' ' : (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c));
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool whole = n > 0 && i + n <= text.size();
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (size_t k = 1; whole && k < n; ++k) {
+      unsigned char cc = static_cast<unsigned char>(text[i + k]);
+      whole = (cc & 0xc0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    if (whole && ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+                  cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)))
+      whole = false;
+    if (!whole) {
+      out.push_back('?');
+      ++i;
+    } else if (n == 1) {
+      out.push_back(c == '\t' ? ' ' : (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c));
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
   return out;
+}
+
+// The number of characters (not bytes) in `text`: the columns it takes on a terminal.
+static size_t displayWidth(std::string_view text) {
+  size_t n = 0;
+  for (unsigned char c : text)
+    n += (c & 0xc0) != 0x80;
+  return n;
 }
 
 std::string DiagnosticEngine::format(const Diagnostic &diag) const {
@@ -64,9 +96,13 @@ std::string DiagnosticEngine::format(const Diagnostic &diag) const {
     os << " " << std::string(number.size(), ' ') << " | " << (start ? "   " : "");
     size_t col = diag.loc.col >= 1 + start ? diag.loc.col - 1 - start : 0;
     col = std::min(col, shown.size());
-    size_t len = std::max<uint32_t>(1, diag.loc.length);
-    len = std::min(len, std::max<size_t>(1, shown.size() - std::min(col, shown.size())));
-    os << std::string(col, ' ') << "^" << std::string(len - 1, '~') << "\n";
+    // Columns are bytes and lengths characters; a character such as 'é' takes one terminal
+    // column, so the caret is placed by characters.
+    size_t pad = displayWidth(std::string_view(shown).substr(0, col));
+    size_t width = std::min<size_t>(std::max<uint32_t>(1, diag.loc.length),
+                                    displayWidth(std::string_view(shown).substr(col)));
+    width = std::max<size_t>(1, width);
+    os << std::string(pad, ' ') << "^" << std::string(width - 1, '~') << "\n";
   }
   if (!diag.hint.empty())
     os << "hint: " << diag.hint << "\n";

@@ -412,9 +412,13 @@ Value Sema::evalConstant(const ast::Expr &expr) {
     error(expr.loc, std::string("cannot negate ") + kindName(v.kind));
     return Value::error();
   }
-  case ast::ExprKind::Binary:
-    return arithmetic(expr.text, evalConstant(*expr.operands[0]),
-                      evalConstant(*expr.operands[1]), expr.loc);
+  case ast::ExprKind::Binary: {
+    // Evaluated in sequence: as two arguments of one call, the order is unspecified and
+    // errors in `a + b` came out b first.
+    Value lhs = evalConstant(*expr.operands[0]);
+    Value rhs = evalConstant(*expr.operands[1]);
+    return arithmetic(expr.text, lhs, rhs, expr.loc);
+  }
   case ast::ExprKind::Tuple:
   case ast::ExprKind::List: {
     Value v;
