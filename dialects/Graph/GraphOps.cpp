@@ -54,6 +54,12 @@ FailureOr<Shapes> namedShapes(Operation *op) {
                         << " must be a ranked tensor with one #graph.dims name per dim";
       return failure();
     }
+    // Checked before the sizes: a dynamic dim would be reported as "size -9223372036854775808".
+    if (!cast<RankedTensorType>(type).hasStaticShape()) {
+      op->emitOpError() << what << " type " << type
+                        << " has a dynamic dim; graph tensors have static sizes";
+      return failure();
+    }
     std::string err = checkWellFormed(*shape);
     if (!err.empty()) {
       op->emitOpError() << what << ": " << err;

@@ -30,8 +30,11 @@ def Graph_ParamOp : Graph_Op<"param", [Pure]> {
     A model weight with its dotted path and initialiser. The path is unique in the module;
     it names the tensor in checkpoints.
 
+    The initialiser is written without its `#graph.init` prefix: a dialect attribute written
+    in full right before `:` would take the type after the colon as its own.
+
     ```mlir
-    %w = graph.param "layers.0.gpt_block.wq" init #graph.init<normal(0.0, 0.02)>
+    %w = graph.param "layers.0.gpt_block.wq" init <normal(0.0, 0.02)>
         : tensor<128x4x32xf32, #graph.dims<embed, heads, head>>
     ```
   }];

@@ -475,8 +475,10 @@ void Sema::checkParallelAgainstModel() {
 
   if (options_.ranks > 0 && cfg.worldSize() != options_.ranks)
     error(cfg.mesh.empty() ? model_->name.loc : cfg.mesh.front().loc,
-          "the mesh has " + std::to_string(cfg.worldSize()) + " ranks but " +
-              std::to_string(options_.ranks) + " were requested",
+          "the mesh has " + std::to_string(cfg.worldSize()) +
+              (cfg.worldSize() == 1 ? " rank but " : " ranks but ") +
+              std::to_string(options_.ranks) +
+              (options_.ranks == 1 ? " was requested" : " were requested"),
           "the product of the mesh axes is the number of ranks");
 
   // A data-parallel mesh shards the batch unless told otherwise.

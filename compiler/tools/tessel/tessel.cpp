@@ -138,7 +138,7 @@ int runCompile(const char *argv0) {
     if (fe.diags.hasErrors())
       return finish(fe);
     if (!output) {
-      errs() << "tessel: cannot write '" << outputFile << "': " << error << "\n";
+      errs() << "tessel: error: cannot write '" << outputFile << "': " << error << "\n";
       return 2;
     }
     std::ostringstream text;
@@ -159,7 +159,7 @@ int runCompile(const char *argv0) {
     return 2;
   }
   if (!output) {
-    errs() << "tessel: cannot write '" << outputFile << "': " << error << "\n";
+    errs() << "tessel: error: cannot write '" << outputFile << "': " << error << "\n";
     return 2;
   }
   module->print(output->os());

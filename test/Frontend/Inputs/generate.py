@@ -62,7 +62,9 @@ def main(kind, *args):
                 " -> [batch, seq, embed] {\n" + line * count +
                 "    return undefined_name\n  }\n")
         out(MODEL_HEAD + body + FORWARD % "stack(embedding(wte, tokens))" + TAIL)
-    elif kind == "garbage":  # BYTES of random tokens, no brackets (those stop at depth 200)
+    elif kind == "garbage":  # `model m {`, then BYTES of random tokens without brackets
+        # Inside the model the parser recovers statement by statement, so the errors pile up
+        # (at the top level, ANTLR's recovery skips to the end of the file after the first).
         size, seed = int(args[0]), int(args[1])
         rng = random.Random(seed)
         tokens = ["model", "param", "repeat", "=", "->", "@", "//", ",", ";", "x", "1e5",
@@ -72,7 +74,7 @@ def main(kind, *args):
             t = rng.choice(tokens)
             words.append(t)
             n += len(t) + 1
-        out(" ".join(words) + "\n")
+        out("model m {\n" + " ".join(words) + "\n")
     elif kind == "random-bytes":
         size, seed = int(args[0]), int(args[1])
         out(random.Random(seed).randbytes(size))
