@@ -123,10 +123,8 @@ public:
   std::map<std::string, NamedDim> dims_; ///< Every sized dim, `batch` included.
   std::set<std::tuple<int, uint32_t, uint32_t, std::string>> reported_;
   std::vector<const ast::Block *> activeBlocks_;
-  std::set<std::string> paramPaths_;
   std::map<std::string, int> blockCallCounts_;
   bool elaborationAborted_ = false;
-  size_t executedStatements_ = 0;
 };
 
 } // namespace tessel::detail
