@@ -111,13 +111,7 @@ std::optional<TensorType> Sema::resolveType(const ast::TypeExpr &type) {
       error(d.loc, "'" + d.name + "' is a constant, not a dim",
             "declare it inside dims { ... } to use it as a dim");
     } else if (!dimDefinitions_.count(d.name)) {
-      std::string guess;
-      if (wantHints()) {
-        std::vector<std::string> names;
-        for (const auto &entry : dims_)
-          names.push_back(entry.first);
-        guess = closestMatch(d.name, names);
-      }
+      std::string guess = closestDim(d.name);
       error(d.loc, "unknown dim '" + d.name + "'",
             guess.empty() ? "dims are declared in the model's dims { ... }"
                           : "did you mean '" + guess + "'?");
@@ -291,6 +285,15 @@ Value Sema::elementwise(const std::string &opName, const Value &a, const Value &
   return id < 0 ? Value::error() : Value::ofTensor(id);
 }
 
+std::string Sema::closestDim(const std::string &name) {
+  if (!wantHints())
+    return "";
+  std::vector<std::string> names;
+  for (const auto &entry : dims_)
+    names.push_back(entry.first);
+  return closestMatch(name, names);
+}
+
 std::optional<NamedDim> Sema::dimNamed(const ast::Expr &expr) {
   if (expr.kind != ast::ExprKind::Name) {
     error(expr.loc, "expected a dim name");
@@ -299,13 +302,7 @@ std::optional<NamedDim> Sema::dimNamed(const ast::Expr &expr) {
   auto it = dims_.find(expr.text);
   if (it != dims_.end())
     return it->second;
-  std::string guess;
-  if (wantHints()) {
-    std::vector<std::string> names;
-    for (const auto &entry : dims_)
-      names.push_back(entry.first);
-    guess = closestMatch(expr.text, names);
-  }
+  std::string guess = closestDim(expr.text);
   error(expr.loc, "unknown dim '" + expr.text + "'",
         guess.empty() ? "" : "did you mean '" + guess + "'?");
   return std::nullopt;

@@ -107,6 +107,9 @@ public:
   int scalarConstant(double v, DType dtype, SourceLoc loc, Frame &frame);
   const TensorType &typeOf(int value) const { return program_.forward.typeOf(value); }
   std::optional<NamedDim> dimNamed(const ast::Expr &expr);
+  /// The sized dim closest to a misspelt `name`, for a "did you mean" hint; "" when none is
+  /// close or hints are no longer wanted.
+  std::string closestDim(const std::string &name);
 
   const ParsedModule &module_;
   const SourceManager &sources_;
