@@ -8,6 +8,7 @@
 #include "Graph/GraphOps.h"
 
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace tessel;
@@ -287,3 +288,126 @@ LogicalResult PermuteOp::verify() {
 
 #define GET_OP_CLASSES
 #include "Graph/GraphOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Gradient and training ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Every value in `values` must have exactly the type of `like`.
+LogicalResult sameTypes(Operation *op, Type like, ValueRange values, StringRef what) {
+  for (Value v : values)
+    if (v.getType() != like)
+      return op->emitOpError() << what << " type " << v.getType() << " must be " << like;
+  return success();
+}
+
+LogicalResult expectScalar(Operation *op, Type type, StringRef what) {
+  auto shape = getNamedShape(type);
+  if (!shape || !shape->empty())
+    return op->emitOpError() << what << " must be a scalar tensor, not " << type;
+  return success();
+}
+
+} // namespace
+
+LogicalResult BroadcastOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
+    return failure();
+  for (const NamedDim &d : shapes->operands[0]) {
+    int at = findDim(shapes->result, d.name);
+    if (at < 0 || shapes->result[at].size != d.size)
+      return emitOpError() << "input dim '" << d.name << "' is not a dim of the result "
+                           << formatShape(shapes->result);
+  }
+  return success();
+}
+
+LogicalResult UnaryGradOp::verify() {
+  static const llvm::StringSet<> kFunctions = {"exp",  "log",  "sqrt", "rsqrt",  "tanh",
+                                               "gelu", "silu", "relu", "sigmoid"};
+  if (!kFunctions.contains(getFn()))
+    return emitOpError() << "has no derivative for '" << getFn() << "'";
+  return sameTypes(*this, getType(), {getInput(), getOutput(), getGrad()}, "operand");
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (failed(sameTypes(*this, getType(), {getOutput(), getGrad()}, "operand")))
+    return failure();
+  auto shape = getNamedShape(getType());
+  if (!shape || findDim(*shape, getDim().str()) < 0)
+    return emitOpError() << "'" << getDim() << "' is not a dim of the operands";
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(sameTypes(*this, getInput().getType(), {getGrad(), getInputGrad()}, "input")) ||
+      failed(sameTypes(*this, getScale().getType(), {getScaleGrad(), getBiasGrad()}, "scale")))
+    return failure();
+  return success();
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  if (failed(sameTypes(*this, getInput().getType(), {getGrad(), getInputGrad()}, "input")) ||
+      failed(sameTypes(*this, getScale().getType(), {getScaleGrad()}, "scale")))
+    return failure();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto table = getNamedShape(getType());
+  auto ids = getNamedShape(getIds().getType());
+  auto grad = getNamedShape(getGrad().getType());
+  if (!table || !ids || !grad)
+    return emitOpError("operands and result need #graph.dims encodings");
+  ShapeResult r = embeddingShape(*table, *ids);
+  if (!r.ok())
+    return emitOpError() << r.error;
+  if (!(r.shape == *grad))
+    return emitOpError() << "gradient should be " << formatShape(r.shape) << " but is "
+                         << formatShape(*grad);
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(sameTypes(*this, getType(), {getLogits()}, "logits")) ||
+      failed(expectScalar(*this, getGrad().getType(), "the loss gradient")))
+    return failure();
+  auto logits = getNamedShape(getLogits().getType());
+  auto targets = getNamedShape(getTargets().getType());
+  if (!logits || !targets)
+    return emitOpError("operands need #graph.dims encodings");
+  std::string cls;
+  ShapeResult r = crossEntropyShape(*logits, *targets, &cls);
+  if (!r.ok())
+    return emitOpError() << r.error;
+  if (cls != getDim())
+    return emitOpError() << "class dim is '" << cls << "', not '" << getDim() << "'";
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(sameTypes(*this, getQuery().getType(), {getGrad(), getQueryGrad()}, "query")) ||
+      failed(sameTypes(*this, getKey().getType(), {getKeyGrad()}, "key")) ||
+      failed(sameTypes(*this, getValue().getType(), {getValueGrad()}, "value")))
+    return failure();
+  auto q = getNamedShape(getQuery().getType()), k = getNamedShape(getKey().getType()),
+       v = getNamedShape(getValue().getType());
+  if (!q || !k || !v)
+    return emitOpError("operands need #graph.dims encodings");
+  ShapeResult r = attentionShape(*q, *k, *v);
+  if (!r.ok())
+    return emitOpError() << r.error;
+  return success();
+}
+
+LogicalResult LearningRateOp::verify() {
+  if (getSchedule() != "constant" && getSchedule() != "cosine")
+    return emitOpError() << "unknown schedule '" << getSchedule()
+                         << "'; expected constant or cosine";
+  if (static_cast<int64_t>(getWarmup()) < 0 || static_cast<int64_t>(getSteps()) < 1)
+    return emitOpError("needs warmup >= 0 and steps >= 1");
+  return expectScalar(*this, getType(), "the result");
+}

@@ -26,6 +26,8 @@ mlir::RankedTensorType getNamedTensorType(mlir::MLIRContext *ctx, const NamedSha
 
 } // namespace tessel::graph
 
+#include "Graph/GraphInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "Graph/GraphOps.h.inc"
 

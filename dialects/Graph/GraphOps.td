@@ -9,6 +9,7 @@
 
 include "GraphDialect.td"
 include "GraphAttrs.td"
+include "GraphInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -24,7 +25,7 @@ def Graph_IdTensor : RankedTensorOf<[I32]>;
 // Sources
 //===----------------------------------------------------------------------===//
 
-def Graph_ParamOp : Graph_Op<"param", [Pure]> {
+def Graph_ParamOp : Graph_Op<"param", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "A trainable parameter";
   let description = [{
     A model weight with its dotted path and initialiser. The path is unique in the module;
@@ -44,7 +45,7 @@ def Graph_ParamOp : Graph_Op<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_ConstantOp : Graph_Op<"constant", [Pure]> {
+def Graph_ConstantOp : Graph_Op<"constant", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "A scalar constant";
   let description = [{
     ```mlir
@@ -61,7 +62,8 @@ def Graph_ConstantOp : Graph_Op<"constant", [Pure]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class Graph_BinaryOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+class Graph_BinaryOp<string mnemonic, string what>
+    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Elementwise " # what # ", broadcasting by dim name";
   let description = [{
     The result has the dims of `lhs` followed by those of `rhs` that `lhs` lacks; a name in
@@ -84,7 +86,7 @@ def Graph_MulOp : Graph_BinaryOp<"mul", "product">;
 def Graph_DivOp : Graph_BinaryOp<"div", "quotient">;
 
 class Graph_UnaryOp<string mnemonic, string what>
-    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Elementwise " # what;
   let description = [{
     ```mlir
@@ -108,18 +110,22 @@ def Graph_SiluOp : Graph_UnaryOp<"silu", "SiLU, x * sigmoid(x)">;
 def Graph_ReluOp : Graph_UnaryOp<"relu", "rectifier">;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "logistic sigmoid">;
 
-def Graph_DropoutOp : Graph_Op<"dropout", [SameOperandsAndResultType]> {
+def Graph_DropoutOp
+    : Graph_Op<"dropout", [SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Zeroes elements with probability `rate` and rescales the rest";
   let description = [{
-    Not `Pure`: each execution draws a fresh mask.
+    Not `Pure`: each execution draws a fresh mask. The autodiff pass numbers each dropout
+    with `mask`; the runtime derives the mask from the run's seed, the step, the micro-batch
+    and that number, so the backward pass (a dropout of the gradient with the same `mask`)
+    applies the same mask without storing it.
 
     ```mlir
     %y = graph.dropout %x rate 1.000000e-01 : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$rate);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$rate, OptionalAttr<I64Attr>:$mask);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `rate` $rate attr-dict `:` type($result)";
+  let assemblyFormat = "$input `rate` $rate (`mask` $mask^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -127,7 +133,7 @@ def Graph_DropoutOp : Graph_Op<"dropout", [SameOperandsAndResultType]> {
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def Graph_ContractOp : Graph_Op<"contract", [Pure]> {
+def Graph_ContractOp : Graph_Op<"contract", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Sums the product of two tensors over named dims";
   let description = [{
     The einsum of named dims: `sum` lists the dims summed over (each in both operands);
@@ -147,7 +153,8 @@ def Graph_ContractOp : Graph_Op<"contract", [Pure]> {
   let hasVerifier = 1;
 }
 
-class Graph_ReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+class Graph_ReduceOp<string mnemonic, string what>
+    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "The " # what # " over named dims";
   let description = [{
     ```mlir
@@ -164,7 +171,8 @@ class Graph_ReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> 
 def Graph_SumOp : Graph_ReduceOp<"sum", "sum">;
 def Graph_MeanOp : Graph_ReduceOp<"mean", "mean">;
 
-def Graph_SoftmaxOp : Graph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Graph_SoftmaxOp : Graph_Op<"softmax",
+    [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Softmax along one named dim";
   let description = [{
     ```mlir
@@ -181,7 +189,7 @@ def Graph_SoftmaxOp : Graph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
 // Composite ops, kept whole for fusion
 //===----------------------------------------------------------------------===//
 
-def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure]> {
+def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Layer normalisation over the dims of its scale";
   let description = [{
     `(x - mean) / sqrt(var + eps) * scale + bias`, with mean and variance over the dims of
@@ -203,7 +211,7 @@ def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_RMSNormOp : Graph_Op<"rmsnorm", [Pure]> {
+def Graph_RMSNormOp : Graph_Op<"rmsnorm", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Root-mean-square normalisation over the dims of its scale";
   let description = [{
     ```mlir
@@ -221,7 +229,7 @@ def Graph_RMSNormOp : Graph_Op<"rmsnorm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure]> {
+def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Looks up rows of a [rows, features] table";
   let description = [{
     ```mlir
@@ -237,7 +245,7 @@ def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure]> {
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Mean softmax cross-entropy over the class dim";
   let description = [{
     `targets` has the dims of `logits` but the class dim `dim`; the result is the mean loss
@@ -257,7 +265,7 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
+def Graph_AttentionOp : Graph_Op<"attention", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Scaled dot-product attention, multi-head or grouped-query";
   let description = [{
     `q` is [..., seq, heads, head]; `k` and `v` are [..., kv_seq, kv_heads, head] with the
@@ -282,16 +290,20 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_RopeOp : Graph_Op<"rope", [Pure, SameOperandsAndResultType]> {
+def Graph_RopeOp : Graph_Op<"rope",
+    [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Rotary position embedding on [..., seq, heads, head]";
   let description = [{
+    Feature i < head/2 pairs with i + head/2 and turns by pos * theta^(-2i/head).
+    `inverse` turns the other way: a rotation's gradient is its inverse.
+
     ```mlir
     %r = graph.rope %q theta 1.000000e+04 : tensor<8x64x8x16xf32, #graph.dims<batch, seq, heads, head>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` $theta attr-dict `:` type($result)";
+  let assemblyFormat = "$input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -299,7 +311,7 @@ def Graph_RopeOp : Graph_Op<"rope", [Pure, SameOperandsAndResultType]> {
 // Layout
 //===----------------------------------------------------------------------===//
 
-def Graph_SplitOp : Graph_Op<"split", [Pure]> {
+def Graph_SplitOp : Graph_Op<"split", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Splits one dim into several";
   let description = [{
     The result type names the parts; their sizes multiply to the size of `dim`.
@@ -315,7 +327,7 @@ def Graph_SplitOp : Graph_Op<"split", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_MergeOp : Graph_Op<"merge", [Pure]> {
+def Graph_MergeOp : Graph_Op<"merge", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Merges adjacent dims into one";
   let description = [{
     ```mlir
@@ -329,7 +341,7 @@ def Graph_MergeOp : Graph_Op<"merge", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_PermuteOp : Graph_Op<"permute", [Pure]> {
+def Graph_PermuteOp : Graph_Op<"permute", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Reorders dims; the result type gives the order";
   let description = [{
     ```mlir
@@ -342,5 +354,8 @@ def Graph_PermuteOp : Graph_Op<"permute", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
+
+include "GraphGradientOps.td"
+include "GraphTrainOps.td"
 
 #endif // TESSEL_GRAPH_OPS

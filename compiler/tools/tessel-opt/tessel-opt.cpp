@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Graph/GraphDialect.h"
+#include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
                   mlir::shard::ShardDialect>();
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
+  tessel::registerTesselPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessel optimizer driver\n", registry));
 }

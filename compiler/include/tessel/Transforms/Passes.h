@@ -1,0 +1,24 @@
+//===- Passes.h - Tessel's passes -------------------------------*- C++ -*-===//
+#ifndef TESSEL_TRANSFORMS_PASSES_H
+#define TESSEL_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace tessel {
+
+#define GEN_PASS_DECL
+#include "tessel/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "tessel/Transforms/Passes.h.inc"
+
+/// Adds the passes that turn graph IR from the front end into the training functions:
+/// autodiff, optimizer and sampler.
+void buildTrainingPipeline(mlir::OpPassManager &pm);
+
+} // namespace tessel
+
+#endif // TESSEL_TRANSFORMS_PASSES_H

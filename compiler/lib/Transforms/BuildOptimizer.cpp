@@ -1,0 +1,78 @@
+//===- BuildOptimizer.cpp - The optimizer step as graph IR ----------------===//
+
+#include "tessel/Transforms/Passes.h"
+#include "tessel/Transforms/TrainSettings.h"
+
+#include "Graph/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace tessel {
+#define GEN_PASS_DEF_BUILDOPTIMIZER
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::graph;
+
+namespace {
+
+struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    if (!fb) {
+      module.emitError("has no @forward_backward; run -tessel-autodiff first");
+      return signalPassFailure();
+    }
+    TrainSettings s = readTrainSettings(module);
+    // Adam without weight decay is AdamW without weight decay.
+    bool adamw = s.optimizer == "adamw" || (s.optimizer == "adam" && s.weightDecay == 0.0);
+    if (!adamw) {
+      module.emitError() << "optimizer '" << s.optimizer
+                         << (s.optimizer == "adam" ? "' with weight decay" : "'")
+                         << " is not supported yet; use adamw";
+      return signalPassFailure();
+    }
+
+    SmallVector<AccumulateGradOp> accumulators;
+    fb.walk([&](AccumulateGradOp op) { accumulators.push_back(op); });
+    if (accumulators.empty()) {
+      fb.emitError("accumulates no gradient: no parameter reaches the loss");
+      return signalPassFailure();
+    }
+
+    MLIRContext *ctx = module.getContext();
+    Location loc = fb.getLoc();
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(fb);
+    auto scalarType = getNamedTensorType(ctx, {}, b.getF32Type());
+    auto func = func::FuncOp::create(b, loc, "optimizer_step",
+                                     b.getFunctionType({}, {scalarType, scalarType}));
+    b.setInsertionPointToStart(func.addEntryBlock());
+
+    SmallVector<Value> grads;
+    for (AccumulateGradOp acc : accumulators)
+      grads.push_back(GradOp::create(b, acc.getLoc(), acc.getGrad().getType(), acc.getNameAttr()));
+    Value norm = GlobalNormOp::create(b, loc, scalarType, grads);
+    Value coefficient =
+        s.clip > 0 ? ClipCoefficientOp::create(b, loc, scalarType, norm, b.getF64FloatAttr(s.clip))
+                         .getResult()
+                   : ConstantOp::create(b, loc, scalarType, b.getF64FloatAttr(1.0)).getResult();
+    Value lr = LearningRateOp::create(b, loc, scalarType, b.getStringAttr(s.schedule),
+                                      b.getF64FloatAttr(s.lr), b.getF64FloatAttr(s.minLr),
+                                      b.getI64IntegerAttr(s.warmup),
+                                      b.getI64IntegerAttr(s.steps));
+    for (auto [acc, grad] : llvm::zip(accumulators, grads))
+      AdamWOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
+                      b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
+                      b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay));
+    for (AccumulateGradOp acc : accumulators)
+      ZeroGradOp::create(b, acc.getLoc(), acc.getNameAttr());
+    func::ReturnOp::create(b, loc, ValueRange{norm, lr});
+  }
+};
+
+} // namespace

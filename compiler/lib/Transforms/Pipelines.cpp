@@ -1,0 +1,11 @@
+//===- Pipelines.cpp - Pass pipelines of the driver -----------------------===//
+
+#include "tessel/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createAutodiff());
+  pm.addPass(createBuildOptimizer());
+  pm.addPass(createDeriveSampler());
+}

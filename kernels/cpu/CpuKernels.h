@@ -1,0 +1,188 @@
+//===- CpuKernels.h - The CPU backend's kernels -----------------*- C++ -*-===//
+//
+// Every op of a plan runs as one of these functions. They work on fp32 buffers in row-major
+// layout; shapes and strides come from the plan, so a kernel never sees a dim name. All are
+// deterministic: the same inputs give the same bits whatever the thread count, because work is
+// split over independent output elements and every reduction runs in a fixed order.
+//
+// Conventions:
+// - `Shape` is an output shape of at most kMaxRank dims; `Strides` gives, for one operand, the
+//   element stride of each output dim in that operand (0 where the operand is broadcast).
+// - Gradient kernels write (never accumulate into) their outputs unless they say otherwise.
+// - Kernels that can fail on data (out-of-range ids) return false and leave a message in
+//   `error`; the rest cannot fail on data.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSEL_KERNELS_CPU_CPUKERNELS_H
+#define TESSEL_KERNELS_CPU_CPUKERNELS_H
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::cpu {
+
+constexpr int kMaxRank = 8;
+
+struct Shape {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i)
+      n *= size[i];
+    return n;
+  }
+};
+
+struct Strides {
+  int64_t stride[kMaxRank] = {};
+};
+
+/// The row-major strides of `shape` (what a dense operand with the output's dims uses).
+Strides denseStrides(const Shape &shape);
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class BinaryKind { Add, Sub, Mul, Div };
+enum class UnaryKind { Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Gelu, Silu, Relu, Sigmoid };
+
+/// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.
+void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa,
+            const float *b, const Strides &sb, float *out);
+
+/// y = f(x) elementwise. Gelu is the tanh approximation (GPT-2, PyTorch's
+/// gelu(approximate="tanh")).
+void unary(UnaryKind kind, int64_t n, const float *x, float *y);
+
+/// dx = dy * f'(x). `y` is f(x) as the forward computed it; kernels use whichever of x and y
+/// gives the exact derivative cheapest (Exp, Tanh, Sigmoid, Sqrt, Rsqrt use y).
+void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
+               float *dx);
+
+/// out[i] = x[i . sx] for every index i of `shape`: permutes, broadcasts and copies.
+void stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out);
+
+/// y[i] = x[i] * scale.
+void scale(int64_t n, const float *x, float scale, float *y);
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// Sums `x` (dense, of shape `shape`) into `out`: element i of x adds to out[i . so], where
+/// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten; the
+/// sum is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
+/// increasing index order.
+void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t outElements,
+               float scale, float *out);
+
+/// The sum of squares of x, accumulated in double in index order.
+double sumOfSquares(int64_t n, const float *x);
+
+//===----------------------------------------------------------------------===//
+// Contraction
+//===----------------------------------------------------------------------===//
+
+/// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b < batch, through cblas_sgemm.
+/// op(A) is m x k, op(B) is k x n, C[b] is m x n with leading dimension ldc. Batch b's
+/// matrices start at A + b * strideA (and likewise B, C); a stride of 0 reuses one matrix.
+struct GemmArgs {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+void gemm(const GemmArgs &args, const float *a, const float *b, float *c);
+
+//===----------------------------------------------------------------------===//
+// Normalisation, softmax, loss
+//===----------------------------------------------------------------------===//
+
+/// Softmax over the last (contiguous) dim of a [rows, cols] buffer.
+void softmax(int64_t rows, int64_t cols, const float *x, float *y);
+/// dx = y * (dy - sum(dy * y)) per row.
+void softmaxGrad(int64_t rows, int64_t cols, const float *y, const float *dy, float *dx);
+
+/// y = (x - mean) / sqrt(var + eps) * g + b per row (biased variance, as PyTorch).
+void layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const float *b,
+               float eps, float *y);
+/// dx for every row; dg and db summed over rows (in row order).
+void layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
+                   const float *dy, float eps, float *dx, float *dg, float *db);
+
+/// y = x / sqrt(mean(x^2) + eps) * g per row.
+void rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float eps, float *y);
+void rmsNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, const float *dy,
+                 float eps, float *dx, float *dg);
+
+/// The mean over rows of -log softmax(logits[row])[targets[row]]; logits is [rows, cols].
+bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                  float *loss, std::string &error);
+/// dlogits = (softmax(logits) - onehot(targets)) * dloss / rows; `dloss` is one element.
+bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                      const float *dloss, float *dlogits, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+/// out[i, :] = table[ids[i], :] for i < n; table is [rows, cols].
+bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const int32_t *ids,
+               float *out, std::string &error);
+/// dtable = 0, then dtable[ids[i], :] += dout[i, :] in order of i.
+bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout,
+                   const int32_t *ids, float *dtable, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Attention and positions
+//===----------------------------------------------------------------------===//
+
+/// Layouts: q and out are [batch, seq, heads, head]; k and v are [batch, kvSeq, kvHeads,
+/// head]. Query head h reads key/value head h / (heads / kvHeads). `causal` masks key
+/// positions j > i (with kvSeq == seq). out = softmax(q k^T * scale) v.
+struct AttentionArgs {
+  int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, head = 0;
+  bool causal = false;
+  float scale = 1.0f;
+};
+void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
+               float *out);
+/// Recomputes the probabilities from q and k, then writes dq, dk, dv.
+void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                   const float *dout, float *dq, float *dk, float *dv);
+
+/// Rotary embedding on [batch, seq, heads, head] (head even), in the "rotate half" layout:
+/// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).
+/// `inverse` turns the other way (the gradient of the forward rotation).
+void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
+          const float *x, float *y);
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+/// y = x * mask / (1 - rate), where mask[i] is a pure function of (seed, i): the backward
+/// pass calls dropout on dy with the same seed to apply the same mask.
+void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y);
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// One AdamW step as PyTorch's torch.optim.AdamW (decoupled weight decay, bias correction),
+/// on the gradient g * gradScale (gradScale carries clipping). `step` counts from 1.
+struct AdamWArgs {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
+  int64_t step = 1;
+  float gradScale = 1.0f;
+};
+void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
+           float *v);
+
+} // namespace tessel::cpu
+
+#endif // TESSEL_KERNELS_CPU_CPUKERNELS_H

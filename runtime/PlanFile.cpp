@@ -1,0 +1,430 @@
+//===- PlanFile.cpp - Reading and writing binary plans --------------------===//
+
+#include "runtime/PlanFile.h"
+
+#include <cstring>
+
+namespace tessel::plan {
+
+size_t dtypeBytes(DType t) { return t == DType::F32 || t == DType::I32 ? 4 : 0; }
+const char *dtypeName(DType t) { return t == DType::F32 ? "f32" : "i32"; }
+
+uint64_t StateTensor::bytes() const {
+  uint64_t n = dtypeBytes(dtype);
+  for (int64_t d : shape)
+    n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+const Attr *Instr::find(const std::string &name) const {
+  for (const Attr &a : attrs)
+    if (a.name == name)
+      return &a;
+  return nullptr;
+}
+
+const Attr *Plan::findConfig(const std::string &name) const {
+  for (const Attr &a : config)
+    if (a.name == name)
+      return &a;
+  return nullptr;
+}
+
+const Program *Plan::findProgram(const std::string &name, uint32_t rank) const {
+  for (const Program &p : programs)
+    if (p.name == name && p.rank == rank)
+      return &p;
+  return nullptr;
+}
+
+namespace {
+
+uint64_t fnv1a(const uint8_t *data, size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= data[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+class Writer {
+public:
+  std::vector<uint8_t> bytes;
+
+  void u8(uint8_t v) { bytes.push_back(v); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void i64(int64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
+  void str(const std::string &s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  }
+  void raw(const void *p, size_t n) {
+    // The format is little-endian; so are the machines Tessel runs on.
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+  template <typename T, typename F> void vec(const std::vector<T> &v, F each) {
+    u64(v.size());
+    for (const T &x : v)
+      each(x);
+  }
+
+  void buffer(const BufferRef &b) {
+    u8(static_cast<uint8_t>(b.storage));
+    u32(b.state);
+    u64(b.offset);
+    u64(b.bytes);
+    u8(static_cast<uint8_t>(b.dtype));
+  }
+  void attr(const Attr &a) {
+    str(a.name);
+    u8(static_cast<uint8_t>(a.value.index()));
+    std::visit(
+        [&](const auto &v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>)
+            i64(v);
+          else if constexpr (std::is_same_v<T, double>)
+            f64(v);
+          else if constexpr (std::is_same_v<T, std::string>)
+            str(v);
+          else
+            vec(v, [&](int64_t x) { i64(x); });
+        },
+        a.value);
+  }
+  void port(const Port &p) {
+    str(p.name);
+    u8(static_cast<uint8_t>(p.dtype));
+    vec(p.shape, [&](int64_t x) { i64(x); });
+    buffer(p.buffer);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reading: every read is bounds-checked, and counts are checked against the bytes left so a
+// corrupt length cannot make us allocate gigabytes.
+//===----------------------------------------------------------------------===//
+
+class Reader {
+public:
+  Reader(const uint8_t *p, size_t n) : p_(p), end_(p + n) {}
+  std::string error;
+
+  bool ok() const { return error.empty(); }
+  bool atEnd() const { return p_ == end_; }
+
+  uint8_t u8() {
+    uint8_t v = 0;
+    raw(&v, 1);
+    return v;
+  }
+  uint32_t u32() {
+    uint32_t v = 0;
+    raw(&v, 4);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    raw(&v, 8);
+    return v;
+  }
+  int64_t i64() {
+    int64_t v = 0;
+    raw(&v, 8);
+    return v;
+  }
+  double f64() {
+    double v = 0;
+    raw(&v, 8);
+    return v;
+  }
+  std::string str() {
+    uint64_t n = count(1);
+    std::string s;
+    if (ok()) {
+      s.assign(reinterpret_cast<const char *>(p_), n);
+      p_ += n;
+    }
+    return s;
+  }
+  /// A length prefix for elements of at least `minBytes` each.
+  uint64_t count(uint64_t minBytes) {
+    uint64_t n = u64();
+    if (ok() && n > static_cast<uint64_t>(end_ - p_) / (minBytes ? minBytes : 1))
+      fail("a length of " + std::to_string(n) + " runs past the end of the plan");
+    return ok() ? n : 0;
+  }
+  template <typename T, typename F> void vec(std::vector<T> &v, uint64_t minBytes, F each) {
+    uint64_t n = count(minBytes);
+    v.clear();
+    for (uint64_t i = 0; i < n && ok(); ++i)
+      v.push_back(each());
+  }
+  void fail(const std::string &why) {
+    if (error.empty())
+      error = why;
+  }
+
+  DType dtype() {
+    uint8_t t = u8();
+    if (t > static_cast<uint8_t>(DType::I32))
+      fail("unknown element type " + std::to_string(t));
+    return static_cast<DType>(t);
+  }
+  BufferRef buffer() {
+    BufferRef b;
+    uint8_t s = u8();
+    if (s > static_cast<uint8_t>(Storage::State))
+      fail("unknown storage kind " + std::to_string(s));
+    b.storage = static_cast<Storage>(s);
+    b.state = u32();
+    b.offset = u64();
+    b.bytes = u64();
+    b.dtype = dtype();
+    return b;
+  }
+  Attr attr() {
+    Attr a;
+    a.name = str();
+    switch (u8()) {
+    case 0:
+      a.value = i64();
+      break;
+    case 1:
+      a.value = f64();
+      break;
+    case 2:
+      a.value = str();
+      break;
+    case 3: {
+      std::vector<int64_t> v;
+      vec(v, 8, [&] { return i64(); });
+      a.value = std::move(v);
+      break;
+    }
+    default:
+      fail("attribute '" + a.name + "' has an unknown kind");
+    }
+    return a;
+  }
+  Port port() {
+    Port p;
+    p.name = str();
+    p.dtype = dtype();
+    vec(p.shape, 8, [&] { return i64(); });
+    p.buffer = buffer();
+    return p;
+  }
+
+private:
+  void raw(void *out, size_t n) {
+    if (!ok())
+      return;
+    if (static_cast<size_t>(end_ - p_) < n) {
+      fail("the plan is truncated");
+      return;
+    }
+    std::memcpy(out, p_, n);
+    p_ += n;
+  }
+  const uint8_t *p_, *end_;
+};
+
+constexpr size_t kHeaderBytes = 32;
+
+} // namespace
+
+std::vector<uint8_t> serializePlan(const Plan &plan) {
+  Writer w;
+  w.str(plan.model);
+  w.u32(plan.worldSize);
+  w.u32(plan.streams);
+  w.vec(plan.config, [&](const Attr &a) { w.attr(a); });
+  w.vec(plan.state, [&](const StateTensor &t) {
+    w.str(t.name);
+    w.str(t.role);
+    w.str(t.of);
+    w.u8(static_cast<uint8_t>(t.dtype));
+    w.vec(t.shape, [&](int64_t x) { w.i64(x); });
+    w.vec(t.dims, [&](const std::string &s) { w.str(s); });
+    w.str(t.init);
+    w.f64(t.initA);
+    w.f64(t.initB);
+  });
+  w.vec(plan.groups, [&](const Group &g) {
+    w.str(g.name);
+    w.vec(g.ranks, [&](uint32_t r) { w.u32(r); });
+  });
+  w.vec(plan.programs, [&](const Program &p) {
+    w.str(p.name);
+    w.u32(p.rank);
+    w.u64(p.arenaBytes);
+    w.vec(p.inputs, [&](const Port &x) { w.port(x); });
+    w.vec(p.outputs, [&](const Port &x) { w.port(x); });
+    w.vec(p.instrs, [&](const Instr &i) {
+      w.str(i.kernel);
+      w.vec(i.inputs, [&](const BufferRef &b) { w.buffer(b); });
+      w.vec(i.outputs, [&](const BufferRef &b) { w.buffer(b); });
+      w.vec(i.attrs, [&](const Attr &a) { w.attr(a); });
+      w.str(i.loc);
+      w.u32(i.stream);
+    });
+  });
+
+  Writer file;
+  file.raw(kPlanMagic, sizeof(kPlanMagic));
+  file.u32(kPlanVersion);
+  file.u32(0);
+  file.u64(w.bytes.size());
+  file.u64(fnv1a(w.bytes.data(), w.bytes.size()));
+  file.raw(w.bytes.data(), w.bytes.size());
+  return file.bytes;
+}
+
+bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error) {
+  if (size < kHeaderBytes || std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0) {
+    error = "not a Tessel plan (no TESSPLAN header)";
+    return false;
+  }
+  Reader header(data + 8, kHeaderBytes - 8);
+  uint32_t version = header.u32();
+  header.u32();
+  uint64_t payload = header.u64();
+  uint64_t checksum = header.u64();
+  if (version != kPlanVersion) {
+    error = "plan format version " + std::to_string(version) + " is not the version " +
+            std::to_string(kPlanVersion) + " this runtime reads; recompile the model";
+    return false;
+  }
+  if (payload != size - kHeaderBytes) {
+    error = "the plan should hold " + std::to_string(payload) + " bytes after its header but " +
+            "holds " + std::to_string(size - kHeaderBytes) + " (truncated or extended)";
+    return false;
+  }
+  if (fnv1a(data + kHeaderBytes, payload) != checksum) {
+    error = "the plan's checksum does not match its contents (the file is corrupt)";
+    return false;
+  }
+
+  Reader r(data + kHeaderBytes, payload);
+  plan = Plan();
+  plan.model = r.str();
+  plan.worldSize = r.u32();
+  plan.streams = r.u32();
+  r.vec(plan.config, 10, [&] { return r.attr(); });
+  r.vec(plan.state, 40, [&] {
+    StateTensor t;
+    t.name = r.str();
+    t.role = r.str();
+    t.of = r.str();
+    t.dtype = r.dtype();
+    r.vec(t.shape, 8, [&] { return r.i64(); });
+    r.vec(t.dims, 8, [&] { return r.str(); });
+    t.init = r.str();
+    t.initA = r.f64();
+    t.initB = r.f64();
+    return t;
+  });
+  r.vec(plan.groups, 16, [&] {
+    Group g;
+    g.name = r.str();
+    r.vec(g.ranks, 4, [&] { return r.u32(); });
+    return g;
+  });
+  r.vec(plan.programs, 40, [&] {
+    Program p;
+    p.name = r.str();
+    p.rank = r.u32();
+    p.arenaBytes = r.u64();
+    r.vec(p.inputs, 30, [&] { return r.port(); });
+    r.vec(p.outputs, 30, [&] { return r.port(); });
+    r.vec(p.instrs, 40, [&] {
+      Instr i;
+      i.kernel = r.str();
+      r.vec(i.inputs, 22, [&] { return r.buffer(); });
+      r.vec(i.outputs, 22, [&] { return r.buffer(); });
+      r.vec(i.attrs, 10, [&] { return r.attr(); });
+      i.loc = r.str();
+      i.stream = r.u32();
+      return i;
+    });
+    return p;
+  });
+  if (r.ok() && !r.atEnd())
+    r.fail("the plan has bytes after its last program");
+  if (!r.ok()) {
+    error = r.error;
+    return false;
+  }
+  return validatePlan(plan, error);
+}
+
+bool validatePlan(const Plan &plan, std::string &error) {
+  if (plan.worldSize == 0 || plan.streams == 0) {
+    error = "the plan has no ranks or no streams";
+    return false;
+  }
+  for (const StateTensor &t : plan.state)
+    for (int64_t d : t.shape)
+      if (d <= 0 || d > (int64_t(1) << 40)) {
+        error = "state tensor '" + t.name + "' has an invalid dim " + std::to_string(d);
+        return false;
+      }
+  auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {
+    uint64_t limit = p.arenaBytes;
+    if (b.storage == Storage::State) {
+      if (b.state >= plan.state.size()) {
+        error = what + " refers to state tensor #" + std::to_string(b.state) +
+                " of " + std::to_string(plan.state.size());
+        return false;
+      }
+      limit = plan.state[b.state].bytes();
+    }
+    if (b.offset > limit || b.bytes > limit - b.offset) {
+      error = what + " (bytes " + std::to_string(b.offset) + ".." +
+              std::to_string(b.offset + b.bytes) + ") lies outside its buffer of " +
+              std::to_string(limit) + " bytes";
+      return false;
+    }
+    return true;
+  };
+  for (const Program &p : plan.programs) {
+    if (p.rank >= plan.worldSize) {
+      error = "program '" + p.name + "' is for rank " + std::to_string(p.rank) +
+              " of a world of " + std::to_string(plan.worldSize);
+      return false;
+    }
+    for (const Port &port : p.inputs)
+      if (!check(p, port.buffer, "input '" + port.name + "' of '" + p.name + "'"))
+        return false;
+    for (const Port &port : p.outputs)
+      if (!check(p, port.buffer, "output '" + port.name + "' of '" + p.name + "'"))
+        return false;
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      const Instr &in = p.instrs[i];
+      std::string what = "operand of instruction " + std::to_string(i) + " (" + in.kernel +
+                         ") in '" + p.name + "'";
+      for (const BufferRef &b : in.inputs)
+        if (!check(p, b, what))
+          return false;
+      for (const BufferRef &b : in.outputs)
+        if (!check(p, b, what))
+          return false;
+      if (in.stream >= plan.streams) {
+        error = what + " uses stream " + std::to_string(in.stream);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+} // namespace tessel::plan

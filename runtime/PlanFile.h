@@ -1,0 +1,117 @@
+//===- PlanFile.h - The binary plan format ----------------------*- C++ -*-===//
+//
+// A plan is everything the runtime needs to train a model: the persistent state (parameters,
+// gradients, optimizer moments) with shapes and initialisers, and per rank a set of programs —
+// straight-line lists of kernel calls on buffers at static offsets in one arena — plus the
+// communicator groups and streams that later layouts use. The compiler writes it (from the plan
+// dialect); the runtime reads it without MLIR.
+//
+// On disk (all integers little-endian), see docs/plan-format.md:
+//   "TESSPLAN" | u32 version | u32 flags (0) | u64 payload bytes | u64 FNV-1a of the payload
+//   payload: the Plan below, field by field; strings and vectors are u64-length-prefixed.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_PLANFILE_H
+#define TESSEL_RUNTIME_PLANFILE_H
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tessel::plan {
+
+constexpr uint32_t kPlanVersion = 1;
+constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
+
+enum class DType : uint8_t { F32 = 0, I32 = 1 };
+size_t dtypeBytes(DType t);
+const char *dtypeName(DType t);
+
+/// Where a kernel operand lives: a byte range of the rank's arena, or of a state tensor.
+enum class Storage : uint8_t { Arena = 0, State = 1 };
+struct BufferRef {
+  Storage storage = Storage::Arena;
+  uint32_t state = 0;  ///< Index into Plan::state when storage == State.
+  uint64_t offset = 0; ///< Byte offset into the arena (or the state tensor).
+  uint64_t bytes = 0;
+  DType dtype = DType::F32;
+};
+
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+struct Attr {
+  std::string name;
+  AttrValue value;
+};
+
+/// One kernel call: reads `inputs`, writes `outputs`.
+struct Instr {
+  std::string kernel;
+  std::vector<BufferRef> inputs, outputs;
+  std::vector<Attr> attrs;
+  std::string loc;     ///< The spec location it came from, "file:line:col".
+  uint32_t stream = 0; ///< Issue order within a stream is program order.
+
+  const Attr *find(const std::string &name) const;
+};
+
+/// A named program argument or result: tokens, targets, loss, logits, grad_norm, lr.
+struct Port {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  BufferRef buffer;
+};
+
+struct Program {
+  std::string name;
+  uint32_t rank = 0;
+  uint64_t arenaBytes = 0; ///< Peak of this program's memory plan.
+  std::vector<Port> inputs, outputs;
+  std::vector<Instr> instrs;
+};
+
+/// Persistent tensors. Role is "param", "grad", "adam_m" or "adam_v"; `of` names the
+/// parameter a gradient or moment belongs to.
+struct StateTensor {
+  std::string name, role, of;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<std::string> dims;
+  std::string init = "zeros"; ///< normal | uniform | zeros | ones | constant
+  double initA = 0, initB = 0;
+  uint64_t bytes() const;
+};
+
+/// A communicator group: the ranks that take part in its collectives.
+struct Group {
+  std::string name;
+  std::vector<uint32_t> ranks;
+};
+
+struct Plan {
+  std::string model;
+  uint32_t worldSize = 1;
+  uint32_t streams = 1;
+  std::vector<Attr> config; ///< Training settings and dims, by name.
+  std::vector<StateTensor> state;
+  std::vector<Group> groups;
+  std::vector<Program> programs;
+
+  const Attr *findConfig(const std::string &name) const;
+  const Program *findProgram(const std::string &name, uint32_t rank = 0) const;
+};
+
+/// The file bytes of `plan`.
+std::vector<uint8_t> serializePlan(const Plan &plan);
+
+/// Parses file bytes; on failure returns false with the reason (bad magic, another version,
+/// checksum mismatch, truncation, an operand outside its buffer, ...).
+bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error);
+
+/// Checks what parsing cannot: every operand lies inside the arena or its state tensor.
+bool validatePlan(const Plan &plan, std::string &error);
+
+} // namespace tessel::plan
+
+#endif // TESSEL_RUNTIME_PLANFILE_H
