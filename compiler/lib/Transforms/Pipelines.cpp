@@ -9,3 +9,8 @@ void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createBuildOptimizer());
   pm.addPass(createDeriveSampler());
 }
+
+void tessel::buildPlanPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createLowerToPlan());
+  pm.addPass(createPlanMemory());
+}

@@ -2,6 +2,11 @@
 #ifndef TESSEL_TRANSFORMS_PASSES_H
 #define TESSEL_TRANSFORMS_PASSES_H
 
+#include "Graph/GraphDialect.h"
+#include "Plan/PlanDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -18,6 +23,9 @@ namespace tessel {
 /// Adds the passes that turn graph IR from the front end into the training functions:
 /// autodiff, optimizer and sampler.
 void buildTrainingPipeline(mlir::OpPassManager &pm);
+
+/// Adds the passes from training graph IR to a memory-planned plan module.
+void buildPlanPipeline(mlir::OpPassManager &pm);
 
 } // namespace tessel
 

@@ -42,4 +42,27 @@ def DeriveSampler : Pass<"tessel-derive-sampler", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
 }
 
+def LowerToPlan : Pass<"tessel-lower-to-plan", "mlir::ModuleOp"> {
+  let summary = "Lowers the training functions to plan programs of kernel calls";
+  let description = [{
+    Each function becomes a `plan.program` (`forward` is named `eval`): every tensor value
+    gets a buffer (a `plan.alloc`, or `plan.state` for parameters, gradients and moments),
+    and every graph op one or more `plan.kernel` calls whose parameters resolve the named
+    dims into sizes and strides. A contraction becomes a strided batched GEMM; an operand
+    whose layout no GEMM can read is first copied into one it can. Splits and merges are
+    views of the same bytes. The graph functions are removed.
+  }];
+  let dependentDialects = ["::tessel::plan::PlanDialect", "::mlir::memref::MemRefDialect"];
+}
+
+def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Assigns arena offsets from liveness";
+  let description = [{
+    In each program, a buffer lives from its allocation to its last use (through views,
+    and to the end for program outputs). Buffers are placed largest first at the lowest
+    64-byte-aligned offset that overlaps no buffer live at the same time. Sets `offset` on
+    every `plan.alloc` and `plan.input` and the program's `arena_bytes` (its peak).
+  }];
+}
+
 #endif // TESSEL_TRANSFORMS_PASSES

@@ -1,0 +1,681 @@
+//===- LowerToPlan.cpp - Graph functions to plan programs -----------------===//
+//
+// Named dims end here. Each graph op is lowered to kernel calls whose parameters are plain
+// sizes and strides computed from the named shapes; the runtime never sees a dim name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessel/Transforms/Passes.h"
+
+#include "Graph/GraphOps.h"
+#include "Plan/PlanDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+#include <optional>
+
+namespace tessel {
+#define GEN_PASS_DEF_LOWERTOPLAN
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+
+namespace {
+
+using Strides = SmallVector<int64_t>;
+
+NamedShape shapeOf(Value v) { return *graph::getNamedShape(v.getType()); }
+
+int64_t numElements(const NamedShape &s) {
+  int64_t n = 1;
+  for (const NamedDim &d : s)
+    n *= d.size;
+  return n;
+}
+
+SmallVector<int64_t> sizesOf(const NamedShape &s) {
+  SmallVector<int64_t> out;
+  for (const NamedDim &d : s)
+    out.push_back(d.size);
+  return out;
+}
+
+/// Row-major element strides of a dense tensor of shape `s`.
+Strides denseStrides(const NamedShape &s) {
+  Strides out(s.size());
+  int64_t step = 1;
+  for (int i = static_cast<int>(s.size()) - 1; i >= 0; --i) {
+    out[i] = step;
+    step *= s[i].size;
+  }
+  return out;
+}
+
+/// For each dim of `view`, the stride of the same-named dim of a dense `operand`, or 0 when
+/// the operand lacks it (broadcast).
+Strides stridesIn(const NamedShape &operand, const NamedShape &view) {
+  Strides dense = denseStrides(operand), out;
+  for (const NamedDim &d : view) {
+    int at = findDim(operand, d.name);
+    out.push_back(at < 0 ? 0 : dense[at]);
+  }
+  return out;
+}
+
+/// A group of dims (GEMM's M, N, K or batch) that one operand addresses as a single index:
+/// total size and the stride of that index. Fails when the dims are not evenly strided in
+/// the group's order.
+std::optional<std::pair<int64_t, int64_t>> collapse(const NamedShape &operand,
+                                                    ArrayRef<std::string> group) {
+  Strides dense = denseStrides(operand);
+  int64_t size = 1, stride = 1;
+  for (size_t i = 0; i < group.size(); ++i) {
+    int at = findDim(operand, group[i]);
+    size *= operand[at].size;
+    if (i + 1 < group.size()) {
+      int next = findDim(operand, group[i + 1]);
+      if (dense[at] != dense[next] * operand[next].size)
+        return std::nullopt;
+    } else {
+      stride = dense[at];
+    }
+  }
+  return std::make_pair(size, stride);
+}
+
+/// One GEMM operand viewed as a matrix: whether to transpose and its leading dimension.
+struct MatrixLayout {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+/// A rows x cols matrix whose row index moves by `rowStride` and column index by
+/// `colStride`, as BLAS reads it (row-major), if it can.
+std::optional<MatrixLayout> matrixLayout(int64_t rows, int64_t cols, int64_t rowStride,
+                                         int64_t colStride) {
+  if ((colStride == 1 || cols == 1) && (rows == 1 || rowStride >= cols))
+    return MatrixLayout{false, rows == 1 ? std::max<int64_t>(cols, 1) : rowStride};
+  if ((rowStride == 1 || rows == 1) && (cols == 1 || colStride >= rows))
+    return MatrixLayout{true, cols == 1 ? std::max<int64_t>(rows, 1) : colStride};
+  return std::nullopt;
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module) : module_(module), b_(module.getContext()) {}
+
+  LogicalResult lowerFunction(func::FuncOp func, StringRef programName);
+  void declareState();
+
+private:
+  // Buffers.
+  MemRefType memrefType(Type tensor) {
+    auto t = cast<RankedTensorType>(tensor);
+    return MemRefType::get(t.getShape(), t.getElementType());
+  }
+  Value alloc(Type tensor, Location loc) {
+    return plan::AllocOp::create(b_, loc, memrefType(tensor), IntegerAttr());
+  }
+  Value state(StringRef name, Type tensor, Location loc) {
+    return plan::StateOp::create(b_, loc, memrefType(tensor), b_.getStringAttr(name));
+  }
+  Value buffer(Value v) { return buffers_.lookup(v); }
+  /// A fresh buffer for result `r`.
+  Value define(Value r) {
+    Value m = alloc(r.getType(), r.getLoc());
+    buffers_[r] = m;
+    return m;
+  }
+  void kernel(Location loc, StringRef name, ValueRange ins, ValueRange outs,
+              ArrayRef<NamedAttribute> params) {
+    plan::KernelOp::create(b_, loc, b_.getStringAttr(name), ins, outs,
+                           b_.getDictionaryAttr(params));
+  }
+  NamedAttribute i64(StringRef k, int64_t v) { return b_.getNamedAttr(k, b_.getI64IntegerAttr(v)); }
+  NamedAttribute f64(StringRef k, double v) { return b_.getNamedAttr(k, b_.getF64FloatAttr(v)); }
+  NamedAttribute str(StringRef k, StringRef v) { return b_.getNamedAttr(k, b_.getStringAttr(v)); }
+  NamedAttribute list(StringRef k, ArrayRef<int64_t> v) {
+    return b_.getNamedAttr(k, b_.getDenseI64ArrayAttr(v));
+  }
+
+  // State declarations, in order of first use.
+  struct StateDecl {
+    std::string name, role, of, init = "zeros";
+    double a = 0, b = 0;
+    Type tensor;
+  };
+  void declare(StateDecl decl) {
+    if (!stateIndex_.count(decl.name)) {
+      stateIndex_[decl.name] = states_.size();
+      states_.push_back(std::move(decl));
+    }
+  }
+  Value paramState(graph::ParamOp op);
+  Value derivedState(StringRef role, StringRef param, Type tensor, Location loc);
+
+  // Op lowerings.
+  LogicalResult lower(Operation *op);
+  LogicalResult lowerContract(graph::ContractOp op);
+  /// Copies `v` (dense, `from`) into a fresh dense buffer laid out as `to`.
+  Value relayout(Value v, const NamedShape &from, const NamedShape &to, Type element,
+                 Location loc);
+  /// rows x cols of an op that works along trailing dims `inner` of `x`, or an error.
+  FailureOr<std::pair<int64_t, int64_t>> rowsCols(Operation *op, const NamedShape &x,
+                                                  ArrayRef<std::string> inner);
+
+  ModuleOp module_;
+  OpBuilder b_;
+  DenseMap<Value, Value> buffers_;
+  std::vector<StateDecl> states_;
+  std::map<std::string, size_t> stateIndex_;
+};
+
+Value Lowering::paramState(graph::ParamOp op) {
+  auto init = op.getInit();
+  StateDecl d{op.getName().str(), "param", "", init.getKind().str(),
+              init.getA().convertToDouble(), init.getB().convertToDouble(), op.getType()};
+  declare(d);
+  return state(op.getName(), op.getType(), op.getLoc());
+}
+
+Value Lowering::derivedState(StringRef role, StringRef param, Type tensor, Location loc) {
+  std::string name = (role + "." + param).str();
+  declare(StateDecl{name, role.str(), param.str(), "zeros", 0, 0, tensor});
+  return state(name, tensor, loc);
+}
+
+void Lowering::declareState() {
+  b_.setInsertionPointToStart(module_.getBody());
+  for (const StateDecl &d : states_) {
+    SmallVector<Attribute> dims;
+    auto shape = graph::getNamedShape(d.tensor);
+    for (const NamedDim &nd : *shape)
+      dims.push_back(b_.getStringAttr(nd.name));
+    plan::TensorOp::create(b_, module_.getLoc(), b_.getStringAttr(d.name),
+                           b_.getStringAttr(d.role), b_.getStringAttr(d.of),
+                           b_.getStringAttr(d.init), b_.getF64FloatAttr(d.a),
+                           b_.getF64FloatAttr(d.b), b_.getArrayAttr(dims),
+                           TypeAttr::get(memrefType(d.tensor)));
+  }
+}
+
+LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) {
+  b_.setInsertionPoint(func);
+  auto program = plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName),
+                                         b_.getI64IntegerAttr(0), IntegerAttr());
+  b_.setInsertionPointToStart(&program.getBody().emplaceBlock());
+  buffers_.clear();
+
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
+    if (!name)
+      return func.emitError("argument #") << arg.getArgNumber() << " has no graph.name";
+    buffers_[arg] = plan::InputOp::create(b_, arg.getLoc(), memrefType(arg.getType()), name,
+                                          IntegerAttr());
+  }
+  for (Operation &op : body.without_terminator())
+    if (failed(lower(&op)))
+      return failure();
+
+  // Results are named by what each function computes.
+  static const std::map<std::string, std::vector<std::string>> kResultNames = {
+      {"eval", {"loss"}},
+      {"forward_backward", {"loss"}},
+      {"optimizer_step", {"grad_norm", "lr"}},
+      {"sample", {"logits"}}};
+  auto names = kResultNames.find(programName.str());
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    std::string name = names != kResultNames.end() && i < names->second.size()
+                           ? names->second[i]
+                           : "result" + std::to_string(i);
+    plan::OutputOp::create(b_, ret.getLoc(), b_.getStringAttr(name), buffer(v));
+  }
+  return success();
+}
+
+FailureOr<std::pair<int64_t, int64_t>>
+Lowering::rowsCols(Operation *op, const NamedShape &x, ArrayRef<std::string> inner) {
+  if (inner.size() > x.size())
+    return op->emitOpError("works along more dims than its operand has");
+  int64_t cols = 1;
+  for (size_t i = 0; i < inner.size(); ++i) {
+    const NamedDim &d = x[x.size() - inner.size() + i];
+    if (d.name != inner[i])
+      return op->emitOpError() << "works along [" << llvm::join(inner, ", ")
+                               << "], which must be the innermost dims of "
+                               << formatShape(x) << " for the CPU lowering";
+    cols *= d.size;
+  }
+  return std::make_pair(numElements(x) / cols, cols);
+}
+
+Value Lowering::relayout(Value v, const NamedShape &from, const NamedShape &to, Type element,
+                         Location loc) {
+  Value out = plan::AllocOp::create(b_, loc, MemRefType::get(sizesOf(to), element),
+                                    IntegerAttr());
+  kernel(loc, "copy", {v}, {out}, {list("shape", sizesOf(to)), list("x_strides", stridesIn(from, to))});
+  return out;
+}
+
+LogicalResult Lowering::lowerContract(graph::ContractOp op) {
+  NamedShape a = shapeOf(op.getLhs()), bs = shapeOf(op.getRhs()), c = shapeOf(op.getResult());
+  std::vector<std::string> sum;
+  for (Attribute s : op.getSum())
+    sum.push_back(cast<StringAttr>(s).str());
+  auto summed = [&](const std::string &n) { return llvm::is_contained(sum, n); };
+
+  // Batch dims are in both operands and kept; M only in lhs; N only in rhs; K summed.
+  std::vector<std::string> batch, m, n;
+  for (const NamedDim &d : a)
+    if (!summed(d.name))
+      (findDim(bs, d.name) >= 0 ? batch : m).push_back(d.name);
+  for (const NamedDim &d : bs)
+    if (!summed(d.name) && findDim(a, d.name) < 0)
+      n.push_back(d.name);
+  std::vector<std::string> k;
+  for (const NamedDim &d : a)
+    if (summed(d.name))
+      k.push_back(d.name);
+
+  Location loc = op.getLoc();
+  Type element = cast<RankedTensorType>(op.getType()).getElementType();
+  auto pick = [](const NamedShape &s, ArrayRef<std::string> names) {
+    NamedShape out;
+    for (const std::string &nm : names)
+      out.push_back(s[findDim(s, nm)]);
+    return out;
+  };
+  auto concat = [](std::initializer_list<NamedShape> parts) {
+    NamedShape out;
+    for (const NamedShape &p : parts)
+      out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+
+  Value lhs = buffer(op.getLhs()), rhs = buffer(op.getRhs());
+  auto layoutOf = [&](const NamedShape &s, ArrayRef<std::string> rows,
+                      ArrayRef<std::string> cols) -> std::optional<MatrixLayout> {
+    auto r = collapse(s, rows), cl = collapse(s, cols);
+    if (!r || !cl)
+      return std::nullopt;
+    return matrixLayout(r->first, cl->first, rows.empty() ? 1 : r->second,
+                        cols.empty() ? 1 : cl->second);
+  };
+  std::optional<MatrixLayout> la = layoutOf(a, m, k);
+  if (!la) { // Copy lhs into [batch, M, K].
+    NamedShape packed = concat({pick(a, batch), pick(a, m), pick(a, k)});
+    lhs = relayout(lhs, a, packed, element, loc);
+    a = packed;
+    la = layoutOf(a, m, k);
+  }
+  std::optional<MatrixLayout> lb = layoutOf(bs, k, n);
+  if (!lb) { // Copy rhs into [batch, K, N].
+    NamedShape packed = concat({pick(bs, batch), pick(bs, k), pick(bs, n)});
+    rhs = relayout(rhs, bs, packed, element, loc);
+    bs = packed;
+    lb = layoutOf(bs, k, n);
+  }
+  // The result is dense in its own order; BLAS writes it directly when N is its trailing
+  // group and M evenly strided, else through a [batch, M, N] temporary.
+  NamedShape cc = c;
+  std::optional<MatrixLayout> lc = layoutOf(c, m, n);
+  bool viaTemp = !lc || lc->trans;
+  if (viaTemp) {
+    cc = concat({pick(c, batch), pick(c, m), pick(c, n)});
+    lc = layoutOf(cc, m, n);
+  }
+  Value out = define(op.getResult());
+  Value target = viaTemp ? plan::AllocOp::create(b_, loc, MemRefType::get(sizesOf(cc), element),
+                                                 IntegerAttr())
+                         : out;
+
+  auto sizeOf = [](const NamedShape &s, ArrayRef<std::string> names) {
+    int64_t total = 1;
+    for (const std::string &nm : names)
+      total *= s[findDim(s, nm)].size;
+    return total;
+  };
+  SmallVector<int64_t> batchShape;
+  Strides aBatch, bBatch, cBatch;
+  Strides da = denseStrides(a), db = denseStrides(bs), dc = denseStrides(cc);
+  for (const std::string &nm : batch) {
+    batchShape.push_back(a[findDim(a, nm)].size);
+    aBatch.push_back(da[findDim(a, nm)]);
+    bBatch.push_back(db[findDim(bs, nm)]);
+    cBatch.push_back(dc[findDim(cc, nm)]);
+  }
+  kernel(loc, "gemm", {lhs, rhs}, {target},
+         {list("batch_shape", batchShape), list("a_batch_strides", aBatch),
+          list("b_batch_strides", bBatch), list("c_batch_strides", cBatch),
+          i64("m", sizeOf(a, m)), i64("n", sizeOf(bs, n)), i64("k", sizeOf(a, k)),
+          i64("trans_a", la->trans), i64("trans_b", lb->trans), i64("lda", la->ld),
+          i64("ldb", lb->ld), i64("ldc", lc->ld)});
+  if (viaTemp)
+    kernel(loc, "copy", {target}, {out},
+           {list("shape", sizesOf(c)), list("x_strides", stridesIn(cc, c))});
+  return success();
+}
+
+LogicalResult Lowering::lower(Operation *op) {
+  Location loc = op->getLoc();
+  auto n = [&](Value v) { return i64("n", numElements(shapeOf(v))); };
+  auto binary = [&](Operation *o, StringRef kind) {
+    NamedShape out = shapeOf(o->getResult(0));
+    Value r = define(o->getResult(0));
+    kernel(loc, "binary", {buffer(o->getOperand(0)), buffer(o->getOperand(1))}, {r},
+           {str("op", kind), list("shape", sizesOf(out)),
+            list("a_strides", stridesIn(shapeOf(o->getOperand(0)), out)),
+            list("b_strides", stridesIn(shapeOf(o->getOperand(1)), out))});
+    return success();
+  };
+  auto unary = [&](Operation *o) {
+    Value r = define(o->getResult(0));
+    kernel(loc, "unary", {buffer(o->getOperand(0))}, {r},
+           {str("op", o->getName().stripDialect()), n(o->getResult(0))});
+    return success();
+  };
+  auto view = [&](Operation *o) {
+    buffers_[o->getResult(0)] = plan::ViewOp::create(
+        b_, loc, memrefType(o->getResult(0).getType()), buffer(o->getOperand(0)));
+    return success();
+  };
+  auto copy = [&](Operation *o) {
+    NamedShape out = shapeOf(o->getResult(0));
+    Value r = define(o->getResult(0));
+    kernel(loc, "copy", {buffer(o->getOperand(0))}, {r},
+           {list("shape", sizesOf(out)),
+            list("x_strides", stridesIn(shapeOf(o->getOperand(0)), out))});
+    return success();
+  };
+  auto reduce = [&](Operation *o, bool mean) {
+    NamedShape in = shapeOf(o->getOperand(0)), out = shapeOf(o->getResult(0));
+    double count = static_cast<double>(numElements(in) / std::max<int64_t>(numElements(out), 1));
+    Value r = define(o->getResult(0));
+    kernel(loc, "reduce", {buffer(o->getOperand(0))}, {r},
+           {list("shape", sizesOf(in)), list("y_strides", stridesIn(out, in)),
+            i64("y_elements", numElements(out)), f64("scale", mean ? 1.0 / count : 1.0)});
+    return success();
+  };
+  auto attentionParams = [&](Value q, Value k, bool causal, double scale) {
+    NamedShape qs = shapeOf(q), ks = shapeOf(k);
+    size_t r = qs.size();
+    return SmallVector<NamedAttribute>{
+        i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
+        i64("seq", qs[r - 3].size), i64("heads", qs[r - 2].size), i64("kv_seq", ks[r - 3].size),
+        i64("kv_heads", ks[r - 2].size), i64("head", qs[r - 1].size), i64("causal", causal),
+        f64("scale", scale)};
+  };
+
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](graph::ParamOp p) {
+        buffers_[p.getResult()] = paramState(p);
+        return success();
+      })
+      .Case([&](graph::ConstantOp c) {
+        Value r = define(c.getResult());
+        kernel(loc, "fill", {}, {r}, {f64("value", c.getValue().convertToDouble()), n(c)});
+        return success();
+      })
+      .Case([&](graph::AddOp o) { return binary(o, "add"); })
+      .Case([&](graph::SubOp o) { return binary(o, "sub"); })
+      .Case([&](graph::MulOp o) { return binary(o, "mul"); })
+      .Case([&](graph::DivOp o) { return binary(o, "div"); })
+      .Case<graph::NegOp, graph::ExpOp, graph::LogOp, graph::SqrtOp, graph::RsqrtOp,
+            graph::TanhOp, graph::GeluOp, graph::SiluOp, graph::ReluOp, graph::SigmoidOp>(
+          [&](Operation *o) { return unary(o); })
+      .Case([&](graph::UnaryGradOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "unary_grad",
+               {buffer(o.getInput()), buffer(o.getOutput()), buffer(o.getGrad())}, {r},
+               {str("op", o.getFn()), n(o)});
+        return success();
+      })
+      .Case([&](graph::DropoutOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "dropout", {buffer(o.getInput())}, {r},
+               {f64("rate", o.getRate().convertToDouble()), i64("mask", o.getMask().value_or(0)),
+                n(o)});
+        return success();
+      })
+      .Case([&](graph::ContractOp o) { return lowerContract(o); })
+      .Case([&](graph::SumOp o) { return reduce(o, false); })
+      .Case([&](graph::MeanOp o) { return reduce(o, true); })
+      .Case<graph::BroadcastOp, graph::PermuteOp>([&](Operation *o) { return copy(o); })
+      .Case<graph::SplitOp, graph::MergeOp>([&](Operation *o) { return view(o); })
+      .Case([&](graph::SoftmaxOp o) {
+        auto rc = rowsCols(o, shapeOf(o.getInput()), {o.getDim().str()});
+        if (failed(rc))
+          return failure();
+        Value r = define(o.getResult());
+        kernel(loc, "softmax", {buffer(o.getInput())}, {r},
+               {i64("rows", rc->first), i64("cols", rc->second)});
+        return success();
+      })
+      .Case([&](graph::SoftmaxGradOp o) {
+        auto rc = rowsCols(o, shapeOf(o.getOutput()), {o.getDim().str()});
+        if (failed(rc))
+          return failure();
+        Value r = define(o.getResult());
+        kernel(loc, "softmax_grad", {buffer(o.getOutput()), buffer(o.getGrad())}, {r},
+               {i64("rows", rc->first), i64("cols", rc->second)});
+        return success();
+      })
+      .Case([&](graph::LayerNormOp o) {
+        std::vector<std::string> inner;
+        for (const NamedDim &d : shapeOf(o.getScale()))
+          inner.push_back(d.name);
+        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        if (failed(rc))
+          return failure();
+        Value r = define(o.getResult());
+        kernel(loc, "layernorm", {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getBias())},
+               {r}, {i64("rows", rc->first), i64("cols", rc->second),
+                     f64("eps", o.getEps().convertToDouble())});
+        return success();
+      })
+      .Case([&](graph::LayerNormGradOp o) {
+        std::vector<std::string> inner;
+        for (const NamedDim &d : shapeOf(o.getScale()))
+          inner.push_back(d.name);
+        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        if (failed(rc))
+          return failure();
+        Value dx = define(o.getInputGrad()), dg = define(o.getScaleGrad()),
+              db = define(o.getBiasGrad());
+        kernel(loc, "layernorm_grad",
+               {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getGrad())}, {dx, dg, db},
+               {i64("rows", rc->first), i64("cols", rc->second),
+                f64("eps", o.getEps().convertToDouble())});
+        return success();
+      })
+      .Case([&](graph::RMSNormOp o) {
+        std::vector<std::string> inner;
+        for (const NamedDim &d : shapeOf(o.getScale()))
+          inner.push_back(d.name);
+        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        if (failed(rc))
+          return failure();
+        Value r = define(o.getResult());
+        kernel(loc, "rmsnorm", {buffer(o.getInput()), buffer(o.getScale())}, {r},
+               {i64("rows", rc->first), i64("cols", rc->second),
+                f64("eps", o.getEps().convertToDouble())});
+        return success();
+      })
+      .Case([&](graph::RMSNormGradOp o) {
+        std::vector<std::string> inner;
+        for (const NamedDim &d : shapeOf(o.getScale()))
+          inner.push_back(d.name);
+        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        if (failed(rc))
+          return failure();
+        Value dx = define(o.getInputGrad()), dg = define(o.getScaleGrad());
+        kernel(loc, "rmsnorm_grad",
+               {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getGrad())}, {dx, dg},
+               {i64("rows", rc->first), i64("cols", rc->second),
+                f64("eps", o.getEps().convertToDouble())});
+        return success();
+      })
+      .Case([&](graph::EmbeddingOp o) {
+        NamedShape t = shapeOf(o.getTable());
+        Value r = define(o.getResult());
+        kernel(loc, "embedding", {buffer(o.getTable()), buffer(o.getIds())}, {r},
+               {i64("n", numElements(shapeOf(o.getIds()))), i64("rows", t[0].size),
+                i64("cols", t[1].size)});
+        return success();
+      })
+      .Case([&](graph::EmbeddingGradOp o) {
+        NamedShape t = shapeOf(o.getResult());
+        Value r = define(o.getResult());
+        kernel(loc, "embedding_grad", {buffer(o.getGrad()), buffer(o.getIds())}, {r},
+               {i64("n", numElements(shapeOf(o.getIds()))), i64("rows", t[0].size),
+                i64("cols", t[1].size)});
+        return success();
+      })
+      .Case<graph::CrossEntropyOp, graph::CrossEntropyGradOp>([&](Operation *o) -> LogicalResult {
+        Value logits = o->getOperand(0), targets = o->getOperand(1);
+        StringRef dim = o->getAttrOfType<StringAttr>("dim").getValue();
+        NamedShape ls = shapeOf(logits), ts = shapeOf(targets);
+        auto rc = rowsCols(o, ls, {dim.str()});
+        if (failed(rc))
+          return failure();
+        for (size_t i = 0; i < ts.size(); ++i)
+          if (ts[i].name != ls[i].name)
+            return o->emitOpError() << "targets " << formatShape(ts)
+                                    << " must list the logits' other dims in their order "
+                                    << formatShape(ls) << " for the CPU lowering";
+        SmallVector<Value> ins = {buffer(logits), buffer(targets)};
+        if (o->getNumOperands() > 2)
+          ins.push_back(buffer(o->getOperand(2)));
+        Value r = define(o->getResult(0));
+        kernel(loc, isa<graph::CrossEntropyOp>(o) ? "cross_entropy" : "cross_entropy_grad", ins,
+               {r}, {i64("rows", rc->first), i64("cols", rc->second)});
+        return success();
+      })
+      .Case([&](graph::AttentionOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())},
+               {r},
+               attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
+                               o.getScale().convertToDouble()));
+        return success();
+      })
+      .Case([&](graph::AttentionGradOp o) {
+        Value dq = define(o.getQueryGrad()), dk = define(o.getKeyGrad()),
+              dv = define(o.getValueGrad());
+        kernel(loc, "attention_grad",
+               {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue()),
+                buffer(o.getGrad())},
+               {dq, dk, dv},
+               attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
+                               o.getScale().convertToDouble()));
+        return success();
+      })
+      .Case([&](graph::RopeOp o) {
+        NamedShape s = shapeOf(o.getInput());
+        size_t r = s.size();
+        Value y = define(o.getResult());
+        kernel(loc, "rope", {buffer(o.getInput())}, {y},
+               {i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
+                i64("seq", s[r - 3].size), i64("heads", s[r - 2].size), i64("head", s[r - 1].size),
+                f64("theta", o.getTheta().convertToDouble()), i64("inverse", o.getInverse())});
+        return success();
+      })
+      .Case([&](graph::AccumulateGradOp o) {
+        Value acc = derivedState("grad", o.getName(), o.getGrad().getType(), loc);
+        kernel(loc, "accumulate", {buffer(o.getGrad())}, {acc}, {n(o.getGrad())});
+        return success();
+      })
+      .Case([&](graph::GradOp o) {
+        buffers_[o.getResult()] = derivedState("grad", o.getName(), o.getType(), loc);
+        return success();
+      })
+      .Case([&](graph::ZeroGradOp o) -> LogicalResult {
+        auto it = stateIndex_.find(("grad." + o.getName()).str());
+        if (it == stateIndex_.end())
+          return o.emitOpError("clears a gradient that nothing accumulates");
+        Type t = states_[it->second].tensor;
+        Value acc = derivedState("grad", o.getName(), t, loc);
+        kernel(loc, "fill", {}, {acc}, {f64("value", 0.0), i64("n", numElements(*graph::getNamedShape(t)))});
+        return success();
+      })
+      .Case([&](graph::GlobalNormOp o) {
+        SmallVector<Value> ins;
+        for (Value v : o.getInputs())
+          ins.push_back(buffer(v));
+        Value r = define(o.getResult());
+        kernel(loc, "global_norm", ins, {r}, {});
+        return success();
+      })
+      .Case([&](graph::ClipCoefficientOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "clip_coefficient", {buffer(o.getNorm())}, {r},
+               {f64("max", o.getMax().convertToDouble())});
+        return success();
+      })
+      .Case([&](graph::LearningRateOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "learning_rate", {}, {r},
+               {str("schedule", o.getSchedule()), f64("lr", o.getLr().convertToDouble()),
+                f64("min_lr", o.getMinLr().convertToDouble()),
+                i64("warmup", static_cast<int64_t>(o.getWarmup())),
+                i64("steps", static_cast<int64_t>(o.getSteps()))});
+        return success();
+      })
+      .Case([&](graph::AdamWOp o) -> LogicalResult {
+        Type t = o.getGrad().getType();
+        auto it = stateIndex_.find(o.getName().str());
+        if (it == stateIndex_.end())
+          return o.emitOpError() << "updates '" << o.getName()
+                                 << "', which no lowered function declares as a parameter";
+        Value p = state(o.getName(), t, loc);
+        Value m = derivedState("adam_m", o.getName(), t, loc);
+        Value v = derivedState("adam_v", o.getName(), t, loc);
+        kernel(loc, "adamw", {buffer(o.getGrad()), buffer(o.getLr()), buffer(o.getCoefficient())},
+               {p, m, v},
+               {n(o.getGrad()), f64("beta1", o.getBeta1().convertToDouble()),
+                f64("beta2", o.getBeta2().convertToDouble()), f64("eps", o.getEps().convertToDouble()),
+                f64("weight_decay", o.getWeightDecay().convertToDouble())});
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitOpError("has no lowering to the plan dialect");
+      });
+}
+
+struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Lowering lowering(module);
+    // Parameters are declared by the functions that read them, so forward_backward (which
+    // reads all of them) goes first; optimizer_step needs their declarations.
+    static const std::pair<const char *, const char *> kFunctions[] = {
+        {"forward_backward", "forward_backward"},
+        {"optimizer_step", "optimizer_step"},
+        {"forward", "eval"},
+        {"sample", "sample"}};
+    SmallVector<func::FuncOp> lowered;
+    for (auto [funcName, programName] : kFunctions)
+      if (auto func = module.lookupSymbol<func::FuncOp>(funcName)) {
+        if (failed(lowering.lowerFunction(func, programName)))
+          return signalPassFailure();
+        lowered.push_back(func);
+      }
+    if (lowered.empty()) {
+      module.emitError("has no function to lower; expected @forward_backward, "
+                       "@optimizer_step, @forward or @sample");
+      return signalPassFailure();
+    }
+    lowering.declareState();
+    for (func::FuncOp f : lowered)
+      f.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,132 @@
+//===- PlanOps.td - Ops of the plan dialect ----------------*- tablegen -*-===//
+#ifndef TESSEL_PLAN_OPS
+#define TESSEL_PLAN_OPS
+
+include "PlanDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Declares a persistent tensor of every rank";
+  let description = [{
+    `role` is `param`, `grad`, `adam_m` or `adam_v`; `of` names the parameter a gradient
+    or moment belongs to. `init` says how the runtime fills it before the first step
+    (parameters from the spec; the rest start at zero); `dims` keeps the dim names for
+    checkpoints and tools.
+
+    ```mlir
+    plan.tensor "wte" role "param" init "normal"(0.0, 0.02) dims ["vocab", "embed"]
+        : memref<256x128xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, StrAttr:$role, DefaultValuedStrAttr<StrAttr, "">:$of,
+                       StrAttr:$init, F64Attr:$init_a, F64Attr:$init_b, StrArrayAttr:$dims,
+                       TypeAttrOf<AnyStaticShapeMemRef>:$type);
+  let assemblyFormat = [{
+    $sym_name `role` $role (`of` $of^)? `init` $init `(` $init_a `,` $init_b `)` `dims` $dims
+    attr-dict `:` $type
+  }];
+}
+
+def Plan_ProgramOp : Plan_Op<"program", [HasParent<"::mlir::ModuleOp">, NoTerminator,
+                                         SingleBlock, IsolatedFromAbove]> {
+  let summary = "A straight-line program of one rank";
+  let description = [{
+    Runs its ops in order. `arena_bytes`, set by the memory planner, is the peak of the
+    arena this program needs; all programs of a rank share one arena.
+
+    ```mlir
+    plan.program "forward_backward" rank 0 { ... }
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, I64Attr:$rank, OptionalAttr<I64Attr>:$arena_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `rank` $rank attr-dict-with-keyword $body";
+}
+
+def Plan_StateOp : Plan_Op<"state", [Pure]> {
+  let summary = "A persistent tensor, by name";
+  let description = [{
+    ```mlir
+    %w = plan.state "wte" : memref<256x128xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Plan_InputOp : Plan_Op<"input"> {
+  let summary = "A program argument, written into the arena by the host before the run";
+  let description = [{
+    ```mlir
+    %t = plan.input "tokens" offset 0 : memref<16x64xi32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "$name (`offset` $offset^)? attr-dict `:` type($result)";
+}
+
+def Plan_AllocOp : Plan_Op<"alloc"> {
+  let summary = "A byte range of the arena for one intermediate value";
+  let description = [{
+    The memory planner sets `offset` so that no two ranges live at the same time overlap.
+
+    ```mlir
+    %b = plan.alloc offset 4096 : memref<16x64x128xf32>
+    ```
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "(`offset` $offset^)? attr-dict `:` type($result)";
+}
+
+def Plan_ViewOp : Plan_Op<"view", [Pure]> {
+  let summary = "The same bytes under another shape (split and merge of dims)";
+  let description = [{
+    ```mlir
+    %v = plan.view %b : memref<16x64x128xf32> to memref<16x64x4x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$source);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def Plan_KernelOp : Plan_Op<"kernel", [AttrSizedOperandSegments]> {
+  let summary = "One kernel call";
+  let description = [{
+    Reads `ins`, writes `outs`. `params` holds the resolved sizes, strides and options of
+    the kernel `name` (docs/plan-format.md lists each kernel's parameters).
+
+    ```mlir
+    plan.kernel "softmax" ins(%x : memref<1024x256xf32>) outs(%y : memref<1024x256xf32>)
+        {cols = 256 : i64, rows = 1024 : i64}
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<AnyStaticShapeMemRef>:$ins,
+                       Variadic<AnyStaticShapeMemRef>:$outs, DictionaryAttr:$params);
+  let assemblyFormat = [{
+    $name (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)` $params
+    attr-dict
+  }];
+}
+
+def Plan_OutputOp : Plan_Op<"output"> {
+  let summary = "Names a program result the host reads after the run";
+  let description = [{
+    ```mlir
+    plan.output "loss", %l : memref<f32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, AnyStaticShapeMemRef:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
+}
+
+#endif // TESSEL_PLAN_OPS
