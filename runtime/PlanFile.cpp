@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace tessel::plan {
+namespace tessel::planfile {
 
 size_t dtypeBytes(DType t) { return t == DType::F32 || t == DType::I32 ? 4 : 0; }
 const char *dtypeName(DType t) { return t == DType::F32 ? "f32" : "i32"; }
@@ -427,4 +427,4 @@ bool validatePlan(const Plan &plan, std::string &error) {
   return true;
 }
 
-} // namespace tessel::plan
+} // namespace tessel::planfile

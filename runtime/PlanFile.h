@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-namespace tessel::plan {
+namespace tessel::planfile {
 
 constexpr uint32_t kPlanVersion = 1;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
@@ -112,6 +112,6 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
 /// Checks what parsing cannot: every operand lies inside the arena or its state tensor.
 bool validatePlan(const Plan &plan, std::string &error);
 
-} // namespace tessel::plan
+} // namespace tessel::planfile
 
 #endif // TESSEL_RUNTIME_PLANFILE_H

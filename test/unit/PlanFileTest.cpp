@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-using namespace tessel::plan;
+using namespace tessel::planfile;
 
 namespace {
 

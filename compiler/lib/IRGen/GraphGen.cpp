@@ -155,7 +155,7 @@ private:
     if (n == "sigmoid")
       return SigmoidOp::create(b_, loc, type, in[0]);
     if (n == "dropout")
-      return DropoutOp::create(b_, loc, type, in[0], f64("rate"));
+      return DropoutOp::create(b_, loc, type, in[0], f64("rate"), IntegerAttr());
     if (n == "contract")
       return ContractOp::create(b_, loc, type, in[0], in[1],
                                 strings(attr<std::vector<std::string>>(op, "sum")));

@@ -1,7 +1,9 @@
 //===- tessel.cpp - The Tessel driver -------------------------------------===//
 //
 //   tessel check model.model              report every error, or a summary
-//   tessel compile model.model --emit=graph
+//   tessel compile model.model -o model   an executable that trains the model
+//   tessel compile model.model --emit=graph|train|plan|plan-file
+//   tessel run model.model [-- runner options]
 //
 // Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors.
 //
@@ -9,13 +11,20 @@
 
 #include "tessel/Frontend/Sema.h"
 #include "tessel/IRGen/GraphGen.h"
+#include "tessel/Target/PlanWriter.h"
+#include "tessel/Transforms/Passes.h"
+
+#include "runtime/Executable.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -32,26 +41,46 @@ cl::OptionCategory category("Tessel options");
 
 cl::SubCommand checkCommand("check", "Check a .model file and report every error in it");
 cl::SubCommand compileCommand("compile", "Compile a .model file (--emit chooses the stage)");
+cl::SubCommand runCommand("run", "Compile a .model file and train it now");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
-                               cl::sub(checkCommand), cl::sub(compileCommand), cl::cat(category));
+                               cl::sub(checkCommand), cl::sub(compileCommand),
+                               cl::sub(runCommand), cl::cat(category));
+cl::list<std::string> runnerArgs(cl::Positional, cl::desc("[-- options of the compiled model]"),
+                                 cl::ZeroOrMore, cl::sub(runCommand), cl::cat(category));
 cl::list<std::string> importDirs("I", cl::desc("Add a directory to search for imports"),
                                  cl::value_desc("dir"), cl::Prefix, cl::sub(checkCommand),
-                                 cl::sub(compileCommand), cl::cat(category));
+                                 cl::sub(compileCommand), cl::sub(runCommand),
+                                 cl::cat(category));
 cl::opt<int64_t> ranks("ranks",
                        cl::desc("Number of ranks the run will have; the mesh must match it"),
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
-                       cl::cat(category));
+                       cl::sub(runCommand), cl::cat(category));
 
-enum class Emit { Ast, Graph };
-cl::opt<Emit> emit("emit", cl::desc("What to produce"), cl::init(Emit::Graph),
-                   cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree of the file"),
-                              clEnumValN(Emit::Graph, "graph",
-                                         "the forward computation in the graph dialect")),
-                   cl::sub(compileCommand), cl::cat(category));
+enum class Emit { Ast, Graph, Train, Plan, PlanFile, Exe };
+cl::opt<Emit> emit(
+    "emit",
+    cl::desc("What to produce (default: an executable with -o, else graph IR on stdout)"),
+    cl::init(Emit::Graph),
+    cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree of the file"),
+               clEnumValN(Emit::Graph, "graph", "the forward computation in the graph dialect"),
+               clEnumValN(Emit::Train, "train",
+                          "the training functions (forward-backward, optimizer step, sampler)"),
+               clEnumValN(Emit::Plan, "plan", "the memory-planned plan dialect"),
+               clEnumValN(Emit::PlanFile, "plan-file", "the binary plan the runtime loads"),
+               clEnumValN(Emit::Exe, "exe", "an executable that trains the model")),
+    cl::sub(compileCommand), cl::cat(category));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCommand),
                                 cl::cat(category));
+
+/// The compiled-model runner installed beside this binary.
+std::string runnerPath(const char *argv0) {
+  std::string exe = sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&runnerPath));
+  SmallString<256> path(sys::path::parent_path(exe));
+  sys::path::append(path, "tessel-runner");
+  return std::string(path);
+}
 
 /// Where `std/` lives: beside an installed binary, else the source tree it was built from.
 std::string libraryRoot(const char *argv0) {
@@ -126,17 +155,95 @@ int runCheck(const char *argv0) {
   return 0;
 }
 
+/// Lowers the analysed program through every stage up to `until`; prints IR stages to `os`.
+/// Returns the exit code; fills `plan` when `until` is past the plan dialect.
+int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os,
+          planfile::Plan *plan) {
+  mlir::MLIRContext context;
+  auto module = emitGraphModule(context, program, fe.sources);
+  if (failed(mlir::verify(*module))) {
+    errs() << "tessel: internal error: the emitted graph IR does not verify\n";
+    return 2;
+  }
+  if (until == Emit::Graph) {
+    module->print(os);
+    return 0;
+  }
+  mlir::PassManager pm(&context);
+  buildTrainingPipeline(pm);
+  if (until != Emit::Train)
+    buildPlanPipeline(pm);
+  if (failed(pm.run(*module)))
+    return 1; // The passes reported why, at the spec's locations.
+  if (until == Emit::Train || until == Emit::Plan) {
+    module->print(os);
+    return 0;
+  }
+  auto translated = translateToPlanFile(*module);
+  if (failed(translated))
+    return 1;
+  *plan = std::move(*translated);
+  return 0;
+}
+
+/// Writes `bytes` to `path` through a temporary file, so an interrupted write never leaves
+/// a half-written executable or plan behind.
+bool writeOutput(const std::string &path, const std::vector<uint8_t> &bytes, bool executable) {
+  std::string tmp = path + ".tmp";
+  {
+    std::error_code ec;
+    raw_fd_ostream out(tmp, ec, sys::fs::OF_None);
+    if (ec) {
+      errs() << "tessel: error: cannot write '" << path << "': " << ec.message() << "\n";
+      return false;
+    }
+    out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    out.close();
+    if (out.has_error()) {
+      errs() << "tessel: error: cannot write '" << path << "': " << out.error().message() << "\n";
+      sys::fs::remove(tmp);
+      return false;
+    }
+  }
+  if (executable)
+    sys::fs::setPermissions(tmp, sys::fs::perms::all_read | sys::fs::perms::all_exe |
+                                     sys::fs::perms::owner_write);
+  if (std::error_code ec = sys::fs::rename(tmp, path)) {
+    errs() << "tessel: error: cannot write '" << path << "': " << ec.message() << "\n";
+    sys::fs::remove(tmp);
+    return false;
+  }
+  return true;
+}
+
+/// The runner with `plan` appended: one file that trains the model.
+bool buildExecutable(const char *argv0, const planfile::Plan &plan, std::vector<uint8_t> &bytes) {
+  std::string runner = runnerPath(argv0);
+  auto buffer = MemoryBuffer::getFile(runner, /*IsText=*/false);
+  if (!buffer) {
+    errs() << "tessel: error: cannot read the runner '" << runner
+           << "': " << buffer.getError().message() << "\n";
+    return false;
+  }
+  bytes.assign((*buffer)->getBufferStart(), (*buffer)->getBufferEnd());
+  planfile::appendEmbeddedPlan(bytes, planfile::serializePlan(plan));
+  return true;
+}
+
 int runCompile(const char *argv0) {
   Frontend fe;
   if (!load(fe, argv0)) { // The file could not be read: an I/O error, not one in the input.
     finish(fe);
     return 2;
   }
-  std::string error;
-  auto output = mlir::openOutputFile(outputFile, &error);
-  if (emit == Emit::Ast) {
+  Emit what = emit;
+  if (!emit.getNumOccurrences() && outputFile != "-")
+    what = Emit::Exe;
+  if (what == Emit::Ast) {
     if (fe.diags.hasErrors())
       return finish(fe);
+    std::string error;
+    auto output = mlir::openOutputFile(outputFile, &error);
     if (!output) {
       errs() << "tessel: error: cannot write '" << outputFile << "': " << error << "\n";
       return 2;
@@ -152,19 +259,70 @@ int runCompile(const char *argv0) {
   if (!program)
     return finish(fe);
   finish(fe);
-  mlir::MLIRContext context;
-  auto module = emitGraphModule(context, *program, fe.sources);
-  if (failed(mlir::verify(*module))) {
-    errs() << "tessel: internal error: the emitted graph IR does not verify\n";
-    return 2;
+
+  if (what == Emit::PlanFile || what == Emit::Exe) {
+    if (outputFile == "-") {
+      errs() << "tessel: error: --emit=" << (what == Emit::Exe ? "exe" : "plan-file")
+             << " writes a binary file; name it with -o\n";
+      return 2;
+    }
+    planfile::Plan plan;
+    if (int rc = lower(*program, fe, what, nulls(), &plan))
+      return rc;
+    std::vector<uint8_t> bytes;
+    if (what == Emit::Exe) {
+      if (!buildExecutable(argv0, plan, bytes))
+        return 2;
+    } else {
+      bytes = planfile::serializePlan(plan);
+    }
+    return writeOutput(outputFile, bytes, what == Emit::Exe) ? 0 : 2;
   }
+
+  std::string error;
+  auto output = mlir::openOutputFile(outputFile, &error);
   if (!output) {
     errs() << "tessel: error: cannot write '" << outputFile << "': " << error << "\n";
     return 2;
   }
-  module->print(output->os());
+  if (int rc = lower(*program, fe, what, output->os(), nullptr))
+    return rc;
   output->keep();
   return 0;
+}
+
+int runRun(const char *argv0) {
+  Frontend fe;
+  if (!load(fe, argv0)) {
+    finish(fe);
+    return 2;
+  }
+  auto program = analyze(*fe.module, fe.sources, fe.diags, fe.options);
+  if (!program)
+    return finish(fe);
+  finish(fe);
+  planfile::Plan plan;
+  if (int rc = lower(*program, fe, Emit::PlanFile, nulls(), &plan))
+    return rc;
+  SmallString<128> planPath;
+  if (std::error_code ec = sys::fs::createTemporaryFile("tessel", "plan", planPath)) {
+    errs() << "tessel: error: cannot create a temporary plan file: " << ec.message() << "\n";
+    return 2;
+  }
+  if (!writeOutput(std::string(planPath), planfile::serializePlan(plan), false))
+    return 2;
+  std::string runner = runnerPath(argv0);
+  std::vector<StringRef> args = {runner, "--plan", planPath};
+  for (const std::string &a : runnerArgs)
+    args.push_back(a);
+  std::string error;
+  int rc = sys::ExecuteAndWait(runner, args, std::nullopt, {}, 0, 0, &error);
+  sys::fs::remove(planPath);
+  if (rc < 0) {
+    errs() << "tessel: error: cannot run '" << runner << "': " << error << "\n";
+    return 2;
+  }
+  return rc;
 }
 
 } // namespace
@@ -179,7 +337,9 @@ int main(int argc, char **argv) {
       "Tessel: parallel transformer training from one .model file\n\n"
       "  tessel check FILE.model               check a model and its parallel layout\n"
       "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
-      "  tessel compile FILE.model --emit=graph  print the forward graph IR\n\n"
+      "  tessel compile FILE.model --emit=graph  print the forward graph IR\n"
+      "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
+      "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE --help)\n\n"
       "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;
@@ -188,6 +348,8 @@ int main(int argc, char **argv) {
       return runCheck(argv[0]);
     if (compileCommand)
       return runCompile(argv[0]);
+    if (runCommand)
+      return runRun(argv[0]);
   } catch (const std::bad_alloc &) {
     errs() << "tessel: out of memory\n";
     return 2;

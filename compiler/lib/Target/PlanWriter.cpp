@@ -1,0 +1,210 @@
+//===- PlanWriter.cpp - From the plan dialect to a plan file --------------===//
+
+#include "tessel/Target/PlanWriter.h"
+
+#include "Plan/PlanDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tessel;
+namespace pf = tessel::planfile;
+
+std::string tessel::formatSourceLocation(Location loc) {
+  return TypeSwitch<Location, std::string>(loc)
+      .Case([](FileLineColLoc l) {
+        return (l.getFilename().str() + ":" + std::to_string(l.getLine()) + ":" +
+                std::to_string(l.getColumn()));
+      })
+      .Case([](CallSiteLoc l) {
+        std::string callee = formatSourceLocation(l.getCallee());
+        std::string caller = formatSourceLocation(l.getCaller());
+        return caller.empty() ? callee : callee + " (called from " + caller + ")";
+      })
+      .Case([](NameLoc l) { return formatSourceLocation(l.getChildLoc()); })
+      .Case([](FusedLoc l) {
+        return l.getLocations().empty() ? std::string() : formatSourceLocation(l.getLocations()[0]);
+      })
+      .Default([](Location) { return std::string(); });
+}
+
+namespace {
+
+/// The module's dictionaries, flattened: `train.optimizer.lr`, `dims.embed`, ...
+void flatten(const std::string &prefix, DictionaryAttr dict, std::vector<pf::Attr> &out) {
+  for (NamedAttribute na : dict) {
+    std::string name = prefix + na.getName().str();
+    Attribute a = na.getValue();
+    if (auto sub = dyn_cast<DictionaryAttr>(a))
+      flatten(name + ".", sub, out);
+    else if (auto i = dyn_cast<IntegerAttr>(a))
+      out.push_back({name, i.getValue().getSExtValue()});
+    else if (auto f = dyn_cast<FloatAttr>(a))
+      out.push_back({name, f.getValueAsDouble()});
+    else if (auto s = dyn_cast<StringAttr>(a))
+      out.push_back({name, s.str()});
+    else if (auto b = dyn_cast<BoolAttr>(a))
+      out.push_back({name, static_cast<int64_t>(b.getValue())});
+  }
+}
+
+FailureOr<pf::Attr> kernelParam(Operation *op, NamedAttribute na) {
+  std::string name = na.getName().str();
+  Attribute a = na.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return pf::Attr{name, i.getValue().getSExtValue()};
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return pf::Attr{name, f.getValueAsDouble()};
+  if (auto s = dyn_cast<StringAttr>(a))
+    return pf::Attr{name, s.str()};
+  if (auto l = dyn_cast<DenseI64ArrayAttr>(a))
+    return pf::Attr{name, std::vector<int64_t>(l.asArrayRef().begin(), l.asArrayRef().end())};
+  return op->emitOpError() << "parameter '" << name << "' has an unsupported kind " << a;
+}
+
+FailureOr<pf::DType> dtypeOf(Operation *op, MemRefType t) {
+  if (t.getElementType().isF32())
+    return pf::DType::F32;
+  if (t.getElementType().isInteger(32))
+    return pf::DType::I32;
+  return op->emitOpError() << "has element type " << t.getElementType()
+                           << "; the CPU runtime computes in f32 with i32 ids";
+}
+
+} // namespace
+
+FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
+  pf::Plan plan;
+  plan.model = module.getSymName() ? module.getSymName()->str() : "model";
+  if (auto dims = module->getAttrOfType<DictionaryAttr>("tessel.dims"))
+    flatten("dims.", dims, plan.config);
+  if (auto train = module->getAttrOfType<DictionaryAttr>("tessel.train"))
+    flatten("train.", train, plan.config);
+  if (auto layers = module->getAttrOfType<IntegerAttr>("tessel.layers"))
+    plan.config.push_back({"layers", layers.getInt()});
+  plan.groups.push_back({"world", {0}});
+
+  llvm::StringMap<uint32_t> stateIndex;
+  for (auto t : module.getOps<plan::TensorOp>()) {
+    pf::StateTensor s;
+    s.name = t.getSymName().str();
+    s.role = t.getRole().str();
+    s.of = t.getOf().str();
+    auto type = cast<MemRefType>(t.getType());
+    auto dtype = dtypeOf(t, type);
+    if (failed(dtype))
+      return failure();
+    s.dtype = *dtype;
+    s.shape.assign(type.getShape().begin(), type.getShape().end());
+    for (Attribute d : t.getDims())
+      s.dims.push_back(cast<StringAttr>(d).str());
+    s.init = t.getInit().str();
+    s.initA = t.getInitA().convertToDouble();
+    s.initB = t.getInitB().convertToDouble();
+    stateIndex[s.name] = plan.state.size();
+    plan.state.push_back(std::move(s));
+  }
+
+  for (auto program : module.getOps<plan::ProgramOp>()) {
+    pf::Program p;
+    p.name = program.getSymName().str();
+    p.rank = static_cast<uint32_t>(program.getRank());
+    if (!program.getArenaBytes())
+      return program.emitOpError("has no memory plan; run -tessel-plan-memory first");
+    p.arenaBytes = *program.getArenaBytes();
+    DenseMap<Value, pf::BufferRef> refs;
+    auto refOf = [&](Operation *op, Value v) -> FailureOr<pf::BufferRef> {
+      auto it = refs.find(v);
+      if (it == refs.end())
+        return op->emitOpError("uses a buffer defined outside its program");
+      return it->second;
+    };
+    for (Operation &op : program.getBody().front()) {
+      auto bufferOf = [&](Value v, pf::Storage storage, uint32_t state,
+                          uint64_t offset) -> LogicalResult {
+        auto type = cast<MemRefType>(v.getType());
+        auto dtype = dtypeOf(&op, type);
+        if (failed(dtype))
+          return failure();
+        refs[v] = pf::BufferRef{storage, state, offset,
+                                static_cast<uint64_t>(type.getNumElements()) * 4, *dtype};
+        return success();
+      };
+      LogicalResult ok =
+          TypeSwitch<Operation *, LogicalResult>(&op)
+              .Case([&](plan::AllocOp a) -> LogicalResult {
+                if (!a.getOffset())
+                  return a.emitOpError("has no offset; run -tessel-plan-memory first");
+                return bufferOf(a.getResult(), pf::Storage::Arena, 0, *a.getOffset());
+              })
+              .Case([&](plan::InputOp in) -> LogicalResult {
+                if (!in.getOffset())
+                  return in.emitOpError("has no offset; run -tessel-plan-memory first");
+                if (failed(bufferOf(in.getResult(), pf::Storage::Arena, 0, *in.getOffset())))
+                  return failure();
+                auto type = in.getResult().getType();
+                p.inputs.push_back({in.getName().str(), refs[in.getResult()].dtype,
+                                    std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+                                    refs[in.getResult()]});
+                return success();
+              })
+              .Case([&](plan::StateOp s) -> LogicalResult {
+                auto it = stateIndex.find(s.getName());
+                if (it == stateIndex.end())
+                  return s.emitOpError() << "names undeclared state '" << s.getName() << "'";
+                return bufferOf(s.getResult(), pf::Storage::State, it->second, 0);
+              })
+              .Case([&](plan::ViewOp v) -> LogicalResult {
+                auto src = refOf(v, v.getSource());
+                if (failed(src))
+                  return failure();
+                refs[v.getResult()] = *src;
+                return success();
+              })
+              .Case([&](plan::KernelOp k) -> LogicalResult {
+                pf::Instr instr;
+                instr.kernel = k.getName().str();
+                instr.loc = formatSourceLocation(k.getLoc());
+                for (Value v : k.getIns()) {
+                  auto r = refOf(k, v);
+                  if (failed(r))
+                    return failure();
+                  instr.inputs.push_back(*r);
+                }
+                for (Value v : k.getOuts()) {
+                  auto r = refOf(k, v);
+                  if (failed(r))
+                    return failure();
+                  instr.outputs.push_back(*r);
+                }
+                for (NamedAttribute na : k.getParams()) {
+                  auto a = kernelParam(k, na);
+                  if (failed(a))
+                    return failure();
+                  instr.attrs.push_back(*a);
+                }
+                p.instrs.push_back(std::move(instr));
+                return success();
+              })
+              .Case([&](plan::OutputOp o) -> LogicalResult {
+                auto r = refOf(o, o.getValue());
+                if (failed(r))
+                  return failure();
+                auto type = o.getValue().getType();
+                p.outputs.push_back({o.getName().str(), r->dtype,
+                                     std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+                                     *r});
+                return success();
+              })
+              .Default([](Operation *o) { return o->emitOpError("cannot be written to a plan file"); });
+      if (failed(ok))
+        return failure();
+    }
+    plan.programs.push_back(std::move(p));
+  }
+  std::string error;
+  if (!planfile::validatePlan(plan, error))
+    return module.emitError("the plan is inconsistent: ") << error;
+  return plan;
+}

@@ -1,0 +1,30 @@
+//===- Ids.h - Range checks of token ids ------------------------*- C++ -*-===//
+//
+// Private to kernels/cpu: the check that embedding and cross entropy run before touching data.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSEL_KERNELS_CPU_IDS_H
+#define TESSEL_KERNELS_CPU_IDS_H
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::cpu::detail {
+
+/// True if every ids[i] (i < n) is in [0, limit); otherwise false, with the first bad id named
+/// in `error`.
+inline bool checkIds(int64_t n, int64_t limit, const int32_t *ids, std::string &error) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] >= 0 && ids[i] < limit)
+      continue;
+    error = "token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+            " is outside the vocabulary of " + std::to_string(limit);
+    return false;
+  }
+  return true;
+}
+
+} // namespace tessel::cpu::detail
+
+#endif // TESSEL_KERNELS_CPU_IDS_H

@@ -1,0 +1,56 @@
+//===- AtomicFile.h - Whole-file reads and crash-safe writes ----*- C++ -*-===//
+//
+// A file written here is either the old one or the complete new one, even if the process or
+// the machine dies mid-write: the bytes go to `<path>.tmp-<pid>`, are fsynced, renamed over
+// `<path>`, and the directory is fsynced so the rename itself is durable. Checkpoints use the
+// same idea for whole directories.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSEL_RUNTIME_ATOMICFILE_H
+#define TESSEL_RUNTIME_ATOMICFILE_H
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace tessel::rt {
+
+/// Reads the whole file at `path` into `out`. Errors name the path ("cannot open X: reason").
+bool readWholeFile(const std::string &path, std::string &out, std::string &error);
+
+/// Writes all `size` bytes to `fd`, retrying short writes and EINTR; on failure `error` is the
+/// system's reason (without a path).
+bool writeAll(int fd, const void *data, size_t size, std::string &error);
+
+/// Produces a file's contents into `fd` (with writeAll); on failure sets `error` to a reason
+/// without the path, which the caller adds.
+using FileProducer = std::function<bool(int fd, std::string &error)>;
+
+/// Writes `<path>.tmp-<pid>` with `produce`, fsyncs it, renames it over `path` and fsyncs the
+/// directory. On failure the temporary file is removed, `path` is untouched, and `error` names
+/// the path.
+bool writeFileAtomically(const std::string &path, const FileProducer &produce, std::string &error);
+bool writeFileAtomically(const std::string &path, std::string_view bytes, std::string &error);
+
+/// fsyncs a directory, making renames and creations inside it durable.
+bool fsyncDirectory(const std::string &dir, std::string &error);
+
+/// Puts the complete directory `tempDir` in place of `finalDir` (a sibling of it): a plain
+/// rename when `finalDir` does not exist; otherwise the two are swapped atomically
+/// (renameat2 RENAME_EXCHANGE, or two renames where the file system lacks it) and the old
+/// contents are deleted. The parent directory is fsynced. `tempDir` is left as it was on
+/// failure.
+bool replaceDirectoryAtomically(const std::string &tempDir, const std::string &finalDir,
+                                std::string &error);
+
+/// ".tmp-<pid>": the suffix of this process's temporary files and directories.
+std::string tempSuffix();
+
+/// The directory holding `path` ("." for a bare name).
+std::string parentDirectory(const std::string &path);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_ATOMICFILE_H

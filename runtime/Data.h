@@ -1,0 +1,77 @@
+//===- Data.h - Training and evaluation tokens ------------------*- C++ -*-===//
+//
+// The token stream a run trains on, loaded whole: either raw bytes (the byte tokenizer: any
+// file, or a directory of text files concatenated in name order) or pre-tokenized uint16 ids
+// as nanoGPT's prepare scripts and llm.c's write them. The last `evalFraction` of the stream
+// is held out; training windows are drawn at random from the rest, evaluation windows are
+// evenly spaced over the held-out part so every evaluation sees the same tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSEL_RUNTIME_DATA_H
+#define TESSEL_RUNTIME_DATA_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel::rt {
+
+class Rng;
+
+/// How a data file maps to token ids.
+enum class Tokenizer {
+  /// Each byte is a token 0..255; a directory's regular files are concatenated.
+  Byte,
+  /// A pre-tokenized .bin file of uint16 little-endian ids: raw (nanoGPT) or with llm.c's
+  /// 1024-byte header (magic 20240520, version 1, token count).
+  Tokens,
+};
+
+/// The tokens of a run, split into train and eval parts.
+class TokenData {
+public:
+  /// Loads `path`. `window` is seq + 1 tokens (inputs plus the last target). Errors name the
+  /// path: missing or unreadable files, empty data, an odd-sized or inconsistent .bin, a token
+  /// id not below `vocab`, a byte vocabulary under 256, and too few tokens for one train
+  /// window and (when evalFraction > 0) one eval window.
+  static std::unique_ptr<TokenData> open(const std::string &path, Tokenizer kind, int64_t vocab,
+                                         double evalFraction, int64_t window, std::string &error);
+
+  int64_t totalTokens() const { return static_cast<int64_t>(tokens_.size()); }
+  /// Tokens [0, trainTokens) train; [trainTokens, totalTokens) evaluate.
+  int64_t trainTokens() const { return trainTokens_; }
+  int64_t evalTokens() const { return totalTokens() - trainTokens_; }
+  bool hasEval() const { return evalTokens() > 0; }
+  /// The files read, in the order concatenated.
+  const std::vector<std::string> &sources() const { return sources_; }
+  const std::vector<uint16_t> &tokens() const { return tokens_; }
+
+  /// A random training window: start = rng.below(trainTokens - seq), tokens = data[start ..
+  /// start + seq), targets = data[start + 1 .. start + seq + 1). Requires seq + 1 <=
+  /// trainTokens (guaranteed for seq + 1 <= the window given to open).
+  void trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq) const;
+  /// Eval window `index` of `count`, evenly spaced over the eval part: starts at
+  /// trainTokens + floor(index * (evalTokens - seq) / count). Requires hasEval(),
+  /// 0 <= index < count and seq + 1 <= evalTokens.
+  void evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
+                  int64_t seq) const;
+
+private:
+  TokenData() = default;
+
+  std::vector<uint16_t> tokens_;
+  int64_t trainTokens_ = 0;
+  std::vector<std::string> sources_;
+};
+
+/// Byte-tokenizer text for `count` tokens; ids outside 0..255 become U+FFFD.
+std::string decodeBytes(const int32_t *tokens, int64_t count);
+/// Byte-tokenizer ids of `text`: one per byte.
+std::vector<int32_t> encodeBytes(std::string_view text);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_DATA_H

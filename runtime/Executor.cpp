@@ -1,0 +1,261 @@
+//===- Executor.cpp - Runs the programs of one rank's plan ----------------===//
+
+#include "runtime/Executor.h"
+
+#include "runtime/KernelCall.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <omp.h>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace tessel::rt {
+
+using planfile::BufferRef;
+using planfile::Storage;
+
+void setComputeThreads(int threads) {
+  if (threads < 1)
+    threads = 1;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+struct Executor::Decoded {
+  KernelFn fn;
+  KernelCall call;
+};
+
+struct Executor::DecodedProgram {
+  const planfile::Program *program;
+  std::vector<Decoded> instrs;
+};
+
+namespace {
+
+const planfile::Attr *findAttr(const planfile::Instr &instr, const char *name) {
+  return instr.find(name);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// KernelCall
+//===----------------------------------------------------------------------===//
+
+bool KernelCall::fail(const std::string &why) {
+  if (error.empty())
+    error = why;
+  return false;
+}
+
+int64_t KernelCall::i(const char *name) {
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<int64_t>(a->value))
+    return std::get<int64_t>(a->value);
+  fail(std::string("integer parameter '") + name + "' is missing");
+  return 0;
+}
+
+double KernelCall::f(const char *name) {
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<double>(a->value))
+    return std::get<double>(a->value);
+  fail(std::string("float parameter '") + name + "' is missing");
+  return 0;
+}
+
+const std::string &KernelCall::s(const char *name) {
+  static const std::string empty;
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<std::string>(a->value))
+    return std::get<std::string>(a->value);
+  fail(std::string("string parameter '") + name + "' is missing");
+  return empty;
+}
+
+const std::vector<int64_t> &KernelCall::v(const char *name) {
+  static const std::vector<int64_t> empty;
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<std::vector<int64_t>>(a->value))
+    return std::get<std::vector<int64_t>>(a->value);
+  fail(std::string("list parameter '") + name + "' is missing");
+  return empty;
+}
+
+bool KernelCall::arity(size_t ins, size_t outs) {
+  if (in.size() != ins || out.size() != outs)
+    return fail("takes " + std::to_string(ins) + " inputs and " + std::to_string(outs) +
+                " outputs, not " + std::to_string(in.size()) + " and " +
+                std::to_string(out.size()));
+  return error.empty();
+}
+
+bool KernelCall::needIn(size_t k, int64_t elements) {
+  if (k >= inElements.size() || elements < 0 || static_cast<uint64_t>(elements) > inElements[k])
+    return fail("input " + std::to_string(k) + " needs " + std::to_string(elements) +
+                " elements but its buffer holds " +
+                std::to_string(k < inElements.size() ? inElements[k] : 0));
+  return error.empty();
+}
+
+bool KernelCall::needOut(size_t k, int64_t elements) {
+  if (k >= outElements.size() || elements < 0 ||
+      static_cast<uint64_t>(elements) > outElements[k])
+    return fail("output " + std::to_string(k) + " needs " + std::to_string(elements) +
+                " elements but its buffer holds " +
+                std::to_string(k < outElements.size() ? outElements[k] : 0));
+  return error.empty();
+}
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+Executor::Executor(const planfile::Plan &plan, uint32_t rank) : plan_(plan), rank_(rank) {}
+
+Executor::~Executor() { std::free(arena_); }
+
+std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t rank,
+                                           std::string &error) {
+  if (!planfile::validatePlan(plan, error))
+    return nullptr;
+  std::unique_ptr<Executor> ex(new Executor(plan, rank));
+  for (const planfile::Program &p : ex->plan_.programs)
+    if (p.rank == rank)
+      ex->arenaBytes_ = std::max(ex->arenaBytes_, p.arenaBytes);
+  size_t arenaAlloc = (ex->arenaBytes_ + 63) / 64 * 64 + 64;
+  ex->arena_ = static_cast<float *>(std::aligned_alloc(64, arenaAlloc));
+  if (!ex->arena_) {
+    error = "cannot allocate the arena of " + std::to_string(ex->arenaBytes_) + " bytes";
+    return nullptr;
+  }
+  std::memset(ex->arena_, 0, arenaAlloc);
+  for (const planfile::StateTensor &t : ex->plan_.state)
+    ex->state_.emplace_back(t.bytes() / 4, 0.0f);
+
+  auto pointer = [&](const BufferRef &b) -> void * {
+    char *base = b.storage == Storage::Arena
+                     ? reinterpret_cast<char *>(ex->arena_)
+                     : reinterpret_cast<char *>(ex->state_[b.state].data());
+    return base + b.offset;
+  };
+  for (const planfile::Program &p : ex->plan_.programs) {
+    if (p.rank != rank)
+      continue;
+    auto decoded = std::make_unique<DecodedProgram>();
+    decoded->program = &p;
+    for (size_t n = 0; n < p.instrs.size(); ++n) {
+      const planfile::Instr &instr = p.instrs[n];
+      Decoded d;
+      d.fn = findCpuKernel(instr.kernel);
+      std::string where = "instruction " + std::to_string(n) + " of program '" + p.name +
+                          "' (kernel '" + instr.kernel + "'" +
+                          (instr.loc.empty() ? "" : ", from " + instr.loc) + ")";
+      if (!d.fn) {
+        error = where + ": this runtime has no such kernel";
+        return nullptr;
+      }
+      d.call.instr = &instr;
+      for (const BufferRef &b : instr.inputs) {
+        d.call.in.push_back(pointer(b));
+        d.call.inElements.push_back(b.bytes / 4);
+      }
+      for (const BufferRef &b : instr.outputs) {
+        d.call.out.push_back(pointer(b));
+        d.call.outElements.push_back(b.bytes / 4);
+      }
+      d.call.validating = true;
+      d.fn(d.call);
+      if (!d.call.error.empty()) {
+        error = where + ": " + d.call.error;
+        return nullptr;
+      }
+      d.call.validating = false;
+      decoded->instrs.push_back(std::move(d));
+    }
+    ex->programs_.push_back(std::move(decoded));
+  }
+  return ex;
+}
+
+int Executor::stateIndex(const std::string &name) const {
+  for (size_t i = 0; i < plan_.state.size(); ++i)
+    if (plan_.state[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+const Executor::DecodedProgram *Executor::find(const std::string &name) const {
+  for (const auto &p : programs_)
+    if (p->program->name == name)
+      return p.get();
+  return nullptr;
+}
+
+bool Executor::hasProgram(const std::string &name) const { return find(name) != nullptr; }
+
+void *Executor::input(const std::string &program, const std::string &port) {
+  const DecodedProgram *p = find(program);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &in : p->program->inputs)
+    if (in.name == port)
+      return reinterpret_cast<char *>(arena_) + in.buffer.offset;
+  return nullptr;
+}
+
+const float *Executor::output(const std::string &program, const std::string &port) const {
+  const DecodedProgram *p = find(program);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &out : p->program->outputs)
+    if (out.name == port) {
+      const BufferRef &b = out.buffer;
+      const char *base = b.storage == Storage::Arena
+                             ? reinterpret_cast<const char *>(arena_)
+                             : reinterpret_cast<const char *>(state_[b.state].data());
+      return reinterpret_cast<const float *>(base + b.offset);
+    }
+  return nullptr;
+}
+
+bool Executor::run(const std::string &program, const StepContext &ctx, std::string &error,
+                   bool checkFinite) {
+  const DecodedProgram *p = find(program);
+  if (!p) {
+    error = "the plan has no program '" + program + "' for rank " + std::to_string(rank_);
+    return false;
+  }
+  for (size_t n = 0; n < p->instrs.size(); ++n) {
+    Decoded &d = const_cast<Decoded &>(p->instrs[n]);
+    d.call.ctx = &ctx;
+    d.call.error.clear();
+    if (!d.fn(d.call)) {
+      error = "kernel '" + d.call.instr->kernel + "'" +
+              (d.call.instr->loc.empty() ? "" : " (from " + d.call.instr->loc + ")") + ": " +
+              d.call.error;
+      return false;
+    }
+    if (!checkFinite)
+      continue;
+    for (size_t k = 0; k < d.call.out.size(); ++k) {
+      if (d.call.instr->outputs[k].dtype != planfile::DType::F32)
+        continue;
+      const float *x = d.call.fout(k);
+      for (uint64_t e = 0; e < d.call.outElements[k]; ++e)
+        if (!std::isfinite(x[e])) {
+          error = "the first non-finite value (" + std::to_string(x[e]) + ") came from kernel '" +
+                  d.call.instr->kernel + "'" +
+                  (d.call.instr->loc.empty() ? "" : " at " + d.call.instr->loc) +
+                  ", instruction " + std::to_string(n) + " of '" + program + "'";
+          return false;
+        }
+    }
+  }
+  return true;
+}
+
+} // namespace tessel::rt

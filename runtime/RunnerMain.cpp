@@ -1,0 +1,201 @@
+//===- RunnerMain.cpp - A compiled model's command line -------------------===//
+//
+// `tessel compile X.model -o X` copies this program and appends the plan; `tessel run`
+// starts it with --plan. It links the runtime only, never MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executable.h"
+#include "runtime/PlanFile.h"
+#include "runtime/Trainer.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <cerrno>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+
+namespace {
+
+const char *kUsage = R"(usage: %s [options]
+
+Trains the model compiled into this program (or the plan given with --plan), with the
+settings of its train section; the options below override them.
+
+Training:
+  --steps N              optimizer steps to run (the learning-rate schedule keeps the
+                         model's own step count)
+  --data PATH            a text file, a directory of text files, or a uint16 .bin token file
+  --seed N               seed for initialisation, data order and dropout
+  --threads N            CPU threads (default: every core)
+  --eval-every N         evaluate the held-out loss every N steps (0: never)
+  --log-every N          print progress every N steps when output is not a terminal
+  --metrics FILE         append one JSON line per step (and per evaluation) to FILE
+  --checkpoint-dir DIR   write checkpoints under DIR (DIR/latest names the newest)
+  --checkpoint-every N   checkpoint every N steps (and always at the end when DIR is set)
+  --resume PATH          continue from a checkpoint, or from the newest one in a directory
+  --dump-dir DIR         write the initial weights, the batches and the first step's
+                         gradients as safetensors (for comparison with other frameworks)
+  --quiet                no progress output
+
+Sampling:
+  --generate             print text sampled from a checkpoint instead of training
+  --checkpoint PATH      the checkpoint (default: the model's checkpoint directory)
+  --prompt TEXT          text to continue (default: a newline)
+  --tokens N             how many tokens to sample (default 200)
+  --temperature T        softmax temperature (default 0.8)
+  --top-k K              sample among the K likeliest tokens (default 40; 0: all)
+
+Other:
+  --plan FILE            run this plan file instead of the embedded one
+  --help                 show this text
+)";
+
+bool parseInt(const std::string &text, int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || *end)
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseFloat(const std::string &text, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  out = std::strtod(text.c_str(), &end);
+  return !errno && end != text.c_str() && !*end;
+}
+
+int usageError(const char *argv0, const std::string &message) {
+  std::fprintf(stderr, "%s: error: %s\nTry '%s --help'.\n", argv0, message.c_str(), argv0);
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  rt::RunOptions o;
+  std::string planPath;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool hasValue = false;
+    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      hasValue = true;
+    }
+    auto next = [&](std::string &out) {
+      if (hasValue) {
+        out = value;
+        return true;
+      }
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    auto intOption = [&](std::optional<int64_t> &out, int64_t min) {
+      std::string text;
+      int64_t v;
+      if (!next(text) || !parseInt(text, v) || v < min)
+        return false;
+      out = v;
+      return true;
+    };
+    std::string text;
+    bool ok = true;
+    if (arg == "--help" || arg == "-h") {
+      std::printf(kUsage, argv[0]);
+      return 0;
+    } else if (arg == "--steps") {
+      ok = intOption(o.steps, 0);
+    } else if (arg == "--seed") {
+      ok = intOption(o.seed, 0);
+    } else if (arg == "--eval-every") {
+      ok = intOption(o.evalEvery, 0);
+    } else if (arg == "--log-every") {
+      ok = intOption(o.logEvery, 1);
+    } else if (arg == "--checkpoint-every") {
+      ok = intOption(o.checkpointEvery, 0);
+    } else if (arg == "--threads") {
+      std::optional<int64_t> t;
+      ok = intOption(t, 1);
+      if (ok)
+        o.threads = static_cast<int>(*t);
+    } else if (arg == "--tokens") {
+      std::optional<int64_t> t;
+      ok = intOption(t, 1);
+      if (ok)
+        o.tokens = *t;
+    } else if (arg == "--top-k") {
+      std::optional<int64_t> t;
+      ok = intOption(t, 0);
+      if (ok)
+        o.topK = *t;
+    } else if (arg == "--temperature") {
+      ok = next(text) && parseFloat(text, o.temperature) && o.temperature > 0;
+    } else if (arg == "--data") {
+      ok = next(text);
+      o.data = text;
+    } else if (arg == "--checkpoint-dir") {
+      ok = next(text);
+      o.checkpointDir = text;
+    } else if (arg == "--metrics") {
+      ok = next(o.metricsPath);
+    } else if (arg == "--resume") {
+      ok = next(o.resume);
+    } else if (arg == "--dump-dir") {
+      ok = next(o.dumpDir);
+    } else if (arg == "--checkpoint") {
+      ok = next(o.checkpoint);
+    } else if (arg == "--prompt") {
+      ok = next(o.prompt);
+    } else if (arg == "--plan") {
+      ok = next(planPath);
+    } else if (arg == "--generate") {
+      o.generate = true;
+    } else if (arg == "--quiet") {
+      o.quiet = true;
+    } else {
+      return usageError(argv[0], "unknown option '" + arg + "'");
+    }
+    if (!ok)
+      return usageError(argv[0], "option '" + arg + "' needs a valid value");
+  }
+
+  std::vector<uint8_t> bytes;
+  std::string error, source;
+  if (!planPath.empty()) {
+    std::ifstream in(planPath, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "%s: error: cannot open plan '%s'\n", argv[0], planPath.c_str());
+      return 2;
+    }
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    source = planPath;
+  } else {
+    bool found = false;
+    if (!planfile::readEmbeddedPlan("/proc/self/exe", bytes, found, error)) {
+      std::fprintf(stderr, "%s: error: %s\n", argv[0], error.c_str());
+      return 2;
+    }
+    if (!found)
+      return usageError(argv[0], "this runner holds no plan; compile a model with "
+                                 "'tessel compile X.model -o X', or pass --plan FILE");
+    source = argv[0];
+  }
+  planfile::Plan plan;
+  if (!planfile::parsePlan(bytes.data(), bytes.size(), plan, error)) {
+    std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], source.c_str(), error.c_str());
+    return 2;
+  }
+  return o.generate ? rt::generate(plan, o) : rt::train(plan, o);
+}

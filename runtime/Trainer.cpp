@@ -1,0 +1,571 @@
+//===- Trainer.cpp - The host loop ----------------------------------------===//
+
+#include "runtime/Trainer.h"
+
+#include "runtime/Checkpoint.h"
+#include "runtime/Data.h"
+#include "runtime/Executor.h"
+#include "runtime/Progress.h"
+#include "runtime/Rng.h"
+#include "runtime/Safetensors.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+#include <thread>
+
+namespace tessel::rt {
+
+namespace {
+
+using planfile::Plan;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t configInt(const Plan &plan, const std::string &name, int64_t fallback) {
+  const planfile::Attr *a = plan.findConfig(name);
+  return a && std::holds_alternative<int64_t>(a->value) ? std::get<int64_t>(a->value) : fallback;
+}
+
+double configFloat(const Plan &plan, const std::string &name, double fallback) {
+  const planfile::Attr *a = plan.findConfig(name);
+  return a && std::holds_alternative<double>(a->value) ? std::get<double>(a->value) : fallback;
+}
+
+std::string configString(const Plan &plan, const std::string &name, const std::string &fallback) {
+  const planfile::Attr *a = plan.findConfig(name);
+  return a && std::holds_alternative<std::string>(a->value) ? std::get<std::string>(a->value)
+                                                            : fallback;
+}
+
+/// The run's settings: the plan's `train` section with the command line on top.
+struct Settings {
+  std::string model;
+  int64_t steps, batch, seq, vocab, accumulation, evalEvery, evalBatches, checkpointEvery,
+      logEvery;
+  uint64_t seed;
+  double evalFraction;
+  std::string data, tokenizer, checkpointDir;
+
+  Settings(const Plan &plan, const RunOptions &o) {
+    model = plan.model;
+    steps = o.steps.value_or(configInt(plan, "train.steps", 1));
+    batch = configInt(plan, "dims.batch", 1);
+    seq = configInt(plan, "dims.seq", 1);
+    vocab = configInt(plan, "dims.vocab", 256);
+    accumulation = std::max<int64_t>(1, configInt(plan, "train.accumulation", 1));
+    seed = static_cast<uint64_t>(o.seed.value_or(configInt(plan, "train.seed", 0)));
+    evalEvery = o.evalEvery.value_or(configInt(plan, "train.eval_every", 0));
+    evalBatches = std::max<int64_t>(1, configInt(plan, "train.eval_batches", 8));
+    evalFraction = configFloat(plan, "train.eval_fraction", 0.0);
+    checkpointEvery = o.checkpointEvery.value_or(configInt(plan, "train.checkpoint_every", 0));
+    checkpointDir = o.checkpointDir.value_or(configString(plan, "train.checkpoint_dir", ""));
+    logEvery = std::max<int64_t>(1, o.logEvery.value_or(configInt(plan, "train.log_every", 1)));
+    data = o.data.value_or(configString(plan, "train.data", ""));
+    tokenizer = configString(plan, "train.tokenizer", "byte");
+    if (evalEvery <= 0)
+      evalFraction = 0.0; // Nothing is held out when nothing evaluates.
+  }
+};
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameterShapes(const Plan &plan) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const planfile::StateTensor &t : plan.state)
+    if (t.role == "param")
+      out.push_back({t.name, t.shape});
+  return out;
+}
+
+/// Names and shapes of the parameters, hashed: two models with the same fingerprint can
+/// exchange checkpoints.
+std::string fingerprint(const Plan &plan) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string &s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto &[name, shape] : parameterShapes(plan)) {
+    mix(name);
+    mix(formatShape(shape));
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+Json rngToJson(const Rng &rng) {
+  Json a = Json::array();
+  for (uint64_t s : rng.state())
+    a.push(std::to_string(s));
+  return a;
+}
+
+bool rngFromJson(const Json *j, Rng &rng) {
+  if (!j || !j->isArray() || j->size() != 4)
+    return false;
+  std::array<uint64_t, 4> state;
+  for (size_t i = 0; i < 4; ++i) {
+    const Json &x = j->items()[i];
+    if (!x.isString())
+      return false;
+    try {
+      state[i] = std::stoull(x.asString());
+    } catch (...) {
+      return false;
+    }
+  }
+  rng.setState(state);
+  return true;
+}
+
+class Session {
+public:
+  Session(const Plan &plan, const RunOptions &options)
+      : plan_(plan), options_(options), s_(plan, options), dataRng_(0) {}
+
+  int run();
+
+private:
+  bool setUp();
+  void initialiseParameters();
+  bool restore(const std::string &path);
+  bool save(int64_t step);
+  bool loadMicroBatch(int64_t step, int64_t micro);
+  bool writeInputs(const std::string &program);
+  double evaluate();
+  bool dumpTensors(const std::string &file, const std::string &role, const std::string &prefix);
+  int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
+  bool error(const std::string &message) {
+    progress_.reset();
+    std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
+    return false;
+  }
+
+  const Plan &plan_;
+  const RunOptions &options_;
+  Settings s_;
+  std::unique_ptr<Executor> ex_;
+  std::unique_ptr<TokenData> data_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<ProgressLine> progress_;
+  Rng dataRng_;
+  int64_t startStep_ = 0;
+  std::vector<int32_t> tokens_, targets_;
+  std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
+};
+
+bool Session::setUp() {
+  std::string err;
+  setComputeThreads(options_.threads > 0
+                        ? options_.threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  ex_ = Executor::create(plan_, 0, err);
+  if (!ex_)
+    return error("the plan cannot run: " + err);
+  for (const char *program : {"forward_backward", "optimizer_step"})
+    if (!ex_->hasProgram(program))
+      return error(std::string("the plan has no '") + program + "' program");
+  if (s_.data.empty())
+    return error("no training data: set `data` in the train section or pass --data FILE");
+  Tokenizer kind = s_.tokenizer == "byte" ? Tokenizer::Byte : Tokenizer::Tokens;
+  data_ = TokenData::open(s_.data, kind, s_.vocab, s_.evalFraction, s_.seq + 1, err);
+  if (!data_)
+    return error(err);
+  tokens_.assign(static_cast<size_t>(s_.batch * s_.seq), 0);
+  targets_.assign(tokens_.size(), 0);
+  if (!options_.metricsPath.empty()) {
+    metrics_ = MetricsWriter::open(options_.metricsPath, err);
+    if (!metrics_)
+      return error(err);
+  }
+  dataRng_ = Rng(s_.seed ^ 0xD1B54A32D192ED03ull);
+  initialiseParameters();
+  if (!options_.resume.empty() && !restore(options_.resume))
+    return false;
+  return true;
+}
+
+void Session::initialiseParameters() {
+  Rng rng(s_.seed);
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    float *x = ex_->stateData(i);
+    size_t n = t.bytes() / 4;
+    if (t.role != "param") {
+      std::fill(x, x + n, 0.0f);
+      continue;
+    }
+    for (size_t e = 0; e < n; ++e) {
+      if (t.init == "normal")
+        x[e] = static_cast<float>(t.initA + t.initB * rng.normal());
+      else if (t.init == "uniform")
+        x[e] = static_cast<float>(t.initA + (t.initB - t.initA) * rng.uniform());
+      else if (t.init == "ones")
+        x[e] = 1.0f;
+      else if (t.init == "constant")
+        x[e] = static_cast<float>(t.initA);
+      else
+        x[e] = 0.0f;
+    }
+  }
+}
+
+bool Session::restore(const std::string &path) {
+  std::string err;
+  auto ck = loadCheckpoint(path, err);
+  if (!ck)
+    return error(err);
+  if (!checkCompatible(*ck, parameterShapes(plan_), plan_.model, err))
+    return error(err);
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role == "grad")
+      continue;
+    const SafetensorsFile *file = t.role == "param" ? ck->params.get() : ck->optimizer.get();
+    const SafetensorsTensor *x = file ? file->find(t.name) : nullptr;
+    if (!x)
+      return error("checkpoint " + ck->path + " lacks '" + t.name + "'");
+    if (x->dtype != DType::F32 || x->shape != t.shape || x->bytes.size() != t.bytes())
+      return error("checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) +
+                   " " + formatShape(x->shape) + ", the model needs F32 " + formatShape(t.shape));
+    std::memcpy(ex_->stateData(i), x->bytes.data(), x->bytes.size());
+  }
+  if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
+    return error("checkpoint " + ck->path + " has no valid data position ('data_rng')");
+  startStep_ = ck->step;
+  if (!options_.quiet)
+    std::printf("resumed from %s at step %lld\n", ck->path.c_str(),
+                static_cast<long long>(startStep_));
+  return true;
+}
+
+bool Session::save(int64_t step) {
+  CheckpointContents c;
+  c.model = plan_.model;
+  c.fingerprint = fingerprint(plan_);
+  c.step = step;
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    TensorView v{t.name, DType::F32, t.shape, ex_->stateData(i)};
+    if (t.role == "param")
+      c.params.push_back(v);
+    else if (t.role == "adam_m" || t.role == "adam_v")
+      c.optimizerState.push_back(v);
+  }
+  Json extra = Json::object();
+  extra.set("data_rng", rngToJson(dataRng_));
+  extra.set("seed", static_cast<int64_t>(s_.seed));
+  extra.set("tokens_seen", step * s_.batch * s_.seq * s_.accumulation);
+  extra.set("optimizer_step", step);
+  c.extra = extra;
+  std::string err;
+  if (!saveCheckpoint(s_.checkpointDir, c, err))
+    return error("checkpoint at step " + std::to_string(step) + " failed (the previous one is "
+                 "intact): " + err);
+  return true;
+}
+
+bool Session::writeInputs(const std::string &program) {
+  void *tokens = ex_->input(program, "tokens");
+  if (!tokens)
+    return error("program '" + program + "' has no 'tokens' input");
+  std::memcpy(tokens, tokens_.data(), tokens_.size() * 4);
+  if (void *targets = ex_->input(program, "targets"))
+    std::memcpy(targets, targets_.data(), targets_.size() * 4);
+  return true;
+}
+
+bool Session::loadMicroBatch(int64_t step, int64_t micro) {
+  for (int64_t row = 0; row < s_.batch; ++row)
+    data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq,
+                       s_.seq);
+  if (!options_.dumpDir.empty()) {
+    std::string suffix = "." + std::to_string(step) + "." + std::to_string(micro);
+    dumpedBatches_.push_back({"tokens" + suffix, tokens_});
+    dumpedBatches_.push_back({"targets" + suffix, targets_});
+  }
+  return writeInputs("forward_backward");
+}
+
+double Session::evaluate() {
+  double sum = 0;
+  for (int64_t b = 0; b < s_.evalBatches; ++b) {
+    for (int64_t row = 0; row < s_.batch; ++row)
+      data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
+                        tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq);
+    std::string err;
+    if (!writeInputs("eval") || !ex_->run("eval", StepContext{1, 0, s_.seed}, err)) {
+      error("evaluation failed: " + err);
+      return NAN;
+    }
+    sum += ex_->output("eval", "loss")[0];
+  }
+  return sum / static_cast<double>(s_.evalBatches);
+}
+
+bool Session::dumpTensors(const std::string &file, const std::string &role,
+                          const std::string &prefix) {
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role == role)
+      views.push_back({role == "param" ? t.name : t.of, DType::F32, t.shape, ex_->stateData(i)});
+  }
+  std::string err;
+  if (!writeSafetensors(options_.dumpDir + "/" + file, views, {}, err))
+    return error(err);
+  (void)prefix;
+  return true;
+}
+
+int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &what) {
+  progress_.reset();
+  std::string where;
+  // Rerun the micro-batch checking every kernel's output to find where it started.
+  if (writeInputs("forward_backward")) {
+    std::string err;
+    if (!ex_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
+      where = "; " + err;
+  }
+  std::fprintf(stderr, "tessel: error: step %lld: %s%s\n", static_cast<long long>(step),
+               what.c_str(), where.c_str());
+  if (!s_.checkpointDir.empty())
+    std::fprintf(stderr, "tessel: the checkpoints in %s are intact; nothing was saved after "
+                         "the failure\n", s_.checkpointDir.c_str());
+  return 1;
+}
+
+int Session::run() {
+  if (!setUp())
+    return 1;
+  if (!options_.dumpDir.empty()) {
+    mkdir(options_.dumpDir.c_str(), 0755);
+    if (!dumpTensors("init.safetensors", "param", ""))
+      return 1;
+  }
+  if (!options_.quiet) {
+    double params = 0;
+    for (const auto &[name, shape] : parameterShapes(plan_))
+      params += static_cast<double>(shapeElements(shape));
+    std::printf("training %s: %.2fM parameters, %lld steps of %lld x %lld tokens%s, arena %.1f MiB\n",
+                plan_.model.c_str(), params / 1e6, static_cast<long long>(s_.steps),
+                static_cast<long long>(s_.batch * s_.accumulation),
+                static_cast<long long>(s_.seq),
+                s_.accumulation > 1
+                    ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
+                    : "",
+                static_cast<double>(ex_->arenaBytes()) / (1 << 20));
+    std::printf("data: %s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
+                static_cast<long long>(data_->trainTokens()),
+                static_cast<long long>(data_->evalTokens()));
+    std::fflush(stdout);
+  }
+  bool terminal = streamIsTerminal(stdout);
+  if (!options_.quiet)
+    progress_ = std::make_unique<ProgressLine>(s_.steps, terminal, stdout, startStep_);
+
+  std::string err;
+  double runStart = now();
+  for (int64_t step = startStep_ + 1; step <= s_.steps; ++step) {
+    double stepStart = now();
+    double loss = 0;
+    for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+      if (!loadMicroBatch(step, micro))
+        return 1;
+      if (!ex_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
+        error("step " + std::to_string(step) + ": " + err);
+        return 1;
+      }
+      float l = ex_->output("forward_backward", "loss")[0];
+      if (!std::isfinite(l))
+        return reportNonFinite(step, micro, "the loss is " + std::to_string(l));
+      loss += l;
+    }
+    loss /= static_cast<double>(s_.accumulation);
+    if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
+        !dumpTensors("grads.safetensors", "grad", ""))
+      return 1;
+    if (!ex_->run("optimizer_step", StepContext{step, 0, s_.seed}, err)) {
+      error("step " + std::to_string(step) + ": " + err);
+      return 1;
+    }
+    float gradNorm = ex_->output("optimizer_step", "grad_norm")[0];
+    float lr = ex_->output("optimizer_step", "lr")[0];
+    if (!std::isfinite(gradNorm)) {
+      progress_.reset();
+      std::fprintf(stderr, "tessel: error: step %lld: the gradient norm is %f\n",
+                   static_cast<long long>(step), gradNorm);
+      return 1;
+    }
+    double stepTime = now() - stepStart;
+    double tokensPerSec =
+        static_cast<double>(s_.batch * s_.seq * s_.accumulation) / std::max(stepTime, 1e-9);
+
+    if (metrics_) {
+      Json m = Json::object();
+      m.set("step", step);
+      m.set("loss", loss);
+      m.set("lr", static_cast<double>(lr));
+      m.set("grad_norm", static_cast<double>(gradNorm));
+      m.set("tokens_per_s", tokensPerSec);
+      m.set("step_time_s", stepTime);
+      m.set("elapsed_s", now() - runStart);
+      if (!metrics_->write(m, err))
+        return error(err), 1;
+    }
+    if (progress_ && (terminal || step % s_.logEvery == 0 || step == startStep_ + 1 ||
+                      step == s_.steps))
+      progress_->update(step, loss, lr, tokensPerSec);
+
+    bool last = step == s_.steps;
+    if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {
+      double evalLoss = evaluate();
+      if (!std::isfinite(evalLoss))
+        return 1;
+      if (progress_) {
+        progress_->finish();
+        std::printf("step %lld: eval loss %.4f\n", static_cast<long long>(step), evalLoss);
+        std::fflush(stdout);
+      }
+      if (metrics_) {
+        Json m = Json::object();
+        m.set("step", step);
+        m.set("eval_loss", evalLoss);
+        if (!metrics_->write(m, err))
+          return error(err), 1;
+      }
+    }
+    if (!s_.checkpointDir.empty() &&
+        ((s_.checkpointEvery > 0 && step % s_.checkpointEvery == 0) || last)) {
+      if (!save(step))
+        return 1;
+    }
+  }
+  if (progress_)
+    progress_->finish();
+  if (!options_.dumpDir.empty()) {
+    std::vector<TensorView> views;
+    for (const auto &[name, values] : dumpedBatches_)
+      views.push_back({name, DType::I32, {s_.batch, s_.seq}, values.data()});
+    if (!writeSafetensors(options_.dumpDir + "/batches.safetensors", views, {}, err))
+      return error(err), 1;
+  }
+  if (!options_.quiet) {
+    std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),
+                now() - runStart);
+    if (!s_.checkpointDir.empty())
+      std::printf("; checkpoint in %s", s_.checkpointDir.c_str());
+    std::printf("\n");
+  }
+  return 0;
+}
+
+} // namespace
+
+int train(const Plan &plan, const RunOptions &options) { return Session(plan, options).run(); }
+
+int generate(const Plan &plan, const RunOptions &options) {
+  std::string err;
+  Settings s(plan, options);
+  setComputeThreads(options.threads > 0
+                        ? options.threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  auto ex = Executor::create(plan, 0, err);
+  if (!ex) {
+    std::fprintf(stderr, "tessel: error: the plan cannot run: %s\n", err.c_str());
+    return 1;
+  }
+  if (!ex->hasProgram("sample")) {
+    std::fprintf(stderr, "tessel: error: the plan has no 'sample' program\n");
+    return 1;
+  }
+  std::string source = options.checkpoint.empty() ? s.checkpointDir : options.checkpoint;
+  if (source.empty()) {
+    std::fprintf(stderr, "tessel: error: --generate needs --checkpoint DIR (or a checkpoint "
+                         "directory in the model's train section)\n");
+    return 1;
+  }
+  auto ck = loadCheckpoint(source, err);
+  if (!ck || !checkCompatible(*ck, parameterShapes(plan), plan.model, err)) {
+    std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
+    return 1;
+  }
+  for (size_t i = 0; i < plan.state.size(); ++i) {
+    const planfile::StateTensor &t = plan.state[i];
+    if (t.role != "param")
+      continue;
+    const SafetensorsTensor *x = ck->params->find(t.name);
+    if (!x || x->dtype != DType::F32 || x->bytes.size() != t.bytes()) {
+      std::fprintf(stderr, "tessel: error: checkpoint %s: bad tensor '%s'\n", ck->path.c_str(),
+                   t.name.c_str());
+      return 1;
+    }
+    std::memcpy(ex->stateData(i), x->bytes.data(), x->bytes.size());
+  }
+
+  bool bytes = s.tokenizer == "byte";
+  std::vector<int32_t> context = bytes ? encodeBytes(options.prompt) : std::vector<int32_t>{0};
+  if (context.empty())
+    context.push_back('\n');
+  for (int32_t t : context)
+    if (t < 0 || t >= s.vocab) {
+      std::fprintf(stderr, "tessel: error: the prompt has token %d outside the vocabulary\n", t);
+      return 1;
+    }
+  if (bytes)
+    std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
+  Rng rng(options.seed.value_or(static_cast<int64_t>(s.seed)));
+  std::vector<float> probs(static_cast<size_t>(s.vocab));
+  std::vector<int32_t> window(static_cast<size_t>(s.seq));
+  for (int64_t n = 0; n < options.tokens; ++n) {
+    int64_t len = std::min<int64_t>(static_cast<int64_t>(context.size()), s.seq);
+    std::fill(window.begin(), window.end(), 0);
+    std::copy(context.end() - len, context.end(), window.begin());
+    std::memcpy(ex->input("sample", "tokens"), window.data(), window.size() * 4);
+    if (!ex->run("sample", StepContext{1, 0, s.seed}, err)) {
+      std::fprintf(stderr, "\ntessel: error: %s\n", err.c_str());
+      return 1;
+    }
+    const float *logits = ex->output("sample", "logits") + (len - 1) * s.vocab;
+    // Temperature, then keep the top k, then sample.
+    double temperature = std::max(options.temperature, 1e-4);
+    std::vector<int32_t> order(static_cast<size_t>(s.vocab));
+    for (int32_t i = 0; i < s.vocab; ++i)
+      order[i] = i;
+    int64_t k = options.topK > 0 ? std::min(options.topK, s.vocab) : s.vocab;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    double maxLogit = logits[order[0]], total = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      probs[i] = static_cast<float>(std::exp((logits[order[i]] - maxLogit) / temperature));
+      total += probs[i];
+    }
+    double r = rng.uniform() * total;
+    int32_t next = order[k - 1];
+    for (int64_t i = 0; i < k; ++i) {
+      r -= probs[i];
+      if (r <= 0) {
+        next = order[i];
+        break;
+      }
+    }
+    context.push_back(next);
+    if (bytes)
+      std::fputc(next, stdout);
+    else
+      std::printf("%d ", next);
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+} // namespace tessel::rt

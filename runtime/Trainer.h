@@ -1,0 +1,45 @@
+//===- Trainer.h - The host loop --------------------------------*- C++ -*-===//
+//
+// Trains a plan: initialises or restores the state, feeds batches, runs the forward-backward
+// program once per micro-batch and the optimizer step once per step, evaluates, logs,
+// checkpoints, and stops cleanly (with the last good checkpoint intact) on bad input or a
+// non-finite loss. Also samples text from a trained model.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_TRAINER_H
+#define TESSEL_RUNTIME_TRAINER_H
+
+#include "runtime/PlanFile.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tessel::rt {
+
+/// Settings from the command line; each unset one falls back to the plan's `train` section.
+struct RunOptions {
+  std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
+  std::optional<std::string> data, checkpointDir;
+  int threads = 0;          ///< 0: every core.
+  std::string metricsPath;  ///< JSON lines; "" for none.
+  std::string resume;       ///< A checkpoint or run directory to continue from.
+  std::string dumpDir;      ///< Parity dumps: initial weights, batches, step-1 gradients.
+  bool quiet = false;
+
+  // Generation.
+  bool generate = false;
+  std::string checkpoint; ///< The weights to sample with.
+  std::string prompt = "\n";
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t topK = 40;
+};
+
+/// Exit status: 0 done, 1 a failure in the data, a checkpoint or the numbers.
+int train(const planfile::Plan &plan, const RunOptions &options);
+int generate(const planfile::Plan &plan, const RunOptions &options);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_TRAINER_H

@@ -1,0 +1,1153 @@
+//===- CpuKernelsTest.cpp - The CPU kernels against double references -----===//
+//
+// Each kernel runs on small random inputs (odd shapes, broadcasts, permutations, batches) and
+// is compared with a naive double-precision reference written here; every gradient kernel is
+// compared with central finite differences of that reference. Large cases run again on 1, 2
+// and 3 threads and must give the same bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <random>
+#include <vector>
+
+using namespace tessel::cpu;
+
+namespace {
+
+using Floats = std::vector<float>;
+using Doubles = std::vector<double>;
+
+Floats randomFloats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+std::vector<int32_t> randomIds(size_t n, int32_t limit, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, limit - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t &id : ids)
+    id = dist(rng);
+  return ids;
+}
+
+Doubles toDoubles(const Floats &v) { return Doubles(v.begin(), v.end()); }
+
+Shape makeShape(std::initializer_list<int64_t> sizes) {
+  Shape s;
+  for (int64_t size : sizes)
+    s.size[s.rank++] = size;
+  return s;
+}
+
+Strides makeStrides(std::initializer_list<int64_t> strides) {
+  Strides s;
+  int d = 0;
+  for (int64_t stride : strides)
+    s.stride[d++] = stride;
+  return s;
+}
+
+/// The offset of dense index `linear` of `shape` in an operand with strides `s`.
+int64_t offsetOf(const Shape &shape, const Strides &s, int64_t linear) {
+  int64_t offset = 0;
+  for (int d = shape.rank - 1; d >= 0; --d) {
+    offset += (linear % shape.size[d]) * s.stride[d];
+    linear /= shape.size[d];
+  }
+  return offset;
+}
+
+/// Expects |got - want| <= atol + rtol * |want| element by element; reports the worst one.
+void expectClose(const Floats &got, const Doubles &want, double rtol, double atol,
+                 const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t worst = 0, bad = 0;
+  double worstExcess = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double limit = atol + rtol * std::fabs(want[i]);
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= limit))
+      ++bad;
+    if (!(err - limit <= worstExcess)) {
+      worstExcess = err - limit;
+      worst = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
+                     << " elements off; worst at " << worst << ": got " << got[worst]
+                     << ", want " << want[worst];
+}
+
+/// d/dx[i] of f at x for every i, by central differences in double.
+Doubles numericGradient(const std::function<double(const Doubles &)> &f, Doubles x,
+                        double h = 1e-6) {
+  Doubles grad(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double plus = f(x);
+    x[i] = saved - h;
+    const double minus = f(x);
+    x[i] = saved;
+    grad[i] = (plus - minus) / (2 * h);
+  }
+  return grad;
+}
+
+double dot(const Doubles &a, const Doubles &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+/// Runs `compute` on 1, 2 and 3 threads and expects the same bits each time.
+void expectSameBitsOnAnyThreadCount(const std::function<Floats()> &compute,
+                                    const std::string &what) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Floats reference = compute();
+  for (int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const Floats again = compute();
+    ASSERT_EQ(again.size(), reference.size());
+    EXPECT_EQ(std::memcmp(again.data(), reference.data(), reference.size() * sizeof(float)), 0)
+        << what << " differs between 1 and " << threads << " threads";
+  }
+  omp_set_num_threads(saved);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+double applyBinary(BinaryKind kind, double a, double b) {
+  switch (kind) {
+  case BinaryKind::Add:
+    return a + b;
+  case BinaryKind::Sub:
+    return a - b;
+  case BinaryKind::Mul:
+    return a * b;
+  case BinaryKind::Div:
+    return a / b;
+  }
+  return 0;
+}
+
+struct BinaryCase {
+  const char *name;
+  Shape shape;
+  Strides sa, sb;
+  size_t sizeA, sizeB;
+};
+
+std::vector<BinaryCase> binaryCases() {
+  std::vector<BinaryCase> cases;
+  const Shape s3 = makeShape({3, 5, 7});
+  cases.push_back({"dense", s3, denseStrides(s3), denseStrides(s3), 105, 105});
+  // [3,5,7] + [7]: a bias along the leading dims.
+  cases.push_back({"bias", s3, denseStrides(s3), makeStrides({0, 0, 1}), 105, 7});
+  // [3,5,7] * [3,5,1]: a per-row scalar.
+  cases.push_back({"row-scalar", s3, denseStrides(s3), makeStrides({5, 1, 0}), 105, 15});
+  // [3,1,7] - [1,5,7] broadcast on both sides; a is the lhs, b the rhs.
+  cases.push_back({"both-broadcast", s3, makeStrides({7, 0, 1}), makeStrides({0, 7, 1}), 21,
+                   35});
+  // a read transposed: a is stored [7,5,3] and viewed as [3,5,7].
+  cases.push_back({"permuted", s3, makeStrides({1, 3, 15}), denseStrides(s3), 105, 105});
+  // Scalar rhs, and a size-1 dim in the middle.
+  const Shape s4 = makeShape({2, 1, 4, 6});
+  cases.push_back({"scalar", s4, denseStrides(s4), makeStrides({0, 0, 0, 0}), 48, 1});
+  // Large enough for several threads: a permuted lhs plus a bias, [3,70,200].
+  const Shape big = makeShape({3, 70, 200});
+  cases.push_back(
+      {"large", big, makeStrides({200, 600, 1}), makeStrides({0, 0, 1}), 42000, 200});
+  // Large with the broadcast dim innermost: [300,2,70] + [300,1,1].
+  const Shape big2 = makeShape({300, 2, 70});
+  cases.push_back({"large-row", big2, denseStrides(big2), makeStrides({1, 0, 0}), 42000, 300});
+  return cases;
+}
+
+TEST(CpuKernelsElementwise, BinaryMatchesReference) {
+  uint32_t seed = 1;
+  for (const BinaryCase &c : binaryCases()) {
+    const Floats a = randomFloats(c.sizeA, -2, 2, seed++);
+    // Divisors away from zero.
+    Floats b = randomFloats(c.sizeB, 0.5f, 2, seed++);
+    for (size_t i = 0; i < b.size(); i += 2)
+      b[i] = -b[i];
+    for (BinaryKind kind :
+         {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div}) {
+      const int64_t n = c.shape.numElements();
+      Floats out(static_cast<size_t>(n), NAN);
+      binary(kind, c.shape, a.data(), c.sa, b.data(), c.sb, out.data());
+      Doubles want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        want[i] = applyBinary(kind, a[offsetOf(c.shape, c.sa, i)], b[offsetOf(c.shape, c.sb, i)]);
+      expectClose(out, want, 1e-6, 1e-7,
+                  std::string(c.name) + " kind " + std::to_string(static_cast<int>(kind)));
+    }
+  }
+}
+
+TEST(CpuKernelsElementwise, BinarySubtractsInOperandOrder) {
+  const Shape s = makeShape({2, 2});
+  const Floats a = {10, 20, 30, 40}, b = {1, 2};
+  Floats out(4);
+  binary(BinaryKind::Sub, s, a.data(), denseStrides(s), b.data(), makeStrides({0, 1}),
+         out.data());
+  EXPECT_EQ(out, (Floats{9, 18, 29, 38}));
+  binary(BinaryKind::Div, s, a.data(), denseStrides(s), b.data(), makeStrides({1, 0}),
+         out.data());
+  EXPECT_EQ(out, (Floats{10, 20, 15, 20}));
+}
+
+const UnaryKind kAllUnary[] = {UnaryKind::Neg,  UnaryKind::Exp,     UnaryKind::Log,
+                               UnaryKind::Sqrt, UnaryKind::Rsqrt,   UnaryKind::Tanh,
+                               UnaryKind::Gelu, UnaryKind::Silu,    UnaryKind::Relu,
+                               UnaryKind::Sigmoid};
+
+double unaryRef(UnaryKind kind, double x) {
+  switch (kind) {
+  case UnaryKind::Neg:
+    return -x;
+  case UnaryKind::Exp:
+    return std::exp(x);
+  case UnaryKind::Log:
+    return std::log(x);
+  case UnaryKind::Sqrt:
+    return std::sqrt(x);
+  case UnaryKind::Rsqrt:
+    return 1 / std::sqrt(x);
+  case UnaryKind::Tanh:
+    return std::tanh(x);
+  case UnaryKind::Gelu:
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case UnaryKind::Silu:
+    return x / (1 + std::exp(-x));
+  case UnaryKind::Relu:
+    return x > 0 ? x : 0;
+  case UnaryKind::Sigmoid:
+    return 1 / (1 + std::exp(-x));
+  }
+  return 0;
+}
+
+/// Inputs inside each function's domain, away from Relu's kink.
+Floats unaryInputs(UnaryKind kind, size_t n, uint32_t seed) {
+  const bool positive =
+      kind == UnaryKind::Log || kind == UnaryKind::Sqrt || kind == UnaryKind::Rsqrt;
+  Floats x = positive ? randomFloats(n, 0.2f, 5, seed) : randomFloats(n, -4, 4, seed);
+  for (float &v : x)
+    if (std::fabs(v) < 1e-2f)
+      v = 0.5f;
+  return x;
+}
+
+TEST(CpuKernelsElementwise, UnaryMatchesReference) {
+  uint32_t seed = 10;
+  for (UnaryKind kind : kAllUnary) {
+    const Floats x = unaryInputs(kind, 1001, seed++);
+    Floats y(x.size());
+    unary(kind, static_cast<int64_t>(x.size()), x.data(), y.data());
+    Doubles want(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      want[i] = unaryRef(kind, x[i]);
+    expectClose(y, want, 2e-6, 1e-7, "unary " + std::to_string(static_cast<int>(kind)));
+  }
+}
+
+TEST(CpuKernelsElementwise, GeluIsTheTanhApproximation) {
+  // gelu(1) with approximate="tanh" is 0.8411920; the erf form would give 0.8413447.
+  const float x = 1.0f;
+  float y = 0;
+  unary(UnaryKind::Gelu, 1, &x, &y);
+  EXPECT_NEAR(y, 0.8411920f, 2e-7f);
+}
+
+TEST(CpuKernelsElementwise, UnaryGradMatchesFiniteDifferences) {
+  uint32_t seed = 30;
+  for (UnaryKind kind : kAllUnary) {
+    const Floats x = unaryInputs(kind, 301, seed++);
+    const Floats dy = randomFloats(x.size(), -1, 1, seed++);
+    const int64_t n = static_cast<int64_t>(x.size());
+    Floats y(x.size()), dx(x.size());
+    unary(kind, n, x.data(), y.data());
+    unaryGrad(kind, n, x.data(), y.data(), dy.data(), dx.data());
+    Doubles want(x.size());
+    const double h = 1e-6;
+    for (size_t i = 0; i < x.size(); ++i)
+      want[i] = dy[i] * (unaryRef(kind, x[i] + h) - unaryRef(kind, x[i] - h)) / (2 * h);
+    expectClose(dx, want, 1e-4, 1e-6, "unaryGrad " + std::to_string(static_cast<int>(kind)));
+  }
+}
+
+TEST(CpuKernelsElementwise, StridedCopyPermutesAndBroadcasts) {
+  // x is stored [2,3,4,5]; view it with dims permuted to (3,1,0,2) and (0,2,1,3).
+  const Shape stored = makeShape({2, 3, 4, 5});
+  const Strides ds = denseStrides(stored);
+  const Floats x = randomFloats(120, -1, 1, 50);
+  struct Case {
+    Shape shape;
+    Strides strides;
+  };
+  const Case cases[] = {
+      {makeShape({5, 3, 2, 4}), makeStrides({ds.stride[3], ds.stride[1], ds.stride[0],
+                                              ds.stride[2]})},
+      {makeShape({2, 4, 3, 5}), makeStrides({ds.stride[0], ds.stride[2], ds.stride[1],
+                                              ds.stride[3]})},
+      // Broadcast a [3] vector to [4,3] and a scalar to [2,2].
+      {makeShape({4, 3}), makeStrides({0, 1})},
+      {makeShape({2, 2}), makeStrides({0, 0})},
+      // A strided slice: every other element of each row of [4,30].
+      {makeShape({4, 15}), makeStrides({30, 2})},
+  };
+  for (const Case &c : cases) {
+    const int64_t n = c.shape.numElements();
+    Floats out(static_cast<size_t>(n), NAN);
+    stridedCopy(c.shape, x.data(), c.strides, out.data());
+    Doubles want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = x[offsetOf(c.shape, c.strides, i)];
+    expectClose(out, want, 0, 0, "stridedCopy");
+  }
+  // A large [64,40,30] transposed to [30,40,64], split over threads.
+  const Floats big = randomFloats(64 * 40 * 30, -1, 1, 51);
+  const Shape t = makeShape({30, 40, 64});
+  const Strides ts = makeStrides({1, 30, 1200});
+  Floats out(big.size());
+  stridedCopy(t, big.data(), ts, out.data());
+  Doubles want(big.size());
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    want[i] = big[offsetOf(t, ts, i)];
+  expectClose(out, want, 0, 0, "large transpose");
+}
+
+TEST(CpuKernelsElementwise, Scale) {
+  const Floats x = randomFloats(77, -3, 3, 60);
+  Floats y(x.size());
+  scale(77, x.data(), -0.25f, y.data());
+  Doubles want(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    want[i] = x[i] * -0.25;
+  expectClose(y, want, 0, 0, "scale");
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+TEST(CpuKernelsReduce, ReduceSumMatchesReference) {
+  struct Case {
+    const char *name;
+    Shape shape;
+    Strides so;
+    int64_t outElements;
+    float scale;
+  };
+  const Case cases[] = {
+      {"leading", makeShape({4, 6, 70}), makeStrides({0, 0, 1}), 70, 1},
+      {"trailing", makeShape({5, 7, 9}), makeStrides({1, 0, 0}), 5, 1},
+      {"middle-mean", makeShape({3, 40, 5}), makeStrides({5, 0, 1}), 15, 1.0f / 40},
+      {"non-adjacent", makeShape({4, 5, 6, 7}), makeStrides({0, 7, 0, 1}), 35, 1},
+      {"alternate", makeShape({4, 5, 6, 7}), makeStrides({6, 0, 1, 0}), 24, 1},
+      {"all", makeShape({3, 4, 5}), makeStrides({0, 0, 0}), 1, 0.5f},
+      {"none", makeShape({3, 4}), makeStrides({4, 1}), 12, 2},
+      // Output stored transposed: [7,5] written as out[j * 5 + i] for x [6,5,7] over dim 0.
+      {"transposed-out", makeShape({6, 5, 7}), makeStrides({0, 1, 5}), 35, 1},
+      // Large ones, split over threads: a column sum and a row sum.
+      {"large-columns", makeShape({300, 130}), makeStrides({0, 1}), 130, 1},
+      {"large-rows", makeShape({130, 300}), makeStrides({1, 0}), 130, 1},
+  };
+  uint32_t seed = 70;
+  for (const Case &c : cases) {
+    const int64_t n = c.shape.numElements();
+    const Floats x = randomFloats(static_cast<size_t>(n), -1, 1, seed++);
+    Floats out(static_cast<size_t>(c.outElements), NAN);
+    reduceSum(c.shape, x.data(), c.so, c.outElements, c.scale, out.data());
+    Doubles want(static_cast<size_t>(c.outElements), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      want[offsetOf(c.shape, c.so, i)] += x[i];
+    for (double &w : want)
+      w *= c.scale;
+    expectClose(out, want, 1e-6, 1e-6, c.name);
+  }
+}
+
+TEST(CpuKernelsReduce, SumOfSquares) {
+  const Floats x = randomFloats(10001, -2, 2, 80);
+  double want = 0;
+  for (float v : x)
+    want += static_cast<double>(v) * v;
+  EXPECT_NEAR(sumOfSquares(10001, x.data()), want, 1e-9 * want);
+  EXPECT_EQ(sumOfSquares(0, x.data()), 0.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Gemm
+//===----------------------------------------------------------------------===//
+
+/// C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for b in order, in double.
+void gemmRef(const GemmArgs &g, const Floats &a, const Floats &b, Doubles &c) {
+  for (int64_t bi = 0; bi < g.batch; ++bi)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const double av = a[bi * g.strideA + (g.transA ? p * g.lda + i : i * g.lda + p)];
+          const double bv = b[bi * g.strideB + (g.transB ? j * g.ldb + p : p * g.ldb + j)];
+          s += av * bv;
+        }
+        double &cv = c[bi * g.strideC + i * g.ldc + j];
+        cv = g.alpha * s + g.beta * cv;
+      }
+}
+
+GemmArgs gemmArgs(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  GemmArgs g;
+  g.batch = batch;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.transA = ta;
+  g.transB = tb;
+  g.lda = ta ? m : k;
+  g.ldb = tb ? k : n;
+  g.ldc = n;
+  g.strideA = m * k;
+  g.strideB = k * n;
+  g.strideC = m * n;
+  return g;
+}
+
+void checkGemm(const GemmArgs &g, const std::string &what, uint32_t seed) {
+  const int64_t rowsA = g.transA ? g.k : g.m, rowsB = g.transB ? g.n : g.k;
+  const size_t sizeA = static_cast<size_t>((g.batch - 1) * g.strideA + rowsA * g.lda);
+  const size_t sizeB = static_cast<size_t>((g.batch - 1) * g.strideB + rowsB * g.ldb);
+  const size_t sizeC = static_cast<size_t>((g.batch - 1) * g.strideC + g.m * g.ldc);
+  const Floats a = randomFloats(sizeA, -1, 1, seed);
+  const Floats b = randomFloats(sizeB, -1, 1, seed + 1);
+  Floats c = randomFloats(sizeC, -1, 1, seed + 2);
+  Doubles want = toDoubles(c);
+  gemmRef(g, a, b, want);
+  gemm(g, a.data(), b.data(), c.data());
+  expectClose(c, want, 1e-5, 1e-5 * static_cast<double>(g.k), what);
+}
+
+TEST(CpuKernelsGemm, AllTransposes) {
+  uint32_t seed = 100;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      GemmArgs g = gemmArgs(1, 7, 9, 5, ta, tb);
+      checkGemm(g, "plain ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), seed += 3);
+      g.alpha = 0.5f;
+      g.beta = -1.5f;
+      checkGemm(g, "alpha/beta", seed += 3);
+      g = gemmArgs(3, 6, 4, 11, ta, tb);
+      checkGemm(g, "batched", seed += 3);
+    }
+}
+
+TEST(CpuKernelsGemm, LeadingDimsAndStrides) {
+  // Padded leading dimensions: each matrix is a window of a wider one.
+  GemmArgs g = gemmArgs(2, 5, 6, 4, false, true);
+  g.lda = 9;
+  g.ldb = 7;
+  g.ldc = 10;
+  g.strideA = 5 * 9 + 3;
+  g.strideB = 6 * 7;
+  g.strideC = 5 * 10 + 1;
+  checkGemm(g, "padded", 200);
+  // A batch against one shared B (the collapsed single product), and one shared A.
+  g = gemmArgs(4, 8, 5, 6, false, false);
+  g.strideB = 0;
+  checkGemm(g, "shared B", 210);
+  g.transB = true;
+  g.ldb = 6;
+  checkGemm(g, "shared B transposed", 215);
+  g = gemmArgs(4, 8, 5, 6, false, false);
+  g.strideA = 8 * 6 + 2;
+  g.strideB = 0;
+  checkGemm(g, "shared B, gaps between A blocks", 217);
+  g = gemmArgs(4, 8, 5, 6, false, false);
+  g.strideB = 0;
+  g.strideC = 8 * 5 + 1;
+  checkGemm(g, "shared B, gaps between C blocks", 218);
+  g = gemmArgs(4, 8, 5, 6, true, false);
+  g.strideB = 0;
+  checkGemm(g, "shared B, A transposed", 220);
+  g = gemmArgs(4, 8, 5, 6, false, false);
+  g.strideA = 0;
+  checkGemm(g, "shared A", 230);
+  // Every batch accumulating into one C (strideC 0, beta 1): a sum over the batch.
+  g = gemmArgs(5, 3, 4, 6, false, false);
+  g.strideC = 0;
+  g.beta = 1;
+  checkGemm(g, "accumulate over batch", 240);
+  // Many small products (the parallel path) and one larger one.
+  checkGemm(gemmArgs(64, 16, 16, 8, false, true), "many small", 250);
+  checkGemm(gemmArgs(1, 130, 70, 90, true, false), "larger", 260);
+}
+
+TEST(CpuKernelsGemm, EmptyContractionScalesC) {
+  GemmArgs g = gemmArgs(2, 2, 3, 0, false, false);
+  g.lda = 1;
+  g.ldb = 3;
+  g.beta = 2;
+  const Floats a(1), b(3);
+  Floats c = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  gemm(g, a.data(), b.data(), c.data());
+  EXPECT_EQ(c, (Floats{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24}));
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and norms
+//===----------------------------------------------------------------------===//
+
+Doubles softmaxRef(int64_t rows, int64_t cols, const Doubles &x) {
+  Doubles y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      max = std::max(max, x[r * cols + j]);
+    for (int64_t j = 0; j < cols; ++j)
+      sum += std::exp(x[r * cols + j] - max);
+    for (int64_t j = 0; j < cols; ++j)
+      y[r * cols + j] = std::exp(x[r * cols + j] - max) / sum;
+  }
+  return y;
+}
+
+TEST(CpuKernelsNorm, SoftmaxAndGrad) {
+  const int64_t rows = 6, cols = 13;
+  Floats x = randomFloats(rows * cols, -5, 5, 300);
+  x[0] = 80; // exp(80) overflows float unless the row max is subtracted
+  Floats y(x.size());
+  softmax(rows, cols, x.data(), y.data());
+  expectClose(y, softmaxRef(rows, cols, toDoubles(x)), 1e-5, 1e-7, "softmax");
+
+  const Floats w = randomFloats(x.size(), -1, 1, 301);
+  Floats dx(x.size());
+  softmaxGrad(rows, cols, y.data(), w.data(), dx.data());
+  const Doubles wd = toDoubles(w);
+  const Doubles want = numericGradient(
+      [&](const Doubles &xd) { return dot(wd, softmaxRef(rows, cols, xd)); }, toDoubles(x));
+  expectClose(dx, want, 1e-4, 1e-5, "softmaxGrad");
+}
+
+Doubles layerNormRef(int64_t rows, int64_t cols, const Doubles &x, const Doubles &g,
+                     const Doubles &b, double eps) {
+  Doubles y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      mean += x[r * cols + j] / cols;
+    for (int64_t j = 0; j < cols; ++j)
+      var += (x[r * cols + j] - mean) * (x[r * cols + j] - mean) / cols;
+    for (int64_t j = 0; j < cols; ++j)
+      y[r * cols + j] = (x[r * cols + j] - mean) / std::sqrt(var + eps) * g[j] + b[j];
+  }
+  return y;
+}
+
+TEST(CpuKernelsNorm, LayerNormAndGrad) {
+  const int64_t rows = 5, cols = 11;
+  const float eps = 1e-5f;
+  const Floats x = randomFloats(rows * cols, -2, 3, 310);
+  const Floats g = randomFloats(cols, 0.5f, 1.5f, 311), b = randomFloats(cols, -1, 1, 312);
+  Floats y(x.size());
+  layerNorm(rows, cols, x.data(), g.data(), b.data(), eps, y.data());
+  const Doubles xd = toDoubles(x), gd = toDoubles(g), bd = toDoubles(b);
+  expectClose(y, layerNormRef(rows, cols, xd, gd, bd, eps), 1e-5, 1e-5, "layerNorm");
+
+  const Doubles w = toDoubles(randomFloats(x.size(), -1, 1, 313));
+  const Floats dy(w.begin(), w.end());
+  Floats dx(x.size()), dg(cols, NAN), db(cols, NAN);
+  layerNormGrad(rows, cols, x.data(), g.data(), dy.data(), eps, dx.data(), dg.data(),
+                db.data());
+  auto loss = [&](const Doubles &xs, const Doubles &gs, const Doubles &bs) {
+    return dot(w, layerNormRef(rows, cols, xs, gs, bs, eps));
+  };
+  expectClose(dx, numericGradient([&](const Doubles &v) { return loss(v, gd, bd); }, xd), 1e-4,
+              1e-5, "layerNormGrad dx");
+  expectClose(dg, numericGradient([&](const Doubles &v) { return loss(xd, v, bd); }, gd), 1e-4,
+              1e-5, "layerNormGrad dg");
+  expectClose(db, numericGradient([&](const Doubles &v) { return loss(xd, gd, v); }, bd), 1e-4,
+              1e-5, "layerNormGrad db");
+}
+
+TEST(CpuKernelsNorm, LayerNormUsesBiasedVariance) {
+  // Row [1, 3]: mean 2, biased variance 1, so y = [-1, 1] (unbiased would give +-0.7071).
+  const Floats x = {1, 3}, g = {1, 1}, b = {0, 0};
+  Floats y(2);
+  layerNorm(1, 2, x.data(), g.data(), b.data(), 0.0f, y.data());
+  EXPECT_FLOAT_EQ(y[0], -1.0f);
+  EXPECT_FLOAT_EQ(y[1], 1.0f);
+}
+
+Doubles rmsNormRef(int64_t rows, int64_t cols, const Doubles &x, const Doubles &g, double eps) {
+  Doubles y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      ms += x[r * cols + j] * x[r * cols + j] / cols;
+    for (int64_t j = 0; j < cols; ++j)
+      y[r * cols + j] = x[r * cols + j] / std::sqrt(ms + eps) * g[j];
+  }
+  return y;
+}
+
+TEST(CpuKernelsNorm, RmsNormAndGrad) {
+  const int64_t rows = 4, cols = 9;
+  const float eps = 1e-6f;
+  const Floats x = randomFloats(rows * cols, -2, 2, 320);
+  const Floats g = randomFloats(cols, 0.5f, 1.5f, 321);
+  Floats y(x.size());
+  rmsNorm(rows, cols, x.data(), g.data(), eps, y.data());
+  const Doubles xd = toDoubles(x), gd = toDoubles(g);
+  expectClose(y, rmsNormRef(rows, cols, xd, gd, eps), 1e-5, 1e-6, "rmsNorm");
+
+  const Doubles w = toDoubles(randomFloats(x.size(), -1, 1, 322));
+  const Floats dy(w.begin(), w.end());
+  Floats dx(x.size()), dg(cols, NAN);
+  rmsNormGrad(rows, cols, x.data(), g.data(), dy.data(), eps, dx.data(), dg.data());
+  auto loss = [&](const Doubles &xs, const Doubles &gs) {
+    return dot(w, rmsNormRef(rows, cols, xs, gs, eps));
+  };
+  expectClose(dx, numericGradient([&](const Doubles &v) { return loss(v, gd); }, xd), 1e-4,
+              1e-5, "rmsNormGrad dx");
+  expectClose(dg, numericGradient([&](const Doubles &v) { return loss(xd, v); }, gd), 1e-4,
+              1e-5, "rmsNormGrad dg");
+}
+
+//===----------------------------------------------------------------------===//
+// Cross entropy and embedding
+//===----------------------------------------------------------------------===//
+
+double crossEntropyRef(int64_t rows, int64_t cols, const Doubles &x,
+                       const std::vector<int32_t> &t) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      max = std::max(max, x[r * cols + j]);
+    for (int64_t j = 0; j < cols; ++j)
+      sum += std::exp(x[r * cols + j] - max);
+    total += max + std::log(sum) - x[r * cols + t[r]];
+  }
+  return total / rows;
+}
+
+TEST(CpuKernelsLoss, CrossEntropyAndGrad) {
+  const int64_t rows = 7, cols = 10;
+  Floats x = randomFloats(rows * cols, -4, 4, 400);
+  x[3] = 95; // needs the max subtraction
+  const std::vector<int32_t> t = randomIds(rows, cols, 401);
+  float loss = NAN;
+  std::string error;
+  ASSERT_TRUE(crossEntropy(rows, cols, x.data(), t.data(), &loss, error)) << error;
+  const Doubles xd = toDoubles(x);
+  const double want = crossEntropyRef(rows, cols, xd, t);
+  EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want));
+
+  const float dloss = 2.5f;
+  Floats dx(x.size());
+  ASSERT_TRUE(crossEntropyGrad(rows, cols, x.data(), t.data(), &dloss, dx.data(), error));
+  Doubles grad =
+      numericGradient([&](const Doubles &v) { return crossEntropyRef(rows, cols, v, t); }, xd);
+  for (double &v : grad)
+    v *= dloss;
+  expectClose(dx, grad, 1e-4, 1e-6, "crossEntropyGrad");
+}
+
+TEST(CpuKernelsLoss, CrossEntropyRejectsBadTargets) {
+  const int64_t rows = 20, cols = 256;
+  const Floats x(rows * cols, 0.0f);
+  std::vector<int32_t> t(rows, 5);
+  t[17] = 300;
+  float loss = 0;
+  Floats dx(x.size());
+  const float dloss = 1;
+  std::string error;
+  EXPECT_FALSE(crossEntropy(rows, cols, x.data(), t.data(), &loss, error));
+  EXPECT_EQ(error, "token id 300 at position 17 is outside the vocabulary of 256");
+  error.clear();
+  t[17] = 5;
+  t[2] = -1;
+  EXPECT_FALSE(crossEntropyGrad(rows, cols, x.data(), t.data(), &dloss, dx.data(), error));
+  EXPECT_EQ(error, "token id -1 at position 2 is outside the vocabulary of 256");
+  t[2] = 255;
+  EXPECT_TRUE(crossEntropy(rows, cols, x.data(), t.data(), &loss, error));
+  EXPECT_NEAR(loss, std::log(256.0), 1e-5);
+}
+
+TEST(CpuKernelsEmbedding, LookupAndGrad) {
+  const int64_t n = 12, rows = 5, cols = 7;
+  const Floats table = randomFloats(rows * cols, -1, 1, 500);
+  // Repeated ids, and row 4 never used (its gradient must be zero, not left over).
+  const std::vector<int32_t> ids = {0, 3, 3, 1, 0, 2, 3, 1, 0, 0, 2, 3};
+  std::string error;
+  Floats out(n * cols);
+  ASSERT_TRUE(embedding(n, rows, cols, table.data(), ids.data(), out.data(), error));
+  Doubles want(out.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      want[i * cols + j] = table[ids[i] * cols + j];
+  expectClose(out, want, 0, 0, "embedding");
+
+  const Floats dout = randomFloats(n * cols, -1, 1, 501);
+  Floats dtable(rows * cols, NAN);
+  ASSERT_TRUE(embeddingGrad(n, rows, cols, dout.data(), ids.data(), dtable.data(), error));
+  Doubles wantGrad(dtable.size(), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      wantGrad[ids[i] * cols + j] += dout[i * cols + j];
+  expectClose(dtable, wantGrad, 1e-6, 1e-7, "embeddingGrad");
+}
+
+TEST(CpuKernelsEmbedding, RejectsBadIds) {
+  const int64_t rows = 256, cols = 4;
+  const Floats table(rows * cols, 1.0f);
+  std::vector<int32_t> ids(20, 7);
+  ids[17] = 300;
+  Floats out(ids.size() * cols), dtable(table.size());
+  std::string error;
+  EXPECT_FALSE(embedding(20, rows, cols, table.data(), ids.data(), out.data(), error));
+  EXPECT_EQ(error, "token id 300 at position 17 is outside the vocabulary of 256");
+  error.clear();
+  ids[17] = 256;
+  EXPECT_FALSE(embeddingGrad(20, rows, cols, out.data(), ids.data(), dtable.data(), error));
+  EXPECT_EQ(error, "token id 256 at position 17 is outside the vocabulary of 256");
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and rope
+//===----------------------------------------------------------------------===//
+
+Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
+                     const Doubles &v) {
+  const int64_t S = a.seq, T = a.kvSeq, H = a.heads, KH = a.kvHeads, D = a.head;
+  Doubles out(q.size(), 0.0);
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / (H / KH);
+      for (int64_t i = 0; i < S; ++i) {
+        Doubles s(T, -INFINITY);
+        double max = -INFINITY;
+        for (int64_t j = 0; j < T; ++j) {
+          if (a.causal && j > i)
+            continue;
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d)
+            acc += q[((b * S + i) * H + h) * D + d] * k[((b * T + j) * KH + kh) * D + d];
+          s[j] = acc * a.scale;
+          max = std::max(max, s[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < T; ++j)
+          sum += std::exp(s[j] - max);
+        for (int64_t j = 0; j < T; ++j) {
+          const double p = std::exp(s[j] - max) / sum;
+          for (int64_t d = 0; d < D; ++d)
+            out[((b * S + i) * H + h) * D + d] += p * v[((b * T + j) * KH + kh) * D + d];
+        }
+      }
+    }
+  return out;
+}
+
+AttentionArgs attentionArgs(int64_t batch, int64_t seq, int64_t heads, int64_t kvSeq,
+                            int64_t kvHeads, int64_t head, bool causal) {
+  AttentionArgs a;
+  a.batch = batch;
+  a.seq = seq;
+  a.heads = heads;
+  a.kvSeq = kvSeq;
+  a.kvHeads = kvHeads;
+  a.head = head;
+  a.causal = causal;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head));
+  return a;
+}
+
+struct AttentionCase {
+  const char *name;
+  AttentionArgs args;
+};
+
+std::vector<AttentionCase> attentionCases() {
+  return {
+      {"causal", attentionArgs(2, 5, 2, 5, 2, 4, true)},
+      {"non-causal", attentionArgs(2, 5, 2, 5, 2, 4, false)},
+      {"gqa causal", attentionArgs(2, 6, 4, 6, 2, 6, true)},
+      {"mqa", attentionArgs(1, 4, 3, 4, 1, 8, true)},
+      {"cross", attentionArgs(2, 3, 4, 7, 2, 5, false)},
+  };
+}
+
+TEST(CpuKernelsAttention, ForwardMatchesReference) {
+  uint32_t seed = 600;
+  for (const AttentionCase &c : attentionCases()) {
+    const AttentionArgs &a = c.args;
+    const size_t qSize = static_cast<size_t>(a.batch * a.seq * a.heads * a.head);
+    const size_t kSize = static_cast<size_t>(a.batch * a.kvSeq * a.kvHeads * a.head);
+    const Floats q = randomFloats(qSize, -2, 2, seed++), k = randomFloats(kSize, -2, 2, seed++),
+                 v = randomFloats(kSize, -1, 1, seed++);
+    Floats out(qSize, NAN);
+    attention(a, q.data(), k.data(), v.data(), out.data());
+    expectClose(out, attentionRef(a, toDoubles(q), toDoubles(k), toDoubles(v)), 1e-5, 1e-6,
+                c.name);
+  }
+}
+
+TEST(CpuKernelsAttention, CausalMaskIgnoresLaterKeys) {
+  // Changing the last key and value changes no output row but the last.
+  AttentionArgs a = attentionArgs(1, 4, 1, 4, 1, 3, true);
+  const Floats q = randomFloats(12, -1, 1, 650), k = randomFloats(12, -1, 1, 651);
+  Floats v = randomFloats(12, -1, 1, 652), k2 = k;
+  Floats out(12), out2(12);
+  attention(a, q.data(), k.data(), v.data(), out.data());
+  for (int d = 9; d < 12; ++d) {
+    k2[d] += 5;
+    v[d] += 5;
+  }
+  attention(a, q.data(), k2.data(), v.data(), out2.data());
+  for (int i = 0; i < 9; ++i)
+    EXPECT_EQ(out[i], out2[i]) << i;
+  EXPECT_NE(out[9], out2[9]);
+}
+
+TEST(CpuKernelsAttention, GradMatchesFiniteDifferences) {
+  uint32_t seed = 700;
+  for (const AttentionCase &c : attentionCases()) {
+    const AttentionArgs &a = c.args;
+    const size_t qSize = static_cast<size_t>(a.batch * a.seq * a.heads * a.head);
+    const size_t kSize = static_cast<size_t>(a.batch * a.kvSeq * a.kvHeads * a.head);
+    const Floats q = randomFloats(qSize, -2, 2, seed++), k = randomFloats(kSize, -2, 2, seed++),
+                 v = randomFloats(kSize, -1, 1, seed++);
+    const Floats dout = randomFloats(qSize, -1, 1, seed++);
+    Floats dq(qSize, NAN), dk(kSize, NAN), dv(kSize, NAN);
+    attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
+    const Doubles qd = toDoubles(q), kd = toDoubles(k), vd = toDoubles(v), w = toDoubles(dout);
+    const std::string name = c.name;
+    expectClose(dq,
+                numericGradient(
+                    [&](const Doubles &x) { return dot(w, attentionRef(a, x, kd, vd)); }, qd),
+                1e-4, 1e-5, name + " dq");
+    expectClose(dk,
+                numericGradient(
+                    [&](const Doubles &x) { return dot(w, attentionRef(a, qd, x, vd)); }, kd),
+                1e-4, 1e-5, name + " dk");
+    expectClose(dv,
+                numericGradient(
+                    [&](const Doubles &x) { return dot(w, attentionRef(a, qd, kd, x)); }, vd),
+                1e-4, 1e-5, name + " dv");
+  }
+}
+
+/// dq, dk, dv of sum(w * attention(q, k, v)), analytically in double.
+void attentionGradRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
+                      const Doubles &v, const Doubles &w, Doubles &dq, Doubles &dk,
+                      Doubles &dv) {
+  const int64_t S = a.seq, T = a.kvSeq, H = a.heads, KH = a.kvHeads, D = a.head;
+  dq.assign(q.size(), 0.0);
+  dk.assign(k.size(), 0.0);
+  dv.assign(v.size(), 0.0);
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / (H / KH);
+      auto qAt = [&](int64_t i, int64_t d) { return ((b * S + i) * H + h) * D + d; };
+      auto kAt = [&](int64_t j, int64_t d) { return ((b * T + j) * KH + kh) * D + d; };
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t keys = a.causal ? std::min(i + 1, T) : T;
+        Doubles p(keys), dp(keys);
+        double max = -INFINITY, sum = 0, pdp = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d)
+            s += q[qAt(i, d)] * k[kAt(j, d)];
+          p[j] = s * a.scale;
+          max = std::max(max, p[j]);
+        }
+        for (int64_t j = 0; j < keys; ++j)
+          sum += (p[j] = std::exp(p[j] - max));
+        for (int64_t j = 0; j < keys; ++j) {
+          p[j] /= sum;
+          for (int64_t d = 0; d < D; ++d)
+            dp[j] += w[qAt(i, d)] * v[kAt(j, d)];
+          pdp += p[j] * dp[j];
+        }
+        for (int64_t j = 0; j < keys; ++j) {
+          const double ds = p[j] * (dp[j] - pdp) * a.scale;
+          for (int64_t d = 0; d < D; ++d) {
+            dq[qAt(i, d)] += ds * k[kAt(j, d)];
+            dk[kAt(j, d)] += ds * q[qAt(i, d)];
+            dv[kAt(j, d)] += p[j] * w[qAt(i, d)];
+          }
+        }
+      }
+    }
+}
+
+TEST(CpuKernelsAttention, LargerShapesMatchReference) {
+  // More queries than one block (64), head sizes with a vector tail, GQA, and a key count
+  // that is not a multiple of the register block.
+  const AttentionCase cases[] = {
+      {"causal gqa", attentionArgs(2, 70, 4, 70, 2, 12, true)},
+      {"non-causal", attentionArgs(1, 67, 2, 67, 2, 20, false)},
+      {"cross", attentionArgs(1, 9, 3, 131, 1, 7, false)},
+  };
+  uint32_t seed = 750;
+  for (const AttentionCase &c : cases) {
+    const AttentionArgs &a = c.args;
+    const size_t qSize = static_cast<size_t>(a.batch * a.seq * a.heads * a.head);
+    const size_t kSize = static_cast<size_t>(a.batch * a.kvSeq * a.kvHeads * a.head);
+    const Floats q = randomFloats(qSize, -2, 2, seed++), k = randomFloats(kSize, -2, 2, seed++),
+                 v = randomFloats(kSize, -1, 1, seed++);
+    const Floats dout = randomFloats(qSize, -1, 1, seed++);
+    Floats out(qSize, NAN), dq(qSize, NAN), dk(kSize, NAN), dv(kSize, NAN);
+    attention(a, q.data(), k.data(), v.data(), out.data());
+    attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
+    const Doubles qd = toDoubles(q), kd = toDoubles(k), vd = toDoubles(v);
+    Doubles wantQ, wantK, wantV;
+    attentionGradRef(a, qd, kd, vd, toDoubles(dout), wantQ, wantK, wantV);
+    const std::string name = c.name;
+    expectClose(out, attentionRef(a, qd, kd, vd), 1e-5, 1e-6, name + " out");
+    expectClose(dq, wantQ, 1e-4, 1e-5, name + " dq");
+    expectClose(dk, wantK, 1e-4, 1e-5, name + " dk");
+    expectClose(dv, wantV, 1e-4, 1e-5, name + " dv");
+  }
+}
+
+Doubles ropeRef(int64_t batch, int64_t seq, int64_t heads, int64_t head, double theta,
+                bool inverse, const Doubles &x) {
+  Doubles y(x.size());
+  const int64_t half = head / 2;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t p = 0; p < seq; ++p)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          const double angle = (inverse ? -1 : 1) * p * std::pow(theta, -2.0 * i / head);
+          const int64_t base = ((b * seq + p) * heads + h) * head;
+          const double lo = x[base + i], hi = x[base + i + half];
+          y[base + i] = lo * std::cos(angle) - hi * std::sin(angle);
+          y[base + i + half] = hi * std::cos(angle) + lo * std::sin(angle);
+        }
+  return y;
+}
+
+TEST(CpuKernelsAttention, Rope) {
+  const int64_t batch = 2, seq = 9, heads = 3, head = 8;
+  const float theta = 10000.0f;
+  const Floats x = randomFloats(batch * seq * heads * head, -1, 1, 800);
+  Floats y(x.size()), back(x.size());
+  rope(batch, seq, heads, head, theta, false, x.data(), y.data());
+  expectClose(y, ropeRef(batch, seq, heads, head, theta, false, toDoubles(x)), 1e-5, 1e-6,
+              "rope");
+  rope(batch, seq, heads, head, theta, true, y.data(), back.data());
+  expectClose(back, toDoubles(x), 1e-5, 1e-6, "rope inverse undoes rope");
+  // The inverse is the transpose: <rope(x), w> == <x, rope^-1(w)>, so it is the gradient.
+  const Floats w = randomFloats(x.size(), -1, 1, 801);
+  Floats wBack(x.size());
+  rope(batch, seq, heads, head, theta, true, w.data(), wBack.data());
+  EXPECT_NEAR(dot(toDoubles(y), toDoubles(w)), dot(toDoubles(x), toDoubles(wBack)), 1e-4);
+  // In place.
+  Floats inPlace = x;
+  rope(batch, seq, heads, head, theta, false, inPlace.data(), inPlace.data());
+  EXPECT_EQ(inPlace, y);
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout and AdamW
+//===----------------------------------------------------------------------===//
+
+TEST(CpuKernelsDropout, MaskIsReproducibleAndScaled) {
+  const int64_t n = 100000;
+  const float rate = 0.3f;
+  const Floats x = randomFloats(n, 0.5f, 1.5f, 900);
+  Floats y(n), again(n), other(n), copy(n);
+  dropout(n, rate, 42, x.data(), y.data());
+  dropout(n, rate, 42, x.data(), again.data());
+  dropout(n, rate, 43, x.data(), other.data());
+  EXPECT_EQ(y, again);
+  EXPECT_NE(y, other);
+  int64_t kept = 0;
+  const float keepScale = 1.0f / (1.0f - rate);
+  for (int64_t i = 0; i < n; ++i) {
+    if (y[i] == 0.0f)
+      continue;
+    ++kept;
+    ASSERT_EQ(y[i], x[i] * keepScale) << i;
+  }
+  // 70000 expected; the standard deviation is about 145.
+  EXPECT_NEAR(static_cast<double>(kept), 0.7 * n, 1000);
+  // The backward pass on dy with the same seed drops the same elements.
+  const Floats dy(n, 1.0f);
+  Floats dx(n);
+  dropout(n, rate, 42, dy.data(), dx.data());
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(dx[i] == 0.0f, y[i] == 0.0f) << i;
+  // Rate 0 copies.
+  dropout(n, 0.0f, 42, x.data(), copy.data());
+  EXPECT_EQ(copy, x);
+}
+
+TEST(CpuKernelsAdamW, TwoStepsMatchHandComputation) {
+  AdamWArgs args;
+  args.lr = 0.1f;
+  args.beta1 = 0.9f;
+  args.beta2 = 0.99f;
+  args.eps = 1e-3f;
+  args.weightDecay = 0.1f;
+  args.gradScale = 0.5f;
+  Floats p = {1.0f, -2.0f, 0.5f}, m = {0, 0, 0}, v = {0, 0, 0};
+  const Floats g1 = {0.4f, -1.0f, 0.0f}, g2 = {-0.2f, 3.0f, 1.0f};
+  // Step 1 by hand for p[0]: g = 0.2; p = 1 * (1 - 0.01) = 0.99; m = 0.02, v = 0.0004;
+  // m/(1-0.9) = 0.2, v/(1-0.99) = 0.04; p = 0.99 - 0.1 * 0.2 / (0.2 + 0.001) = 0.8904975.
+  args.step = 1;
+  adamw(args, 3, p.data(), g1.data(), m.data(), v.data());
+  EXPECT_NEAR(p[0], 0.99 - 0.1 * 0.2 / 0.201, 1e-6);
+  EXPECT_NEAR(m[0], 0.02, 1e-8);
+  EXPECT_NEAR(v[0], 0.0004, 1e-9);
+  args.step = 2;
+  adamw(args, 3, p.data(), g2.data(), m.data(), v.data());
+  // Both steps in double from the textbook formulas.
+  Doubles pd = {1.0, -2.0, 0.5}, md(3, 0.0), vd(3, 0.0);
+  const double lr = 0.1, b1 = 0.9f, b2 = 0.99f, eps = 1e-3f, wd = 0.1f;
+  for (int t = 1; t <= 2; ++t)
+    for (int i = 0; i < 3; ++i) {
+      const double g = (t == 1 ? g1[i] : g2[i]) * 0.5;
+      pd[i] -= lr * wd * pd[i];
+      md[i] = b1 * md[i] + (1 - b1) * g;
+      vd[i] = b2 * vd[i] + (1 - b2) * g * g;
+      const double mhat = md[i] / (1 - std::pow(b1, t)), vhat = vd[i] / (1 - std::pow(b2, t));
+      pd[i] -= lr * mhat / (std::sqrt(vhat) + eps);
+    }
+  expectClose(p, pd, 1e-6, 1e-7, "adamw param");
+  expectClose(m, md, 1e-6, 1e-9, "adamw m");
+  expectClose(v, vd, 1e-6, 1e-10, "adamw v");
+}
+
+//===----------------------------------------------------------------------===//
+// Determinism
+//===----------------------------------------------------------------------===//
+
+TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
+  const int64_t rows = 1000, cols = 97; // odd column count: uneven blocks
+  const Floats x = randomFloats(rows * cols, -2, 2, 1000);
+  const Floats dy = randomFloats(rows * cols, -1, 1, 1001);
+  const Floats g = randomFloats(cols, 0.5f, 1.5f, 1002), b = randomFloats(cols, -1, 1, 1003);
+  const std::vector<int32_t> ids = randomIds(rows, cols, 1004);
+
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        const Shape s = makeShape({10, 100, 97});
+        Floats out(x.size());
+        binary(BinaryKind::Add, s, x.data(), denseStrides(s), g.data(), makeStrides({0, 0, 1}),
+               out.data());
+        return out;
+      },
+      "binary");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(cols + rows);
+        reduceSum(makeShape({rows, cols}), x.data(), makeStrides({0, 1}), cols, 1, out.data());
+        reduceSum(makeShape({rows, cols}), x.data(), makeStrides({1, 0}), rows, 1,
+                  out.data() + cols);
+        return out;
+      },
+      "reduceSum");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size() + 2 * cols);
+        layerNormGrad(rows, cols, x.data(), g.data(), dy.data(), 1e-5f, out.data(),
+                      out.data() + x.size(), out.data() + x.size() + cols);
+        return out;
+      },
+      "layerNormGrad");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size() + cols);
+        rmsNormGrad(rows, cols, x.data(), g.data(), dy.data(), 1e-5f, out.data(),
+                    out.data() + x.size());
+        return out;
+      },
+      "rmsNormGrad");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size() + 1);
+        std::string error;
+        EXPECT_TRUE(crossEntropy(rows, cols, x.data(), ids.data(), &out.back(), error));
+        const float dloss = 1;
+        EXPECT_TRUE(
+            crossEntropyGrad(rows, cols, x.data(), ids.data(), &dloss, out.data(), error));
+        return out;
+      },
+      "crossEntropy");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size());
+        softmax(rows, cols, x.data(), out.data());
+        return out;
+      },
+      "softmax");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        // 1000 positions over a 97-row table: every row gets about ten additions.
+        Floats out(cols * cols);
+        std::string error;
+        EXPECT_TRUE(embeddingGrad(rows, cols, cols, dy.data(), ids.data(), out.data(), error));
+        return out;
+      },
+      "embeddingGrad");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size());
+        dropout(static_cast<int64_t>(x.size()), 0.1f, 7, x.data(), out.data());
+        return out;
+      },
+      "dropout");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        GemmArgs a = gemmArgs(40, 16, 16, 8, false, true);
+        Floats out(40 * 16 * 16);
+        gemm(a, x.data(), dy.data(), out.data());
+        return out;
+      },
+      "batched gemm");
+
+  const AttentionArgs a = attentionArgs(4, 32, 4, 32, 2, 16, true);
+  const size_t qSize = 4 * 32 * 4 * 16, kSize = 4 * 32 * 2 * 16;
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(qSize);
+        attention(a, x.data(), dy.data(), x.data() + qSize, out.data());
+        return out;
+      },
+      "attention");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(qSize + 2 * kSize);
+        attentionGrad(a, x.data(), dy.data(), x.data() + qSize, dy.data() + qSize, out.data(),
+                      out.data() + qSize, out.data() + qSize + kSize);
+        return out;
+      },
+      "attentionGrad");
+}
+
+} // namespace

@@ -1,0 +1,377 @@
+//===- DataTest.cpp - Tests of the training data loader ---------------------===//
+
+#include "runtime/Data.h"
+#include "runtime/Rng.h"
+#include "test/unit/ScratchDir.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+using namespace tessel::rt;
+using tessel::test::ScratchDir;
+using tessel::test::writeFile;
+
+namespace {
+
+/// uint16 little-endian bytes of `tokens`.
+std::string tokenBytes(const std::vector<uint16_t> &tokens) {
+  std::string bytes;
+  for (uint16_t token : tokens) {
+    bytes += static_cast<char>(token & 0xFF);
+    bytes += static_cast<char>(token >> 8);
+  }
+  return bytes;
+}
+
+/// llm.c's 1024-byte header followed by the tokens.
+std::string llmcBytes(const std::vector<uint16_t> &tokens, uint32_t version = 1,
+                      int64_t claimed = -1) {
+  std::vector<uint32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = version;
+  header[2] = static_cast<uint32_t>(claimed < 0 ? int64_t(tokens.size()) : claimed);
+  std::string bytes;
+  for (uint32_t word : header)
+    for (int i = 0; i < 4; ++i)
+      bytes += static_cast<char>(word >> (8 * i));
+  return bytes + tokenBytes(tokens);
+}
+
+/// Tokens 0, 1, 2, ...: a window's values give its position.
+std::vector<uint16_t> counting(size_t n) {
+  std::vector<uint16_t> tokens(n);
+  for (size_t i = 0; i < n; ++i)
+    tokens[i] = static_cast<uint16_t>(i);
+  return tokens;
+}
+
+std::string openError(const std::string &path, Tokenizer kind, int64_t vocab, double evalFraction,
+                      int64_t window) {
+  std::string error;
+  auto data = TokenData::open(path, kind, vocab, evalFraction, window, error);
+  EXPECT_FALSE(data) << path;
+  EXPECT_FALSE(error.empty());
+  return error;
+}
+
+std::vector<uint16_t> asTokens(const std::string &text) {
+  return std::vector<uint16_t>(reinterpret_cast<const unsigned char *>(text.data()),
+                               reinterpret_cast<const unsigned char *>(text.data()) + text.size());
+}
+
+TEST(Data, ByteFileTokensAreItsBytes) {
+  ScratchDir dir;
+  std::string text = "hello, world\n\x80\xff caf\xc3\xa9";
+  writeFile(dir / "input.txt", text);
+  std::string error;
+  auto data = TokenData::open(dir / "input.txt", Tokenizer::Byte, 256, 0, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->tokens(), asTokens(text));
+  EXPECT_EQ(data->tokens()[13], 0x80);
+  EXPECT_EQ(data->tokens()[14], 0xFF);
+  EXPECT_EQ(data->totalTokens(), int64_t(text.size()));
+  EXPECT_EQ(data->trainTokens(), int64_t(text.size()));
+  EXPECT_FALSE(data->hasEval());
+  EXPECT_EQ(data->sources(), std::vector<std::string>{dir / "input.txt"});
+}
+
+TEST(Data, ByteTokenizerNeedsVocab256) {
+  ScratchDir dir;
+  writeFile(dir / "input.txt", std::string(100, 'a'));
+  EXPECT_EQ(openError(dir / "input.txt", Tokenizer::Byte, 255, 0, 4),
+            "the byte tokenizer needs a vocabulary of at least 256, not 255 (data " +
+                (dir / "input.txt") + ")");
+  std::string error;
+  EXPECT_TRUE(TokenData::open(dir / "input.txt", Tokenizer::Byte, 320, 0, 4, error)) << error;
+}
+
+TEST(Data, DirectoryConcatenatesRegularFilesInNameOrder) {
+  ScratchDir dir;
+  // Laid out like /usr/share/games/fortunes: text files, .dat indexes, .u8 symlinks.
+  writeFile(dir / "b-wisdom", "bbbb\n");
+  writeFile(dir / "a-art", "aaaa\n");
+  writeFile(dir / "a-art.dat", "INDEX");
+  writeFile(dir / ".hidden", "hidden");
+  ASSERT_EQ(::symlink("a-art", (dir / "a-art.u8").c_str()), 0);
+  std::filesystem::create_directory(dir / "c-sub");
+  writeFile(dir / "c-sub/inner", "inner");
+  writeFile(dir / "Z-upper", "ZZ\n"); // byte order: uppercase sorts first
+
+  std::string error;
+  auto data = TokenData::open(dir.path(), Tokenizer::Byte, 256, 0, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->tokens(), asTokens("ZZ\naaaa\nbbbb\n"));
+  EXPECT_EQ(data->sources(),
+            (std::vector<std::string>{dir / "Z-upper", dir / "a-art", dir / "b-wisdom"}));
+  // A trailing slash on the directory gives the same paths.
+  data = TokenData::open(dir.path() + "/", Tokenizer::Byte, 256, 0, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->sources().front(), dir / "Z-upper");
+}
+
+TEST(Data, DirectoryWithoutUsableFiles) {
+  ScratchDir dir;
+  EXPECT_EQ(openError(dir.path(), Tokenizer::Byte, 256, 0, 4),
+            "data directory " + dir.path() +
+                " has no usable files (it reads regular files, skipping symlinks, "
+                "subdirectories, hidden files and names ending in .dat)");
+  writeFile(dir / "only.dat", "index");
+  std::filesystem::create_directory(dir / "sub");
+  EXPECT_NE(openError(dir.path(), Tokenizer::Byte, 256, 0, 4).find("has no usable files"),
+            std::string::npos);
+  writeFile(dir / "empty.txt", "");
+  EXPECT_EQ(openError(dir.path(), Tokenizer::Byte, 256, 0, 4),
+            "data directory " + dir.path() + " is empty");
+}
+
+TEST(Data, FortunesDirectory) {
+  const std::string fortunes = "/usr/share/games/fortunes";
+  if (!std::filesystem::is_directory(fortunes))
+    GTEST_SKIP() << fortunes << " is not installed";
+  int64_t expected = 0;
+  for (const auto &entry : std::filesystem::directory_iterator(fortunes)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && !entry.is_symlink() && name[0] != '.' &&
+        entry.path().extension() != ".dat")
+      expected += static_cast<int64_t>(entry.file_size());
+  }
+  std::string error;
+  auto data = TokenData::open(fortunes, Tokenizer::Byte, 256, 0.1, 257, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->totalTokens(), expected);
+  for (const std::string &source : data->sources())
+    EXPECT_NE(source.substr(source.size() - 4), ".dat");
+}
+
+TEST(Data, NanoGptBin) {
+  ScratchDir dir;
+  std::vector<uint16_t> tokens = {50256, 0, 1, 258, 65535, 7, 300, 12};
+  writeFile(dir / "train.bin", tokenBytes(tokens));
+  std::string error;
+  auto data = TokenData::open(dir / "train.bin", Tokenizer::Tokens, 65536, 0, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->tokens(), tokens);
+}
+
+TEST(Data, LlmcBin) {
+  ScratchDir dir;
+  std::vector<uint16_t> tokens = {50256, 464, 2068, 7586, 21831, 18045, 625, 262};
+  writeFile(dir / "tiny_train.bin", llmcBytes(tokens));
+  std::string error;
+  auto data = TokenData::open(dir / "tiny_train.bin", Tokenizer::Tokens, 50257, 0, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->tokens(), tokens);
+}
+
+TEST(Data, LlmcHeaderErrors) {
+  ScratchDir dir;
+  std::vector<uint16_t> tokens = counting(20);
+  std::string path = dir / "x.bin";
+  writeFile(path, llmcBytes(tokens, 2));
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
+            "data file " + path +
+                " is an llm.c token file of version 2; only version 1 (uint16 tokens) is "
+                "supported");
+  writeFile(path, llmcBytes(tokens, 1, 25));
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
+            "data file " + path +
+                ": its llm.c header says 25 tokens (50 bytes) but 40 bytes follow the header");
+  writeFile(path, llmcBytes(tokens).substr(0, 100));
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
+            "data file " + path +
+                " starts like an llm.c token file but its 100 bytes are too few for the "
+                "1024-byte header");
+}
+
+TEST(Data, TokenErrors) {
+  ScratchDir dir;
+  std::string path = dir / "x.bin";
+  writeFile(path, tokenBytes({1, 2, 3, 4, 5, 300, 7, 400}) + "\x01");
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 300, 0, 4),
+            "data file " + path +
+                " has an odd number of bytes (17); a .bin file holds uint16 tokens");
+  writeFile(path, tokenBytes({1, 2, 3, 4, 5, 300, 7, 400}));
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 300, 0, 4),
+            "data file " + path + ": token 300 at position 5 is not below the vocabulary size 300");
+  writeFile(path, "");
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 300, 0, 4), "data file " + path + " is empty");
+  EXPECT_EQ(openError(dir.path(), Tokenizer::Tokens, 300, 0, 4),
+            "data directory " + dir.path() +
+                " is a directory; the tokens tokenizer reads one pre-tokenized .bin file");
+}
+
+TEST(Data, MissingAndUnreadableFiles) {
+  ScratchDir dir;
+  EXPECT_EQ(openError(dir / "nope.txt", Tokenizer::Byte, 256, 0, 4),
+            "data file " + (dir / "nope.txt") + " does not exist");
+  ASSERT_EQ(::symlink("nowhere", (dir / "dangling").c_str()), 0);
+  EXPECT_EQ(openError(dir / "dangling", Tokenizer::Byte, 256, 0, 4),
+            "data file " + (dir / "dangling") + " does not exist");
+  // Tests run as root, so permissions cannot make a file unreadable; /proc/self/mem opens
+  // but fails to read at offset 0.
+  if (std::filesystem::exists("/proc/self/mem")) {
+    EXPECT_EQ(openError("/proc/self/mem", Tokenizer::Byte, 256, 0, 4)
+                  .rfind("cannot read /proc/self/mem: ", 0),
+              0u);
+  }
+}
+
+TEST(Data, BadArguments) {
+  ScratchDir dir;
+  writeFile(dir / "x.txt", std::string(1000, 'x'));
+  EXPECT_EQ(openError(dir / "x.txt", Tokenizer::Byte, 256, 0, 1),
+            "data window must hold at least 2 tokens (seq + 1), not 1");
+  EXPECT_EQ(openError(dir / "x.txt", Tokenizer::Byte, 256, 1.0, 4),
+            "eval fraction must lie in [0, 1), not 1");
+  EXPECT_EQ(openError(dir / "x.txt", Tokenizer::Byte, 256, -0.1, 4),
+            "eval fraction must lie in [0, 1), not -0.1");
+  EXPECT_EQ(openError(dir / "x.txt", Tokenizer::Tokens, 0, 0, 4),
+            "vocabulary size must be positive, not 0");
+}
+
+TEST(Data, TooFewTokens) {
+  ScratchDir dir;
+  std::string path = dir / "small.txt";
+  writeFile(path, std::string(40, 'x'));
+  EXPECT_EQ(openError(path, Tokenizer::Byte, 256, 0, 65),
+            "data file " + path + " has 40 tokens; a window needs 65 (seq + 1)");
+  EXPECT_EQ(openError(path, Tokenizer::Byte, 256, 0.5, 30),
+            "data file " + path +
+                " has 40 tokens; a window needs 30 (seq + 1), and the train and eval splits "
+                "need one window each (60 tokens)");
+  std::string error;
+  EXPECT_TRUE(TokenData::open(path, Tokenizer::Byte, 256, 0, 40, error)) << error;
+  EXPECT_TRUE(TokenData::open(path, Tokenizer::Byte, 256, 0.5, 20, error)) << error;
+}
+
+TEST(Data, SplitTooShort) {
+  ScratchDir dir;
+  std::string path = dir / "x.txt";
+  writeFile(path, std::string(1000, 'x'));
+  EXPECT_EQ(openError(path, Tokenizer::Byte, 256, 0.05, 65),
+            "data file " + path +
+                ": the eval split (5% of 1000 tokens = 50) is shorter than one window (65 "
+                "tokens); raise the eval fraction or use more data");
+  EXPECT_EQ(openError(path, Tokenizer::Byte, 256, 0.95, 65),
+            "data file " + path +
+                ": the train split (5% of 1000 tokens = 50) is shorter than one window (65 "
+                "tokens); lower the eval fraction");
+}
+
+TEST(Data, SplitSizes) {
+  ScratchDir dir;
+  std::string error;
+  writeFile(dir / "a.txt", std::string(1000, 'x'));
+  auto data = TokenData::open(dir / "a.txt", Tokenizer::Byte, 256, 0.1, 65, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->trainTokens(), 900);
+  EXPECT_EQ(data->evalTokens(), 100);
+  EXPECT_TRUE(data->hasEval());
+  // The held-out part is rounded down: floor(1001 * 0.15) = 150.
+  writeFile(dir / "b.txt", std::string(1001, 'x'));
+  data = TokenData::open(dir / "b.txt", Tokenizer::Byte, 256, 0.15, 65, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->evalTokens(), 150);
+  EXPECT_EQ(data->trainTokens(), 851);
+  data = TokenData::open(dir / "b.txt", Tokenizer::Byte, 256, 0, 65, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->evalTokens(), 0);
+  EXPECT_EQ(data->trainTokens(), 1001);
+}
+
+TEST(Data, TrainWindowsStayInTheTrainSplit) {
+  ScratchDir dir;
+  const int64_t total = 1000, seq = 64;
+  writeFile(dir / "x.bin", tokenBytes(counting(total)));
+  std::string error;
+  auto data = TokenData::open(dir / "x.bin", Tokenizer::Tokens, 65536, 0.2, seq + 1, error);
+  ASSERT_TRUE(data) << error;
+  ASSERT_EQ(data->trainTokens(), 800);
+
+  Rng rng(1);
+  std::vector<int32_t> tokens(seq), targets(seq);
+  std::set<int32_t> starts;
+  for (int draw = 0; draw < 20000; ++draw) {
+    data->trainWindow(rng, tokens.data(), targets.data(), seq);
+    int32_t start = tokens[0];
+    starts.insert(start);
+    for (int64_t i = 0; i < seq; ++i) {
+      ASSERT_EQ(tokens[i], start + i);
+      ASSERT_EQ(targets[i], start + i + 1); // targets are the inputs shifted by one
+    }
+    ASSERT_LT(targets[seq - 1], 800); // never reads into the eval split
+  }
+  // Every start in [0, trainTokens - seq) occurs, and nothing else.
+  EXPECT_EQ(starts.size(), size_t(800 - seq));
+  EXPECT_EQ(*starts.begin(), 0);
+  EXPECT_EQ(*starts.rbegin(), 800 - seq - 1);
+
+  // The start is rng.below(trainTokens - seq): the same stream gives the same windows.
+  Rng a(7), b(7);
+  data->trainWindow(a, tokens.data(), targets.data(), seq);
+  EXPECT_EQ(uint64_t(tokens[0]), b.below(800 - seq));
+  // Shorter windows than the one given to open work too.
+  data->trainWindow(a, tokens.data(), targets.data(), 8);
+  EXPECT_EQ(targets[7], tokens[7] + 1);
+}
+
+TEST(Data, EvalWindowsAreEvenlySpacedAndDeterministic) {
+  ScratchDir dir;
+  const int64_t total = 1000, seq = 16;
+  writeFile(dir / "x.bin", tokenBytes(counting(total)));
+  std::string error;
+  auto data = TokenData::open(dir / "x.bin", Tokenizer::Tokens, 65536, 0.2, seq + 1, error);
+  ASSERT_TRUE(data) << error;
+  std::vector<int32_t> tokens(seq), targets(seq);
+  const int64_t count = 8;
+  int32_t previous = -1;
+  for (int64_t index = 0; index < count; ++index) {
+    data->evalWindow(index, count, tokens.data(), targets.data(), seq);
+    // start = trainTokens + floor(index * (evalTokens - seq) / count)
+    EXPECT_EQ(tokens[0], 800 + index * (200 - seq) / count);
+    for (int64_t i = 0; i < seq; ++i) {
+      EXPECT_EQ(tokens[i], tokens[0] + i);
+      EXPECT_EQ(targets[i], tokens[0] + i + 1);
+    }
+    EXPECT_GT(tokens[0], previous);
+    EXPECT_LT(targets[seq - 1], total);
+    previous = tokens[0];
+    std::vector<int32_t> again(seq), againTargets(seq);
+    data->evalWindow(index, count, again.data(), againTargets.data(), seq);
+    EXPECT_EQ(again, tokens);
+  }
+  // One window over the eval split reads its start; as many windows as positions read all.
+  data->evalWindow(0, 1, tokens.data(), targets.data(), seq);
+  EXPECT_EQ(tokens[0], 800);
+  data->evalWindow(200 - seq - 1, 200 - seq, tokens.data(), targets.data(), seq);
+  EXPECT_EQ(targets[seq - 1], total - 1);
+}
+
+TEST(Data, ContractViolationsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe"); // OpenMP may have started threads
+  ScratchDir dir;
+  writeFile(dir / "x.txt", std::string(100, 'x'));
+  std::string error;
+  auto data = TokenData::open(dir / "x.txt", Tokenizer::Byte, 256, 0, 10, error);
+  ASSERT_TRUE(data) << error;
+  std::vector<int32_t> tokens(200), targets(200);
+  Rng rng(1);
+  EXPECT_DEATH(data->trainWindow(rng, tokens.data(), targets.data(), 100), "exceeds the train");
+  EXPECT_DEATH(data->evalWindow(0, 1, tokens.data(), targets.data(), 9), "exceeds the eval");
+}
+
+TEST(Data, ByteHelpers) {
+  std::string text = "caf\xc3\xa9\n\x01";
+  std::vector<int32_t> tokens = encodeBytes(text);
+  EXPECT_EQ(tokens, (std::vector<int32_t>{'c', 'a', 'f', 0xc3, 0xa9, '\n', 1}));
+  EXPECT_EQ(decodeBytes(tokens.data(), int64_t(tokens.size())), text);
+  std::vector<int32_t> odd = {'a', 256, -1, 'b'};
+  EXPECT_EQ(decodeBytes(odd.data(), 4), "a\xEF\xBF\xBD\xEF\xBF\xBD"
+                                        "b");
+  EXPECT_EQ(decodeBytes(nullptr, 0), "");
+}
+
+} // namespace
