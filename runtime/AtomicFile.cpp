@@ -150,7 +150,8 @@ bool replaceDirectoryAtomically(const std::string &tempDir, const std::string &f
       return false;
     }
     // No RENAME_EXCHANGE on this file system: move the old one aside, then the new one in.
-    oldDir = finalDir + ".old" + tempSuffix();
+    std::string name = finalDir.substr(finalDir.find_last_of('/') + 1);
+    oldDir = parentDirectory(finalDir) + "/." + name + ".old" + tempSuffix();
     fs::remove_all(oldDir, ec);
     if (::rename(finalDir.c_str(), oldDir.c_str()) != 0) {
       error = "cannot move " + finalDir + " aside: " + std::strerror(errno);
@@ -162,10 +163,8 @@ bool replaceDirectoryAtomically(const std::string &tempDir, const std::string &f
       return false;
     }
   }
-  if (!fsyncDirectory(parentDirectory(finalDir), error))
-    return false;
   fs::remove_all(oldDir, ec);
-  return true;
+  return fsyncDirectory(parentDirectory(finalDir), error);
 }
 
 } // namespace tessel::rt

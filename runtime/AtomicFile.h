@@ -40,8 +40,9 @@ bool fsyncDirectory(const std::string &dir, std::string &error);
 /// Puts the complete directory `tempDir` in place of `finalDir` (a sibling of it): a plain
 /// rename when `finalDir` does not exist; otherwise the two are swapped atomically
 /// (renameat2 RENAME_EXCHANGE, or two renames where the file system lacks it) and the old
-/// contents are deleted. The parent directory is fsynced. `tempDir` is left as it was on
-/// failure.
+/// contents are deleted. The parent directory is fsynced. When the rename fails, `tempDir`
+/// and `finalDir` are left as they were; when only the final fsync fails, `finalDir` already
+/// holds the new contents.
 bool replaceDirectoryAtomically(const std::string &tempDir, const std::string &finalDir,
                                 std::string &error);
 

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# The main job: installs what Tessel needs, builds it, checks every example model and prints
-# the graph IR of the tiny GPT.
+# The main job: installs what Tessel needs, builds it, compiles the tiny GPT into an
+# executable, trains it on the CPU on Debian's fortune-cookie collection (or on the text file
+# or directory given as the first argument), then prints a sample from the trained model.
+# Usage: scripts/demo.sh [TEXT_FILE_OR_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-for model in examples/*.model; do
-  build/bin/tessel check "$model"
-done
+
+data_args=()
+if [ $# -gt 0 ]; then
+  data_args=(--data "$1")
+fi
+
+echo "== compiling examples/tiny_gpt.model"
+build/bin/tessel compile examples/tiny_gpt.model -o build/tiny_gpt
+echo "== training (checkpoints in runs/tiny_gpt; ./build/tiny_gpt --help lists the options)"
+rm -rf runs/tiny_gpt
+build/tiny_gpt --metrics runs/tiny_gpt.metrics.jsonl "${data_args[@]}"
 echo
-echo "== graph IR of examples/tiny_gpt.model (first 30 lines; all of it with:"
-echo "   build/bin/tessel compile examples/tiny_gpt.model --emit=graph)"
-build/bin/tessel compile examples/tiny_gpt.model --emit=graph | head -30
+echo "== a sample from the trained model"
+build/tiny_gpt --generate --checkpoint runs/tiny_gpt --tokens 400 --prompt "The "

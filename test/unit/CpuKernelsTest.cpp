@@ -280,6 +280,56 @@ TEST(CpuKernelsElementwise, GeluIsTheTanhApproximation) {
   EXPECT_NEAR(y, 0.8411920f, 2e-7f);
 }
 
+TEST(CpuKernelsElementwise, UnaryAtTheEndsOfTheFloatRange) {
+  const Floats x = {-INFINITY, -200, -104, -100, -87.5f, 88.5f, 88.75f, 200, INFINITY, NAN};
+  const size_t n = x.size();
+  Floats y(n);
+  unary(UnaryKind::Exp, static_cast<int64_t>(n), x.data(), y.data());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_LE(y[2], 1.5e-45f); // e^-104 is half the smallest subnormal
+  EXPECT_NEAR(y[3], 3.720076e-44f, 2e-45f); // subnormal
+  EXPECT_NEAR(y[4] / std::exp(-87.5), 1.0, 1e-6);
+  EXPECT_NEAR(y[5] / std::exp(88.5), 1.0, 1e-6);
+  EXPECT_EQ(y[6], INFINITY);
+  EXPECT_EQ(y[7], INFINITY);
+  EXPECT_EQ(y[8], INFINITY);
+  EXPECT_TRUE(std::isnan(y[9]));
+  unary(UnaryKind::Sigmoid, static_cast<int64_t>(n), x.data(), y.data());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[7], 1.0f);
+  EXPECT_EQ(y[8], 1.0f);
+  unary(UnaryKind::Gelu, static_cast<int64_t>(n), x.data(), y.data());
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[7], 200.0f);
+  unary(UnaryKind::Silu, static_cast<int64_t>(n), x.data(), y.data());
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[7], 200.0f);
+}
+
+TEST(CpuKernelsElementwise, UnaryGivesTheSameBitsAtAnyPosition) {
+  // Elements go through vector lanes or the scalar tail depending on where they fall; both
+  // must compute the same bits, or results would depend on how work is split.
+  const Floats x = randomFloats(37, -6, 6, 40);
+  for (UnaryKind kind : {UnaryKind::Exp, UnaryKind::Gelu, UnaryKind::Silu, UnaryKind::Sigmoid}) {
+    Floats whole(x.size());
+    unary(kind, static_cast<int64_t>(x.size()), x.data(), whole.data());
+    Floats grad(x.size());
+    unaryGrad(kind, static_cast<int64_t>(x.size()), x.data(), whole.data(), x.data(),
+              grad.data());
+    for (size_t offset = 1; offset < 4; ++offset) {
+      Floats part(x.size() - offset), partGrad(x.size() - offset);
+      unary(kind, static_cast<int64_t>(part.size()), x.data() + offset, part.data());
+      unaryGrad(kind, static_cast<int64_t>(part.size()), x.data() + offset,
+                whole.data() + offset, x.data() + offset, partGrad.data());
+      for (size_t i = 0; i < part.size(); ++i) {
+        EXPECT_EQ(part[i], whole[i + offset]) << static_cast<int>(kind) << " at " << i;
+        EXPECT_EQ(partGrad[i], grad[i + offset]) << static_cast<int>(kind) << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(CpuKernelsElementwise, UnaryGradMatchesFiniteDifferences) {
   uint32_t seed = 30;
   for (UnaryKind kind : kAllUnary) {
@@ -502,6 +552,19 @@ TEST(CpuKernelsGemm, LeadingDimsAndStrides) {
   // Many small products (the parallel path) and one larger one.
   checkGemm(gemmArgs(64, 16, 16, 8, false, true), "many small", 250);
   checkGemm(gemmArgs(1, 130, 70, 90, true, false), "larger", 260);
+}
+
+TEST(CpuKernelsGemm, SlicedProducts) {
+  // Products large enough to be split over threads, by rows and by columns, and a few large
+  // batches run one after another.
+  checkGemm(gemmArgs(1, 300, 100, 80, false, false), "row slices", 270);
+  checkGemm(gemmArgs(1, 300, 100, 80, true, true), "row slices, transposed", 271);
+  checkGemm(gemmArgs(1, 70, 400, 90, false, true), "column slices", 272);
+  checkGemm(gemmArgs(1, 70, 400, 90, true, false), "column slices, transposed", 273);
+  GemmArgs g = gemmArgs(6, 50, 100, 80, false, false);
+  g.strideB = 0;
+  checkGemm(g, "shared B collapsed and sliced", 274);
+  checkGemm(gemmArgs(2, 200, 100, 120, false, true), "two large batches", 275);
 }
 
 TEST(CpuKernelsGemm, EmptyContractionScalesC) {
@@ -1130,6 +1193,14 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
         return out;
       },
       "batched gemm");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        GemmArgs a = gemmArgs(1, 300, 97, 100, false, false);
+        Floats out(300 * 97);
+        gemm(a, x.data(), dy.data(), out.data());
+        return out;
+      },
+      "sliced gemm");
 
   const AttentionArgs a = attentionArgs(4, 32, 4, 32, 2, 16, true);
   const size_t qSize = 4 * 32 * 4 * 16, kSize = 4 * 32 * 2 * 16;
