@@ -88,9 +88,8 @@ void expectClose(const Floats &got, const Doubles &want, double rtol, double ato
       worst = i;
     }
   }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
-                     << " elements off; worst at " << worst << ": got " << got[worst]
-                     << ", want " << want[worst];
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off; worst at "
+                     << worst << ": got " << got[worst] << ", want " << want[worst];
 }
 
 /// d/dx[i] of f at x for every i, by central differences in double.
@@ -166,8 +165,7 @@ std::vector<BinaryCase> binaryCases() {
   // [3,5,7] * [3,5,1]: a per-row scalar.
   cases.push_back({"row-scalar", s3, denseStrides(s3), makeStrides({5, 1, 0}), 105, 15});
   // [3,1,7] - [1,5,7] broadcast on both sides; a is the lhs, b the rhs.
-  cases.push_back({"both-broadcast", s3, makeStrides({7, 0, 1}), makeStrides({0, 7, 1}), 21,
-                   35});
+  cases.push_back({"both-broadcast", s3, makeStrides({7, 0, 1}), makeStrides({0, 7, 1}), 21, 35});
   // a read transposed: a is stored [7,5,3] and viewed as [3,5,7].
   cases.push_back({"permuted", s3, makeStrides({1, 3, 15}), denseStrides(s3), 105, 105});
   // Scalar rhs, and a size-1 dim in the middle.
@@ -175,8 +173,7 @@ std::vector<BinaryCase> binaryCases() {
   cases.push_back({"scalar", s4, denseStrides(s4), makeStrides({0, 0, 0, 0}), 48, 1});
   // Large enough for several threads: a permuted lhs plus a bias, [3,70,200].
   const Shape big = makeShape({3, 70, 200});
-  cases.push_back(
-      {"large", big, makeStrides({200, 600, 1}), makeStrides({0, 0, 1}), 42000, 200});
+  cases.push_back({"large", big, makeStrides({200, 600, 1}), makeStrides({0, 0, 1}), 42000, 200});
   // Large with the broadcast dim innermost: [300,2,70] + [300,1,1].
   const Shape big2 = makeShape({300, 2, 70});
   cases.push_back({"large-row", big2, denseStrides(big2), makeStrides({1, 0, 0}), 42000, 300});
@@ -191,8 +188,7 @@ TEST(CpuKernelsElementwise, BinaryMatchesReference) {
     Floats b = randomFloats(c.sizeB, 0.5f, 2, seed++);
     for (size_t i = 0; i < b.size(); i += 2)
       b[i] = -b[i];
-    for (BinaryKind kind :
-         {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div}) {
+    for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div}) {
       const int64_t n = c.shape.numElements();
       Floats out(static_cast<size_t>(n), NAN);
       binary(kind, c.shape, a.data(), c.sa, b.data(), c.sb, out.data());
@@ -209,18 +205,15 @@ TEST(CpuKernelsElementwise, BinarySubtractsInOperandOrder) {
   const Shape s = makeShape({2, 2});
   const Floats a = {10, 20, 30, 40}, b = {1, 2};
   Floats out(4);
-  binary(BinaryKind::Sub, s, a.data(), denseStrides(s), b.data(), makeStrides({0, 1}),
-         out.data());
+  binary(BinaryKind::Sub, s, a.data(), denseStrides(s), b.data(), makeStrides({0, 1}), out.data());
   EXPECT_EQ(out, (Floats{9, 18, 29, 38}));
-  binary(BinaryKind::Div, s, a.data(), denseStrides(s), b.data(), makeStrides({1, 0}),
-         out.data());
+  binary(BinaryKind::Div, s, a.data(), denseStrides(s), b.data(), makeStrides({1, 0}), out.data());
   EXPECT_EQ(out, (Floats{10, 20, 15, 20}));
 }
 
-const UnaryKind kAllUnary[] = {UnaryKind::Neg,  UnaryKind::Exp,     UnaryKind::Log,
-                               UnaryKind::Sqrt, UnaryKind::Rsqrt,   UnaryKind::Tanh,
-                               UnaryKind::Gelu, UnaryKind::Silu,    UnaryKind::Relu,
-                               UnaryKind::Sigmoid};
+const UnaryKind kAllUnary[] = {
+    UnaryKind::Neg,  UnaryKind::Exp,  UnaryKind::Log,  UnaryKind::Sqrt, UnaryKind::Rsqrt,
+    UnaryKind::Tanh, UnaryKind::Gelu, UnaryKind::Silu, UnaryKind::Relu, UnaryKind::Sigmoid};
 
 double unaryRef(UnaryKind kind, double x) {
   switch (kind) {
@@ -287,7 +280,7 @@ TEST(CpuKernelsElementwise, UnaryAtTheEndsOfTheFloatRange) {
   unary(UnaryKind::Exp, static_cast<int64_t>(n), x.data(), y.data());
   EXPECT_EQ(y[0], 0.0f);
   EXPECT_EQ(y[1], 0.0f);
-  EXPECT_LE(y[2], 1.5e-45f); // e^-104 is half the smallest subnormal
+  EXPECT_LE(y[2], 1.5e-45f);                // e^-104 is half the smallest subnormal
   EXPECT_NEAR(y[3], 3.720076e-44f, 2e-45f); // subnormal
   EXPECT_NEAR(y[4] / std::exp(-87.5), 1.0, 1e-6);
   EXPECT_NEAR(y[5] / std::exp(88.5), 1.0, 1e-6);
@@ -315,13 +308,12 @@ TEST(CpuKernelsElementwise, UnaryGivesTheSameBitsAtAnyPosition) {
     Floats whole(x.size());
     unary(kind, static_cast<int64_t>(x.size()), x.data(), whole.data());
     Floats grad(x.size());
-    unaryGrad(kind, static_cast<int64_t>(x.size()), x.data(), whole.data(), x.data(),
-              grad.data());
+    unaryGrad(kind, static_cast<int64_t>(x.size()), x.data(), whole.data(), x.data(), grad.data());
     for (size_t offset = 1; offset < 4; ++offset) {
       Floats part(x.size() - offset), partGrad(x.size() - offset);
       unary(kind, static_cast<int64_t>(part.size()), x.data() + offset, part.data());
-      unaryGrad(kind, static_cast<int64_t>(part.size()), x.data() + offset,
-                whole.data() + offset, x.data() + offset, partGrad.data());
+      unaryGrad(kind, static_cast<int64_t>(part.size()), x.data() + offset, whole.data() + offset,
+                x.data() + offset, partGrad.data());
       for (size_t i = 0; i < part.size(); ++i) {
         EXPECT_EQ(part[i], whole[i + offset]) << static_cast<int>(kind) << " at " << i;
         EXPECT_EQ(partGrad[i], grad[i + offset]) << static_cast<int>(kind) << " at " << i;
@@ -357,10 +349,10 @@ TEST(CpuKernelsElementwise, StridedCopyPermutesAndBroadcasts) {
     Strides strides;
   };
   const Case cases[] = {
-      {makeShape({5, 3, 2, 4}), makeStrides({ds.stride[3], ds.stride[1], ds.stride[0],
-                                              ds.stride[2]})},
-      {makeShape({2, 4, 3, 5}), makeStrides({ds.stride[0], ds.stride[2], ds.stride[1],
-                                              ds.stride[3]})},
+      {makeShape({5, 3, 2, 4}),
+       makeStrides({ds.stride[3], ds.stride[1], ds.stride[0], ds.stride[2]})},
+      {makeShape({2, 4, 3, 5}),
+       makeStrides({ds.stride[0], ds.stride[2], ds.stride[1], ds.stride[3]})},
       // Broadcast a [3] vector to [4,3] and a scalar to [2,2].
       {makeShape({4, 3}), makeStrides({0, 1})},
       {makeShape({2, 2}), makeStrides({0, 0})},
@@ -641,8 +633,7 @@ TEST(CpuKernelsNorm, LayerNormAndGrad) {
   const Doubles w = toDoubles(randomFloats(x.size(), -1, 1, 313));
   const Floats dy(w.begin(), w.end());
   Floats dx(x.size()), dg(cols, NAN), db(cols, NAN);
-  layerNormGrad(rows, cols, x.data(), g.data(), dy.data(), eps, dx.data(), dg.data(),
-                db.data());
+  layerNormGrad(rows, cols, x.data(), g.data(), dy.data(), eps, dx.data(), dg.data(), db.data());
   auto loss = [&](const Doubles &xs, const Doubles &gs, const Doubles &bs) {
     return dot(w, layerNormRef(rows, cols, xs, gs, bs, eps));
   };
@@ -692,10 +683,10 @@ TEST(CpuKernelsNorm, RmsNormAndGrad) {
   auto loss = [&](const Doubles &xs, const Doubles &gs) {
     return dot(w, rmsNormRef(rows, cols, xs, gs, eps));
   };
-  expectClose(dx, numericGradient([&](const Doubles &v) { return loss(v, gd); }, xd), 1e-4,
-              1e-5, "rmsNormGrad dx");
-  expectClose(dg, numericGradient([&](const Doubles &v) { return loss(xd, v); }, gd), 1e-4,
-              1e-5, "rmsNormGrad dg");
+  expectClose(dx, numericGradient([&](const Doubles &v) { return loss(v, gd); }, xd), 1e-4, 1e-5,
+              "rmsNormGrad dx");
+  expectClose(dg, numericGradient([&](const Doubles &v) { return loss(xd, v); }, gd), 1e-4, 1e-5,
+              "rmsNormGrad dg");
 }
 
 //===----------------------------------------------------------------------===//
@@ -802,8 +793,7 @@ TEST(CpuKernelsEmbedding, RejectsBadIds) {
 // Attention and rope
 //===----------------------------------------------------------------------===//
 
-Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
-                     const Doubles &v) {
+Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k, const Doubles &v) {
   const int64_t S = a.seq, T = a.kvSeq, H = a.heads, KH = a.kvHeads, D = a.head;
   Doubles out(q.size(), 0.0);
   for (int64_t b = 0; b < a.batch; ++b)
@@ -873,8 +863,7 @@ TEST(CpuKernelsAttention, ForwardMatchesReference) {
                  v = randomFloats(kSize, -1, 1, seed++);
     Floats out(qSize, NAN);
     attention(a, q.data(), k.data(), v.data(), out.data());
-    expectClose(out, attentionRef(a, toDoubles(q), toDoubles(k), toDoubles(v)), 1e-5, 1e-6,
-                c.name);
+    expectClose(out, attentionRef(a, toDoubles(q), toDoubles(k), toDoubles(v)), 1e-5, 1e-6, c.name);
   }
 }
 
@@ -908,25 +897,24 @@ TEST(CpuKernelsAttention, GradMatchesFiniteDifferences) {
     attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
     const Doubles qd = toDoubles(q), kd = toDoubles(k), vd = toDoubles(v), w = toDoubles(dout);
     const std::string name = c.name;
-    expectClose(dq,
-                numericGradient(
-                    [&](const Doubles &x) { return dot(w, attentionRef(a, x, kd, vd)); }, qd),
-                1e-4, 1e-5, name + " dq");
-    expectClose(dk,
-                numericGradient(
-                    [&](const Doubles &x) { return dot(w, attentionRef(a, qd, x, vd)); }, kd),
-                1e-4, 1e-5, name + " dk");
-    expectClose(dv,
-                numericGradient(
-                    [&](const Doubles &x) { return dot(w, attentionRef(a, qd, kd, x)); }, vd),
-                1e-4, 1e-5, name + " dv");
+    expectClose(
+        dq,
+        numericGradient([&](const Doubles &x) { return dot(w, attentionRef(a, x, kd, vd)); }, qd),
+        1e-4, 1e-5, name + " dq");
+    expectClose(
+        dk,
+        numericGradient([&](const Doubles &x) { return dot(w, attentionRef(a, qd, x, vd)); }, kd),
+        1e-4, 1e-5, name + " dk");
+    expectClose(
+        dv,
+        numericGradient([&](const Doubles &x) { return dot(w, attentionRef(a, qd, kd, x)); }, vd),
+        1e-4, 1e-5, name + " dv");
   }
 }
 
 /// dq, dk, dv of sum(w * attention(q, k, v)), analytically in double.
-void attentionGradRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
-                      const Doubles &v, const Doubles &w, Doubles &dq, Doubles &dk,
-                      Doubles &dv) {
+void attentionGradRef(const AttentionArgs &a, const Doubles &q, const Doubles &k, const Doubles &v,
+                      const Doubles &w, Doubles &dq, Doubles &dk, Doubles &dv) {
   const int64_t S = a.seq, T = a.kvSeq, H = a.heads, KH = a.kvHeads, D = a.head;
   dq.assign(q.size(), 0.0);
   dk.assign(k.size(), 0.0);
@@ -997,8 +985,8 @@ TEST(CpuKernelsAttention, LargerShapesMatchReference) {
   }
 }
 
-Doubles ropeRef(int64_t batch, int64_t seq, int64_t heads, int64_t head, double theta,
-                bool inverse, const Doubles &x) {
+Doubles ropeRef(int64_t batch, int64_t seq, int64_t heads, int64_t head, double theta, bool inverse,
+                const Doubles &x) {
   Doubles y(x.size());
   const int64_t half = head / 2;
   for (int64_t b = 0; b < batch; ++b)
@@ -1020,8 +1008,7 @@ TEST(CpuKernelsAttention, Rope) {
   const Floats x = randomFloats(batch * seq * heads * head, -1, 1, 800);
   Floats y(x.size()), back(x.size());
   rope(batch, seq, heads, head, theta, false, x.data(), y.data());
-  expectClose(y, ropeRef(batch, seq, heads, head, theta, false, toDoubles(x)), 1e-5, 1e-6,
-              "rope");
+  expectClose(y, ropeRef(batch, seq, heads, head, theta, false, toDoubles(x)), 1e-5, 1e-6, "rope");
   rope(batch, seq, heads, head, theta, true, y.data(), back.data());
   expectClose(back, toDoubles(x), 1e-5, 1e-6, "rope inverse undoes rope");
   // The inverse is the transpose: <rope(x), w> == <x, rope^-1(w)>, so it is the gradient.
@@ -1157,8 +1144,7 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
         std::string error;
         EXPECT_TRUE(crossEntropy(rows, cols, x.data(), ids.data(), &out.back(), error));
         const float dloss = 1;
-        EXPECT_TRUE(
-            crossEntropyGrad(rows, cols, x.data(), ids.data(), &dloss, out.data(), error));
+        EXPECT_TRUE(crossEntropyGrad(rows, cols, x.data(), ids.data(), &dloss, out.data(), error));
         return out;
       },
       "crossEntropy");
@@ -1178,6 +1164,46 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
         return out;
       },
       "embeddingGrad");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(2 * x.size());
+        const int64_t n = static_cast<int64_t>(x.size());
+        unary(UnaryKind::Gelu, n, x.data(), out.data());
+        unaryGrad(UnaryKind::Gelu, n, x.data(), out.data(), dy.data(), out.data() + n);
+        return out;
+      },
+      "gelu");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size());
+        layerNorm(rows, cols, x.data(), g.data(), b.data(), 1e-5f, out.data());
+        return out;
+      },
+      "layerNorm");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        Floats out(x.size());
+        rope(10, 25, 4, 96, 10000.0f, false, x.data(), out.data());
+        return out;
+      },
+      "rope");
+  expectSameBitsOnAnyThreadCount(
+      [&] {
+        AdamWArgs args;
+        args.lr = 0.01f;
+        args.weightDecay = 0.1f;
+        args.step = 3;
+        Floats state(3 * x.size());
+        const size_t n = x.size();
+        std::copy(x.begin(), x.end(), state.begin());
+        std::copy(dy.begin(), dy.end(), state.begin() + n);
+        for (size_t i = 0; i < n; ++i)
+          state[2 * n + i] = dy[i] * dy[i];
+        adamw(args, static_cast<int64_t>(n), state.data(), x.data(), state.data() + n,
+              state.data() + 2 * n);
+        return state;
+      },
+      "adamw");
   expectSameBitsOnAnyThreadCount(
       [&] {
         Floats out(x.size());
