@@ -4,6 +4,8 @@
 
 #include "runtime/KernelCall.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +197,13 @@ const Executor::DecodedProgram *Executor::find(const std::string &name) const {
   return nullptr;
 }
 
+std::vector<Executor::KernelTime> Executor::profile() const {
+  std::vector<KernelTime> sorted = times_;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const KernelTime &a, const KernelTime &b) { return a.seconds > b.seconds; });
+  return sorted;
+}
+
 bool Executor::hasProgram(const std::string &name) const { return find(name) != nullptr; }
 
 void *Executor::input(const std::string &program, const std::string &port) {
@@ -233,7 +242,20 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
     Decoded &d = const_cast<Decoded &>(p->instrs[n]);
     d.call.ctx = &ctx;
     d.call.error.clear();
-    if (!d.fn(d.call)) {
+    auto start = std::chrono::steady_clock::now();
+    bool ok = d.fn(d.call);
+    if (profiling_) {
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      auto it = std::find_if(times_.begin(), times_.end(), [&](const KernelTime &t) {
+        return t.kernel == d.call.instr->kernel;
+      });
+      if (it == times_.end())
+        it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0});
+      it->seconds += seconds;
+      ++it->calls;
+    }
+    if (!ok) {
       error = "kernel '" + d.call.instr->kernel + "'" +
               (d.call.instr->loc.empty() ? "" : " (from " + d.call.instr->loc + ")") + ": " +
               d.call.error;

@@ -56,6 +56,15 @@ public:
   bool run(const std::string &program, const StepContext &ctx, std::string &error,
            bool checkFinite = false);
 
+  /// Times every kernel call from now on; `profile()` sums seconds and calls per kernel.
+  void enableProfiling() { profiling_ = true; }
+  struct KernelTime {
+    std::string kernel;
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::vector<KernelTime> profile() const;
+
   struct Decoded;
   struct DecodedProgram;
 
@@ -69,6 +78,8 @@ private:
   float *arena_ = nullptr;
   std::vector<std::vector<float>> state_;
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
+  bool profiling_ = false;
+  std::vector<KernelTime> times_;
 };
 
 } // namespace tessel::rt

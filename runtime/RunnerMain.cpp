@@ -43,6 +43,7 @@ Training:
   --dump-dir DIR         write the initial weights, the batches and the first step's
                          gradients as safetensors (for comparison with other frameworks)
   --quiet                no progress output
+  --profile              print the time spent in each kernel at the end
 
 Sampling:
   --generate             print text sampled from a checkpoint instead of training
@@ -164,6 +165,8 @@ int main(int argc, char **argv) {
       o.generate = true;
     } else if (arg == "--quiet") {
       o.quiet = true;
+    } else if (arg == "--profile") {
+      o.profile = true;
     } else {
       return usageError(argv[0], "unknown option '" + arg + "'");
     }

@@ -170,6 +170,8 @@ bool Session::setUp() {
   ex_ = Executor::create(plan_, 0, err);
   if (!ex_)
     return error("the plan cannot run: " + err);
+  if (options_.profile)
+    ex_->enableProfiling();
   for (const char *program : {"forward_backward", "optimizer_step"})
     if (!ex_->hasProgram(program))
       return error(std::string("the plan has no '") + program + "' program");
@@ -457,6 +459,15 @@ int Session::run() {
       views.push_back({name, DType::I32, {s_.batch, s_.seq}, values.data()});
     if (!writeSafetensors(options_.dumpDir + "/batches.safetensors", views, {}, err))
       return error(err), 1;
+  }
+  if (options_.profile) {
+    double total = 0;
+    for (const Executor::KernelTime &t : ex_->profile())
+      total += t.seconds;
+    std::printf("%-20s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
+    for (const Executor::KernelTime &t : ex_->profile())
+      std::printf("%-20s %10.3f %8lld %6.1f%%\n", t.kernel.c_str(), t.seconds,
+                  static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
   }
   if (!options_.quiet) {
     std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),

@@ -26,6 +26,7 @@ struct RunOptions {
   std::string resume;       ///< A checkpoint or run directory to continue from.
   std::string dumpDir;      ///< Parity dumps: initial weights, batches, step-1 gradients.
   bool quiet = false;
+  bool profile = false; ///< Print the time spent in each kernel at the end.
 
   // Generation.
   bool generate = false;
