@@ -649,9 +649,25 @@ LogicalResult Lowering::lower(Operation *op) {
       });
 }
 
+/// Plans hold one rank's programs until the sharding passes exist; a multi-rank layout
+/// still trains, with the same numbers, on one rank.
+void warnAboutLayout(ModuleOp module) {
+  auto parallel = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
+  auto mesh = parallel ? parallel.getAs<DictionaryAttr>("mesh") : DictionaryAttr();
+  int64_t ranks = 1;
+  for (NamedAttribute axis : mesh ? mesh.getValue() : ArrayRef<NamedAttribute>())
+    if (auto size = dyn_cast<IntegerAttr>(axis.getValue()))
+      ranks *= size.getInt();
+  if (ranks > 1)
+    module.emitWarning() << "the mesh has " << ranks
+                         << " ranks, but plans are lowered for one rank so far: the model "
+                            "trains on one rank with the same global batch and numbers";
+}
+
 struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    warnAboutLayout(module);
     Lowering lowering(module);
     // Parameters are declared by the functions that read them, so forward_backward (which
     // reads all of them) goes first; optimizer_step needs their declarations.

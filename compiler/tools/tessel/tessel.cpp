@@ -160,6 +160,19 @@ int runCheck(const char *argv0) {
 int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os,
           planfile::Plan *plan) {
   mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  // Pass diagnostics read like the front end's: the spec location, then the message.
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
+    std::string where = formatSourceLocation(diag.getLocation());
+    const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+                           : diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                                                                                     : "note";
+    errs() << (where.empty() ? std::string("tessel") : where) << ": " << severity << ": "
+           << diag.str() << "\n";
+    for (const mlir::Diagnostic &note : diag.getNotes())
+      errs() << formatSourceLocation(note.getLocation()) << ": note: " << note.str() << "\n";
+    return mlir::success();
+  });
   auto module = emitGraphModule(context, program, fe.sources);
   if (failed(mlir::verify(*module))) {
     errs() << "tessel: internal error: the emitted graph IR does not verify\n";
