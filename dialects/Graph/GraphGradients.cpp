@@ -67,14 +67,25 @@ Value scalar(OpBuilder &b, Location loc, Value like, double value) {
 }
 
 /// Contracts `lhs` with `rhs` over `sum`, or multiplies them when there is nothing to sum
-/// (an outer product along their distinct dims).
-Value contractOrMultiply(OpBuilder &b, Location loc, Value lhs, Value rhs,
-                         const std::vector<std::string> &sum) {
-  if (sum.empty())
-    return broadcasting<MulOp>(b, loc, lhs, rhs);
-  ShapeResult r = contractShapes(shapeOf(lhs), shapeOf(rhs), sum);
+/// (an outer product along their distinct dims), into a value of type `type`. The operand
+/// order decides the result's dim order, so the order that gives `type` directly is used
+/// and a permute only when neither does.
+Value contractTo(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                 const std::vector<std::string> &sum, Type type) {
+  auto resultShape = [&](Value x, Value y) {
+    return sum.empty() ? broadcastShapes(shapeOf(x), shapeOf(y))
+                       : contractShapes(shapeOf(x), shapeOf(y), sum);
+  };
+  NamedShape want = *getNamedShape(type);
+  if (resultShape(lhs, rhs).shape != want && resultShape(rhs, lhs).shape == want)
+    std::swap(lhs, rhs);
+  ShapeResult r = resultShape(lhs, rhs);
   assert(r.ok() && "gradient contraction is well formed by construction");
-  return ContractOp::create(b, loc, tensorType(lhs, r.shape), lhs, rhs, stringArray(b, sum));
+  Value v = sum.empty() ? MulOp::create(b, loc, tensorType(lhs, r.shape), lhs, rhs).getResult()
+                        : ContractOp::create(b, loc, tensorType(lhs, r.shape), lhs, rhs,
+                                             stringArray(b, sum))
+                              .getResult();
+  return permuteTo(b, loc, v, type);
 }
 
 /// The dims of `a` that `b` lacks.
@@ -188,10 +199,8 @@ LogicalResult ContractOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
   // With A = lhs, B = rhs and G = dy: dA sums G * B over the dims only B contributed to G,
   // dB sums A * G over the dims only A contributed.
   NamedShape a = shapeOf(getLhs()), bs = shapeOf(getRhs());
-  Value da = contractOrMultiply(b, getLoc(), dy[0], getRhs(), dimsOnlyIn(bs, a));
-  Value db = contractOrMultiply(b, getLoc(), getLhs(), dy[0], dimsOnlyIn(a, bs));
-  dx.push_back(permuteTo(b, getLoc(), da, getLhs().getType()));
-  dx.push_back(permuteTo(b, getLoc(), db, getRhs().getType()));
+  dx.push_back(contractTo(b, getLoc(), dy[0], getRhs(), dimsOnlyIn(bs, a), getLhs().getType()));
+  dx.push_back(contractTo(b, getLoc(), getLhs(), dy[0], dimsOnlyIn(a, bs), getRhs().getType()));
   return success();
 }
 

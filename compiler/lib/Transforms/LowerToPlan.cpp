@@ -403,6 +403,13 @@ LogicalResult Lowering::lower(Operation *op) {
             i64("y_elements", numElements(out)), f64("scale", mean ? 1.0 / count : 1.0)});
     return success();
   };
+  // Norms work along the dims of their scale.
+  auto normRowsCols = [&](Operation *o, Value x, Value scale) {
+    std::vector<std::string> inner;
+    for (const NamedDim &d : shapeOf(scale))
+      inner.push_back(d.name);
+    return rowsCols(o, shapeOf(x), inner);
+  };
   auto attentionParams = [&](Value q, Value k, bool causal, double scale) {
     NamedShape qs = shapeOf(q), ks = shapeOf(k);
     size_t r = qs.size();
@@ -468,10 +475,7 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case([&](graph::LayerNormOp o) {
-        std::vector<std::string> inner;
-        for (const NamedDim &d : shapeOf(o.getScale()))
-          inner.push_back(d.name);
-        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        auto rc = normRowsCols(o, o.getInput(), o.getScale());
         if (failed(rc))
           return failure();
         Value r = define(o.getResult());
@@ -481,10 +485,7 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case([&](graph::LayerNormGradOp o) {
-        std::vector<std::string> inner;
-        for (const NamedDim &d : shapeOf(o.getScale()))
-          inner.push_back(d.name);
-        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        auto rc = normRowsCols(o, o.getInput(), o.getScale());
         if (failed(rc))
           return failure();
         Value dx = define(o.getInputGrad()), dg = define(o.getScaleGrad()),
@@ -496,10 +497,7 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case([&](graph::RMSNormOp o) {
-        std::vector<std::string> inner;
-        for (const NamedDim &d : shapeOf(o.getScale()))
-          inner.push_back(d.name);
-        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        auto rc = normRowsCols(o, o.getInput(), o.getScale());
         if (failed(rc))
           return failure();
         Value r = define(o.getResult());
@@ -509,10 +507,7 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case([&](graph::RMSNormGradOp o) {
-        std::vector<std::string> inner;
-        for (const NamedDim &d : shapeOf(o.getScale()))
-          inner.push_back(d.name);
-        auto rc = rowsCols(o, shapeOf(o.getInput()), inner);
+        auto rc = normRowsCols(o, o.getInput(), o.getScale());
         if (failed(rc))
           return failure();
         Value dx = define(o.getInputGrad()), dg = define(o.getScaleGrad());
