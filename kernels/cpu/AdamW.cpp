@@ -9,8 +9,7 @@ namespace tessel::cpu {
 
 using detail::kParallelGrain;
 
-void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
-           float *v) {
+void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m, float *v) {
   // torch.optim.AdamW's single-tensor step, in its order: p *= 1 - lr * wd; m.lerp_(g, 1 - b1)
   // (m = b1 m + (1 - b1) g, written as torch's lerp); v = b2 v + (1 - b2) g^2; then
   // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). The scalars are formed in double, as
@@ -31,8 +30,8 @@ void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, fl
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] * gradScale;
     const float p = param[i] * decay;
-    const float mi = smallWeight ? m[i] + oneMinusBeta1 * (g - m[i])
-                                 : g - (g - m[i]) * (1.0f - oneMinusBeta1);
+    const float mi =
+        smallWeight ? m[i] + oneMinusBeta1 * (g - m[i]) : g - (g - m[i]) * (1.0f - oneMinusBeta1);
     const float vi = v[i] * beta2 + oneMinusBeta2 * g * g;
     m[i] = mi;
     v[i] = vi;

@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
-#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Loops.h"
+#include "kernels/cpu/Simd.h"
 #include "kernels/cpu/SmallGemm.h"
 
 #include <algorithm>
@@ -90,8 +90,7 @@ void probabilities(const AttentionArgs &a, const float *q, const float *kt, int6
 
 } // namespace
 
-void attention(const AttentionArgs &a, const float *q, const float *k, const float *v,
-               float *out) {
+void attention(const AttentionArgs &a, const float *q, const float *k, const float *v, float *out) {
   const int64_t S = a.seq, T = a.kvSeq, D = a.head, H = a.heads, ld = H * D;
   const int64_t group = H / a.kvHeads;
   const int64_t pairs = a.batch * H;

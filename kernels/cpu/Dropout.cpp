@@ -33,8 +33,8 @@ void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y) {
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     // The top 24 bits as a float in [0, 1), exactly.
-    const float u = static_cast<float>(splitmix64(seed, static_cast<uint64_t>(i)) >> 40) *
-                    (1.0f / 16777216.0f);
+    const float u =
+        static_cast<float>(splitmix64(seed, static_cast<uint64_t>(i)) >> 40) * (1.0f / 16777216.0f);
     y[i] = x[i] * (u >= rate ? keepScale : 0.0f);
   }
 }

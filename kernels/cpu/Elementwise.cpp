@@ -1,8 +1,8 @@
 //===- Elementwise.cpp - Binary, unary, copies and scaling ----------------===//
 
 #include "kernels/cpu/CpuKernels.h"
-#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Loops.h"
+#include "kernels/cpu/Simd.h"
 
 #include <cmath>
 #include <cstring>
@@ -71,8 +71,7 @@ template <class F> void unaryWith(F f, int64_t n, const float *x, float *y) {
 }
 
 /// dx[i] = g(in[i], dy[i]), where `in` is x or y, whichever the derivative needs.
-template <class G>
-void unaryGradWith(G g, int64_t n, const float *in, const float *dy, float *dx) {
+template <class G> void unaryGradWith(G g, int64_t n, const float *in, const float *dy, float *dx) {
   const int64_t chunks = (n + kMapChunk - 1) / kMapChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t c = 0; c < chunks; ++c) {
@@ -96,8 +95,8 @@ template <class F> auto lanes(F f) {
 
 } // namespace
 
-void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa,
-            const float *b, const Strides &sb, float *out) {
+void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa, const float *b,
+            const Strides &sb, float *out) {
   if (shape.numElements() == 0)
     return;
   switch (kind) {
@@ -140,7 +139,7 @@ void unary(UnaryKind kind, int64_t n, const float *x, float *y) {
   case UnaryKind::Silu:
     return unaryWith([](auto v) { return v * fastSigmoid(v); }, n, x, y);
   case UnaryKind::Relu:
-    return unaryWith(lanes([](float v) { return v > 0.0f ? v : 0.0f; }), n, x, y);
+    return unaryWith(lanes([](float v) { return v < 0.0f ? 0.0f : v; }), n, x, y);
   case UnaryKind::Sigmoid:
     return unaryWith([](auto v) { return fastSigmoid(v); }, n, x, y);
   }
@@ -160,8 +159,7 @@ void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const 
     return unaryGradWith([](auto fy, auto d) { return d / (fy + fy); }, n, y, dy, dx);
   case UnaryKind::Rsqrt:
     // d/dx x^(-1/2) = -x^(-3/2) / 2 = -y^3 / 2.
-    return unaryGradWith([](auto fy, auto d) { return d * fy * fy * fy * -0.5f; }, n, y, dy,
-                         dx);
+    return unaryGradWith([](auto fy, auto d) { return d * fy * fy * fy * -0.5f; }, n, y, dy, dx);
   case UnaryKind::Tanh:
     return unaryGradWith([](auto fy, auto d) { return d * (1.0f - fy * fy); }, n, y, dy, dx);
   case UnaryKind::Gelu:

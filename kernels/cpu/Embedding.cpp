@@ -23,8 +23,8 @@ bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const 
   return true;
 }
 
-bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout,
-                   const int32_t *ids, float *dtable, std::string &error) {
+bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, const int32_t *ids,
+                   float *dtable, std::string &error) {
   if (!detail::checkIds(n, rows, ids, error))
     return false;
   // Group the positions by id, keeping them in increasing order (a counting sort), so that each

@@ -1,24 +1,56 @@
 //===- Gemm.cpp - Batched matrix products through cblas_sgemm -------------===//
+//
+// Threads: every kernel runs on OpenMP's threads, and gemm too: it splits a product into a
+// fixed number of row or column slices (a function of the shape alone) and runs each slice as
+// a one-threaded cblas_sgemm. OpenBLAS's own thread pool is kept at one thread: its workers
+// spin between calls, and on a machine with as many threads as cores they would take the cores
+// from the OpenMP kernels that run between products. Since a slice's result does not depend on
+// which thread runs it, the bits do not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
 
 #include <cblas.h>
 
+#include <algorithm>
+
 namespace tessel::cpu {
 
 namespace {
 
-/// OpenBLAS (0.3.21, interface/gemm.c) runs a product on one thread when m * n * k is at most
-/// 65536 * GEMM_MULTITHREAD_THRESHOLD (4). Batches of such products are split over OpenMP
-/// threads instead; larger ones run one after another on OpenBLAS's own threads, which must
-/// not be entered from several threads at once.
-constexpr double kSingleThreadedWork = 65536.0 * 4.0;
+/// Products below this many multiply-adds run as one call: slicing them costs more in
+/// repacked operands than a second thread gains.
+constexpr int64_t kSliceWork = int64_t(1) << 21;
+/// Slices per product, at most; and the smallest slice, in rows or columns.
+constexpr int64_t kMaxSlices = 8;
+constexpr int64_t kMinSlice = 64;
 
-void sgemm(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c) {
+void sgemm(const GemmArgs &g, int64_t m, int64_t n, const float *a, const float *b, float *c) {
   cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
-              g.transB ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(g.n),
+              g.transB ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(g.k), g.alpha, a, static_cast<int>(g.lda), b,
               static_cast<int>(g.ldb), g.beta, c, static_cast<int>(g.ldc));
+}
+
+/// One product with m rows, split into slices over the larger of m and n.
+void sliced(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c) {
+  const bool byRows = m >= g.n;
+  const int64_t extent = byRows ? m : g.n;
+  int64_t slices = 1;
+  if (m * g.n * g.k >= kSliceWork)
+    slices = std::max<int64_t>(1, std::min(kMaxSlices, extent / kMinSlice));
+  // Slices are whole multiples of 16 rows or columns (OpenBLAS's register blocks), but the last.
+  const int64_t size = ((extent + slices - 1) / slices + 15) / 16 * 16;
+  slices = (extent + size - 1) / size;
+#pragma omp parallel for schedule(static) if (slices > 1)
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t first = s * size, count = std::min(size, extent - first);
+    if (byRows)
+      sgemm(g, count, g.n, a + (g.transA ? first : first * g.lda), b, c + first * g.ldc);
+    else
+      sgemm(g, m, count, a, b + (g.transB ? first * g.ldb : first), c + first);
+  }
 }
 
 /// C = beta * C, for an empty contraction (k == 0), which BLAS implementations treat unevenly.
@@ -38,17 +70,25 @@ void gemm(const GemmArgs &g, const float *a, const float *b, float *c) {
     return;
   if (g.k <= 0)
     return scaleOnly(g, c);
+  if (openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
   // A batch of row-major A blocks against one shared B, writing contiguous C blocks, is one
   // product with batch * m rows (the [batch, seq, embed] x [embed, out] of every linear layer).
   if (g.batch > 1 && g.strideB == 0 && !g.transA && g.strideA == g.m * g.lda &&
       g.strideC == g.m * g.ldc)
-    return sgemm(g, g.batch * g.m, a, b, c);
-  const double work = static_cast<double>(g.m) * g.n * g.k;
-  // With strideC == 0 every batch writes the same C, so the order of the batches matters.
-  const bool parallel = g.batch > 1 && work <= kSingleThreadedWork && g.strideC != 0;
-#pragma omp parallel for schedule(static) if (parallel)
+    return sliced(g, g.batch * g.m, a, b, c);
+  // With strideC == 0 every batch writes the same C, so the batches run in order; a few large
+  // products also run in order, each split over the threads.
+  const bool fewLarge = g.batch < 4 && g.m * g.n * g.k >= kSliceWork;
+  if (g.batch == 1 || g.strideC == 0 || fewLarge) {
+    for (int64_t bi = 0; bi < g.batch; ++bi)
+      sliced(g, g.m, a + bi * g.strideA, b + bi * g.strideB, c + bi * g.strideC);
+    return;
+  }
+  // Many independent products: one per task.
+#pragma omp parallel for schedule(static)
   for (int64_t bi = 0; bi < g.batch; ++bi)
-    sgemm(g, g.m, a + bi * g.strideA, b + bi * g.strideB, c + bi * g.strideC);
+    sgemm(g, g.m, g.n, a + bi * g.strideA, b + bi * g.strideB, c + bi * g.strideC);
 }
 
 } // namespace tessel::cpu

@@ -35,8 +35,7 @@ template <int N> struct Collapsed {
   }
 };
 
-template <int N>
-Collapsed<N> collapse(const Shape &shape, const Strides *const (&ops)[N]) {
+template <int N> Collapsed<N> collapse(const Shape &shape, const Strides *const (&ops)[N]) {
   Collapsed<N> c;
   for (int d = 0; d < shape.rank; ++d) {
     if (shape.size[d] == 1)

@@ -1,9 +1,9 @@
 //===- Loss.cpp - Cross entropy over the last dim -------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
-#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Ids.h"
 #include "kernels/cpu/Loops.h"
+#include "kernels/cpu/Simd.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
-#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Loops.h"
+#include "kernels/cpu/Simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,8 +27,8 @@ using detail::sumTerms;
 
 namespace {
 
-/// Columns one thread owns in the row-order parameter-gradient sums.
-constexpr int64_t kColumnBlock = 64;
+/// Columns one task owns in the row-order parameter-gradient sums.
+constexpr int64_t kColumnBlock = 16;
 
 struct RowStats {
   float mean, rstd;
@@ -53,29 +53,48 @@ float rmsNormFactor(int64_t cols, const float *x, float eps) {
   return static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(cols) + eps));
 }
 
-/// out[j] = sum over rows r, in order, of term(r, j, tag), in double, for every column j;
-/// term follows sumTerms' convention. Threads own blocks of columns.
-template <class Term> void sumRowsPerColumn(int64_t rows, int64_t cols, Term term, float *out) {
+/// outs[k][j] = sum over rows r, in order, of term(r, j, tag, k), in double, for every column
+/// j and each of the N outputs; term follows sumTerms' convention. Threads own blocks of
+/// columns, whose sums stay in registers while the rows stream past.
+template <int N, class Term>
+void sumRowsPerColumn(int64_t rows, int64_t cols, Term term, float *const (&outs)[N]) {
   typedef detail::VecDouble VecDouble;
+  constexpr int64_t kVectors = kColumnBlock / kLanes;
   const int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && blocks > 1)
   for (int64_t block = 0; block < blocks; ++block) {
     const int64_t first = block * kColumnBlock;
     const int64_t width = std::min(kColumnBlock, cols - first);
-    const int64_t vectors = width / kLanes;
-    VecDouble acc[kColumnBlock / kLanes] = {};
-    double tail[kLanes] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t v = 0; v < vectors; ++v)
-        acc[v] += __builtin_convertvector(term(r, first + v * kLanes, detail::Vec{}), VecDouble);
-      for (int64_t j = vectors * kLanes; j < width; ++j)
-        tail[j - vectors * kLanes] += term(r, first + j, 0.0f);
+    float *out[N];
+    for (int k = 0; k < N; ++k)
+      out[k] = outs[k] + first;
+    if (width < kColumnBlock) {
+      // The last, narrow block: one column at a time.
+      for (int64_t j = 0; j < width; ++j)
+        for (int k = 0; k < N; ++k) {
+          double acc = 0.0;
+          for (int64_t r = 0; r < rows; ++r)
+            acc += term(r, first + j, 0.0f, k);
+          out[k][j] = static_cast<float>(acc);
+        }
+      continue;
     }
-    for (int64_t v = 0; v < vectors; ++v)
-      for (int l = 0; l < kLanes; ++l)
-        out[first + v * kLanes + l] = static_cast<float>(acc[v][l]);
-    for (int64_t j = vectors * kLanes; j < width; ++j)
-      out[first + j] = static_cast<float>(tail[j - vectors * kLanes]);
+    VecDouble low[N][kVectors] = {}, high[N][kVectors] = {};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int k = 0; k < N; ++k)
+        for (int64_t v = 0; v < kVectors; ++v) {
+          const detail::Vec t = term(r, first + v * kLanes, detail::Vec{}, k);
+          low[k][v] += detail::lowHalf(t);
+          high[k][v] += detail::highHalf(t);
+        }
+    for (int k = 0; k < N; ++k)
+      for (int64_t v = 0; v < kVectors; ++v) {
+        float *o = out[k] + v * kLanes;
+        o[0] = static_cast<float>(low[k][v][0]);
+        o[1] = static_cast<float>(low[k][v][1]);
+        o[2] = static_cast<float>(high[k][v][0]);
+        o[3] = static_cast<float>(high[k][v][1]);
+      }
   }
 }
 
@@ -118,8 +137,8 @@ void layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const
   }
 }
 
-void layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
-                   const float *dy, float eps, float *dx, float *dg, float *db) {
+void layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, const float *dy,
+                   float eps, float *dx, float *dg, float *db) {
   std::vector<RowStats> stats(static_cast<size_t>(rows));
   const double n = static_cast<double>(cols);
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain)
@@ -131,28 +150,30 @@ void layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
     stats[r] = s;
     // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g.
     const float meanD = static_cast<float>(
-        sumTerms(cols, [&](int64_t j, auto t) { return load(dyr + j, t) * load(g + j, t); }) /
-        n);
-    const float meanDX = static_cast<float>(sumTerms(cols, [&](int64_t j, auto t) {
-                                              const auto xhat = (load(xr + j, t) - s.mean) * s.rstd;
-                                              return load(dyr + j, t) * load(g + j, t) * xhat;
-                                            }) /
-                                            n);
+        sumTerms(cols, [&](int64_t j, auto t) { return load(dyr + j, t) * load(g + j, t); }) / n);
+    const float meanDX =
+        static_cast<float>(sumTerms(cols,
+                                    [&](int64_t j, auto t) {
+                                      const auto xhat = (load(xr + j, t) - s.mean) * s.rstd;
+                                      return load(dyr + j, t) * load(g + j, t) * xhat;
+                                    }) /
+                           n);
     forEachLane(cols, [&](int64_t j, auto t) {
       const auto xhat = (load(xr + j, t) - s.mean) * s.rstd;
       const auto dxhat = load(dyr + j, t) * load(g + j, t);
       store(dxr + j, (dxhat - meanD - xhat * meanDX) * s.rstd);
     });
   }
+  float *const outs[2] = {dg, db};
   sumRowsPerColumn(
       rows, cols,
-      [&](int64_t r, int64_t j, auto t) {
-        return load(dy + r * cols + j, t) * ((load(x + r * cols + j, t) - stats[r].mean) *
-                                             stats[r].rstd);
+      [&](int64_t r, int64_t j, auto t, int k) {
+        const auto d = load(dy + r * cols + j, t);
+        if (k == 1)
+          return d;
+        return d * ((load(x + r * cols + j, t) - stats[r].mean) * stats[r].rstd);
       },
-      dg);
-  sumRowsPerColumn(
-      rows, cols, [&](int64_t r, int64_t j, auto t) { return load(dy + r * cols + j, t); }, db);
+      outs);
 }
 
 void rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float eps, float *y) {
@@ -161,9 +182,8 @@ void rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float e
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
     const float factor = rmsNormFactor(cols, xr, eps);
-    forEachLane(cols, [&](int64_t j, auto t) {
-      store(yr + j, load(xr + j, t) * factor * load(g + j, t));
-    });
+    forEachLane(
+        cols, [&](int64_t j, auto t) { store(yr + j, load(xr + j, t) * factor * load(g + j, t)); });
   }
 }
 
@@ -181,19 +201,18 @@ void rmsNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, con
     const double dot = sumTerms(cols, [&](int64_t j, auto t) {
       return load(dyr + j, t) * load(g + j, t) * load(xr + j, t);
     });
-    const float c =
-        static_cast<float>(dot / static_cast<double>(cols)) * factor * factor * factor;
+    const float c = static_cast<float>(dot / static_cast<double>(cols)) * factor * factor * factor;
     forEachLane(cols, [&](int64_t j, auto t) {
-      store(dxr + j,
-            load(g + j, t) * load(dyr + j, t) * factor - load(xr + j, t) * c);
+      store(dxr + j, load(g + j, t) * load(dyr + j, t) * factor - load(xr + j, t) * c);
     });
   }
+  float *const outs[1] = {dg};
   sumRowsPerColumn(
       rows, cols,
-      [&](int64_t r, int64_t j, auto t) {
+      [&](int64_t r, int64_t j, auto t, int) {
         return load(dy + r * cols + j, t) * (load(x + r * cols + j, t) * factors[r]);
       },
-      dg);
+      outs);
 }
 
 } // namespace tessel::cpu

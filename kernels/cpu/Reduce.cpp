@@ -40,13 +40,19 @@ struct ReducePlan {
     }
   }
 
-  /// Calls f(offset in x) for every reduced index, in increasing order.
+  /// Calls f(offset in x) for every reduced index, in increasing order: the innermost reduced
+  /// dim as a plain loop, the outer ones by an odometer.
   template <class F> void forEachReduced(F f) const {
+    if (reducedRank == 0)
+      return f(int64_t(0));
+    const int inner = reducedRank - 1;
+    const int64_t innerSize = reducedSize[inner], innerStride = reducedX[inner];
     int64_t index[kMaxRank] = {};
     int64_t offset = 0;
-    for (int64_t r = 0; r < reducedCount; ++r) {
-      f(offset);
-      for (int d = reducedRank - 1; d >= 0; --d) {
+    for (int64_t r = 0; r < reducedCount; r += innerSize) {
+      for (int64_t t = 0; t < innerSize; ++t)
+        f(offset + t * innerStride);
+      for (int d = inner - 1; d >= 0; --d) {
         offset += reducedX[d];
         if (++index[d] < reducedSize[d])
           break;
@@ -95,7 +101,7 @@ void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t ou
 
   if (lastKept) {
     // Column sums: each work item owns a block of the contiguous innermost kept dim and adds
-    // whole input rows into it, which vectorises.
+    // the input rows into it in order.
     const int64_t columns = plan.keptSize[plan.keptRank - 1];
     const int64_t outStep = plan.keptOut[plan.keptRank - 1];
     const int64_t blocks = (columns + kColumnBlock - 1) / kColumnBlock;
@@ -107,16 +113,18 @@ void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t ou
       plan.keptOffsets(item / blocks, 1, xBase, outBase);
       const int64_t first = (item % blocks) * kColumnBlock;
       const int64_t width = std::min(kColumnBlock, columns - first);
-      double acc[kColumnBlock] = {};
       const float *xb = x + xBase + first;
+      // The sums stay in L1 rather than registers: a wide block keeps each row's reads
+      // contiguous, which matters more when the rows stream in from L3.
+      double sums[kColumnBlock] = {};
       plan.forEachReduced([&](int64_t offset) {
         const float *row = xb + offset;
         for (int64_t j = 0; j < width; ++j)
-          acc[j] += row[j];
+          sums[j] += row[j];
       });
       float *ob = out + outBase + first * outStep;
       for (int64_t j = 0; j < width; ++j)
-        ob[j * outStep] = static_cast<float>(acc[j] * scale);
+        ob[j * outStep] = static_cast<float>(sums[j] * scale);
     }
     return;
   }

@@ -11,7 +11,7 @@
 #ifndef TESSEL_KERNELS_CPU_SMALLGEMM_H
 #define TESSEL_KERNELS_CPU_SMALLGEMM_H
 
-#include "kernels/cpu/FastMath.h"
+#include "kernels/cpu/Simd.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,18 +1,22 @@
-//===- FastMath.h - Vectorised exp for the CPU kernels ----------*- C++ -*-===//
+//===- Simd.h - Explicit vectors for the CPU kernels ------------*- C++ -*-===//
 //
-// Private to kernels/cpu. glibc's expf and tanhf are scalar calls, and they dominate GELU,
-// softmax and cross entropy. This exp is Cephes' expf (range reduction by ln 2 in two parts,
-// a degree-6 polynomial), accurate to about 2 ulp over the whole float range, subnormal
-// results and the overflow to infinity included. It is written once over `Real`, a float or a
-// GCC vector of floats: the compiler will not if-convert the clamp of a scalar loop into
-// vector code on its own, so the loops below run on explicit vectors. Every lane does the
-// same IEEE operations as the scalar tail, so results do not depend on where an element
-// falls in a loop, which keeps the kernels' results independent of how work is split.
+// Private to kernels/cpu: a 4-lane float vector (SSE2, which every x86-64 has, so no dispatch
+// is needed) and what the kernels build on it: maps, double-precision sums, a row maximum and
+// a vectorisable exp. GCC will not vectorise a plain loop whose body has a clamp or a select
+// (it declines to compute a discarded arm's arithmetic when floating point may trap), so the
+// hot loops are written on explicit vectors.
+//
+// The exp is Cephes' expf (range reduction by ln 2 in two parts, a degree-6 polynomial),
+// within about 2 ulp over the whole float range, subnormal results and the overflow to
+// infinity included; glibc's expf and tanhf are scalar calls, and they dominated GELU, softmax
+// and cross entropy. Code over `Real` (float or Vec) does the same IEEE operations in every
+// lane and in the scalar tail, without fused multiply-adds, so an element's result does not
+// depend on where it falls in a loop, and so on how the work is split over threads.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSEL_KERNELS_CPU_FASTMATH_H
-#define TESSEL_KERNELS_CPU_FASTMATH_H
+#ifndef TESSEL_KERNELS_CPU_SIMD_H
+#define TESSEL_KERNELS_CPU_SIMD_H
 
 #include <cstdint>
 #include <cstring>
@@ -81,8 +85,7 @@ template <class F> inline void mapVec(int64_t n, const float *x, float *y, F f) 
 }
 
 /// out[i] = f(a[i], b[i]) for i < n.
-template <class F>
-inline void mapVec2(int64_t n, const float *a, const float *b, float *out, F f) {
+template <class F> inline void mapVec2(int64_t n, const float *a, const float *b, float *out, F f) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     storeVec(out + i, f(loadVec(a + i), loadVec(b + i)));
@@ -107,20 +110,39 @@ template <class F> inline void forEachLane(int64_t n, F f) {
     f(i, 0.0f);
 }
 
-typedef double VecDouble __attribute__((vector_size(kLanes * sizeof(double))));
+/// Two doubles: a Vec's lanes widen into a pair of these (16-byte vectors stay in registers
+/// on every x86-64; wider ones would live on the stack without AVX).
+typedef double VecDouble __attribute__((vector_size(2 * sizeof(double))));
+inline VecDouble lowHalf(Vec v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), VecDouble);
+}
+inline VecDouble highHalf(Vec v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), VecDouble);
+}
 
 /// The sum over i < n of term(i, tag), accumulated in double: term returns element i's term as
 /// a float when tag is a float and the terms of elements i .. i + kLanes - 1 as a Vec when it
-/// is a Vec. Each lane sums every kLanes-th term; the lanes are then added in order, then the
-/// tail. The order depends on n alone.
+/// is a Vec. Eight running sums (two vectors' lanes, so that the additions overlap) take every
+/// eighth term; they are added in a fixed tree, then the tail. The order depends on n alone.
 template <class Term> inline double sumTerms(int64_t n, Term term) {
-  VecDouble acc = {};
+  static_assert(kLanes == 4, "sumTerms splits a Vec into two halves of two lanes");
+  VecDouble s0 = {}, s1 = {}, s2 = {}, s3 = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    acc += __builtin_convertvector(term(i, Vec{}), VecDouble);
-  double sum = 0.0;
-  for (int l = 0; l < kLanes; ++l)
-    sum += acc[l];
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const Vec t0 = term(i, Vec{}), t1 = term(i + kLanes, Vec{});
+    s0 += lowHalf(t0);
+    s1 += highHalf(t0);
+    s2 += lowHalf(t1);
+    s3 += highHalf(t1);
+  }
+  if (i + kLanes <= n) {
+    const Vec t0 = term(i, Vec{});
+    s0 += lowHalf(t0);
+    s1 += highHalf(t0);
+    i += kLanes;
+  }
+  const VecDouble s = (s0 + s1) + (s2 + s3);
+  double sum = s[0] + s[1];
   for (; i < n; ++i)
     sum += term(i, 0.0f);
   return sum;
@@ -144,4 +166,4 @@ inline float maxOf(int64_t n, const float *x) {
 
 } // namespace tessel::cpu::detail
 
-#endif // TESSEL_KERNELS_CPU_FASTMATH_H
+#endif // TESSEL_KERNELS_CPU_SIMD_H
