@@ -2,6 +2,8 @@
 
 #include "runtime/Checkpoint.h"
 
+#include "runtime/Checksum.h"
+
 #include "runtime/AtomicFile.h"
 
 #include <cstdio>
@@ -46,6 +48,8 @@ static Json describeTensors(const std::vector<TensorView> &tensors) {
     Json entry = Json::object();
     entry.set("dtype", dtypeName(tensor.dtype));
     entry.set("shape", std::move(shape));
+    int64_t bytes = shapeElements(tensor.shape) * dtypeSize(tensor.dtype);
+    entry.set("fnv1a64", hex64(fnv1a64(tensor.data, static_cast<size_t>(bytes))));
     list.set(tensor.name, std::move(entry));
   }
   return list;
@@ -118,6 +122,7 @@ struct ManifestTensor {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
+  std::string checksum; ///< FNV-1a 64 of the tensor's bytes, in hex.
 };
 
 class Loader {
@@ -194,7 +199,10 @@ private:
       std::optional<DType> dtype = parseDType(dtypeJson->asString());
       if (!dtype)
         return refuse(where + " has unknown dtype '" + dtypeJson->asString() + "'");
-      ManifestTensor tensor{name, *dtype, {}};
+      const Json *checksum = entry.find("fnv1a64");
+      if (!checksum || !checksum->isString())
+        return refuse(where + " lacks its checksum 'fnv1a64'");
+      ManifestTensor tensor{name, *dtype, {}, checksum->asString()};
       for (const Json &dim : shapeJson->items()) {
         if (!dim.isInteger() || dim.asInt() < 0)
           return refuse(where + " has a shape that is not a list of non-negative integers");
@@ -221,6 +229,9 @@ private:
         return fail("tensor '" + tensor.name + "' is " + dtypeName(tensor.dtype) + " " +
                     formatShape(tensor.shape) + " in " + kManifestFile + " but " +
                     dtypeName(found->dtype) + " " + formatShape(found->shape) + " in " + file);
+      if (hex64(fnv1a64(found->bytes.data(), found->bytes.size())) != tensor.checksum)
+        return fail(file + ": tensor '" + tensor.name + "' does not match its checksum in " +
+                    kManifestFile + " (the file is corrupt)");
     }
     for (const auto &entry : contents->tensors)
       if (!listed.count(entry.first))

@@ -414,18 +414,19 @@ bool learningRate(KernelCall &c) {
   int64_t warmup = c.i("warmup"), steps = c.i("steps");
   if (!c.arity(0, 1) || !c.needOut(0, 1))
     return false;
-  if (schedule != "constant" && schedule != "cosine")
+  if (schedule != "constant" && schedule != "cosine" && schedule != "linear")
     return c.fail("unknown schedule '" + schedule + "'");
   if (c.validating)
     return true;
   double s = static_cast<double>(c.ctx->step), value = lr;
-  if (schedule == "cosine") {
+  if (schedule != "constant") {
     if (warmup > 0 && s <= static_cast<double>(warmup)) {
       value = lr * s / static_cast<double>(warmup);
     } else {
       double span = static_cast<double>(std::max<int64_t>(steps - warmup, 1));
       double p = std::min(1.0, (s - static_cast<double>(warmup)) / span);
-      value = minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * p));
+      value = schedule == "cosine" ? minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * p))
+                                   : lr + (minLr - lr) * p;
     }
   }
   c.fout(0)[0] = static_cast<float>(value);

@@ -2,6 +2,8 @@
 
 #include "runtime/PlanFile.h"
 
+#include "runtime/Checksum.h"
+
 #include <cstring>
 
 namespace tessel::planfile {
@@ -39,14 +41,7 @@ const Program *Plan::findProgram(const std::string &name, uint32_t rank) const {
 
 namespace {
 
-uint64_t fnv1a(const uint8_t *data, size_t size) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= data[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t fnv1a(const uint8_t *data, size_t size) { return fnv1a64(data, size); }
 
 //===----------------------------------------------------------------------===//
 // Writing
@@ -290,18 +285,27 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
 }
 
 bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error) {
-  if (size < kHeaderBytes || std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0) {
+  if (size < sizeof(kPlanMagic) || std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0) {
     error = "not a Tessel plan (no TESSPLAN header)";
+    return false;
+  }
+  if (size < kHeaderBytes) {
+    error = "the plan is truncated inside its header";
     return false;
   }
   Reader header(data + 8, kHeaderBytes - 8);
   uint32_t version = header.u32();
-  header.u32();
+  uint32_t flags = header.u32();
   uint64_t payload = header.u64();
   uint64_t checksum = header.u64();
   if (version != kPlanVersion) {
     error = "plan format version " + std::to_string(version) + " is not the version " +
             std::to_string(kPlanVersion) + " this runtime reads; recompile the model";
+    return false;
+  }
+  if (flags != 0) {
+    error = "the plan sets header flags " + std::to_string(flags) +
+            " that this runtime does not know";
     return false;
   }
   if (payload != size - kHeaderBytes) {

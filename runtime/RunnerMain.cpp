@@ -187,6 +187,9 @@ int main(int argc, char **argv) {
   } else {
     bool found = false;
     if (!planfile::readEmbeddedPlan("/proc/self/exe", bytes, found, error)) {
+      // Name the program as the user called it, not the kernel's alias for it.
+      for (size_t at; (at = error.find("/proc/self/exe")) != std::string::npos;)
+        error.replace(at, 14, argv[0]);
       std::fprintf(stderr, "%s: error: %s\n", argv[0], error.c_str());
       return 2;
     }

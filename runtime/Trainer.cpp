@@ -3,6 +3,7 @@
 #include "runtime/Trainer.h"
 
 #include "runtime/Checkpoint.h"
+#include "runtime/Checksum.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Progress.h"
@@ -14,7 +15,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <thread>
 
 namespace tessel::rt {
@@ -85,20 +89,10 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> parameterShapes(const 
 /// Names and shapes of the parameters, hashed: two models with the same fingerprint can
 /// exchange checkpoints.
 std::string fingerprint(const Plan &plan) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const std::string &s) {
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-  };
-  for (const auto &[name, shape] : parameterShapes(plan)) {
-    mix(name);
-    mix(formatShape(shape));
-  }
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  std::string names;
+  for (const auto &[name, shape] : parameterShapes(plan))
+    names += name + formatShape(shape) + ";";
+  return hex64(fnv1a64(names.data(), names.size()));
 }
 
 Json rngToJson(const Rng &rng) {
@@ -143,6 +137,15 @@ private:
   double evaluate();
   bool dumpTensors(const std::string &file, const std::string &role, const std::string &prefix);
   int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
+  /// What the host checks of the accumulated gradients before they reach the parameters.
+  struct GradientSummary {
+    std::string nonFinite; ///< The first parameter with a non-finite gradient, or "".
+    double largest = 0;    ///< The largest magnitude, and the parameter holding it.
+    std::string largestIn;
+    double norm = 0; ///< The global norm, in double.
+  };
+  GradientSummary summarizeGradients();
+  void reportIntactCheckpoint();
   bool error(const std::string &message) {
     progress_.reset();
     std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
@@ -158,6 +161,8 @@ private:
   std::unique_ptr<ProgressLine> progress_;
   Rng dataRng_;
   int64_t startStep_ = 0;
+  int64_t lastSaved_ = -1;
+  std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
   std::vector<int32_t> tokens_, targets_;
   std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
 };
@@ -192,6 +197,14 @@ bool Session::setUp() {
   initialiseParameters();
   if (!options_.resume.empty() && !restore(options_.resume))
     return false;
+  if (!s_.checkpointDir.empty()) {
+    // Found now rather than after the first stretch of training.
+    std::error_code ec;
+    std::filesystem::create_directories(s_.checkpointDir, ec);
+    if (ec || access(s_.checkpointDir.c_str(), W_OK) != 0)
+      return error("cannot write checkpoints to " + s_.checkpointDir +
+                   (ec ? ": " + ec.message() : std::string()));
+  }
   return true;
 }
 
@@ -226,7 +239,9 @@ bool Session::restore(const std::string &path) {
   if (!ck)
     return error(err);
   if (!checkCompatible(*ck, parameterShapes(plan_), plan_.model, err))
-    return error(err);
+    return error(err.find(ck->path) == std::string::npos
+                     ? "cannot resume from " + ck->path + ": " + err
+                     : err);
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role == "grad")
@@ -243,6 +258,11 @@ bool Session::restore(const std::string &path) {
   if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
     return error("checkpoint " + ck->path + " has no valid data position ('data_rng')");
   startStep_ = ck->step;
+  lastCheckpoint_ = ck->path;
+  if (startStep_ >= s_.steps)
+    return error("checkpoint " + ck->path + " is at step " + std::to_string(startStep_) +
+                 ", which leaves none of the " + std::to_string(s_.steps) +
+                 " steps to run; pass a larger --steps");
   if (!options_.quiet)
     std::printf("resumed from %s at step %lld\n", ck->path.c_str(),
                 static_cast<long long>(startStep_));
@@ -270,8 +290,12 @@ bool Session::save(int64_t step) {
   c.extra = extra;
   std::string err;
   if (!saveCheckpoint(s_.checkpointDir, c, err))
-    return error("checkpoint at step " + std::to_string(step) + " failed (the previous one is "
-                 "intact): " + err);
+    return error("checkpoint at step " + std::to_string(step) + " failed" +
+                 (lastCheckpoint_.empty() ? std::string()
+                                          : " (" + lastCheckpoint_ + " is intact)") +
+                 ": " + err);
+  lastSaved_ = step;
+  lastCheckpoint_ = s_.checkpointDir + "/" + checkpointName(step);
   return true;
 }
 
@@ -328,6 +352,32 @@ bool Session::dumpTensors(const std::string &file, const std::string &role,
   return true;
 }
 
+Session::GradientSummary Session::summarizeGradients() {
+  GradientSummary sum;
+  double squares = 0;
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role != "grad")
+      continue;
+    const float *g = ex_->stateData(i);
+    for (size_t e = 0, n = t.bytes() / 4; e < n; ++e) {
+      double x = std::fabs(static_cast<double>(g[e]));
+      if (!std::isfinite(x)) {
+        if (sum.nonFinite.empty())
+          sum.nonFinite = t.of;
+        continue;
+      }
+      squares += x * x;
+      if (x > sum.largest) {
+        sum.largest = x;
+        sum.largestIn = t.of;
+      }
+    }
+  }
+  sum.norm = std::sqrt(squares);
+  return sum;
+}
+
 int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &what) {
   progress_.reset();
   std::string where;
@@ -339,10 +389,15 @@ int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &wha
   }
   std::fprintf(stderr, "tessel: error: step %lld: %s%s\n", static_cast<long long>(step),
                what.c_str(), where.c_str());
-  if (!s_.checkpointDir.empty())
-    std::fprintf(stderr, "tessel: the checkpoints in %s are intact; nothing was saved after "
-                         "the failure\n", s_.checkpointDir.c_str());
+  reportIntactCheckpoint();
   return 1;
+}
+
+void Session::reportIntactCheckpoint() {
+  if (!lastCheckpoint_.empty())
+    std::fprintf(stderr, "tessel: the checkpoint %s is intact; nothing was saved after the "
+                         "failure\n",
+                 lastCheckpoint_.c_str());
 }
 
 int Session::run() {
@@ -395,6 +450,21 @@ int Session::run() {
     if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
         !dumpTensors("grads.safetensors", "grad", ""))
       return 1;
+    // A non-finite gradient must not reach the parameters: find where it came from instead.
+    GradientSummary grads = summarizeGradients();
+    if (!grads.nonFinite.empty())
+      return reportNonFinite(step, s_.accumulation - 1,
+                             "the gradient of '" + grads.nonFinite + "' is not finite");
+    if (grads.norm > std::numeric_limits<float>::max()) {
+      progress_.reset();
+      std::fprintf(stderr,
+                   "tessel: error: step %lld: the gradients are finite but their norm, %g, "
+                   "does not fit in f32 (the largest gradient, %g, is in '%s')\n",
+                   static_cast<long long>(step), grads.norm, grads.largest,
+                   grads.largestIn.c_str());
+      reportIntactCheckpoint();
+      return 1;
+    }
     if (!ex_->run("optimizer_step", StepContext{step, 0, s_.seed}, err)) {
       error("step " + std::to_string(step) + ": " + err);
       return 1;
@@ -405,6 +475,7 @@ int Session::run() {
       progress_.reset();
       std::fprintf(stderr, "tessel: error: step %lld: the gradient norm is %f\n",
                    static_cast<long long>(step), gradNorm);
+      reportIntactCheckpoint();
       return 1;
     }
     double stepTime = now() - stepStart;
@@ -472,8 +543,9 @@ int Session::run() {
   if (!options_.quiet) {
     std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),
                 now() - runStart);
-    if (!s_.checkpointDir.empty())
-      std::printf("; checkpoint in %s", s_.checkpointDir.c_str());
+    if (lastSaved_ >= 0)
+      std::printf("; checkpoint of step %lld in %s", static_cast<long long>(lastSaved_),
+                  s_.checkpointDir.c_str());
     std::printf("\n");
   }
   return 0;

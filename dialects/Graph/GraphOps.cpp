@@ -325,7 +325,20 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
+/// Gradient ops compute on named tensors like the ops they differentiate.
+static LogicalResult expectNamed(Operation *op) {
+  for (Type t : op->getOperandTypes())
+    if (!getNamedShape(t))
+      return op->emitOpError() << "operand type " << t << " needs a #graph.dims encoding";
+  for (Type t : op->getResultTypes())
+    if (!getNamedShape(t))
+      return op->emitOpError() << "result type " << t << " needs a #graph.dims encoding";
+  return success();
+}
+
 LogicalResult UnaryGradOp::verify() {
+  if (failed(expectNamed(*this)))
+    return failure();
   static const llvm::StringSet<> kFunctions = {"exp",  "log",  "sqrt", "rsqrt",  "tanh",
                                                "gelu", "silu", "relu", "sigmoid"};
   if (!kFunctions.contains(getFn()))
@@ -334,6 +347,8 @@ LogicalResult UnaryGradOp::verify() {
 }
 
 LogicalResult SoftmaxGradOp::verify() {
+  if (failed(expectNamed(*this)))
+    return failure();
   if (failed(sameTypes(*this, getType(), {getOutput(), getGrad()}, "operand")))
     return failure();
   auto shape = getNamedShape(getType());
@@ -342,18 +357,28 @@ LogicalResult SoftmaxGradOp::verify() {
   return success();
 }
 
+/// The scale of a norm gradient must be a scale its input could be normalised by.
+static LogicalResult verifyNormGrad(Operation *op, Value input, Value scale) {
+  if (failed(expectNamed(op)))
+    return failure();
+  ShapeResult r = normShape(*getNamedShape(input.getType()), *getNamedShape(scale.getType()));
+  if (!r.ok())
+    return op->emitOpError() << r.error;
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   if (failed(sameTypes(*this, getInput().getType(), {getGrad(), getInputGrad()}, "input")) ||
       failed(sameTypes(*this, getScale().getType(), {getScaleGrad(), getBiasGrad()}, "scale")))
     return failure();
-  return success();
+  return verifyNormGrad(*this, getInput(), getScale());
 }
 
 LogicalResult RMSNormGradOp::verify() {
   if (failed(sameTypes(*this, getInput().getType(), {getGrad(), getInputGrad()}, "input")) ||
       failed(sameTypes(*this, getScale().getType(), {getScaleGrad()}, "scale")))
     return failure();
-  return success();
+  return verifyNormGrad(*this, getInput(), getScale());
 }
 
 LogicalResult EmbeddingGradOp::verify() {
@@ -400,13 +425,61 @@ LogicalResult AttentionGradOp::verify() {
   ShapeResult r = attentionShape(*q, *k, *v);
   if (!r.ok())
     return emitOpError() << r.error;
+  if (getScale().convertToDouble() <= 0.0)
+    return emitOpError("scale must be positive");
+  return success();
+}
+
+LogicalResult AccumulateGradOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a parameter name");
+  return failure(failed(expectNamed(*this)));
+}
+
+LogicalResult GradOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a parameter name");
+  return failure(failed(expectNamed(*this)));
+}
+
+LogicalResult ZeroGradOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a parameter name");
+  return success();
+}
+
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  if (failed(expectNamed(*this)))
+    return failure();
+  return expectScalar(*this, getType(), "the result");
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  if (!(getMax().convertToDouble() > 0.0))
+    return emitOpError() << "max must be positive, not " << getMax().convertToDouble();
+  return expectScalar(*this, getType(), "the result");
+}
+
+LogicalResult AdamWOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a parameter name");
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return emitOpError() << "betas must lie in [0, 1), not (" << b1 << ", " << b2 << ")";
+  if (!(getEps().convertToDouble() > 0) || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("needs eps > 0 and weight_decay >= 0");
+  if (failed(expectNamed(*this)) || failed(expectScalar(*this, getLr().getType(), "lr")) ||
+      failed(expectScalar(*this, getCoefficient().getType(), "the coefficient")))
+    return failure();
   return success();
 }
 
 LogicalResult LearningRateOp::verify() {
-  if (getSchedule() != "constant" && getSchedule() != "cosine")
+  if (getSchedule() != "constant" && getSchedule() != "cosine" && getSchedule() != "linear")
     return emitOpError() << "unknown schedule '" << getSchedule()
-                         << "'; expected constant or cosine";
+                         << "'; expected constant, cosine or linear";
   if (static_cast<int64_t>(getWarmup()) < 0 || static_cast<int64_t>(getSteps()) < 1)
     return emitOpError("needs warmup >= 0 and steps >= 1");
   return expectScalar(*this, getType(), "the result");

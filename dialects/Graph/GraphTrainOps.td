@@ -20,6 +20,7 @@ def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [MemoryEffects<[MemWrit
   }];
   let arguments = (ins Graph_FloatTensor:$grad, StrAttr:$name);
   let assemblyFormat = "$grad `to` $name attr-dict `:` type($grad)";
+  let hasVerifier = 1;
 }
 
 def Graph_GradOp : Graph_Op<"grad", [MemoryEffects<[MemRead]>]> {
@@ -32,6 +33,7 @@ def Graph_GradOp : Graph_Op<"grad", [MemoryEffects<[MemRead]>]> {
   let arguments = (ins StrAttr:$name);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def Graph_GlobalNormOp : Graph_Op<"global_norm", [Pure]> {
@@ -45,6 +47,7 @@ def Graph_GlobalNormOp : Graph_Op<"global_norm", [Pure]> {
   let arguments = (ins Variadic<Graph_FloatTensor>:$inputs);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [Pure, SameOperandsAndResultType]> {
@@ -59,14 +62,16 @@ def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [Pure, SameOperandsAn
   let arguments = (ins Graph_FloatTensor:$norm, F64Attr:$max);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$norm `max` $max attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def Graph_LearningRateOp : Graph_Op<"learning_rate", [MemoryEffects<[MemRead]>]> {
   let summary = "The learning rate at the current optimizer step";
   let description = [{
-    Reads the step counter s (from 1). `constant`: `lr`. `cosine`: `lr * s / warmup` while
-    s <= warmup, then `min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2` with
-    p = (s - warmup) / (steps - warmup).
+    Reads the step counter s (from 1). `constant`: `lr`. `cosine` and `linear` rise as
+    `lr * s / warmup` while s <= warmup; then, with p = (s - warmup) / (steps - warmup),
+    `cosine` gives `min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2` and `linear`
+    `lr + (min_lr - lr) * p`.
 
     ```mlir
     %lr = graph.learning_rate cosine lr 3.000000e-03 min_lr 3.000000e-04 warmup 50 steps 600
@@ -104,12 +109,14 @@ def Graph_AdamWOp : Graph_Op<"adamw", [MemoryEffects<[MemRead, MemWrite]>]> {
     `weight_decay` $weight_decay attr-dict `:` type($grad) `,` type($lr) `,`
     type($coefficient)
   }];
+  let hasVerifier = 1;
 }
 
 def Graph_ZeroGradOp : Graph_Op<"zero_grad", [MemoryEffects<[MemWrite]>]> {
   let summary = "Clears a parameter's gradient accumulator";
   let arguments = (ins StrAttr:$name);
   let assemblyFormat = "$name attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // TESSEL_GRAPH_TRAIN_OPS

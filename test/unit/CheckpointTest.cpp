@@ -127,11 +127,27 @@ TEST(Checkpoint, ManifestIsReadable) {
       << manifest;
   EXPECT_NE(manifest.find(R"(    "layers.0.wq": {
       "dtype": "F32",
-      "shape": [8, 2, 4]
-    })"),
+      "shape": [8, 2, 4],
+      "fnv1a64": ")"),
             std::string::npos)
       << manifest;
   EXPECT_EQ(manifest.back(), '\n');
+}
+
+TEST(Checkpoint, RefusesTensorDataThatDoesNotMatchItsChecksum) {
+  ScratchDir run;
+  State state(1.0f);
+  std::string error;
+  ASSERT_TRUE(saveCheckpoint(run.path(), state.contents(5), error)) << error;
+  std::string file = run / "step_00000005/model.safetensors";
+  std::string bytes = readFile(file);
+  bytes[bytes.size() - 3] ^= 0x10; // Inside the last tensor's data, past the JSON header.
+  std::FILE *f = std::fopen(file.c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  EXPECT_FALSE(loadCheckpoint(run.path(), error));
+  EXPECT_NE(error.find("does not match its checksum"), std::string::npos) << error;
 }
 
 TEST(Checkpoint, LatestFollowsTheNewestSave) {

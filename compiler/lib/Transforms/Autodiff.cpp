@@ -1,5 +1,6 @@
 //===- Autodiff.cpp - Reverse-mode differentiation of @forward ------------===//
 
+#include "tessel/Transforms/DeadCode.h"
 #include "tessel/Transforms/Passes.h"
 #include "tessel/Transforms/TrainSettings.h"
 
@@ -115,16 +116,18 @@ struct Autodiff : tessel::impl::AutodiffBase<Autodiff> {
         return op->emitOpError("gradient rule returned ")
                << operandGrads.size() << " gradients for " << op->getNumOperands()
                << " operands";
-      inheritLayer(op, before, ret);
       for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
         if (grad)
           grads.add(b, op->getLoc(), operand, grad);
+      inheritLayer(op, before, ret);
     }
 
     // Parameters in the order the forward pass declares them.
     for (ParamOp param : llvm::reverse(params))
       if (Value g = grads.lookup(param.getResult()))
         AccumulateGradOp::create(b, param.getLoc(), g, param.getNameAttr());
+    // Gradients of float inputs, and forward values only they needed, feed nothing.
+    eraseDeadPureOps(body);
     return success();
   }
 

@@ -1,5 +1,6 @@
 //===- DeriveSampler.cpp - The logits function for text generation --------===//
 
+#include "tessel/Transforms/DeadCode.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "Graph/GraphOps.h"
@@ -59,9 +60,7 @@ struct DeriveSampler : tessel::impl::DeriveSamplerBase<DeriveSampler> {
     loss->erase();
 
     // Drop what no longer reaches the logits (the targets' uses went with the loss).
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body.without_terminator())))
-      if (op.use_empty() && isPure(&op))
-        op.erase();
+    eraseDeadPureOps(body);
     for (int i = static_cast<int>(body.getNumArguments()) - 1; i >= 0; --i)
       if (body.getArgument(i).use_empty())
         if (failed(sample.eraseArgument(i))) {

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Graph/GraphDialect.h"
+#include "Plan/PlanDialect.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,7 +17,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<tessel::graph::GraphDialect, mlir::func::FuncDialect,
+  registry.insert<tessel::graph::GraphDialect, tessel::plan::PlanDialect,
+                  mlir::func::FuncDialect, mlir::memref::MemRefDialect,
                   mlir::shard::ShardDialect>();
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();

@@ -1,0 +1,92 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-lower-to-plan
+// The errors of -tessel-lower-to-plan: ops whose layout the CPU kernels cannot read, and
+// programs that do not hang together.
+
+// expected-error @+1 {{has no function to lower; expected @forward_backward, @optimizer_step, @forward or @sample}}
+module {
+  func.func @main() {
+    return
+  }
+}
+
+// -----
+
+!x = tensor<2x4x8xf32, #graph.dims<batch, seq, embed>>
+module {
+  func.func @forward(%x: !x {graph.name = "x"}) -> !x {
+    // expected-error @+1 {{'graph.softmax' op works along [seq], which must be the innermost dims of [batch=2, seq=4, embed=8] for the CPU lowering}}
+    %0 = graph.softmax %x dim "seq" : !x
+    return %0 : !x
+  }
+}
+
+// -----
+
+!x = tensor<2x8x4xf32, #graph.dims<batch, embed, seq>>
+!e = tensor<8xf32, #graph.dims<embed>>
+module {
+  func.func @forward(%x: !x {graph.name = "x"}) -> !x {
+    %g = graph.param "g" init <ones> : !e
+    // expected-error @+1 {{'graph.layernorm' op works along [embed], which must be the innermost dims of [batch=2, embed=8, seq=4] for the CPU lowering}}
+    %0 = graph.layernorm %x, %g, %g eps 1.0e-05 : (!x, !e, !e) -> !x
+    return %0 : !x
+  }
+}
+
+// -----
+
+!l = tensor<2x4x16xf32, #graph.dims<batch, seq, vocab>>
+!t = tensor<4x2xi32, #graph.dims<seq, batch>>
+module {
+  func.func @forward(%l: !l {graph.name = "logits"}, %t: !t {graph.name = "targets"}) -> tensor<f32, #graph.dims<>> {
+    // expected-error @+1 {{'graph.cross_entropy' op targets [seq=4, batch=2] must list the logits' other dims in their order [batch=2, seq=4, vocab=16] for the CPU lowering}}
+    %0 = graph.cross_entropy %l, %t dim "vocab" : (!l, !t) -> tensor<f32, #graph.dims<>>
+    return %0 : tensor<f32, #graph.dims<>>
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{argument #0 has no graph.name}}
+  func.func @forward(%x: tensor<f32, #graph.dims<>>) -> tensor<f32, #graph.dims<>> {
+    return %x : tensor<f32, #graph.dims<>>
+  }
+}
+
+// -----
+
+!s = tensor<f32, #graph.dims<>>
+module {
+  func.func @optimizer_step() -> (!s, !s) {
+    %0 = graph.grad "w" : tensor<8xf32, #graph.dims<embed>>
+    %1 = graph.global_norm %0 : tensor<8xf32, #graph.dims<embed>> -> !s
+    // expected-error @+1 {{'graph.adamw' op updates 'w', which no lowered function declares as a parameter}}
+    graph.adamw "w", %0, %1, %1 beta1 0.9 beta2 0.999 eps 1.0e-8 weight_decay 0.0 : tensor<8xf32, #graph.dims<embed>>, !s, !s
+    return %1, %1 : !s, !s
+  }
+}
+
+// -----
+
+!s = tensor<f32, #graph.dims<>>
+module {
+  func.func @optimizer_step() -> (!s, !s) {
+    %0 = graph.constant 1.0 : !s
+    // expected-error @+1 {{'graph.zero_grad' op clears a gradient that nothing accumulates}}
+    graph.zero_grad "w"
+    return %0, %0 : !s, !s
+  }
+}
+
+// -----
+
+!x = tensor<4xf32, #graph.dims<batch>>
+module {
+  func.func private @helper(!x) -> !x
+  func.func @forward(%x: !x {graph.name = "x"}) -> !x {
+    // expected-error @+1 {{'func.call' op has no lowering to the plan dialect}}
+    %0 = func.call @helper(%x) : (!x) -> !x
+    return %0 : !x
+  }
+}
