@@ -68,9 +68,10 @@ bool fill(KernelCall &c) {
 }
 
 bool binary(KernelCall &c) {
-  static const std::map<std::string, cpu::BinaryKind> kinds = {
-      {"add", cpu::BinaryKind::Add}, {"sub", cpu::BinaryKind::Sub},
-      {"mul", cpu::BinaryKind::Mul}, {"div", cpu::BinaryKind::Div}};
+  static const std::map<std::string, cpu::BinaryKind> kinds = {{"add", cpu::BinaryKind::Add},
+                                                               {"sub", cpu::BinaryKind::Sub},
+                                                               {"mul", cpu::BinaryKind::Mul},
+                                                               {"div", cpu::BinaryKind::Div}};
   const std::string &op = c.s("op");
   const auto &sizes = c.v("shape"), &sa = c.v("a_strides"), &sb = c.v("b_strides");
   cpu::Shape shape;
@@ -90,11 +91,11 @@ bool binary(KernelCall &c) {
 
 const std::map<std::string, cpu::UnaryKind> &unaryKinds() {
   static const std::map<std::string, cpu::UnaryKind> kinds = {
-      {"neg", cpu::UnaryKind::Neg},   {"exp", cpu::UnaryKind::Exp},
-      {"log", cpu::UnaryKind::Log},   {"sqrt", cpu::UnaryKind::Sqrt},
+      {"neg", cpu::UnaryKind::Neg},     {"exp", cpu::UnaryKind::Exp},
+      {"log", cpu::UnaryKind::Log},     {"sqrt", cpu::UnaryKind::Sqrt},
       {"rsqrt", cpu::UnaryKind::Rsqrt}, {"tanh", cpu::UnaryKind::Tanh},
-      {"gelu", cpu::UnaryKind::Gelu}, {"silu", cpu::UnaryKind::Silu},
-      {"relu", cpu::UnaryKind::Relu}, {"sigmoid", cpu::UnaryKind::Sigmoid}};
+      {"gelu", cpu::UnaryKind::Gelu},   {"silu", cpu::UnaryKind::Silu},
+      {"relu", cpu::UnaryKind::Relu},   {"sigmoid", cpu::UnaryKind::Sigmoid}};
   return kinds;
 }
 
@@ -160,8 +161,8 @@ bool reduce(KernelCall &c) {
   cpu::Shape shape;
   cpu::Strides y;
   if (!c.arity(1, 1) || !toShape(c, sizes, shape) || !toStrides(c, sy, sizes.size(), y) ||
-      !c.needIn(0, product(sizes)) || !c.needOut(0, yElements) ||
-      !c.needOut(0, reach(sizes, sy)) || c.validating)
+      !c.needIn(0, product(sizes)) || !c.needOut(0, yElements) || !c.needOut(0, reach(sizes, sy)) ||
+      c.validating)
     return c.error.empty();
   cpu::reduceSum(shape, c.fin(0), y, yElements, scale, c.fout(0));
   return true;
@@ -290,16 +291,16 @@ bool rmsNormGrad(KernelCall &c) {
 
 bool embedding(KernelCall &c) {
   int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols");
-  if (!c.arity(2, 1) || !c.needIn(0, rows * cols) || !c.needIn(1, n) ||
-      !c.needOut(0, n * cols) || c.validating)
+  if (!c.arity(2, 1) || !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) ||
+      c.validating)
     return c.error.empty();
   return cpu::embedding(n, rows, cols, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
 bool embeddingGrad(KernelCall &c) {
   int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols");
-  if (!c.arity(2, 1) || !c.needIn(0, n * cols) || !c.needIn(1, n) ||
-      !c.needOut(0, rows * cols) || c.validating)
+  if (!c.arity(2, 1) || !c.needIn(0, n * cols) || !c.needIn(1, n) || !c.needOut(0, rows * cols) ||
+      c.validating)
     return c.error.empty();
   return cpu::embeddingGrad(n, rows, cols, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
@@ -331,8 +332,8 @@ bool attentionArgs(KernelCall &c, cpu::AttentionArgs &a) {
   a.scale = static_cast<float>(c.f("scale"));
   if (!c.error.empty())
     return false;
-  if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 ||
-      a.head <= 0 || a.heads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
+  if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
+      a.heads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
     return c.fail("has inconsistent attention sizes");
   return true;
 }
@@ -342,8 +343,7 @@ bool attention(KernelCall &c) {
   if (!attentionArgs(c, a) || !c.arity(3, 1))
     return false;
   int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.kvSeq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
-      c.validating)
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) || c.validating)
     return c.error.empty();
   cpu::attention(a, c.fin(0), c.fin(1), c.fin(2), c.fout(0));
   return true;
@@ -440,8 +440,8 @@ bool adamw(KernelCall &c) {
   a.beta2 = static_cast<float>(c.f("beta2"));
   a.eps = static_cast<float>(c.f("eps"));
   a.weightDecay = static_cast<float>(c.f("weight_decay"));
-  if (!c.arity(3, 3) || !c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) ||
-      !c.needOut(0, n) || !c.needOut(1, n) || !c.needOut(2, n) || c.validating)
+  if (!c.arity(3, 3) || !c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
+      !c.needOut(1, n) || !c.needOut(2, n) || c.validating)
     return c.error.empty();
   a.lr = c.fin(1)[0];
   a.gradScale = c.fin(2)[0];

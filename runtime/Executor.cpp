@@ -104,8 +104,7 @@ bool KernelCall::needIn(size_t k, int64_t elements) {
 }
 
 bool KernelCall::needOut(size_t k, int64_t elements) {
-  if (k >= outElements.size() || elements < 0 ||
-      static_cast<uint64_t>(elements) > outElements[k])
+  if (k >= outElements.size() || elements < 0 || static_cast<uint64_t>(elements) > outElements[k])
     return fail("output " + std::to_string(k) + " needs " + std::to_string(elements) +
                 " elements but its buffer holds " +
                 std::to_string(k < outElements.size() ? outElements[k] : 0));
@@ -139,9 +138,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     ex->state_.emplace_back(t.bytes() / 4, 0.0f);
 
   auto pointer = [&](const BufferRef &b) -> void * {
-    char *base = b.storage == Storage::Arena
-                     ? reinterpret_cast<char *>(ex->arena_)
-                     : reinterpret_cast<char *>(ex->state_[b.state].data());
+    char *base = b.storage == Storage::Arena ? reinterpret_cast<char *>(ex->arena_)
+                                             : reinterpret_cast<char *>(ex->state_[b.state].data());
     return base + b.offset;
   };
   for (const planfile::Program &p : ex->plan_.programs) {
@@ -247,9 +245,8 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
     if (profiling_) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      auto it = std::find_if(times_.begin(), times_.end(), [&](const KernelTime &t) {
-        return t.kernel == d.call.instr->kernel;
-      });
+      auto it = std::find_if(times_.begin(), times_.end(),
+                             [&](const KernelTime &t) { return t.kernel == d.call.instr->kernel; });
       if (it == times_.end())
         it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0});
       it->seconds += seconds;
@@ -271,8 +268,8 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
         if (!std::isfinite(x[e])) {
           error = "the first non-finite value (" + std::to_string(x[e]) + ") came from kernel '" +
                   d.call.instr->kernel + "'" +
-                  (d.call.instr->loc.empty() ? "" : " at " + d.call.instr->loc) +
-                  ", instruction " + std::to_string(n) + " of '" + program + "'";
+                  (d.call.instr->loc.empty() ? "" : " at " + d.call.instr->loc) + ", instruction " +
+                  std::to_string(n) + " of '" + program + "'";
           return false;
         }
     }

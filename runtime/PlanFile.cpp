@@ -304,8 +304,8 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
     return false;
   }
   if (flags != 0) {
-    error = "the plan sets header flags " + std::to_string(flags) +
-            " that this runtime does not know";
+    error =
+        "the plan sets header flags " + std::to_string(flags) + " that this runtime does not know";
     return false;
   }
   if (payload != size - kHeaderBytes) {
@@ -386,8 +386,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
     uint64_t limit = p.arenaBytes;
     if (b.storage == Storage::State) {
       if (b.state >= plan.state.size()) {
-        error = what + " refers to state tensor #" + std::to_string(b.state) +
-                " of " + std::to_string(plan.state.size());
+        error = what + " refers to state tensor #" + std::to_string(b.state) + " of " +
+                std::to_string(plan.state.size());
         return false;
       }
       limit = plan.state[b.state].bytes();
@@ -402,8 +402,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
   };
   for (const Program &p : plan.programs) {
     if (p.rank >= plan.worldSize) {
-      error = "program '" + p.name + "' is for rank " + std::to_string(p.rank) +
-              " of a world of " + std::to_string(plan.worldSize);
+      error = "program '" + p.name + "' is for rank " + std::to_string(p.rank) + " of a world of " +
+              std::to_string(plan.worldSize);
       return false;
     }
     for (const Port &port : p.inputs)

@@ -9,13 +9,13 @@
 #include "runtime/PlanFile.h"
 #include "runtime/Trainer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <optional>
-#include <cerrno>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 

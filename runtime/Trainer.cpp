@@ -18,8 +18,8 @@
 #include <filesystem>
 #include <limits>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <thread>
+#include <unistd.h>
 
 namespace tessel::rt {
 
@@ -28,8 +28,7 @@ namespace {
 using planfile::Plan;
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 int64_t configInt(const Plan &plan, const std::string &name, int64_t fallback) {
@@ -51,8 +50,7 @@ std::string configString(const Plan &plan, const std::string &name, const std::s
 /// The run's settings: the plan's `train` section with the command line on top.
 struct Settings {
   std::string model;
-  int64_t steps, batch, seq, vocab, accumulation, evalEvery, evalBatches, checkpointEvery,
-      logEvery;
+  int64_t steps, batch, seq, vocab, accumulation, evalEvery, evalBatches, checkpointEvery, logEvery;
   uint64_t seed;
   double evalFraction;
   std::string data, tokenizer, checkpointDir;
@@ -251,8 +249,8 @@ bool Session::restore(const std::string &path) {
     if (!x)
       return error("checkpoint " + ck->path + " lacks '" + t.name + "'");
     if (x->dtype != DType::F32 || x->shape != t.shape || x->bytes.size() != t.bytes())
-      return error("checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) +
-                   " " + formatShape(x->shape) + ", the model needs F32 " + formatShape(t.shape));
+      return error("checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
+                   formatShape(x->shape) + ", the model needs F32 " + formatShape(t.shape));
     std::memcpy(ex_->stateData(i), x->bytes.data(), x->bytes.size());
   }
   if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
@@ -290,10 +288,10 @@ bool Session::save(int64_t step) {
   c.extra = extra;
   std::string err;
   if (!saveCheckpoint(s_.checkpointDir, c, err))
-    return error("checkpoint at step " + std::to_string(step) + " failed" +
-                 (lastCheckpoint_.empty() ? std::string()
-                                          : " (" + lastCheckpoint_ + " is intact)") +
-                 ": " + err);
+    return error(
+        "checkpoint at step " + std::to_string(step) + " failed" +
+        (lastCheckpoint_.empty() ? std::string() : " (" + lastCheckpoint_ + " is intact)") + ": " +
+        err);
   lastSaved_ = step;
   lastCheckpoint_ = s_.checkpointDir + "/" + checkpointName(step);
   return true;
@@ -395,8 +393,9 @@ int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &wha
 
 void Session::reportIntactCheckpoint() {
   if (!lastCheckpoint_.empty())
-    std::fprintf(stderr, "tessel: the checkpoint %s is intact; nothing was saved after the "
-                         "failure\n",
+    std::fprintf(stderr,
+                 "tessel: the checkpoint %s is intact; nothing was saved after the "
+                 "failure\n",
                  lastCheckpoint_.c_str());
 }
 
@@ -412,14 +411,13 @@ int Session::run() {
     double params = 0;
     for (const auto &[name, shape] : parameterShapes(plan_))
       params += static_cast<double>(shapeElements(shape));
-    std::printf("training %s: %.2fM parameters, %lld steps of %lld x %lld tokens%s, arena %.1f MiB\n",
-                plan_.model.c_str(), params / 1e6, static_cast<long long>(s_.steps),
-                static_cast<long long>(s_.batch * s_.accumulation),
-                static_cast<long long>(s_.seq),
-                s_.accumulation > 1
-                    ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
-                    : "",
-                static_cast<double>(ex_->arenaBytes()) / (1 << 20));
+    std::printf(
+        "training %s: %.2fM parameters, %lld steps of %lld x %lld tokens%s, arena %.1f MiB\n",
+        plan_.model.c_str(), params / 1e6, static_cast<long long>(s_.steps),
+        static_cast<long long>(s_.batch * s_.accumulation), static_cast<long long>(s_.seq),
+        s_.accumulation > 1 ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
+                            : "",
+        static_cast<double>(ex_->arenaBytes()) / (1 << 20));
     std::printf("data: %s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
                 static_cast<long long>(data_->trainTokens()),
                 static_cast<long long>(data_->evalTokens()));
@@ -494,8 +492,8 @@ int Session::run() {
       if (!metrics_->write(m, err))
         return error(err), 1;
     }
-    if (progress_ && (terminal || step % s_.logEvery == 0 || step == startStep_ + 1 ||
-                      step == s_.steps))
+    if (progress_ &&
+        (terminal || step % s_.logEvery == 0 || step == startStep_ + 1 || step == s_.steps))
       progress_->update(step, loss, lr, tokensPerSec);
 
     bool last = step == s_.steps;

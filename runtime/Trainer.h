@@ -21,10 +21,10 @@ namespace tessel::rt {
 struct RunOptions {
   std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
   std::optional<std::string> data, checkpointDir;
-  int threads = 0;          ///< 0: every core.
-  std::string metricsPath;  ///< JSON lines; "" for none.
-  std::string resume;       ///< A checkpoint or run directory to continue from.
-  std::string dumpDir;      ///< Parity dumps: initial weights, batches, step-1 gradients.
+  int threads = 0;         ///< 0: every core.
+  std::string metricsPath; ///< JSON lines; "" for none.
+  std::string resume;      ///< A checkpoint or run directory to continue from.
+  std::string dumpDir;     ///< Parity dumps: initial weights, batches, step-1 gradients.
   bool quiet = false;
   bool profile = false; ///< Print the time spent in each kernel at the end.
 

@@ -115,8 +115,7 @@ LogicalResult ParamOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorI
   return success();
 }
 
-LogicalResult ConstantOp::buildGradients(OpBuilder &, ArrayRef<Value>,
-                                         SmallVectorImpl<Value> &) {
+LogicalResult ConstantOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
   return success();
 }
 
@@ -124,32 +123,28 @@ LogicalResult ConstantOp::buildGradients(OpBuilder &, ArrayRef<Value>,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                    SmallVectorImpl<Value> &dx) {
+LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(reduceTo(b, getLoc(), dy[0], getLhs().getType()));
   dx.push_back(reduceTo(b, getLoc(), dy[0], getRhs().getType()));
   return success();
 }
 
-LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                    SmallVectorImpl<Value> &dx) {
+LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(reduceTo(b, getLoc(), dy[0], getLhs().getType()));
   Value neg = NegOp::create(b, getLoc(), dy[0].getType(), dy[0]);
   dx.push_back(reduceTo(b, getLoc(), neg, getRhs().getType()));
   return success();
 }
 
-LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                    SmallVectorImpl<Value> &dx) {
-  dx.push_back(reduceTo(b, getLoc(), broadcasting<MulOp>(b, getLoc(), dy[0], getRhs()),
-                        getLhs().getType()));
-  dx.push_back(reduceTo(b, getLoc(), broadcasting<MulOp>(b, getLoc(), dy[0], getLhs()),
-                        getRhs().getType()));
+LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
+  dx.push_back(
+      reduceTo(b, getLoc(), broadcasting<MulOp>(b, getLoc(), dy[0], getRhs()), getLhs().getType()));
+  dx.push_back(
+      reduceTo(b, getLoc(), broadcasting<MulOp>(b, getLoc(), dy[0], getLhs()), getRhs().getType()));
   return success();
 }
 
-LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                    SmallVectorImpl<Value> &dx) {
+LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b.
   Value dyOverB = broadcasting<DivOp>(b, getLoc(), dy[0], getRhs());
   dx.push_back(reduceTo(b, getLoc(), dyOverB, getLhs().getType()));
@@ -159,16 +154,14 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
-LogicalResult NegOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                    SmallVectorImpl<Value> &dx) {
+LogicalResult NegOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(NegOp::create(b, getLoc(), dy[0].getType(), dy[0]));
   return success();
 }
 
-#define TESSEL_UNARY_GRADIENT(Op)                                                          \
-  LogicalResult Op::buildGradients(OpBuilder &b, ArrayRef<Value> dy,                       \
-                                   SmallVectorImpl<Value> &dx) {                           \
-    return unaryGradient(*this, b, dy, dx);                                                \
+#define TESSEL_UNARY_GRADIENT(Op)                                                                  \
+  LogicalResult Op::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) { \
+    return unaryGradient(*this, b, dy, dx);                                                        \
   }
 TESSEL_UNARY_GRADIENT(ExpOp)
 TESSEL_UNARY_GRADIENT(LogOp)
@@ -185,8 +178,8 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                         SmallVectorImpl<Value> &dx) {
   if (!getMask())
     return emitOpError("needs a mask number before it can be differentiated");
-  dx.push_back(DropoutOp::create(b, getLoc(), dy[0].getType(), dy[0], getRateAttr(),
-                                 getMaskAttr()));
+  dx.push_back(
+      DropoutOp::create(b, getLoc(), dy[0].getType(), dy[0], getRateAttr(), getMaskAttr()));
   return success();
 }
 
@@ -204,14 +197,12 @@ LogicalResult ContractOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
-LogicalResult SumOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                    SmallVectorImpl<Value> &dx) {
+LogicalResult SumOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(BroadcastOp::create(b, getLoc(), getInput().getType(), dy[0]));
   return success();
 }
 
-LogicalResult MeanOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                     SmallVectorImpl<Value> &dx) {
+LogicalResult MeanOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   NamedShape in = shapeOf(getInput());
   double count = 1;
   for (Attribute a : getDims())
@@ -233,9 +224,9 @@ LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                           SmallVectorImpl<Value> &dx) {
-  auto grad = LayerNormGradOp::create(b, getLoc(), getInput().getType(), getScale().getType(),
-                                      getBias().getType(), getInput(), getScale(), dy[0],
-                                      getEpsAttr());
+  auto grad =
+      LayerNormGradOp::create(b, getLoc(), getInput().getType(), getScale().getType(),
+                              getBias().getType(), getInput(), getScale(), dy[0], getEpsAttr());
   dx.append({grad.getInputGrad(), grad.getScaleGrad(), grad.getBiasGrad()});
   return success();
 }
@@ -266,14 +257,13 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                           SmallVectorImpl<Value> &dx) {
   auto grad = AttentionGradOp::create(b, getLoc(), getQuery().getType(), getKey().getType(),
-                                      getValue().getType(), getQuery(), getKey(), getValue(),
-                                      dy[0], getCausalAttr(), getScaleAttr());
+                                      getValue().getType(), getQuery(), getKey(), getValue(), dy[0],
+                                      getCausalAttr(), getScaleAttr());
   dx.append({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   return success();
 }
 
-LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
-                                     SmallVectorImpl<Value> &dx) {
+LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(RopeOp::create(b, getLoc(), getType(), dy[0], getThetaAttr(),
                               getInverse() ? UnitAttr() : b.getUnitAttr()));
   return success();
@@ -299,8 +289,8 @@ LogicalResult MergeOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                       SmallVectorImpl<Value> &dx) {
   NamedShape in = shapeOf(getInput()), out = shapeOf(getResult());
   int at = findDim(in, cast<StringAttr>(getDims()[0]).str());
-  dx.push_back(SplitOp::create(b, getLoc(), getInput().getType(), dy[0],
-                               b.getStringAttr(out[at].name)));
+  dx.push_back(
+      SplitOp::create(b, getLoc(), getInput().getType(), dy[0], b.getStringAttr(out[at].name)));
   return success();
 }
 

@@ -96,7 +96,8 @@ LogicalResult sameElementType(Operation *op, ValueRange values) {
   Type want = cast<ShapedType>(op->getResult(0).getType()).getElementType();
   for (Value v : values)
     if (cast<ShapedType>(v.getType()).getElementType() != want)
-      return op->emitOpError() << "operand element type " << cast<ShapedType>(v.getType()).getElementType()
+      return op->emitOpError() << "operand element type "
+                               << cast<ShapedType>(v.getType()).getElementType()
                                << " differs from the result's " << want;
   return success();
 }
@@ -117,8 +118,7 @@ template <typename BinaryOp> LogicalResult verifyBinary(BinaryOp op) {
   auto shapes = namedShapes(op);
   if (failed(shapes) || failed(sameElementType(op, {op.getLhs(), op.getRhs()})))
     return failure();
-  return expectShape(op, broadcastShapes(shapes->operands[0], shapes->operands[1]),
-                     shapes->result);
+  return expectShape(op, broadcastShapes(shapes->operands[0], shapes->operands[1]), shapes->result);
 }
 
 template <typename ReduceOp> LogicalResult verifyReduce(ReduceOp op) {

@@ -16,8 +16,7 @@ void PlanDialect::initialize() {
 
 LogicalResult ViewOp::verify() {
   auto from = getSource().getType(), to = getResult().getType();
-  if (from.getElementType() != to.getElementType() ||
-      from.getNumElements() != to.getNumElements())
+  if (from.getElementType() != to.getElementType() || from.getNumElements() != to.getNumElements())
     return emitOpError() << "cannot view " << from << " as " << to
                          << ": a view keeps the element type and count";
   return success();

@@ -50,8 +50,8 @@ enum class BinaryKind { Add, Sub, Mul, Div };
 enum class UnaryKind { Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Gelu, Silu, Relu, Sigmoid };
 
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.
-void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa,
-            const float *b, const Strides &sb, float *out);
+void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa, const float *b,
+            const Strides &sb, float *out);
 
 /// y = f(x) elementwise. Gelu is the tanh approximation (GPT-2, PyTorch's
 /// gelu(approximate="tanh")).
@@ -111,8 +111,8 @@ void softmaxGrad(int64_t rows, int64_t cols, const float *y, const float *dy, fl
 void layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const float *b,
                float eps, float *y);
 /// dx for every row; dg and db summed over rows (in row order).
-void layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
-                   const float *dy, float eps, float *dx, float *dg, float *db);
+void layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, const float *dy,
+                   float eps, float *dx, float *dg, float *db);
 
 /// y = x / sqrt(mean(x^2) + eps) * g per row.
 void rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float eps, float *y);
@@ -134,8 +134,8 @@ bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int
 bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const int32_t *ids,
                float *out, std::string &error);
 /// dtable = 0, then dtable[ids[i], :] += dout[i, :] in order of i.
-bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout,
-                   const int32_t *ids, float *dtable, std::string &error);
+bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, const int32_t *ids,
+                   float *dtable, std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Attention and positions
@@ -180,8 +180,7 @@ struct AdamWArgs {
   int64_t step = 1;
   float gradScale = 1.0f;
 };
-void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
-           float *v);
+void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m, float *v);
 
 } // namespace tessel::cpu
 

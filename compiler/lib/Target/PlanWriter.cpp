@@ -144,9 +144,10 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                 if (failed(bufferOf(in.getResult(), pf::Storage::Arena, 0, *in.getOffset())))
                   return failure();
                 auto type = in.getResult().getType();
-                p.inputs.push_back({in.getName().str(), refs[in.getResult()].dtype,
-                                    std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-                                    refs[in.getResult()]});
+                p.inputs.push_back(
+                    {in.getName().str(), refs[in.getResult()].dtype,
+                     std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+                     refs[in.getResult()]});
                 return success();
               })
               .Case([&](plan::StateOp s) -> LogicalResult {
@@ -192,12 +193,13 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                 if (failed(r))
                   return failure();
                 auto type = o.getValue().getType();
-                p.outputs.push_back({o.getName().str(), r->dtype,
-                                     std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-                                     *r});
+                p.outputs.push_back(
+                    {o.getName().str(), r->dtype,
+                     std::vector<int64_t>(type.getShape().begin(), type.getShape().end()), *r});
                 return success();
               })
-              .Default([](Operation *o) { return o->emitOpError("cannot be written to a plan file"); });
+              .Default(
+                  [](Operation *o) { return o->emitOpError("cannot be written to a plan file"); });
       if (failed(ok))
         return failure();
     }

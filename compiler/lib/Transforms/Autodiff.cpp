@@ -114,8 +114,7 @@ struct Autodiff : tessel::impl::AutodiffBase<Autodiff> {
         return failure();
       if (operandGrads.size() != op->getNumOperands())
         return op->emitOpError("gradient rule returned ")
-               << operandGrads.size() << " gradients for " << op->getNumOperands()
-               << " operands";
+               << operandGrads.size() << " gradients for " << op->getNumOperands() << " operands";
       for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
         if (grad)
           grads.add(b, op->getLoc(), operand, grad);

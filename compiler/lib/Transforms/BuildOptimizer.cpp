@@ -63,8 +63,7 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
                    : ConstantOp::create(b, loc, scalarType, b.getF64FloatAttr(1.0)).getResult();
     Value lr = LearningRateOp::create(b, loc, scalarType, b.getStringAttr(s.schedule),
                                       b.getF64FloatAttr(s.lr), b.getF64FloatAttr(s.minLr),
-                                      b.getI64IntegerAttr(s.warmup),
-                                      b.getI64IntegerAttr(s.steps));
+                                      b.getI64IntegerAttr(s.warmup), b.getI64IntegerAttr(s.steps));
     for (auto [acc, grad] : llvm::zip(accumulators, grads))
       AdamWOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
                       b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),

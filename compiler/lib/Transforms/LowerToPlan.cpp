@@ -162,8 +162,7 @@ private:
   LogicalResult lower(Operation *op);
   LogicalResult lowerContract(graph::ContractOp op);
   /// Copies `v` (dense, `from`) into a fresh dense buffer laid out as `to`.
-  Value relayout(Value v, const NamedShape &from, const NamedShape &to, Type element,
-                 Location loc);
+  Value relayout(Value v, const NamedShape &from, const NamedShape &to, Type element, Location loc);
   /// rows x cols of an op that works along trailing dims `inner` of `x`, or an error.
   FailureOr<std::pair<int64_t, int64_t>> rowsCols(Operation *op, const NamedShape &x,
                                                   ArrayRef<std::string> inner);
@@ -177,8 +176,13 @@ private:
 
 Value Lowering::paramState(graph::ParamOp op) {
   auto init = op.getInit();
-  StateDecl d{op.getName().str(), "param", "", init.getKind().str(),
-              init.getA().convertToDouble(), init.getB().convertToDouble(), op.getType()};
+  StateDecl d{op.getName().str(),
+              "param",
+              "",
+              init.getKind().str(),
+              init.getA().convertToDouble(),
+              init.getB().convertToDouble(),
+              op.getType()};
   declare(d);
   return state(op.getName(), op.getType(), op.getLoc());
 }
@@ -196,10 +200,9 @@ void Lowering::declareState() {
     auto shape = graph::getNamedShape(d.tensor);
     for (const NamedDim &nd : *shape)
       dims.push_back(b_.getStringAttr(nd.name));
-    plan::TensorOp::create(b_, module_.getLoc(), b_.getStringAttr(d.name),
-                           b_.getStringAttr(d.role), b_.getStringAttr(d.of),
-                           b_.getStringAttr(d.init), b_.getF64FloatAttr(d.a),
-                           b_.getF64FloatAttr(d.b), b_.getArrayAttr(dims),
+    plan::TensorOp::create(b_, module_.getLoc(), b_.getStringAttr(d.name), b_.getStringAttr(d.role),
+                           b_.getStringAttr(d.of), b_.getStringAttr(d.init),
+                           b_.getF64FloatAttr(d.a), b_.getF64FloatAttr(d.b), b_.getArrayAttr(dims),
                            TypeAttr::get(memrefType(d.tensor)));
   }
 }
@@ -216,8 +219,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) 
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
     if (!name)
       return func.emitError("argument #") << arg.getArgNumber() << " has no graph.name";
-    buffers_[arg] = plan::InputOp::create(b_, arg.getLoc(), memrefType(arg.getType()), name,
-                                          IntegerAttr());
+    buffers_[arg] =
+        plan::InputOp::create(b_, arg.getLoc(), memrefType(arg.getType()), name, IntegerAttr());
   }
   for (Operation &op : body.without_terminator())
     if (failed(lower(&op)))
@@ -240,8 +243,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) 
   return success();
 }
 
-FailureOr<std::pair<int64_t, int64_t>>
-Lowering::rowsCols(Operation *op, const NamedShape &x, ArrayRef<std::string> inner) {
+FailureOr<std::pair<int64_t, int64_t>> Lowering::rowsCols(Operation *op, const NamedShape &x,
+                                                          ArrayRef<std::string> inner) {
   if (inner.size() > x.size())
     return op->emitOpError("works along more dims than its operand has");
   int64_t cols = 1;
@@ -249,8 +252,8 @@ Lowering::rowsCols(Operation *op, const NamedShape &x, ArrayRef<std::string> inn
     const NamedDim &d = x[x.size() - inner.size() + i];
     if (d.name != inner[i])
       return op->emitOpError() << "works along [" << llvm::join(inner, ", ")
-                               << "], which must be the innermost dims of "
-                               << formatShape(x) << " for the CPU lowering";
+                               << "], which must be the innermost dims of " << formatShape(x)
+                               << " for the CPU lowering";
     cols *= d.size;
   }
   return std::make_pair(numElements(x) / cols, cols);
@@ -258,9 +261,9 @@ Lowering::rowsCols(Operation *op, const NamedShape &x, ArrayRef<std::string> inn
 
 Value Lowering::relayout(Value v, const NamedShape &from, const NamedShape &to, Type element,
                          Location loc) {
-  Value out = plan::AllocOp::create(b_, loc, MemRefType::get(sizesOf(to), element),
-                                    IntegerAttr());
-  kernel(loc, "copy", {v}, {out}, {list("shape", sizesOf(to)), list("x_strides", stridesIn(from, to))});
+  Value out = plan::AllocOp::create(b_, loc, MemRefType::get(sizesOf(to), element), IntegerAttr());
+  kernel(loc, "copy", {v}, {out},
+         {list("shape", sizesOf(to)), list("x_strides", stridesIn(from, to))});
   return out;
 }
 
@@ -332,9 +335,9 @@ LogicalResult Lowering::lowerContract(graph::ContractOp op) {
     lc = layoutOf(cc, m, n);
   }
   Value out = define(op.getResult());
-  Value target = viaTemp ? plan::AllocOp::create(b_, loc, MemRefType::get(sizesOf(cc), element),
-                                                 IntegerAttr())
-                         : out;
+  Value target =
+      viaTemp ? plan::AllocOp::create(b_, loc, MemRefType::get(sizesOf(cc), element), IntegerAttr())
+              : out;
 
   auto sizeOf = [](const NamedShape &s, ArrayRef<std::string> names) {
     int64_t total = 1;
@@ -353,10 +356,9 @@ LogicalResult Lowering::lowerContract(graph::ContractOp op) {
   }
   kernel(loc, "gemm", {lhs, rhs}, {target},
          {list("batch_shape", batchShape), list("a_batch_strides", aBatch),
-          list("b_batch_strides", bBatch), list("c_batch_strides", cBatch),
-          i64("m", sizeOf(a, m)), i64("n", sizeOf(bs, n)), i64("k", sizeOf(a, k)),
-          i64("trans_a", la->trans), i64("trans_b", lb->trans), i64("lda", la->ld),
-          i64("ldb", lb->ld), i64("ldc", lc->ld)});
+          list("b_batch_strides", bBatch), list("c_batch_strides", cBatch), i64("m", sizeOf(a, m)),
+          i64("n", sizeOf(bs, n)), i64("k", sizeOf(a, k)), i64("trans_a", la->trans),
+          i64("trans_b", lb->trans), i64("lda", la->ld), i64("ldb", lb->ld), i64("ldc", lc->ld)});
   if (viaTemp)
     kernel(loc, "copy", {target}, {out},
            {list("shape", sizesOf(c)), list("x_strides", stridesIn(cc, c))});
@@ -382,8 +384,8 @@ LogicalResult Lowering::lower(Operation *op) {
     return success();
   };
   auto view = [&](Operation *o) {
-    buffers_[o->getResult(0)] = plan::ViewOp::create(
-        b_, loc, memrefType(o->getResult(0).getType()), buffer(o->getOperand(0)));
+    buffers_[o->getResult(0)] = plan::ViewOp::create(b_, loc, memrefType(o->getResult(0).getType()),
+                                                     buffer(o->getOperand(0)));
     return success();
   };
   auto copy = [&](Operation *o) {
@@ -415,8 +417,12 @@ LogicalResult Lowering::lower(Operation *op) {
     size_t r = qs.size();
     return SmallVector<NamedAttribute>{
         i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
-        i64("seq", qs[r - 3].size), i64("heads", qs[r - 2].size), i64("kv_seq", ks[r - 3].size),
-        i64("kv_heads", ks[r - 2].size), i64("head", qs[r - 1].size), i64("causal", causal),
+        i64("seq", qs[r - 3].size),
+        i64("heads", qs[r - 2].size),
+        i64("kv_seq", ks[r - 3].size),
+        i64("kv_heads", ks[r - 2].size),
+        i64("head", qs[r - 1].size),
+        i64("causal", causal),
         f64("scale", scale)};
   };
 
@@ -434,8 +440,8 @@ LogicalResult Lowering::lower(Operation *op) {
       .Case([&](graph::SubOp o) { return binary(o, "sub"); })
       .Case([&](graph::MulOp o) { return binary(o, "mul"); })
       .Case([&](graph::DivOp o) { return binary(o, "div"); })
-      .Case<graph::NegOp, graph::ExpOp, graph::LogOp, graph::SqrtOp, graph::RsqrtOp,
-            graph::TanhOp, graph::GeluOp, graph::SiluOp, graph::ReluOp, graph::SigmoidOp>(
+      .Case<graph::NegOp, graph::ExpOp, graph::LogOp, graph::SqrtOp, graph::RsqrtOp, graph::TanhOp,
+            graph::GeluOp, graph::SiluOp, graph::ReluOp, graph::SigmoidOp>(
           [&](Operation *o) { return unary(o); })
       .Case([&](graph::UnaryGradOp o) {
         Value r = define(o.getResult());
@@ -480,8 +486,9 @@ LogicalResult Lowering::lower(Operation *op) {
           return failure();
         Value r = define(o.getResult());
         kernel(loc, "layernorm", {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getBias())},
-               {r}, {i64("rows", rc->first), i64("cols", rc->second),
-                     f64("eps", o.getEps().convertToDouble())});
+               {r},
+               {i64("rows", rc->first), i64("cols", rc->second),
+                f64("eps", o.getEps().convertToDouble())});
         return success();
       })
       .Case([&](graph::LayerNormGradOp o) {
@@ -564,12 +571,12 @@ LogicalResult Lowering::lower(Operation *op) {
       .Case([&](graph::AttentionGradOp o) {
         Value dq = define(o.getQueryGrad()), dk = define(o.getKeyGrad()),
               dv = define(o.getValueGrad());
-        kernel(loc, "attention_grad",
-               {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue()),
-                buffer(o.getGrad())},
-               {dq, dk, dv},
-               attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
-                               o.getScale().convertToDouble()));
+        kernel(
+            loc, "attention_grad",
+            {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue()), buffer(o.getGrad())},
+            {dq, dk, dv},
+            attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
+                            o.getScale().convertToDouble()));
         return success();
       })
       .Case([&](graph::RopeOp o) {
@@ -597,7 +604,8 @@ LogicalResult Lowering::lower(Operation *op) {
           return o.emitOpError("clears a gradient that nothing accumulates");
         Type t = states_[it->second].tensor;
         Value acc = derivedState("grad", o.getName(), t, loc);
-        kernel(loc, "fill", {}, {acc}, {f64("value", 0.0), i64("n", numElements(*graph::getNamedShape(t)))});
+        kernel(loc, "fill", {}, {acc},
+               {f64("value", 0.0), i64("n", numElements(*graph::getNamedShape(t)))});
         return success();
       })
       .Case([&](graph::GlobalNormOp o) {
@@ -635,13 +643,12 @@ LogicalResult Lowering::lower(Operation *op) {
         kernel(loc, "adamw", {buffer(o.getGrad()), buffer(o.getLr()), buffer(o.getCoefficient())},
                {p, m, v},
                {n(o.getGrad()), f64("beta1", o.getBeta1().convertToDouble()),
-                f64("beta2", o.getBeta2().convertToDouble()), f64("eps", o.getEps().convertToDouble()),
+                f64("beta2", o.getBeta2().convertToDouble()),
+                f64("eps", o.getEps().convertToDouble()),
                 f64("weight_decay", o.getWeightDecay().convertToDouble())});
         return success();
       })
-      .Default([&](Operation *o) {
-        return o->emitOpError("has no lowering to the plan dialect");
-      });
+      .Default([&](Operation *o) { return o->emitOpError("has no lowering to the plan dialect"); });
 }
 
 /// Plans hold one rank's programs until the sharding passes exist; a multi-rank layout

@@ -61,7 +61,8 @@ struct PlanMemory : tessel::impl::PlanMemoryBase<PlanMemory> {
       Value v = op.getResult(0);
       // Inputs are written by the host before the program starts.
       int64_t begin = isa<plan::InputOp>(op) ? 0 : index[&op];
-      intervals.push_back({&op, begin, lastUse(v, index, end), byteSize(cast<MemRefType>(v.getType()))});
+      intervals.push_back(
+          {&op, begin, lastUse(v, index, end), byteSize(cast<MemRefType>(v.getType()))});
     }
 
     // Largest first, each at the lowest offset free for its whole lifetime.

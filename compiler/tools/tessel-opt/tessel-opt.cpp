@@ -17,9 +17,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<tessel::graph::GraphDialect, tessel::plan::PlanDialect,
-                  mlir::func::FuncDialect, mlir::memref::MemRefDialect,
-                  mlir::shard::ShardDialect>();
+  registry.insert<tessel::graph::GraphDialect, tessel::plan::PlanDialect, mlir::func::FuncDialect,
+                  mlir::memref::MemRefDialect, mlir::shard::ShardDialect>();
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
   tessel::registerTesselPasses();

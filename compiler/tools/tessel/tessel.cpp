@@ -17,8 +17,8 @@
 #include "runtime/Executable.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -29,8 +29,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <iostream>
-#include <sstream>
 #include <new>
+#include <sstream>
 
 using namespace llvm;
 using namespace tessel;
@@ -42,25 +42,29 @@ cl::OptionCategory category("Tessel options");
 cl::SubCommand checkCommand("check", "Check a .model file and report every error in it");
 cl::SubCommand compileCommand("compile", "Compile a .model file (--emit chooses the stage)");
 cl::SubCommand runCommand("run", "Compile a .model file and train it now");
+cl::SubCommand generateCommand("generate",
+                               "Compile a .model file and print text sampled from a checkpoint");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
-                               cl::sub(checkCommand), cl::sub(compileCommand),
-                               cl::sub(runCommand), cl::cat(category));
-cl::list<std::string> runnerArgs(cl::Positional, cl::desc("[-- options of the compiled model]"),
-                                 cl::ZeroOrMore, cl::sub(runCommand), cl::cat(category));
+                               cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
+                               cl::sub(generateCommand), cl::cat(category));
+cl::list<std::string> runnerArgs(cl::Positional,
+                                 cl::desc("[-- options of the compiled model, e.g. --steps 100 "
+                                          "or --checkpoint DIR --prompt TEXT]"),
+                                 cl::ZeroOrMore, cl::sub(runCommand), cl::sub(generateCommand),
+                                 cl::cat(category));
 cl::list<std::string> importDirs("I", cl::desc("Add a directory to search for imports"),
                                  cl::value_desc("dir"), cl::Prefix, cl::sub(checkCommand),
                                  cl::sub(compileCommand), cl::sub(runCommand),
-                                 cl::cat(category));
+                                 cl::sub(generateCommand), cl::cat(category));
 cl::opt<int64_t> ranks("ranks",
                        cl::desc("Number of ranks the run will have; the mesh must match it"),
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
-                       cl::sub(runCommand), cl::cat(category));
+                       cl::sub(runCommand), cl::sub(generateCommand), cl::cat(category));
 
 enum class Emit { Ast, Graph, Train, Plan, PlanFile, Exe };
 cl::opt<Emit> emit(
-    "emit",
-    cl::desc("What to produce (default: an executable with -o, else graph IR on stdout)"),
+    "emit", cl::desc("What to produce (default: an executable with -o, else graph IR on stdout)"),
     cl::init(Emit::Graph),
     cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree of the file"),
                clEnumValN(Emit::Graph, "graph", "the forward computation in the graph dialect"),
@@ -146,10 +150,9 @@ int runCheck(const char *argv0) {
     params += n;
     ++paramCount;
   }
-  outs() << inputFile << ": ok: model " << program->modelName << ", "
-         << humanCount(params) << " parameters in " << paramCount << " tensors, "
-         << program->forward.ops.size() << " ops, " << program->layers << " layers, "
-         << program->parallel.worldSize() << " rank"
+  outs() << inputFile << ": ok: model " << program->modelName << ", " << humanCount(params)
+         << " parameters in " << paramCount << " tensors, " << program->forward.ops.size()
+         << " ops, " << program->layers << " layers, " << program->parallel.worldSize() << " rank"
          << (program->parallel.worldSize() == 1 ? "" : "s") << ", accumulation "
          << program->train.accumulation << "\n";
   return 0;
@@ -157,8 +160,7 @@ int runCheck(const char *argv0) {
 
 /// Lowers the analysed program through every stage up to `until`; prints IR stages to `os`.
 /// Returns the exit code; fills `plan` when `until` is past the plan dialect.
-int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os,
-          planfile::Plan *plan) {
+int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os, planfile::Plan *plan) {
   mlir::MLIRContext context;
   context.printOpOnDiagnostic(false);
   // Pass diagnostics read like the front end's: the spec location, then the message.
@@ -304,7 +306,8 @@ int runCompile(const char *argv0) {
   return 0;
 }
 
-int runRun(const char *argv0) {
+/// Compiles the model to a temporary plan and runs the runner on it with `extraArgs` first.
+int runRun(const char *argv0, ArrayRef<StringRef> extraArgs) {
   Frontend fe;
   if (!load(fe, argv0)) {
     finish(fe);
@@ -326,6 +329,7 @@ int runRun(const char *argv0) {
     return 2;
   std::string runner = runnerPath(argv0);
   std::vector<StringRef> args = {runner, "--plan", planPath};
+  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   for (const std::string &a : runnerArgs)
     args.push_back(a);
   std::string error;
@@ -346,14 +350,16 @@ int main(int argc, char **argv) {
   // With an error stream given, a bad command line returns false instead of exiting with 1,
   // which is the code for errors in the input.
   if (!cl::ParseCommandLineOptions(
-      argc, argv,
-      "Tessel: parallel transformer training from one .model file\n\n"
-      "  tessel check FILE.model               check a model and its parallel layout\n"
-      "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
-      "  tessel compile FILE.model --emit=graph  print the forward graph IR\n"
-      "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
-      "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE --help)\n\n"
-      "  tessel <command> --help shows a command's options.\n",
+          argc, argv,
+          "Tessel: parallel transformer training from one .model file\n\n"
+          "  tessel check FILE.model               check a model and its parallel layout\n"
+          "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
+          "  tessel compile FILE.model --emit=graph  print the forward graph IR\n"
+          "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
+          "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE "
+          "--help)\n"
+          "  tessel generate FILE.model -- --checkpoint DIR [--prompt TEXT]  sample text\n\n"
+          "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;
   try {
@@ -362,7 +368,9 @@ int main(int argc, char **argv) {
     if (compileCommand)
       return runCompile(argv[0]);
     if (runCommand)
-      return runRun(argv[0]);
+      return runRun(argv[0], {});
+    if (generateCommand)
+      return runRun(argv[0], {"--generate"});
   } catch (const std::bad_alloc &) {
     errs() << "tessel: out of memory\n";
     return 2;
