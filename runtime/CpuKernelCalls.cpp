@@ -450,6 +450,27 @@ bool adamw(KernelCall &c) {
   return true;
 }
 
+bool sgd(KernelCall &c) {
+  int64_t n = c.i("n");
+  float momentum = static_cast<float>(c.f("momentum"));
+  float decay = static_cast<float>(c.f("weight_decay"));
+  if (!c.arity(3, 2) || !c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
+      !c.needOut(1, n) || c.validating)
+    return c.error.empty();
+  // As torch.optim.SGD (no dampening, no Nesterov); the buffer starts at zero, so the first
+  // step's buffer is the gradient itself.
+  float lr = c.fin(1)[0], scale = c.fin(2)[0];
+  const float *g = c.fin(0);
+  float *p = c.fout(0), *buf = c.fout(1);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i] * scale + decay * p[i];
+    buf[i] = momentum * buf[i] + d;
+    p[i] -= lr * buf[i];
+  }
+  return true;
+}
+
 } // namespace
 
 KernelFn findCpuKernel(const std::string &name) {
@@ -476,6 +497,7 @@ KernelFn findCpuKernel(const std::string &name) {
       {"rmsnorm", rmsNorm},
       {"rmsnorm_grad", rmsNormGrad},
       {"rope", rope},
+      {"sgd", sgd},
       {"softmax", softmax},
       {"softmax_grad", softmaxGrad},
       {"unary", unary},

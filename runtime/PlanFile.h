@@ -71,7 +71,7 @@ struct Program {
   std::vector<Instr> instrs;
 };
 
-/// Persistent tensors. Role is "param", "grad", "adam_m" or "adam_v"; `of` names the
+/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v" or "momentum"; `of` names the
 /// parameter a gradient or moment belongs to.
 struct StateTensor {
   std::string name, role, of;

@@ -277,7 +277,7 @@ bool Session::save(int64_t step) {
     TensorView v{t.name, DType::F32, t.shape, ex_->stateData(i)};
     if (t.role == "param")
       c.params.push_back(v);
-    else if (t.role == "adam_m" || t.role == "adam_v")
+    else if (t.role != "grad") // Optimizer state: moments, momentum buffers.
       c.optimizerState.push_back(v);
   }
   Json extra = Json::object();

@@ -442,6 +442,18 @@ LogicalResult GradOp::verify() {
   return failure(failed(expectNamed(*this)));
 }
 
+LogicalResult SGDOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a parameter name");
+  double m = getMomentum().convertToDouble();
+  if (!(m >= 0 && m < 1) || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("needs momentum in [0, 1) and weight_decay >= 0");
+  if (failed(expectNamed(*this)) || failed(expectScalar(*this, getLr().getType(), "lr")) ||
+      failed(expectScalar(*this, getCoefficient().getType(), "the coefficient")))
+    return failure();
+  return success();
+}
+
 LogicalResult ZeroGradOp::verify() {
   if (getName().empty())
     return emitOpError("needs a parameter name");

@@ -112,6 +112,30 @@ def Graph_AdamWOp : Graph_Op<"adamw", [MemoryEffects<[MemRead, MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def Graph_SGDOp : Graph_Op<"sgd", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Updates a parameter by one step of SGD with momentum";
+  let description = [{
+    As torch.optim.SGD without dampening or Nesterov: the gradient `grad * coefficient`
+    plus `weight_decay * param` (L2, coupled) feeds a momentum buffer
+    `buf = momentum * buf + g` (state named after the parameter, zero at first), and
+    `param -= lr * buf`. Momentum 0 is plain SGD.
+
+    ```mlir
+    graph.sgd "wte", %g, %lr, %c momentum 9.000000e-01 weight_decay 0.000000e+00
+        : tensor<256x128xf32, #graph.dims<vocab, embed>>, tensor<f32, #graph.dims<>>,
+          tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Graph_FloatTensor:$grad, Graph_FloatTensor:$lr,
+                       Graph_FloatTensor:$coefficient, F64Attr:$momentum,
+                       F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $name `,` $grad `,` $lr `,` $coefficient `momentum` $momentum `weight_decay` $weight_decay
+    attr-dict `:` type($grad) `,` type($lr) `,` type($coefficient)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_ZeroGradOp : Graph_Op<"zero_grad", [MemoryEffects<[MemWrite]>]> {
   let summary = "Clears a parameter's gradient accumulator";
   let arguments = (ins StrAttr:$name);

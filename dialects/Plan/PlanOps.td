@@ -13,7 +13,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
   let summary = "Declares a persistent tensor of every rank";
   let description = [{
-    `role` is `param`, `grad`, `adam_m` or `adam_v`; `of` names the parameter a gradient
+    `role` is `param`, `grad`, `adam_m`, `adam_v` or `momentum`; `of` names the parameter a gradient
     or moment belongs to. `init` says how the runtime fills it before the first step
     (parameters from the spec; the rest start at zero); `dims` keeps the dim names for
     checkpoints and tools.

@@ -1,8 +1,8 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-optimizer
 // The errors of -tessel-optimizer.
 
-// expected-error @+1 {{optimizer 'sgd' is not supported yet; use adamw}}
-module attributes {tessel.train = {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}}} {
+// expected-error @+1 {{unknown optimizer 'lion'; expected adamw, adam or sgd}}
+module attributes {tessel.train = {optimizer = {kind = "lion", lr = 1.000000e-01 : f64}}} {
   func.func @forward_backward(%db: tensor<8xf32, #graph.dims<embed>>) {
     graph.accumulate_grad %db to "bias" : tensor<8xf32, #graph.dims<embed>>
     return
@@ -11,7 +11,7 @@ module attributes {tessel.train = {optimizer = {kind = "sgd", lr = 1.000000e-01 
 
 // -----
 
-// expected-error @+1 {{optimizer 'adam' with weight decay is not supported yet; use adamw}}
+// expected-error @+1 {{optimizer 'adam' with weight decay (L2, coupled) is not supported yet; use adamw, whose decay is decoupled}}
 module attributes {tessel.train = {optimizer = {kind = "adam", weight_decay = 1.000000e-02 : f64}}} {
   func.func @forward_backward(%db: tensor<8xf32, #graph.dims<embed>>) {
     graph.accumulate_grad %db to "bias" : tensor<8xf32, #graph.dims<embed>>

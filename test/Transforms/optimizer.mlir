@@ -74,3 +74,21 @@ module attributes {tessel.train = {optimizer = {kind = "adam", lr = 5.000000e-01
 // CHECK-LABEL: func.func @optimizer_step()
 // CHECK: graph.learning_rate "constant" lr 5.000000e-01
 // CHECK: graph.adamw "bias", {{.*}} weight_decay 0.000000e+00
+
+// -----
+
+// SGD with momentum and (coupled) weight decay: one graph.sgd per parameter.
+
+module attributes {tessel.train = {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}}} {
+  func.func @forward_backward(%db: tensor<8xf32, #graph.dims<embed>>) {
+    graph.accumulate_grad %db to "bias" : tensor<8xf32, #graph.dims<embed>>
+    return
+  }
+}
+
+// CHECK-LABEL: func.func @optimizer_step()
+// CHECK: %[[G:.*]] = graph.grad "bias"
+// CHECK: %[[LR:.*]] = graph.learning_rate "constant" lr 1.000000e-01
+// CHECK-NEXT: graph.sgd "bias", %[[G]], %[[LR]], %{{.*}} momentum 9.000000e-01 weight_decay 1.000000e-04
+// CHECK-NOT: graph.adamw
+// CHECK: graph.zero_grad "bias"

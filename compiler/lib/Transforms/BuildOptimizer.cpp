@@ -30,13 +30,16 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
     TrainSettings s = readTrainSettings(module);
     // Adam without weight decay is AdamW without weight decay.
     bool adamw = s.optimizer == "adamw" || (s.optimizer == "adam" && s.weightDecay == 0.0);
-    if (!adamw) {
-      module.emitError() << "optimizer '" << s.optimizer
-                         << (s.optimizer == "adam" ? "' with weight decay" : "'")
-                         << " is not supported yet; use adamw";
+    if (s.optimizer == "adam" && !adamw) {
+      module.emitError() << "optimizer 'adam' with weight decay (L2, coupled) is not supported "
+                            "yet; use adamw, whose decay is decoupled";
       return signalPassFailure();
     }
-
+    if (!adamw && s.optimizer != "sgd") {
+      module.emitError() << "unknown optimizer '" << s.optimizer
+                         << "'; expected adamw, adam or sgd";
+      return signalPassFailure();
+    }
     SmallVector<AccumulateGradOp> accumulators;
     fb.walk([&](AccumulateGradOp op) { accumulators.push_back(op); });
     if (accumulators.empty()) {
@@ -64,10 +67,15 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
     Value lr = LearningRateOp::create(b, loc, scalarType, b.getStringAttr(s.schedule),
                                       b.getF64FloatAttr(s.lr), b.getF64FloatAttr(s.minLr),
                                       b.getI64IntegerAttr(s.warmup), b.getI64IntegerAttr(s.steps));
-    for (auto [acc, grad] : llvm::zip(accumulators, grads))
-      AdamWOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
-                      b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
-                      b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay));
+    for (auto [acc, grad] : llvm::zip(accumulators, grads)) {
+      if (adamw)
+        AdamWOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
+                        b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
+                        b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay));
+      else
+        SGDOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
+                      b.getF64FloatAttr(s.momentum), b.getF64FloatAttr(s.weightDecay));
+    }
     for (AccumulateGradOp acc : accumulators)
       ZeroGradOp::create(b, acc.getLoc(), acc.getNameAttr());
     func::ReturnOp::create(b, loc, ValueRange{norm, lr});

@@ -631,6 +631,19 @@ LogicalResult Lowering::lower(Operation *op) {
                 i64("steps", static_cast<int64_t>(o.getSteps()))});
         return success();
       })
+      .Case([&](graph::SGDOp o) -> LogicalResult {
+        Type t = o.getGrad().getType();
+        if (!stateIndex_.count(o.getName().str()))
+          return o.emitOpError() << "updates '" << o.getName()
+                                 << "', which no lowered function declares as a parameter";
+        Value p = state(o.getName(), t, loc);
+        Value momentum = derivedState("momentum", o.getName(), t, loc);
+        kernel(loc, "sgd", {buffer(o.getGrad()), buffer(o.getLr()), buffer(o.getCoefficient())},
+               {p, momentum},
+               {n(o.getGrad()), f64("momentum", o.getMomentum().convertToDouble()),
+                f64("weight_decay", o.getWeightDecay().convertToDouble())});
+        return success();
+      })
       .Case([&](graph::AdamWOp o) -> LogicalResult {
         Type t = o.getGrad().getType();
         auto it = stateIndex_.find(o.getName().str());

@@ -50,6 +50,7 @@ tessel::TrainSettings tessel::readTrainSettings(ModuleOp module) {
   read(opt, "beta2", s.beta2);
   read(opt, "eps", s.eps);
   read(opt, "weight_decay", s.weightDecay);
+  read(opt, "momentum", s.momentum);
   DictionaryAttr sched = sub(train, "lr_schedule");
   read(sched, "kind", s.schedule);
   read(sched, "warmup", s.warmup);

@@ -21,7 +21,7 @@ def Autodiff : Pass<"tessel-autodiff", "mlir::ModuleOp"> {
 }
 
 def BuildOptimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
-  let summary = "Builds @optimizer_step: clipping, learning-rate schedule and AdamW";
+  let summary = "Builds @optimizer_step: clipping, learning-rate schedule, AdamW or SGD";
   let description = [{
     From the module's `tessel.train` settings and the parameters that `@forward_backward`
     accumulates gradients for, emits `@optimizer_step() -> (grad_norm, lr)`: the global
