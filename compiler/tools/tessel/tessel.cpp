@@ -22,6 +22,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -245,6 +246,26 @@ bool buildExecutable(const char *argv0, const planfile::Plan &plan, std::vector<
   return true;
 }
 
+/// One line on what was written: programs, kernel calls, the arena's peak and the state.
+void printPlanSummary(const planfile::Plan &plan, StringRef path) {
+  size_t calls = 0;
+  const planfile::Program *peak = nullptr;
+  for (const planfile::Program &p : plan.programs) {
+    calls += p.instrs.size();
+    if (!peak || p.arenaBytes > peak->arenaBytes)
+      peak = &p;
+  }
+  uint64_t state = 0;
+  for (const planfile::StateTensor &t : plan.state)
+    state += t.bytes();
+  auto mib = [](uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  outs() << "wrote " << path << ": " << plan.programs.size() << " programs, " << calls
+         << " kernel calls; arena ";
+  outs() << format("%.1f", peak ? mib(peak->arenaBytes) : 0.0) << " MiB at the peak of '"
+         << (peak ? peak->name : "") << "', state " << format("%.1f", mib(state))
+         << " MiB (parameters, gradients, optimizer)\n";
+}
+
 int runCompile(const char *argv0) {
   Frontend fe;
   if (!load(fe, argv0)) { // The file could not be read: an I/O error, not one in the input.
@@ -291,7 +312,10 @@ int runCompile(const char *argv0) {
     } else {
       bytes = planfile::serializePlan(plan);
     }
-    return writeOutput(outputFile, bytes, what == Emit::Exe) ? 0 : 2;
+    if (!writeOutput(outputFile, bytes, what == Emit::Exe))
+      return 2;
+    printPlanSummary(plan, outputFile);
+    return 0;
   }
 
   std::string error;
