@@ -289,3 +289,32 @@ module {
 // CHECK: plan.program "sample" rank 0 {
 // CHECK: plan.kernel "binary" ins(%{{.*}}, %{{.*}} : memref<8xf32>, memref<4x8xf32>) outs(%[[R:.*]] : memref<8x4xf32>) {a_strides = array<i64: 1, 0>, b_strides = array<i64: 1, 8>, op = "mul", shape = array<i64: 8, 4>}
 // CHECK-NEXT: plan.output "logits", %[[R]] : memref<8x4xf32>
+
+// -----
+
+// Softmax over a dim that is not innermost, and a layernorm over a middle dim: the operand is
+// copied into a layout with those dims last, the kernel runs on [rows, cols], and the result
+// is copied back into the value's own layout.
+
+!x = tensor<2x4x8xf32, #graph.dims<batch, seq, embed>>
+!e = tensor<4xf32, #graph.dims<seq>>
+module {
+  func.func @forward(%x: !x {graph.name = "x"}) -> !x {
+    %g = graph.param "seq_gain" init <ones> : !e
+    %0 = graph.softmax %x dim "seq" : !x
+    %1 = graph.layernorm %0, %g, %g eps 1.0e-05 : (!x, !e, !e) -> !x
+    return %1 : !x
+  }
+}
+
+// CHECK-LABEL: plan.tensor "seq_gain" role "param" init "ones"
+// CHECK: %[[X:.*]] = plan.input "x"
+// CHECK: %[[XT:.*]] = plan.alloc {{.*}}: memref<2x8x4xf32>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[X]] : memref<2x4x8xf32>) outs(%[[XT]] : memref<2x8x4xf32>) {shape = array<i64: 2, 8, 4>, x_strides = array<i64: 32, 1, 8>}
+// CHECK-NEXT: %[[YT:.*]] = plan.alloc {{.*}}: memref<2x8x4xf32>
+// CHECK-NEXT: plan.kernel "softmax" ins(%[[XT]] : memref<2x8x4xf32>) outs(%[[YT]] : memref<2x8x4xf32>) {cols = 4 : i64, rows = 16 : i64}
+// CHECK-NEXT: %[[Y:.*]] = plan.alloc {{.*}}: memref<2x4x8xf32>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[YT]] : memref<2x8x4xf32>) outs(%[[Y]] : memref<2x4x8xf32>) {shape = array<i64: 2, 4, 8>, x_strides = array<i64: 32, 1, 4>}
+// CHECK: plan.kernel "layernorm" {{.*}} {cols = 4 : i64, eps = 1.000000e-05 : f64, rows = 16 : i64}
+// CHECK-NEXT: plan.alloc {{.*}}: memref<2x4x8xf32>
+// CHECK-NEXT: plan.kernel "copy"

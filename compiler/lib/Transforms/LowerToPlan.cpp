@@ -164,8 +164,14 @@ private:
   /// Copies `v` (dense, `from`) into a fresh dense buffer laid out as `to`.
   Value relayout(Value v, const NamedShape &from, const NamedShape &to, Type element, Location loc);
   /// rows x cols of an op that works along trailing dims `inner` of `x`, or an error.
-  FailureOr<std::pair<int64_t, int64_t>> rowsCols(Operation *op, const NamedShape &x,
-                                                  ArrayRef<std::string> inner);
+  /// Lowers an op whose kernel works along the dims `inner` of the [rows, cols] operands
+  /// and results flagged in `rowIns` / `rowOuts` (all of shape `x`). When `inner` are not
+  /// the innermost dims of `x`, those operands are first copied into a layout where they are,
+  /// and those results are computed in it and copied back.
+  LogicalResult lowerAlongDims(Operation *op, StringRef kernelName, const NamedShape &x,
+                               ArrayRef<std::string> inner, ValueRange ins, ArrayRef<bool> rowIns,
+                               ValueRange results, ArrayRef<bool> rowOuts,
+                               SmallVector<NamedAttribute> params);
 
   ModuleOp module_;
   OpBuilder b_;
@@ -243,20 +249,42 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) 
   return success();
 }
 
-FailureOr<std::pair<int64_t, int64_t>> Lowering::rowsCols(Operation *op, const NamedShape &x,
-                                                          ArrayRef<std::string> inner) {
-  if (inner.size() > x.size())
-    return op->emitOpError("works along more dims than its operand has");
+LogicalResult Lowering::lowerAlongDims(Operation *op, StringRef kernelName, const NamedShape &x,
+                                       ArrayRef<std::string> inner, ValueRange ins,
+                                       ArrayRef<bool> rowIns, ValueRange results,
+                                       ArrayRef<bool> rowOuts, SmallVector<NamedAttribute> params) {
+  NamedShape moved;
+  for (const NamedDim &d : x)
+    if (!llvm::is_contained(inner, d.name))
+      moved.push_back(d);
   int64_t cols = 1;
-  for (size_t i = 0; i < inner.size(); ++i) {
-    const NamedDim &d = x[x.size() - inner.size() + i];
-    if (d.name != inner[i])
-      return op->emitOpError() << "works along [" << llvm::join(inner, ", ")
-                               << "], which must be the innermost dims of " << formatShape(x)
-                               << " for the CPU lowering";
-    cols *= d.size;
+  for (const std::string &name : inner) {
+    int at = findDim(x, name);
+    if (at < 0)
+      return op->emitOpError() << "works along '" << name << "', which is not a dim of "
+                               << formatShape(x);
+    moved.push_back(x[at]);
+    cols *= x[at].size;
   }
-  return std::make_pair(numElements(x) / cols, cols);
+  bool relaid = !(moved == x);
+  Location loc = op->getLoc();
+  Type element = cast<RankedTensorType>(results[0].getType()).getElementType();
+  SmallVector<Value> inBuffers, outBuffers;
+  for (auto [v, rows] : llvm::zip(ins, rowIns))
+    inBuffers.push_back(rows && relaid ? relayout(buffer(v), x, moved, element, loc) : buffer(v));
+  for (auto [v, rows] : llvm::zip(results, rowOuts))
+    outBuffers.push_back(rows && relaid
+                             ? plan::AllocOp::create(
+                                   b_, loc, MemRefType::get(sizesOf(moved), element), IntegerAttr())
+                             : define(v));
+  params.push_back(i64("rows", numElements(x) / cols));
+  params.push_back(i64("cols", cols));
+  kernel(loc, kernelName, inBuffers, outBuffers, params);
+  for (auto [v, rows, out] : llvm::zip(results, rowOuts, outBuffers))
+    if (rows && relaid)
+      kernel(loc, "copy", {out}, {define(v)},
+             {list("shape", sizesOf(x)), list("x_strides", stridesIn(moved, x))});
+  return success();
 }
 
 Value Lowering::relayout(Value v, const NamedShape &from, const NamedShape &to, Type element,
@@ -406,11 +434,11 @@ LogicalResult Lowering::lower(Operation *op) {
     return success();
   };
   // Norms work along the dims of their scale.
-  auto normRowsCols = [&](Operation *o, Value x, Value scale) {
-    std::vector<std::string> inner;
+  auto dimNames = [](Value scale) {
+    std::vector<std::string> names;
     for (const NamedDim &d : shapeOf(scale))
-      inner.push_back(d.name);
-    return rowsCols(o, shapeOf(x), inner);
+      names.push_back(d.name);
+    return names;
   };
   auto attentionParams = [&](Value q, Value k, bool causal, double scale) {
     NamedShape qs = shapeOf(q), ks = shapeOf(k);
@@ -463,66 +491,33 @@ LogicalResult Lowering::lower(Operation *op) {
       .Case<graph::BroadcastOp, graph::PermuteOp>([&](Operation *o) { return copy(o); })
       .Case<graph::SplitOp, graph::MergeOp>([&](Operation *o) { return view(o); })
       .Case([&](graph::SoftmaxOp o) {
-        auto rc = rowsCols(o, shapeOf(o.getInput()), {o.getDim().str()});
-        if (failed(rc))
-          return failure();
-        Value r = define(o.getResult());
-        kernel(loc, "softmax", {buffer(o.getInput())}, {r},
-               {i64("rows", rc->first), i64("cols", rc->second)});
-        return success();
+        return lowerAlongDims(o, "softmax", shapeOf(o.getInput()), {o.getDim().str()},
+                              o->getOperands(), {true}, o->getResults(), {true}, {});
       })
       .Case([&](graph::SoftmaxGradOp o) {
-        auto rc = rowsCols(o, shapeOf(o.getOutput()), {o.getDim().str()});
-        if (failed(rc))
-          return failure();
-        Value r = define(o.getResult());
-        kernel(loc, "softmax_grad", {buffer(o.getOutput()), buffer(o.getGrad())}, {r},
-               {i64("rows", rc->first), i64("cols", rc->second)});
-        return success();
+        return lowerAlongDims(o, "softmax_grad", shapeOf(o.getOutput()), {o.getDim().str()},
+                              {o.getOutput(), o.getGrad()}, {true, true}, o->getResults(), {true},
+                              {});
       })
       .Case([&](graph::LayerNormOp o) {
-        auto rc = normRowsCols(o, o.getInput(), o.getScale());
-        if (failed(rc))
-          return failure();
-        Value r = define(o.getResult());
-        kernel(loc, "layernorm", {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getBias())},
-               {r},
-               {i64("rows", rc->first), i64("cols", rc->second),
-                f64("eps", o.getEps().convertToDouble())});
-        return success();
+        return lowerAlongDims(o, "layernorm", shapeOf(o.getInput()), dimNames(o.getScale()),
+                              o->getOperands(), {true, false, false}, o->getResults(), {true},
+                              {f64("eps", o.getEps().convertToDouble())});
       })
       .Case([&](graph::LayerNormGradOp o) {
-        auto rc = normRowsCols(o, o.getInput(), o.getScale());
-        if (failed(rc))
-          return failure();
-        Value dx = define(o.getInputGrad()), dg = define(o.getScaleGrad()),
-              db = define(o.getBiasGrad());
-        kernel(loc, "layernorm_grad",
-               {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getGrad())}, {dx, dg, db},
-               {i64("rows", rc->first), i64("cols", rc->second),
-                f64("eps", o.getEps().convertToDouble())});
-        return success();
+        return lowerAlongDims(o, "layernorm_grad", shapeOf(o.getInput()), dimNames(o.getScale()),
+                              o->getOperands(), {true, false, true}, o->getResults(),
+                              {true, false, false}, {f64("eps", o.getEps().convertToDouble())});
       })
       .Case([&](graph::RMSNormOp o) {
-        auto rc = normRowsCols(o, o.getInput(), o.getScale());
-        if (failed(rc))
-          return failure();
-        Value r = define(o.getResult());
-        kernel(loc, "rmsnorm", {buffer(o.getInput()), buffer(o.getScale())}, {r},
-               {i64("rows", rc->first), i64("cols", rc->second),
-                f64("eps", o.getEps().convertToDouble())});
-        return success();
+        return lowerAlongDims(o, "rmsnorm", shapeOf(o.getInput()), dimNames(o.getScale()),
+                              o->getOperands(), {true, false}, o->getResults(), {true},
+                              {f64("eps", o.getEps().convertToDouble())});
       })
       .Case([&](graph::RMSNormGradOp o) {
-        auto rc = normRowsCols(o, o.getInput(), o.getScale());
-        if (failed(rc))
-          return failure();
-        Value dx = define(o.getInputGrad()), dg = define(o.getScaleGrad());
-        kernel(loc, "rmsnorm_grad",
-               {buffer(o.getInput()), buffer(o.getScale()), buffer(o.getGrad())}, {dx, dg},
-               {i64("rows", rc->first), i64("cols", rc->second),
-                f64("eps", o.getEps().convertToDouble())});
-        return success();
+        return lowerAlongDims(o, "rmsnorm_grad", shapeOf(o.getInput()), dimNames(o.getScale()),
+                              o->getOperands(), {true, false, true}, o->getResults(), {true, false},
+                              {f64("eps", o.getEps().convertToDouble())});
       })
       .Case([&](graph::EmbeddingOp o) {
         NamedShape t = shapeOf(o.getTable());
@@ -541,24 +536,23 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case<graph::CrossEntropyOp, graph::CrossEntropyGradOp>([&](Operation *o) -> LogicalResult {
-        Value logits = o->getOperand(0), targets = o->getOperand(1);
-        StringRef dim = o->getAttrOfType<StringAttr>("dim").getValue();
-        NamedShape ls = shapeOf(logits), ts = shapeOf(targets);
-        auto rc = rowsCols(o, ls, {dim.str()});
-        if (failed(rc))
-          return failure();
-        for (size_t i = 0; i < ts.size(); ++i)
-          if (ts[i].name != ls[i].name)
-            return o->emitOpError() << "targets " << formatShape(ts)
-                                    << " must list the logits' other dims in their order "
-                                    << formatShape(ls) << " for the CPU lowering";
-        SmallVector<Value> ins = {buffer(logits), buffer(targets)};
-        if (o->getNumOperands() > 2)
-          ins.push_back(buffer(o->getOperand(2)));
-        Value r = define(o->getResult(0));
-        kernel(loc, isa<graph::CrossEntropyOp>(o) ? "cross_entropy" : "cross_entropy_grad", ins,
-               {r}, {i64("rows", rc->first), i64("cols", rc->second)});
-        return success();
+        // The kernel reads targets in the order of the logits' other dims.
+        NamedShape ls = shapeOf(o->getOperand(0)), ts = shapeOf(o->getOperand(1));
+        std::string dim = o->getAttrOfType<StringAttr>("dim").str();
+        NamedShape others;
+        for (const NamedDim &d : ls)
+          if (d.name != dim)
+            others.push_back(d);
+        if (!(others == ts))
+          return o->emitOpError() << "targets " << formatShape(ts)
+                                  << " must list the logits' other dims in their order "
+                                  << formatShape(others) << " for the CPU lowering";
+        bool grad = isa<graph::CrossEntropyGradOp>(o);
+        SmallVector<bool> rowIns = {true, false};
+        if (grad)
+          rowIns.push_back(false);
+        return lowerAlongDims(o, grad ? "cross_entropy_grad" : "cross_entropy", ls, {dim},
+                              o->getOperands(), rowIns, o->getResults(), {grad}, {});
       })
       .Case([&](graph::AttentionOp o) {
         Value r = define(o.getResult());
