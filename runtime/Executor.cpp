@@ -11,8 +11,6 @@
 #include <cstring>
 #include <omp.h>
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace tessel::rt {
 
 using planfile::BufferRef;
@@ -21,8 +19,8 @@ using planfile::Storage;
 void setComputeThreads(int threads) {
   if (threads < 1)
     threads = 1;
+  // OpenBLAS itself runs single-threaded: kernels/cpu's GEMM splits products over these.
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
 }
 
 struct Executor::Decoded {

@@ -26,7 +26,7 @@ struct StepContext {
   uint64_t seed = 0;
 };
 
-/// Sets the threads of our kernels (OpenMP) and of OpenBLAS.
+/// Sets the threads the CPU kernels (and GEMM, which slices its products over them) use.
 void setComputeThreads(int threads);
 
 class Executor {

@@ -133,7 +133,7 @@ private:
   bool loadMicroBatch(int64_t step, int64_t micro);
   bool writeInputs(const std::string &program);
   double evaluate();
-  bool dumpTensors(const std::string &file, const std::string &role, const std::string &prefix);
+  bool dumpTensors(const std::string &file, const std::string &role);
   int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
   /// What the host checks of the accumulated gradients before they reach the parameters.
   struct GradientSummary {
@@ -335,8 +335,7 @@ double Session::evaluate() {
   return sum / static_cast<double>(s_.evalBatches);
 }
 
-bool Session::dumpTensors(const std::string &file, const std::string &role,
-                          const std::string &prefix) {
+bool Session::dumpTensors(const std::string &file, const std::string &role) {
   std::vector<TensorView> views;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
@@ -346,7 +345,6 @@ bool Session::dumpTensors(const std::string &file, const std::string &role,
   std::string err;
   if (!writeSafetensors(options_.dumpDir + "/" + file, views, {}, err))
     return error(err);
-  (void)prefix;
   return true;
 }
 
@@ -404,7 +402,7 @@ int Session::run() {
     return 1;
   if (!options_.dumpDir.empty()) {
     mkdir(options_.dumpDir.c_str(), 0755);
-    if (!dumpTensors("init.safetensors", "param", ""))
+    if (!dumpTensors("init.safetensors", "param"))
       return 1;
   }
   if (!options_.quiet) {
@@ -446,7 +444,7 @@ int Session::run() {
     }
     loss /= static_cast<double>(s_.accumulation);
     if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
-        !dumpTensors("grads.safetensors", "grad", ""))
+        !dumpTensors("grads.safetensors", "grad"))
       return 1;
     // A non-finite gradient must not reach the parameters: find where it came from instead.
     GradientSummary grads = summarizeGradients();
