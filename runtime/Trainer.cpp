@@ -118,6 +118,38 @@ bool rngFromJson(const Json *j, Rng &rng) {
   return true;
 }
 
+/// Loads `path`, checks it belongs to `plan`'s model, and copies its tensors into the
+/// executor's state: parameters, and the optimizer state too when `withOptimizer`.
+std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Executor &ex, const std::string &path,
+                                            bool withOptimizer, std::string &error) {
+  auto ck = loadCheckpoint(path, error);
+  if (!ck)
+    return nullptr;
+  if (!checkCompatible(*ck, parameterShapes(plan), plan.model, error)) {
+    if (error.find(ck->path) == std::string::npos)
+      error = "cannot use " + ck->path + ": " + error;
+    return nullptr;
+  }
+  for (size_t i = 0; i < plan.state.size(); ++i) {
+    const planfile::StateTensor &t = plan.state[i];
+    if (t.role == "grad" || (t.role != "param" && !withOptimizer))
+      continue;
+    const SafetensorsFile *file = t.role == "param" ? ck->params.get() : ck->optimizer.get();
+    const SafetensorsTensor *x = file ? file->find(t.name) : nullptr;
+    if (!x) {
+      error = "checkpoint " + ck->path + " lacks '" + t.name + "'";
+      return nullptr;
+    }
+    if (x->dtype != DType::F32 || x->shape != t.shape || x->bytes.size() != t.bytes()) {
+      error = "checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
+              formatShape(x->shape) + ", the model needs F32 " + formatShape(t.shape);
+      return nullptr;
+    }
+    std::memcpy(ex.stateData(i), x->bytes.data(), x->bytes.size());
+  }
+  return ck;
+}
+
 class Session {
 public:
   Session(const Plan &plan, const RunOptions &options)
@@ -233,26 +265,9 @@ void Session::initialiseParameters() {
 
 bool Session::restore(const std::string &path) {
   std::string err;
-  auto ck = loadCheckpoint(path, err);
+  auto ck = loadState(plan_, *ex_, path, /*withOptimizer=*/true, err);
   if (!ck)
     return error(err);
-  if (!checkCompatible(*ck, parameterShapes(plan_), plan_.model, err))
-    return error(err.find(ck->path) == std::string::npos
-                     ? "cannot resume from " + ck->path + ": " + err
-                     : err);
-  for (size_t i = 0; i < plan_.state.size(); ++i) {
-    const planfile::StateTensor &t = plan_.state[i];
-    if (t.role == "grad")
-      continue;
-    const SafetensorsFile *file = t.role == "param" ? ck->params.get() : ck->optimizer.get();
-    const SafetensorsTensor *x = file ? file->find(t.name) : nullptr;
-    if (!x)
-      return error("checkpoint " + ck->path + " lacks '" + t.name + "'");
-    if (x->dtype != DType::F32 || x->shape != t.shape || x->bytes.size() != t.bytes())
-      return error("checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
-                   formatShape(x->shape) + ", the model needs F32 " + formatShape(t.shape));
-    std::memcpy(ex_->stateData(i), x->bytes.data(), x->bytes.size());
-  }
   if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
     return error("checkpoint " + ck->path + " has no valid data position ('data_rng')");
   startStep_ = ck->step;
@@ -572,22 +587,9 @@ int generate(const Plan &plan, const RunOptions &options) {
                          "directory in the model's train section)\n");
     return 1;
   }
-  auto ck = loadCheckpoint(source, err);
-  if (!ck || !checkCompatible(*ck, parameterShapes(plan), plan.model, err)) {
+  if (!loadState(plan, *ex, source, /*withOptimizer=*/false, err)) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
-  }
-  for (size_t i = 0; i < plan.state.size(); ++i) {
-    const planfile::StateTensor &t = plan.state[i];
-    if (t.role != "param")
-      continue;
-    const SafetensorsTensor *x = ck->params->find(t.name);
-    if (!x || x->dtype != DType::F32 || x->bytes.size() != t.bytes()) {
-      std::fprintf(stderr, "tessel: error: checkpoint %s: bad tensor '%s'\n", ck->path.c_str(),
-                   t.name.c_str());
-      return 1;
-    }
-    std::memcpy(ex->stateData(i), x->bytes.data(), x->bytes.size());
   }
 
   bool bytes = s.tokenizer == "byte";
