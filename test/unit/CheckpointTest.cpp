@@ -142,10 +142,7 @@ TEST(Checkpoint, RefusesTensorDataThatDoesNotMatchItsChecksum) {
   std::string file = run / "step_00000005/model.safetensors";
   std::string bytes = readFile(file);
   bytes[bytes.size() - 3] ^= 0x10; // Inside the last tensor's data, past the JSON header.
-  std::FILE *f = std::fopen(file.c_str(), "wb");
-  ASSERT_TRUE(f);
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
+  writeFile(file, bytes);
   EXPECT_FALSE(loadCheckpoint(run.path(), error));
   EXPECT_NE(error.find("does not match its checksum"), std::string::npos) << error;
 }
