@@ -43,4 +43,20 @@ def Graph_InitAttr : Graph_Attr<"Init", "init"> {
   let genVerifyDecl = 1;
 }
 
+def Graph_ShardingAttr : Graph_Attr<"Sharding", "sharding"> {
+  let summary = "How a value is laid over the device mesh";
+  let description = [{
+    One entry per dim of the value: the mesh axis that splits it, or `*` when every rank
+    holds the whole dim; then, optionally, the axes over which the value is a partial sum
+    that is still to be reduced.
+    ```mlir
+    #graph.sharding<[dp, *, tp]>               // batch split over dp, the third dim over tp
+    #graph.sharding<[dp, *, *], partial [tp]>  // tp ranks hold addends of the value
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr", "axis per dim">:$axes,
+                        ArrayRefParameter<"::mlir::StringAttr", "partial axes">:$partial);
+  let hasCustomAssemblyFormat = 1;
+}
+
 #endif // TESSEL_GRAPH_ATTRS

@@ -7,7 +7,7 @@
 #ifndef TESSEL_GRAPH_GRADIENT_OPS
 #define TESSEL_GRAPH_GRADIENT_OPS
 
-def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+def Graph_BroadcastOp : Graph_Op<"broadcast", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Repeats a tensor along the dims of the result type it lacks";
   let description = [{
     The gradient of a sum. The input's dims are a subset of the result's, in any order.
@@ -24,7 +24,7 @@ def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
 }
 
 def Graph_UnaryGradOp : Graph_Op<"unary_grad",
-    [Pure, AllTypesMatch<["input", "output", "grad", "result"]>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllTypesMatch<["input", "output", "grad", "result"]>]> {
   let summary = "The gradient of an elementwise function";
   let description = [{
     `dx = dy * f'(x)` for the function named by `fn` (the mnemonic of its forward op: exp,
@@ -43,7 +43,7 @@ def Graph_UnaryGradOp : Graph_Op<"unary_grad",
 }
 
 def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad",
-    [Pure, AllTypesMatch<["output", "grad", "result"]>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllTypesMatch<["output", "grad", "result"]>]> {
   let summary = "The gradient of softmax from its output";
   let description = [{
     `dx = y * (dy - sum_dim(dy * y))`.
@@ -58,7 +58,7 @@ def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad",
   let hasVerifier = 1;
 }
 
-def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Pure]> {
+def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "The gradients of layernorm's input, scale and bias";
   let description = [{
     Recomputes the statistics from `input`. The scale and bias gradients sum over every
@@ -82,7 +82,7 @@ def Graph_LayerNormGradOp : Graph_Op<"layernorm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_RMSNormGradOp : Graph_Op<"rmsnorm_grad", [Pure]> {
+def Graph_RMSNormGradOp : Graph_Op<"rmsnorm_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "The gradients of rmsnorm's input and scale";
   let description = [{
     ```mlir
@@ -101,7 +101,7 @@ def Graph_RMSNormGradOp : Graph_Op<"rmsnorm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [Pure]> {
+def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure]> {
   let summary = "Scatters the gradient of looked-up rows back into the table's shape";
   let description = [{
     ```mlir
@@ -111,13 +111,14 @@ def Graph_EmbeddingGradOp : Graph_Op<"embedding_grad", [Pure]> {
         -> tensor<256x128xf32, #graph.dims<vocab, embed>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$grad, Graph_IdTensor:$ids);
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_IdTensor:$ids,
+                       OptionalAttr<StrAttr>:$row_axis);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $ids attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
+def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure]> {
   let summary = "The gradient of the mean cross-entropy with respect to the logits";
   let description = [{
     `(softmax(logits) - onehot(targets)) * dloss / positions`.
@@ -129,7 +130,7 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$targets,
-                       Graph_FloatTensor:$grad, StrAttr:$dim);
+                       Graph_FloatTensor:$grad, StrAttr:$dim, OptionalAttr<F64Attr>:$scale);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $grad `dim` $dim attr-dict `:` functional-type(operands, results)
@@ -137,7 +138,7 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "The gradients of attention's query, key and value";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` rather than storing them,

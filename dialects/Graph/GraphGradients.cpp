@@ -241,7 +241,8 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                           SmallVectorImpl<Value> &dx) {
-  dx.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), dy[0], getIds()));
+  dx.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), dy[0], getIds(),
+                                       /*row_axis=*/StringAttr()));
   dx.push_back(Value());
   return success();
 }
@@ -249,7 +250,8 @@ LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                              SmallVectorImpl<Value> &dx) {
   dx.push_back(CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), getLogits(),
-                                          getTargets(), dy[0], getDimAttr()));
+                                          getTargets(), dy[0], getDimAttr(),
+                                          /*scale=*/FloatAttr()));
   dx.push_back(Value());
   return success();
 }

@@ -442,6 +442,20 @@ LogicalResult GradOp::verify() {
   return failure(failed(expectNamed(*this)));
 }
 
+/// An optimizer op either updates its named parameter in place (no `param`, no result) or
+/// updates the slice `param` and returns it: then the slice, the gradient and the result
+/// share one type.
+static LogicalResult verifySliceUpdate(Operation *op, Value param, Value updated, Value grad) {
+  if (!param && !updated)
+    return success();
+  if (!param || !updated)
+    return op->emitOpError("takes a parameter slice and returns the updated slice, or neither");
+  if (param.getType() != grad.getType() || updated.getType() != grad.getType())
+    return op->emitOpError(
+        "needs the parameter slice, its gradient and the result to share a type");
+  return success();
+}
+
 LogicalResult SGDOp::verify() {
   if (getName().empty())
     return emitOpError("needs a parameter name");
@@ -451,7 +465,7 @@ LogicalResult SGDOp::verify() {
   if (failed(expectNamed(*this)) || failed(expectScalar(*this, getLr().getType(), "lr")) ||
       failed(expectScalar(*this, getCoefficient().getType(), "the coefficient")))
     return failure();
-  return success();
+  return verifySliceUpdate(*this, getParam(), getUpdated(), getGrad());
 }
 
 LogicalResult ZeroGradOp::verify() {
@@ -485,7 +499,7 @@ LogicalResult AdamWOp::verify() {
   if (failed(expectNamed(*this)) || failed(expectScalar(*this, getLr().getType(), "lr")) ||
       failed(expectScalar(*this, getCoefficient().getType(), "the coefficient")))
     return failure();
-  return success();
+  return verifySliceUpdate(*this, getParam(), getUpdated(), getGrad());
 }
 
 LogicalResult LearningRateOp::verify() {
@@ -495,4 +509,110 @@ LogicalResult LearningRateOp::verify() {
   if (static_cast<int64_t>(getWarmup()) < 0 || static_cast<int64_t>(getSteps()) < 1)
     return emitOpError("needs warmup >= 0 and steps >= 1");
   return expectScalar(*this, getType(), "the result");
+}
+
+//===----------------------------------------------------------------------===//
+// Per-rank pieces of split ops
+//===----------------------------------------------------------------------===//
+
+/// `rows` must be `logits` without its class dim `dim`.
+static LogicalResult expectRowsOf(Operation *op, Type logits, StringRef dim, Type rows,
+                                  StringRef what) {
+  auto l = getNamedShape(logits), r = getNamedShape(rows);
+  if (!l || !r)
+    return op->emitOpError("needs tensors with named dims");
+  int at = findDim(*l, dim.str());
+  if (at < 0)
+    return op->emitOpError() << "class dim '" << dim << "' is not a dim of the logits";
+  NamedShape expect = *l;
+  expect.erase(expect.begin() + at);
+  if (expect != *r)
+    return op->emitOpError() << what << " must be " << formatShape(expect) << ", not "
+                             << formatShape(*r);
+  return success();
+}
+
+LogicalResult CEMaxOp::verify() {
+  return expectRowsOf(*this, getLogits().getType(), getDim(), getType(), "the result");
+}
+
+LogicalResult CESumsOp::verify() {
+  Type l = getLogits().getType();
+  if (failed(expectRowsOf(*this, l, getDim(), getTargets().getType(), "the targets")) ||
+      failed(expectRowsOf(*this, l, getDim(), getMax().getType(), "the maxima")) ||
+      failed(expectRowsOf(*this, l, getDim(), getSums().getType(), "the sums")) ||
+      failed(expectRowsOf(*this, l, getDim(), getPicked().getType(), "the target logits")))
+    return failure();
+  return success();
+}
+
+LogicalResult CELossOp::verify() {
+  if (getMax().getType() != getSums().getType() || getMax().getType() != getPicked().getType())
+    return emitOpError("needs the maxima, sums and target logits to share a type");
+  return expectScalar(*this, getType(), "the result");
+}
+
+LogicalResult CEGradOp::verify() {
+  Type l = getLogits().getType();
+  if (getType() != l)
+    return emitOpError("needs the result to have the logits' type");
+  if (failed(expectRowsOf(*this, l, getDim(), getTargets().getType(), "the targets")) ||
+      failed(expectRowsOf(*this, l, getDim(), getMax().getType(), "the maxima")) ||
+      failed(expectRowsOf(*this, l, getDim(), getSums().getType(), "the sums")))
+    return failure();
+  return expectScalar(*this, getGrad().getType(), "the loss gradient");
+}
+
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  return expectScalar(*this, getType(), "the result");
+}
+
+LogicalResult AssignParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a parameter name");
+  return success();
+}
+
+static int64_t elementCount(Type t) { return cast<RankedTensorType>(t).getNumElements(); }
+
+LogicalResult PackOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  if (getDims().size() != getInputs().size())
+    return emitOpError("needs one split dim (or \"\") per operand");
+  if (getWays() < 1)
+    return emitOpError("needs ways >= 1");
+  int64_t total = 0;
+  for (auto [in, dimAttr] : llvm::zip(getInputs(), getDims())) {
+    StringRef dim = cast<StringAttr>(dimAttr).getValue();
+    auto shape = getNamedShape(in.getType());
+    if (!shape)
+      return emitOpError("needs tensors with named dims");
+    if (!dim.empty()) {
+      int at = findDim(*shape, dim.str());
+      if (at < 0 || (*shape)[at].size % getWays() != 0)
+        return emitOpError() << "dim '" << dim << "' of " << formatShape(*shape)
+                             << " cannot be split " << getWays() << " ways";
+    } else if (getWays() != 1) {
+      return emitOpError("needs a split dim for every operand when ways > 1");
+    }
+    total += elementCount(in.getType());
+  }
+  auto r = getNamedShape(getType());
+  if (!r || r->size() != 1 || (*r)[0].size != total)
+    return emitOpError() << "needs a one-dim result of " << total << " elements";
+  return success();
+}
+
+LogicalResult UnpackOp::verify() {
+  int64_t total = 0;
+  for (Value r : getResults())
+    total += elementCount(r.getType());
+  auto in = getNamedShape(getInput().getType());
+  if (!in || in->size() != 1 || (*in)[0].size != total)
+    return emitOpError() << "needs a one-dim operand of " << total
+                         << " elements, the results' total";
+  return success();
 }

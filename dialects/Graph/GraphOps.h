@@ -3,6 +3,7 @@
 #define TESSEL_DIALECT_GRAPH_GRAPHOPS_H
 
 #include "Graph/GraphDialect.h"
+#include "Graph/GraphSharding.h"
 #include "tessel/Shape/NamedShape.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
@@ -23,6 +24,10 @@ std::optional<NamedShape> getNamedShape(mlir::Type type);
 /// A tensor type over named dims.
 mlir::RankedTensorType getNamedTensorType(mlir::MLIRContext *ctx, const NamedShape &shape,
                                           mlir::Type elementType);
+
+/// The attribute form of a sharding, and back.
+ShardingAttr getShardingAttr(mlir::MLIRContext *ctx, const Sharding &s);
+Sharding getSharding(ShardingAttr attr);
 
 } // namespace tessel::graph
 

@@ -25,7 +25,7 @@ def Graph_IdTensor : RankedTensorOf<[I32]>;
 // Sources
 //===----------------------------------------------------------------------===//
 
-def Graph_ParamOp : Graph_Op<"param", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_ParamOp : Graph_Op<"param", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "A trainable parameter";
   let description = [{
     A model weight with its dotted path and initialiser. The path is unique in the module;
@@ -45,7 +45,7 @@ def Graph_ParamOp : Graph_Op<"param", [Pure, DeclareOpInterfaceMethods<Graph_Dif
   let hasVerifier = 1;
 }
 
-def Graph_ConstantOp : Graph_Op<"constant", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_ConstantOp : Graph_Op<"constant", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "A scalar constant";
   let description = [{
     ```mlir
@@ -63,7 +63,7 @@ def Graph_ConstantOp : Graph_Op<"constant", [Pure, DeclareOpInterfaceMethods<Gra
 //===----------------------------------------------------------------------===//
 
 class Graph_BinaryOp<string mnemonic, string what>
-    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Elementwise " # what # ", broadcasting by dim name";
   let description = [{
     The result has the dims of `lhs` followed by those of `rhs` that `lhs` lacks; a name in
@@ -86,7 +86,7 @@ def Graph_MulOp : Graph_BinaryOp<"mul", "product">;
 def Graph_DivOp : Graph_BinaryOp<"div", "quotient">;
 
 class Graph_UnaryOp<string mnemonic, string what>
-    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Elementwise " # what;
   let description = [{
     ```mlir
@@ -111,7 +111,7 @@ def Graph_ReluOp : Graph_UnaryOp<"relu", "rectifier">;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "logistic sigmoid">;
 
 def Graph_DropoutOp
-    : Graph_Op<"dropout", [SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    : Graph_Op<"dropout", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Zeroes elements with probability `rate` and rescales the rest";
   let description = [{
     Not `Pure`: each execution draws a fresh mask. The autodiff pass numbers each dropout
@@ -133,7 +133,7 @@ def Graph_DropoutOp
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def Graph_ContractOp : Graph_Op<"contract", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_ContractOp : Graph_Op<"contract", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Sums the product of two tensors over named dims";
   let description = [{
     The einsum of named dims: `sum` lists the dims summed over (each in both operands);
@@ -154,7 +154,7 @@ def Graph_ContractOp : Graph_Op<"contract", [Pure, DeclareOpInterfaceMethods<Gra
 }
 
 class Graph_ReduceOp<string mnemonic, string what>
-    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "The " # what # " over named dims";
   let description = [{
     ```mlir
@@ -172,7 +172,7 @@ def Graph_SumOp : Graph_ReduceOp<"sum", "sum">;
 def Graph_MeanOp : Graph_ReduceOp<"mean", "mean">;
 
 def Graph_SoftmaxOp : Graph_Op<"softmax",
-    [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Softmax along one named dim";
   let description = [{
     ```mlir
@@ -189,7 +189,7 @@ def Graph_SoftmaxOp : Graph_Op<"softmax",
 // Composite ops, kept whole for fusion
 //===----------------------------------------------------------------------===//
 
-def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_LayerNormOp : Graph_Op<"layernorm", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Layer normalisation over the dims of its scale";
   let description = [{
     `(x - mean) / sqrt(var + eps) * scale + bias`, with mean and variance over the dims of
@@ -211,7 +211,7 @@ def Graph_LayerNormOp : Graph_Op<"layernorm", [Pure, DeclareOpInterfaceMethods<G
   let hasVerifier = 1;
 }
 
-def Graph_RMSNormOp : Graph_Op<"rmsnorm", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_RMSNormOp : Graph_Op<"rmsnorm", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Root-mean-square normalisation over the dims of its scale";
   let description = [{
     ```mlir
@@ -229,9 +229,12 @@ def Graph_RMSNormOp : Graph_Op<"rmsnorm", [Pure, DeclareOpInterfaceMethods<Graph
   let hasVerifier = 1;
 }
 
-def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_EmbeddingOp : Graph_Op<"embedding", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Looks up rows of a [rows, features] table";
   let description = [{
+    With `row_axis`, the table holds this rank's block of rows along that mesh axis: ids of
+    other blocks give zero rows, and the ranks' results add up to the lookup.
+
     ```mlir
     %e = graph.embedding %wte, %tokens
         : (tensor<256x128xf32, #graph.dims<vocab, embed>>,
@@ -239,17 +242,19 @@ def Graph_EmbeddingOp : Graph_Op<"embedding", [Pure, DeclareOpInterfaceMethods<G
         -> tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$table, Graph_IdTensor:$ids);
+  let arguments = (ins Graph_FloatTensor:$table, Graph_IdTensor:$ids,
+                       OptionalAttr<StrAttr>:$row_axis);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Mean softmax cross-entropy over the class dim";
   let description = [{
     `targets` has the dims of `logits` but the class dim `dim`; the result is the mean loss
-    over all positions.
+    over all positions. With `scale`, the result is `scale` times the sum over positions
+    instead: a rank holding part of the batch divides by the whole batch's positions.
 
     ```mlir
     %loss = graph.cross_entropy %logits, %targets dim "vocab"
@@ -257,7 +262,8 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, DeclareOpInterfaceMe
            tensor<8x64xi32, #graph.dims<batch, seq>>) -> tensor<f32, #graph.dims<>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$targets, StrAttr:$dim);
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$targets, StrAttr:$dim,
+                       OptionalAttr<F64Attr>:$scale);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `dim` $dim attr-dict `:` functional-type(operands, results)
@@ -265,7 +271,7 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, DeclareOpInterfaceMe
   let hasVerifier = 1;
 }
 
-def Graph_AttentionOp : Graph_Op<"attention", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Scaled dot-product attention, multi-head or grouped-query";
   let description = [{
     `q` is [..., seq, heads, head]; `k` and `v` are [..., kv_seq, kv_heads, head] with the
@@ -291,7 +297,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure, DeclareOpInterfaceMethods<G
 }
 
 def Graph_RopeOp : Graph_Op<"rope",
-    [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Rotary position embedding on [..., seq, heads, head]";
   let description = [{
     Feature i < head/2 pairs with i + head/2 and turns by pos * theta^(-2i/head).
@@ -311,7 +317,7 @@ def Graph_RopeOp : Graph_Op<"rope",
 // Layout
 //===----------------------------------------------------------------------===//
 
-def Graph_SplitOp : Graph_Op<"split", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Splits one dim into several";
   let description = [{
     The result type names the parts; their sizes multiply to the size of `dim`.
@@ -327,7 +333,7 @@ def Graph_SplitOp : Graph_Op<"split", [Pure, DeclareOpInterfaceMethods<Graph_Dif
   let hasVerifier = 1;
 }
 
-def Graph_MergeOp : Graph_Op<"merge", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_MergeOp : Graph_Op<"merge", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Merges adjacent dims into one";
   let description = [{
     ```mlir
@@ -341,7 +347,7 @@ def Graph_MergeOp : Graph_Op<"merge", [Pure, DeclareOpInterfaceMethods<Graph_Dif
   let hasVerifier = 1;
 }
 
-def Graph_PermuteOp : Graph_Op<"permute", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_PermuteOp : Graph_Op<"permute", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Reorders dims; the result type gives the order";
   let description = [{
     ```mlir
@@ -357,5 +363,6 @@ def Graph_PermuteOp : Graph_Op<"permute", [Pure, DeclareOpInterfaceMethods<Graph
 
 include "GraphGradientOps.td"
 include "GraphTrainOps.td"
+include "GraphParallelOps.td"
 
 #endif // TESSEL_GRAPH_OPS

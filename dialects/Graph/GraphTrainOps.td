@@ -8,7 +8,7 @@
 #ifndef TESSEL_GRAPH_TRAIN_OPS
 #define TESSEL_GRAPH_TRAIN_OPS
 
-def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [MemoryEffects<[MemWrite]>]> {
+def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, MemoryEffects<[MemWrite]>]> {
   let summary = "Adds a parameter's gradient into its accumulator";
   let description = [{
     The accumulator starts at zero and sums over the micro-batches of one step;
@@ -23,7 +23,7 @@ def Graph_AccumulateGradOp : Graph_Op<"accumulate_grad", [MemoryEffects<[MemWrit
   let hasVerifier = 1;
 }
 
-def Graph_GradOp : Graph_Op<"grad", [MemoryEffects<[MemRead]>]> {
+def Graph_GradOp : Graph_Op<"grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, MemoryEffects<[MemRead]>]> {
   let summary = "Reads a parameter's accumulated gradient";
   let description = [{
     ```mlir
@@ -36,7 +36,7 @@ def Graph_GradOp : Graph_Op<"grad", [MemoryEffects<[MemRead]>]> {
   let hasVerifier = 1;
 }
 
-def Graph_GlobalNormOp : Graph_Op<"global_norm", [Pure]> {
+def Graph_GlobalNormOp : Graph_Op<"global_norm", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure]> {
   let summary = "The L2 norm of all operands taken together";
   let description = [{
     ```mlir
@@ -50,7 +50,7 @@ def Graph_GlobalNormOp : Graph_Op<"global_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [Pure, SameOperandsAndResultType]> {
+def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "The factor that scales gradients to a norm of at most `max`";
   let description = [{
     `min(1, max / (norm + 1e-6))`, as PyTorch's clip_grad_norm_.
@@ -65,7 +65,7 @@ def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [Pure, SameOperandsAn
   let hasVerifier = 1;
 }
 
-def Graph_LearningRateOp : Graph_Op<"learning_rate", [MemoryEffects<[MemRead]>]> {
+def Graph_LearningRateOp : Graph_Op<"learning_rate", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, MemoryEffects<[MemRead]>]> {
   let summary = "The learning rate at the current optimizer step";
   let description = [{
     Reads the step counter s (from 1). `constant`: `lr`. `cosine` and `linear` rise as
@@ -88,12 +88,16 @@ def Graph_LearningRateOp : Graph_Op<"learning_rate", [MemoryEffects<[MemRead]>]>
   let hasVerifier = 1;
 }
 
-def Graph_AdamWOp : Graph_Op<"adamw", [MemoryEffects<[MemRead, MemWrite]>]> {
+def Graph_AdamWOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "Updates a parameter and its moments by one AdamW step";
   let description = [{
     Decoupled weight decay and bias correction, as torch.optim.AdamW, on the gradient
     `grad * coefficient` at learning rate `lr`. The moments are state named after the
     parameter; the step counter gives the bias correction.
+
+    Under ZeRO stages 1 and 2 each data-parallel rank updates only its slice of the
+    parameter: the slice is passed as `param` and the updated slice returned, for the
+    partition pass to all-gather back into the parameter (`graph.assign_param`).
 
     ```mlir
     graph.adamw "wte", %g, %lr, %c beta1 9.000000e-01 beta2 9.990000e-01 eps 1.000000e-08
@@ -103,22 +107,24 @@ def Graph_AdamWOp : Graph_Op<"adamw", [MemoryEffects<[MemRead, MemWrite]>]> {
   }];
   let arguments = (ins StrAttr:$name, Graph_FloatTensor:$grad, Graph_FloatTensor:$lr,
                        Graph_FloatTensor:$coefficient, F64Attr:$beta1, F64Attr:$beta2,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       Optional<Graph_FloatTensor>:$param);
+  let results = (outs Optional<Graph_FloatTensor>:$updated);
   let assemblyFormat = [{
-    $name `,` $grad `,` $lr `,` $coefficient `beta1` $beta1 `beta2` $beta2 `eps` $eps
-    `weight_decay` $weight_decay attr-dict `:` type($grad) `,` type($lr) `,`
-    type($coefficient)
+    $name `,` $grad `,` $lr `,` $coefficient (`param` $param^)? `beta1` $beta1 `beta2` $beta2
+    `eps` $eps `weight_decay` $weight_decay attr-dict `:` type($grad) `,` type($lr) `,`
+    type($coefficient) (`,` type($param)^)? (`->` type($updated)^)?
   }];
   let hasVerifier = 1;
 }
 
-def Graph_SGDOp : Graph_Op<"sgd", [MemoryEffects<[MemRead, MemWrite]>]> {
+def Graph_SGDOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "Updates a parameter by one step of SGD with momentum";
   let description = [{
     As torch.optim.SGD without dampening or Nesterov: the gradient `grad * coefficient`
     plus `weight_decay * param` (L2, coupled) feeds a momentum buffer
     `buf = momentum * buf + g` (state named after the parameter, zero at first), and
-    `param -= lr * buf`. Momentum 0 is plain SGD.
+    `param -= lr * buf`. Momentum 0 is plain SGD. `param` and the result: as `graph.adamw`.
 
     ```mlir
     graph.sgd "wte", %g, %lr, %c momentum 9.000000e-01 weight_decay 0.000000e+00
@@ -128,15 +134,17 @@ def Graph_SGDOp : Graph_Op<"sgd", [MemoryEffects<[MemRead, MemWrite]>]> {
   }];
   let arguments = (ins StrAttr:$name, Graph_FloatTensor:$grad, Graph_FloatTensor:$lr,
                        Graph_FloatTensor:$coefficient, F64Attr:$momentum,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay, Optional<Graph_FloatTensor>:$param);
+  let results = (outs Optional<Graph_FloatTensor>:$updated);
   let assemblyFormat = [{
-    $name `,` $grad `,` $lr `,` $coefficient `momentum` $momentum `weight_decay` $weight_decay
-    attr-dict `:` type($grad) `,` type($lr) `,` type($coefficient)
+    $name `,` $grad `,` $lr `,` $coefficient (`param` $param^)? `momentum` $momentum
+    `weight_decay` $weight_decay attr-dict `:` type($grad) `,` type($lr) `,` type($coefficient)
+    (`,` type($param)^)? (`->` type($updated)^)?
   }];
   let hasVerifier = 1;
 }
 
-def Graph_ZeroGradOp : Graph_Op<"zero_grad", [MemoryEffects<[MemWrite]>]> {
+def Graph_ZeroGradOp : Graph_Op<"zero_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, MemoryEffects<[MemWrite]>]> {
   let summary = "Clears a parameter's gradient accumulator";
   let arguments = (ins StrAttr:$name);
   let assemblyFormat = "$name attr-dict";

@@ -16,6 +16,14 @@ void PlanDialect::initialize() {
 
 LogicalResult ViewOp::verify() {
   auto from = getSource().getType(), to = getResult().getType();
+  if (auto offset = getOffset()) {
+    int64_t at = static_cast<int64_t>(*offset);
+    if (from.getElementType() != to.getElementType() || at < 0 ||
+        at + to.getNumElements() > from.getNumElements())
+      return emitOpError() << "cannot view " << to.getNumElements() << " elements at offset "
+                           << *offset << " of " << from;
+    return success();
+  }
   if (from.getElementType() != to.getElementType() || from.getNumElements() != to.getNumElements())
     return emitOpError() << "cannot view " << from << " as " << to
                          << ": a view keeps the element type and count";

@@ -16,7 +16,8 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
     `role` is `param`, `grad`, `adam_m`, `adam_v` or `momentum`; `of` names the parameter a gradient
     or moment belongs to. `init` says how the runtime fills it before the first step
     (parameters from the spec; the rest start at zero); `dims` keeps the dim names for
-    checkpoints and tools.
+    checkpoints and tools. On a mesh, the type is one rank's block and `split` names, per
+    dim, the communicator group that splits it ("" for a whole dim).
 
     ```mlir
     plan.tensor "wte" role "param" init "normal"(0.0, 0.02) dims ["vocab", "embed"]
@@ -25,10 +26,10 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
   }];
   let arguments = (ins StrAttr:$sym_name, StrAttr:$role, DefaultValuedStrAttr<StrAttr, "">:$of,
                        StrAttr:$init, F64Attr:$init_a, F64Attr:$init_b, StrArrayAttr:$dims,
-                       TypeAttrOf<AnyStaticShapeMemRef>:$type);
+                       TypeAttrOf<AnyStaticShapeMemRef>:$type, OptionalAttr<StrArrayAttr>:$split);
   let assemblyFormat = [{
     $sym_name `role` $role (`of` $of^)? `init` $init `(` $init_a `,` $init_b `)` `dims` $dims
-    attr-dict `:` $type
+    (`split` $split^)? attr-dict `:` $type
   }];
 }
 
@@ -67,9 +68,10 @@ def Plan_InputOp : Plan_Op<"input"> {
     %t = plan.input "tokens" offset 0 : memref<16x64xi32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset);
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<StrArrayAttr>:$split);
   let results = (outs AnyStaticShapeMemRef:$result);
-  let assemblyFormat = "$name (`offset` $offset^)? attr-dict `:` type($result)";
+  let assemblyFormat = "$name (`offset` $offset^)? (`split` $split^)? attr-dict `:` type($result)";
 }
 
 def Plan_AllocOp : Plan_Op<"alloc"> {
@@ -87,15 +89,20 @@ def Plan_AllocOp : Plan_Op<"alloc"> {
 }
 
 def Plan_ViewOp : Plan_Op<"view", [Pure]> {
-  let summary = "The same bytes under another shape (split and merge of dims)";
+  let summary = "The same bytes under another shape, or a block of them";
   let description = [{
+    Without `offset`, the whole source under another shape (split and merge of dims); with
+    it, the result's elements starting `offset` elements into the source (the parts of a
+    gradient bucket).
     ```mlir
     %v = plan.view %b : memref<16x64x128xf32> to memref<16x64x4x32xf32>
+    %g = plan.view %bucket offset 128 : memref<4160xf32> to memref<32x128xf32>
     ```
   }];
-  let arguments = (ins AnyStaticShapeMemRef:$source);
+  let arguments = (ins AnyStaticShapeMemRef:$source, OptionalAttr<I64Attr>:$offset);
   let results = (outs AnyStaticShapeMemRef:$result);
-  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let assemblyFormat =
+      "$source (`offset` $offset^)? attr-dict `:` type($source) `to` type($result)";
   let hasVerifier = 1;
 }
 

@@ -170,9 +170,11 @@ private:
     if (n == "rmsnorm")
       return RMSNormOp::create(b_, loc, type, in[0], in[1], f64("eps"));
     if (n == "embedding")
-      return EmbeddingOp::create(b_, loc, type, in[0], in[1]);
+      return EmbeddingOp::create(b_, loc, type, in[0], in[1], /*row_axis=*/StringAttr());
     if (n == "cross_entropy")
-      return CrossEntropyOp::create(b_, loc, type, in[0], in[1], attr<std::string>(op, "dim"));
+      return CrossEntropyOp::create(b_, loc, type, in[0], in[1],
+                                    b_.getStringAttr(attr<std::string>(op, "dim")),
+                                    /*scale=*/FloatAttr());
     if (n == "attention")
       return AttentionOp::create(b_, loc, type, in[0], in[1], in[2],
                                  attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(),

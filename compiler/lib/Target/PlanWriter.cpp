@@ -2,10 +2,13 @@
 
 #include "tessel/Target/PlanWriter.h"
 
+#include "Graph/GraphOps.h"
 #include "Plan/PlanDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
 
 using namespace mlir;
 using namespace tessel;
@@ -72,6 +75,44 @@ FailureOr<pf::DType> dtypeOf(Operation *op, MemRefType t) {
                            << "; the CPU runtime computes in f32 with i32 ids";
 }
 
+/// One group per non-empty set of mesh axes (named by the axes, outermost first, joined by
+/// "_"), with an instance per combination of the other axes' coordinates, plus "world". Ranks
+/// are numbered row-major over the axes.
+std::vector<pf::Group> communicatorGroups(const graph::MeshLayout &mesh) {
+  auto axes = mesh.axes();
+  uint32_t world = static_cast<uint32_t>(mesh.worldSize());
+  std::vector<pf::Group> groups;
+  pf::Group all{"world", {}};
+  for (uint32_t r = 0; r < world; ++r)
+    all.ranks.push_back(r);
+  groups.push_back(all);
+  auto coordinates = [&](uint32_t rank) {
+    SmallVector<int64_t> c(axes.size());
+    for (int i = static_cast<int>(axes.size()) - 1; i >= 0; --i) {
+      c[i] = rank % axes[i].second;
+      rank /= axes[i].second;
+    }
+    return c;
+  };
+  for (unsigned mask = 1; mask < (1u << axes.size()); ++mask) {
+    std::string name;
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (mask & (1u << i))
+        name += (name.empty() ? "" : "_") + axes[i].first;
+    std::map<SmallVector<int64_t>, std::vector<uint32_t>> instances;
+    for (uint32_t r = 0; r < world; ++r) {
+      SmallVector<int64_t> key = coordinates(r);
+      for (size_t i = 0; i < axes.size(); ++i)
+        if (mask & (1u << i))
+          key[i] = -1;
+      instances[key].push_back(r); // ascending rank = row-major over the group's axes
+    }
+    for (auto &[key, ranks] : instances)
+      groups.push_back({name, ranks});
+  }
+  return groups;
+}
+
 } // namespace
 
 FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
@@ -83,7 +124,9 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     flatten("train.", train, plan.config);
   if (auto layers = module->getAttrOfType<IntegerAttr>("tessel.layers"))
     plan.config.push_back({"layers", layers.getInt()});
-  plan.groups.push_back({"world", {0}});
+  graph::MeshLayout mesh = graph::MeshLayout::fromModule(module);
+  plan.worldSize = static_cast<uint32_t>(mesh.worldSize());
+  plan.groups = communicatorGroups(mesh);
 
   llvm::StringMap<uint32_t> stateIndex;
   for (auto t : module.getOps<plan::TensorOp>()) {
@@ -99,6 +142,9 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     s.shape.assign(type.getShape().begin(), type.getShape().end());
     for (Attribute d : t.getDims())
       s.dims.push_back(cast<StringAttr>(d).str());
+    if (auto split = t.getSplit())
+      for (Attribute g : *split)
+        s.split.push_back(cast<StringAttr>(g).str());
     s.init = t.getInit().str();
     s.initA = t.getInitA().convertToDouble();
     s.initB = t.getInitB().convertToDouble();
@@ -144,10 +190,15 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                 if (failed(bufferOf(in.getResult(), pf::Storage::Arena, 0, *in.getOffset())))
                   return failure();
                 auto type = in.getResult().getType();
-                p.inputs.push_back(
-                    {in.getName().str(), refs[in.getResult()].dtype,
-                     std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-                     refs[in.getResult()]});
+                pf::Port port;
+                port.name = in.getName().str();
+                port.dtype = refs[in.getResult()].dtype;
+                port.shape.assign(type.getShape().begin(), type.getShape().end());
+                port.buffer = refs[in.getResult()];
+                if (auto split = in.getSplit())
+                  for (Attribute g : *split)
+                    port.split.push_back(cast<StringAttr>(g).str());
+                p.inputs.push_back(std::move(port));
                 return success();
               })
               .Case([&](plan::StateOp s) -> LogicalResult {
@@ -160,7 +211,12 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                 auto src = refOf(v, v.getSource());
                 if (failed(src))
                   return failure();
-                refs[v.getResult()] = *src;
+                pf::BufferRef ref = *src;
+                if (auto offset = v.getOffset()) {
+                  ref.offset += static_cast<uint64_t>(*offset) * 4;
+                  ref.bytes = static_cast<uint64_t>(v.getResult().getType().getNumElements()) * 4;
+                }
+                refs[v.getResult()] = ref;
                 return success();
               })
               .Case([&](plan::KernelOp k) -> LogicalResult {
@@ -193,9 +249,12 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                 if (failed(r))
                   return failure();
                 auto type = o.getValue().getType();
-                p.outputs.push_back(
-                    {o.getName().str(), r->dtype,
-                     std::vector<int64_t>(type.getShape().begin(), type.getShape().end()), *r});
+                pf::Port port;
+                port.name = o.getName().str();
+                port.dtype = r->dtype;
+                port.shape.assign(type.getShape().begin(), type.getShape().end());
+                port.buffer = *r;
+                p.outputs.push_back(std::move(port));
                 return success();
               })
               .Default(
@@ -203,7 +262,12 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
       if (failed(ok))
         return failure();
     }
-    plan.programs.push_back(std::move(p));
+    // Every rank runs the same program: what differs between ranks (which block of a split
+    // tensor it holds) follows from its place in the communicator groups at run time.
+    for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
+      p.rank = rank;
+      plan.programs.push_back(p);
+    }
   }
   std::string error;
   if (!planfile::validatePlan(plan, error))

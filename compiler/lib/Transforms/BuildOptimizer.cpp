@@ -69,12 +69,14 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
                                       b.getI64IntegerAttr(s.warmup), b.getI64IntegerAttr(s.steps));
     for (auto [acc, grad] : llvm::zip(accumulators, grads)) {
       if (adamw)
-        AdamWOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
-                        b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
-                        b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay));
+        AdamWOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr,
+                        coefficient, b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
+                        b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay),
+                        /*param=*/Value());
       else
-        SGDOp::create(b, acc.getLoc(), acc.getNameAttr(), grad, lr, coefficient,
-                      b.getF64FloatAttr(s.momentum), b.getF64FloatAttr(s.weightDecay));
+        SGDOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr,
+                      coefficient, b.getF64FloatAttr(s.momentum),
+                      b.getF64FloatAttr(s.weightDecay), /*param=*/Value());
     }
     for (AccumulateGradOp acc : accumulators)
       ZeroGradOp::create(b, acc.getLoc(), acc.getNameAttr());

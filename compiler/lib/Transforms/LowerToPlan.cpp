@@ -11,6 +11,7 @@
 #include "Plan/PlanDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -105,9 +106,28 @@ std::optional<MatrixLayout> matrixLayout(int64_t rows, int64_t cols, int64_t row
   return std::nullopt;
 }
 
+/// The communicator group of a set of mesh axes: their names joined by "_", outermost first.
+std::string groupName(const graph::MeshLayout &mesh, ArrayRef<int16_t> gridAxes) {
+  SmallVector<int16_t> sorted(gridAxes.begin(), gridAxes.end());
+  llvm::sort(sorted);
+  std::string name;
+  for (int16_t a : sorted)
+    name += (name.empty() ? "" : "_") + mesh.axes()[a].first;
+  return name;
+}
+
+/// Per dim, the group splitting it ("" when whole).
+SmallVector<Attribute> splitGroups(Builder &b, const graph::Sharding &s) {
+  SmallVector<Attribute> out;
+  for (const std::string &a : s.axes)
+    out.push_back(b.getStringAttr(a));
+  return out;
+}
+
 class Lowering {
 public:
-  Lowering(ModuleOp module) : module_(module), b_(module.getContext()) {}
+  Lowering(ModuleOp module)
+      : module_(module), b_(module.getContext()), mesh_(graph::MeshLayout::fromModule(module)) {}
 
   LogicalResult lowerFunction(func::FuncOp func, StringRef programName);
   void declareState();
@@ -148,7 +168,18 @@ private:
     std::string name, role, of, init = "zeros";
     double a = 0, b = 0;
     Type tensor;
+    ArrayAttr split;
   };
+  /// The split of parameter `param`'s state in `layout` (param, grad or optimizer), from
+  /// the partition pass's `tessel.state`; null on one rank.
+  ArrayAttr stateSplit(StringRef param, StringRef layout) {
+    auto state = module_->getAttrOfType<DictionaryAttr>("tessel.state");
+    auto entry = state ? state.getAs<DictionaryAttr>(param) : DictionaryAttr();
+    auto s = entry ? entry.getAs<graph::ShardingAttr>(layout) : graph::ShardingAttr();
+    if (!s)
+      return {};
+    return b_.getArrayAttr(splitGroups(b_, graph::getSharding(s)));
+  }
   void declare(StateDecl decl) {
     if (!stateIndex_.count(decl.name)) {
       stateIndex_[decl.name] = states_.size();
@@ -173,9 +204,23 @@ private:
                                ValueRange results, ArrayRef<bool> rowOuts,
                                SmallVector<NamedAttribute> params);
 
+  /// Lowers the collectives of the upstream shard dialect.
+  LogicalResult lowerCollective(Operation *op);
+  /// Before an op reads a value an asynchronous collective produces, waits for it.
+  void waitFor(Operation *op);
+
   ModuleOp module_;
   OpBuilder b_;
+  graph::MeshLayout mesh_;
   DenseMap<Value, Value> buffers_;
+  /// Values an asynchronous collective still writes: the event to wait for, and the buffers
+  /// it reads and writes (kept alive until the wait).
+  struct Pending {
+    int64_t event;
+    SmallVector<Value> buffers;
+  };
+  DenseMap<Value, std::shared_ptr<Pending>> pending_;
+  int64_t events_ = 0;
   std::vector<StateDecl> states_;
   std::map<std::string, size_t> stateIndex_;
 };
@@ -188,14 +233,16 @@ Value Lowering::paramState(graph::ParamOp op) {
               init.getKind().str(),
               init.getA().convertToDouble(),
               init.getB().convertToDouble(),
-              op.getType()};
+              op.getType(),
+              stateSplit(op.getName(), "param")};
   declare(d);
   return state(op.getName(), op.getType(), op.getLoc());
 }
 
 Value Lowering::derivedState(StringRef role, StringRef param, Type tensor, Location loc) {
   std::string name = (role + "." + param).str();
-  declare(StateDecl{name, role.str(), param.str(), "zeros", 0, 0, tensor});
+  declare(StateDecl{name, role.str(), param.str(), "zeros", 0, 0, tensor,
+                    stateSplit(param, role == "grad" ? "grad" : "optimizer")});
   return state(name, tensor, loc);
 }
 
@@ -209,7 +256,7 @@ void Lowering::declareState() {
     plan::TensorOp::create(b_, module_.getLoc(), b_.getStringAttr(d.name), b_.getStringAttr(d.role),
                            b_.getStringAttr(d.of), b_.getStringAttr(d.init),
                            b_.getF64FloatAttr(d.a), b_.getF64FloatAttr(d.b), b_.getArrayAttr(dims),
-                           TypeAttr::get(memrefType(d.tensor)));
+                           TypeAttr::get(memrefType(d.tensor)), d.split);
   }
 }
 
@@ -225,8 +272,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) 
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
     if (!name)
       return func.emitError("argument #") << arg.getArgNumber() << " has no graph.name";
-    buffers_[arg] =
-        plan::InputOp::create(b_, arg.getLoc(), memrefType(arg.getType()), name, IntegerAttr());
+    ArrayAttr split;
+    if (auto s = func.getArgAttrOfType<graph::ShardingAttr>(arg.getArgNumber(), "graph.sharding"))
+      split = b_.getArrayAttr(splitGroups(b_, graph::getSharding(s)));
+    buffers_[arg] = plan::InputOp::create(b_, arg.getLoc(), memrefType(arg.getType()), name,
+                                          IntegerAttr(), split);
   }
   for (Operation &op : body.without_terminator())
     if (failed(lower(&op)))
@@ -285,6 +335,75 @@ LogicalResult Lowering::lowerAlongDims(Operation *op, StringRef kernelName, cons
       kernel(loc, "copy", {out}, {define(v)},
              {list("shape", sizesOf(x)), list("x_strides", stridesIn(moved, x))});
   return success();
+}
+
+LogicalResult Lowering::lowerCollective(Operation *op) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  NamedShape is = shapeOf(in), os = shapeOf(out);
+  // [outer, ways, chunk] around dim `d` of the whole side `whole` and the block side `block`.
+  auto outerOf = [](const NamedShape &s, uint64_t d) {
+    int64_t n = 1;
+    for (uint64_t i = 0; i < d; ++i)
+      n *= s[i].size;
+    return n;
+  };
+  auto chunkOf = [](const NamedShape &block, uint64_t d) {
+    int64_t n = 1;
+    for (uint64_t i = d; i < block.size(); ++i)
+      n *= block[i].size;
+    return n;
+  };
+  StringRef name;
+  SmallVector<NamedAttribute> params;
+  if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
+    name = "all_reduce";
+    params = {str("group", groupName(mesh_, ar.getGridAxes())),
+              str("op", ar.getReduction() == shard::ReductionKind::Max ? "max" : "sum"),
+              i64("n", numElements(is))};
+  } else if (auto rs = dyn_cast<shard::ReduceScatterOp>(op)) {
+    uint64_t d = rs.getScatterAxis().getZExtValue();
+    name = "reduce_scatter";
+    params = {str("group", groupName(mesh_, rs.getGridAxes())), i64("outer", outerOf(is, d)),
+              i64("chunk", chunkOf(os, d))};
+  } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
+    uint64_t d = ag.getGatherAxis().getZExtValue();
+    name = "all_gather";
+    params = {str("group", groupName(mesh_, ag.getGridAxes())), i64("outer", outerOf(os, d)),
+              i64("chunk", chunkOf(is, d))};
+  } else {
+    auto sl = cast<shard::AllSliceOp>(op);
+    uint64_t d = sl.getSliceAxis().getZExtValue();
+    name = "shard_slice";
+    params = {str("group", groupName(mesh_, sl.getGridAxes())), i64("outer", outerOf(is, d)),
+              i64("chunk", chunkOf(os, d))};
+  }
+  Value r = define(out);
+  if (op->hasAttr("tessel.async")) {
+    params.push_back(i64("event", ++events_));
+    pending_[out] = std::make_shared<Pending>(Pending{events_, {buffer(in), r}});
+  }
+  kernel(op->getLoc(), name, {buffer(in)}, {r}, params);
+  return success();
+}
+
+void Lowering::waitFor(Operation *op) {
+  if (isa<graph::UnpackOp>(op))
+    return;
+  for (Value v : op->getOperands()) {
+    auto it = pending_.find(v);
+    if (it == pending_.end())
+      continue;
+    std::shared_ptr<Pending> p = it->second;
+    // The wait lists the collective's buffers so that the memory plan keeps them alive
+    // while the collective may still read or write them.
+    kernel(op->getLoc(), "wait", p->buffers, {}, {i64("event", p->event)});
+    SmallVector<Value> done;
+    for (auto &e : pending_)
+      if (e.second == p)
+        done.push_back(e.first);
+    for (Value d : done)
+      pending_.erase(d);
+  }
 }
 
 Value Lowering::relayout(Value v, const NamedShape &from, const NamedShape &to, Type element,
@@ -454,7 +573,82 @@ LogicalResult Lowering::lower(Operation *op) {
         f64("scale", scale)};
   };
 
+  waitFor(op);
+  auto rowGroup = [&](std::optional<StringRef> axis, SmallVector<NamedAttribute> params) {
+    if (axis)
+      params.push_back(str("row_group", *axis));
+    return params;
+  };
   return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllSliceOp>(
+          [&](Operation *o) { return lowerCollective(o); })
+      .Case([&](graph::CEMaxOp o) {
+        return lowerAlongDims(o, "ce_max", shapeOf(o.getLogits()), {o.getDim().str()},
+                              {o.getLogits()}, {true}, o->getResults(), {false}, {});
+      })
+      .Case([&](graph::CESumsOp o) {
+        return lowerAlongDims(o, "ce_sums", shapeOf(o.getLogits()), {o.getDim().str()},
+                              o->getOperands(), {true, false, false}, o->getResults(),
+                              {false, false}, {str("col_group", o.getAxis())});
+      })
+      .Case([&](graph::CELossOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "ce_loss", {buffer(o.getMax()), buffer(o.getSums()), buffer(o.getPicked())},
+               {r},
+               {i64("rows", numElements(shapeOf(o.getMax()))),
+                f64("scale", o.getScale().convertToDouble())});
+        return success();
+      })
+      .Case([&](graph::CEGradOp o) {
+        return lowerAlongDims(
+            o, "ce_grad", shapeOf(o.getLogits()), {o.getDim().str()}, o->getOperands(),
+            {true, false, false, false, false}, o->getResults(), {true},
+            {str("col_group", o.getAxis()), f64("scale", o.getScale().convertToDouble())});
+      })
+      .Case([&](graph::SumSquaresOp o) {
+        SmallVector<Value> ins;
+        for (Value v : o.getInputs())
+          ins.push_back(buffer(v));
+        Value r = define(o.getResult());
+        kernel(loc, "sum_squares", ins, {r}, {});
+        return success();
+      })
+      .Case([&](graph::AssignParamOp o) {
+        NamedShape shape = shapeOf(o.getValue());
+        Value p = state(o.getName(), o.getValue().getType(), loc);
+        kernel(loc, "copy", {buffer(o.getValue())}, {p},
+               {list("shape", sizesOf(shape)), list("x_strides", denseStrides(shape))});
+        return success();
+      })
+      .Case([&](graph::PackOp o) {
+        SmallVector<Value> ins;
+        SmallVector<int64_t> outers, chunks;
+        for (auto [v, dimAttr] : llvm::zip(o.getInputs(), o.getDims())) {
+          ins.push_back(buffer(v));
+          NamedShape shape = shapeOf(v);
+          int at = findDim(shape, cast<StringAttr>(dimAttr).str());
+          int64_t outer = 1, inner = 1;
+          for (int i = 0; i < static_cast<int>(shape.size()); ++i)
+            (i < at ? outer : inner) *= shape[i].size;
+          outers.push_back(at < 0 ? 1 : outer);
+          chunks.push_back(at < 0 ? inner : inner / o.getWays());
+        }
+        Value r = define(o.getResult());
+        kernel(loc, "pack", ins, {r},
+               {i64("ways", o.getWays()), list("outers", outers), list("chunks", chunks)});
+        return success();
+      })
+      .Case([&](graph::UnpackOp o) {
+        int64_t offset = 0;
+        for (Value r : o.getResults()) {
+          buffers_[r] = plan::ViewOp::create(b_, loc, memrefType(r.getType()), buffer(o.getInput()),
+                                             b_.getI64IntegerAttr(offset));
+          if (std::shared_ptr<Pending> p = pending_.lookup(o.getInput()))
+            pending_[r] = p;
+          offset += numElements(shapeOf(r));
+        }
+        return success();
+      })
       .Case([&](graph::ParamOp p) {
         buffers_[p.getResult()] = paramState(p);
         return success();
@@ -523,16 +717,16 @@ LogicalResult Lowering::lower(Operation *op) {
         NamedShape t = shapeOf(o.getTable());
         Value r = define(o.getResult());
         kernel(loc, "embedding", {buffer(o.getTable()), buffer(o.getIds())}, {r},
-               {i64("n", numElements(shapeOf(o.getIds()))), i64("rows", t[0].size),
-                i64("cols", t[1].size)});
+               rowGroup(o.getRowAxis(), {i64("n", numElements(shapeOf(o.getIds()))),
+                                         i64("rows", t[0].size), i64("cols", t[1].size)}));
         return success();
       })
       .Case([&](graph::EmbeddingGradOp o) {
         NamedShape t = shapeOf(o.getResult());
         Value r = define(o.getResult());
         kernel(loc, "embedding_grad", {buffer(o.getGrad()), buffer(o.getIds())}, {r},
-               {i64("n", numElements(shapeOf(o.getIds()))), i64("rows", t[0].size),
-                i64("cols", t[1].size)});
+               rowGroup(o.getRowAxis(), {i64("n", numElements(shapeOf(o.getIds()))),
+                                         i64("rows", t[0].size), i64("cols", t[1].size)}));
         return success();
       })
       .Case<graph::CrossEntropyOp, graph::CrossEntropyGradOp>([&](Operation *o) -> LogicalResult {
@@ -551,8 +745,11 @@ LogicalResult Lowering::lower(Operation *op) {
         SmallVector<bool> rowIns = {true, false};
         if (grad)
           rowIns.push_back(false);
+        SmallVector<NamedAttribute> params;
+        if (auto scale = o->getAttrOfType<FloatAttr>("scale"))
+          params.push_back(f64("scale", scale.getValueAsDouble()));
         return lowerAlongDims(o, grad ? "cross_entropy_grad" : "cross_entropy", ls, {dim},
-                              o->getOperands(), rowIns, o->getResults(), {grad}, {});
+                              o->getOperands(), rowIns, o->getResults(), {grad}, params);
       })
       .Case([&](graph::AttentionOp o) {
         Value r = define(o.getResult());
@@ -630,7 +827,9 @@ LogicalResult Lowering::lower(Operation *op) {
         if (!stateIndex_.count(o.getName().str()))
           return o.emitOpError() << "updates '" << o.getName()
                                  << "', which no lowered function declares as a parameter";
-        Value p = state(o.getName(), t, loc);
+        Value p = o.getParam() ? buffer(o.getParam()) : state(o.getName(), t, loc);
+        if (o.getUpdated())
+          buffers_[o.getUpdated()] = p;
         Value momentum = derivedState("momentum", o.getName(), t, loc);
         kernel(loc, "sgd", {buffer(o.getGrad()), buffer(o.getLr()), buffer(o.getCoefficient())},
                {p, momentum},
@@ -644,7 +843,9 @@ LogicalResult Lowering::lower(Operation *op) {
         if (it == stateIndex_.end())
           return o.emitOpError() << "updates '" << o.getName()
                                  << "', which no lowered function declares as a parameter";
-        Value p = state(o.getName(), t, loc);
+        Value p = o.getParam() ? buffer(o.getParam()) : state(o.getName(), t, loc);
+        if (o.getUpdated())
+          buffers_[o.getUpdated()] = p;
         Value m = derivedState("adam_m", o.getName(), t, loc);
         Value v = derivedState("adam_v", o.getName(), t, loc);
         kernel(loc, "adamw", {buffer(o.getGrad()), buffer(o.getLr()), buffer(o.getCoefficient())},
@@ -658,25 +859,9 @@ LogicalResult Lowering::lower(Operation *op) {
       .Default([&](Operation *o) { return o->emitOpError("has no lowering to the plan dialect"); });
 }
 
-/// Plans hold one rank's programs until the sharding passes exist; a multi-rank layout
-/// still trains, with the same numbers, on one rank.
-void warnAboutLayout(ModuleOp module) {
-  auto parallel = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
-  auto mesh = parallel ? parallel.getAs<DictionaryAttr>("mesh") : DictionaryAttr();
-  int64_t ranks = 1;
-  for (NamedAttribute axis : mesh ? mesh.getValue() : ArrayRef<NamedAttribute>())
-    if (auto size = dyn_cast<IntegerAttr>(axis.getValue()))
-      ranks *= size.getInt();
-  if (ranks > 1)
-    module.emitWarning() << "the mesh has " << ranks
-                         << " ranks, but plans are lowered for one rank so far: the model "
-                            "trains on one rank with the same global batch and numbers";
-}
-
 struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    warnAboutLayout(module);
     Lowering lowering(module);
     // Parameters are declared by the functions that read them, so forward_backward (which
     // reads all of them) goes first; optimizer_step needs their declarations.
@@ -700,6 +885,9 @@ struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
     lowering.declareState();
     for (func::FuncOp f : lowered)
       f.erase();
+    // The grid's shape lives on in tessel.parallel, from which the plan's groups are made.
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
   }
 };
 

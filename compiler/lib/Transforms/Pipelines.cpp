@@ -10,6 +10,13 @@ void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createDeriveSampler());
 }
 
+void tessel::buildShardingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createPartition());
+  pm.addPass(createVerifySharding());
+  pm.addPass(createBucketGradients());
+  pm.addPass(createVerifySharding());
+}
+
 void tessel::buildPlanPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createLowerToPlan());
   pm.addPass(createPlanMemory());

@@ -2,7 +2,7 @@
 //
 //   tessel check model.model              report every error, or a summary
 //   tessel compile model.model -o model   an executable that trains the model
-//   tessel compile model.model --emit=graph|train|plan|plan-file
+//   tessel compile model.model --emit=graph|train|sharded|plan|plan-file
 //   tessel run model.model [-- runner options]
 //
 // Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors.
@@ -63,7 +63,7 @@ cl::opt<int64_t> ranks("ranks",
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
                        cl::sub(runCommand), cl::sub(generateCommand), cl::cat(category));
 
-enum class Emit { Ast, Graph, Train, Plan, PlanFile, Exe };
+enum class Emit { Ast, Graph, Train, Sharded, Plan, PlanFile, Exe };
 cl::opt<Emit> emit(
     "emit", cl::desc("What to produce (default: an executable with -o, else graph IR on stdout)"),
     cl::init(Emit::Graph),
@@ -71,6 +71,8 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Graph, "graph", "the forward computation in the graph dialect"),
                clEnumValN(Emit::Train, "train",
                           "the training functions (forward-backward, optimizer step, sampler)"),
+               clEnumValN(Emit::Sharded, "sharded",
+                          "the per-rank functions with their collectives (shard dialect)"),
                clEnumValN(Emit::Plan, "plan", "the memory-planned plan dialect"),
                clEnumValN(Emit::PlanFile, "plan-file", "the binary plan the runtime loads"),
                clEnumValN(Emit::Exe, "exe", "an executable that trains the model")),
@@ -188,10 +190,12 @@ int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os, pla
   mlir::PassManager pm(&context);
   buildTrainingPipeline(pm);
   if (until != Emit::Train)
+    buildShardingPipeline(pm);
+  if (until != Emit::Train && until != Emit::Sharded)
     buildPlanPipeline(pm);
   if (failed(pm.run(*module)))
     return 1; // The passes reported why, at the spec's locations.
-  if (until == Emit::Train || until == Emit::Plan) {
+  if (until == Emit::Train || until == Emit::Sharded || until == Emit::Plan) {
     module->print(os);
     return 0;
   }
@@ -379,6 +383,7 @@ int main(int argc, char **argv) {
           "  tessel check FILE.model               check a model and its parallel layout\n"
           "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
           "  tessel compile FILE.model --emit=graph  print the forward graph IR\n"
+          "  tessel compile FILE.model --emit=sharded  print the per-rank IR with collectives\n"
           "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
           "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE "
           "--help)\n"

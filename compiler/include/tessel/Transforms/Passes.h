@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -24,7 +25,11 @@ namespace tessel {
 /// autodiff, optimizer and sampler.
 void buildTrainingPipeline(mlir::OpPassManager &pm);
 
-/// Adds the passes from training graph IR to a memory-planned plan module.
+/// Adds the passes that lay the training functions over the mesh: partition (per-rank types
+/// and collectives), its verifier, and gradient bucketing.
+void buildShardingPipeline(mlir::OpPassManager &pm);
+
+/// Adds the passes from (partitioned) training graph IR to a memory-planned plan module.
 void buildPlanPipeline(mlir::OpPassManager &pm);
 
 } // namespace tessel

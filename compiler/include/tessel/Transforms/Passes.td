@@ -42,6 +42,61 @@ def DeriveSampler : Pass<"tessel-derive-sampler", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
 }
 
+def ShardPropagate : Pass<"tessel-shard-propagate", "mlir::ModuleOp"> {
+  let summary = "Records the sharding of every value from the mesh and the dim rules";
+  let description = [{
+    Walks each function in order. Arguments and parameters are laid out by the spec's
+    `shard` rules (and the ZeRO stage, for persistent state); every op then states, through
+    ShardableOpInterface, the shardings it needs its operands in and those of its results.
+    Each op's results get a `graph.sharding` attribute (`#graph.sharding<[dp, *, tp]>`,
+    possibly `partial [tp]`); nothing else changes. `-tessel-partition` makes the same
+    decisions and applies them.
+  }];
+  let dependentDialects = ["::tessel::graph::GraphDialect"];
+}
+
+def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
+  let summary = "Splits every function over the mesh: per-rank shapes and collectives";
+  let description = [{
+    With the decisions of `-tessel-shard-propagate`, rewrites each function into the
+    program every rank runs: values get their per-rank types, and where a value's sharding
+    differs from the one its user needs, upstream `shard` collectives convert it (partial
+    sums: `shard.reduce_scatter` onto the dim the user splits, else `shard.all_reduce`;
+    splits the user lacks: `shard.all_gather`; splits it adds: `shard.all_slice`, which
+    needs no communication). Conversions of one value are made once and reused, except
+    ZeRO-3 parameter gathers, which are repeated at every use so that a gathered parameter
+    lives only around its use. Function results are made whole on every rank. The module
+    gets a `shard.grid @mesh` (axes pp, dp, cp, tp: those larger than 1, outermost first)
+    and a `tessel.state` attribute with the layout of each parameter's state. A one-rank
+    mesh leaves the module as it is.
+  }];
+  let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::shard::ShardDialect"];
+}
+
+def VerifySharding : Pass<"tessel-verify-sharding", "mlir::ModuleOp"> {
+  let summary = "Checks that a partitioned module uses every value as it is laid out";
+  let description = [{
+    After `-tessel-partition`: every value has a sharding; operands of one op that share a
+    dim name split it the same way, as do results; no partial sum reaches an op that is not
+    linear in it (only `graph.add`/`graph.sub` of equally partial values, accumulation into
+    ZeRO-1 gradients, bucket packing and the collectives that reduce it take one); and each
+    collective's operand and result shardings are the ones it converts between.
+  }];
+}
+
+def BucketGradients : Pass<"tessel-bucket-gradients", "mlir::ModuleOp"> {
+  let summary = "Groups data-parallel gradient reductions into buckets";
+  let description = [{
+    In `@forward_backward`, the reductions over dp of gradients on their way to their
+    accumulators are taken in the order the backward pass finishes them and packed into
+    buckets of at most `bucket_bytes` (from the spec): one `graph.pack`, one collective and one
+    `graph.unpack` per bucket, placed right after the bucket's last gradient is computed, so
+    that it runs while the rest of the backward pass computes. All-reduces (ZeRO 0) and
+    reduce-scatters (ZeRO 2 and 3) are bucketed alike.
+  }];
+  let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::shard::ShardDialect"];
+}
+
 def LowerToPlan : Pass<"tessel-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "Lowers the training functions to plan programs of kernel calls";
   let description = [{

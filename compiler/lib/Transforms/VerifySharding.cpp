@@ -1,0 +1,226 @@
+//===- VerifySharding.cpp - Consistency of a partitioned module -----------===//
+//
+// Checks the invariants every partitioned module must keep, independently of how the
+// partition pass reached it: a rank never combines values split differently along one dim,
+// never feeds a partial sum to an op that is not linear in it, and every collective
+// converts between exactly the shardings on its two sides.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessel/Transforms/Passes.h"
+
+#include "Graph/GraphOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+#include <map>
+#include <set>
+
+namespace tessel {
+#define GEN_PASS_DEF_VERIFYSHARDING
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::graph;
+
+namespace {
+
+class Verifier {
+public:
+  explicit Verifier(ModuleOp module) : mesh_(MeshLayout::fromModule(module)) {
+    if (auto state = module->getAttrOfType<DictionaryAttr>("tessel.state"))
+      for (NamedAttribute e : state)
+        if (auto d = dyn_cast<DictionaryAttr>(e.getValue()))
+          if (auto g = d.getAs<ShardingAttr>("grad"))
+            gradPartial_[e.getName().str()] = getSharding(g).partial;
+  }
+
+  LogicalResult verifyFunction(func::FuncOp func);
+
+private:
+  std::optional<Sharding> shardingOf(Value v, Operation *user);
+  LogicalResult verifyCollective(Operation *op, const Sharding &in, const Sharding &out);
+  LogicalResult verifyComputation(Operation *op, ArrayRef<Sharding> ins, ArrayRef<Sharding> outs);
+  std::string axisName(int16_t index) const {
+    auto axes = mesh_.axes();
+    return index >= 0 && static_cast<size_t>(index) < axes.size() ? axes[index].first : "?";
+  }
+
+  MeshLayout mesh_;
+  std::map<std::string, SmallVector<std::string, 2>> gradPartial_;
+};
+
+std::optional<Sharding> Verifier::shardingOf(Value v, Operation *user) {
+  ShardingAttr attr;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (func)
+      attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
+  } else if (auto all = v.getDefiningOp()->getAttrOfType<ArrayAttr>(kShardingAttr)) {
+    unsigned i = cast<OpResult>(v).getResultNumber();
+    if (i < all.size())
+      attr = dyn_cast<ShardingAttr>(all[i]);
+  }
+  if (!attr) {
+    user->emitOpError("uses a value without a recorded sharding");
+    return std::nullopt;
+  }
+  Sharding s = getSharding(attr);
+  auto shape = getNamedShape(v.getType());
+  if (shape && s.axes.size() != shape->size()) {
+    user->emitOpError("uses a value whose sharding ")
+        << s.str() << " does not fit its " << shape->size() << " dims";
+    return std::nullopt;
+  }
+  std::set<std::string> used;
+  for (const std::string &a : s.splitAxes())
+    if (!used.insert(a).second || s.isPartialOver(a)) {
+      user->emitOpError("uses a value laid out as ")
+          << s.str() << ", which uses axis '" << a << "' twice";
+      return std::nullopt;
+    }
+  return s;
+}
+
+LogicalResult Verifier::verifyCollective(Operation *op, const Sharding &in, const Sharding &out) {
+  auto fail = [&](StringRef why) {
+    return op->emitOpError() << why << " (operand " << in.str() << ", result " << out.str() << ")";
+  };
+  auto axesOf = [&](ArrayRef<int16_t> indices) {
+    SmallVector<std::string> names;
+    for (int16_t i : indices)
+      names.push_back(axisName(i));
+    return names;
+  };
+  Sharding expect = in;
+  if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
+    for (const std::string &a : axesOf(ar.getGridAxes())) {
+      if (!in.isPartialOver(a))
+        return fail("reduces over '" + a + "', but its operand is not partial over it");
+      llvm::erase(expect.partial, a);
+    }
+  } else if (auto rs = dyn_cast<shard::ReduceScatterOp>(op)) {
+    std::string a = axesOf(rs.getGridAxes()).front();
+    uint64_t d = rs.getScatterAxis().getZExtValue();
+    if (!in.isPartialOver(a) || d >= in.axes.size() || !in.axes[d].empty())
+      return fail("scatters a sum over '" + a +
+                  "' onto a dim that is split or a non-partial value");
+    llvm::erase(expect.partial, a);
+    expect.axes[d] = a;
+  } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
+    std::string a = axesOf(ag.getGridAxes()).front();
+    uint64_t d = ag.getGatherAxis().getZExtValue();
+    if (d >= in.axes.size() || in.axes[d] != a)
+      return fail("gathers a dim over '" + a + "' that its operand does not split over it");
+    expect.axes[d].clear();
+  } else if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
+    std::string a = axesOf(sl.getGridAxes()).front();
+    uint64_t d = sl.getSliceAxis().getZExtValue();
+    if (d >= in.axes.size() || !in.axes[d].empty() || in.isPartialOver(a))
+      return fail("slices a dim over '" + a + "' that is split already, or a partial sum");
+    expect.axes[d] = a;
+  } else {
+    return op->emitOpError("is a collective the verifier does not know");
+  }
+  if (expect != out)
+    return fail("has a result sharding other than its operand's after the collective");
+  return success();
+}
+
+LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
+                                          ArrayRef<Sharding> outs) {
+  // Partial sums only where the op is linear in them.
+  bool linear = isa<AddOp, SubOp>(op);
+  for (auto [i, s] : llvm::enumerate(ins)) {
+    if (!s.isPartial())
+      continue;
+    bool allowed = false;
+    if (linear)
+      allowed = llvm::all_of(ins, [&](const Sharding &o) { return o.partial == s.partial; }) &&
+                !outs.empty() && outs[0].partial == s.partial;
+    else if (auto acc = dyn_cast<AccumulateGradOp>(op))
+      allowed = gradPartial_[acc.getName().str()] == s.partial;
+    else if (isa<PackOp>(op))
+      allowed = true;
+    if (!allowed)
+      return op->emitOpError("reads operand #")
+             << i << " as a whole value, but it is a partial sum over ["
+             << llvm::join(s.partial, ", ") << "] still to be reduced";
+  }
+  if (isa<PackOp, SumSquaresOp, UnpackOp>(op))
+    return success();
+  // One dim name, one split, across operands and results.
+  std::map<std::string, std::string> split;
+  auto check = [&](Value v, const Sharding &s, StringRef what, size_t index) -> LogicalResult {
+    auto shape = getNamedShape(v.getType());
+    if (!shape)
+      return success();
+    for (size_t d = 0; d < shape->size(); ++d) {
+      auto [it, fresh] = split.insert({(*shape)[d].name, s.axes[d]});
+      if (!fresh && it->second != s.axes[d])
+        return op->emitOpError() << what << " #" << index << " splits dim '" << (*shape)[d].name
+                                 << "' over '" << (s.axes[d].empty() ? "*" : s.axes[d])
+                                 << "' where another operand splits it over '"
+                                 << (it->second.empty() ? "*" : it->second) << "'";
+    }
+    return success();
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(check(v, ins[i], "operand", i)))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(check(v, outs[i], "result", i)))
+      return failure();
+  return success();
+}
+
+LogicalResult Verifier::verifyFunction(func::FuncOp func) {
+  for (Operation &op : func.getBody().front()) {
+    SmallVector<Sharding> ins, outs;
+    for (Value v : op.getOperands()) {
+      auto s = shardingOf(v, &op);
+      if (!s)
+        return failure();
+      ins.push_back(*s);
+    }
+    if (isa<func::ReturnOp>(op)) {
+      for (auto [i, s] : llvm::enumerate(ins))
+        if (s.isPartial() || !s.splitAxes().empty())
+          return op.emitOpError("returns result #")
+                 << i << " laid out as " << s.str() << "; every rank must return it whole";
+      continue;
+    }
+    for (Value r : op.getResults()) {
+      auto s = shardingOf(r, &op);
+      if (!s)
+        return failure();
+      outs.push_back(*s);
+    }
+    if (op.getDialect() && op.getDialect()->getNamespace() == "shard") {
+      if (ins.size() != 1 || outs.size() != 1)
+        return op.emitOpError("is a collective of an unexpected form");
+      if (failed(verifyCollective(&op, ins[0], outs[0])))
+        return failure();
+      continue;
+    }
+    if (failed(verifyComputation(&op, ins, outs)))
+      return failure();
+  }
+  return success();
+}
+
+struct VerifySharding : tessel::impl::VerifyShardingBase<VerifySharding> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (MeshLayout::fromModule(module).isTrivial())
+      return;
+    Verifier verifier(module);
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(verifier.verifyFunction(func)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,317 @@
+//===- GraphSharding.cpp - Shardings, the mesh layout and the dim solver --===//
+
+#include "Graph/GraphOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::graph;
+
+//===----------------------------------------------------------------------===//
+// Sharding
+//===----------------------------------------------------------------------===//
+
+bool Sharding::isPartialOver(StringRef axis) const {
+  return llvm::is_contained(partial, axis.str());
+}
+
+void Sharding::addPartial(StringRef axis) {
+  if (isPartialOver(axis))
+    return;
+  partial.push_back(axis.str());
+  llvm::sort(partial);
+}
+
+SmallVector<std::string, 4> Sharding::splitAxes() const {
+  SmallVector<std::string, 4> out;
+  for (const std::string &a : axes)
+    if (!a.empty())
+      out.push_back(a);
+  return out;
+}
+
+std::string Sharding::str() const {
+  std::string out = "[";
+  for (size_t i = 0; i < axes.size(); ++i)
+    out += (i ? ", " : "") + (axes[i].empty() ? std::string("*") : axes[i]);
+  out += "]";
+  if (!partial.empty()) {
+    out += " partial [";
+    for (size_t i = 0; i < partial.size(); ++i)
+      out += (i ? ", " : "") + partial[i];
+    out += "]";
+  }
+  return out;
+}
+
+ShardingAttr tessel::graph::getShardingAttr(MLIRContext *ctx, const Sharding &s) {
+  SmallVector<StringAttr> axes, partial;
+  for (const std::string &a : s.axes)
+    axes.push_back(StringAttr::get(ctx, a));
+  for (const std::string &a : s.partial)
+    partial.push_back(StringAttr::get(ctx, a));
+  return ShardingAttr::get(ctx, axes, partial);
+}
+
+Sharding tessel::graph::getSharding(ShardingAttr attr) {
+  Sharding s;
+  for (StringAttr a : attr.getAxes())
+    s.axes.push_back(a.str());
+  for (StringAttr a : attr.getPartial())
+    s.partial.push_back(a.str());
+  return s;
+}
+
+// #graph.sharding<[dp, *, tp] partial [tp]>
+static ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringAttr> &out,
+                                 bool allowWhole) {
+  if (parser.parseLSquare())
+    return failure();
+  if (succeeded(parser.parseOptionalRSquare()))
+    return success();
+  do {
+    if (allowWhole && succeeded(parser.parseOptionalStar())) {
+      out.push_back(StringAttr::get(parser.getContext(), ""));
+      continue;
+    }
+    std::string axis;
+    if (parser.parseKeywordOrString(&axis))
+      return failure();
+    out.push_back(StringAttr::get(parser.getContext(), axis));
+  } while (succeeded(parser.parseOptionalComma()));
+  return parser.parseRSquare();
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> axes, partial;
+  if (parser.parseLess() || parseAxisList(parser, axes, /*allowWhole=*/true))
+    return {};
+  if (succeeded(parser.parseOptionalKeyword("partial")) &&
+      parseAxisList(parser, partial, /*allowWhole=*/false))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return ShardingAttr::get(parser.getContext(), axes, partial);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<" << getSharding(*this).str() << ">";
+}
+
+//===----------------------------------------------------------------------===//
+// MeshLayout
+//===----------------------------------------------------------------------===//
+
+MeshLayout MeshLayout::fromModule(ModuleOp module) {
+  MeshLayout m;
+  auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
+  if (!par)
+    return m;
+  auto mesh = par.getAs<DictionaryAttr>("mesh");
+  for (StringRef axis : {"pp", "dp", "cp", "tp"}) {
+    auto size = mesh ? mesh.getAs<IntegerAttr>(axis) : IntegerAttr();
+    if (size && size.getInt() > 1)
+      m.axes_.push_back({axis.str(), size.getInt()});
+  }
+  if (auto shard = par.getAs<DictionaryAttr>("shard"))
+    for (NamedAttribute rule : shard)
+      if (auto axes = dyn_cast<ArrayAttr>(rule.getValue()))
+        for (Attribute a : axes)
+          if (auto axis = dyn_cast<StringAttr>(a); axis && m.size(axis.getValue()) > 1) {
+            m.rules_[rule.getName().str()] = axis.str();
+            break;
+          }
+  if (auto sp = par.getAs<BoolAttr>("sequence_parallel"))
+    m.sequenceParallel_ = sp.getValue() && m.size("tp") > 1;
+  if (auto zero = par.getAs<IntegerAttr>("zero"))
+    m.zero_ = m.size("dp") > 1 ? static_cast<int>(zero.getInt()) : 0;
+  return m;
+}
+
+int64_t MeshLayout::size(StringRef axis) const {
+  for (const auto &[name, size] : axes_)
+    if (name == axis)
+      return size;
+  return 1;
+}
+
+int64_t MeshLayout::worldSize() const {
+  int64_t n = 1;
+  for (const auto &a : axes_)
+    n *= a.second;
+  return n;
+}
+
+int MeshLayout::axisIndex(StringRef axis) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i].first == axis)
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::string MeshLayout::ruleFor(StringRef dim) const {
+  auto it = rules_.find(dim.str());
+  return it == rules_.end() ? std::string() : it->second;
+}
+
+Sharding MeshLayout::byRules(const NamedShape &shape) const {
+  Sharding s = Sharding::replicated(shape.size());
+  std::set<std::string> used;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    std::string axis = ruleFor(shape[i].name);
+    if (axis.empty() || used.count(axis) || shape[i].size % size(axis) != 0)
+      continue;
+    s.axes[i] = axis;
+    used.insert(axis);
+  }
+  return s;
+}
+
+int MeshLayout::zeroDim(const NamedShape &globalShape, const Sharding &s) const {
+  int64_t dp = size("dp");
+  if (dp == 1 || llvm::is_contained(s.axes, "dp"))
+    return -1;
+  for (size_t i = 0; i < globalShape.size(); ++i)
+    if (s.axes[i].empty() && globalShape[i].size % dp == 0)
+      return static_cast<int>(i);
+  return -1;
+}
+
+Sharding MeshLayout::stateSharding(const NamedShape &paramShape, StateRole role) const {
+  Sharding p = byRules(paramShape);
+  if (zero_ == 0)
+    return p;
+  Sharding z = p;
+  if (int d = zeroDim(paramShape, p); d >= 0)
+    z.axes[d] = "dp";
+  switch (role) {
+  case StateRole::Param:
+    return zero_ >= 3 ? z : p;
+  case StateRole::Grad:
+    if (zero_ >= 2)
+      return z;
+    p.addPartial("dp");
+    return p;
+  case StateRole::Optimizer:
+    return z;
+  }
+  return p;
+}
+
+Sharding MeshLayout::reducedForm(const NamedShape &globalShape, const Sharding &s) const {
+  Sharding out = s;
+  out.partial.clear();
+  if (sequenceParallel_ && s.isPartialOver("tp") && !llvm::is_contained(s.axes, "tp")) {
+    int seq = findDim(globalShape, "seq");
+    if (seq >= 0 && s.axes[seq].empty() && globalShape[seq].size % size("tp") == 0)
+      out.axes[seq] = "tp";
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// DimSolver
+//===----------------------------------------------------------------------===//
+
+void DimSolver::addOperand(const NamedShape &shape, const Sharding &actual, bool keepPartial) {
+  Sharding splits = actual;
+  splits.partial.clear();
+  operands_.push_back(
+      {shape, actual.isPartial() && !keepPartial ? mesh_.reducedForm(shape, actual) : splits});
+  keptPartial_.push_back(keepPartial ? actual.partial : llvm::SmallVector<std::string, 2>());
+}
+
+void DimSolver::keepWholeAll(const NamedShape &shape) {
+  for (const NamedDim &d : shape)
+    keepWhole(d.name);
+}
+
+void DimSolver::prefer(StringRef dim, int64_t size) { preferred_.push_back({dim.str(), size}); }
+
+void DimSolver::solve(ShardingRule &rule) {
+  struct Candidate {
+    int priority;
+    std::string dim, axis;
+    int64_t size;
+  };
+  SmallVector<Candidate> candidates;
+  for (const auto &[shape, s] : operands_)
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (!s.axes[i].empty())
+        candidates.push_back({mesh_.ruleFor(shape[i].name) == s.axes[i] ? 0 : 1, shape[i].name,
+                              s.axes[i], shape[i].size});
+  for (const NamedDim &d : preferred_)
+    if (std::string axis = mesh_.ruleFor(d.name); !axis.empty() && d.size % mesh_.size(axis) == 0)
+      candidates.push_back({0, d.name, axis, d.size});
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate &a, const Candidate &b) { return a.priority < b.priority; });
+  std::set<std::string> usedAxes;
+  for (const Candidate &c : candidates) {
+    if (llvm::is_contained(whole_, c.dim) || chosen_.count(c.dim) || usedAxes.count(c.axis))
+      continue;
+    chosen_[c.dim] = c.axis;
+    usedAxes.insert(c.axis);
+  }
+  // A tied dim follows its leader, or the leader may not be split.
+  for (const auto &[leader, follower] : ties_) {
+    auto it = chosen_.find(leader);
+    if (it == chosen_.end())
+      continue;
+    if (auto f = chosen_.find(follower); f != chosen_.end() && f->second == it->second)
+      continue;
+    int64_t size = 0;
+    for (const auto &[shape, s] : operands_)
+      if (int at = findDim(shape, follower); at >= 0)
+        size = shape[at].size;
+    if (size > 0 && size % mesh_.size(it->second) == 0 && !chosen_.count(follower)) {
+      chosen_[follower] = it->second;
+    } else {
+      chosen_.erase(it);
+      chosen_.erase(follower);
+    }
+  }
+  rule.operands.clear();
+  for (auto [operand, partial] : llvm::zip(operands_, keptPartial_)) {
+    const NamedShape &shape = operand.first;
+    Sharding need = Sharding::replicated(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i)
+      need.axes[i] = axisOf(shape[i].name);
+    need.partial = partial;
+    rule.operands.push_back(need);
+  }
+}
+
+std::string DimSolver::axisOf(StringRef dim) const {
+  auto it = chosen_.find(dim.str());
+  return it == chosen_.end() ? std::string() : it->second;
+}
+
+Sharding DimSolver::result(const NamedShape &shape, ArrayRef<std::string> summed) const {
+  Sharding s = Sharding::replicated(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i)
+    s.axes[i] = axisOf(shape[i].name);
+  for (const std::string &d : summed)
+    if (std::string axis = axisOf(d); !axis.empty())
+      s.addPartial(axis);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Default partition
+//===----------------------------------------------------------------------===//
+
+LogicalResult tessel::graph::partitionByCloning(Operation *op, Partitioner &p,
+                                                ArrayRef<Value> operands, const ShardingRule &rule,
+                                                SmallVectorImpl<Value> &results) {
+  SmallVector<Type> types;
+  for (auto [result, s] : llvm::zip(op->getResults(), rule.results))
+    types.push_back(p.localType(result.getType(), s));
+  OperationState state(op->getLoc(), op->getName(), operands, types, op->getAttrs());
+  Operation *clone = p.builder().create(state);
+  results.append(clone->result_begin(), clone->result_end());
+  return success();
+}

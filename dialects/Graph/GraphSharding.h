@@ -1,0 +1,164 @@
+//===- GraphSharding.h - How values are laid over the mesh ------*- C++ -*-===//
+//
+// The vocabulary of Tessel's sharding passes. A value's sharding says, for each of its named
+// dims, which mesh axis splits it (or none), and over which axes it is a partial sum still to
+// be reduced. The mesh layout holds the spec's `parallel` section: axis sizes, the dim-to-axis
+// rules, sequence parallelism and the ZeRO stage, and from them the sharding of every piece of
+// persistent state.
+//
+// Each graph op states its own rule (ShardableOpInterface::inferSharding): given the
+// shardings its operands have, the shardings it needs them in and those of its results. The
+// partition pass inserts the collectives that turn one into the other; the ops never name a
+// collective themselves, so a block written in the language is parallelised like any other.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_DIALECT_GRAPH_GRAPHSHARDING_H
+#define TESSEL_DIALECT_GRAPH_GRAPHSHARDING_H
+
+#include "tessel/Shape/NamedShape.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <map>
+#include <string>
+
+namespace tessel::graph {
+
+/// How one value is split: `axes[i]` is the mesh axis splitting dim i ("" when whole), and
+/// `partial` lists (sorted) the axes over which the ranks hold addends of the value.
+struct Sharding {
+  llvm::SmallVector<std::string, 4> axes;
+  llvm::SmallVector<std::string, 2> partial;
+
+  static Sharding replicated(size_t rank) { return {llvm::SmallVector<std::string, 4>(rank), {}}; }
+  bool operator==(const Sharding &o) const { return axes == o.axes && partial == o.partial; }
+  bool operator!=(const Sharding &o) const { return !(*this == o); }
+  bool isPartial() const { return !partial.empty(); }
+  bool isPartialOver(llvm::StringRef axis) const;
+  void addPartial(llvm::StringRef axis);
+  /// The axes splitting some dim, in dim order.
+  llvm::SmallVector<std::string, 4> splitAxes() const;
+  /// `[dp, *, tp] partial [dp]`.
+  std::string str() const;
+};
+
+/// What a state tensor is to the optimizer; each role may be laid out differently under ZeRO.
+enum class StateRole { Param, Grad, Optimizer };
+
+/// The spec's parallel layout, and the shardings that follow from it.
+class MeshLayout {
+public:
+  /// Reads `tessel.parallel` and `tessel.dims` from `module`. Axes of size 1 are dropped: they
+  /// split nothing.
+  static MeshLayout fromModule(mlir::ModuleOp module);
+
+  /// The grid's axes, outermost first: pp, dp, cp, tp (those of size > 1). Rank numbers are
+  /// row-major over them, so tp neighbours have adjacent ranks.
+  llvm::ArrayRef<std::pair<std::string, int64_t>> axes() const { return axes_; }
+  int64_t size(llvm::StringRef axis) const;
+  int64_t worldSize() const;
+  /// The index of `axis` in axes(), or -1.
+  int axisIndex(llvm::StringRef axis) const;
+  /// The axis the spec maps dim `dim` to, or "".
+  std::string ruleFor(llvm::StringRef dim) const;
+  void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
+  bool sequenceParallel() const { return sequenceParallel_; }
+  int zeroStage() const { return zero_; }
+  bool isTrivial() const { return axes_.empty(); }
+
+  /// The rules applied to `shape`: each dim split over its axis when the axis divides it.
+  Sharding byRules(const NamedShape &shape) const;
+  /// The dim that ZeRO splits over dp in a tensor laid out as `s`: the outermost dim that no
+  /// axis splits yet and whose local size dp divides; -1 when there is none.
+  int zeroDim(const NamedShape &globalShape, const Sharding &s) const;
+  /// The sharding of a parameter's state in `role`, from the rules and the ZeRO stage:
+  ///   stage 0: all as the parameter; stage 1: gradients are partial over dp until the step,
+  ///   moments split over dp; stage 2: gradients split too; stage 3: the parameter as well.
+  Sharding stateSharding(const NamedShape &paramShape, StateRole role) const;
+  /// The sharding a partial value is reduced to when nothing asks for a particular one: a
+  /// reduce-scatter onto `seq` for tp partial sums under sequence parallelism, otherwise an
+  /// all-reduce.
+  Sharding reducedForm(const NamedShape &globalShape, const Sharding &s) const;
+
+private:
+  llvm::SmallVector<std::pair<std::string, int64_t>, 4> axes_;
+  std::map<std::string, std::string> rules_;
+  bool sequenceParallel_ = false;
+  int zero_ = 0;
+};
+
+/// An op's sharding rule: the sharding each operand must have, and those of the results.
+struct ShardingRule {
+  llvm::SmallVector<Sharding> operands, results;
+};
+
+/// Chooses a split for each dim of an op's iteration space from its operands' splits: an
+/// axis splits at most one dim, a dim split by the rules beats one split otherwise (sequence
+/// parallelism, ZeRO), and dims in `whole` stay unsplit. Each operand's requirement is the
+/// choice restricted to its dims; partial operands are first reduced (MeshLayout::reducedForm).
+/// Results get the choice on their dims and are partial over the axes of dims in `summed`.
+class DimSolver {
+public:
+  DimSolver(const MeshLayout &mesh) : mesh_(mesh) {}
+  /// Adds the next operand. A partial operand is reduced first unless `keepPartial` (for
+  /// ops linear in it), in which case its requirement keeps the partial axes.
+  void addOperand(const NamedShape &shape, const Sharding &actual, bool keepPartial = false);
+  void keepWhole(llvm::StringRef dim) { whole_.push_back(dim.str()); }
+  void keepWholeAll(const NamedShape &shape);
+  /// Offers `dim` the axis the rules give it, as if an operand had it split so: for a result
+  /// dim no operand has, such as the rows of a gradient table.
+  void prefer(llvm::StringRef dim, int64_t size);
+  /// Ties `follower` to `leader`: when `leader` is split, `follower` is split the same way
+  /// (grouped-query attention's key heads follow its query heads).
+  void tie(llvm::StringRef leader, llvm::StringRef follower) {
+    ties_.push_back({leader.str(), follower.str()});
+  }
+  /// Fills `rule.operands` (one per addOperand, in order).
+  void solve(ShardingRule &rule);
+  /// The sharding of a result of shape `shape`, partial over the axes of the dims in `summed`.
+  Sharding result(const NamedShape &shape, llvm::ArrayRef<std::string> summed = {}) const;
+  std::string axisOf(llvm::StringRef dim) const;
+
+private:
+  const MeshLayout &mesh_;
+  llvm::SmallVector<std::pair<NamedShape, Sharding>> operands_;
+  llvm::SmallVector<llvm::SmallVector<std::string, 2>> keptPartial_;
+  llvm::SmallVector<std::string> whole_;
+  llvm::SmallVector<std::pair<std::string, std::string>> ties_;
+  llvm::SmallVector<NamedDim> preferred_;
+  std::map<std::string, std::string> chosen_; ///< dim -> axis
+};
+
+/// What an op's partition hook may ask of the partition pass.
+class Partitioner {
+public:
+  virtual ~Partitioner() = default;
+  virtual mlir::OpBuilder &builder() = 0;
+  virtual const MeshLayout &mesh() const = 0;
+  /// Emits the collectives that bring `value` (the local part of a value of type
+  /// `globalType`, laid out as `from`) to `to`. Null (after a diagnostic) when no collective
+  /// can: a value cannot become a partial sum.
+  virtual mlir::Value convert(mlir::Value value, mlir::Type globalType, const Sharding &from,
+                              const Sharding &to) = 0;
+  /// The initialiser of parameter `name`, for ops that read a parameter the function did not.
+  virtual mlir::Attribute paramInit(llvm::StringRef name) const = 0;
+  /// The per-rank type of a value of global type `type` laid out as `s`.
+  virtual mlir::Type localType(mlir::Type type, const Sharding &s) const = 0;
+  /// The grid symbol collectives refer to.
+  virtual llvm::StringRef gridName() const = 0;
+};
+
+/// The default partition of an op: the same op on local operands, with local result types.
+mlir::LogicalResult partitionByCloning(mlir::Operation *op, Partitioner &p,
+                                       llvm::ArrayRef<mlir::Value> operands,
+                                       const ShardingRule &rule,
+                                       llvm::SmallVectorImpl<mlir::Value> &results);
+
+/// The attribute name under which passes record the shardings of an op's results.
+constexpr llvm::StringLiteral kShardingAttr = "graph.sharding";
+
+} // namespace tessel::graph
+
+#endif // TESSEL_DIALECT_GRAPH_GRAPHSHARDING_H
