@@ -73,6 +73,7 @@ private:
   OpBuilder b_;
   MeshLayout mesh_;
   bool rewrite_;
+  bool backward_ = false; ///< Whether the walk is past the loss of @forward_backward.
   DenseMap<Value, Entry> values_;
   std::map<std::pair<void *, std::string>, Value> conversions_;
   llvm::StringMap<Attribute> inits_;
@@ -113,12 +114,13 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
                      << ": only a computation can make a partial sum";
       return {};
     }
-  // ZeRO-3 gathers a parameter anew at each use, so that no gathered copy outlives its use.
-  bool reusable = !(mesh_.zeroStage() >= 3 && isa_and_nonnull<ParamOp>(value.getDefiningOp()));
+  // A conversion is made once and reused, but ZeRO-3 gathers a parameter once in the forward
+  // pass and again in the backward pass, so that no gathered copy lives across the two.
   std::pair<void *, std::string> key{value.getAsOpaquePointer(), from.str() + " -> " + to.str()};
-  if (reusable)
-    if (auto it = conversions_.find(key); it != conversions_.end())
-      return it->second;
+  if (mesh_.zeroStage() >= 3 && isa_and_nonnull<ParamOp>(value.getDefiningOp()) && backward_)
+    key.second += " (backward)";
+  if (auto it = conversions_.find(key); it != conversions_.end())
+    return it->second;
 
   Sharding cur = from;
   Value v = value;
@@ -168,8 +170,7 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
         b_, loc, localType(globalType, cur), FlatSymbolRefAttr::get(b_.getContext(), kGrid),
         b_.getDenseI16ArrayAttr(gridAxes({to.axes[i]})), v, b_.getIndexAttr(i)));
   }
-  if (reusable)
-    conversions_[key] = v;
+  conversions_[key] = v;
   return v;
 }
 
@@ -260,6 +261,7 @@ void Walker::recordFromOperands(Operation *n) {
 LogicalResult Walker::runOnFunction(func::FuncOp func) {
   values_.clear();
   conversions_.clear();
+  backward_ = false;
   Block &body = func.getBody().front();
   // Per-rank arguments are added beside the global ones, which the original ops (and the
   // rules reading their types) keep using until they are erased.
@@ -281,9 +283,15 @@ LogicalResult Walker::runOnFunction(func::FuncOp func) {
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
-  for (Operation *op : ops)
+  // The backward pass starts after the op computing the returned loss.
+  Operation *loss = nullptr;
+  if (func.getName() == "forward_backward" && body.getTerminator()->getNumOperands())
+    loss = body.getTerminator()->getOperand(0).getDefiningOp();
+  for (Operation *op : ops) {
     if (failed(visit(op)))
       return failure();
+    backward_ |= op == loss;
+  }
   if (!rewrite_)
     return success();
 

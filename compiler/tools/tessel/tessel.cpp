@@ -11,6 +11,7 @@
 
 #include "tessel/Frontend/Sema.h"
 #include "tessel/IRGen/GraphGen.h"
+#include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
 #include "tessel/Transforms/Passes.h"
 
@@ -45,10 +46,16 @@ cl::SubCommand compileCommand("compile", "Compile a .model file (--emit chooses 
 cl::SubCommand runCommand("run", "Compile a .model file and train it now");
 cl::SubCommand generateCommand("generate",
                                "Compile a .model file and print text sampled from a checkpoint");
+cl::SubCommand estimateCommand("estimate",
+                               "Print the memory per rank and the communication per step that a "
+                               ".model file's layout implies");
+cl::opt<bool> estimateJsonOutput("json", cl::desc("Print the estimate as JSON"),
+                                 cl::sub(estimateCommand));
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
                                cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
-                               cl::sub(generateCommand), cl::cat(category));
+                               cl::sub(generateCommand), cl::sub(estimateCommand),
+                               cl::cat(category));
 cl::list<std::string> runnerArgs(cl::Positional,
                                  cl::desc("[-- options of the compiled model, e.g. --steps 100 "
                                           "or --checkpoint DIR --prompt TEXT]"),
@@ -57,11 +64,13 @@ cl::list<std::string> runnerArgs(cl::Positional,
 cl::list<std::string> importDirs("I", cl::desc("Add a directory to search for imports"),
                                  cl::value_desc("dir"), cl::Prefix, cl::sub(checkCommand),
                                  cl::sub(compileCommand), cl::sub(runCommand),
-                                 cl::sub(generateCommand), cl::cat(category));
+                                 cl::sub(generateCommand), cl::sub(estimateCommand),
+                                 cl::cat(category));
 cl::opt<int64_t> ranks("ranks",
                        cl::desc("Number of ranks the run will have; the mesh must match it"),
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
-                       cl::sub(runCommand), cl::sub(generateCommand), cl::cat(category));
+                       cl::sub(runCommand), cl::sub(generateCommand), cl::sub(estimateCommand),
+                       cl::cat(category));
 
 enum class Emit { Ast, Graph, Train, Sharded, Plan, PlanFile, Exe };
 cl::opt<Emit> emit(
@@ -334,6 +343,25 @@ int runCompile(const char *argv0) {
   return 0;
 }
 
+/// Compiles the model to a plan and prints what it needs per rank.
+int runEstimate(const char *argv0) {
+  Frontend fe;
+  if (!load(fe, argv0)) {
+    finish(fe);
+    return 2;
+  }
+  auto program = analyze(*fe.module, fe.sources, fe.diags, fe.options);
+  if (!program)
+    return finish(fe);
+  finish(fe);
+  planfile::Plan plan;
+  if (int rc = lower(*program, fe, Emit::PlanFile, nulls(), &plan))
+    return rc;
+  PlanEstimate e = estimatePlan(plan);
+  outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
+  return 0;
+}
+
 /// Compiles the model to a temporary plan and runs the runner on it with `extraArgs` first.
 int runRun(const char *argv0, ArrayRef<StringRef> extraArgs) {
   Frontend fe;
@@ -384,6 +412,7 @@ int main(int argc, char **argv) {
           "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
           "  tessel compile FILE.model --emit=graph  print the forward graph IR\n"
           "  tessel compile FILE.model --emit=sharded  print the per-rank IR with collectives\n"
+          "  tessel estimate FILE.model [--json]    memory per rank and communication per step\n"
           "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
           "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE "
           "--help)\n"
@@ -400,6 +429,8 @@ int main(int argc, char **argv) {
       return runRun(argv[0], {});
     if (generateCommand)
       return runRun(argv[0], {"--generate"});
+    if (estimateCommand)
+      return runEstimate(argv[0]);
   } catch (const std::bad_alloc &) {
     errs() << "tessel: out of memory\n";
     return 2;

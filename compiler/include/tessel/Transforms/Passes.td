@@ -64,8 +64,8 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
     sums: `shard.reduce_scatter` onto the dim the user splits, else `shard.all_reduce`;
     splits the user lacks: `shard.all_gather`; splits it adds: `shard.all_slice`, which
     needs no communication). Conversions of one value are made once and reused, except
-    ZeRO-3 parameter gathers, which are repeated at every use so that a gathered parameter
-    lives only around its use. Function results are made whole on every rank. The module
+    ZeRO-3 parameter gathers, which are made once in the forward pass and again in the
+    backward pass, so that no gathered parameter lives across the two. Function results are made whole on every rank. The module
     gets a `shard.grid @mesh` (axes pp, dp, cp, tp: those larger than 1, outermost first)
     and a `tessel.state` attribute with the layout of each parameter's state. A one-rank
     mesh leaves the module as it is.

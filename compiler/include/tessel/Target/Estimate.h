@@ -1,0 +1,52 @@
+//===- Estimate.h - Memory and communication a plan implies -----*- C++ -*-===//
+//
+// What `tessel estimate` prints: per rank, the bytes of parameters, gradients, optimizer
+// state and activations a plan needs, and per mesh axis the bytes each rank sends in one
+// optimizer step. Everything is read off the plan itself (its state tensors, memory plan and
+// collectives), so the figures describe exactly what the runtime will allocate and send.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TARGET_ESTIMATE_H
+#define TESSEL_TARGET_ESTIMATE_H
+
+#include "runtime/PlanFile.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+struct RankEstimate {
+  uint32_t rank = 0;
+  double parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+  double peak() const { return parameters + gradients + optimizer + activations; }
+};
+
+struct PlanEstimate {
+  std::string model, precision;
+  uint32_t worldSize = 1;
+  int64_t accumulation = 1;
+  double parameterCount = 0;       ///< Ψ: elements of all parameters, whole.
+  std::vector<RankEstimate> ranks; ///< One per rank.
+  /// Bytes one rank sends per optimizer step, by communicator group ("dp", "tp", "dp_tp").
+  std::map<std::string, double> communication;
+};
+
+/// Reads the estimate off `plan`. Parameters and gradients take the bytes of the plan's
+/// precision (train.precision: 4 for fp32, 2 for bf16 and fp16); the optimizer keeps its
+/// moments, and under 16-bit precision a master copy of the parameters, in fp32. Activations
+/// are the peak of the largest program's arena. Collectives move, per rank, what a ring
+/// moves: 2(k-1)/k of the data for an all-reduce over k ranks, (k-1)/k of the whole tensor for
+/// an all-gather or a reduce-scatter.
+PlanEstimate estimatePlan(const planfile::Plan &plan);
+
+/// A table for people.
+std::string formatEstimate(const PlanEstimate &e);
+/// The same as JSON.
+std::string estimateJson(const PlanEstimate &e);
+
+} // namespace tessel
+
+#endif // TESSEL_TARGET_ESTIMATE_H

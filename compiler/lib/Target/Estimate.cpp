@@ -1,0 +1,168 @@
+//===- Estimate.cpp - Memory and communication a plan implies -------------===//
+
+#include "tessel/Target/Estimate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+using namespace tessel;
+namespace pf = tessel::planfile;
+
+namespace {
+
+double elements(const std::vector<int64_t> &shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= static_cast<double>(d);
+  return n;
+}
+
+int64_t intAttr(const pf::Instr &instr, const char *name) {
+  const pf::Attr *a = instr.find(name);
+  return a && std::holds_alternative<int64_t>(a->value) ? std::get<int64_t>(a->value) : 0;
+}
+
+std::string stringAttr(const pf::Instr &instr, const char *name) {
+  const pf::Attr *a = instr.find(name);
+  return a && std::holds_alternative<std::string>(a->value) ? std::get<std::string>(a->value)
+                                                            : std::string();
+}
+
+std::string human(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+} // namespace
+
+PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
+  PlanEstimate e;
+  e.model = plan.model;
+  e.worldSize = plan.worldSize;
+  e.precision = "fp32";
+  if (const pf::Attr *p = plan.findConfig("train.precision"))
+    if (auto s = std::get_if<std::string>(&p->value))
+      e.precision = *s;
+  if (const pf::Attr *a = plan.findConfig("train.accumulation"))
+    if (auto n = std::get_if<int64_t>(&a->value))
+      e.accumulation = std::max<int64_t>(*n, 1);
+  bool mixed = e.precision != "fp32";
+  double elementBytes = mixed ? 2 : 4;
+
+  auto groupSize = [&](const std::string &name, uint32_t rank) -> double {
+    const pf::Group *g = plan.findGroup(name, rank);
+    return g ? static_cast<double>(g->ranks.size()) : 1.0;
+  };
+
+  for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
+    RankEstimate r;
+    r.rank = rank;
+    for (const pf::StateTensor &t : plan.state) {
+      double n = elements(t.shape);
+      if (t.role == "param")
+        r.parameters += n * elementBytes;
+      else if (t.role == "grad")
+        r.gradients += n * elementBytes;
+      else if (t.role == "adam_m")
+        r.optimizer += n * (mixed ? 8 : 4); // the moment, and the fp32 master copy
+      else
+        r.optimizer += n * 4; // adam_v, momentum
+    }
+    for (const pf::Program &p : plan.programs)
+      if (p.rank == rank)
+        r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
+    e.ranks.push_back(r);
+  }
+  for (const pf::StateTensor &t : plan.state) {
+    if (t.role != "param")
+      continue;
+    double n = elements(t.shape);
+    for (const std::string &g : t.split)
+      if (!g.empty())
+        n *= groupSize(g, 0);
+    e.parameterCount += n;
+  }
+
+  for (const pf::Program &p : plan.programs) {
+    if (p.rank != 0)
+      continue;
+    double runs = p.name == "forward_backward" ? static_cast<double>(e.accumulation)
+                  : p.name == "optimizer_step" ? 1.0
+                                               : 0.0;
+    if (runs == 0)
+      continue;
+    for (const pf::Instr &in : p.instrs) {
+      std::string group = stringAttr(in, "group");
+      if (group.empty() || in.kernel == "shard_slice")
+        continue;
+      double k = groupSize(group, 0);
+      double bytes = 0;
+      if (in.kernel == "all_reduce")
+        bytes = 2 * (k - 1) / k * static_cast<double>(intAttr(in, "n")) * elementBytes;
+      else if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" ||
+               in.kernel == "all_to_all")
+        bytes = (k - 1) / k * static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k *
+                elementBytes;
+      else if (in.kernel == "broadcast" || in.kernel == "send")
+        bytes = static_cast<double>(intAttr(in, "n")) * elementBytes;
+      e.communication[group] += bytes * runs;
+    }
+  }
+  return e;
+}
+
+std::string tessel::formatEstimate(const PlanEstimate &e) {
+  std::ostringstream os;
+  char line[160];
+  os << e.model << ": " << e.worldSize << (e.worldSize == 1 ? " rank" : " ranks") << ", "
+     << e.parameterCount << " parameters, precision " << e.precision << ", accumulation "
+     << e.accumulation << "\n\n";
+  std::snprintf(line, sizeof line, "%-6s %14s %14s %16s %14s %14s\n", "rank", "parameters",
+                "gradients", "optimizer state", "activations", "peak");
+  os << line;
+  for (const RankEstimate &r : e.ranks) {
+    std::snprintf(line, sizeof line, "%-6u %14s %14s %16s %14s %14s\n", r.rank,
+                  human(r.parameters).c_str(), human(r.gradients).c_str(),
+                  human(r.optimizer).c_str(), human(r.activations).c_str(),
+                  human(r.peak()).c_str());
+    os << line;
+  }
+  os << "\ncommunication per rank per optimizer step (ring collectives):\n";
+  if (e.communication.empty())
+    os << "  none\n";
+  for (const auto &[group, bytes] : e.communication) {
+    std::snprintf(line, sizeof line, "  %-8s %14s\n", group.c_str(), human(bytes).c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+std::string tessel::estimateJson(const PlanEstimate &e) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "{\"model\": \"" << e.model << "\", \"world_size\": " << e.worldSize
+     << ", \"precision\": \"" << e.precision << "\", \"accumulation\": " << e.accumulation
+     << ", \"parameter_count\": " << e.parameterCount << ",\n \"ranks\": [";
+  for (size_t i = 0; i < e.ranks.size(); ++i) {
+    const RankEstimate &r = e.ranks[i];
+    os << (i ? ",\n  " : "\n  ") << "{\"rank\": " << r.rank << ", \"parameters\": " << r.parameters
+       << ", \"gradients\": " << r.gradients << ", \"optimizer\": " << r.optimizer
+       << ", \"activations\": " << r.activations << ", \"peak\": " << r.peak() << "}";
+  }
+  os << "],\n \"communication\": {";
+  bool first = true;
+  for (const auto &[group, bytes] : e.communication) {
+    os << (first ? "" : ", ") << "\"" << group << "\": " << bytes;
+    first = false;
+  }
+  os << "}}\n";
+  return os.str();
+}
