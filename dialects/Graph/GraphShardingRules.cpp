@@ -536,6 +536,9 @@ static LogicalResult partitionOptimizerStep(Operation *op, StringRef name, Type 
   Location loc = op->getLoc();
   Value whole = ParamOp::create(b, loc, p.localType(globalType, param), b.getStringAttr(name),
                                 cast<InitAttr>(p.paramInit(name)));
+  // Recorded here: the rule, read off the per-rank type, could not tell which dims are split.
+  whole.getDefiningOp()->setAttr(kShardingAttr,
+                                 b.getArrayAttr({getShardingAttr(b.getContext(), param)}));
   Value mine = p.convert(whole, globalType, param, slice);
   if (!mine)
     return failure();
