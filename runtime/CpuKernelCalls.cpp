@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/CollectiveCalls.h"
 #include "runtime/KernelCall.h"
 
 #include "kernels/cpu/CpuKernels.h"
@@ -289,36 +290,119 @@ bool rmsNormGrad(KernelCall &c) {
   return true;
 }
 
-bool embedding(KernelCall &c) {
-  int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols");
-  if (!c.arity(2, 1) || !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) ||
-      c.validating)
+/// Where this rank's block of a dim split over the group named by string attr `attr` lies:
+/// [first, first + size) of `whole`. Without the attr the rank holds the whole dim.
+bool blockOfDim(KernelCall &c, const char *attr, int64_t size, int64_t &first, int64_t &whole) {
+  first = 0;
+  whole = size;
+  if (!c.instr->find(attr))
     return c.error.empty();
-  return cpu::embedding(n, rows, cols, c.fin(0), c.ids(1), c.fout(0), c.error);
+  const CommGroup *g = c.group(c.s(attr));
+  if (!g)
+    return false;
+  first = static_cast<int64_t>(g->index) * size;
+  whole = size * g->size();
+  return true;
+}
+
+bool embedding(KernelCall &c) {
+  int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols"), first, vocab;
+  if (!blockOfDim(c, "row_group", rows, first, vocab) || !c.arity(2, 1) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
+    return c.error.empty();
+  return cpu::embeddingRows(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
 bool embeddingGrad(KernelCall &c) {
-  int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols");
-  if (!c.arity(2, 1) || !c.needIn(0, n * cols) || !c.needIn(1, n) || !c.needOut(0, rows * cols) ||
-      c.validating)
+  int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols"), first, vocab;
+  if (!blockOfDim(c, "row_group", rows, first, vocab) || !c.arity(2, 1) || !c.needIn(0, n * cols) ||
+      !c.needIn(1, n) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
-  return cpu::embeddingGrad(n, rows, cols, c.fin(0), c.ids(1), c.fout(0), c.error);
+  return cpu::embeddingGradRows(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
+                                c.error);
+}
+
+/// The optional `scale` of a loss: absent, the loss is the mean over rows.
+bool lossScale(KernelCall &c, bool &scaled, double &scale) {
+  scaled = c.instr->find("scale") != nullptr;
+  scale = scaled ? c.f("scale") : 0.0;
+  if (scaled && c.error.empty() && !std::isfinite(scale))
+    return c.fail("has a non-finite scale");
+  return c.error.empty();
 }
 
 bool crossEntropy(KernelCall &c) {
   int64_t rows, cols;
-  if (!rowsCols(c, rows, cols) || !c.arity(2, 1) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, rows) || !c.needOut(0, 1) || c.validating)
+  bool scaled;
+  double scale;
+  if (!rowsCols(c, rows, cols) || !lossScale(c, scaled, scale) || !c.arity(2, 1) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needOut(0, 1) || c.validating)
     return c.error.empty();
+  if (scaled)
+    return cpu::crossEntropy(rows, cols, c.fin(0), c.ids(1), scale, c.fout(0), c.error);
   return cpu::crossEntropy(rows, cols, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
 bool crossEntropyGrad(KernelCall &c) {
   int64_t rows, cols;
-  if (!rowsCols(c, rows, cols) || !c.arity(3, 1) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, rows) || !c.needIn(2, 1) || !c.needOut(0, rows * cols) || c.validating)
+  bool scaled;
+  double scale;
+  if (!rowsCols(c, rows, cols) || !lossScale(c, scaled, scale) || !c.arity(3, 1) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, 1) ||
+      !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
+  if (scaled)
+    return cpu::crossEntropyGrad(rows, cols, c.fin(0), c.ids(1), c.fin(2), scale, c.fout(0),
+                                 c.error);
   return cpu::crossEntropyGrad(rows, cols, c.fin(0), c.ids(1), c.fin(2), c.fout(0), c.error);
+}
+
+bool ceMax(KernelCall &c) {
+  int64_t rows, cols;
+  if (!rowsCols(c, rows, cols) || !c.arity(1, 1) || !c.needIn(0, rows * cols) ||
+      !c.needOut(0, rows) || c.validating)
+    return c.error.empty();
+  cpu::ceMax(rows, cols, c.fin(0), c.fout(0));
+  return true;
+}
+
+bool ceSums(KernelCall &c) {
+  int64_t rows, cols, first, classes;
+  if (!rowsCols(c, rows, cols) || !blockOfDim(c, "col_group", cols, first, classes) ||
+      !c.arity(3, 2) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) ||
+      !c.needOut(0, rows) || !c.needOut(1, rows) || c.validating)
+    return c.error.empty();
+  return cpu::ceSums(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2), c.fout(0), c.fout(1),
+                     c.error);
+}
+
+bool ceLoss(KernelCall &c) {
+  int64_t rows = c.i("rows");
+  double scale = c.f("scale");
+  if (!c.arity(3, 1))
+    return false;
+  if (rows <= 0 || !std::isfinite(scale))
+    return c.fail("needs positive rows and a finite scale");
+  if (!c.needIn(0, rows) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needOut(0, 1) ||
+      c.validating)
+    return c.error.empty();
+  cpu::ceLoss(rows, c.fin(0), c.fin(1), c.fin(2), scale, c.fout(0));
+  return true;
+}
+
+bool ceGrad(KernelCall &c) {
+  int64_t rows, cols, first, classes;
+  double scale = c.f("scale");
+  if (!rowsCols(c, rows, cols))
+    return false;
+  if (!std::isfinite(scale))
+    return c.fail("has a non-finite scale");
+  if (!blockOfDim(c, "col_group", cols, first, classes) || !c.arity(5, 1) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) ||
+      !c.needIn(4, 1) || !c.needOut(0, rows * cols) || c.validating)
+    return c.error.empty();
+  return cpu::ceGrad(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2), c.fin(3), c.fin(4),
+                     scale, c.fout(0), c.error);
 }
 
 bool attentionArgs(KernelCall &c, cpu::AttentionArgs &a) {
@@ -395,6 +479,68 @@ bool globalNorm(KernelCall &c) {
   for (size_t k = 0; k < c.in.size(); ++k)
     sum += cpu::sumOfSquares(static_cast<int64_t>(c.inElements[k]), c.fin(k));
   c.fout(0)[0] = static_cast<float>(std::sqrt(sum));
+  return true;
+}
+
+bool sumSquares(KernelCall &c) {
+  if (c.in.empty())
+    return c.fail("needs at least one input");
+  if (!c.arity(c.in.size(), 1) || !c.needOut(0, 1) || c.validating)
+    return c.error.empty();
+  // In input order, each input's sum in double: the same bits however the plan is run.
+  double sum = 0;
+  for (size_t k = 0; k < c.in.size(); ++k)
+    sum += cpu::sumOfSquares(static_cast<int64_t>(c.inElements[k]), c.fin(k));
+  c.fout(0)[0] = static_cast<float>(sum);
+  return true;
+}
+
+bool pack(KernelCall &c) {
+  int64_t ways = c.i("ways");
+  const auto &outers = c.v("outers"), &chunks = c.v("chunks");
+  if (!c.error.empty())
+    return false;
+  if (c.in.empty() || outers.size() != c.in.size() || chunks.size() != c.in.size())
+    return c.fail("needs one 'outers' and one 'chunks' entry per input, and an input");
+  if (ways <= 0)
+    return c.fail("needs a positive 'ways'");
+  int64_t part = 0;
+  for (size_t k = 0; k < c.in.size(); ++k) {
+    if (outers[k] <= 0 || chunks[k] <= 0)
+      return c.fail("has a non-positive outer or chunk size");
+    if (!c.needIn(k, outers[k] * ways * chunks[k]))
+      return false;
+    part += outers[k] * chunks[k];
+  }
+  if (!c.arity(c.in.size(), 1) || !c.needOut(0, ways * part) || c.validating)
+    return c.error.empty();
+  std::vector<const float *> inputs;
+  for (size_t k = 0; k < c.in.size(); ++k)
+    inputs.push_back(c.fin(k));
+  cpu::pack(static_cast<int64_t>(inputs.size()), inputs.data(), outers.data(), chunks.data(), ways,
+            c.fout(0));
+  return true;
+}
+
+bool shardSlice(KernelCall &c) {
+  int64_t outer = c.i("outer"), chunk = c.i("chunk");
+  const CommGroup *g = c.group(c.s("group"));
+  if (!g || !c.arity(1, 1))
+    return false;
+  if (outer <= 0 || chunk <= 0)
+    return c.fail("has a non-positive outer or chunk size");
+  const int64_t ways = g->size();
+  if (!c.needIn(0, outer * ways * chunk) || !c.needOut(0, outer * chunk) || c.validating)
+    return c.error.empty();
+  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
+  cpu::Shape shape;
+  shape.rank = 2;
+  shape.size[0] = outer;
+  shape.size[1] = chunk;
+  cpu::Strides x;
+  x.stride[0] = ways * chunk;
+  x.stride[1] = 1;
+  cpu::stridedCopy(shape, c.fin(0) + static_cast<int64_t>(g->index) * chunk, x, c.fout(0));
   return true;
 }
 
@@ -477,9 +623,17 @@ KernelFn findCpuKernel(const std::string &name) {
   static const std::map<std::string, KernelFn> kernels = {
       {"accumulate", accumulate},
       {"adamw", adamw},
+      {"all_gather", allGatherCall},
+      {"all_reduce", allReduceCall},
+      {"all_to_all", allToAllCall},
       {"attention", attention},
       {"attention_grad", attentionGrad},
       {"binary", binary},
+      {"broadcast", broadcastCall},
+      {"ce_grad", ceGrad},
+      {"ce_loss", ceLoss},
+      {"ce_max", ceMax},
+      {"ce_sums", ceSums},
       {"clip_coefficient", clipCoefficient},
       {"copy", copy},
       {"cross_entropy", crossEntropy},
@@ -493,15 +647,22 @@ KernelFn findCpuKernel(const std::string &name) {
       {"layernorm", layerNorm},
       {"layernorm_grad", layerNormGrad},
       {"learning_rate", learningRate},
+      {"pack", pack},
+      {"recv", recvCall},
       {"reduce", reduce},
+      {"reduce_scatter", reduceScatterCall},
       {"rmsnorm", rmsNorm},
       {"rmsnorm_grad", rmsNormGrad},
       {"rope", rope},
+      {"send", sendCall},
       {"sgd", sgd},
+      {"shard_slice", shardSlice},
       {"softmax", softmax},
       {"softmax_grad", softmaxGrad},
+      {"sum_squares", sumSquares},
       {"unary", unary},
       {"unary_grad", unaryGrad},
+      {"wait", waitCall},
   };
   auto it = kernels.find(name);
   return it == kernels.end() ? nullptr : it->second;

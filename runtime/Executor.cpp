@@ -2,6 +2,7 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/Communicator.h"
 #include "runtime/KernelCall.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
+#include <set>
 
 namespace tessel::rt {
 
@@ -109,6 +111,102 @@ bool KernelCall::needOut(size_t k, int64_t elements) {
   return error.empty();
 }
 
+const CommGroup *KernelCall::group(const std::string &name) {
+  if (rank) {
+    auto it = rank->groups.find(name);
+    if (it != rank->groups.end())
+      return &it->second;
+  }
+  fail("the plan has no group '" + name + "' holding this rank");
+  return nullptr;
+}
+
+int64_t KernelCall::groupIndex(const std::string &name) {
+  const CommGroup *g = group(name);
+  return g ? g->index : 0;
+}
+
+int64_t KernelCall::groupSize(const std::string &name) {
+  const CommGroup *g = group(name);
+  return g ? g->size() : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// RankContext
+//===----------------------------------------------------------------------===//
+
+RankContext RankContext::forRank(const planfile::Plan &plan, uint32_t rank, Communicator *comm) {
+  RankContext r;
+  r.rank = rank;
+  r.worldSize = plan.worldSize;
+  r.comm = comm;
+  for (const planfile::Group &g : plan.groups) {
+    int index = g.indexOf(rank);
+    if (index >= 0)
+      r.groups[g.name] = CommGroup{g.ranks, static_cast<uint32_t>(index)};
+  }
+  return r;
+}
+
+bool RankContext::drainEvents(std::string &error) {
+  bool ok = true;
+  for (const auto &[event, ticket] : events) {
+    std::string why;
+    if (!comm->wait(ticket, why) && ok) {
+      error = "collective of event " + std::to_string(event) + ": " + why;
+      ok = false;
+    }
+  }
+  events.clear();
+  return ok;
+}
+
+namespace {
+
+/// The kernels that take an `event`: started, they run on the communication worker until a
+/// `wait` for that event.
+bool startsEvents(const std::string &kernel) {
+  static const std::set<std::string> kernels = {
+      "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv"};
+  return kernels.count(kernel) != 0;
+}
+
+/// Follows the events of `p` in program order: each starts once before its `wait`, and no
+/// event is started again while it is in flight.
+bool checkEvents(const planfile::Program &p, std::string &error) {
+  std::set<int64_t> inFlight;
+  for (size_t n = 0; n < p.instrs.size(); ++n) {
+    const planfile::Instr &instr = p.instrs[n];
+    const planfile::Attr *a = instr.find("event");
+    if (!a)
+      continue;
+    std::string where = "instruction " + std::to_string(n) + " of program '" + p.name +
+                        "' (kernel '" + instr.kernel + "'" +
+                        (instr.loc.empty() ? "" : ", from " + instr.loc) + ")";
+    if (!std::holds_alternative<int64_t>(a->value) || std::get<int64_t>(a->value) < 1) {
+      error = where + ": 'event' must be an integer of at least 1";
+      return false;
+    }
+    int64_t event = std::get<int64_t>(a->value);
+    if (instr.kernel == "wait") {
+      if (!inFlight.erase(event)) {
+        error = where + ": waits for event " + std::to_string(event) +
+                ", which no earlier collective started";
+        return false;
+      }
+    } else if (!startsEvents(instr.kernel)) {
+      error = where + ": only collectives and transfers take an 'event'";
+      return false;
+    } else if (!inFlight.insert(event).second) {
+      error = where + ": starts event " + std::to_string(event) + " while it is in flight";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // Executor
 //===----------------------------------------------------------------------===//
@@ -118,10 +216,22 @@ Executor::Executor(const planfile::Plan &plan, uint32_t rank) : plan_(plan), ran
 Executor::~Executor() { std::free(arena_); }
 
 std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t rank,
-                                           std::string &error) {
+                                           std::string &error, Communicator *comm) {
   if (!planfile::validatePlan(plan, error))
     return nullptr;
+  if (rank >= plan.worldSize) {
+    error = "rank " + std::to_string(rank) + " is outside the plan's world of " +
+            std::to_string(plan.worldSize);
+    return nullptr;
+  }
+  if (plan.worldSize > 1 &&
+      (!comm || comm->worldSize() != plan.worldSize || comm->rank() != rank)) {
+    error = "a plan of " + std::to_string(plan.worldSize) +
+            " ranks needs a communicator of as many ranks, at rank " + std::to_string(rank);
+    return nullptr;
+  }
   std::unique_ptr<Executor> ex(new Executor(plan, rank));
+  ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
   for (const planfile::Program &p : ex->plan_.programs)
     if (p.rank == rank)
       ex->arenaBytes_ = std::max(ex->arenaBytes_, p.arenaBytes);
@@ -143,6 +253,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
   for (const planfile::Program &p : ex->plan_.programs) {
     if (p.rank != rank)
       continue;
+    if (!checkEvents(p, error))
+      return nullptr;
     auto decoded = std::make_unique<DecodedProgram>();
     decoded->program = &p;
     for (size_t n = 0; n < p.instrs.size(); ++n) {
@@ -157,6 +269,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
         return nullptr;
       }
       d.call.instr = &instr;
+      d.call.rank = ex->rankContext_.get();
+      d.call.comm = comm;
       for (const BufferRef &b : instr.inputs) {
         d.call.in.push_back(pointer(b));
         d.call.inElements.push_back(b.bytes / 4);
@@ -234,8 +348,25 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
     error = "the plan has no program '" + program + "' for rank " + std::to_string(rank_);
     return false;
   }
-  for (size_t n = 0; n < p->instrs.size(); ++n) {
-    Decoded &d = const_cast<Decoded &>(p->instrs[n]);
+  RankContext &rc = *rankContext_;
+  rc.synchronous = checkFinite;
+  bool ok = runInstructions(*p, ctx, error, checkFinite);
+  // The other ranks must not wait for this one: abort before waiting for what is in flight.
+  if (!ok && rc.comm)
+    rc.comm->abort("rank " + std::to_string(rank_) + ": " + error);
+  std::string drained;
+  if (!rc.events.empty() && !rc.drainEvents(drained) && ok) {
+    error = "program '" + program + "': " + drained;
+    ok = false;
+  }
+  return ok;
+}
+
+bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, std::string &error,
+                               bool checkFinite) {
+  const std::string &name = p.program->name;
+  for (size_t n = 0; n < p.instrs.size(); ++n) {
+    Decoded &d = const_cast<Decoded &>(p.instrs[n]);
     d.call.ctx = &ctx;
     d.call.error.clear();
     auto start = std::chrono::steady_clock::now();
@@ -267,7 +398,7 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
           error = "the first non-finite value (" + std::to_string(x[e]) + ") came from kernel '" +
                   d.call.instr->kernel + "'" +
                   (d.call.instr->loc.empty() ? "" : " at " + d.call.instr->loc) + ", instruction " +
-                  std::to_string(n) + " of '" + program + "'";
+                  std::to_string(n) + " of '" + name + "'";
           return false;
         }
     }

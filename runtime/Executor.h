@@ -1,9 +1,12 @@
 //===- Executor.h - Runs the programs of one rank's plan --------*- C++ -*-===//
 //
 // Owns the rank's persistent state and its arena, decodes every instruction of every program
-// once (kernel, operand pointers, parameter checks against the operand sizes), then runs
-// programs on demand. Runs are deterministic: the same plan, state, inputs and step context
-// give the same bits.
+// once (kernel, operand pointers, parameter checks against the operand sizes, the groups its
+// collectives name, the events they start and end), then runs programs on demand. Runs are
+// deterministic: the same plan, state, inputs and step context give the same bits.
+//
+// In a world of several ranks each rank has its own Executor, given that rank's end of the
+// communicator; the collectives of its programs meet the other ranks' through it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_EXECUTOR_H
@@ -17,6 +20,9 @@
 #include <vector>
 
 namespace tessel::rt {
+
+class Communicator;
+struct RankContext;
 
 /// What a kernel may read about the run: the optimizer step (from 1), the micro-batch within
 /// it, and the run's seed (dropout masks derive from all three).
@@ -32,12 +38,16 @@ void setComputeThreads(int threads);
 class Executor {
 public:
   /// Checks and decodes `plan` for `rank`: a kernel this runtime lacks, a parameter that
-  /// does not fit its operands, or an operand count a kernel does not take is an error.
+  /// does not fit its operands, an operand count a kernel does not take, a group the plan
+  /// lacks, or a `wait` for an event no collective started is an error. A plan of more than
+  /// one rank needs `comm`, this rank's end of a communicator of plan.worldSize ranks; it
+  /// must outlive the Executor.
   static std::unique_ptr<Executor> create(const planfile::Plan &plan, uint32_t rank,
-                                          std::string &error);
+                                          std::string &error, Communicator *comm = nullptr);
   ~Executor();
 
   const planfile::Plan &plan() const { return plan_; }
+  uint32_t rank() const { return rank_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
 
   /// A persistent tensor's index by name, or -1; its data.
@@ -51,8 +61,11 @@ public:
   /// Where output `port` of `program` is after a run.
   const float *output(const std::string &program, const std::string &port) const;
 
-  /// Runs `program`. With `checkFinite`, stops at the first instruction that writes a
-  /// non-finite value and names it, with its spec location, in `error`.
+  /// Runs `program`; every collective it started is done when it returns. With
+  /// `checkFinite`, runs collectives synchronously and stops at the first instruction that
+  /// writes a non-finite value, naming it, with its spec location, in `error`. A failure
+  /// aborts the communicator (so the other ranks' collectives fail rather than wait for this
+  /// one) with "rank R: " and the error.
   bool run(const std::string &program, const StepContext &ctx, std::string &error,
            bool checkFinite = false);
 
@@ -72,8 +85,12 @@ private:
   Executor(const planfile::Plan &plan, uint32_t rank);
   const DecodedProgram *find(const std::string &name) const;
 
+  bool runInstructions(const DecodedProgram &p, const StepContext &ctx, std::string &error,
+                       bool checkFinite);
+
   planfile::Plan plan_;
   uint32_t rank_;
+  std::unique_ptr<RankContext> rankContext_;
   uint64_t arenaBytes_ = 0;
   float *arena_ = nullptr;
   std::vector<std::vector<float>> state_;

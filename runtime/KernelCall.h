@@ -9,19 +9,40 @@
 #ifndef TESSEL_RUNTIME_KERNELCALL_H
 #define TESSEL_RUNTIME_KERNELCALL_H
 
+#include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/PlanFile.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace tessel::rt {
+
+/// What the kernels of one rank share: its place in the plan's groups, its communicator and
+/// the collectives started with an `event` that no `wait` has ended yet.
+struct RankContext {
+  uint32_t rank = 0, worldSize = 1;
+  Communicator *comm = nullptr; ///< Null in a world of one rank.
+  std::map<std::string, CommGroup> groups;
+  std::map<int64_t, Communicator::Ticket> events;
+  /// Runs every collective to completion, treating `event` as absent (the checking rerun
+  /// reads each instruction's outputs right after it).
+  bool synchronous = false;
+
+  /// This rank's view of every group of `plan` that holds it.
+  static RankContext forRank(const planfile::Plan &plan, uint32_t rank, Communicator *comm);
+  /// Waits for every collective still in flight; false with the first failure's reason.
+  bool drainEvents(std::string &error);
+};
 
 struct KernelCall {
   const planfile::Instr *instr = nullptr;
   std::vector<void *> in, out;
   std::vector<uint64_t> inElements, outElements;
   const StepContext *ctx = nullptr;
+  RankContext *rank = nullptr;
+  Communicator *comm = nullptr; ///< rank->comm: null in a world of one rank.
   bool validating = false;
   std::string error;
 
@@ -40,6 +61,12 @@ struct KernelCall {
   bool needIn(size_t k, int64_t elements);
   bool needOut(size_t k, int64_t elements);
   bool fail(const std::string &why);
+
+  /// This rank's instance of group `name`; null (and an error) if the plan has none.
+  const CommGroup *group(const std::string &name);
+  /// This rank's index in group `name`, and the group's size (0 and an error if unknown).
+  int64_t groupIndex(const std::string &name);
+  int64_t groupSize(const std::string &name);
 };
 
 /// A kernel handler: validates, then (unless validating) computes.

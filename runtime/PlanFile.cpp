@@ -5,6 +5,7 @@
 #include "runtime/Checksum.h"
 
 #include <cstring>
+#include <map>
 
 namespace tessel::planfile {
 
@@ -36,6 +37,20 @@ const Program *Plan::findProgram(const std::string &name, uint32_t rank) const {
   for (const Program &p : programs)
     if (p.name == name && p.rank == rank)
       return &p;
+  return nullptr;
+}
+
+int Group::indexOf(uint32_t rank) const {
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == rank)
+      return static_cast<int>(i);
+  return -1;
+}
+
+const Group *Plan::findGroup(const std::string &name, uint32_t rank) const {
+  for (const Group &g : groups)
+    if (g.name == name && g.indexOf(rank) >= 0)
+      return &g;
   return nullptr;
 }
 
@@ -99,6 +114,7 @@ public:
     str(p.name);
     u8(static_cast<uint8_t>(p.dtype));
     vec(p.shape, [&](int64_t x) { i64(x); });
+    vec(p.split, [&](const std::string &s) { str(s); });
     buffer(p.buffer);
   }
 };
@@ -215,6 +231,7 @@ public:
     p.name = str();
     p.dtype = dtype();
     vec(p.shape, 8, [&] { return i64(); });
+    vec(p.split, 8, [&] { return str(); });
     p.buffer = buffer();
     return p;
   }
@@ -250,6 +267,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     w.u8(static_cast<uint8_t>(t.dtype));
     w.vec(t.shape, [&](int64_t x) { w.i64(x); });
     w.vec(t.dims, [&](const std::string &s) { w.str(s); });
+    w.vec(t.split, [&](const std::string &s) { w.str(s); });
     w.str(t.init);
     w.f64(t.initA);
     w.f64(t.initB);
@@ -299,8 +317,8 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
   uint64_t payload = header.u64();
   uint64_t checksum = header.u64();
   if (version != kPlanVersion) {
-    error = "plan format version " + std::to_string(version) + " is not the version " +
-            std::to_string(kPlanVersion) + " this runtime reads; recompile the model";
+    error = "plan version " + std::to_string(version) + ", this runtime reads " +
+            std::to_string(kPlanVersion) + ": recompile the model";
     return false;
   }
   if (flags != 0) {
@@ -332,6 +350,7 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
     t.dtype = r.dtype();
     r.vec(t.shape, 8, [&] { return r.i64(); });
     r.vec(t.dims, 8, [&] { return r.str(); });
+    r.vec(t.split, 8, [&] { return r.str(); });
     t.init = r.str();
     t.initA = r.f64();
     t.initB = r.f64();
@@ -371,17 +390,105 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
   return validatePlan(plan, error);
 }
 
+namespace {
+
+/// Every rank is in exactly one instance of each group name; instances of a name are equally
+/// large and hold no rank twice.
+bool validateGroups(const Plan &plan, std::string &error) {
+  std::map<std::string, std::vector<int>> instanceOf; // Per name, per rank: its instance.
+  std::map<std::string, size_t> sizeOf;
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const Group &g = plan.groups[gi];
+    std::string what = "group '" + g.name + "' (instance " + std::to_string(gi) + ")";
+    if (g.name.empty() || g.ranks.empty()) {
+      error = what + " has no name or no ranks";
+      return false;
+    }
+    auto [size, fresh] = sizeOf.emplace(g.name, g.ranks.size());
+    if (!fresh && size->second != g.ranks.size()) {
+      error = what + " has " + std::to_string(g.ranks.size()) +
+              " ranks where another instance of that name has " + std::to_string(size->second);
+      return false;
+    }
+    std::vector<int> &owner = instanceOf[g.name];
+    owner.resize(plan.worldSize, -1);
+    for (uint32_t r : g.ranks) {
+      if (r >= plan.worldSize) {
+        error = what + " holds rank " + std::to_string(r) + " of a world of " +
+                std::to_string(plan.worldSize);
+        return false;
+      }
+      if (owner[r] >= 0) {
+        error = what + " holds rank " + std::to_string(r) + ", which instance " +
+                std::to_string(owner[r]) + " of that name holds too";
+        return false;
+      }
+      owner[r] = static_cast<int>(gi);
+    }
+  }
+  for (const auto &[name, owner] : instanceOf)
+    for (uint32_t r = 0; r < plan.worldSize; ++r)
+      if (owner[r] < 0) {
+        error = "no instance of group '" + name + "' holds rank " + std::to_string(r);
+        return false;
+      }
+  return true;
+}
+
+/// A `split` has one entry per dim (or none), each naming a group or "".
+bool validateSplit(const Plan &plan, const std::vector<std::string> &split, size_t rank,
+                   const std::string &what, std::string &error) {
+  if (!split.empty() && split.size() != rank) {
+    error = what + " has " + std::to_string(split.size()) + " split entries for " +
+            std::to_string(rank) + " dims";
+    return false;
+  }
+  for (const std::string &g : split)
+    if (!g.empty() && !plan.findGroup(g, 0)) {
+      error = what + " is split over group '" + g + "', which the plan does not have";
+      return false;
+    }
+  return true;
+}
+
+/// Every program name has exactly one program per rank.
+bool validateProgramsPerRank(const Plan &plan, std::string &error) {
+  std::map<std::string, std::vector<int>> count;
+  for (const Program &p : plan.programs) {
+    std::vector<int> &c = count[p.name];
+    c.resize(plan.worldSize, 0);
+    if (p.rank < plan.worldSize && ++c[p.rank] > 1) {
+      error = "program '" + p.name + "' appears twice for rank " + std::to_string(p.rank);
+      return false;
+    }
+  }
+  for (const auto &[name, c] : count)
+    for (uint32_t r = 0; r < plan.worldSize; ++r)
+      if (c[r] == 0) {
+        error = "program '" + name + "' has no version for rank " + std::to_string(r);
+        return false;
+      }
+  return true;
+}
+
+} // namespace
+
 bool validatePlan(const Plan &plan, std::string &error) {
   if (plan.worldSize == 0 || plan.streams == 0) {
     error = "the plan has no ranks or no streams";
     return false;
   }
-  for (const StateTensor &t : plan.state)
+  if (!validateGroups(plan, error))
+    return false;
+  for (const StateTensor &t : plan.state) {
     for (int64_t d : t.shape)
       if (d <= 0 || d > (int64_t(1) << 40)) {
         error = "state tensor '" + t.name + "' has an invalid dim " + std::to_string(d);
         return false;
       }
+    if (!validateSplit(plan, t.split, t.shape.size(), "state tensor '" + t.name + "'", error))
+      return false;
+  }
   auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {
     uint64_t limit = p.arenaBytes;
     if (b.storage == Storage::State) {
@@ -407,10 +514,14 @@ bool validatePlan(const Plan &plan, std::string &error) {
       return false;
     }
     for (const Port &port : p.inputs)
-      if (!check(p, port.buffer, "input '" + port.name + "' of '" + p.name + "'"))
+      if (!check(p, port.buffer, "input '" + port.name + "' of '" + p.name + "'") ||
+          !validateSplit(plan, port.split, port.shape.size(),
+                         "input '" + port.name + "' of '" + p.name + "'", error))
         return false;
     for (const Port &port : p.outputs)
-      if (!check(p, port.buffer, "output '" + port.name + "' of '" + p.name + "'"))
+      if (!check(p, port.buffer, "output '" + port.name + "' of '" + p.name + "'") ||
+          !validateSplit(plan, port.split, port.shape.size(),
+                         "output '" + port.name + "' of '" + p.name + "'", error))
         return false;
     for (size_t i = 0; i < p.instrs.size(); ++i) {
       const Instr &in = p.instrs[i];
@@ -426,9 +537,19 @@ bool validatePlan(const Plan &plan, std::string &error) {
         error = what + " uses stream " + std::to_string(in.stream);
         return false;
       }
+      for (const char *key : {"group", "row_group", "col_group"}) {
+        const Attr *a = in.find(key);
+        if (a && std::holds_alternative<std::string>(a->value) &&
+            !plan.findGroup(std::get<std::string>(a->value), p.rank)) {
+          error = "instruction " + std::to_string(i) + " (" + in.kernel + ") in '" + p.name +
+                  "' names group '" + std::get<std::string>(a->value) +
+                  "', which the plan does not have";
+          return false;
+        }
+      }
     }
   }
-  return true;
+  return validateProgramsPerRank(plan, error);
 }
 
 } // namespace tessel::planfile

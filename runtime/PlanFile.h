@@ -1,10 +1,10 @@
 //===- PlanFile.h - The binary plan format ----------------------*- C++ -*-===//
 //
 // A plan is everything the runtime needs to train a model: the persistent state (parameters,
-// gradients, optimizer moments) with shapes and initialisers, and per rank a set of programs —
-// straight-line lists of kernel calls on buffers at static offsets in one arena — plus the
-// communicator groups and streams that later layouts use. The compiler writes it (from the plan
-// dialect); the runtime reads it without MLIR.
+// gradients, optimizer moments) with each rank's part of their shapes and their initialisers,
+// and per rank a set of programs — straight-line lists of kernel calls on buffers at static
+// offsets in one arena — plus the communicator groups their collectives run on. The compiler
+// writes it (from the plan dialect); the runtime reads it without MLIR.
 //
 // On disk (all integers little-endian), see docs/plan-format.md:
 //   "TESSPLAN" | u32 version | u32 flags (0) | u64 payload bytes | u64 FNV-1a of the payload
@@ -21,7 +21,7 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
 enum class DType : uint8_t { F32 = 0, I32 = 1 };
@@ -59,7 +59,11 @@ struct Instr {
 struct Port {
   std::string name;
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; ///< This rank's part; see `split`.
+  /// Per dim, the group that splits it ("" for none), or empty when nothing is split: the rank
+  /// holds block i of a dim split over a group of size k (i its index in the group), so the
+  /// whole dim is shape[d] * k.
+  std::vector<std::string> split;
   BufferRef buffer;
 };
 
@@ -76,17 +80,25 @@ struct Program {
 struct StateTensor {
   std::string name, role, of;
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; ///< This rank's part; see `split`.
   std::vector<std::string> dims;
+  /// Per dim, the group that splits it ("" for none), or empty when nothing is split; as
+  /// Port::split.
+  std::vector<std::string> split;
   std::string init = "zeros"; ///< normal | uniform | zeros | ones | constant
   double initA = 0, initB = 0;
   uint64_t bytes() const;
 };
 
-/// A communicator group: the ranks that take part in its collectives.
+/// One instance of a communicator group: the ranks that take part in its collectives, in
+/// group-index order. A name has one instance per set of ranks (with a mesh {dp = 2, tp = 2},
+/// "tp" is {0, 1} and {2, 3}); every rank is in exactly one instance of each name.
 struct Group {
   std::string name;
   std::vector<uint32_t> ranks;
+
+  /// The position of `rank` in `ranks`, or -1.
+  int indexOf(uint32_t rank) const;
 };
 
 struct Plan {
@@ -100,6 +112,8 @@ struct Plan {
 
   const Attr *findConfig(const std::string &name) const;
   const Program *findProgram(const std::string &name, uint32_t rank = 0) const;
+  /// The instance of group `name` that holds `rank`, or null.
+  const Group *findGroup(const std::string &name, uint32_t rank) const;
 };
 
 /// The file bytes of `plan`.
@@ -109,7 +123,10 @@ std::vector<uint8_t> serializePlan(const Plan &plan);
 /// checksum mismatch, truncation, an operand outside its buffer, ...).
 bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error);
 
-/// Checks what parsing cannot: every operand lies inside the arena or its state tensor.
+/// Checks what parsing cannot: every operand lies inside the arena or its state tensor; every
+/// rank has each program; the groups cover every rank once per name, with instances of one
+/// size; every group an instruction (`group`, `row_group`, `col_group`) or a `split` names
+/// exists.
 bool validatePlan(const Plan &plan, std::string &error);
 
 } // namespace tessel::planfile

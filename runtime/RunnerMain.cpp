@@ -33,7 +33,8 @@ Training:
                          model's own step count)
   --data PATH            a text file, a directory of text files, or a uint16 .bin token file
   --seed N               seed for initialisation, data order and dropout
-  --threads N            CPU threads (default: every core)
+  --threads N            CPU threads (default: every core), shared out between the ranks
+                         of a plan that has several
   --eval-every N         evaluate the held-out loss every N steps (0: never)
   --log-every N          print progress every N steps when output is not a terminal
   --metrics FILE         append one JSON line per step (and per evaluation) to FILE
@@ -41,7 +42,8 @@ Training:
   --checkpoint-every N   checkpoint every N steps (and always at the end when DIR is set)
   --resume PATH          continue from a checkpoint, or from the newest one in a directory
   --dump-dir DIR         write the initial weights, the batches and the first step's
-                         gradients as safetensors (for comparison with other frameworks)
+                         gradients as safetensors (for comparison with other frameworks;
+                         plans of one rank)
   --quiet                no progress output
   --profile              print the time spent in each kernel at the end
 

@@ -2,11 +2,12 @@
 
 #include "runtime/Trainer.h"
 
+#include "runtime/Blocks.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Checksum.h"
 #include "runtime/Data.h"
-#include "runtime/Executor.h"
 #include "runtime/Progress.h"
+#include "runtime/Ranks.h"
 #include "runtime/Rng.h"
 #include "runtime/Safetensors.h"
 
@@ -76,12 +77,24 @@ struct Settings {
   }
 };
 
+/// The shape of the whole tensor, of which each rank holds a block.
+std::vector<int64_t> wholeShape(const Plan &plan, const planfile::StateTensor &t) {
+  return blockOf(plan, t.shape, t.split, 0).whole;
+}
+
+/// The parameters' whole shapes: what a checkpoint holds, whatever the layout over ranks.
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameterShapes(const Plan &plan) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (const planfile::StateTensor &t : plan.state)
     if (t.role == "param")
-      out.push_back({t.name, t.shape});
+      out.push_back({t.name, wholeShape(plan, t)});
   return out;
+}
+
+/// Compute threads in all: --threads, or every core.
+int computeThreads(const RunOptions &o) {
+  return o.threads > 0 ? o.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 /// Names and shapes of the parameters, hashed: two models with the same fingerprint can
@@ -118,9 +131,9 @@ bool rngFromJson(const Json *j, Rng &rng) {
   return true;
 }
 
-/// Loads `path`, checks it belongs to `plan`'s model, and copies its tensors into the
-/// executor's state: parameters, and the optimizer state too when `withOptimizer`.
-std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Executor &ex, const std::string &path,
+/// Loads `path`, checks it belongs to `plan`'s model, and copies its (whole) tensors into the
+/// ranks' state: parameters, and the optimizer state too when `withOptimizer`.
+std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, const std::string &path,
                                             bool withOptimizer, std::string &error) {
   auto ck = loadCheckpoint(path, error);
   if (!ck)
@@ -140,12 +153,14 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Executor &ex, cons
       error = "checkpoint " + ck->path + " lacks '" + t.name + "'";
       return nullptr;
     }
-    if (x->dtype != DType::F32 || x->shape != t.shape || x->bytes.size() != t.bytes()) {
+    const std::vector<int64_t> &shape = ranks.stateShape(i);
+    if (x->dtype != DType::F32 || x->shape != shape ||
+        x->bytes.size() != static_cast<uint64_t>(shapeElements(shape)) * 4) {
       error = "checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
-              formatShape(x->shape) + ", the model needs F32 " + formatShape(t.shape);
+              formatShape(x->shape) + ", the model needs F32 " + formatShape(shape);
       return nullptr;
     }
-    std::memcpy(ex.stateData(i), x->bytes.data(), x->bytes.size());
+    ranks.setWholeState(i, reinterpret_cast<const float *>(x->bytes.data()));
   }
   return ck;
 }
@@ -185,7 +200,7 @@ private:
   const Plan &plan_;
   const RunOptions &options_;
   Settings s_;
-  std::unique_ptr<Executor> ex_;
+  std::unique_ptr<Ranks> ranks_;
   std::unique_ptr<TokenData> data_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<ProgressLine> progress_;
@@ -199,16 +214,17 @@ private:
 
 bool Session::setUp() {
   std::string err;
-  setComputeThreads(options_.threads > 0
-                        ? options_.threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  ex_ = Executor::create(plan_, 0, err);
-  if (!ex_)
+  if (!options_.dumpDir.empty() && plan_.worldSize > 1)
+    return error("--dump-dir writes the tensors of a run on one rank; this plan has " +
+                 std::to_string(plan_.worldSize) + " ranks (compile the model without a " +
+                 "parallel layout to compare it with other frameworks)");
+  ranks_ = Ranks::create(plan_, computeThreads(options_), err);
+  if (!ranks_)
     return error("the plan cannot run: " + err);
   if (options_.profile)
-    ex_->enableProfiling();
+    ranks_->executor(0).enableProfiling();
   for (const char *program : {"forward_backward", "optimizer_step"})
-    if (!ex_->hasProgram(program))
+    if (!ranks_->executor(0).hasProgram(program))
       return error(std::string("the plan has no '") + program + "' program");
   if (s_.data.empty())
     return error("no training data: set `data` in the train section or pass --data FILE");
@@ -239,13 +255,17 @@ bool Session::setUp() {
 }
 
 void Session::initialiseParameters() {
+  // Whole tensors from one stream in state order, whatever the layout: every layout of a model
+  // starts from the weights its one-rank run starts from.
   Rng rng(s_.seed);
+  std::vector<float> whole;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
-    float *x = ex_->stateData(i);
-    size_t n = t.bytes() / 4;
+    size_t n = static_cast<size_t>(shapeElements(ranks_->stateShape(i)));
+    whole.assign(n, 0.0f);
+    float *x = whole.data();
     if (t.role != "param") {
-      std::fill(x, x + n, 0.0f);
+      ranks_->setWholeState(i, x);
       continue;
     }
     for (size_t e = 0; e < n; ++e) {
@@ -260,12 +280,13 @@ void Session::initialiseParameters() {
       else
         x[e] = 0.0f;
     }
+    ranks_->setWholeState(i, x);
   }
 }
 
 bool Session::restore(const std::string &path) {
   std::string err;
-  auto ck = loadState(plan_, *ex_, path, /*withOptimizer=*/true, err);
+  auto ck = loadState(plan_, *ranks_, path, /*withOptimizer=*/true, err);
   if (!ck)
     return error(err);
   if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
@@ -287,9 +308,13 @@ bool Session::save(int64_t step) {
   c.model = plan_.model;
   c.fingerprint = fingerprint(plan_);
   c.step = step;
+  // Whole tensors, so that a checkpoint does not depend on the layout it was trained with.
+  std::vector<std::vector<float>> scratch(plan_.state.size());
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
-    TensorView v{t.name, DType::F32, t.shape, ex_->stateData(i)};
+    if (t.role == "grad")
+      continue;
+    TensorView v{t.name, DType::F32, ranks_->stateShape(i), ranks_->wholeState(i, scratch[i])};
     if (t.role == "param")
       c.params.push_back(v);
     else if (t.role != "grad") // Optimizer state: moments, momentum buffers.
@@ -313,12 +338,12 @@ bool Session::save(int64_t step) {
 }
 
 bool Session::writeInputs(const std::string &program) {
-  void *tokens = ex_->input(program, "tokens");
-  if (!tokens)
-    return error("program '" + program + "' has no 'tokens' input");
-  std::memcpy(tokens, tokens_.data(), tokens_.size() * 4);
-  if (void *targets = ex_->input(program, "targets"))
-    std::memcpy(targets, targets_.data(), targets_.size() * 4);
+  std::string err;
+  const int64_t n = static_cast<int64_t>(tokens_.size());
+  if (!ranks_->writeInput(program, "tokens", tokens_.data(), n, err) ||
+      (ranks_->hasInput(program, "targets") &&
+       !ranks_->writeInput(program, "targets", targets_.data(), n, err)))
+    return error(err);
   return true;
 }
 
@@ -341,21 +366,23 @@ double Session::evaluate() {
       data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
                         tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq);
     std::string err;
-    if (!writeInputs("eval") || !ex_->run("eval", StepContext{1, 0, s_.seed}, err)) {
+    if (!writeInputs("eval") || !ranks_->run("eval", StepContext{1, 0, s_.seed}, err)) {
       error("evaluation failed: " + err);
       return NAN;
     }
-    sum += ex_->output("eval", "loss")[0];
+    sum += ranks_->output("eval", "loss")[0];
   }
   return sum / static_cast<double>(s_.evalBatches);
 }
 
 bool Session::dumpTensors(const std::string &file, const std::string &role) {
   std::vector<TensorView> views;
+  std::vector<std::vector<float>> scratch(plan_.state.size());
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role == role)
-      views.push_back({role == "param" ? t.name : t.of, DType::F32, t.shape, ex_->stateData(i)});
+      views.push_back({role == "param" ? t.name : t.of, DType::F32, ranks_->stateShape(i),
+                       ranks_->wholeState(i, scratch[i])});
   }
   std::string err;
   if (!writeSafetensors(options_.dumpDir + "/" + file, views, {}, err))
@@ -364,14 +391,17 @@ bool Session::dumpTensors(const std::string &file, const std::string &role) {
 }
 
 Session::GradientSummary Session::summarizeGradients() {
+  // With several ranks the norm is that of the whole gradient tensors as the ranks hold them
+  // (each block once); a non-finite value is looked for in every rank's block.
   GradientSummary sum;
   double squares = 0;
+  std::vector<float> scratch;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role != "grad")
       continue;
-    const float *g = ex_->stateData(i);
-    for (size_t e = 0, n = t.bytes() / 4; e < n; ++e) {
+    const float *g = ranks_->wholeState(i, scratch);
+    for (size_t e = 0, n = static_cast<size_t>(shapeElements(ranks_->stateShape(i))); e < n; ++e) {
       double x = std::fabs(static_cast<double>(g[e]));
       if (!std::isfinite(x)) {
         if (sum.nonFinite.empty())
@@ -384,6 +414,11 @@ Session::GradientSummary Session::summarizeGradients() {
         sum.largestIn = t.of;
       }
     }
+    for (uint32_t r = 0; r < ranks_->size() && ranks_->size() > 1 && sum.nonFinite.empty(); ++r) {
+      const float *block = ranks_->executor(r).stateData(i);
+      if (!std::all_of(block, block + t.bytes() / 4, [](float x) { return std::isfinite(x); }))
+        sum.nonFinite = t.of;
+    }
   }
   sum.norm = std::sqrt(squares);
   return sum;
@@ -395,7 +430,7 @@ int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &wha
   // Rerun the micro-batch checking every kernel's output to find where it started.
   if (writeInputs("forward_backward")) {
     std::string err;
-    if (!ex_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
+    if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
       where = "; " + err;
   }
   std::fprintf(stderr, "tessel: error: step %lld: %s%s\n", static_cast<long long>(step),
@@ -424,13 +459,18 @@ int Session::run() {
     double params = 0;
     for (const auto &[name, shape] : parameterShapes(plan_))
       params += static_cast<double>(shapeElements(shape));
+    std::string ranks;
+    if (ranks_->size() > 1)
+      ranks = " per rank; " + std::to_string(ranks_->size()) + " ranks, " +
+              std::to_string(ranks_->threadsPerRank()) +
+              (ranks_->threadsPerRank() == 1 ? " thread" : " threads") + " each";
     std::printf(
-        "training %s: %.2fM parameters, %lld steps of %lld x %lld tokens%s, arena %.1f MiB\n",
+        "training %s: %.2fM parameters, %lld steps of %lld x %lld tokens%s, arena %.1f MiB%s\n",
         plan_.model.c_str(), params / 1e6, static_cast<long long>(s_.steps),
         static_cast<long long>(s_.batch * s_.accumulation), static_cast<long long>(s_.seq),
         s_.accumulation > 1 ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
                             : "",
-        static_cast<double>(ex_->arenaBytes()) / (1 << 20));
+        static_cast<double>(ranks_->executor(0).arenaBytes()) / (1 << 20), ranks.c_str());
     std::printf("data: %s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
                 static_cast<long long>(data_->trainTokens()),
                 static_cast<long long>(data_->evalTokens()));
@@ -448,11 +488,11 @@ int Session::run() {
     for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
       if (!loadMicroBatch(step, micro))
         return 1;
-      if (!ex_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
+      if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
         error("step " + std::to_string(step) + ": " + err);
         return 1;
       }
-      float l = ex_->output("forward_backward", "loss")[0];
+      float l = ranks_->output("forward_backward", "loss")[0];
       if (!std::isfinite(l))
         return reportNonFinite(step, micro, "the loss is " + std::to_string(l));
       loss += l;
@@ -476,12 +516,12 @@ int Session::run() {
       reportIntactCheckpoint();
       return 1;
     }
-    if (!ex_->run("optimizer_step", StepContext{step, 0, s_.seed}, err)) {
+    if (!ranks_->run("optimizer_step", StepContext{step, 0, s_.seed}, err)) {
       error("step " + std::to_string(step) + ": " + err);
       return 1;
     }
-    float gradNorm = ex_->output("optimizer_step", "grad_norm")[0];
-    float lr = ex_->output("optimizer_step", "lr")[0];
+    float gradNorm = ranks_->output("optimizer_step", "grad_norm")[0];
+    float lr = ranks_->output("optimizer_step", "lr")[0];
     if (!std::isfinite(gradNorm)) {
       progress_.reset();
       std::fprintf(stderr, "tessel: error: step %lld: the gradient norm is %f\n",
@@ -544,10 +584,11 @@ int Session::run() {
   }
   if (options_.profile) {
     double total = 0;
-    for (const Executor::KernelTime &t : ex_->profile())
+    // Rank 0's kernels: the ranks run the same programs at once.
+    for (const Executor::KernelTime &t : ranks_->executor(0).profile())
       total += t.seconds;
     std::printf("%-20s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
-    for (const Executor::KernelTime &t : ex_->profile())
+    for (const Executor::KernelTime &t : ranks_->executor(0).profile())
       std::printf("%-20s %10.3f %8lld %6.1f%%\n", t.kernel.c_str(), t.seconds,
                   static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
   }
@@ -569,15 +610,13 @@ int train(const Plan &plan, const RunOptions &options) { return Session(plan, op
 int generate(const Plan &plan, const RunOptions &options) {
   std::string err;
   Settings s(plan, options);
-  setComputeThreads(options.threads > 0
-                        ? options.threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  auto ex = Executor::create(plan, 0, err);
-  if (!ex) {
+  // Every rank samples: the sample program is SPMD like the others, its logits replicated.
+  auto ranks = Ranks::create(plan, computeThreads(options), err);
+  if (!ranks) {
     std::fprintf(stderr, "tessel: error: the plan cannot run: %s\n", err.c_str());
     return 1;
   }
-  if (!ex->hasProgram("sample")) {
+  if (!ranks->executor(0).hasProgram("sample")) {
     std::fprintf(stderr, "tessel: error: the plan has no 'sample' program\n");
     return 1;
   }
@@ -587,7 +626,7 @@ int generate(const Plan &plan, const RunOptions &options) {
                          "directory in the model's train section)\n");
     return 1;
   }
-  if (!loadState(plan, *ex, source, /*withOptimizer=*/false, err)) {
+  if (!loadState(plan, *ranks, source, /*withOptimizer=*/false, err)) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
@@ -610,12 +649,13 @@ int generate(const Plan &plan, const RunOptions &options) {
     int64_t len = std::min<int64_t>(static_cast<int64_t>(context.size()), s.seq);
     std::fill(window.begin(), window.end(), 0);
     std::copy(context.end() - len, context.end(), window.begin());
-    std::memcpy(ex->input("sample", "tokens"), window.data(), window.size() * 4);
-    if (!ex->run("sample", StepContext{1, 0, s.seed}, err)) {
+    if (!ranks->writeInput("sample", "tokens", window.data(), static_cast<int64_t>(window.size()),
+                           err) ||
+        !ranks->run("sample", StepContext{1, 0, s.seed}, err)) {
       std::fprintf(stderr, "\ntessel: error: %s\n", err.c_str());
       return 1;
     }
-    const float *logits = ex->output("sample", "logits") + (len - 1) * s.vocab;
+    const float *logits = ranks->output("sample", "logits") + (len - 1) * s.vocab;
     // Temperature, then keep the top k, then sample.
     double temperature = std::max(options.temperature, 1e-4);
     std::vector<int32_t> order(static_cast<size_t>(s.vocab));

@@ -5,6 +5,11 @@
 // checkpoints, and stops cleanly (with the last good checkpoint intact) on bad input or a
 // non-finite loss. Also samples text from a trained model.
 //
+// A plan of several ranks runs them as threads (Ranks.h). The host loop is the same: it deals
+// in whole tensors (batches, initial weights, checkpoints) and each rank takes its block, so a
+// run over any layout sees the data and starts from the weights of the one-rank run, and its
+// checkpoints resume under any other layout.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_TRAINER_H
 #define TESSEL_RUNTIME_TRAINER_H
@@ -21,10 +26,10 @@ namespace tessel::rt {
 struct RunOptions {
   std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
   std::optional<std::string> data, checkpointDir;
-  int threads = 0;         ///< 0: every core.
+  int threads = 0;         ///< 0: every core; shared out between the ranks.
   std::string metricsPath; ///< JSON lines; "" for none.
   std::string resume;      ///< A checkpoint or run directory to continue from.
-  std::string dumpDir;     ///< Parity dumps: initial weights, batches, step-1 gradients.
+  std::string dumpDir;     ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
   bool quiet = false;
   bool profile = false; ///< Print the time spent in each kernel at the end.
 

@@ -122,9 +122,36 @@ void rmsNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, con
 /// The mean over rows of -log softmax(logits[row])[targets[row]]; logits is [rows, cols].
 bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
                   float *loss, std::string &error);
+/// scale times the sum over rows (a batch split over ranks passes one over the whole batch's
+/// rows, so that each rank's loss is its share of the mean).
+bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                  double scale, float *loss, std::string &error);
 /// dlogits = (softmax(logits) - onehot(targets)) * dloss / rows; `dloss` is one element.
 bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
                       const float *dloss, float *dlogits, std::string &error);
+/// dlogits = (softmax(logits) - onehot(targets)) * dloss * scale.
+bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                      const float *dloss, double scale, float *dlogits, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Cross entropy over classes split between ranks (ShardedLoss.cpp)
+//===----------------------------------------------------------------------===//
+// logits is this rank's [rows, cols] block: global columns [first, first + cols) of
+// `classes`. Targets are global class ids and must lie in [0, classes).
+
+/// m[r] = the largest of row r's logits here.
+void ceMax(int64_t rows, int64_t cols, const float *logits, float *m);
+/// s[r] = sum over the row's logits here of exp(x - m[r]) (m: the global row maxima);
+/// t[r] = the target's logit if the target is one of these columns, else 0.
+bool ceSums(int64_t rows, int64_t cols, int64_t first, int64_t classes, const float *logits,
+            const int32_t *targets, const float *m, float *s, float *t, std::string &error);
+/// loss = scale * sum over rows of (log s + m - t), with s and t summed over the ranks.
+void ceLoss(int64_t rows, const float *m, const float *s, const float *t, double scale,
+            float *loss);
+/// dlogits = (exp(x - m) / s - [global column == target]) * dloss * scale.
+bool ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, const float *logits,
+            const int32_t *targets, const float *m, const float *s, const float *dloss,
+            double scale, float *dlogits, std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Embedding
@@ -136,6 +163,14 @@ bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const 
 /// dtable = 0, then dtable[ids[i], :] += dout[i, :] in order of i.
 bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, const int32_t *ids,
                    float *dtable, std::string &error);
+
+/// The same on a table split by rows between ranks: `table` holds rows [first, first + rows)
+/// of a table of `vocab` rows, and every id must lie in [0, vocab). An id of another rank's
+/// rows gives a zero row of `out`, and is skipped by the gradient.
+bool embeddingRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                   const float *table, const int32_t *ids, float *out, std::string &error);
+bool embeddingGradRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                       const float *dout, const int32_t *ids, float *dtable, std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Attention and positions
@@ -181,6 +216,16 @@ struct AdamWArgs {
   float gradScale = 1.0f;
 };
 void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m, float *v);
+
+//===----------------------------------------------------------------------===//
+// Buckets
+//===----------------------------------------------------------------------===//
+
+/// Copies `count` inputs into one bucket y of [ways, part], part = sum of outers[i] *
+/// chunks[i]: input i is viewed as [outers[i], ways, chunks[i]], and y[r, :] is the
+/// concatenation over i of input i's [:, r, :]. With ways = 1 it concatenates the inputs.
+void pack(int64_t count, const float *const *inputs, const int64_t *outers, const int64_t *chunks,
+          int64_t ways, float *y);
 
 } // namespace tessel::cpu
 

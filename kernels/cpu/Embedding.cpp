@@ -12,33 +12,47 @@ namespace tessel::cpu {
 
 using detail::kParallelGrain;
 
-bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const int32_t *ids,
-               float *out, std::string &error) {
-  if (!detail::checkIds(n, rows, ids, error))
+bool embeddingRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                   const float *table, const int32_t *ids, float *out, std::string &error) {
+  if (!detail::checkIds(n, vocab, ids, error))
     return false;
 #pragma omp parallel for schedule(static) if (n * cols >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out + i * cols, table + static_cast<int64_t>(ids[i]) * cols,
-                static_cast<size_t>(cols) * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = static_cast<int64_t>(ids[i]) - first;
+    if (row >= 0 && row < rows)
+      std::memcpy(out + i * cols, table + row * cols, static_cast<size_t>(cols) * sizeof(float));
+    else
+      std::fill(out + i * cols, out + (i + 1) * cols, 0.0f);
+  }
   return true;
 }
 
-bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, const int32_t *ids,
-                   float *dtable, std::string &error) {
-  if (!detail::checkIds(n, rows, ids, error))
+bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const int32_t *ids,
+               float *out, std::string &error) {
+  return embeddingRows(n, rows, cols, 0, rows, table, ids, out, error);
+}
+
+bool embeddingGradRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                       const float *dout, const int32_t *ids, float *dtable, std::string &error) {
+  if (!detail::checkIds(n, vocab, ids, error))
     return false;
-  // Group the positions by id, keeping them in increasing order (a counting sort), so that each
-  // table row is summed by one thread in the order of i.
-  std::vector<int64_t> first(static_cast<size_t>(rows) + 1, 0);
+  // Group the positions by table row, keeping them in increasing order (a counting sort), so
+  // that each row is summed by one thread in the order of i. Ids of other ranks' rows are left
+  // out.
+  auto rowOf = [&](int64_t i) { return static_cast<int64_t>(ids[i]) - first; };
+  auto here = [&](int64_t row) { return row >= 0 && row < rows; };
+  std::vector<int64_t> begins(static_cast<size_t>(rows) + 1, 0);
   for (int64_t i = 0; i < n; ++i)
-    ++first[ids[i] + 1];
+    if (here(rowOf(i)))
+      ++begins[rowOf(i) + 1];
   for (int64_t r = 0; r < rows; ++r)
-    first[r + 1] += first[r];
-  std::vector<int64_t> positions(static_cast<size_t>(n));
+    begins[r + 1] += begins[r];
+  std::vector<int64_t> positions(static_cast<size_t>(begins[rows]));
   {
-    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    std::vector<int64_t> next(begins.begin(), begins.end() - 1);
     for (int64_t i = 0; i < n; ++i)
-      positions[next[ids[i]]++] = i;
+      if (here(rowOf(i)))
+        positions[next[rowOf(i)]++] = i;
   }
 #pragma omp parallel if ((n + rows) * cols >= kParallelGrain)
   {
@@ -46,7 +60,7 @@ bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, con
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       float *row = dtable + r * cols;
-      const int64_t begin = first[r], end = first[r + 1];
+      const int64_t begin = begins[r], end = begins[r + 1];
       if (begin == end) {
         std::fill(row, row + cols, 0.0f);
         continue;
@@ -62,6 +76,11 @@ bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, con
     }
   }
   return true;
+}
+
+bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, const int32_t *ids,
+                   float *dtable, std::string &error) {
+  return embeddingGradRows(n, rows, cols, 0, rows, dout, ids, dtable, error);
 }
 
 } // namespace tessel::cpu

@@ -28,10 +28,9 @@ RowLogSumExp logSumExp(int64_t cols, const float *x) {
   return {max, sum};
 }
 
-} // namespace
-
-bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
-                  float *loss, std::string &error) {
+/// The sum over rows of -log softmax(logits[row])[targets[row]], in double, rows in order.
+bool sumOfRowLosses(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                    double &total, std::string &error) {
   if (!detail::checkIds(rows, cols, targets, error))
     return false;
   std::vector<double> perRow(static_cast<size_t>(rows));
@@ -41,18 +40,17 @@ bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t
     const RowLogSumExp s = logSumExp(cols, xr);
     perRow[r] = static_cast<double>(s.max) + std::log(s.sum) - xr[targets[r]];
   }
-  double total = 0.0;
+  total = 0.0;
   for (int64_t r = 0; r < rows; ++r)
     total += perRow[r];
-  *loss = rows > 0 ? static_cast<float>(total / static_cast<double>(rows)) : 0.0f;
   return true;
 }
 
-bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
-                      const float *dloss, float *dlogits, std::string &error) {
+/// dlogits = (softmax(logits) - onehot(targets)) * factor.
+bool rowLossGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                 float factor, float *dlogits, std::string &error) {
   if (!detail::checkIds(rows, cols, targets, error))
     return false;
-  const float factor = rows > 0 ? *dloss / static_cast<float>(rows) : 0.0f;
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = logits + r * cols;
@@ -67,6 +65,38 @@ bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int
     detail::mapVec(cols, dr, dr, [factor](auto v) { return v * factor; });
   }
   return true;
+}
+
+} // namespace
+
+bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                  float *loss, std::string &error) {
+  double total = 0.0;
+  if (!sumOfRowLosses(rows, cols, logits, targets, total, error))
+    return false;
+  *loss = rows > 0 ? static_cast<float>(total / static_cast<double>(rows)) : 0.0f;
+  return true;
+}
+
+bool crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                  double scale, float *loss, std::string &error) {
+  double total = 0.0;
+  if (!sumOfRowLosses(rows, cols, logits, targets, total, error))
+    return false;
+  *loss = static_cast<float>(total * scale);
+  return true;
+}
+
+bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                      const float *dloss, float *dlogits, std::string &error) {
+  const float factor = rows > 0 ? *dloss / static_cast<float>(rows) : 0.0f;
+  return rowLossGrad(rows, cols, logits, targets, factor, dlogits, error);
+}
+
+bool crossEntropyGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                      const float *dloss, double scale, float *dlogits, std::string &error) {
+  const float factor = static_cast<float>(static_cast<double>(*dloss) * scale);
+  return rowLossGrad(rows, cols, logits, targets, factor, dlogits, error);
 }
 
 } // namespace tessel::cpu

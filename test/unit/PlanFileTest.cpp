@@ -51,7 +51,8 @@ TEST(PlanFile, RoundTrips) {
   const Instr &i = back.programs[0].instrs[0];
   EXPECT_EQ(i.kernel, "embedding");
   EXPECT_EQ(i.loc, "tiny.model:3:7");
-  EXPECT_EQ(std::get<std::vector<int64_t>>(i.find("shape")->value), (std::vector<int64_t>{2, 4, 8}));
+  EXPECT_EQ(std::get<std::vector<int64_t>>(i.find("shape")->value),
+            (std::vector<int64_t>{2, 4, 8}));
   EXPECT_EQ(std::get<double>(back.findConfig("lr")->value), 3e-3);
   EXPECT_EQ(back.state[0].initB, 0.02);
   EXPECT_EQ(serializePlan(back), bytes);
@@ -59,11 +60,12 @@ TEST(PlanFile, RoundTrips) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  bytes[8] = kPlanVersion + 1;
+  ASSERT_EQ(bytes[8], 2);
+  bytes[8] = 1;
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_NE(error.find("version 2"), std::string::npos) << error;
+  EXPECT_EQ(error, "plan version 1, this runtime reads 2: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {
@@ -103,6 +105,94 @@ TEST(PlanFile, RefusesOperandsOutsideTheArena) {
   p.programs[0].instrs[0].inputs[0].state = 7;
   EXPECT_FALSE(validatePlan(p, error));
   EXPECT_NE(error.find("state tensor #7"), std::string::npos) << error;
+}
+
+/// samplePlan over a mesh {dp = 2, tp = 2} (rank = dp * 2 + tp): the table split by rows over
+/// tp, the tokens by batch over dp, the embedding reading its rows through `row_group`.
+Plan meshPlan() {
+  Plan p = samplePlan();
+  p.worldSize = 4;
+  p.groups = {
+      {"world", {0, 1, 2, 3}}, {"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}};
+  p.state[0].split = {"tp", ""};
+  p.programs[0].inputs[0].split = {"dp", ""};
+  p.programs[0].instrs[0].attrs.push_back({"row_group", std::string("tp")});
+  Program base = p.programs[0];
+  for (uint32_t r = 1; r < 4; ++r) {
+    p.programs.push_back(base);
+    p.programs.back().rank = r;
+  }
+  return p;
+}
+
+TEST(PlanFile, RoundTripsSplitsAndGroups) {
+  std::vector<uint8_t> bytes = serializePlan(meshPlan());
+  Plan back;
+  std::string error;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_EQ(back.worldSize, 4u);
+  EXPECT_EQ(back.state[0].split, (std::vector<std::string>{"tp", ""}));
+  EXPECT_EQ(back.programs[3].inputs[0].split, (std::vector<std::string>{"dp", ""}));
+  EXPECT_EQ(back.groups.size(), 5u);
+  EXPECT_EQ(serializePlan(back), bytes);
+}
+
+TEST(PlanFile, FindsEachRanksGroup) {
+  Plan p = meshPlan();
+  ASSERT_NE(p.findGroup("tp", 3), nullptr);
+  EXPECT_EQ(p.findGroup("tp", 3)->ranks, (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(p.findGroup("tp", 3)->indexOf(3), 1);
+  EXPECT_EQ(p.findGroup("dp", 1)->ranks, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(p.findGroup("dp", 1)->indexOf(1), 0);
+  EXPECT_EQ(p.findGroup("pp", 0), nullptr);
+}
+
+/// validatePlan refuses `p` with a message containing `expected`.
+void expectRefused(const Plan &p, const std::string &expected) {
+  std::string error;
+  EXPECT_FALSE(validatePlan(p, error)) << "expected: " << expected;
+  EXPECT_NE(error.find(expected), std::string::npos) << error;
+}
+
+TEST(PlanFile, RefusesGroupsThatDoNotCoverTheWorld) {
+  std::string error;
+  EXPECT_TRUE(validatePlan(meshPlan(), error)) << error;
+  Plan p = meshPlan();
+  p.groups.pop_back(); // dp {1, 3}
+  expectRefused(p, "no instance of group 'dp' holds rank 1");
+  p = meshPlan();
+  p.groups.push_back({"tp", {1, 2}});
+  expectRefused(p, "holds rank 1, which instance 1 of that name holds too");
+  p = meshPlan();
+  p.groups[3] = {"dp", {0, 2, 1}};
+  expectRefused(p, "has 2 ranks where another instance of that name has 3");
+  p = meshPlan();
+  p.groups[0].ranks.push_back(4);
+  expectRefused(p, "holds rank 4 of a world of 4");
+}
+
+TEST(PlanFile, RefusesSplitsOverUnknownGroups) {
+  Plan p = meshPlan();
+  p.state[0].split = {"pp", ""};
+  expectRefused(p, "state tensor 'w' is split over group 'pp', which the plan does not have");
+  p = meshPlan();
+  p.state[0].split = {"tp"};
+  expectRefused(p, "state tensor 'w' has 1 split entries for 2 dims");
+  p = meshPlan();
+  p.programs[2].inputs[0].split = {"", "sp"};
+  expectRefused(p, "input 'tokens' of 'forward' is split over group 'sp'");
+  p = meshPlan();
+  p.programs[1].instrs[0].attrs.back().value = std::string("ep");
+  expectRefused(p, "names group 'ep', which the plan does not have");
+}
+
+TEST(PlanFile, RefusesRanksWithoutTheirPrograms) {
+  Plan p = meshPlan();
+  p.programs.pop_back();
+  expectRefused(p, "program 'forward' has no version for rank 3");
+  p = meshPlan();
+  p.programs[3].rank = 2;
+  expectRefused(p, "program 'forward' appears twice for rank 2");
 }
 
 } // namespace

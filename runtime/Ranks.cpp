@@ -1,0 +1,187 @@
+//===- Ranks.cpp - The ranks of a run, as threads -------------------------===//
+
+#include "runtime/Ranks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace tessel::rt {
+
+namespace {
+
+const planfile::Port *findInput(const planfile::Plan &plan, const std::string &program,
+                                const std::string &port, uint32_t rank) {
+  const planfile::Program *p = plan.findProgram(program, rank);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &in : p->inputs)
+    if (in.name == port)
+      return &in;
+  return nullptr;
+}
+
+} // namespace
+
+std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error) {
+  if (!planfile::validatePlan(plan, error))
+    return nullptr;
+  std::unique_ptr<Ranks> ranks(new Ranks());
+  const uint32_t size = plan.worldSize;
+  ranks->threadsPerRank_ = std::max(1, threads / static_cast<int>(size));
+  if (size > 1)
+    ranks->comms_ = LocalCommunicator::createWorld(size);
+  for (uint32_t r = 0; r < size; ++r) {
+    auto ex = Executor::create(plan, r, error, size > 1 ? ranks->comms_[r].get() : nullptr);
+    if (!ex) {
+      if (size > 1)
+        error = "rank " + std::to_string(r) + ": " + error;
+      return nullptr;
+    }
+    ranks->executors_.push_back(std::move(ex));
+  }
+
+  // Which rank provides each block of each state tensor: the lowest holding it. Together the
+  // blocks must make up the whole tensor.
+  for (const planfile::StateTensor &t : plan.state) {
+    std::vector<Block> blocks;
+    std::vector<uint32_t> holders;
+    std::set<std::vector<int64_t>> seen;
+    for (uint32_t r = 0; r < size; ++r) {
+      blocks.push_back(blockOf(plan, t.shape, t.split, r));
+      if (seen.insert(blocks.back().offset).second)
+        holders.push_back(r);
+    }
+    if (static_cast<int64_t>(holders.size()) * blocks[0].localElements() !=
+        blocks[0].wholeElements()) {
+      error = "state tensor '" + t.name + "': the ranks' blocks do not make up the whole tensor";
+      return nullptr;
+    }
+    ranks->stateBlocks_.push_back(std::move(blocks));
+    ranks->stateHolders_.push_back(std::move(holders));
+  }
+
+  if (size == 1) {
+    setComputeThreads(ranks->threadsPerRank_);
+    return ranks;
+  }
+  ranks->errors_.resize(size);
+  for (uint32_t r = 0; r < size; ++r)
+    ranks->threads_.emplace_back([raw = ranks.get(), r] { raw->serve(r); });
+  return ranks;
+}
+
+Ranks::~Ranks() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  start_.notify_all();
+  for (std::thread &t : threads_)
+    t.join();
+  // The communication workers first: they may read any rank's arena until they stop.
+  comms_.clear();
+  executors_.clear();
+}
+
+void Ranks::serve(uint32_t rank) {
+  setComputeThreads(threadsPerRank_);
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    if (stopping_)
+      return;
+    seen = generation_;
+    Job job = job_;
+    lock.unlock();
+    std::string error;
+    bool ok = executors_[rank]->run(job.program, job.ctx, error, job.checkFinite);
+    // A peer still waiting for this rank's part of a collective learns that it will not come.
+    comms_[rank]->setRunning(false);
+    lock.lock();
+    errors_[rank] = ok ? std::string() : error;
+    if (--pending_ == 0)
+      done_.notify_all();
+  }
+}
+
+bool Ranks::run(const std::string &program, const StepContext &ctx, std::string &error,
+                bool checkFinite) {
+  if (size() == 1)
+    return executors_[0]->run(program, ctx, error, checkFinite);
+  for (auto &comm : comms_)
+    comm->setRunning(true);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = Job{program, ctx, checkFinite};
+    pending_ = size();
+    ++generation_;
+    start_.notify_all();
+    done_.wait(lock, [&] { return pending_ == 0; });
+  }
+  // The first failure aborted the communicator with its reason; the other ranks' failures
+  // followed from it.
+  std::string reason;
+  if (comms_[0]->aborted(&reason)) {
+    error = reason;
+    return false;
+  }
+  for (uint32_t r = 0; r < size(); ++r)
+    if (!errors_[r].empty()) {
+      error = "rank " + std::to_string(r) + ": " + errors_[r];
+      return false;
+    }
+  return true;
+}
+
+bool Ranks::hasInput(const std::string &program, const std::string &port) const {
+  return findInput(plan(), program, port, 0) != nullptr;
+}
+
+bool Ranks::writeInput(const std::string &program, const std::string &port, const void *whole,
+                       int64_t elements, std::string &error) {
+  for (uint32_t r = 0; r < size(); ++r) {
+    const planfile::Port *in = findInput(plan(), program, port, r);
+    void *dest = executors_[r]->input(program, port);
+    if (!in || !dest) {
+      error = "program '" + program + "' has no '" + port + "' input";
+      return false;
+    }
+    Block b = blockOf(plan(), in->shape, in->split, r);
+    if (b.wholeElements() != elements ||
+        static_cast<uint64_t>(b.localElements()) * 4 > in->buffer.bytes) {
+      error = "input '" + port + "' of '" + program + "' holds " +
+              std::to_string(b.wholeElements()) + " elements in all, not the " +
+              std::to_string(elements) + " the run feeds it";
+      return false;
+    }
+    copyFromWhole(b, whole, dest);
+  }
+  return true;
+}
+
+const float *Ranks::output(const std::string &program, const std::string &port) const {
+  return executors_[0]->output(program, port);
+}
+
+const float *Ranks::wholeState(size_t index, std::vector<float> &scratch) const {
+  if (size() == 1)
+    return executors_[0]->stateData(index);
+  const std::vector<Block> &blocks = stateBlocks_[index];
+  scratch.resize(static_cast<size_t>(blocks[0].wholeElements()));
+  for (uint32_t r : stateHolders_[index])
+    copyToWhole(blocks[r], executors_[r]->stateData(index), scratch.data());
+  return scratch.data();
+}
+
+void Ranks::setWholeState(size_t index, const float *whole) {
+  if (size() == 1) {
+    std::memcpy(executors_[0]->stateData(index), whole, plan().state[index].bytes());
+    return;
+  }
+  for (uint32_t r = 0; r < size(); ++r)
+    copyFromWhole(stateBlocks_[index][r], whole, executors_[r]->stateData(index));
+}
+
+} // namespace tessel::rt

@@ -1,0 +1,399 @@
+//===- RanksTest.cpp - Hand-written multi-rank plans through the executor -===//
+//
+// Small plans of 2 and 4 ranks whose programs use the collective kernels, run through
+// Executors on threads with a LocalCommunicator and through Ranks (what the trainer uses): the
+// results against hand computation, asynchronous collectives with `event` and `wait`, the
+// blocks of split inputs and state, and plans refused at load or failing at run time with the
+// failing rank named, never hanging.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Ranks.h"
+#include "runtime/Communicator.h"
+#include "runtime/Executor.h"
+#include "runtime/PlanFile.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+using namespace tessel;
+using namespace tessel::planfile;
+using rt::Executor;
+using rt::Ranks;
+using rt::StepContext;
+
+namespace {
+
+BufferRef arena(uint64_t offset, uint64_t elements, DType type = DType::F32) {
+  return {Storage::Arena, 0, offset * 4, elements * 4, type};
+}
+
+BufferRef stateRef(uint32_t index, uint64_t elements, uint64_t offset = 0) {
+  return {Storage::State, index, offset * 4, elements * 4, DType::F32};
+}
+
+Instr kernel(const std::string &name, std::vector<BufferRef> ins, std::vector<BufferRef> outs,
+             std::vector<Attr> attrs) {
+  Instr i;
+  i.kernel = name;
+  i.inputs = std::move(ins);
+  i.outputs = std::move(outs);
+  i.attrs = std::move(attrs);
+  i.loc = "test.model:1:1";
+  return i;
+}
+
+StateTensor tensor(const std::string &name, std::vector<int64_t> shape,
+                   std::vector<std::string> split = {}) {
+  StateTensor t;
+  t.name = name;
+  t.role = "param";
+  t.shape = std::move(shape);
+  t.split = std::move(split);
+  return t;
+}
+
+/// A plan of `world` ranks running `program` (the same on every rank), with group "world" and
+/// the given others.
+Plan spmd(uint32_t world, std::vector<StateTensor> state, const Program &program,
+          std::vector<Group> groups = {}) {
+  Plan p;
+  p.model = "test";
+  p.worldSize = world;
+  p.state = std::move(state);
+  Group all{"world", {}};
+  for (uint32_t r = 0; r < world; ++r)
+    all.ranks.push_back(r);
+  p.groups.push_back(all);
+  for (Group &g : groups)
+    p.groups.push_back(std::move(g));
+  for (uint32_t r = 0; r < world; ++r) {
+    p.programs.push_back(program);
+    p.programs.back().rank = r;
+  }
+  return p;
+}
+
+Program program(const std::string &name, uint64_t arenaElements, std::vector<Instr> instrs) {
+  Program p;
+  p.name = name;
+  p.arenaBytes = arenaElements * 4;
+  p.instrs = std::move(instrs);
+  return p;
+}
+
+TEST(RanksExecutor, AllReduceOfAStateTensorOnTwoRanks) {
+  // Each rank's own Executor and end of the communicator, on its own thread.
+  Plan plan = spmd(2, {tensor("w", {5})},
+                   program("step", 0,
+                           {kernel("all_reduce", {stateRef(0, 5)}, {stateRef(0, 5)},
+                                   {{"group", std::string("world")},
+                                    {"op", std::string("sum")},
+                                    {"n", int64_t(5)}})}));
+  auto comms = rt::LocalCommunicator::createWorld(2);
+  std::vector<std::unique_ptr<Executor>> ex;
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::string error;
+    ex.push_back(Executor::create(plan, r, error, comms[r].get()));
+    ASSERT_TRUE(ex.back()) << error;
+    for (int e = 0; e < 5; ++e)
+      ex[r]->stateData(0)[e] = static_cast<float>((r + 1) * 10 + e);
+  }
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { ex[r]->run("step", StepContext{}, errors[r]); });
+  for (std::thread &t : threads)
+    t.join();
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r], "");
+    for (int e = 0; e < 5; ++e)
+      EXPECT_EQ(ex[r]->stateData(0)[e], 30.0f + 2 * e) << "rank " << r;
+  }
+}
+
+TEST(RanksExecutor, PlanOfSeveralRanksNeedsACommunicator) {
+  Plan plan = spmd(2, {tensor("w", {5})}, program("step", 0, {}));
+  std::string error;
+  EXPECT_FALSE(Executor::create(plan, 0, error));
+  EXPECT_NE(error.find("needs a communicator"), std::string::npos) << error;
+}
+
+/// Creates Ranks for `plan` or fails the test.
+std::unique_ptr<Ranks> makeRanks(const Plan &plan, int threads = 2) {
+  std::string error;
+  auto ranks = Ranks::create(plan, threads, error);
+  EXPECT_TRUE(ranks) << error;
+  return ranks;
+}
+
+TEST(RanksExecutor, EventCollectiveOverlapsLaterKernels) {
+  // all_reduce(a -> b) in flight while a fill writes c; the wait, then a copy reads b.
+  Program p = program(
+      "step", 16,
+      {kernel("all_reduce", {stateRef(0, 4)}, {stateRef(1, 4)},
+              {{"group", std::string("world")},
+               {"op", std::string("max")},
+               {"n", int64_t(4)},
+               {"event", int64_t(3)}}),
+       kernel("fill", {}, {stateRef(2, 4)}, {{"n", int64_t(4)}, {"value", 7.0}}),
+       kernel("wait", {}, {}, {{"event", int64_t(3)}}),
+       kernel("copy", {stateRef(1, 4)}, {arena(0, 4)},
+              {{"shape", std::vector<int64_t>{4}}, {"x_strides", std::vector<int64_t>{1}}})});
+  p.outputs.push_back({"y", DType::F32, {4}, {}, arena(0, 4)});
+  Plan plan = spmd(4, {tensor("a", {4}), tensor("b", {4}), tensor("c", {4})}, p);
+  auto ranks = makeRanks(plan);
+  ASSERT_TRUE(ranks);
+  for (uint32_t r = 0; r < 4; ++r)
+    for (int e = 0; e < 4; ++e)
+      ranks->executor(r).stateData(0)[e] = static_cast<float>((r * 3 + e * 5) % 7);
+  std::string error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  for (int e = 0; e < 4; ++e) {
+    float want = 0;
+    for (uint32_t r = 0; r < 4; ++r)
+      want = std::max(want, static_cast<float>((r * 3 + e * 5) % 7));
+    EXPECT_EQ(ranks->output("step", "y")[e], want);
+    for (uint32_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(ranks->executor(r).stateData(1)[e], want);
+      EXPECT_EQ(ranks->executor(r).stateData(2)[e], 7.0f);
+    }
+  }
+  // The checking rerun runs the collective synchronously: the same result.
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error, /*checkFinite=*/true)) << error;
+  EXPECT_EQ(ranks->executor(3).stateData(1)[0], ranks->executor(0).stateData(1)[0]);
+}
+
+TEST(RanksExecutor, UnwaitedEventEndsWithItsProgram) {
+  Plan plan = spmd(2, {tensor("a", {3}), tensor("b", {3})},
+                   program("step", 0,
+                           {kernel("all_reduce", {stateRef(0, 3)}, {stateRef(1, 3)},
+                                   {{"group", std::string("world")},
+                                    {"op", std::string("sum")},
+                                    {"n", int64_t(3)},
+                                    {"event", int64_t(1)}})}));
+  auto ranks = makeRanks(plan);
+  ASSERT_TRUE(ranks);
+  ranks->executor(0).stateData(0)[1] = 2;
+  ranks->executor(1).stateData(0)[1] = 5;
+  std::string error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  EXPECT_EQ(ranks->executor(0).stateData(1)[1], 7.0f);
+  EXPECT_EQ(ranks->executor(1).stateData(1)[1], 7.0f);
+}
+
+TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
+  // x [outer 2, ways 2, chunk 3], the same on both ranks of "tp"; y [2, 3] is block `me`.
+  Program p = program(
+      "step", 6,
+      {kernel("shard_slice", {stateRef(0, 12)}, {arena(0, 6)},
+              {{"group", std::string("tp")}, {"outer", int64_t(2)}, {"chunk", int64_t(3)}})});
+  p.outputs.push_back({"y", DType::F32, {6}, {}, arena(0, 6)});
+  Plan plan = spmd(2, {tensor("x", {12})}, p, {{"tp", {0, 1}}});
+  auto ranks = makeRanks(plan);
+  ASSERT_TRUE(ranks);
+  for (uint32_t r = 0; r < 2; ++r)
+    for (int e = 0; e < 12; ++e)
+      ranks->executor(r).stateData(0)[e] = static_cast<float>(e);
+  std::string error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  const float want[2][6] = {{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}};
+  for (uint32_t r = 0; r < 2; ++r)
+    for (int e = 0; e < 6; ++e)
+      EXPECT_EQ(ranks->executor(r).output("step", "y")[e], want[r][e]) << "rank " << r;
+}
+
+TEST(RanksExecutor, SendAndReceiveBetweenRanks) {
+  // Rank 0 sends its x to rank 1, which receives into y; programs differ by rank.
+  Plan plan = spmd(2, {tensor("x", {4}), tensor("y", {4})}, program("step", 0, {}));
+  plan.programs[0].instrs = {
+      kernel("send", {stateRef(0, 4)}, {},
+             {{"peer", int64_t(1)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
+  plan.programs[1].instrs = {
+      kernel("recv", {}, {stateRef(1, 4)},
+             {{"peer", int64_t(0)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
+  auto ranks = makeRanks(plan);
+  ASSERT_TRUE(ranks);
+  for (int e = 0; e < 4; ++e)
+    ranks->executor(0).stateData(0)[e] = 1.5f * e;
+  std::string error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  for (int e = 0; e < 4; ++e)
+    EXPECT_EQ(ranks->executor(1).stateData(1)[e], 1.5f * e);
+}
+
+/// Ranks::create refuses `plan` with a message containing `expected`.
+void expectRefused(const Plan &plan, const std::string &expected) {
+  std::string error;
+  EXPECT_FALSE(Ranks::create(plan, 1, error)) << "expected: " << expected;
+  EXPECT_NE(error.find(expected), std::string::npos) << error;
+}
+
+TEST(RanksExecutor, RefusesBadCollectivesAtLoad) {
+  auto reduce = [](std::vector<Attr> attrs, BufferRef out = stateRef(1, 4)) {
+    return spmd(2, {tensor("a", {8}), tensor("b", {4})},
+                program("step", 0, {kernel("all_reduce", {stateRef(0, 4)}, {out}, attrs)}));
+  };
+  const Attr world{"group", std::string("world")}, sum{"op", std::string("sum")};
+  expectRefused(reduce({{"group", std::string("tp")}, sum, {"n", int64_t(4)}}),
+                "names group 'tp', which the plan does not have");
+  expectRefused(reduce({world, sum, {"n", int64_t(5)}}), "input 0 needs 5 elements");
+  expectRefused(reduce({world, {"op", std::string("mean")}, {"n", int64_t(4)}}),
+                "unknown reduction 'mean'");
+  expectRefused(reduce({world, sum, {"n", int64_t(4)}}, stateRef(0, 4, 2)),
+                "overlaps its input without being it");
+  expectRefused(reduce({world, sum, {"n", int64_t(4)}, {"event", int64_t(0)}}),
+                "'event' must be an integer of at least 1");
+
+  Plan gather = spmd(2, {tensor("a", {4}), tensor("b", {4})},
+                     program("step", 0,
+                             {kernel("all_gather", {stateRef(0, 4)}, {stateRef(1, 4)},
+                                     {world, {"outer", int64_t(1)}, {"chunk", int64_t(4)}})}));
+  expectRefused(gather, "output 0 needs 8 elements but its buffer holds 4");
+  Plan bcast = spmd(2, {tensor("a", {4})},
+                    program("step", 0,
+                            {kernel("broadcast", {stateRef(0, 4)}, {stateRef(0, 4)},
+                                    {world, {"root", int64_t(2)}, {"n", int64_t(4)}})}));
+  expectRefused(bcast, "has root 2 outside its group of 2");
+  Plan self =
+      spmd(2, {tensor("a", {4})},
+           program("step", 0,
+                   {kernel("send", {stateRef(0, 4)}, {},
+                           {{"peer", int64_t(0)}, {"tag", int64_t(0)}, {"n", int64_t(4)}})}));
+  self.programs[1].instrs.clear();
+  expectRefused(self, "has peer 0, which is not another rank");
+}
+
+TEST(RanksExecutor, RefusesEventsOutOfOrder) {
+  auto withEvents = [](std::vector<Instr> instrs) {
+    return spmd(2, {tensor("a", {4}), tensor("b", {4})}, program("step", 0, std::move(instrs)));
+  };
+  auto reduce = [](int64_t event) {
+    return kernel("all_reduce", {stateRef(0, 4)}, {stateRef(1, 4)},
+                  {{"group", std::string("world")},
+                   {"op", std::string("sum")},
+                   {"n", int64_t(4)},
+                   {"event", event}});
+  };
+  auto wait = [](int64_t event) { return kernel("wait", {}, {}, {{"event", event}}); };
+  expectRefused(withEvents({wait(2)}), "waits for event 2, which no earlier collective started");
+  expectRefused(withEvents({reduce(1), reduce(1)}), "starts event 1 while it is in flight");
+  expectRefused(withEvents({reduce(1), wait(1), wait(1)}), "waits for event 1");
+  expectRefused(withEvents({kernel("fill", {}, {stateRef(0, 4)},
+                                   {{"n", int64_t(4)}, {"value", 0.0}, {"event", int64_t(1)}})}),
+                "only collectives and transfers take an 'event'");
+  std::string error;
+  EXPECT_TRUE(Ranks::create(withEvents({reduce(1), wait(1), reduce(1), wait(1)}), 1, error))
+      << error;
+}
+
+/// 2 ranks of data parallelism: tokens [2, 3] per rank (the whole batch [4, 3] split by rows
+/// over "dp"), embedded from a table [4, 2] replicated, then the output all-reduced.
+Plan embeddingPlan() {
+  Program p = program(
+      "step", 64,
+      {kernel("embedding", {stateRef(0, 8), arena(0, 6, DType::I32)}, {arena(16, 12)},
+              {{"n", int64_t(6)}, {"rows", int64_t(4)}, {"cols", int64_t(2)}}),
+       kernel("unary", {arena(16, 12)}, {arena(32, 12)},
+              {{"op", std::string("log")}, {"n", int64_t(12)}}),
+       kernel("all_reduce", {arena(32, 12)}, {arena(32, 12)},
+              {{"group", std::string("dp")}, {"op", std::string("sum")}, {"n", int64_t(12)}})});
+  p.inputs.push_back({"tokens", DType::I32, {2, 3}, {"dp", ""}, arena(0, 6, DType::I32)});
+  p.outputs.push_back({"y", DType::F32, {12}, {}, arena(32, 12)});
+  return spmd(2, {tensor("table", {4, 2})}, p, {{"dp", {0, 1}}});
+}
+
+TEST(RanksExecutor, EachRankTakesItsBlockOfTheBatch) {
+  auto ranks = makeRanks(embeddingPlan());
+  ASSERT_TRUE(ranks);
+  const float table[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ranks->setWholeState(0, table);
+  const int32_t tokens[12] = {0, 1, 2, 3, 3, 3, /* rank 1: */ 1, 1, 0, 2, 0, 3};
+  std::string error;
+  ASSERT_TRUE(ranks->writeInput("step", "tokens", tokens, 12, error)) << error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float want = std::log(table[tokens[i] * 2 + j]) + std::log(table[tokens[6 + i] * 2 + j]);
+      EXPECT_FLOAT_EQ(ranks->output("step", "y")[i * 2 + j], want) << i << "," << j;
+    }
+  EXPECT_FALSE(ranks->writeInput("step", "tokens", tokens, 6, error));
+  EXPECT_NE(error.find("holds 12 elements in all, not the 6"), std::string::npos) << error;
+}
+
+TEST(RanksExecutor, FailingRankIsNamedAndNoRankHangs) {
+  auto ranks = makeRanks(embeddingPlan());
+  ASSERT_TRUE(ranks);
+  const float table[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ranks->setWholeState(0, table);
+  // Rank 1's block holds id 9: its embedding fails while rank 0 waits in the all-reduce.
+  const int32_t tokens[12] = {0, 1, 2, 3, 3, 3, 1, 9, 0, 2, 0, 3};
+  std::string error;
+  ASSERT_TRUE(ranks->writeInput("step", "tokens", tokens, 12, error)) << error;
+  EXPECT_FALSE(ranks->run("step", StepContext{}, error));
+  EXPECT_EQ(error.rfind("rank 1: kernel 'embedding' (from test.model:1:1): token id 9", 0), 0u)
+      << error;
+}
+
+TEST(RanksExecutor, NonFiniteValueIsTracedToItsRank) {
+  auto ranks = makeRanks(embeddingPlan());
+  ASSERT_TRUE(ranks);
+  const float table[8] = {1, 2, 3, 4, 5, -6, 7, 8}; // log(-6): row 2 of the table
+  ranks->setWholeState(0, table);
+  const int32_t tokens[12] = {0, 1, 3, 3, 3, 3, /* rank 1: */ 1, 1, 0, 2, 0, 3};
+  std::string error;
+  ASSERT_TRUE(ranks->writeInput("step", "tokens", tokens, 12, error)) << error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  EXPECT_TRUE(std::isnan(ranks->output("step", "y")[7]));
+  EXPECT_FALSE(ranks->run("step", StepContext{}, error, /*checkFinite=*/true));
+  EXPECT_EQ(error.rfind("rank 1: the first non-finite value (", 0), 0u) << error;
+  EXPECT_NE(error.find("came from kernel 'unary' at test.model:1:1"), std::string::npos) << error;
+}
+
+TEST(RanksExecutor, RankWithoutItsCollectiveFailsThePeerInsteadOfHanging) {
+  Plan plan = spmd(2, {tensor("a", {4})}, program("step", 0, {}));
+  plan.programs[0].instrs = {
+      kernel("all_reduce", {stateRef(0, 4)}, {stateRef(0, 4)},
+             {{"group", std::string("world")}, {"op", std::string("sum")}, {"n", int64_t(4)}})};
+  auto ranks = makeRanks(plan);
+  ASSERT_TRUE(ranks);
+  std::string error;
+  EXPECT_FALSE(ranks->run("step", StepContext{}, error));
+  EXPECT_NE(error.find("rank 1 stopped without joining all_reduce"), std::string::npos) << error;
+}
+
+TEST(RanksExecutor, WholeStateIsAssembledFromBlocks) {
+  // A mesh {dp = 2, tp = 2}: w [2, 3] per rank, split by rows over tp: [4, 3] in all,
+  // replicated over dp.
+  Plan plan = spmd(4, {tensor("w", {2, 3}, {"tp", ""})}, program("step", 0, {}),
+                   {{"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}});
+  auto ranks = makeRanks(plan, 8);
+  ASSERT_TRUE(ranks);
+  EXPECT_EQ(ranks->threadsPerRank(), 2);
+  EXPECT_EQ(ranks->stateShape(0), (std::vector<int64_t>{4, 3}));
+  std::vector<float> whole(12);
+  for (int e = 0; e < 12; ++e)
+    whole[e] = static_cast<float>(e);
+  ranks->setWholeState(0, whole.data());
+  for (uint32_t r = 0; r < 4; ++r)
+    for (int e = 0; e < 6; ++e)
+      EXPECT_EQ(ranks->executor(r).stateData(0)[e], static_cast<float>((r % 2) * 6 + e));
+  // Replicas that disagree: the lowest rank holding a block provides it.
+  ranks->executor(2).stateData(0)[0] = -1;
+  ranks->executor(0).stateData(0)[0] = 100;
+  std::vector<float> scratch;
+  const float *back = ranks->wholeState(0, scratch);
+  EXPECT_EQ(back[0], 100);
+  for (int e = 1; e < 12; ++e)
+    EXPECT_EQ(back[e], static_cast<float>(e));
+}
+
+TEST(RanksExecutor, RefusesBlocksThatDoNotMakeUpTheTensor) {
+  // Both dims split over the same group: the blocks lie on the diagonal only.
+  Plan plan = spmd(2, {tensor("w", {2, 2}, {"world", "world"})}, program("step", 0, {}));
+  expectRefused(plan, "state tensor 'w': the ranks' blocks do not make up the whole tensor");
+}
+
+} // namespace
