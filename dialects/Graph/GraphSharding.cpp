@@ -125,6 +125,19 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
             m.rules_[rule.getName().str()] = axis.str();
             break;
           }
+  // Attention reads each key/value head with a group of query heads, so splitting the query
+  // heads splits the key/value heads the same way: the rule carries over to them (and so to
+  // the key and value projections), unless the spec maps them itself.
+  module.walk([&](AttentionOp a) {
+    auto q = getNamedShape(a.getQuery().getType()), k = getNamedShape(a.getKey().getType());
+    if (!q || !k || q->size() < 3 || k->size() != q->size())
+      return;
+    const NamedDim &heads = (*q)[q->size() - 2], &kvHeads = (*k)[k->size() - 2];
+    std::string axis = m.ruleFor(heads.name);
+    if (heads.name != kvHeads.name && !axis.empty() && m.ruleFor(kvHeads.name).empty() &&
+        kvHeads.size % m.size(axis) == 0)
+      m.rules_[kvHeads.name] = axis;
+  });
   if (auto sp = par.getAs<BoolAttr>("sequence_parallel"))
     m.sequenceParallel_ = sp.getValue() && m.size("tp") > 1;
   if (auto zero = par.getAs<IntegerAttr>("zero"))

@@ -360,7 +360,7 @@ struct RowStats {
 };
 
 RowStats rowStats(Partitioner &p, Location loc, Value logits, Value targets, Type rowsGlobal,
-                  const Sharding &rows, StringRef dim, StringRef axis) {
+                  const Sharding &rows, StringRef dim, StringRef axis, bool withPicked) {
   OpBuilder &b = p.builder();
   Type rowsLocal = targets.getType();
   auto f32Rows = RankedTensorType::get(cast<RankedTensorType>(rowsLocal).getShape(),
@@ -375,8 +375,9 @@ RowStats rowStats(Partitioner &p, Location loc, Value logits, Value targets, Typ
   Value max = shard::AllReduceOp::create(b, loc, f32Rows, p.gridName(), ArrayRef<int16_t>{gridAxis},
                                          localMax, shard::ReductionKind::Max);
   auto sums = CESumsOp::create(b, loc, f32Rows, f32Rows, logits, targets, max, dim, axis);
-  RowStats stats{max, p.convert(sums.getSums(), globalRows, partialRows, rows),
-                 p.convert(sums.getPicked(), globalRows, partialRows, rows)};
+  RowStats stats{max, p.convert(sums.getSums(), globalRows, partialRows, rows), Value()};
+  if (withPicked)
+    stats.picked = p.convert(sums.getPicked(), globalRows, partialRows, rows);
   return stats;
 }
 
@@ -400,7 +401,7 @@ LogicalResult CrossEntropyOp::partition(Partitioner &p, ArrayRef<Value> operands
     return success();
   }
   RowStats s = rowStats(p, getLoc(), operands[0], operands[1], getTargets().getType(),
-                        rule.operands[1], getDim(), axis);
+                        rule.operands[1], getDim(), axis, /*withPicked=*/true);
   results.push_back(CELossOp::create(p.builder(), getLoc(), p.localType(getType(), rule.results[0]),
                                      s.max, s.sums, s.picked, p.builder().getF64FloatAttr(scale)));
   return success();
@@ -421,7 +422,7 @@ LogicalResult CrossEntropyGradOp::partition(Partitioner &p, ArrayRef<Value> oper
     return success();
   }
   RowStats s = rowStats(p, getLoc(), operands[0], operands[1], getTargets().getType(),
-                        rule.operands[1], getDim(), axis);
+                        rule.operands[1], getDim(), axis, /*withPicked=*/false);
   results.push_back(CEGradOp::create(p.builder(), getLoc(), operands[0].getType(), operands[0],
                                      operands[1], s.max, s.sums, operands[2], getDimAttr(),
                                      p.builder().getStringAttr(axis),

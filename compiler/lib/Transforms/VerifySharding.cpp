@@ -151,6 +151,22 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
   }
   if (isa<PackOp, SumSquaresOp, UnpackOp>(op))
     return success();
+  // A sum over a split dim leaves each rank an addend: the result must say so.
+  std::vector<std::string> summed;
+  if (auto c = dyn_cast<ContractOp>(op))
+    for (Attribute d : c.getSum())
+      summed.push_back(cast<StringAttr>(d).str());
+  else if (isa<SumOp, MeanOp>(op))
+    for (Attribute d : op->getAttrOfType<ArrayAttr>("dims"))
+      summed.push_back(cast<StringAttr>(d).str());
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    auto shape = getNamedShape(v.getType());
+    for (const std::string &d : summed)
+      if (int at = shape ? findDim(*shape, d) : -1; at >= 0 && !ins[i].axes[at].empty() &&
+                                                    !outs[0].isPartialOver(ins[i].axes[at]))
+        return op->emitOpError() << "sums over dim '" << d << "', split over '" << ins[i].axes[at]
+                                 << "', but its result is not recorded as partial over it";
+  }
   // One dim name, one split, across operands and results.
   std::map<std::string, std::string> split;
   auto check = [&](Value v, const Sharding &s, StringRef what, size_t index) -> LogicalResult {
