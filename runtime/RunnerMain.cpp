@@ -7,6 +7,7 @@
 
 #include "runtime/Executable.h"
 #include "runtime/PlanFile.h"
+#include "runtime/Ranks.h"
 #include "runtime/Trainer.h"
 
 #include <cerrno>
@@ -57,6 +58,8 @@ Sampling:
 
 Other:
   --plan FILE            run this plan file instead of the embedded one
+  --memory               load the plan, print per rank the bytes allocated for its state
+                         and its arena (one JSON line per rank), and exit
   --help                 show this text
 )";
 
@@ -84,9 +87,28 @@ int usageError(const char *argv0, const std::string &message) {
 
 } // namespace
 
+/// What the executors allocate for `plan`, per rank (for checking the compiler's estimate).
+static int printMemory(const char *argv0, const planfile::Plan &plan) {
+  std::string error;
+  auto ranks = rt::Ranks::create(plan, 1, error);
+  if (!ranks) {
+    std::fprintf(stderr, "%s: error: %s\n", argv0, error.c_str());
+    return 1;
+  }
+  uint64_t state = 0;
+  for (const planfile::StateTensor &t : plan.state)
+    state += t.bytes();
+  for (uint32_t r = 0; r < ranks->size(); ++r)
+    std::printf("{\"rank\": %u, \"state_bytes\": %llu, \"arena_bytes\": %llu}\n", r,
+                static_cast<unsigned long long>(state),
+                static_cast<unsigned long long>(ranks->executor(r).arenaBytes()));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   rt::RunOptions o;
   std::string planPath;
+  bool memory = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
     bool hasValue = false;
@@ -165,6 +187,8 @@ int main(int argc, char **argv) {
       ok = next(planPath);
     } else if (arg == "--generate") {
       o.generate = true;
+    } else if (arg == "--memory") {
+      memory = true;
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else if (arg == "--profile") {
@@ -205,5 +229,7 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], source.c_str(), error.c_str());
     return 2;
   }
+  if (memory)
+    return printMemory(argv[0], plan);
   return o.generate ? rt::generate(plan, o) : rt::train(plan, o);
 }
