@@ -128,19 +128,60 @@ bool unaryGrad(KernelCall &c) {
   return true;
 }
 
+/// Dropout draws each element's mask from its index in the whole tensor of the whole step
+/// batch: `shape` is this rank's block of one micro-batch, `groups` names per dim (separated by
+/// commas) the group splitting it ("" for none), and micro-batch `micro` of `micro_batches`
+/// covers its part of dim `batch_dim` (-1: the tensor has no batch dim). So every layout and
+/// every accumulation drops the same elements as one rank with one micro-batch.
 bool dropout(KernelCall &c) {
-  int64_t n = c.i("n"), mask = c.i("mask");
+  const std::vector<int64_t> &shape = c.v("shape");
+  const std::string &groups = c.s("groups");
+  int64_t mask = c.i("mask"), batchDim = c.i("batch_dim"), microBatches = c.i("micro_batches");
   double rate = c.f("rate");
-  if (!c.arity(1, 1) || !c.needIn(0, n) || !c.needOut(0, n))
+  if (!c.error.empty() || !c.arity(1, 1))
+    return false;
+  std::vector<std::string> names(1);
+  for (char ch : groups) {
+    if (ch == ',')
+      names.emplace_back();
+    else
+      names.back().push_back(ch);
+  }
+  if (shape.empty() && names.size() == 1 && names[0].empty())
+    names.clear();
+  if (names.size() != shape.size())
+    return c.fail("groups names " + std::to_string(names.size()) + " dims, shape " +
+                  std::to_string(shape.size()));
+  if (batchDim < -1 || batchDim >= static_cast<int64_t>(shape.size()) || microBatches < 1)
+    return c.fail("batch_dim must name a dim (or be -1) and micro_batches be positive");
+  std::vector<int64_t> offset(shape.size(), 0), whole(shape);
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] <= 0)
+      return c.fail("shape sizes must be positive");
+    n *= shape[d];
+    if (names[d].empty())
+      continue;
+    int64_t index = c.groupIndex(names[d]), size = c.groupSize(names[d]);
+    if (!c.error.empty())
+      return false;
+    offset[d] = index * shape[d];
+    whole[d] = size * shape[d];
+  }
+  if (!c.needIn(0, n) || !c.needOut(0, n))
     return false;
   if (!(rate >= 0 && rate < 1))
     return c.fail("rate must lie in [0, 1)");
   if (c.validating)
     return true;
-  // One mask per (seed, step, micro-batch, dropout op): the backward pass reproduces it.
+  if (batchDim >= 0) {
+    offset[batchDim] += c.ctx->micro * whole[batchDim];
+    whole[batchDim] *= microBatches;
+  }
+  // One mask per (seed, step, dropout op): the backward pass reproduces it.
   uint64_t seed = c.ctx->seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(c.ctx->step) << 20 ^
-                  static_cast<uint64_t>(c.ctx->micro) << 8 ^ static_cast<uint64_t>(mask);
-  cpu::dropout(n, static_cast<float>(rate), seed, c.fin(0), c.fout(0));
+                  static_cast<uint64_t>(mask);
+  cpu::dropoutBlock(shape, offset, whole, static_cast<float>(rate), seed, c.fin(0), c.fout(0));
   return true;
 }
 

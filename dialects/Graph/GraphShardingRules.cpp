@@ -158,11 +158,11 @@ ELEMENTWISE_RULE(BroadcastOp)
 ELEMENTWISE_RULE(PermuteOp)
 #undef ELEMENTWISE_RULE
 
-// The runtime derives a dropout mask from each element's index in the whole tensor, so a
-// split tensor would draw other masks than one rank does: dropout runs on whole tensors.
+// Any split: the runtime draws each element's mask from its index in the whole tensor, so a
+// rank's block drops what one rank would drop there.
 LogicalResult DropoutOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                        ShardingRule &rule) {
-  return solveAll(*this, mesh, operands, rule, namesOf(shapeOf(getInput())));
+  return solveAll(*this, mesh, operands, rule);
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessel::cpu {
 
@@ -203,6 +204,12 @@ void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, 
 /// y = x * mask / (1 - rate), where mask[i] is a pure function of (seed, i): the backward
 /// pass calls dropout on dy with the same seed to apply the same mask.
 void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y);
+/// Dropout on this rank's block of a split tensor: `shape` is the block, starting at `offset`
+/// in a whole tensor of `wholeShape`; each element gets the mask of its place in the whole
+/// tensor, so the result is the block of the whole tensor's dropout.
+void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
+                  const std::vector<int64_t> &wholeShape, float rate, uint64_t seed, const float *x,
+                  float *y);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

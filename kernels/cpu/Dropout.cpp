@@ -39,4 +39,28 @@ void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y) {
   }
 }
 
+void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
+                  const std::vector<int64_t> &wholeShape, float rate, uint64_t seed, const float *x,
+                  float *y) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  const float keepScale = rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f;
+  const int rank = static_cast<int>(shape.size());
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    // The element's index in the whole tensor names its mask bit, so every layout of the
+    // tensor over ranks drops the same elements.
+    int64_t rest = i, whole = 0, stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      whole += (offset[d] + rest % shape[d]) * stride;
+      rest /= shape[d];
+      stride *= wholeShape[d];
+    }
+    const float u = static_cast<float>(splitmix64(seed, static_cast<uint64_t>(whole)) >> 40) *
+                    (1.0f / 16777216.0f);
+    y[i] = rate <= 0.0f ? x[i] : x[i] * (u >= rate ? keepScale : 0.0f);
+  }
+}
+
 } // namespace tessel::cpu

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessel/Transforms/Passes.h"
+#include "tessel/Transforms/TrainSettings.h"
 
 #include "Graph/GraphOps.h"
 #include "Plan/PlanDialect.h"
@@ -673,10 +674,17 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case([&](graph::DropoutOp o) {
+        // The kernel finds each element's place in the whole step batch (see plan-format.md).
+        auto recorded = o->getAttrOfType<ArrayAttr>(graph::kShardingAttr);
+        NamedShape shape = shapeOf(o.getResult());
+        graph::Sharding s = recorded ? graph::getSharding(cast<graph::ShardingAttr>(recorded[0]))
+                                     : graph::Sharding::replicated(shape.size());
         Value r = define(o.getResult());
         kernel(loc, "dropout", {buffer(o.getInput())}, {r},
                {f64("rate", o.getRate().convertToDouble()), i64("mask", o.getMask().value_or(0)),
-                n(o)});
+                list("shape", sizesOf(shape)), str("groups", llvm::join(s.axes, ",")),
+                i64("batch_dim", findDim(shape, "batch")),
+                i64("micro_batches", readTrainSettings(module_).accumulation)});
         return success();
       })
       .Case([&](graph::ContractOp o) { return lowerContract(o); })

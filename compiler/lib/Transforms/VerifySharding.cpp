@@ -162,8 +162,8 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     auto shape = getNamedShape(v.getType());
     for (const std::string &d : summed)
-      if (int at = shape ? findDim(*shape, d) : -1; at >= 0 && !ins[i].axes[at].empty() &&
-                                                    !outs[0].isPartialOver(ins[i].axes[at]))
+      if (int at = shape ? findDim(*shape, d) : -1;
+          at >= 0 && !ins[i].axes[at].empty() && !outs[0].isPartialOver(ins[i].axes[at]))
         return op->emitOpError() << "sums over dim '" << d << "', split over '" << ins[i].axes[at]
                                  << "', but its result is not recorded as partial over it";
   }
