@@ -178,7 +178,7 @@ module {
 // CHECK-NEXT: %[[GELU:.*]] = plan.alloc : memref<2x4x8xf32>
 // CHECK-NEXT: plan.kernel "unary" ins(%[[MERGE]] : memref<2x4x8xf32>) outs(%[[GELU]] : memref<2x4x8xf32>) {n = 64 : i64, op = "gelu"}
 // CHECK-NEXT: %[[DROP:.*]] = plan.alloc : memref<2x4x8xf32>
-// CHECK-NEXT: plan.kernel "dropout" ins(%[[GELU]] : memref<2x4x8xf32>) outs(%[[DROP]] : memref<2x4x8xf32>) {mask = 3 : i64, n = 64 : i64, rate = 2.500000e-01 : f64}
+// CHECK-NEXT: plan.kernel "dropout" ins(%[[GELU]] : memref<2x4x8xf32>) outs(%[[DROP]] : memref<2x4x8xf32>) {batch_dim = 0 : i64, groups = ",,", mask = 3 : i64, micro_batches = 1 : i64, rate = 2.500000e-01 : f64, shape = array<i64: 2, 4, 8>}
 // CHECK-NEXT: %[[SM:.*]] = plan.alloc : memref<2x4x8xf32>
 // CHECK-NEXT: plan.kernel "softmax" ins(%[[DROP]] : memref<2x4x8xf32>) outs(%[[SM]] : memref<2x4x8xf32>) {cols = 8 : i64, rows = 8 : i64}
 // CHECK-NEXT: %[[LOGITS:.*]] = plan.alloc : memref<2x4x16xf32>
