@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <set>
+#include <type_traits>
 
 using namespace mlir;
 using namespace tessel;
@@ -387,47 +388,45 @@ std::string classAxis(Value logits, const Sharding &s, StringRef dim) {
 
 } // namespace
 
-LogicalResult CrossEntropyOp::partition(Partitioner &p, ArrayRef<Value> operands,
-                                        const ShardingRule &rule, SmallVectorImpl<Value> &results) {
-  NamedShape rowsShape = shapeOf(getTargets());
+/// Cross-entropy and its gradient per rank: on whole classes the op itself, scaled by the
+/// whole batch's positions when the rows are split; on split classes, from the row statistics.
+template <typename OpTy>
+static LogicalResult partitionCrossEntropy(OpTy op, Partitioner &p, ArrayRef<Value> operands,
+                                           const ShardingRule &rule,
+                                           SmallVectorImpl<Value> &results) {
+  constexpr bool grad = std::is_same_v<OpTy, CrossEntropyGradOp>;
+  NamedShape rowsShape = shapeOf(op.getTargets());
   double scale = 1.0 / static_cast<double>(countOf(rowsShape, namesOf(rowsShape)));
-  bool rowsSplit = anySplit(rowsShape, rule.operands[1], namesOf(rowsShape));
-  std::string axis = classAxis(getLogits(), rule.operands[0], getDim());
+  OpBuilder &b = p.builder();
+  std::string axis = classAxis(op.getLogits(), rule.operands[0], op.getDim());
   if (axis.empty()) {
-    if (failed(partitionByCloning(*this, p, operands, rule, results)))
+    if (failed(partitionByCloning(op, p, operands, rule, results)))
       return failure();
-    if (rowsSplit)
-      setAttrOn(results, "scale", p.builder().getF64FloatAttr(scale));
+    if (anySplit(rowsShape, rule.operands[1], namesOf(rowsShape)))
+      setAttrOn(results, "scale", b.getF64FloatAttr(scale));
     return success();
   }
-  RowStats s = rowStats(p, getLoc(), operands[0], operands[1], getTargets().getType(),
-                        rule.operands[1], getDim(), axis, /*withPicked=*/true);
-  results.push_back(CELossOp::create(p.builder(), getLoc(), p.localType(getType(), rule.results[0]),
-                                     s.max, s.sums, s.picked, p.builder().getF64FloatAttr(scale)));
+  RowStats s = rowStats(p, op.getLoc(), operands[0], operands[1], op.getTargets().getType(),
+                        rule.operands[1], op.getDim(), axis, /*withPicked=*/!grad);
+  if constexpr (grad)
+    results.push_back(CEGradOp::create(b, op.getLoc(), operands[0].getType(), operands[0],
+                                       operands[1], s.max, s.sums, operands[2], op.getDimAttr(),
+                                       b.getStringAttr(axis), b.getF64FloatAttr(scale)));
+  else
+    results.push_back(CELossOp::create(b, op.getLoc(), p.localType(op.getType(), rule.results[0]),
+                                       s.max, s.sums, s.picked, b.getF64FloatAttr(scale)));
   return success();
+}
+
+LogicalResult CrossEntropyOp::partition(Partitioner &p, ArrayRef<Value> operands,
+                                        const ShardingRule &rule, SmallVectorImpl<Value> &results) {
+  return partitionCrossEntropy(*this, p, operands, rule, results);
 }
 
 LogicalResult CrossEntropyGradOp::partition(Partitioner &p, ArrayRef<Value> operands,
                                             const ShardingRule &rule,
                                             SmallVectorImpl<Value> &results) {
-  NamedShape rowsShape = shapeOf(getTargets());
-  double scale = 1.0 / static_cast<double>(countOf(rowsShape, namesOf(rowsShape)));
-  bool rowsSplit = anySplit(rowsShape, rule.operands[1], namesOf(rowsShape));
-  std::string axis = classAxis(getLogits(), rule.operands[0], getDim());
-  if (axis.empty()) {
-    if (failed(partitionByCloning(*this, p, operands, rule, results)))
-      return failure();
-    if (rowsSplit)
-      setAttrOn(results, "scale", p.builder().getF64FloatAttr(scale));
-    return success();
-  }
-  RowStats s = rowStats(p, getLoc(), operands[0], operands[1], getTargets().getType(),
-                        rule.operands[1], getDim(), axis, /*withPicked=*/false);
-  results.push_back(CEGradOp::create(p.builder(), getLoc(), operands[0].getType(), operands[0],
-                                     operands[1], s.max, s.sums, operands[2], getDimAttr(),
-                                     p.builder().getStringAttr(axis),
-                                     p.builder().getF64FloatAttr(scale)));
-  return success();
+  return partitionCrossEntropy(*this, p, operands, rule, results);
 }
 
 //===----------------------------------------------------------------------===//

@@ -343,8 +343,8 @@ int runCompile(const char *argv0) {
   return 0;
 }
 
-/// Compiles the model to a plan and prints what it needs per rank.
-int runEstimate(const char *argv0) {
+/// Loads, checks and compiles the input file into `plan`; returns the exit code on failure.
+int compileToPlan(const char *argv0, planfile::Plan &plan) {
   Frontend fe;
   if (!load(fe, argv0)) {
     finish(fe);
@@ -354,8 +354,13 @@ int runEstimate(const char *argv0) {
   if (!program)
     return finish(fe);
   finish(fe);
+  return lower(*program, fe, Emit::PlanFile, nulls(), &plan);
+}
+
+/// Compiles the model to a plan and prints what it needs per rank.
+int runEstimate(const char *argv0) {
   planfile::Plan plan;
-  if (int rc = lower(*program, fe, Emit::PlanFile, nulls(), &plan))
+  if (int rc = compileToPlan(argv0, plan))
     return rc;
   PlanEstimate e = estimatePlan(plan);
   outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
@@ -364,17 +369,8 @@ int runEstimate(const char *argv0) {
 
 /// Compiles the model to a temporary plan and runs the runner on it with `extraArgs` first.
 int runRun(const char *argv0, ArrayRef<StringRef> extraArgs) {
-  Frontend fe;
-  if (!load(fe, argv0)) {
-    finish(fe);
-    return 2;
-  }
-  auto program = analyze(*fe.module, fe.sources, fe.diags, fe.options);
-  if (!program)
-    return finish(fe);
-  finish(fe);
   planfile::Plan plan;
-  if (int rc = lower(*program, fe, Emit::PlanFile, nulls(), &plan))
+  if (int rc = compileToPlan(argv0, plan))
     return rc;
   SmallString<128> planPath;
   if (std::error_code ec = sys::fs::createTemporaryFile("tessel", "plan", planPath)) {
