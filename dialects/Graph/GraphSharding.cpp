@@ -3,6 +3,7 @@
 #include "Graph/GraphOps.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <algorithm>
 #include <set>
@@ -311,6 +312,21 @@ Sharding DimSolver::result(const NamedShape &shape, ArrayRef<std::string> summed
     if (std::string axis = axisOf(d); !axis.empty())
       s.addPartial(axis);
   return s;
+}
+
+std::optional<Sharding> tessel::graph::recordedSharding(Value v) {
+  ShardingAttr attr;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
+  } else if (auto all = v.getDefiningOp()->getAttrOfType<ArrayAttr>(kShardingAttr)) {
+    unsigned i = cast<OpResult>(v).getResultNumber();
+    if (i < all.size())
+      attr = dyn_cast<ShardingAttr>(all[i]);
+  }
+  if (!attr)
+    return std::nullopt;
+  return getSharding(attr);
 }
 
 //===----------------------------------------------------------------------===//

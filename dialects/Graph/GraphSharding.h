@@ -22,6 +22,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace tessel::graph {
@@ -156,8 +157,12 @@ mlir::LogicalResult partitionByCloning(mlir::Operation *op, Partitioner &p,
                                        const ShardingRule &rule,
                                        llvm::SmallVectorImpl<mlir::Value> &results);
 
-/// The attribute name under which passes record the shardings of an op's results.
+/// The attribute name under which passes record the shardings of an op's results (and of a
+/// function's arguments).
 constexpr llvm::StringLiteral kShardingAttr = "graph.sharding";
+
+/// The sharding recorded for `v` (a function argument or an op result), if any.
+std::optional<Sharding> recordedSharding(mlir::Value v);
 
 } // namespace tessel::graph
 

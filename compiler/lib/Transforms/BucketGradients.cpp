@@ -51,12 +51,8 @@ ArrayAttr shardings(Builder &b, ArrayRef<Sharding> list) {
   return b.getArrayAttr(attrs);
 }
 
-Sharding recorded(Operation *op) {
-  return getSharding(cast<ShardingAttr>(op->getAttrOfType<ArrayAttr>(kShardingAttr)[0]));
-}
-
-void bucket(func::FuncOp func, ArrayRef<Reduction> members, ArrayRef<int16_t> gridAxes,
-            int64_t ways, Operation *after) {
+void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> members,
+            ArrayRef<int16_t> gridAxes, int64_t ways, Operation *after) {
   OpBuilder b(func.getContext());
   b.setInsertionPointAfter(after);
   Location loc = members.front().collective->getLoc();
@@ -71,7 +67,7 @@ void bucket(func::FuncOp func, ArrayRef<Reduction> members, ArrayRef<int16_t> gr
     elements += cast<RankedTensorType>(r.grad.getType()).getNumElements();
   }
   for (int16_t a : gridAxes)
-    packed.addPartial(MeshLayout::fromModule(func->getParentOfType<ModuleOp>()).axes()[a].first);
+    packed.addPartial(mesh.axes()[a].first);
   auto pack = PackOp::create(b, loc, bucketType(b.getContext(), elements, element), grads,
                              b.getArrayAttr(dims), b.getI64IntegerAttr(ways));
   pack->setAttr(kShardingAttr, shardings(b, {packed}));
@@ -95,7 +91,7 @@ void bucket(func::FuncOp func, ArrayRef<Reduction> members, ArrayRef<int16_t> gr
   SmallVector<Sharding> parts;
   for (const Reduction &r : members) {
     types.push_back(r.collective->getResult(0).getType());
-    parts.push_back(recorded(r.collective));
+    parts.push_back(*recordedSharding(r.collective->getResult(0)));
   }
   auto unpack = UnpackOp::create(b, loc, types, collective->getResult(0));
   unpack->setAttr(kShardingAttr, shardings(b, parts));
@@ -155,7 +151,8 @@ struct BucketGradients : tessel::impl::BucketGradientsBase<BucketGradients> {
         if (flush && i > start) {
           ArrayRef<Reduction> members(reductions.data() + start, i - start);
           Operation *last = members.back().grad.getDefiningOp();
-          bucket(func, members, kind.first, ways, last ? last : &func.getBody().front().front());
+          bucket(func, mesh, members, kind.first, ways,
+                 last ? last : &func.getBody().front().front());
           start = i;
           bytes = 0;
         }

@@ -74,9 +74,9 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
                         b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay),
                         /*param=*/Value());
       else
-        SGDOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr,
-                      coefficient, b.getF64FloatAttr(s.momentum),
-                      b.getF64FloatAttr(s.weightDecay), /*param=*/Value());
+        SGDOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr, coefficient,
+                      b.getF64FloatAttr(s.momentum), b.getF64FloatAttr(s.weightDecay),
+                      /*param=*/Value());
     }
     for (AccumulateGradOp acc : accumulators)
       ZeroGradOp::create(b, acc.getLoc(), acc.getNameAttr());

@@ -675,10 +675,9 @@ LogicalResult Lowering::lower(Operation *op) {
       })
       .Case([&](graph::DropoutOp o) {
         // The kernel finds each element's place in the whole step batch (see plan-format.md).
-        auto recorded = o->getAttrOfType<ArrayAttr>(graph::kShardingAttr);
         NamedShape shape = shapeOf(o.getResult());
-        graph::Sharding s = recorded ? graph::getSharding(cast<graph::ShardingAttr>(recorded[0]))
-                                     : graph::Sharding::replicated(shape.size());
+        graph::Sharding s = graph::recordedSharding(o.getResult())
+                                .value_or(graph::Sharding::replicated(shape.size()));
         Value r = define(o.getResult());
         kernel(loc, "dropout", {buffer(o.getInput())}, {r},
                {f64("rate", o.getRate().convertToDouble()), i64("mask", o.getMask().value_or(0)),

@@ -63,8 +63,6 @@ private:
   LogicalResult visit(Operation *op);
   void record(Operation *op, ArrayRef<Sharding> shardings);
   void recordStateLayouts();
-  /// The sharding recorded for a per-rank value (an argument or an op result).
-  Sharding recorded(Value v) const;
   /// Records the shardings of an op created inside a rule's partition, from its operands'.
   void recordFromOperands(Operation *op);
   SmallVector<int16_t> gridAxes(ArrayRef<std::string> axes) const;
@@ -231,21 +229,10 @@ LogicalResult Walker::visit(Operation *op) {
   return success();
 }
 
-Sharding Walker::recorded(Value v) const {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    if (auto s = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr))
-      return getSharding(s);
-  } else if (auto all = v.getDefiningOp()->getAttrOfType<ArrayAttr>(kShardingAttr)) {
-    return getSharding(cast<ShardingAttr>(all[cast<OpResult>(v).getResultNumber()]));
-  }
-  return Sharding::replicated(shapeOf(v.getType()).size());
-}
-
 void Walker::recordFromOperands(Operation *n) {
   SmallVector<Sharding> ins;
   for (Value v : n->getOperands())
-    ins.push_back(recorded(v));
+    ins.push_back(recordedSharding(v).value_or(Sharding::replicated(shapeOf(v.getType()).size())));
   if (auto ar = dyn_cast<shard::AllReduceOp>(n)) {
     Sharding out = ins[0];
     for (int16_t a : ar.getGridAxes())

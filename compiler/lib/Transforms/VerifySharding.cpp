@@ -53,21 +53,12 @@ private:
 };
 
 std::optional<Sharding> Verifier::shardingOf(Value v, Operation *user) {
-  ShardingAttr attr;
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    if (func)
-      attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
-  } else if (auto all = v.getDefiningOp()->getAttrOfType<ArrayAttr>(kShardingAttr)) {
-    unsigned i = cast<OpResult>(v).getResultNumber();
-    if (i < all.size())
-      attr = dyn_cast<ShardingAttr>(all[i]);
-  }
-  if (!attr) {
+  std::optional<Sharding> recorded = recordedSharding(v);
+  if (!recorded) {
     user->emitOpError("uses a value without a recorded sharding");
     return std::nullopt;
   }
-  Sharding s = getSharding(attr);
+  Sharding s = *recorded;
   auto shape = getNamedShape(v.getType());
   if (shape && s.axes.size() != shape->size()) {
     user->emitOpError("uses a value whose sharding ")
