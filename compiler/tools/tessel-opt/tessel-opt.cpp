@@ -7,6 +7,7 @@
 
 #include "Graph/GraphDialect.h"
 #include "Plan/PlanDialect.h"
+#include "Sched/SchedDialect.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,8 +18,9 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<tessel::graph::GraphDialect, tessel::plan::PlanDialect, mlir::func::FuncDialect,
-                  mlir::memref::MemRefDialect, mlir::shard::ShardDialect>();
+  registry
+      .insert<tessel::graph::GraphDialect, tessel::plan::PlanDialect, tessel::sched::SchedDialect,
+              mlir::func::FuncDialect, mlir::memref::MemRefDialect, mlir::shard::ShardDialect>();
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
   tessel::registerTesselPasses();

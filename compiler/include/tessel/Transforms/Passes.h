@@ -4,6 +4,7 @@
 
 #include "Graph/GraphDialect.h"
 #include "Plan/PlanDialect.h"
+#include "Sched/SchedDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
