@@ -54,6 +54,25 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
   if (const pf::Attr *a = plan.findConfig("train.accumulation"))
     if (auto n = std::get_if<int64_t>(&a->value))
       e.accumulation = std::max<int64_t>(*n, 1);
+  auto configInt = [&](const char *name, int64_t &out) {
+    if (const pf::Attr *a = plan.findConfig(name))
+      if (auto n = std::get_if<int64_t>(&a->value))
+        out = *n;
+  };
+  auto configDouble = [&](const char *name, double &out) {
+    if (const pf::Attr *a = plan.findConfig(name))
+      if (auto x = std::get_if<double>(&a->value))
+        out = *x;
+  };
+  if (const pf::Attr *a = plan.findConfig("pipeline.schedule"))
+    if (auto s = std::get_if<std::string>(&a->value))
+      e.schedule = *s;
+  configInt("pipeline.stages", e.stages);
+  configInt("pipeline.microbatches", e.microbatches);
+  configInt("pipeline.virtual", e.virtualStages);
+  configInt("pipeline.in_flight", e.inFlight);
+  configDouble("pipeline.bubble", e.bubble);
+  configDouble("pipeline.bubble_formula", e.bubbleFormula);
   bool mixed = e.precision != "fp32";
   double elementBytes = mixed ? 2 : 4;
 
@@ -135,6 +154,20 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
                   human(r.peak()).c_str());
     os << line;
   }
+  if (!e.schedule.empty()) {
+    std::snprintf(line, sizeof line,
+                  "\npipeline: %s, %lld stages x %lld virtual, %lld micro-batches: bubble %.4f "
+                  "of compute time",
+                  e.schedule.c_str(), static_cast<long long>(e.stages),
+                  static_cast<long long>(e.virtualStages), static_cast<long long>(e.microbatches),
+                  e.bubble);
+    os << line;
+    if (e.bubbleFormula >= 0) {
+      std::snprintf(line, sizeof line, " (formula %.4f)", e.bubbleFormula);
+      os << line;
+    }
+    os << ", at most " << e.inFlight << " micro-batches (per model chunk) in flight per rank\n";
+  }
   os << "\ncommunication per rank per optimizer step (ring collectives):\n";
   if (e.communication.empty())
     os << "  none\n";
@@ -163,6 +196,15 @@ std::string tessel::estimateJson(const PlanEstimate &e) {
     os << (first ? "" : ", ") << "\"" << group << "\": " << bytes;
     first = false;
   }
-  os << "}}\n";
+  os << "}";
+  if (!e.schedule.empty()) {
+    os << ",\n \"pipeline\": {\"schedule\": \"" << e.schedule << "\", \"stages\": " << e.stages
+       << ", \"virtual\": " << e.virtualStages << ", \"microbatches\": " << e.microbatches
+       << ", \"bubble\": " << e.bubble << ", \"in_flight\": " << e.inFlight;
+    if (e.bubbleFormula >= 0)
+      os << ", \"bubble_formula\": " << e.bubbleFormula;
+    os << "}";
+  }
+  os << "}\n";
   return os.str();
 }

@@ -122,6 +122,8 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     flatten("dims.", dims, plan.config);
   if (auto train = module->getAttrOfType<DictionaryAttr>("tessel.train"))
     flatten("train.", train, plan.config);
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tessel.pipeline"))
+    flatten("pipeline.", pipeline, plan.config);
   if (auto layers = module->getAttrOfType<IntegerAttr>("tessel.layers"))
     plan.config.push_back({"layers", layers.getInt()});
   graph::MeshLayout mesh = graph::MeshLayout::fromModule(module);

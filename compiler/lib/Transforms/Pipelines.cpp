@@ -11,6 +11,7 @@ void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
 }
 
 void tessel::buildShardingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createPipelineSchedule());
   pm.addPass(createPartition());
   pm.addPass(createVerifySharding());
   pm.addPass(createBucketGradients());

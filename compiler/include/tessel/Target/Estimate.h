@@ -32,6 +32,12 @@ struct PlanEstimate {
   std::vector<RankEstimate> ranks; ///< One per rank.
   /// Bytes one rank sends per optimizer step, by communicator group ("dp", "tp", "dp_tp").
   std::map<std::string, double> communication;
+  /// The pipeline schedule, when the mesh has a pp axis: its name, the bubble read off the
+  /// action lists (idle over compute time), the closed form where there is one (negative
+  /// otherwise), and the most micro-batches whose activations are alive on a rank.
+  std::string schedule;
+  int64_t stages = 1, microbatches = 1, virtualStages = 1, inFlight = 0;
+  double bubble = 0, bubbleFormula = -1;
 };
 
 /// Reads the estimate off `plan`. Parameters and gradients take the bytes of the plan's

@@ -55,6 +55,22 @@ def ShardPropagate : Pass<"tessel-shard-propagate", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
 
+def PipelineSchedule : Pass<"tessel-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Splits the layers into pipeline stages and writes the schedule";
+  let description = [{
+    With a `pp` axis larger than 1: the repeated layers are split into `pp * virtual` stages,
+    by the spec's `stage_map` or, without one, by a cost model (multiply-adds of each layer's
+    contractions and elements of its other ops, with the embedding counted on the first
+    stage and the loss on the last, so those may get fewer layers; interleaving splits
+    evenly). The schedule the spec names (AFAB, 1F1B, interleaved 1F1B, ZB-H1) becomes a
+    `sched.pipeline` with one ordered action list per pipeline rank, checked for
+    completeness and freedom from deadlock. The bubble (idle over compute time, unit costs
+    forward 1, backward 2) and the peak micro-batches in flight per rank are read off the
+    lists and recorded on the op and in the module's `tessel.pipeline`.
+  }];
+  let dependentDialects = ["::tessel::sched::SchedDialect"];
+}
+
 def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
   let summary = "Splits every function over the mesh: per-rank shapes and collectives";
   let description = [{

@@ -1,0 +1,247 @@
+//===- Schedule.cpp - Building the pipeline schedules ---------------------===//
+
+#include "runtime/Schedule.h"
+#include "runtime/ScheduleMessages.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <limits>
+
+namespace tessel::pipeline {
+
+bool parseScheduleKind(const std::string &name, ScheduleKind &kind) {
+  for (ScheduleKind k :
+       {ScheduleKind::AFAB, ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZBH1})
+    if (name == scheduleKindName(k)) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
+const char *scheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::AFAB:
+    return "afab";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  case ScheduleKind::Interleaved:
+    return "interleaved";
+  case ScheduleKind::ZBH1:
+    return "zbh1";
+  }
+  return "?";
+}
+
+namespace detail {
+
+/// The most (micro-batch, virtual stage) pairs a schedule may have: beyond it the lists (a few
+/// actions per pair) and the checker's tables stop being cheap, and no pipeline comes close.
+constexpr int64_t kMaxUnits = int64_t(1) << 22;
+
+bool validateSizes(ScheduleKind kind, int p, int m, int v, std::string &error) {
+  std::string name = scheduleKindName(kind);
+  if (p < 1) {
+    error = "a pipeline needs at least one stage (p = " + std::to_string(p) + ")";
+    return false;
+  }
+  if (m < 1) {
+    error = "a pipeline needs at least one micro-batch (m = " + std::to_string(m) + ")";
+    return false;
+  }
+  if (kind == ScheduleKind::Interleaved) {
+    if (v < 2) {
+      error =
+          "interleaved 1F1B needs at least 2 virtual stages per rank (v = " + std::to_string(v) +
+          ")";
+      return false;
+    }
+    // Megatron-LM's order walks micro-batches in groups of p through every chunk.
+    if (m % p != 0) {
+      error = "interleaved 1F1B needs the micro-batches to be a multiple of the stages, as "
+              "Megatron-LM (m = " +
+              std::to_string(m) + ", p = " + std::to_string(p) + ")";
+      return false;
+    }
+  } else if (v != 1) {
+    error = "only the interleaved schedule has virtual stages (" + name +
+            " with v = " + std::to_string(v) + ")";
+    return false;
+  }
+  if ((kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZBH1) && m < p) {
+    error = name + " needs at least as many micro-batches as stages (m = " + std::to_string(m) +
+            " < p = " + std::to_string(p) + "); use afab";
+    return false;
+  }
+  int64_t units = int64_t(p) * m * v;
+  if (units > kMaxUnits) {
+    error = "the schedule is too large: p * m * v = " + std::to_string(units) +
+            " (micro-batch, stage) pairs, more than " + std::to_string(kMaxUnits);
+    return false;
+  }
+  return true;
+}
+
+} // namespace detail
+
+namespace {
+
+using detail::rankOfStage;
+using detail::stageOf;
+
+/// Appends computations to the ranks' lists with the receives they need before them and the
+/// sends they make after them.
+class ListBuilder {
+public:
+  ListBuilder(int p, int v) : p_(p), lastStage_(p * v - 1), lists_(p) {}
+
+  void forward(int rank, int mb, int chunk) {
+    int stage = stageOf(rank, chunk, p_);
+    if (stage > 0 && rankOfStage(stage - 1, p_) != rank)
+      push(rank, {Action::RecvActivation, mb, chunk, rankOfStage(stage - 1, p_)});
+    push(rank, {Action::Forward, mb, chunk});
+    if (stage < lastStage_ && rankOfStage(stage + 1, p_) != rank)
+      push(rank, {Action::SendActivation, mb, chunk, rankOfStage(stage + 1, p_)});
+  }
+
+  /// B, or B (input) when `inputOnly`; the gradient flows the same way.
+  void backward(int rank, int mb, int chunk, bool inputOnly = false) {
+    int stage = stageOf(rank, chunk, p_);
+    if (stage < lastStage_ && rankOfStage(stage + 1, p_) != rank)
+      push(rank, {Action::RecvGrad, mb, chunk, rankOfStage(stage + 1, p_)});
+    push(rank, {inputOnly ? Action::BackwardInput : Action::Backward, mb, chunk});
+    if (stage > 0 && rankOfStage(stage - 1, p_) != rank)
+      push(rank, {Action::SendGrad, mb, chunk, rankOfStage(stage - 1, p_)});
+  }
+
+  void weight(int rank, int mb, int chunk) { push(rank, {Action::BackwardWeight, mb, chunk}); }
+
+  std::vector<std::vector<Action>> take() { return std::move(lists_); }
+
+private:
+  void push(int rank, Action action) { lists_[rank].push_back(action); }
+
+  int p_;
+  int lastStage_;
+  std::vector<std::vector<Action>> lists_;
+};
+
+void buildAfab(ListBuilder &b, int p, int m) {
+  for (int r = 0; r < p; ++r) {
+    for (int i = 0; i < m; ++i)
+      b.forward(r, i, 0);
+    for (int i = 0; i < m; ++i)
+      b.backward(r, i, 0);
+  }
+}
+
+void buildOneFOneB(ListBuilder &b, int p, int m) {
+  for (int r = 0; r < p; ++r) {
+    int warmup = p - r - 1; // m >= p, so every rank reaches the steady phase
+    for (int i = 0; i < warmup; ++i)
+      b.forward(r, i, 0);
+    for (int i = 0; i + warmup < m; ++i) {
+      b.forward(r, i + warmup, 0);
+      b.backward(r, i, 0);
+    }
+    for (int i = m - warmup; i < m; ++i)
+      b.backward(r, i, 0);
+  }
+}
+
+/// 1F1B with each B split into B (input gradient) and W, and rank r running its W's r
+/// micro-batches late. In the steady phase every rank runs an F, a B and a W per micro-batch,
+/// so neighbours keep pace, but the later ranks, whose B's the earlier ones wait for, run
+/// their B's sooner than 1F1B would; the late W's then fill the tail, where 1F1B waits for
+/// gradients. With F, B and W of equal cost the makespan is 3m + p - 1: the paper's bubble of
+/// (p - 1)(T_F + T_B - T_W) per rank, a third of 1F1B's. The waiting W's keep what they need
+/// alive: (p - r) M_B + r M_W on rank r, as the paper's ZB-H1 (counting ranks from 0).
+void buildZbh1(ListBuilder &b, int p, int m) {
+  for (int r = 0; r < p; ++r) {
+    std::deque<int> waiting; // micro-batches whose W has not run
+    auto afterBackward = [&](int mb) {
+      waiting.push_back(mb);
+      while (static_cast<int>(waiting.size()) > r) {
+        b.weight(r, waiting.front(), 0);
+        waiting.pop_front();
+      }
+    };
+    int warmup = p - r - 1;
+    for (int i = 0; i < warmup; ++i)
+      b.forward(r, i, 0);
+    for (int i = 0; i + warmup < m; ++i) {
+      b.forward(r, i + warmup, 0);
+      b.backward(r, i, 0, /*inputOnly=*/true);
+      afterBackward(i);
+    }
+    for (int i = m - warmup; i < m; ++i) {
+      b.backward(r, i, 0, /*inputOnly=*/true);
+      afterBackward(i);
+    }
+    for (int mb : waiting)
+      b.weight(r, mb, 0);
+  }
+}
+
+/// Megatron-LM's interleaved schedule (forward_backward_pipelining_with_interleaving). The
+/// k-th forward unit of a rank is micro-batch (k / pv) p + k % p of chunk (k / p) % v; the
+/// k-th backward unit the same micro-batch of chunk v - 1 - (k / p) % v.
+void buildInterleaved(ListBuilder &b, int p, int m, int v) {
+  int total = m * v;
+  auto microbatchOf = [&](int k) { return (k / (p * v)) * p + k % p; };
+  auto forwardChunk = [&](int k) { return (k / p) % v; };
+  auto backwardChunk = [&](int k) { return v - 1 - (k / p) % v; };
+  for (int r = 0; r < p; ++r) {
+    // With m == p Megatron-LM runs every forward first; with buffered sends the general
+    // count is deadlock-free too, so it is used throughout.
+    int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * p);
+    for (int k = 0; k < warmup; ++k)
+      b.forward(r, microbatchOf(k), forwardChunk(k));
+    for (int k = 0; k + warmup < total; ++k) {
+      b.forward(r, microbatchOf(k + warmup), forwardChunk(k + warmup));
+      b.backward(r, microbatchOf(k), backwardChunk(k));
+    }
+    for (int k = total - warmup; k < total; ++k)
+      b.backward(r, microbatchOf(k), backwardChunk(k));
+  }
+}
+
+} // namespace
+
+std::vector<std::vector<Action>> buildSchedule(ScheduleKind kind, int p, int m, int v,
+                                               std::string &error) {
+  if (!detail::validateSizes(kind, p, m, v, error))
+    return {};
+  ListBuilder builder(p, v);
+  switch (kind) {
+  case ScheduleKind::AFAB:
+    buildAfab(builder, p, m);
+    break;
+  case ScheduleKind::OneFOneB:
+    buildOneFOneB(builder, p, m);
+    break;
+  case ScheduleKind::Interleaved:
+    buildInterleaved(builder, p, m, v);
+    break;
+  case ScheduleKind::ZBH1:
+    buildZbh1(builder, p, m);
+    break;
+  }
+  return builder.take();
+}
+
+double analyticBubble(ScheduleKind kind, int p, int m, int v) {
+  switch (kind) {
+  case ScheduleKind::AFAB:
+  case ScheduleKind::OneFOneB:
+    return double(p - 1) / m;
+  case ScheduleKind::Interleaved:
+    return double(p - 1) / (double(v) * m);
+  case ScheduleKind::ZBH1:
+    break;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+} // namespace tessel::pipeline

@@ -1,0 +1,93 @@
+//===- ScheduleSimulate.cpp - Timing a pipeline schedule ------------------===//
+//
+// Each rank runs its list in order, one action at a time; the only waits are receives,
+// whose data is there when the matching send has ended. Because the lists fix each rank's
+// order, the ranks can be advanced one after another until none can move: every action's
+// start is then the later of its rank being free and its data arriving, exactly what an
+// event-driven run in time order would give.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Schedule.h"
+#include "runtime/ScheduleMessages.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessel::pipeline {
+
+namespace {
+
+double costOf(Action::Kind kind, const Costs &costs) {
+  switch (kind) {
+  case Action::Forward:
+    return costs.forward;
+  case Action::Backward:
+    return costs.backward;
+  case Action::BackwardInput:
+    return costs.backwardInput;
+  case Action::BackwardWeight:
+    return costs.backwardWeight;
+  case Action::SendActivation:
+  case Action::SendGrad:
+    return costs.transfer;
+  case Action::RecvActivation:
+  case Action::RecvGrad:
+    return 0;
+  }
+  return 0;
+}
+
+} // namespace
+
+Timeline simulate(ScheduleKind kind, int p, int m, int v,
+                  const std::vector<std::vector<Action>> &lists, const Costs &costs) {
+  int ranks = static_cast<int>(lists.size());
+  int stages = p * v;
+  // When each message is there, by [gradient][micro-batch * stages + consuming stage]; NaN
+  // until sent.
+  std::vector<double> arrival[2];
+  for (auto &times : arrival)
+    times.assign(static_cast<size_t>(std::max(0, m * stages)),
+                 std::numeric_limits<double>::quiet_NaN());
+  auto arrivalOf = [&](const Action &a, int r) -> double * {
+    detail::MessageKey key = detail::messageKey(a, r, p);
+    if (key.microbatch < 0 || key.microbatch >= m || key.destination < 0 ||
+        key.destination >= stages)
+      return nullptr; // not a message of this pipeline: checkSchedule says why
+    return &arrival[key.gradient][static_cast<size_t>(key.microbatch) * stages + key.destination];
+  };
+
+  std::vector<TimedAction> timed;
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> clock(ranks, 0.0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < ranks; ++r) {
+      for (; next[r] < lists[r].size(); ++next[r], progress = true) {
+        const Action &a = lists[r][next[r]];
+        double start = clock[r];
+        double *message = nullptr; // the arrival time this send sets or this receive waits for
+        if (isCommunication(a.kind)) {
+          message = arrivalOf(a, r);
+          if (!message)
+            break;
+          if (detail::isRecv(a.kind)) {
+            if (std::isnan(*message))
+              break; // not sent yet
+            start = std::max(start, *message);
+          }
+        }
+        double end = start + costOf(a.kind, costs);
+        if (detail::isSend(a.kind))
+          *message = end;
+        clock[r] = end;
+        timed.push_back({r, a, start, end});
+      }
+    }
+  }
+  return summarizeTimeline(ranks, std::move(timed));
+}
+
+} // namespace tessel::pipeline
