@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Schedule.h"
+#include "runtime/Timeline.h"
 #include "tessel/Frontend/Sema.h"
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
@@ -51,6 +53,12 @@ cl::SubCommand estimateCommand("estimate",
                                ".model file's layout implies");
 cl::opt<bool> estimateJsonOutput("json", cl::desc("Print the estimate as JSON"),
                                  cl::sub(estimateCommand));
+cl::opt<std::string> estimateTrace("trace",
+                                   cl::desc("Write the predicted pipeline schedule as a Chrome "
+                                            "trace (opens in Perfetto)"),
+                                   cl::value_desc("file.json"), cl::sub(estimateCommand));
+cl::opt<std::string> estimateSvg("svg", cl::desc("Write the predicted pipeline schedule as an SVG"),
+                                 cl::value_desc("file.svg"), cl::sub(estimateCommand));
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
                                cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
@@ -364,6 +372,33 @@ int runEstimate(const char *argv0) {
     return rc;
   PlanEstimate e = estimatePlan(plan);
   outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
+  if (estimateTrace.empty() && estimateSvg.empty())
+    return 0;
+  // The predicted timeline: the schedule's action lists under unit costs (forward 1,
+  // backward 2), as the bubble above.
+  pipeline::ScheduleKind kind;
+  if (e.schedule.empty() || !pipeline::parseScheduleKind(e.schedule, kind)) {
+    errs() << "tessel: error: --trace and --svg draw a pipeline schedule, but the mesh of '"
+           << inputFile << "' has no pp axis\n";
+    return 2;
+  }
+  std::string error;
+  int p = static_cast<int>(e.stages), m = static_cast<int>(e.microbatches),
+      v = static_cast<int>(e.virtualStages);
+  auto lists = pipeline::buildSchedule(kind, p, m, v, error);
+  pipeline::Timeline timeline = pipeline::simulate(kind, p, m, v, lists, pipeline::Costs());
+  std::string title = e.model + ": " + e.schedule + ", " + std::to_string(p) + " stages, " +
+                      std::to_string(m) + " micro-batches" +
+                      (v > 1 ? ", " + std::to_string(v) + " virtual" : std::string()) +
+                      " (predicted)";
+  auto write = [&](const std::string &path, const std::string &text) {
+    std::vector<uint8_t> bytes(text.begin(), text.end());
+    return writeOutput(path, bytes, false);
+  };
+  if (!estimateTrace.empty() && !write(estimateTrace, pipeline::chromeTraceJson(timeline, title)))
+    return 2;
+  if (!estimateSvg.empty() && !write(estimateSvg, pipeline::scheduleSvg(timeline, title)))
+    return 2;
   return 0;
 }
 
@@ -409,6 +444,7 @@ int main(int argc, char **argv) {
           "  tessel compile FILE.model --emit=graph  print the forward graph IR\n"
           "  tessel compile FILE.model --emit=sharded  print the per-rank IR with collectives\n"
           "  tessel estimate FILE.model [--json]    memory per rank and communication per step\n"
+          "  tessel estimate FILE.model --svg S.svg --trace T.json  draw the pipeline schedule\n"
           "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
           "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE "
           "--help)\n"
