@@ -81,45 +81,6 @@ bool Json::operator==(const Json &other) const {
 // Writing
 //===----------------------------------------------------------------------===//
 
-static void writeString(std::string &out, const std::string &value) {
-  out += '"';
-  for (char c : value) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\b':
-      out += "\\b";
-      break;
-    case '\f':
-      out += "\\f";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        char buffer[8];
-        std::snprintf(buffer, sizeof buffer, "\\u%04x", static_cast<unsigned char>(c));
-        out += buffer;
-      } else {
-        // Bytes from 0x80 up pass through: UTF-8 stays UTF-8.
-        out += c;
-      }
-    }
-  }
-  out += '"';
-}
-
 static void writeNumber(std::string &out, bool isInt, int64_t intValue, double value) {
   char buffer[32];
   std::to_chars_result result;
@@ -147,7 +108,7 @@ void Json::write(std::string &out, int indent, bool pretty) const {
     writeNumber(out, isInt_, int_, double_);
     return;
   case Kind::String:
-    writeString(out, string_);
+    appendJsonString(out, string_);
     return;
   case Kind::Array: {
     if (array_.empty()) {
@@ -183,7 +144,7 @@ void Json::write(std::string &out, int indent, bool pretty) const {
         out += ',';
       if (pretty)
         out.append("\n").append(indent + 2, ' ');
-      writeString(out, object_[i].first);
+      appendJsonString(out, object_[i].first);
       out += pretty ? ": " : ":";
       object_[i].second.write(out, indent + 2, pretty);
     }

@@ -116,6 +116,9 @@ private:
 /// Reads and parses a JSON file; errors name the path.
 std::optional<Json> readJsonFile(const std::string &path, std::string &error);
 
+/// Appends `value` to `out` as a JSON string literal (quoted and escaped).
+void appendJsonString(std::string &out, const std::string &value);
+
 } // namespace tessel::rt
 
 #endif // TESSEL_RUNTIME_JSON_H

@@ -2,6 +2,8 @@
 
 #include "runtime/Timeline.h"
 
+#include "runtime/Json.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -51,35 +53,6 @@ Timeline summarizeTimeline(int ranks, std::vector<TimedAction> actions) {
 
 namespace {
 
-void appendJsonString(std::string &out, const std::string &text) {
-  out += '"';
-  for (char c : text) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char escape[8];
-        std::snprintf(escape, sizeof escape, "\\u%04x", c);
-        out += escape;
-      } else {
-        out += c;
-      }
-    }
-  }
-  out += '"';
-}
-
 /// Microseconds with nanosecond resolution: what the trace format counts in.
 std::string microseconds(double seconds) {
   char text[64];
@@ -111,14 +84,14 @@ std::string chromeTraceJson(const Timeline &timeline, const std::string &title) 
 
   std::string out = "{\"traceEvents\":[\n";
   out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":";
-  appendJsonString(out, title);
+  rt::appendJsonString(out, title);
   out += "}}";
   for (int r = 0; r < timeline.ranks; ++r)
     out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(r) +
            ",\"args\":{\"name\":\"rank " + std::to_string(r) + "\"}}";
   for (const TimedAction &a : timeline.actions) {
     out += ",\n{\"name\":";
-    appendJsonString(out, actionLabel(a.action, chunked));
+    rt::appendJsonString(out, actionLabel(a.action, chunked));
     out += std::string(",\"cat\":\"") + categoryOf(a.action.kind) +
            "\",\"ph\":\"X\",\"ts\":" + microseconds(a.start - origin) +
            ",\"dur\":" + microseconds(a.end - a.start) +
@@ -131,7 +104,7 @@ std::string chromeTraceJson(const Timeline &timeline, const std::string &title) 
   }
   // Perfetto shows otherData as the trace's metadata; strings display everywhere.
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":";
-  appendJsonString(out, title);
+  rt::appendJsonString(out, title);
   out += ",\"makespan_s\":\"" + figure(timeline.makespan) + "\",\"bubble_fraction\":\"" +
          figure(timeline.bubbleFraction) + "\",\"bubble_over_ideal\":\"" +
          figure(timeline.bubbleOverIdeal) + "\"}}\n";
