@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <map>
+#include <set>
 
 namespace tessel {
 #define GEN_PASS_DEF_SHARDPROPAGATE
@@ -76,7 +77,32 @@ private:
   std::map<std::pair<void *, std::string>, Value> conversions_;
   llvm::StringMap<Attribute> inits_;
   std::map<std::string, Type> params_; ///< Global types, for tessel.state.
+  std::set<std::string> warnedDims_;
+
+  /// Warns (once per dim) when an op needs a dim whole that the spec's rules split and an
+  /// operand holds split: the layout then loses that parallelism there, e.g. attention whose
+  /// key/value heads the tp size does not divide.
+  void warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual, const ShardingRule &rule);
 };
+
+void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
+                                const ShardingRule &rule) {
+  for (auto [v, have, need] : llvm::zip(op->getOperands(), actual, rule.operands)) {
+    auto shape = getNamedShape(v.getType());
+    if (!shape)
+      continue;
+    for (size_t d = 0; d < shape->size(); ++d) {
+      const std::string &dim = (*shape)[d].name;
+      std::string axis = mesh_.ruleFor(dim);
+      if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis ||
+          !warnedDims_.insert(dim).second)
+        continue;
+      op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
+                        << op->getName() << " needs it whole here, so it is gathered and this "
+                        << "op runs unsplit on every " << axis << " rank";
+    }
+  }
+}
 
 Type Walker::localType(Type type, const Sharding &s) const {
   auto t = cast<RankedTensorType>(type);
@@ -188,6 +214,7 @@ LogicalResult Walker::visit(Operation *op) {
     inits_[p.getName()] = p.getInit();
     params_[p.getName().str()] = p.getType();
   }
+  warnAboutWholeDims(op, actual, rule);
 
   if (!rewrite_) {
     record(op, rule.results);
