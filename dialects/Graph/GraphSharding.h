@@ -145,6 +145,10 @@ public:
                               const Sharding &to) = 0;
   /// The initialiser of parameter `name`, for ops that read a parameter the function did not.
   virtual mlir::Attribute paramInit(llvm::StringRef name) const = 0;
+  /// Values a rule's partition computed that a later op of the same function may reuse, by a
+  /// key the rule makes (the vocabulary-parallel loss keeps its row statistics for its
+  /// gradient this way).
+  virtual std::map<std::string, mlir::Value> &memo() = 0;
   /// The per-rank type of a value of global type `type` laid out as `s`.
   virtual mlir::Type localType(mlir::Type type, const Sharding &s) const = 0;
   /// The grid symbol collectives refer to.

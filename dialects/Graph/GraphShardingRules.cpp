@@ -362,6 +362,13 @@ struct RowStats {
 
 RowStats rowStats(Partitioner &p, Location loc, Value logits, Value targets, Type rowsGlobal,
                   const Sharding &rows, StringRef dim, StringRef axis, bool withPicked) {
+  // The gradient reads the loss's statistics of the same logits rather than reducing again.
+  std::string key =
+      "ce-row-stats:" + std::to_string(reinterpret_cast<uintptr_t>(logits.getAsOpaquePointer())) +
+      ":" + std::to_string(reinterpret_cast<uintptr_t>(targets.getAsOpaquePointer()));
+  auto &memo = p.memo();
+  if (!withPicked && memo.count(key + ":max"))
+    return {memo[key + ":max"], memo[key + ":sums"], Value()};
   OpBuilder &b = p.builder();
   Type rowsLocal = targets.getType();
   auto f32Rows = RankedTensorType::get(cast<RankedTensorType>(rowsLocal).getShape(),
@@ -379,6 +386,8 @@ RowStats rowStats(Partitioner &p, Location loc, Value logits, Value targets, Typ
   RowStats stats{max, p.convert(sums.getSums(), globalRows, partialRows, rows), Value()};
   if (withPicked)
     stats.picked = p.convert(sums.getPicked(), globalRows, partialRows, rows);
+  memo[key + ":max"] = stats.max;
+  memo[key + ":sums"] = stats.sums;
   return stats;
 }
 

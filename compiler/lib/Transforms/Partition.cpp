@@ -48,6 +48,7 @@ public:
   const MeshLayout &mesh() const override { return mesh_; }
   StringRef gridName() const override { return kGrid; }
   Attribute paramInit(StringRef name) const override { return inits_.lookup(name); }
+  std::map<std::string, Value> &memo() override { return memo_; }
   Type localType(Type type, const Sharding &s) const override;
   Value convert(Value value, Type globalType, const Sharding &from, const Sharding &to) override;
 
@@ -78,6 +79,7 @@ private:
   llvm::StringMap<Attribute> inits_;
   std::map<std::string, Type> params_; ///< Global types, for tessel.state.
   std::set<std::string> warnedDims_;
+  std::map<std::string, Value> memo_;
 
   /// Warns (once per dim) when an op needs a dim whole that the spec's rules split and an
   /// operand holds split: the layout then loses that parallelism there, e.g. attention whose
@@ -275,6 +277,7 @@ void Walker::recordFromOperands(Operation *n) {
 LogicalResult Walker::runOnFunction(func::FuncOp func) {
   values_.clear();
   conversions_.clear();
+  memo_.clear();
   backward_ = false;
   Block &body = func.getBody().front();
   // Per-rank arguments are added beside the global ones, which the original ops (and the
