@@ -167,6 +167,15 @@ int MeshLayout::axisIndex(StringRef axis) const {
   return -1;
 }
 
+std::string MeshLayout::groupName(ArrayRef<int16_t> gridAxes) const {
+  SmallVector<int16_t> sorted(gridAxes.begin(), gridAxes.end());
+  llvm::sort(sorted);
+  std::string name;
+  for (int16_t a : sorted)
+    name += (name.empty() ? "" : "_") + axes_[a].first;
+  return name;
+}
+
 std::string MeshLayout::ruleFor(StringRef dim) const {
   auto it = rules_.find(dim.str());
   return it == rules_.end() ? std::string() : it->second;

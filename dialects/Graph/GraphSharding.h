@@ -62,6 +62,9 @@ public:
   int64_t worldSize() const;
   /// The index of `axis` in axes(), or -1.
   int axisIndex(llvm::StringRef axis) const;
+  /// The communicator group of the grid axes `gridAxes` (indices into axes()): their names,
+  /// outermost first, joined by "_" ("dp", "tp", "dp_tp").
+  std::string groupName(llvm::ArrayRef<int16_t> gridAxes) const;
   /// The axis the spec maps dim `dim` to, or "".
   std::string ruleFor(llvm::StringRef dim) const;
   void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
@@ -151,8 +154,6 @@ public:
   virtual std::map<std::string, mlir::Value> &memo() = 0;
   /// The per-rank type of a value of global type `type` laid out as `s`.
   virtual mlir::Type localType(mlir::Type type, const Sharding &s) const = 0;
-  /// The grid symbol collectives refer to.
-  virtual llvm::StringRef gridName() const = 0;
 };
 
 /// The default partition of an op: the same op on local operands, with local result types.
@@ -160,6 +161,9 @@ mlir::LogicalResult partitionByCloning(mlir::Operation *op, Partitioner &p,
                                        llvm::ArrayRef<mlir::Value> operands,
                                        const ShardingRule &rule,
                                        llvm::SmallVectorImpl<mlir::Value> &results);
+
+/// The symbol of the `shard.grid` the partition pass creates and its collectives name.
+constexpr llvm::StringLiteral kGridName = "mesh";
 
 /// The attribute name under which passes record the shardings of an op's results (and of a
 /// function's arguments).

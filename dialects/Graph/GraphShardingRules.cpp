@@ -380,7 +380,7 @@ RowStats rowStats(Partitioner &p, Location loc, Value logits, Value targets, Typ
   partialRows.addPartial(axis);
   Value localMax = CEMaxOp::create(b, loc, f32Rows, logits, dim, axis);
   int16_t gridAxis = static_cast<int16_t>(p.mesh().axisIndex(axis));
-  Value max = shard::AllReduceOp::create(b, loc, f32Rows, p.gridName(), ArrayRef<int16_t>{gridAxis},
+  Value max = shard::AllReduceOp::create(b, loc, f32Rows, kGridName, ArrayRef<int16_t>{gridAxis},
                                          localMax, shard::ReductionKind::Max);
   auto sums = CESumsOp::create(b, loc, f32Rows, f32Rows, logits, targets, max, dim, axis);
   RowStats stats{max, p.convert(sums.getSums(), globalRows, partialRows, rows), Value()};

@@ -95,10 +95,11 @@ std::vector<pf::Group> communicatorGroups(const graph::MeshLayout &mesh) {
     return c;
   };
   for (unsigned mask = 1; mask < (1u << axes.size()); ++mask) {
-    std::string name;
+    SmallVector<int16_t> members;
     for (size_t i = 0; i < axes.size(); ++i)
       if (mask & (1u << i))
-        name += (name.empty() ? "" : "_") + axes[i].first;
+        members.push_back(static_cast<int16_t>(i));
+    std::string name = mesh.groupName(members);
     std::map<SmallVector<int64_t>, std::vector<uint32_t>> instances;
     for (uint32_t r = 0; r < world; ++r) {
       SmallVector<int64_t> key = coordinates(r);

@@ -73,15 +73,14 @@ void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> membe
   pack->setAttr(kShardingAttr, shardings(b, {packed}));
   Sharding reduced = Sharding::replicated(1);
   Operation *collective;
-  StringAttr grid = FlatSymbolRefAttr::get(b.getContext(), "mesh").getAttr();
   if (ways == 1) {
-    collective = shard::AllReduceOp::create(b, loc, pack.getType(), grid.getValue(), gridAxes, pack,
+    collective = shard::AllReduceOp::create(b, loc, pack.getType(), kGridName, gridAxes, pack,
                                             shard::ReductionKind::Sum);
   } else {
     reduced.axes[0] = packed.partial.front();
     collective = shard::ReduceScatterOp::create(
-        b, loc, bucketType(b.getContext(), elements / ways, element), FlatSymbolRefAttr::get(grid),
-        b.getDenseI16ArrayAttr(gridAxes), pack,
+        b, loc, bucketType(b.getContext(), elements / ways, element),
+        FlatSymbolRefAttr::get(b.getContext(), kGridName), b.getDenseI16ArrayAttr(gridAxes), pack,
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
         b.getIndexAttr(0));
   }

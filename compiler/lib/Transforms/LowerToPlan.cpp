@@ -107,16 +107,6 @@ std::optional<MatrixLayout> matrixLayout(int64_t rows, int64_t cols, int64_t row
   return std::nullopt;
 }
 
-/// The communicator group of a set of mesh axes: their names joined by "_", outermost first.
-std::string groupName(const graph::MeshLayout &mesh, ArrayRef<int16_t> gridAxes) {
-  SmallVector<int16_t> sorted(gridAxes.begin(), gridAxes.end());
-  llvm::sort(sorted);
-  std::string name;
-  for (int16_t a : sorted)
-    name += (name.empty() ? "" : "_") + mesh.axes()[a].first;
-  return name;
-}
-
 /// Per dim, the group splitting it ("" when whole).
 SmallVector<Attribute> splitGroups(Builder &b, const graph::Sharding &s) {
   SmallVector<Attribute> out;
@@ -358,24 +348,24 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
   SmallVector<NamedAttribute> params;
   if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
     name = "all_reduce";
-    params = {str("group", groupName(mesh_, ar.getGridAxes())),
+    params = {str("group", mesh_.groupName(ar.getGridAxes())),
               str("op", ar.getReduction() == shard::ReductionKind::Max ? "max" : "sum"),
               i64("n", numElements(is))};
   } else if (auto rs = dyn_cast<shard::ReduceScatterOp>(op)) {
     uint64_t d = rs.getScatterAxis().getZExtValue();
     name = "reduce_scatter";
-    params = {str("group", groupName(mesh_, rs.getGridAxes())), i64("outer", outerOf(is, d)),
+    params = {str("group", mesh_.groupName(rs.getGridAxes())), i64("outer", outerOf(is, d)),
               i64("chunk", chunkOf(os, d))};
   } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
     uint64_t d = ag.getGatherAxis().getZExtValue();
     name = "all_gather";
-    params = {str("group", groupName(mesh_, ag.getGridAxes())), i64("outer", outerOf(os, d)),
+    params = {str("group", mesh_.groupName(ag.getGridAxes())), i64("outer", outerOf(os, d)),
               i64("chunk", chunkOf(is, d))};
   } else {
     auto sl = cast<shard::AllSliceOp>(op);
     uint64_t d = sl.getSliceAxis().getZExtValue();
     name = "shard_slice";
-    params = {str("group", groupName(mesh_, sl.getGridAxes())), i64("outer", outerOf(is, d)),
+    params = {str("group", mesh_.groupName(sl.getGridAxes())), i64("outer", outerOf(is, d)),
               i64("chunk", chunkOf(os, d))};
   }
   Value r = define(out);

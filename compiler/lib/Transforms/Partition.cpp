@@ -32,8 +32,6 @@ using namespace tessel::graph;
 
 namespace {
 
-constexpr StringLiteral kGrid = "mesh";
-
 NamedShape shapeOf(Type t) { return *getNamedShape(t); }
 
 class Walker : public Partitioner {
@@ -46,7 +44,6 @@ public:
 
   OpBuilder &builder() override { return b_; }
   const MeshLayout &mesh() const override { return mesh_; }
-  StringRef gridName() const override { return kGrid; }
   Attribute paramInit(StringRef name) const override { return inits_.lookup(name); }
   std::map<std::string, Value> &memo() override { return memo_; }
   Type localType(Type type, const Sharding &s) const override;
@@ -171,13 +168,13 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
     }
     cur.axes[dim] = axis;
     emitted(shard::ReduceScatterOp::create(
-        b_, loc, localType(globalType, cur), FlatSymbolRefAttr::get(b_.getContext(), kGrid),
+        b_, loc, localType(globalType, cur), FlatSymbolRefAttr::get(b_.getContext(), kGridName),
         b_.getDenseI16ArrayAttr(gridAxes({axis})), v,
         shard::ReductionKindAttr::get(b_.getContext(), shard::ReductionKind::Sum),
         b_.getIndexAttr(dim)));
   }
   if (!allReduce.empty())
-    emitted(shard::AllReduceOp::create(b_, loc, localType(globalType, cur), kGrid,
+    emitted(shard::AllReduceOp::create(b_, loc, localType(globalType, cur), kGridName,
                                        gridAxes(allReduce), v, shard::ReductionKind::Sum));
   // Splits the target lacks (or has on another axis) are gathered, then new ones sliced.
   for (size_t i = 0; i < cur.axes.size(); ++i) {
@@ -185,15 +182,15 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
       continue;
     std::string axis = cur.axes[i];
     cur.axes[i].clear();
-    emitted(shard::AllGatherOp::create(b_, loc, localType(globalType, cur), kGrid, gridAxes({axis}),
-                                       v, APInt(64, i)));
+    emitted(shard::AllGatherOp::create(b_, loc, localType(globalType, cur), kGridName,
+                                       gridAxes({axis}), v, APInt(64, i)));
   }
   for (size_t i = 0; i < cur.axes.size(); ++i) {
     if (to.axes[i].empty() || cur.axes[i] == to.axes[i])
       continue;
     cur.axes[i] = to.axes[i];
     emitted(shard::AllSliceOp::create(
-        b_, loc, localType(globalType, cur), FlatSymbolRefAttr::get(b_.getContext(), kGrid),
+        b_, loc, localType(globalType, cur), FlatSymbolRefAttr::get(b_.getContext(), kGridName),
         b_.getDenseI16ArrayAttr(gridAxes({to.axes[i]})), v, b_.getIndexAttr(i)));
   }
   conversions_[key] = v;
@@ -366,7 +363,7 @@ LogicalResult Walker::run() {
     for (const auto &axis : mesh_.axes())
       shape.push_back(axis.second);
     b_.setInsertionPointToStart(module_.getBody());
-    shard::GridOp::create(b_, module_.getLoc(), kGrid, shape);
+    shard::GridOp::create(b_, module_.getLoc(), kGridName, shape);
   }
   recordStateLayouts();
   return success();
