@@ -575,6 +575,16 @@ LogicalResult AssignParamOp::verify() {
   return success();
 }
 
+LogicalResult TiedGradSumOp::verify() {
+  ArrayRef<int64_t> stages = getStages();
+  if (stages.size() < 2)
+    return emitOpError("needs at least two stages");
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i] < 0 || (i > 0 && stages[i] <= stages[i - 1]))
+      return emitOpError("needs distinct stages in ascending order");
+  return success();
+}
+
 static int64_t elementCount(Type t) { return cast<RankedTensorType>(t).getNumElements(); }
 
 LogicalResult PackOp::verify() {

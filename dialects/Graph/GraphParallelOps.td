@@ -170,4 +170,23 @@ def Graph_UnpackOp : Graph_Op<"unpack", [DeclareOpInterfaceMethods<Graph_Shardab
   let hasVerifier = 1;
 }
 
+def Graph_TiedGradSumOp : Graph_Op<"tied_grad_sum", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Sums a tied parameter's gradient over the pipeline stages that hold it";
+  let description = [{
+    A parameter that layers on several pipeline stages read (an embedding table tied to
+    the output projection) has a copy on each of those stages, and each stage accumulates
+    the gradient of its own uses. Before the optimizer step the copies' gradients are
+    summed over `stages` (indices along the `pp` axis, ascending; the sum is taken in that
+    order, so every copy gets the same bits and the copies stay identical).
+
+    ```mlir
+    %g = graph.tied_grad_sum %g0 stages [0, 3] : tensor<256x128xf32, #graph.dims<vocab, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$stages);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `stages` $stages attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // TESSEL_GRAPH_PARALLEL_OPS

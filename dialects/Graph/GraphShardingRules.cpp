@@ -661,6 +661,13 @@ LogicalResult AssignParamOp::inferSharding(const MeshLayout &mesh, ArrayRef<Shar
   return success();
 }
 
+LogicalResult TiedGradSumOp::inferSharding(const MeshLayout &, ArrayRef<Sharding> operands,
+                                           ShardingRule &rule) {
+  asTheyAre(operands, rule);
+  rule.results.push_back(operands.front());
+  return success();
+}
+
 LogicalResult PackOp::inferSharding(const MeshLayout &, ArrayRef<Sharding> operands,
                                     ShardingRule &rule) {
   asTheyAre(operands, rule);

@@ -17,7 +17,8 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
     or moment belongs to. `init` says how the runtime fills it before the first step
     (parameters from the spec; the rest start at zero); `dims` keeps the dim names for
     checkpoints and tools. On a mesh, the type is one rank's block and `split` names, per
-    dim, the communicator group that splits it ("" for a whole dim).
+    dim, the communicator group that splits it ("" for a whole dim). With a pipeline,
+    `stages` lists the pipeline stages that hold the tensor (absent: every rank does).
 
     ```mlir
     plan.tensor "wte" role "param" init "normal"(0.0, 0.02) dims ["vocab", "embed"]
@@ -26,10 +27,11 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
   }];
   let arguments = (ins StrAttr:$sym_name, StrAttr:$role, DefaultValuedStrAttr<StrAttr, "">:$of,
                        StrAttr:$init, F64Attr:$init_a, F64Attr:$init_b, StrArrayAttr:$dims,
-                       TypeAttrOf<AnyStaticShapeMemRef>:$type, OptionalAttr<StrArrayAttr>:$split);
+                       TypeAttrOf<AnyStaticShapeMemRef>:$type, OptionalAttr<StrArrayAttr>:$split,
+                       OptionalAttr<DenseI64ArrayAttr>:$stages);
   let assemblyFormat = [{
     $sym_name `role` $role (`of` $of^)? `init` $init `(` $init_a `,` $init_b `)` `dims` $dims
-    (`split` $split^)? attr-dict `:` $type
+    (`split` $split^)? (`stages` $stages^)? attr-dict `:` $type
   }];
 }
 
@@ -38,15 +40,19 @@ def Plan_ProgramOp : Plan_Op<"program", [HasParent<"::mlir::ModuleOp">, NoTermin
   let summary = "A straight-line program of one rank";
   let description = [{
     Runs its ops in order. `arena_bytes`, set by the memory planner, is the peak of the
-    arena this program needs; all programs of a rank share one arena.
+    arena this program needs; all programs of a rank share one arena. With a pipeline,
+    `stage` says which pipeline stage's ranks run the program (absent: every rank); the
+    programs of one name but different stages are the stages' versions of it.
 
     ```mlir
     plan.program "forward_backward" rank 0 { ... }
+    plan.program "forward.1" rank 0 stage 1 { ... }
     ```
   }];
-  let arguments = (ins StrAttr:$sym_name, I64Attr:$rank, OptionalAttr<I64Attr>:$arena_bytes);
+  let arguments = (ins StrAttr:$name, I64Attr:$rank, OptionalAttr<I64Attr>:$arena_bytes,
+                       OptionalAttr<I64Attr>:$stage);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name `rank` $rank attr-dict-with-keyword $body";
+  let assemblyFormat = "$name `rank` $rank (`stage` $stage^)? attr-dict-with-keyword $body";
 }
 
 def Plan_StateOp : Plan_Op<"state", [Pure]> {

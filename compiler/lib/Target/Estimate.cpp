@@ -2,6 +2,8 @@
 
 #include "tessel/Target/Estimate.h"
 
+#include "runtime/Schedule.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -39,6 +41,38 @@ std::string human(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
   return buf;
+}
+
+double portBytes(const pf::Port &p) {
+  return elements(p.shape) * static_cast<double>(pf::dtypeBytes(p.dtype));
+}
+
+bool isHostInput(const std::string &name) { return name == "tokens" || name == "targets"; }
+
+/// The pipeline programs of virtual stage `chunk` on `rank`.
+std::vector<const pf::Program *> chunkPrograms(const pf::Plan &plan, int64_t chunk, uint32_t rank,
+                                               std::initializer_list<const char *> kinds) {
+  std::vector<const pf::Program *> out;
+  for (const char *kind : kinds)
+    if (const pf::Program *p = plan.findProgram(kind + ("." + std::to_string(chunk)), rank))
+      out.push_back(p);
+  return out;
+}
+
+/// Bytes of the values `from`'s outputs give the programs of `to`: one message.
+double messageBytes(const std::vector<const pf::Program *> &from,
+                    const std::vector<const pf::Program *> &to) {
+  std::map<std::string, double> wanted;
+  for (const pf::Program *p : to)
+    for (const pf::Port &in : p->inputs)
+      if (!isHostInput(in.name))
+        wanted[in.name] = portBytes(in);
+  double bytes = 0;
+  for (const pf::Program *p : from)
+    for (const pf::Port &out : p->outputs)
+      if (wanted.count(out.name))
+        bytes += wanted[out.name];
+  return bytes;
 }
 
 } // namespace
@@ -81,10 +115,34 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     return g ? static_cast<double>(g->ranks.size()) : 1.0;
   };
 
+  // The micro-batches (of one model chunk) whose activations each pipeline rank holds at most.
+  std::vector<int> inFlight;
+  pipeline::ScheduleKind kind;
+  if (e.stages > 1 && pipeline::parseScheduleKind(e.schedule, kind)) {
+    std::string error;
+    auto lists =
+        pipeline::buildSchedule(kind, static_cast<int>(e.stages), static_cast<int>(e.microbatches),
+                                static_cast<int>(e.virtualStages), error);
+    if (error.empty())
+      inFlight =
+          pipeline::simulate(kind, static_cast<int>(e.stages), static_cast<int>(e.microbatches),
+                             static_cast<int>(e.virtualStages), lists)
+              .peakInFlight;
+  }
+  auto stageOf = [&](uint32_t rank) -> int64_t {
+    const pf::Group *pp = plan.findGroup("pp", rank);
+    return pp ? pp->indexOf(rank) : 0;
+  };
+  auto chunks = e.stages * e.virtualStages;
+
   for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
     RankEstimate r;
     r.rank = rank;
+    r.stage = stageOf(rank);
     for (const pf::StateTensor &t : plan.state) {
+      if (!t.stages.empty() && std::find(t.stages.begin(), t.stages.end(),
+                                         static_cast<uint32_t>(r.stage)) == t.stages.end())
+        continue;
       double n = elements(t.shape);
       if (t.role == "param")
         r.parameters += n * elementBytes;
@@ -98,6 +156,26 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     for (const pf::Program &p : plan.programs)
       if (p.rank == rank)
         r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
+    // What a chunk's backward reads that the host does not give it was kept since its
+    // forward (or arrived from the next stage), once per micro-batch in flight.
+    if (static_cast<size_t>(r.stage) < inFlight.size()) {
+      double perChunk = 0;
+      for (int64_t c = r.stage; c < chunks; c += e.stages) {
+        std::map<std::string, double> kept;
+        for (const pf::Program *p :
+             chunkPrograms(plan, c, rank, {"backward", "backward_input", "backward_weight"}))
+          for (const pf::Port &in : p->inputs)
+            if (!isHostInput(in.name))
+              kept[in.name] = portBytes(in);
+        double bytes = 0;
+        for (const auto &[name, b] : kept)
+          bytes += b;
+        perChunk = std::max(perChunk, bytes);
+      }
+      r.inFlight = inFlight[r.stage];
+      r.stash = perChunk * static_cast<double>(r.inFlight);
+      r.activations += r.stash;
+    }
     e.ranks.push_back(r);
   }
   for (const pf::StateTensor &t : plan.state) {
@@ -110,10 +188,16 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     e.parameterCount += n;
   }
 
+  std::vector<std::map<std::string, double>> sent(plan.worldSize);
+  auto isPipelineStep = [](const std::string &name) {
+    for (const char *kind : {"forward.", "backward.", "backward_input.", "backward_weight."})
+      if (name.rfind(kind, 0) == 0)
+        return true;
+    return false;
+  };
   for (const pf::Program &p : plan.programs) {
-    if (p.rank != 0)
-      continue;
-    double runs = p.name == "forward_backward" ? static_cast<double>(e.accumulation)
+    double runs = p.name == "forward_backward" || isPipelineStep(p.name)
+                      ? static_cast<double>(e.accumulation)
                   : p.name == "optimizer_step" ? 1.0
                                                : 0.0;
     if (runs == 0)
@@ -122,7 +206,10 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       std::string group = stringAttr(in, "group");
       if (group.empty() || in.kernel == "shard_slice")
         continue;
-      double k = groupSize(group, 0);
+      double k = groupSize(group, p.rank);
+      if (const pf::Attr *members = in.find("members"))
+        if (auto list = std::get_if<std::vector<int64_t>>(&members->value))
+          k = static_cast<double>(list->size());
       double bytes = 0;
       if (in.kernel == "all_reduce")
         bytes = 2 * (k - 1) / k * static_cast<double>(intAttr(in, "n")) * elementBytes;
@@ -132,9 +219,32 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
                 elementBytes;
       else if (in.kernel == "broadcast" || in.kernel == "send")
         bytes = static_cast<double>(intAttr(in, "n")) * elementBytes;
-      e.communication[group] += bytes * runs;
+      sent[p.rank][group] += bytes * runs;
     }
   }
+  // Pipeline messages: per micro-batch, each chunk's activations forward and its input's
+  // gradient back, to the neighbouring stage.
+  for (uint32_t rank = 0; rank < plan.worldSize && e.stages > 1; ++rank) {
+    const pf::Group *pp = plan.findGroup("pp", rank);
+    if (!pp)
+      break;
+    for (int64_t c = stageOf(rank); c < chunks; c += e.stages) {
+      double bytes = 0;
+      if (c + 1 < chunks)
+        bytes += messageBytes(
+            chunkPrograms(plan, c, rank, {"forward"}),
+            chunkPrograms(plan, c + 1, pp->ranks[(c + 1) % e.stages],
+                          {"forward", "backward", "backward_input", "backward_weight"}));
+      if (c > 0)
+        bytes += messageBytes(chunkPrograms(plan, c, rank, {"backward", "backward_input"}),
+                              chunkPrograms(plan, c - 1, pp->ranks[(c - 1) % e.stages],
+                                            {"backward", "backward_input", "backward_weight"}));
+      sent[rank]["pp"] += bytes * static_cast<double>(e.microbatches);
+    }
+  }
+  for (const auto &perRank : sent)
+    for (const auto &[group, bytes] : perRank)
+      e.communication[group] = std::max(e.communication[group], bytes);
   return e;
 }
 
@@ -188,7 +298,9 @@ std::string tessel::estimateJson(const PlanEstimate &e) {
     const RankEstimate &r = e.ranks[i];
     os << (i ? ",\n  " : "\n  ") << "{\"rank\": " << r.rank << ", \"parameters\": " << r.parameters
        << ", \"gradients\": " << r.gradients << ", \"optimizer\": " << r.optimizer
-       << ", \"activations\": " << r.activations << ", \"peak\": " << r.peak() << "}";
+       << ", \"activations\": " << r.activations << ", \"stash\": " << r.stash
+       << ", \"stage\": " << r.stage << ", \"in_flight\": " << r.inFlight
+       << ", \"peak\": " << r.peak() << "}";
   }
   os << "],\n \"communication\": {";
   bool first = true;

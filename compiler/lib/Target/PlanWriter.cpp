@@ -114,6 +114,17 @@ std::vector<pf::Group> communicatorGroups(const graph::MeshLayout &mesh) {
   return groups;
 }
 
+/// The pipeline stage of `rank`: its coordinate along the `pp` axis (0 without one).
+int64_t pipelineStageOf(const graph::MeshLayout &mesh, uint32_t rank) {
+  auto axes = mesh.axes();
+  for (int i = static_cast<int>(axes.size()) - 1; i >= 0; --i) {
+    if (axes[i].first == "pp")
+      return rank % axes[i].second;
+    rank /= axes[i].second;
+  }
+  return 0;
+}
+
 } // namespace
 
 FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
@@ -148,6 +159,9 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     if (auto split = t.getSplit())
       for (Attribute g : *split)
         s.split.push_back(cast<StringAttr>(g).str());
+    if (auto stages = t.getStages())
+      for (int64_t stage : *stages)
+        s.stages.push_back(static_cast<uint32_t>(stage));
     s.init = t.getInit().str();
     s.initA = t.getInitA().convertToDouble();
     s.initB = t.getInitB().convertToDouble();
@@ -157,7 +171,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
 
   for (auto program : module.getOps<plan::ProgramOp>()) {
     pf::Program p;
-    p.name = program.getSymName().str();
+    p.name = program.getName().str();
     p.rank = static_cast<uint32_t>(program.getRank());
     if (!program.getArenaBytes())
       return program.emitOpError("has no memory plan; run -tessel-plan-memory first");
@@ -265,9 +279,15 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
       if (failed(ok))
         return failure();
     }
-    // Every rank runs the same program: what differs between ranks (which block of a split
-    // tensor it holds) follows from its place in the communicator groups at run time.
+    // Every rank (of the program's pipeline stage, if it names one) runs the same program:
+    // what differs between ranks (which block of a split tensor it holds) follows from its
+    // place in the communicator groups at run time.
+    std::optional<int64_t> stage;
+    if (auto s = program.getStage())
+      stage = *s;
     for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
+      if (stage && pipelineStageOf(mesh, rank) != *stage)
+        continue;
       p.rank = rank;
       plan.programs.push_back(p);
     }

@@ -100,65 +100,70 @@ void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> membe
   }
 }
 
+/// Buckets the data-parallel gradient reductions of one function (the training step, or with
+/// a pipeline each stage's backward).
+void bucketFunction(func::FuncOp func, const MeshLayout &mesh, int dp, int64_t cap) {
+  DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(func.getBody().front()))
+    position[&op] = i;
+  // Buckets hold reductions of one kind over the same axes.
+  std::map<std::pair<SmallVector<int16_t>, bool>, std::vector<Reduction>> kinds;
+  func.walk([&](AccumulateGradOp acc) {
+    Operation *c = acc.getGrad().getDefiningOp();
+    if (!c || !c->hasOneUse() || !isa<shard::AllReduceOp, shard::ReduceScatterOp>(c))
+      return;
+    SmallVector<int16_t> axes;
+    std::string dim;
+    if (auto ar = dyn_cast<shard::AllReduceOp>(c)) {
+      axes.assign(ar.getGridAxes().begin(), ar.getGridAxes().end());
+    } else {
+      auto rs = cast<shard::ReduceScatterOp>(c);
+      axes.assign(rs.getGridAxes().begin(), rs.getGridAxes().end());
+      auto shape = getNamedShape(rs.getInput().getType());
+      dim = (*shape)[rs.getScatterAxis().getZExtValue()].name;
+    }
+    if (!llvm::is_contained(axes, dp))
+      return;
+    Value grad = c->getOperand(0);
+    Operation *producer = grad.getDefiningOp();
+    size_t ready = producer ? position[producer] : 0;
+    kinds[{axes, !dim.empty()}].push_back({c, grad, dim, bytesOf(grad), ready});
+  });
+  for (auto &[kind, reductions] : kinds) {
+    llvm::stable_sort(reductions,
+                      [](const Reduction &a, const Reduction &b) { return a.ready < b.ready; });
+    int64_t ways = kind.second ? mesh.size("dp") : 1;
+    size_t start = 0;
+    int64_t bytes = 0;
+    for (size_t i = 0; i <= reductions.size(); ++i) {
+      bool flush = i == reductions.size() || (i > start && bytes + reductions[i].bytes > cap);
+      if (flush && i > start) {
+        ArrayRef<Reduction> members(reductions.data() + start, i - start);
+        Operation *last = members.back().grad.getDefiningOp();
+        bucket(func, mesh, members, kind.first, ways,
+               last ? last : &func.getBody().front().front());
+        start = i;
+        bytes = 0;
+      }
+      if (i < reductions.size())
+        bytes += reductions[i].bytes;
+    }
+  }
+}
+
 struct BucketGradients : tessel::impl::BucketGradientsBase<BucketGradients> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshLayout mesh = MeshLayout::fromModule(module);
-    auto func = module.lookupSymbol<func::FuncOp>("forward_backward");
     int dp = mesh.axisIndex("dp");
-    if (!func || dp < 0)
+    if (dp < 0)
       return;
     int64_t cap = 25ll << 20;
     if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
       if (auto b = par.getAs<IntegerAttr>("bucket_bytes"))
         cap = b.getInt();
-
-    DenseMap<Operation *, size_t> position;
-    for (auto [i, op] : llvm::enumerate(func.getBody().front()))
-      position[&op] = i;
-    // Buckets hold reductions of one kind over the same axes.
-    std::map<std::pair<SmallVector<int16_t>, bool>, std::vector<Reduction>> kinds;
-    func.walk([&](AccumulateGradOp acc) {
-      Operation *c = acc.getGrad().getDefiningOp();
-      if (!c || !c->hasOneUse() || !isa<shard::AllReduceOp, shard::ReduceScatterOp>(c))
-        return;
-      SmallVector<int16_t> axes;
-      std::string dim;
-      if (auto ar = dyn_cast<shard::AllReduceOp>(c)) {
-        axes.assign(ar.getGridAxes().begin(), ar.getGridAxes().end());
-      } else {
-        auto rs = cast<shard::ReduceScatterOp>(c);
-        axes.assign(rs.getGridAxes().begin(), rs.getGridAxes().end());
-        auto shape = getNamedShape(rs.getInput().getType());
-        dim = (*shape)[rs.getScatterAxis().getZExtValue()].name;
-      }
-      if (!llvm::is_contained(axes, dp))
-        return;
-      Value grad = c->getOperand(0);
-      Operation *producer = grad.getDefiningOp();
-      size_t ready = producer ? position[producer] : 0;
-      kinds[{axes, !dim.empty()}].push_back({c, grad, dim, bytesOf(grad), ready});
-    });
-    for (auto &[kind, reductions] : kinds) {
-      llvm::stable_sort(reductions,
-                        [](const Reduction &a, const Reduction &b) { return a.ready < b.ready; });
-      int64_t ways = kind.second ? mesh.size("dp") : 1;
-      size_t start = 0;
-      int64_t bytes = 0;
-      for (size_t i = 0; i <= reductions.size(); ++i) {
-        bool flush = i == reductions.size() || (i > start && bytes + reductions[i].bytes > cap);
-        if (flush && i > start) {
-          ArrayRef<Reduction> members(reductions.data() + start, i - start);
-          Operation *last = members.back().grad.getDefiningOp();
-          bucket(func, mesh, members, kind.first, ways,
-                 last ? last : &func.getBody().front().front());
-          start = i;
-          bytes = 0;
-        }
-        if (i < reductions.size())
-          bytes += reductions[i].bytes;
-      }
-    }
+    for (auto func : module.getOps<func::FuncOp>())
+      bucketFunction(func, mesh, dp, cap);
   }
 };
 

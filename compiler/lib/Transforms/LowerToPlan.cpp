@@ -171,6 +171,12 @@ private:
       return {};
     return b_.getArrayAttr(splitGroups(b_, graph::getSharding(s)));
   }
+  /// The pipeline stages holding parameter `param` and its state, from the pipeline split's
+  /// `tessel.stages`; null without a pipeline.
+  DenseI64ArrayAttr stagesOf(StringRef param) {
+    auto stages = module_->getAttrOfType<DictionaryAttr>("tessel.stages");
+    return stages ? stages.getAs<DenseI64ArrayAttr>(param) : DenseI64ArrayAttr();
+  }
   void declare(StateDecl decl) {
     if (!stateIndex_.count(decl.name)) {
       stateIndex_[decl.name] = states_.size();
@@ -247,14 +253,16 @@ void Lowering::declareState() {
     plan::TensorOp::create(b_, module_.getLoc(), b_.getStringAttr(d.name), b_.getStringAttr(d.role),
                            b_.getStringAttr(d.of), b_.getStringAttr(d.init),
                            b_.getF64FloatAttr(d.a), b_.getF64FloatAttr(d.b), b_.getArrayAttr(dims),
-                           TypeAttr::get(memrefType(d.tensor)), d.split);
+                           TypeAttr::get(memrefType(d.tensor)), d.split,
+                           stagesOf(d.of.empty() ? d.name : d.of));
   }
 }
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) {
   b_.setInsertionPoint(func);
   auto program = plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName),
-                                         b_.getI64IntegerAttr(0), IntegerAttr());
+                                         b_.getI64IntegerAttr(0), IntegerAttr(),
+                                         func->getAttrOfType<IntegerAttr>("tessel.stage"));
   b_.setInsertionPointToStart(&program.getBody().emplaceBlock());
   buffers_.clear();
 
@@ -282,7 +290,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) 
   auto names = kResultNames.find(programName.str());
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    std::string name = names != kResultNames.end() && i < names->second.size()
+    auto named = func.getResultAttrOfType<StringAttr>(i, "graph.name");
+    std::string name = named ? named.str()
+                       : names != kResultNames.end() && i < names->second.size()
                            ? names->second[i]
                            : "result" + std::to_string(i);
     plan::OutputOp::create(b_, ret.getLoc(), b_.getStringAttr(name), buffer(v));
@@ -604,6 +614,17 @@ LogicalResult Lowering::lower(Operation *op) {
         kernel(loc, "sum_squares", ins, {r}, {});
         return success();
       })
+      .Case([&](graph::TiedGradSumOp o) -> LogicalResult {
+        int pp = mesh_.axisIndex("pp");
+        if (pp < 0)
+          return o.emitOpError("needs a 'pp' axis in the mesh");
+        Value r = define(o.getResult());
+        kernel(loc, "all_reduce", {buffer(o.getInput())}, {r},
+               {str("group", mesh_.groupName({static_cast<int16_t>(pp)})), str("op", "sum"),
+                i64("n", cast<RankedTensorType>(o.getType()).getNumElements()),
+                list("members", o.getStages())});
+        return success();
+      })
       .Case([&](graph::AssignParamOp o) {
         NamedShape shape = shapeOf(o.getValue());
         Value p = state(o.getName(), o.getValue().getType(), loc);
@@ -871,6 +892,16 @@ struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
     for (auto [funcName, programName] : kFunctions)
       if (auto func = module.lookupSymbol<func::FuncOp>(funcName)) {
         if (failed(lowering.lowerFunction(func, programName)))
+          return signalPassFailure();
+        lowered.push_back(func);
+      }
+    // The pipeline stages' programs (named by `tessel.program`), the optimizer steps last.
+    for (bool optimizer : {false, true})
+      for (auto func : module.getOps<func::FuncOp>()) {
+        auto program = func->getAttrOfType<StringAttr>("tessel.program");
+        if (!program || (program.getValue() == "optimizer_step") != optimizer)
+          continue;
+        if (failed(lowering.lowerFunction(func, program.getValue())))
           return signalPassFailure();
         lowered.push_back(func);
       }

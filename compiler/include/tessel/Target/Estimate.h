@@ -20,7 +20,11 @@ namespace tessel {
 
 struct RankEstimate {
   uint32_t rank = 0;
-  double parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+  /// Activations are the arena plus, with a pipeline, the stash: what the rank keeps of each
+  /// micro-batch between a stage's forward and its backward, times the most micro-batches in
+  /// flight on it.
+  double parameters = 0, gradients = 0, optimizer = 0, activations = 0, stash = 0;
+  int64_t stage = 0, inFlight = 0;
   double peak() const { return parameters + gradients + optimizer + activations; }
 };
 
@@ -40,12 +44,15 @@ struct PlanEstimate {
   double bubble = 0, bubbleFormula = -1;
 };
 
-/// Reads the estimate off `plan`. Parameters and gradients take the bytes of the plan's
+/// Reads the estimate off `plan`. A rank counts the state tensors its pipeline stage holds.
+/// Parameters and gradients take the bytes of the plan's
 /// precision (train.precision: 4 for fp32, 2 for bf16 and fp16); the optimizer keeps its
 /// moments, and under 16-bit precision a master copy of the parameters, in fp32. Activations
 /// are the peak of the largest program's arena. Collectives move, per rank, what a ring
 /// moves: 2(k-1)/k of the data for an all-reduce over k ranks, (k-1)/k of the whole tensor for
-/// an all-gather or a reduce-scatter.
+/// an all-gather or a reduce-scatter; a pipeline stage sends its activations (gradients) to
+/// the next (previous) stage once per micro-batch. The figure per group is the most any rank
+/// sends.
 PlanEstimate estimatePlan(const planfile::Plan &plan);
 
 /// A table for people.

@@ -71,6 +71,27 @@ def PipelineSchedule : Pass<"tessel-pipeline-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::sched::SchedDialect"];
 }
 
+def PipelineSplit : Pass<"tessel-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cuts the per-rank functions into the programs of the pipeline stages";
+  let description = [{
+    With a `pp` axis larger than 1, after partitioning: every op of `@forward_backward` is
+    placed in a virtual stage (by its `graph.layer`, through the `sched.pipeline` layer runs;
+    what comes before the layers goes with its first user, what comes after with the last
+    stage) and a phase (forward: what the loss depends on; backward; and for ZB-H1 the
+    weight-gradient part of backward that no earlier stage waits for). Each (stage, phase)
+    becomes a function `@forward.c`, `@backward.c` (or `@backward_input.c` and
+    `@backward_weight.c`) whose arguments and results named `vN` are the values that cross
+    between them: the activations and gradients sent between neighbouring stages and what a
+    stage keeps from its forward for its backward. `@forward` and `@sample` become
+    `@eval.c` and `@sample.c` likewise. Parameters live on the stages that use them; a
+    parameter used on several stages (a tied embedding) gets one gradient accumulation per
+    stage, summed by `graph.tied_grad_sum` in the optimizer step. `@optimizer_step` becomes
+    one function per stage that updates that stage's parameters; the squared-gradient sum of
+    the clipping norm is all-reduced over `pp`. The stages holding each parameter are
+    recorded in the module's `tessel.stages`.
+  }];
+}
+
 def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
   let summary = "Splits every function over the mesh: per-rank shapes and collectives";
   let description = [{

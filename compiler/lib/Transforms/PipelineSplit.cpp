@@ -1,0 +1,596 @@
+//===- PipelineSplit.cpp - The programs of the pipeline stages ------------===//
+//
+// With a pipeline axis, every rank runs only its stages' layers, one micro-batch at a time in
+// the order its schedule says. This pass cuts the per-rank functions the partition pass made
+// into those pieces: one function per (virtual stage, phase), whose arguments and results are
+// the values that cross between pieces — the activations and gradients neighbouring stages
+// send each other, and what a stage keeps from its forward for its backward. The runtime
+// moves them by name ("v<N>"), so a piece is an ordinary program.
+//
+// Ops are placed by their layer: `graph.layer` through the `sched.pipeline` layer runs. What
+// has no layer follows the data: an op after the layers goes with its latest operand (the
+// final norm and the loss on the last stage, the loss gradient there too), an op before them
+// with its first user (the embedding on the first stage). Parameters live on the stages
+// whose pieces use them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessel/Transforms/Passes.h"
+
+#include "Graph/GraphOps.h"
+#include "Graph/GraphSharding.h"
+#include "Sched/SchedDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <map>
+#include <set>
+
+namespace tessel {
+#define GEN_PASS_DEF_PIPELINESPLIT
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::graph;
+
+namespace {
+
+enum class Phase { Forward, Backward, Weight };
+
+const char *phaseName(Phase p) {
+  switch (p) {
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Weight:
+    return "weight gradient";
+  }
+  return "";
+}
+
+/// Where an op runs: a virtual stage (a "chunk": stage c runs on pipeline rank c % p) and a
+/// phase of it.
+struct Segment {
+  int64_t chunk = 0;
+  Phase phase = Phase::Forward;
+  bool operator==(const Segment &o) const { return chunk == o.chunk && phase == o.phase; }
+  bool operator!=(const Segment &o) const { return !(*this == o); }
+};
+
+/// Ops without operands that every piece using them computes for itself: parameters,
+/// constants.
+bool isFree(Operation *op) { return op->getNumOperands() == 0 && op->getNumResults() == 1; }
+
+/// The split of the layers, from the `sched.pipeline` the schedule pass wrote.
+struct Stages {
+  int64_t p = 1, v = 1;
+  bool zeroBubble = false;
+  std::vector<int64_t> chunkOfLayer;
+  int64_t chunks() const { return p * v; }
+  int64_t stageOf(int64_t chunk) const { return chunk % p; }
+};
+
+using Placement = DenseMap<Operation *, Segment>;
+
+/// Places every op of `func` but the free ones. With `training`, the ops the returned loss
+/// depends on are forward and the others backward; otherwise everything is forward.
+FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
+  Block &body = func.getBody().front();
+  Operation *ret = body.getTerminator();
+  DenseSet<Operation *> forward;
+  if (training) {
+    SmallVector<Operation *> work;
+    for (Value v : ret->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        work.push_back(d);
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (!forward.insert(op).second)
+        continue;
+      for (Value x : op->getOperands())
+        if (Operation *d = x.getDefiningOp())
+          work.push_back(d);
+    }
+  }
+  Placement seg;
+  SmallVector<Operation *> deferred;
+  int64_t layers = static_cast<int64_t>(st.chunkOfLayer.size());
+  for (Operation &op : body.without_terminator()) {
+    if (isFree(&op))
+      continue;
+    Phase phase = !training || forward.contains(&op) ? Phase::Forward : Phase::Backward;
+    int64_t chunk = -1;
+    auto layer = op.getAttrOfType<IntegerAttr>("graph.layer");
+    if (layer && layer.getInt() >= 0 && layer.getInt() < layers) {
+      chunk = st.chunkOfLayer[layer.getInt()];
+    } else {
+      for (Value x : op.getOperands())
+        if (Operation *d = x.getDefiningOp(); d && seg.count(d))
+          chunk = std::max(chunk, seg[d].chunk);
+    }
+    if (chunk < 0)
+      deferred.push_back(&op);
+    else
+      seg[&op] = {chunk, phase};
+  }
+  // What reads only parameters and inputs goes with its first user.
+  for (Operation *op : llvm::reverse(deferred)) {
+    Operation *first = nullptr;
+    bool returned = false;
+    for (Operation *user : op->getUsers()) {
+      returned |= user == ret;
+      if (seg.count(user) && (!first || user->isBeforeInBlock(first)))
+        first = user;
+    }
+    if (first)
+      seg[op] = seg[first];
+    else if (returned)
+      seg[op] = {st.chunks() - 1, Phase::Forward};
+    else
+      return op->emitOpError("cannot be placed in a pipeline stage: it depends on no layer "
+                             "and nothing uses it");
+  }
+  return seg;
+}
+
+/// A parameter used on several stages (an embedding tied to the output projection) has its
+/// gradient contributions added before one accumulation. Each stage accumulates its own
+/// contribution instead; the optimizer step sums the copies (graph.tied_grad_sum).
+void splitTiedAccumulations(func::FuncOp func, Placement &seg) {
+  SmallVector<AccumulateGradOp> work(func.getBody().front().getOps<AccumulateGradOp>());
+  while (!work.empty()) {
+    AccumulateGradOp acc = work.pop_back_val();
+    // Through the reductions between the sum and the accumulation (linear, so they apply to
+    // each addend alike).
+    SmallVector<Operation *> chain;
+    Operation *def = acc.getGrad().getDefiningOp();
+    while (def && !isa<AddOp>(def) && def->getNumOperands() == 1 && def->getNumResults() == 1 &&
+           def->hasOneUse() && isa<shard::AllReduceOp, shard::ReduceScatterOp>(def)) {
+      chain.push_back(def);
+      def = def->getOperand(0).getDefiningOp();
+    }
+    auto add = dyn_cast_or_null<AddOp>(def);
+    if (!add || !add->hasOneUse() || add.getLhs().getType() != add.getRhs().getType() ||
+        add.getLhs().getType() != add.getType())
+      continue;
+    Operation *l = add.getLhs().getDefiningOp(), *r = add.getRhs().getDefiningOp();
+    if (!l || !r || !seg.count(l) || !seg.count(r) || seg[l].chunk == seg[r].chunk)
+      continue;
+    OpBuilder b(acc);
+    for (Value x : {add.getLhs(), add.getRhs()}) {
+      Segment s = seg[x.getDefiningOp()];
+      Value y = x;
+      for (Operation *c : llvm::reverse(chain)) {
+        IRMapping map;
+        map.map(c->getOperand(0), y);
+        Operation *clone = b.clone(*c, map);
+        seg[clone] = s;
+        y = clone->getResult(0);
+      }
+      IRMapping map;
+      map.map(acc.getGrad(), y);
+      auto part = cast<AccumulateGradOp>(b.clone(*acc, map));
+      seg[part] = s;
+      work.push_back(part);
+    }
+    seg.erase(acc);
+    acc->erase();
+    for (Operation *c : chain) {
+      seg.erase(c);
+      c->erase();
+    }
+    seg.erase(add);
+    add->erase();
+  }
+}
+
+/// ZB-H1's split of each stage's backward: what an earlier stage waits for (the gradient of
+/// the stage's input, and everything it depends on) stays in B; the rest — the weight
+/// gradients and their accumulation — becomes W.
+void splitWeightGradients(func::FuncOp func, Placement &seg) {
+  DenseSet<Operation *> needed;
+  SmallVector<Operation *> work;
+  for (auto &[op, s] : seg)
+    if (s.phase == Phase::Backward)
+      for (Operation *user : op->getUsers())
+        if (seg.count(user) && seg[user].chunk != s.chunk)
+          work.push_back(op);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!needed.insert(op).second)
+      continue;
+    for (Value x : op->getOperands())
+      if (Operation *d = x.getDefiningOp();
+          d && seg.count(d) && seg[d].chunk == seg[op].chunk && seg[d].phase == Phase::Backward)
+        work.push_back(d);
+  }
+  for (auto &[op, s] : seg)
+    if (s.phase == Phase::Backward && !needed.contains(op))
+      s.phase = Phase::Weight;
+}
+
+/// Checks that values cross only where the runtime moves them: within a stage from an
+/// earlier phase to a later one; a forward value to the next stage; a backward value to the
+/// previous stage's backward.
+LogicalResult checkCrossings(func::FuncOp func, const Placement &seg, const Stages &st) {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto t = seg.find(&op);
+    if (t == seg.end())
+      continue;
+    for (Value x : op.getOperands()) {
+      Operation *d = x.getDefiningOp();
+      auto s = d ? seg.find(d) : seg.end();
+      if (s == seg.end())
+        continue;
+      Segment from = s->second, to = t->second;
+      bool ok = (from.chunk == to.chunk && from.phase <= to.phase) ||
+                (from.phase == Phase::Forward && to.chunk == from.chunk + 1) ||
+                (from.phase == Phase::Backward && to.phase != Phase::Forward &&
+                 to.chunk == from.chunk - 1);
+      if (!ok)
+        return op.emitOpError() << "on virtual stage " << to.chunk << " (" << phaseName(to.phase)
+                                << ") reads a value of virtual stage " << from.chunk << " ("
+                                << phaseName(from.phase)
+                                << "); pipeline stages exchange values only with their "
+                                   "neighbours";
+    }
+  }
+  Operation *ret = func.getBody().front().getTerminator();
+  for (Value v : ret->getOperands())
+    if (Operation *d = v.getDefiningOp();
+        d && seg.count(d) && seg.lookup(d).chunk != st.chunks() - 1)
+      return func.emitOpError() << "returns a value computed on virtual stage "
+                                << seg.lookup(d).chunk << ", not on the last";
+  return success();
+}
+
+/// Cuts `func` into one function per segment of `order`, named and attributed by
+/// `programOf`. Values crossing between pieces are named "v<N>" (numbered by `names`, shared
+/// by every cut of the module so names never repeat); function arguments keep their
+/// `graph.name`, and the function's result is named `resultName`.
+struct Cutter {
+  Cutter(ModuleOp module, const Stages &st) : module(module), st(st) {}
+
+  ModuleOp module;
+  const Stages &st;
+  DenseMap<Value, int64_t> ids;
+  int64_t next = 0;
+
+  std::string nameOf(Value v) {
+    auto [it, fresh] = ids.try_emplace(v, next);
+    if (fresh)
+      ++next;
+    return "v" + std::to_string(it->second);
+  }
+
+  LogicalResult cut(func::FuncOp func, const Placement &seg, ArrayRef<Segment> order,
+                    llvm::function_ref<std::string(Segment)> programOf, StringRef resultName) {
+    Block &body = func.getBody().front();
+    Operation *ret = body.getTerminator();
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    for (Segment s : order) {
+      SmallVector<Operation *> ops;
+      for (Operation &op : body.without_terminator())
+        if (auto it = seg.find(&op); it != seg.end() && it->second == s)
+          ops.push_back(&op);
+      // Arguments: the function's inputs this piece reads, and the values of other pieces.
+      SmallVector<Value> inputs;
+      SmallVector<std::string> inputNames;
+      SmallVector<Operation *> free;
+      DenseSet<Value> seen;
+      DenseSet<Operation *> freeSeen;
+      for (Operation *op : ops)
+        for (Value x : op->getOperands()) {
+          Operation *d = x.getDefiningOp();
+          if (d && isFree(d)) {
+            if (freeSeen.insert(d).second)
+              free.push_back(d);
+            continue;
+          }
+          if ((d && seg.lookup(d) == s) || !seen.insert(x).second)
+            continue;
+          inputs.push_back(x);
+          if (auto arg = dyn_cast<BlockArgument>(x)) {
+            auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
+            inputNames.push_back(name ? name.str() : "arg" + std::to_string(arg.getArgNumber()));
+          } else {
+            inputNames.push_back(nameOf(x));
+          }
+        }
+      // Results: what other pieces read, and what the function returns.
+      SmallVector<Value> outputs;
+      SmallVector<std::string> outputNames;
+      for (Operation *op : ops)
+        for (Value r : op->getResults()) {
+          bool returned = false, elsewhere = false;
+          for (Operation *user : r.getUsers()) {
+            returned |= user == ret;
+            elsewhere |= user != ret && seg.lookup(user) != s;
+          }
+          if (returned) {
+            outputs.push_back(r);
+            outputNames.push_back(resultName.str());
+          }
+          if (elsewhere) {
+            outputs.push_back(r);
+            outputNames.push_back(nameOf(r));
+          }
+        }
+
+      std::string program = programOf(s);
+      if (module.lookupSymbol(program))
+        return func.emitOpError() << "cannot be cut into '" << program
+                                  << "': the module has that symbol already";
+      SmallVector<Type> argTypes, resultTypes;
+      for (Value x : inputs)
+        argTypes.push_back(x.getType());
+      for (Value r : outputs)
+        resultTypes.push_back(r.getType());
+      auto piece =
+          func::FuncOp::create(b, func.getLoc(), program, b.getFunctionType(argTypes, resultTypes));
+      piece->setAttr("tessel.program", b.getStringAttr(program));
+      piece->setAttr("tessel.stage", b.getI64IntegerAttr(st.stageOf(s.chunk)));
+      Block *entry = piece.addEntryBlock();
+      IRMapping map;
+      for (auto [i, x] : llvm::enumerate(inputs)) {
+        map.map(x, entry->getArgument(i));
+        if (auto arg = dyn_cast<BlockArgument>(x)) {
+          if (DictionaryAttr attrs = func.getArgAttrDict(arg.getArgNumber()))
+            for (NamedAttribute a : attrs)
+              piece.setArgAttr(i, a.getName(), a.getValue());
+        } else if (auto sharding = recordedSharding(x)) {
+          piece.setArgAttr(i, kShardingAttr, getShardingAttr(b.getContext(), *sharding));
+        }
+        piece.setArgAttr(i, "graph.name", b.getStringAttr(inputNames[i]));
+      }
+      for (auto [i, name] : llvm::enumerate(outputNames))
+        piece.setResultAttr(i, "graph.name", b.getStringAttr(name));
+      OpBuilder pb = OpBuilder::atBlockEnd(entry);
+      for (Operation *op : free)
+        pb.clone(*op, map);
+      for (Operation *op : ops)
+        pb.clone(*op, map);
+      SmallVector<Value> results;
+      for (Value r : outputs)
+        results.push_back(map.lookup(r));
+      func::ReturnOp::create(pb, func.getLoc(), results);
+    }
+    func.erase();
+    return success();
+  }
+};
+
+/// The stages whose pieces use each parameter (read it or accumulate its gradient).
+using Owners = std::map<std::string, std::set<int64_t>>;
+
+void recordOwners(func::FuncOp func, const Placement &seg, const Stages &st, Owners &owners) {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      for (Operation *user : param->getUsers())
+        if (seg.count(user))
+          owners[param.getName().str()].insert(st.stageOf(seg.lookup(user).chunk));
+    } else if (auto acc = dyn_cast<AccumulateGradOp>(op)) {
+      owners[acc.getName().str()].insert(st.stageOf(seg.lookup(&op).chunk));
+    }
+  }
+}
+
+/// Checks that evaluation and sampling read only parameters training places on their stage.
+LogicalResult checkOwners(func::FuncOp func, const Placement &seg, const Stages &st,
+                          const Owners &owners) {
+  for (auto param : func.getBody().front().getOps<ParamOp>())
+    for (Operation *user : param->getUsers()) {
+      if (!seg.count(user))
+        continue;
+      int64_t stage = st.stageOf(seg.lookup(user).chunk);
+      auto it = owners.find(param.getName().str());
+      if (it == owners.end() || !it->second.count(stage))
+        return user->emitOpError()
+               << "reads parameter '" << param.getName() << "' on pipeline stage " << stage
+               << ", where training does not keep it";
+    }
+  return success();
+}
+
+/// The parameter an optimizer-step value belongs to: the `name` of the op it comes from.
+StringRef parameterOf(Value v, const Owners &owners) {
+  while (Operation *d = v.getDefiningOp()) {
+    if (auto name = d->getAttrOfType<StringAttr>("name"); name && owners.count(name.str()))
+      return name.getValue();
+    if (d->getNumOperands() != 1)
+      return {};
+    v = d->getOperand(0);
+  }
+  return {};
+}
+
+/// One optimizer step per pipeline stage: the updates of the parameters the stage holds.
+/// A tied parameter's gradient is first summed over its stages; the clipping norm counts it
+/// once (on its first stage) and all-reduces the sum of squares over `pp`.
+LogicalResult splitOptimizer(ModuleOp module, func::FuncOp opt, const Owners &owners,
+                             const Stages &st, int16_t ppAxis) {
+  OpBuilder b(module.getContext());
+  for (int64_t r = 0; r < st.p; ++r) {
+    b.setInsertionPointToEnd(module.getBody());
+    auto stage = cast<func::FuncOp>(b.clone(*opt));
+    stage.setSymName(("optimizer_step.stage" + std::to_string(r)));
+    stage->setAttr("tessel.program", b.getStringAttr("optimizer_step"));
+    stage->setAttr("tessel.stage", b.getI64IntegerAttr(r));
+    Block &body = stage.getBody().front();
+    auto holds = [&](StringRef name) {
+      auto it = owners.find(name.str());
+      return it != owners.end() && it->second.count(r);
+    };
+    auto counts = [&](StringRef name) {
+      auto it = owners.find(name.str());
+      return it != owners.end() && !it->second.empty() && *it->second.begin() == r;
+    };
+
+    for (auto grad : llvm::make_early_inc_range(body.getOps<GradOp>())) {
+      auto it = owners.find(grad.getName().str());
+      if (it == owners.end() || it->second.size() < 2 || !it->second.count(r))
+        continue;
+      b.setInsertionPointAfter(grad);
+      SmallVector<int64_t> stages(it->second.begin(), it->second.end());
+      auto sum = TiedGradSumOp::create(b, grad.getLoc(), grad.getType(), grad.getResult(),
+                                       b.getDenseI64ArrayAttr(stages));
+      if (Attribute s = grad->getAttr(kShardingAttr))
+        sum->setAttr(kShardingAttr, s);
+      grad.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+    }
+
+    SmallVector<Value> totals;
+    for (auto ss : llvm::make_early_inc_range(body.getOps<SumSquaresOp>())) {
+      SmallVector<Value> kept;
+      for (Value g : ss.getInputs())
+        if (counts(parameterOf(g, owners)))
+          kept.push_back(g);
+      b.setInsertionPoint(ss);
+      Operation *part;
+      if (kept.empty())
+        part = ConstantOp::create(b, ss.getLoc(), ss.getType(), b.getF64FloatAttr(0.0));
+      else
+        part = SumSquaresOp::create(b, ss.getLoc(), ss.getType(), kept);
+      if (Attribute s = ss->getAttr(kShardingAttr))
+        part->setAttr(kShardingAttr, s);
+      ss.getResult().replaceAllUsesWith(part->getResult(0));
+      ss.erase();
+    }
+
+    // Whatever belongs to a parameter another stage holds goes, with everything using it.
+    DenseSet<Operation *> dead;
+    SmallVector<Operation *> order;
+    for (Operation &op : body.without_terminator()) {
+      auto name = op.getAttrOfType<StringAttr>("name");
+      bool gone = name && owners.count(name.str()) && !holds(name.getValue());
+      for (Value x : op.getOperands())
+        gone |= x.getDefiningOp() && dead.contains(x.getDefiningOp());
+      if (gone) {
+        dead.insert(&op);
+        order.push_back(&op);
+      }
+    }
+    for (Value x : body.getTerminator()->getOperands())
+      if (x.getDefiningOp() && dead.contains(x.getDefiningOp()))
+        return opt.emitOpError("returns a value of a parameter pipeline stage ")
+               << r << " does not hold";
+    for (Operation *op : llvm::reverse(order))
+      op->erase();
+
+    // The norm: this stage's sum of squares, summed over the stages.
+    for (auto sqrt : llvm::make_early_inc_range(body.getOps<SqrtOp>())) {
+      Operation *total = sqrt.getOperand().getDefiningOp();
+      if (!total)
+        continue;
+      Sharding partial = Sharding::replicated(0);
+      partial.addPartial("pp");
+      total->setAttr(kShardingAttr, b.getArrayAttr({getShardingAttr(b.getContext(), partial)}));
+      b.setInsertionPoint(sqrt);
+      auto reduce = shard::AllReduceOp::create(b, sqrt.getLoc(), sqrt.getOperand().getType(),
+                                               kGridName, ArrayRef<int16_t>{ppAxis},
+                                               sqrt.getOperand(), shard::ReductionKind::Sum);
+      reduce->setAttr(kShardingAttr,
+                      b.getArrayAttr({getShardingAttr(b.getContext(), Sharding::replicated(0))}));
+      sqrt->setOperand(0, reduce.getResult());
+    }
+  }
+  opt.erase();
+  return success();
+}
+
+struct PipelineSplit : tessel::impl::PipelineSplitBase<PipelineSplit> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    sched::PipelineOp pipeline;
+    for (auto op : module.getOps<sched::PipelineOp>())
+      pipeline = op;
+    if (!pipeline)
+      return;
+    Stages st;
+    st.p = pipeline.getStages();
+    st.v = pipeline.getVirtualStages();
+    st.zeroBubble = pipeline.getSchedule() == "zbh1";
+    if (auto runs = pipeline.getLayers())
+      for (size_t c = 0; 2 * c + 1 < runs->size(); ++c)
+        for (int64_t i = 0; i < (*runs)[2 * c + 1]; ++i)
+          st.chunkOfLayer.push_back(static_cast<int64_t>(c));
+    MeshLayout mesh = MeshLayout::fromModule(module);
+    int ppAxis = mesh.axisIndex("pp");
+    if (ppAxis < 0) {
+      module.emitError("has a pipeline schedule but no 'pp' axis in its mesh");
+      return signalPassFailure();
+    }
+
+    Cutter cutter(module, st);
+    Owners owners;
+    if (auto train = module.lookupSymbol<func::FuncOp>("forward_backward")) {
+      auto seg = place(train, st, /*training=*/true);
+      if (failed(seg))
+        return signalPassFailure();
+      splitTiedAccumulations(train, *seg);
+      if (st.zeroBubble)
+        splitWeightGradients(train, *seg);
+      if (failed(checkCrossings(train, *seg, st)))
+        return signalPassFailure();
+      recordOwners(train, *seg, st, owners);
+      SmallVector<Segment> order;
+      for (int64_t c = 0; c < st.chunks(); ++c)
+        order.push_back({c, Phase::Forward});
+      for (int64_t c = st.chunks() - 1; c >= 0; --c) {
+        order.push_back({c, Phase::Backward});
+        if (st.zeroBubble)
+          order.push_back({c, Phase::Weight});
+      }
+      auto programOf = [&](Segment s) {
+        const char *kind = s.phase == Phase::Forward  ? "forward"
+                           : s.phase == Phase::Weight ? "backward_weight"
+                           : st.zeroBubble            ? "backward_input"
+                                                      : "backward";
+        return std::string(kind) + "." + std::to_string(s.chunk);
+      };
+      if (failed(cutter.cut(train, *seg, order, programOf, "loss")))
+        return signalPassFailure();
+    }
+
+    // Evaluation and sampling: forward-only chains over the same stages.
+    for (auto [funcName, program, result] :
+         {std::tuple{"forward", "eval", "loss"}, std::tuple{"sample", "sample", "logits"}}) {
+      auto func = module.lookupSymbol<func::FuncOp>(funcName);
+      if (!func)
+        continue;
+      auto seg = place(func, st, /*training=*/false);
+      if (failed(seg) || failed(checkCrossings(func, *seg, st)) ||
+          (!owners.empty() && failed(checkOwners(func, *seg, st, owners))))
+        return signalPassFailure();
+      if (owners.empty())
+        recordOwners(func, *seg, st, owners);
+      SmallVector<Segment> order;
+      for (int64_t c = 0; c < st.chunks(); ++c)
+        order.push_back({c, Phase::Forward});
+      std::string prefix = program;
+      if (failed(cutter.cut(
+              func, *seg, order, [&](Segment s) { return prefix + "." + std::to_string(s.chunk); },
+              result)))
+        return signalPassFailure();
+    }
+
+    if (auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step"))
+      if (failed(splitOptimizer(module, opt, owners, st, static_cast<int16_t>(ppAxis))))
+        return signalPassFailure();
+
+    OpBuilder b(module.getContext());
+    SmallVector<NamedAttribute> stages;
+    for (const auto &[name, set] : owners)
+      stages.push_back(b.getNamedAttr(
+          name, b.getDenseI64ArrayAttr(SmallVector<int64_t>(set.begin(), set.end()))));
+    module->setAttr("tessel.stages", b.getDictionaryAttr(stages));
+  }
+};
+
+} // namespace
