@@ -349,8 +349,12 @@ struct Cutter {
         }
         piece.setArgAttr(i, "graph.name", b.getStringAttr(inputNames[i]));
       }
-      for (auto [i, name] : llvm::enumerate(outputNames))
+      for (auto [i, name] : llvm::enumerate(outputNames)) {
         piece.setResultAttr(i, "graph.name", b.getStringAttr(name));
+        if (name != resultName)
+          if (auto sharding = recordedSharding(outputs[i]))
+            piece.setResultAttr(i, kShardingAttr, getShardingAttr(b.getContext(), *sharding));
+      }
       OpBuilder pb = OpBuilder::atBlockEnd(entry);
       for (Operation *op : free)
         pb.clone(*op, map);
@@ -396,6 +400,10 @@ LogicalResult checkOwners(func::FuncOp func, const Placement &seg, const Stages 
                << ", where training does not keep it";
     }
   return success();
+}
+
+ArrayAttr shardingList(Builder &b, const Sharding &s) {
+  return b.getArrayAttr({getShardingAttr(b.getContext(), s)});
 }
 
 /// The parameter an optimizer-step value belongs to: the `name` of the op it comes from.
@@ -445,7 +453,8 @@ LogicalResult splitOptimizer(ModuleOp module, func::FuncOp opt, const Owners &ow
       grad.getResult().replaceAllUsesExcept(sum.getResult(), sum);
     }
 
-    SmallVector<Value> totals;
+    // The norm: each sum of squares is also a partial sum over the stages; its reduction
+    // (or a new one) takes `pp` in too.
     for (auto ss : llvm::make_early_inc_range(body.getOps<SumSquaresOp>())) {
       SmallVector<Value> kept;
       for (Value g : ss.getInputs())
@@ -457,9 +466,31 @@ LogicalResult splitOptimizer(ModuleOp module, func::FuncOp opt, const Owners &ow
         part = ConstantOp::create(b, ss.getLoc(), ss.getType(), b.getF64FloatAttr(0.0));
       else
         part = SumSquaresOp::create(b, ss.getLoc(), ss.getType(), kept);
-      if (Attribute s = ss->getAttr(kShardingAttr))
-        part->setAttr(kShardingAttr, s);
-      ss.getResult().replaceAllUsesWith(part->getResult(0));
+      Sharding reduced = recordedSharding(ss.getResult()).value_or(Sharding::replicated(0));
+      Sharding partial = reduced;
+      partial.addPartial("pp");
+      part->setAttr(kShardingAttr, shardingList(b, partial));
+      SmallVector<int16_t> axes = {ppAxis};
+      auto existing =
+          ss->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*ss->user_begin()) : shard::AllReduceOp();
+      if (existing) {
+        axes.append(existing.getGridAxes().begin(), existing.getGridAxes().end());
+        llvm::sort(axes);
+        reduced = recordedSharding(existing.getResult()).value_or(Sharding::replicated(0));
+      } else {
+        b.setInsertionPointAfter(part);
+      }
+      if (existing)
+        b.setInsertionPoint(existing);
+      auto reduce = shard::AllReduceOp::create(b, ss.getLoc(), ss.getType(), kGridName, axes,
+                                               part->getResult(0), shard::ReductionKind::Sum);
+      reduce->setAttr(kShardingAttr, shardingList(b, reduced));
+      if (existing) {
+        existing.getResult().replaceAllUsesWith(reduce.getResult());
+        existing.erase();
+      } else {
+        ss.getResult().replaceAllUsesWith(reduce.getResult());
+      }
       ss.erase();
     }
 
@@ -482,23 +513,6 @@ LogicalResult splitOptimizer(ModuleOp module, func::FuncOp opt, const Owners &ow
                << r << " does not hold";
     for (Operation *op : llvm::reverse(order))
       op->erase();
-
-    // The norm: this stage's sum of squares, summed over the stages.
-    for (auto sqrt : llvm::make_early_inc_range(body.getOps<SqrtOp>())) {
-      Operation *total = sqrt.getOperand().getDefiningOp();
-      if (!total)
-        continue;
-      Sharding partial = Sharding::replicated(0);
-      partial.addPartial("pp");
-      total->setAttr(kShardingAttr, b.getArrayAttr({getShardingAttr(b.getContext(), partial)}));
-      b.setInsertionPoint(sqrt);
-      auto reduce = shard::AllReduceOp::create(b, sqrt.getLoc(), sqrt.getOperand().getType(),
-                                               kGridName, ArrayRef<int16_t>{ppAxis},
-                                               sqrt.getOperand(), shard::ReductionKind::Sum);
-      reduce->setAttr(kShardingAttr,
-                      b.getArrayAttr({getShardingAttr(b.getContext(), Sharding::replicated(0))}));
-      sqrt->setOperand(0, reduce.getResult());
-    }
   }
   opt.erase();
   return success();

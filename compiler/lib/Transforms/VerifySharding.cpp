@@ -123,7 +123,7 @@ LogicalResult Verifier::verifyCollective(Operation *op, const Sharding &in, cons
 LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
                                           ArrayRef<Sharding> outs) {
   // Partial sums only where the op is linear in them.
-  bool linear = isa<AddOp, SubOp>(op);
+  bool linear = isa<AddOp, SubOp, TiedGradSumOp>(op);
   for (auto [i, s] : llvm::enumerate(ins)) {
     if (!s.isPartial())
       continue;
@@ -193,10 +193,20 @@ LogicalResult Verifier::verifyFunction(func::FuncOp func) {
       ins.push_back(*s);
     }
     if (isa<func::ReturnOp>(op)) {
-      for (auto [i, s] : llvm::enumerate(ins))
+      for (auto [i, s] : llvm::enumerate(ins)) {
+        // A result that declares its layout (a value one pipeline piece passes the next) is
+        // per-rank as declared; any other every rank returns whole.
+        if (auto declared = func.getResultAttrOfType<ShardingAttr>(i, kShardingAttr)) {
+          if (getSharding(declared) != s)
+            return op.emitOpError("returns result #")
+                   << i << " laid out as " << s.str() << ", not as its declared "
+                   << getSharding(declared).str();
+          continue;
+        }
         if (s.isPartial() || !s.splitAxes().empty())
           return op.emitOpError("returns result #")
                  << i << " laid out as " << s.str() << "; every rank must return it whole";
+      }
       continue;
     }
     for (Value r : op.getResults()) {
