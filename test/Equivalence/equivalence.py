@@ -10,8 +10,12 @@ relative, ||ours - one rank|| / ||one rank|| over all parameters together. (Per 
 would not hold for attention's key bias: softmax ignores it, so its gradient is rounding
 noise, which Adam scales up to full-size steps in every layout alike.)
 
+With pipeline parallelism the accumulation steps are the pipeline's micro-batches, and the
+layers run on pp stages in the order the schedule gives; the same tolerances hold.
+
 usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--layout SPEC]...
-A layout is written dp,tp,sp,zero,accumulation, e.g. 2,2,1,1,1.
+A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual]], e.g. 2,2,1,1,1 or
+2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2.
 """
 import argparse
 import itertools
@@ -48,19 +52,38 @@ def pairwise_layouts():
     return chosen
 
 
+def parse_layout(spec):
+    fields = spec.split(",")
+    c = dict(zip(FACTORS, map(int, fields[:5])))
+    c["pp"] = int(fields[5]) if len(fields) > 5 else 1
+    c["schedule"] = fields[6] if len(fields) > 6 else "1f1b"
+    c["virtual"] = int(fields[7]) if len(fields) > 7 else 1
+    return c
+
+
 def parallel_section(c):
-    axes = [f"dp = {c['dp']}"] + ([f"tp = {c['tp']}"] if c["tp"] > 1 else [])
+    pp = c.get("pp", 1)
+    axes = ([f"pp = {pp}"] if pp > 1 else []) + [f"dp = {c['dp']}"] + (
+        [f"tp = {c['tp']}"] if c["tp"] > 1 else [])
     shard = ["batch = dp"] + (["heads = tp", "ffn = tp", "vocab = tp"] if c["tp"] > 1 else [])
     lines = [f"mesh {{ {', '.join(axes)} }}", f"shard {{ {', '.join(shard)} }}"]
     if c["sp"]:
         lines.append("sequence_parallel = true")
     if c["zero"]:
         lines.append(f"zero = {c['zero']}")
+    if pp > 1:
+        virtual = f", virtual = {c['virtual']}" if c.get("virtual", 1) > 1 else ""
+        lines.append(f"pipeline {{ schedule = {c['schedule']}, microbatches = {c['acc']}{virtual} }}")
     return "\n  ".join(lines)
 
 
 def name_of(c):
-    return f"dp{c['dp']}-tp{c['tp']}-sp{c['sp']}-zero{c['zero']}-acc{c['acc']}"
+    name = f"dp{c['dp']}-tp{c['tp']}-sp{c['sp']}-zero{c['zero']}-acc{c['acc']}"
+    if c.get("pp", 1) > 1:
+        name += f"-pp{c['pp']}-{c['schedule']}"
+        if c.get("virtual", 1) > 1:
+            name += f"-v{c['virtual']}"
+    return name
 
 
 def read_safetensors(path):
@@ -124,7 +147,7 @@ def main():
     args = ap.parse_args()
     template = open(args.model).read()
     if args.layout:
-        layouts = [dict(zip(FACTORS, map(int, spec.split(",")))) for spec in args.layout]
+        layouts = [parse_layout(spec) for spec in args.layout]
     else:
         layouts = pairwise_layouts()
     ref = train(args, {"dp": 1, "tp": 1, "sp": 0, "zero": 0, "acc": 1}, template)
@@ -143,7 +166,7 @@ def main():
         ok = loss_err <= TOLERANCE and param_err <= TOLERANCE
         failures += not ok
         worst_loss, worst_param = max(worst_loss, loss_err), max(worst_param, param_err)
-        print(f"{'ok  ' if ok else 'FAIL'} {name_of(c):32} loss {loss_err:.2e}  params {param_err:.2e}")
+        print(f"{'ok  ' if ok else 'FAIL'} {name_of(c):48} loss {loss_err:.2e}  params {param_err:.2e}")
     print(f"{len(layouts)} layouts, {failures} failed; largest relative error: "
           f"loss {worst_loss:.2e}, parameters {worst_param:.2e}")
     return 1 if failures else 0

@@ -118,14 +118,35 @@ FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
     else
       seg[&op] = {chunk, phase};
   }
-  // What reads only parameters and inputs goes with its first user.
+  // What reads only parameters and inputs goes with its first user; where users are on
+  // several stages (a gathered tied parameter), each stage computes its own copy.
   for (Operation *op : llvm::reverse(deferred)) {
-    Operation *first = nullptr;
+    std::map<int64_t, Operation *> firstOnChunk;
     bool returned = false;
     for (Operation *user : op->getUsers()) {
       returned |= user == ret;
-      if (seg.count(user) && (!first || user->isBeforeInBlock(first)))
+      if (!seg.count(user))
+        continue;
+      Operation *&first = firstOnChunk[seg[user].chunk];
+      if (!first || user->isBeforeInBlock(first))
         first = user;
+    }
+    Operation *first = nullptr;
+    for (auto &[chunk, user] : firstOnChunk) {
+      if (!first || user->isBeforeInBlock(first))
+        first = user;
+    }
+    for (auto &[chunk, user] : firstOnChunk) {
+      if (user == first)
+        continue;
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      Operation *copy = b.clone(*op);
+      seg[copy] = seg[user];
+      int64_t on = chunk;
+      op->replaceUsesWithIf(copy->getResults(), [&](OpOperand &use) {
+        return seg.count(use.getOwner()) && seg[use.getOwner()].chunk == on;
+      });
     }
     if (first)
       seg[op] = seg[first];
