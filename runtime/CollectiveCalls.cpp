@@ -83,12 +83,45 @@ bool peerOf(KernelCall &c, uint32_t &peer) {
   return true;
 }
 
+/// The members of `g` that `members` names (ascending indices into it), which must include
+/// this rank: found once while validating, then cached in the call.
+const CommGroup *membersOf(KernelCall &c, const CommGroup &g) {
+  if (!c.validating)
+    return c.subgroup;
+  const std::vector<int64_t> &members = c.v("members");
+  if (!c.error.empty())
+    return nullptr;
+  std::vector<uint32_t> ranks;
+  int64_t index = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    int64_t m = members[i];
+    if (m < 0 || m >= g.size() || (i > 0 && m <= members[i - 1])) {
+      c.fail("has members that are not ascending indices into its group of " +
+             std::to_string(g.size()));
+      return nullptr;
+    }
+    if (m == g.index)
+      index = static_cast<int64_t>(i);
+    ranks.push_back(g.ranks[m]);
+  }
+  if (index < 0) {
+    c.fail("runs over members that do not include this rank (index " + std::to_string(g.index) +
+           " of its group)");
+    return nullptr;
+  }
+  auto it = c.rank->subgroups.try_emplace(ranks, CommGroup{ranks, static_cast<uint32_t>(index)});
+  c.subgroup = &it.first->second;
+  return c.subgroup;
+}
+
 } // namespace
 
 bool allReduceCall(KernelCall &c) {
   int64_t n = c.i("n");
   const std::string &name = c.s("op");
   const CommGroup *g = c.group(c.s("group"));
+  if (g && c.instr->find("members"))
+    g = membersOf(c, *g);
   if (!g || !c.arity(1, 1) || !positive(c, {n}))
     return false;
   if (name != "sum" && name != "max")

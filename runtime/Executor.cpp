@@ -242,8 +242,9 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     return nullptr;
   }
   std::memset(ex->arena_, 0, arenaAlloc);
+  const uint32_t stage = ex->plan_.pipelineStage(rank);
   for (const planfile::StateTensor &t : ex->plan_.state)
-    ex->state_.emplace_back(t.bytes() / 4, 0.0f);
+    ex->state_.emplace_back(t.heldBy(stage) ? t.bytes() / 4 : 0, 0.0f);
 
   auto pointer = [&](const BufferRef &b) -> void * {
     char *base = b.storage == Storage::Arena ? reinterpret_cast<char *>(ex->arena_)
@@ -298,6 +299,13 @@ int Executor::stateIndex(const std::string &name) const {
     if (plan_.state[i].name == name)
       return static_cast<int>(i);
   return -1;
+}
+
+uint64_t Executor::stateBytes() const {
+  uint64_t bytes = 0;
+  for (const std::vector<float> &t : state_)
+    bytes += t.size() * sizeof(float);
+  return bytes;
 }
 
 const Executor::DecodedProgram *Executor::find(const std::string &name) const {

@@ -50,10 +50,16 @@ public:
   uint32_t rank() const { return rank_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
 
-  /// A persistent tensor's index by name, or -1; its data.
+  /// A persistent tensor's index by name, or -1; its data (null where the rank does not hold
+  /// it: its pipeline stage is not among the tensor's `stages`).
   int stateIndex(const std::string &name) const;
-  float *stateData(size_t index) { return state_[index].data(); }
-  const float *stateData(size_t index) const { return state_[index].data(); }
+  bool holdsState(size_t index) const { return !state_[index].empty(); }
+  float *stateData(size_t index) { return holdsState(index) ? state_[index].data() : nullptr; }
+  const float *stateData(size_t index) const {
+    return holdsState(index) ? state_[index].data() : nullptr;
+  }
+  /// The bytes of the state tensors this rank holds.
+  uint64_t stateBytes() const;
 
   bool hasProgram(const std::string &name) const;
   /// Where the host writes input `port` of `program` before running it.

@@ -25,6 +25,9 @@ struct RankContext {
   uint32_t rank = 0, worldSize = 1;
   Communicator *comm = nullptr; ///< Null in a world of one rank.
   std::map<std::string, CommGroup> groups;
+  /// Sub-groups that collectives with `members` run on, by their world ranks (map nodes stay
+  /// put, so the instructions that use one keep a pointer to it).
+  std::map<std::vector<uint32_t>, CommGroup> subgroups;
   std::map<int64_t, Communicator::Ticket> events;
   /// Runs every collective to completion, treating `event` as absent (the checking rerun
   /// reads each instruction's outputs right after it).
@@ -43,6 +46,8 @@ struct KernelCall {
   const StepContext *ctx = nullptr;
   RankContext *rank = nullptr;
   Communicator *comm = nullptr; ///< rank->comm: null in a world of one rank.
+  /// The sub-group of a collective with `members`, found when the call is validated.
+  const CommGroup *subgroup = nullptr;
   bool validating = false;
   std::string error;
 

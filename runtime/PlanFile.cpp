@@ -4,6 +4,7 @@
 
 #include "runtime/Checksum.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -17,6 +18,10 @@ uint64_t StateTensor::bytes() const {
   for (int64_t d : shape)
     n *= static_cast<uint64_t>(d);
   return n;
+}
+
+bool StateTensor::heldBy(uint32_t stage) const {
+  return stages.empty() || std::find(stages.begin(), stages.end(), stage) != stages.end();
 }
 
 const Attr *Instr::find(const std::string &name) const {
@@ -52,6 +57,33 @@ const Group *Plan::findGroup(const std::string &name, uint32_t rank) const {
     if (g.name == name && g.indexOf(rank) >= 0)
       return &g;
   return nullptr;
+}
+
+uint32_t Plan::pipelineStages() const {
+  for (const Group &g : groups)
+    if (g.name == "pp")
+      return static_cast<uint32_t>(g.ranks.size());
+  return 1;
+}
+
+uint32_t Plan::pipelineStage(uint32_t rank) const {
+  const Group *pp = findGroup("pp", rank);
+  return pp ? static_cast<uint32_t>(pp->indexOf(rank)) : 0;
+}
+
+bool pipelineChunkOf(const std::string &program, uint32_t &chunk) {
+  // At most 9 digits: any chunk number fits, and none overflows.
+  size_t dot = program.rfind('.');
+  if (dot == std::string::npos || dot + 1 == program.size() || program.size() - dot > 10)
+    return false;
+  uint32_t c = 0;
+  for (size_t i = dot + 1; i < program.size(); ++i) {
+    if (program[i] < '0' || program[i] > '9')
+      return false;
+    c = c * 10 + static_cast<uint32_t>(program[i] - '0');
+  }
+  chunk = c;
+  return true;
 }
 
 namespace {
@@ -271,6 +303,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     w.str(t.init);
     w.f64(t.initA);
     w.f64(t.initB);
+    w.vec(t.stages, [&](uint32_t x) { w.u32(x); });
   });
   w.vec(plan.groups, [&](const Group &g) {
     w.str(g.name);
@@ -342,7 +375,7 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
   plan.worldSize = r.u32();
   plan.streams = r.u32();
   r.vec(plan.config, 10, [&] { return r.attr(); });
-  r.vec(plan.state, 40, [&] {
+  r.vec(plan.state, 48, [&] {
     StateTensor t;
     t.name = r.str();
     t.role = r.str();
@@ -354,6 +387,7 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
     t.init = r.str();
     t.initA = r.f64();
     t.initB = r.f64();
+    r.vec(t.stages, 4, [&] { return r.u32(); });
     return t;
   });
   r.vec(plan.groups, 16, [&] {
@@ -451,7 +485,9 @@ bool validateSplit(const Plan &plan, const std::vector<std::string> &split, size
   return true;
 }
 
-/// Every program name has exactly one program per rank.
+/// A (program, rank) pair appears once. A program without a chunk is on every rank that has
+/// any (one-rank plans and the SPMD programs: forward_backward, optimizer_step, eval, sample);
+/// a pipeline program of chunk c is on every rank of stage c % stages and on no other.
 bool validateProgramsPerRank(const Plan &plan, std::string &error) {
   std::map<std::string, std::vector<int>> count;
   for (const Program &p : plan.programs) {
@@ -462,12 +498,31 @@ bool validateProgramsPerRank(const Plan &plan, std::string &error) {
       return false;
     }
   }
-  for (const auto &[name, c] : count)
-    for (uint32_t r = 0; r < plan.worldSize; ++r)
-      if (c[r] == 0) {
+  const uint32_t stages = plan.pipelineStages();
+  for (const auto &[name, c] : count) {
+    uint32_t chunk = 0;
+    bool pipelined = pipelineChunkOf(name, chunk);
+    if (!pipelined && name.find('.') != std::string::npos) {
+      error = "program '" + name + "' has a '.' but no chunk number after it";
+      return false;
+    }
+    for (uint32_t r = 0; r < plan.worldSize; ++r) {
+      bool wanted = !pipelined || plan.pipelineStage(r) == chunk % stages;
+      if (wanted && c[r] == 0) {
         error = "program '" + name + "' has no version for rank " + std::to_string(r);
+        if (pipelined)
+          error += " (pipeline stage " + std::to_string(chunk % stages) + " runs chunk " +
+                   std::to_string(chunk) + ")";
         return false;
       }
+      if (!wanted && c[r] != 0) {
+        error = "program '" + name + "' is on rank " + std::to_string(r) + " of pipeline stage " +
+                std::to_string(plan.pipelineStage(r)) + ", but chunk " + std::to_string(chunk) +
+                " runs on stage " + std::to_string(chunk % stages);
+        return false;
+      }
+    }
+  }
   return true;
 }
 
@@ -488,6 +543,12 @@ bool validatePlan(const Plan &plan, std::string &error) {
       }
     if (!validateSplit(plan, t.split, t.shape.size(), "state tensor '" + t.name + "'", error))
       return false;
+    for (uint32_t stage : t.stages)
+      if (stage >= plan.pipelineStages()) {
+        error = "state tensor '" + t.name + "' is held by pipeline stage " + std::to_string(stage) +
+                " of " + std::to_string(plan.pipelineStages());
+        return false;
+      }
   }
   auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {
     uint64_t limit = p.arenaBytes;
@@ -497,7 +558,14 @@ bool validatePlan(const Plan &plan, std::string &error) {
                 std::to_string(plan.state.size());
         return false;
       }
-      limit = plan.state[b.state].bytes();
+      const StateTensor &t = plan.state[b.state];
+      if (!t.stages.empty() && !t.heldBy(plan.pipelineStage(p.rank))) {
+        error = what + " on rank " + std::to_string(p.rank) + " refers to state tensor '" + t.name +
+                "', which the rank's pipeline stage " + std::to_string(plan.pipelineStage(p.rank)) +
+                " does not hold";
+        return false;
+      }
+      limit = t.bytes();
     }
     if (b.offset > limit || b.bytes > limit - b.offset) {
       error = what + " (bytes " + std::to_string(b.offset) + ".." +

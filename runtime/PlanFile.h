@@ -21,7 +21,7 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 2;
+constexpr uint32_t kPlanVersion = 3;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
 enum class DType : uint8_t { F32 = 0, I32 = 1 };
@@ -87,7 +87,12 @@ struct StateTensor {
   std::vector<std::string> split;
   std::string init = "zeros"; ///< normal | uniform | zeros | ones | constant
   double initA = 0, initB = 0;
+  /// The pipeline stages whose ranks hold the tensor (a rank's stage is its index in its "pp"
+  /// group); empty: every rank holds it. A rank of another stage holds nothing of it.
+  std::vector<uint32_t> stages;
   uint64_t bytes() const;
+  /// Whether ranks of pipeline stage `stage` hold the tensor.
+  bool heldBy(uint32_t stage) const;
 };
 
 /// One instance of a communicator group: the ranks that take part in its collectives, in
@@ -114,7 +119,15 @@ struct Plan {
   const Program *findProgram(const std::string &name, uint32_t rank = 0) const;
   /// The instance of group `name` that holds `rank`, or null.
   const Group *findGroup(const std::string &name, uint32_t rank) const;
+  /// The pipeline stages: the size of group "pp", 1 without one.
+  uint32_t pipelineStages() const;
+  /// The pipeline stage of `rank`: its index in its "pp" group, 0 without one.
+  uint32_t pipelineStage(uint32_t rank) const;
 };
+
+/// The model chunk a pipeline program runs ("forward.3" runs chunk 3); false for the other
+/// programs, whose names have no '.'. A chunk c runs on pipeline stage c % stages.
+bool pipelineChunkOf(const std::string &program, uint32_t &chunk);
 
 /// The file bytes of `plan`.
 std::vector<uint8_t> serializePlan(const Plan &plan);
@@ -123,10 +136,12 @@ std::vector<uint8_t> serializePlan(const Plan &plan);
 /// checksum mismatch, truncation, an operand outside its buffer, ...).
 bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error);
 
-/// Checks what parsing cannot: every operand lies inside the arena or its state tensor; every
-/// rank has each program; the groups cover every rank once per name, with instances of one
-/// size; every group an instruction (`group`, `row_group`, `col_group`) or a `split` names
-/// exists.
+/// Checks what parsing cannot: every operand lies inside the arena or its state tensor, and
+/// the state tensor is one the rank's pipeline stage holds; the groups cover every rank once
+/// per name, with instances of one size; every group an instruction (`group`, `row_group`,
+/// `col_group`) or a `split` names exists; a (program, rank) pair appears once, a program
+/// without a chunk that some rank has is on every rank, and a pipeline program of chunk c is on
+/// every rank of stage c % stages and no other.
 bool validatePlan(const Plan &plan, std::string &error);
 
 } // namespace tessel::planfile

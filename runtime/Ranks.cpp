@@ -42,14 +42,16 @@ std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, st
   }
 
   // Which rank provides each block of each state tensor: the lowest holding it. Together the
-  // blocks must make up the whole tensor.
-  for (const planfile::StateTensor &t : plan.state) {
+  // blocks of the ranks that hold the tensor (those of its pipeline stages) must make up the
+  // whole tensor.
+  for (size_t i = 0; i < plan.state.size(); ++i) {
+    const planfile::StateTensor &t = plan.state[i];
     std::vector<Block> blocks;
     std::vector<uint32_t> holders;
     std::set<std::vector<int64_t>> seen;
     for (uint32_t r = 0; r < size; ++r) {
       blocks.push_back(blockOf(plan, t.shape, t.split, r));
-      if (seen.insert(blocks.back().offset).second)
+      if (ranks->executors_[r]->holdsState(i) && seen.insert(blocks.back().offset).second)
         holders.push_back(r);
     }
     if (static_cast<int64_t>(holders.size()) * blocks[0].localElements() !=
@@ -59,6 +61,18 @@ std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, st
     }
     ranks->stateBlocks_.push_back(std::move(blocks));
     ranks->stateHolders_.push_back(std::move(holders));
+  }
+
+  ranks->pipeline_ = PipelineLayout::create(ranks->plan(), error);
+  if (!ranks->pipeline_ && !error.empty())
+    return nullptr;
+  for (uint32_t r = 0; ranks->pipeline_ && r < size; ++r) {
+    auto pr = PipelineRank::create(*ranks->pipeline_, ranks->plan(), r, error);
+    if (!pr) {
+      error = "rank " + std::to_string(r) + ": " + error;
+      return nullptr;
+    }
+    ranks->pipelineRanks_.push_back(std::move(pr));
   }
 
   if (size == 1) {
@@ -96,7 +110,7 @@ void Ranks::serve(uint32_t rank) {
     Job job = job_;
     lock.unlock();
     std::string error;
-    bool ok = executors_[rank]->run(job.program, job.ctx, error, job.checkFinite);
+    bool ok = job.work(rank, error);
     // A peer still waiting for this rank's part of a collective learns that it will not come.
     comms_[rank]->setRunning(false);
     lock.lock();
@@ -110,11 +124,19 @@ bool Ranks::run(const std::string &program, const StepContext &ctx, std::string 
                 bool checkFinite) {
   if (size() == 1)
     return executors_[0]->run(program, ctx, error, checkFinite);
+  return runOnEveryRank(
+      [&](uint32_t rank, std::string &why) {
+        return executors_[rank]->run(program, ctx, why, checkFinite);
+      },
+      error);
+}
+
+bool Ranks::runOnEveryRank(const Work &work, std::string &error) {
   for (auto &comm : comms_)
     comm->setRunning(true);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    job_ = Job{program, ctx, checkFinite};
+    job_ = Job{work};
     pending_ = size();
     ++generation_;
     start_.notify_all();
@@ -181,7 +203,65 @@ void Ranks::setWholeState(size_t index, const float *whole) {
     return;
   }
   for (uint32_t r = 0; r < size(); ++r)
-    copyFromWhole(stateBlocks_[index][r], whole, executors_[r]->stateData(index));
+    if (executors_[r]->holdsState(index))
+      copyFromWhole(stateBlocks_[index][r], whole, executors_[r]->stateData(index));
+}
+
+bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
+                            std::vector<float> &losses, std::string &error) {
+  if (!pipeline_) {
+    error = "the plan has no pipeline";
+    return false;
+  }
+  if (batches.size() != static_cast<size_t>(pipeline_->config().microbatches)) {
+    error = "a step of this pipeline takes " + std::to_string(pipeline_->config().microbatches) +
+            " micro-batches, not " + std::to_string(batches.size());
+    return false;
+  }
+  const PipelineRank::Clock::time_point origin = PipelineRank::Clock::now();
+  if (!runOnEveryRank(
+          [&](uint32_t rank, std::string &why) {
+            return pipelineRanks_[rank]->runStep(*executors_[rank], *comms_[rank], step, seed,
+                                                 batches, origin, why);
+          },
+          error))
+    return false;
+  losses = pipelineRanks_[pipeline_->outputRank()]->losses();
+  return true;
+}
+
+bool Ranks::runForwardChain(const std::string &kind, const StepContext &ctx,
+                            const MicroBatchData &data, std::vector<float> &output,
+                            std::string &error) {
+  const PipelineChain *chain = pipeline_ ? pipeline_->chain(kind) : nullptr;
+  if (!chain) {
+    error = "the plan has no '" + kind + ".0' program";
+    return false;
+  }
+  if (!runOnEveryRank(
+          [&](uint32_t rank, std::string &why) {
+            return pipelineRanks_[rank]->runChain(*chain, *executors_[rank], *comms_[rank], ctx,
+                                                  data, why);
+          },
+          error))
+    return false;
+  output = pipelineRanks_[pipeline_->outputRank()]->chainOutput();
+  return true;
+}
+
+pipeline::Timeline Ranks::lastTimeline() const {
+  std::vector<pipeline::TimedAction> actions;
+  if (!pipeline_)
+    return pipeline::summarizeTimeline(0, actions);
+  for (uint32_t rank : pipeline_->recordedRanks()) {
+    const std::vector<pipeline::TimedAction> &timed = pipelineRanks_[rank]->timed();
+    actions.insert(actions.end(), timed.begin(), timed.end());
+  }
+  return pipeline::summarizeTimeline(pipeline_->config().stages, std::move(actions));
+}
+
+uint64_t Ranks::pipelineStashBytes(uint32_t rank) const {
+  return pipeline_ ? pipelineRanks_[rank]->peakStashBytes() : 0;
 }
 
 } // namespace tessel::rt

@@ -7,8 +7,13 @@
 // before ranks existed.
 //
 // The host sees whole tensors: it writes whole inputs and reads and writes whole state
-// tensors, and each rank takes or gives its block (Blocks.h). Outputs are replicated over the
-// ranks; they are read from rank 0.
+// tensors, and each rank takes or gives its block (Blocks.h); a rank whose pipeline stage does
+// not hold a tensor takes no part in it. Outputs are replicated over the ranks; they are read
+// from rank 0.
+//
+// A plan with a pipeline (PipelineLayout.h) runs a training step as one job: every rank runs
+// its stage's action list at once (PipelineRank.h), and the host reads the losses from the
+// last stage and the step's timeline from the stages of the pipeline that holds rank 0.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_RANKS_H
@@ -17,9 +22,13 @@
 #include "runtime/Blocks.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
+#include "runtime/PipelineLayout.h"
+#include "runtime/PipelineRank.h"
 #include "runtime/PlanFile.h"
+#include "runtime/Timeline.h"
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,8 +40,9 @@ namespace tessel::rt {
 class Ranks {
 public:
   /// Checks and decodes `plan` for every rank; `threads` compute threads are shared out,
-  /// max(1, threads / ranks) to each rank. Fails if an Executor cannot be created or the
-  /// ranks' blocks of a state tensor do not make up the whole tensor.
+  /// max(1, threads / ranks) to each rank. Fails if an Executor cannot be created, the blocks
+  /// of a state tensor that its holders hold do not make up the whole tensor, or the plan's
+  /// pipeline is inconsistent (PipelineLayout::create, PipelineRank::create).
   static std::unique_ptr<Ranks> create(const planfile::Plan &plan, int threads, std::string &error);
   ~Ranks();
   Ranks(const Ranks &) = delete;
@@ -66,12 +76,32 @@ public:
   /// State tensor `index` as a whole: rank 0's own data with one rank, else assembled into
   /// `scratch` (each block from the lowest rank holding it).
   const float *wholeState(size_t index, std::vector<float> &scratch) const;
-  /// Sets state tensor `index` from a whole tensor: each rank keeps its block.
+  /// Sets state tensor `index` from a whole tensor: each rank that holds it keeps its block.
   void setWholeState(size_t index, const float *whole);
 
+  /// The plan's pipeline, or null when it has none.
+  const PipelineLayout *pipeline() const { return pipeline_.get(); }
+  /// Runs one training step through the pipeline: batches[i] is micro-batch i (there are
+  /// pipeline.microbatches of them); `losses` receives each one's loss. Errors as run().
+  bool runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
+                       std::vector<float> &losses, std::string &error);
+  /// Runs the "eval" or "sample" chain of the pipeline on one batch; `output` receives the
+  /// last chunk's `loss` or `logits`.
+  bool runForwardChain(const std::string &kind, const StepContext &ctx, const MicroBatchData &data,
+                       std::vector<float> &output, std::string &error);
+  /// What the stages of the pipeline holding rank 0 did in the last step, one row per stage.
+  pipeline::Timeline lastTimeline() const;
+  /// The most bytes rank `rank` keeps between pipeline programs in a step (0 without a
+  /// pipeline).
+  uint64_t pipelineStashBytes(uint32_t rank) const;
+
 private:
+  using Work = std::function<bool(uint32_t rank, std::string &error)>;
+
   Ranks() = default;
   void serve(uint32_t rank);
+  /// Runs `work` on every rank's thread at once; the first failure as run() reports it.
+  bool runOnEveryRank(const Work &work, std::string &error);
 
   int threadsPerRank_ = 1;
   std::vector<std::unique_ptr<LocalCommunicator>> comms_;
@@ -80,12 +110,12 @@ private:
   std::vector<std::vector<Block>> stateBlocks_;
   /// Per state tensor: the ranks whose blocks make up the whole tensor, one per block.
   std::vector<std::vector<uint32_t>> stateHolders_;
+  std::unique_ptr<PipelineLayout> pipeline_;
+  std::vector<std::unique_ptr<PipelineRank>> pipelineRanks_;
 
-  // The program the rank threads run next, and what they report.
+  // What the rank threads run next, and what they report.
   struct Job {
-    std::string program;
-    StepContext ctx;
-    bool checkFinite = false;
+    Work work;
   };
   std::mutex mu_;
   std::condition_variable start_, done_;

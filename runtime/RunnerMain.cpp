@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Executable.h"
+#include "runtime/PipelineLayout.h"
 #include "runtime/PlanFile.h"
 #include "runtime/Ranks.h"
 #include "runtime/Trainer.h"
@@ -47,6 +48,11 @@ Training:
                          plans of one rank)
   --quiet                no progress output
   --profile              print the time spent in each kernel at the end
+  --trace FILE           with a pipeline: write the last step's measured schedule as a
+                         Chrome trace (open it in Perfetto or chrome://tracing)
+  --svg FILE             with a pipeline: draw the last step's measured schedule as an SVG
+                         (one row per pipeline stage); a pipelined run also prints the
+                         last step's measured bubble
 
 Sampling:
   --generate             print text sampled from a checkpoint instead of training
@@ -59,7 +65,8 @@ Sampling:
 Other:
   --plan FILE            run this plan file instead of the embedded one
   --memory               load the plan, print per rank the bytes allocated for its state
-                         and its arena (one JSON line per rank), and exit
+                         and its arena, and with a pipeline the most bytes it keeps between
+                         pipeline programs in a step (one JSON line per rank), and exit
   --help                 show this text
 )";
 
@@ -95,13 +102,16 @@ static int printMemory(const char *argv0, const planfile::Plan &plan) {
     std::fprintf(stderr, "%s: error: %s\n", argv0, error.c_str());
     return 1;
   }
-  uint64_t state = 0;
-  for (const planfile::StateTensor &t : plan.state)
-    state += t.bytes();
-  for (uint32_t r = 0; r < ranks->size(); ++r)
-    std::printf("{\"rank\": %u, \"state_bytes\": %llu, \"arena_bytes\": %llu}\n", r,
-                static_cast<unsigned long long>(state),
+  for (uint32_t r = 0; r < ranks->size(); ++r) {
+    std::printf("{\"rank\": %u, \"state_bytes\": %llu, \"arena_bytes\": %llu", r,
+                static_cast<unsigned long long>(ranks->executor(r).stateBytes()),
                 static_cast<unsigned long long>(ranks->executor(r).arenaBytes()));
+    // The values a pipeline rank keeps between its programs: the activations in flight.
+    if (ranks->pipeline())
+      std::printf(", \"pipeline_stash_bytes\": %llu",
+                  static_cast<unsigned long long>(ranks->pipelineStashBytes(r)));
+    std::printf("}\n");
+  }
   return 0;
 }
 
@@ -185,6 +195,10 @@ int main(int argc, char **argv) {
       ok = next(o.prompt);
     } else if (arg == "--plan") {
       ok = next(planPath);
+    } else if (arg == "--trace") {
+      ok = next(o.tracePath);
+    } else if (arg == "--svg") {
+      ok = next(o.svgPath);
     } else if (arg == "--generate") {
       o.generate = true;
     } else if (arg == "--memory") {
@@ -231,5 +245,12 @@ int main(int argc, char **argv) {
   }
   if (memory)
     return printMemory(argv[0], plan);
+  if (!o.tracePath.empty() || !o.svgPath.empty()) {
+    rt::PipelineConfig pipeline;
+    if (o.generate || !rt::readPipelineConfig(plan, pipeline, error) || !pipeline.enabled())
+      return usageError(argv[0], o.generate ? "--trace and --svg record a training step"
+                                            : "--trace and --svg draw a pipeline's schedule, "
+                                              "and this plan has no pipeline");
+  }
   return o.generate ? rt::generate(plan, o) : rt::train(plan, o);
 }

@@ -6,6 +6,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Checksum.h"
 #include "runtime/Data.h"
+#include "runtime/PipelineReport.h"
 #include "runtime/Progress.h"
 #include "runtime/Ranks.h"
 #include "runtime/Rng.h"
@@ -177,8 +178,13 @@ private:
   void initialiseParameters();
   bool restore(const std::string &path);
   bool save(int64_t step);
+  void sampleMicroBatch(int64_t step, int64_t micro);
   bool loadMicroBatch(int64_t step, int64_t micro);
   bool writeInputs(const std::string &program);
+  int forwardBackward(int64_t step, double &loss);
+  int pipelineForwardBackward(int64_t step, double &loss);
+  bool evalBatch(double &loss);
+  bool writePipelineReport();
   double evaluate();
   bool dumpTensors(const std::string &file, const std::string &role);
   int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
@@ -223,9 +229,16 @@ bool Session::setUp() {
     return error("the plan cannot run: " + err);
   if (options_.profile)
     ranks_->executor(0).enableProfiling();
+  const PipelineLayout *pipeline = ranks_->pipeline();
   for (const char *program : {"forward_backward", "optimizer_step"})
-    if (!ranks_->executor(0).hasProgram(program))
+    if ((!pipeline || std::string(program) == "optimizer_step") &&
+        !ranks_->executor(0).hasProgram(program))
       return error(std::string("the plan has no '") + program + "' program");
+  if (pipeline && pipeline->config().microbatches != s_.accumulation)
+    return error("the plan's pipeline runs " + std::to_string(pipeline->config().microbatches) +
+                 " micro-batches per step but trains with " + std::to_string(s_.accumulation));
+  if (!pipeline && (!options_.tracePath.empty() || !options_.svgPath.empty()))
+    return error("--trace and --svg draw a pipeline's schedule; this plan has no pipeline");
   if (s_.data.empty())
     return error("no training data: set `data` in the train section or pass --data FILE");
   Tokenizer kind = s_.tokenizer == "byte" ? Tokenizer::Byte : Tokenizer::Tokens;
@@ -347,7 +360,7 @@ bool Session::writeInputs(const std::string &program) {
   return true;
 }
 
-bool Session::loadMicroBatch(int64_t step, int64_t micro) {
+void Session::sampleMicroBatch(int64_t step, int64_t micro) {
   for (int64_t row = 0; row < s_.batch; ++row)
     data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq,
                        s_.seq);
@@ -356,7 +369,74 @@ bool Session::loadMicroBatch(int64_t step, int64_t micro) {
     dumpedBatches_.push_back({"tokens" + suffix, tokens_});
     dumpedBatches_.push_back({"targets" + suffix, targets_});
   }
+}
+
+bool Session::loadMicroBatch(int64_t step, int64_t micro) {
+  sampleMicroBatch(step, micro);
   return writeInputs("forward_backward");
+}
+
+int Session::forwardBackward(int64_t step, double &loss) {
+  if (ranks_->pipeline())
+    return pipelineForwardBackward(step, loss);
+  std::string err;
+  loss = 0;
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    if (!loadMicroBatch(step, micro))
+      return 1;
+    if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
+      error("step " + std::to_string(step) + ": " + err);
+      return 1;
+    }
+    float l = ranks_->output("forward_backward", "loss")[0];
+    if (!std::isfinite(l))
+      return reportNonFinite(step, micro, "the loss is " + std::to_string(l));
+    loss += l;
+  }
+  loss /= static_cast<double>(s_.accumulation);
+  return 0;
+}
+
+int Session::pipelineForwardBackward(int64_t step, double &loss) {
+  // The micro-batches are drawn in the order a run without a pipeline draws them, so both see
+  // the same data and, summed in the same order, the same mean loss.
+  std::vector<MicroBatchData> batches(static_cast<size_t>(s_.accumulation));
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    sampleMicroBatch(step, micro);
+    batches[micro] = MicroBatchData{tokens_, targets_};
+  }
+  std::string err;
+  std::vector<float> losses;
+  if (!ranks_->runPipelineStep(step, s_.seed, batches, losses, err)) {
+    error("step " + std::to_string(step) + ": " + err);
+    return 1;
+  }
+  loss = 0;
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    if (!std::isfinite(losses[micro]))
+      return reportNonFinite(step, micro, "the loss is " + std::to_string(losses[micro]));
+    loss += losses[micro];
+  }
+  loss /= static_cast<double>(s_.accumulation);
+  return 0;
+}
+
+bool Session::evalBatch(double &loss) {
+  std::string err;
+  if (ranks_->pipeline()) {
+    std::vector<float> out;
+    if (!ranks_->runForwardChain("eval", StepContext{1, 0, s_.seed}, {tokens_, targets_}, out,
+                                 err) ||
+        out.empty())
+      return error("evaluation failed: " +
+                   (err.empty() ? std::string("the last chunk has no loss") : err));
+    loss = out[0];
+    return true;
+  }
+  if (!writeInputs("eval") || !ranks_->run("eval", StepContext{1, 0, s_.seed}, err))
+    return error("evaluation failed: " + err);
+  loss = ranks_->output("eval", "loss")[0];
+  return true;
 }
 
 double Session::evaluate() {
@@ -365,12 +445,10 @@ double Session::evaluate() {
     for (int64_t row = 0; row < s_.batch; ++row)
       data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
                         tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq);
-    std::string err;
-    if (!writeInputs("eval") || !ranks_->run("eval", StepContext{1, 0, s_.seed}, err)) {
-      error("evaluation failed: " + err);
+    double loss = 0;
+    if (!evalBatch(loss))
       return NAN;
-    }
-    sum += ranks_->output("eval", "loss")[0];
+    sum += loss;
   }
   return sum / static_cast<double>(s_.evalBatches);
 }
@@ -416,7 +494,8 @@ Session::GradientSummary Session::summarizeGradients() {
     }
     for (uint32_t r = 0; r < ranks_->size() && ranks_->size() > 1 && sum.nonFinite.empty(); ++r) {
       const float *block = ranks_->executor(r).stateData(i);
-      if (!std::all_of(block, block + t.bytes() / 4, [](float x) { return std::isfinite(x); }))
+      if (block &&
+          !std::all_of(block, block + t.bytes() / 4, [](float x) { return std::isfinite(x); }))
         sum.nonFinite = t.of;
     }
   }
@@ -427,8 +506,11 @@ Session::GradientSummary Session::summarizeGradients() {
 int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &what) {
   progress_.reset();
   std::string where;
-  // Rerun the micro-batch checking every kernel's output to find where it started.
-  if (writeInputs("forward_backward")) {
+  // Rerun the micro-batch checking every kernel's output to find where it started. A pipeline
+  // runs its micro-batches together, in pieces on several stages: it reports without a rerun.
+  if (ranks_->pipeline()) {
+    where = " (a pipelined run is not re-run to find the kernel that produced it)";
+  } else if (writeInputs("forward_backward")) {
     std::string err;
     if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
       where = "; " + err;
@@ -437,6 +519,21 @@ int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &wha
                what.c_str(), where.c_str());
   reportIntactCheckpoint();
   return 1;
+}
+
+bool Session::writePipelineReport() {
+  const PipelineLayout *pipeline = ranks_->pipeline();
+  if (!pipeline || s_.steps == startStep_)
+    return true;
+  pipeline::Timeline timeline = ranks_->lastTimeline();
+  if (!options_.quiet)
+    std::printf("%s\n",
+                describeMeasuredPipeline(plan_, pipeline->config(), timeline, s_.steps).c_str());
+  std::string err;
+  if (!writeTimelinePictures(plan_, pipeline->config(), timeline, s_.steps, options_.tracePath,
+                             options_.svgPath, err))
+    return error(err);
+  return true;
 }
 
 void Session::reportIntactCheckpoint() {
@@ -485,19 +582,8 @@ int Session::run() {
   for (int64_t step = startStep_ + 1; step <= s_.steps; ++step) {
     double stepStart = now();
     double loss = 0;
-    for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
-      if (!loadMicroBatch(step, micro))
-        return 1;
-      if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
-        error("step " + std::to_string(step) + ": " + err);
-        return 1;
-      }
-      float l = ranks_->output("forward_backward", "loss")[0];
-      if (!std::isfinite(l))
-        return reportNonFinite(step, micro, "the loss is " + std::to_string(l));
-      loss += l;
-    }
-    loss /= static_cast<double>(s_.accumulation);
+    if (int status = forwardBackward(step, loss))
+      return status;
     if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
         !dumpTensors("grads.safetensors", "grad"))
       return 1;
@@ -582,6 +668,8 @@ int Session::run() {
     if (!writeSafetensors(options_.dumpDir + "/batches.safetensors", views, {}, err))
       return error(err), 1;
   }
+  if (!writePipelineReport())
+    return 1;
   if (options_.profile) {
     double total = 0;
     // Rank 0's kernels: the ranks run the same programs at once.
@@ -616,8 +704,10 @@ int generate(const Plan &plan, const RunOptions &options) {
     std::fprintf(stderr, "tessel: error: the plan cannot run: %s\n", err.c_str());
     return 1;
   }
-  if (!ranks->executor(0).hasProgram("sample")) {
-    std::fprintf(stderr, "tessel: error: the plan has no 'sample' program\n");
+  const PipelineLayout *pipeline = ranks->pipeline();
+  if (pipeline ? !pipeline->chain("sample") : !ranks->executor(0).hasProgram("sample")) {
+    std::fprintf(stderr, "tessel: error: the plan has no '%s' program\n",
+                 pipeline ? "sample.0" : "sample");
     return 1;
   }
   std::string source = options.checkpoint.empty() ? s.checkpointDir : options.checkpoint;
@@ -645,17 +735,27 @@ int generate(const Plan &plan, const RunOptions &options) {
   Rng rng(options.seed.value_or(static_cast<int64_t>(s.seed)));
   std::vector<float> probs(static_cast<size_t>(s.vocab));
   std::vector<int32_t> window(static_cast<size_t>(s.seq));
+  std::vector<float> chained; // A pipeline's logits, from its last stage.
   for (int64_t n = 0; n < options.tokens; ++n) {
     int64_t len = std::min<int64_t>(static_cast<int64_t>(context.size()), s.seq);
     std::fill(window.begin(), window.end(), 0);
     std::copy(context.end() - len, context.end(), window.begin());
-    if (!ranks->writeInput("sample", "tokens", window.data(), static_cast<int64_t>(window.size()),
-                           err) ||
-        !ranks->run("sample", StepContext{1, 0, s.seed}, err)) {
+    const StepContext ctx{1, 0, s.seed};
+    bool ok = pipeline ? ranks->runForwardChain("sample", ctx, {window, {}}, chained, err)
+                       : ranks->writeInput("sample", "tokens", window.data(),
+                                           static_cast<int64_t>(window.size()), err) &&
+                             ranks->run("sample", ctx, err);
+    if (ok && pipeline && static_cast<int64_t>(chained.size()) < s.seq * s.vocab) {
+      err = "the last chunk's logits hold " + std::to_string(chained.size()) + " values, not " +
+            std::to_string(s.seq * s.vocab);
+      ok = false;
+    }
+    if (!ok) {
       std::fprintf(stderr, "\ntessel: error: %s\n", err.c_str());
       return 1;
     }
-    const float *logits = ranks->output("sample", "logits") + (len - 1) * s.vocab;
+    const float *logits =
+        (pipeline ? chained.data() : ranks->output("sample", "logits")) + (len - 1) * s.vocab;
     // Temperature, then keep the top k, then sample.
     double temperature = std::max(options.temperature, 1e-4);
     std::vector<int32_t> order(static_cast<size_t>(s.vocab));

@@ -1,9 +1,10 @@
 //===- Trainer.h - The host loop --------------------------------*- C++ -*-===//
 //
 // Trains a plan: initialises or restores the state, feeds batches, runs the forward-backward
-// program once per micro-batch and the optimizer step once per step, evaluates, logs,
-// checkpoints, and stops cleanly (with the last good checkpoint intact) on bad input or a
-// non-finite loss. Also samples text from a trained model.
+// program once per micro-batch (or, with a pipeline, the step's schedule over all its
+// micro-batches) and the optimizer step once per step, evaluates, logs, checkpoints, and stops
+// cleanly (with the last good checkpoint intact) on bad input or a non-finite loss. Also
+// samples text from a trained model.
 //
 // A plan of several ranks runs them as threads (Ranks.h). The host loop is the same: it deals
 // in whole tensors (batches, initial weights, checkpoints) and each rank takes its block, so a
@@ -32,6 +33,8 @@ struct RunOptions {
   std::string dumpDir;     ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
   bool quiet = false;
   bool profile = false; ///< Print the time spent in each kernel at the end.
+  /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.
+  std::string tracePath, svgPath;
 
   // Generation.
   bool generate = false;

@@ -60,12 +60,12 @@ TEST(PlanFile, RoundTrips) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 2);
+  ASSERT_EQ(bytes[8], 3);
   bytes[8] = 1;
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 1, this runtime reads 2: recompile the model");
+  EXPECT_EQ(error, "plan version 1, this runtime reads 3: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {
@@ -193,6 +193,93 @@ TEST(PlanFile, RefusesRanksWithoutTheirPrograms) {
   p = meshPlan();
   p.programs[3].rank = 2;
   expectRefused(p, "program 'forward' appears twice for rank 2");
+}
+
+/// A mesh {pp = 2, tp = 2} (rank = stage * 2 + tp): "forward.0" on stage 0 reads `w`, which
+/// only stage 0 holds; "forward.1" on stage 1 reads `w1`, which only stage 1 holds.
+Plan pipelinePlan() {
+  Plan p = samplePlan();
+  p.worldSize = 4;
+  p.groups = {
+      {"world", {0, 1, 2, 3}}, {"tp", {0, 1}}, {"tp", {2, 3}}, {"pp", {0, 2}}, {"pp", {1, 3}}};
+  p.state[0].stages = {0};
+  p.state.push_back(p.state[0]);
+  p.state[1].name = "w1";
+  p.state[1].stages = {1};
+  Program base = p.programs[0];
+  p.programs.clear();
+  for (uint32_t r = 0; r < 4; ++r) {
+    p.programs.push_back(base);
+    p.programs.back().rank = r;
+    p.programs.back().name = r < 2 ? "forward.0" : "forward.1";
+    p.programs.back().instrs[0].inputs[0].state = r < 2 ? 0 : 1;
+  }
+  return p;
+}
+
+TEST(PlanFile, RoundTripsStages) {
+  std::vector<uint8_t> bytes = serializePlan(pipelinePlan());
+  Plan back;
+  std::string error;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_EQ(back.state[0].stages, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(back.state[1].stages, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(back.pipelineStages(), 2u);
+  EXPECT_EQ(back.pipelineStage(3), 1u);
+  EXPECT_EQ(back.pipelineStage(1), 0u);
+  EXPECT_TRUE(back.state[1].heldBy(1));
+  EXPECT_FALSE(back.state[1].heldBy(0));
+  EXPECT_EQ(serializePlan(back), bytes);
+  // Without a "pp" group, one stage: every rank is stage 0.
+  EXPECT_EQ(meshPlan().pipelineStages(), 1u);
+  EXPECT_EQ(meshPlan().pipelineStage(3), 0u);
+}
+
+TEST(PlanFile, ReadsChunksFromProgramNames) {
+  uint32_t chunk = 99;
+  EXPECT_TRUE(pipelineChunkOf("forward.3", chunk));
+  EXPECT_EQ(chunk, 3u);
+  EXPECT_TRUE(pipelineChunkOf("backward_weight.12", chunk));
+  EXPECT_EQ(chunk, 12u);
+  for (const char *name : {"forward", "forward.", "a.b", "x.1y", "forward.1234567890"})
+    EXPECT_FALSE(pipelineChunkOf(name, chunk)) << name;
+}
+
+TEST(PlanFile, RefusesStateAStageDoesNotHold) {
+  std::string error;
+  EXPECT_TRUE(validatePlan(pipelinePlan(), error)) << error;
+  Plan p = pipelinePlan();
+  p.state[0].stages = {0, 2};
+  expectRefused(p, "state tensor 'w' is held by pipeline stage 2 of 2");
+  p = pipelinePlan();
+  p.programs[3].instrs[0].inputs[0].state = 0;
+  expectRefused(p, "operand of instruction 0 (embedding) in 'forward.1' on rank 3 refers to "
+                   "state tensor 'w', which the rank's pipeline stage 1 does not hold");
+  p = pipelinePlan();
+  p.state[0].stages = {};
+  p.programs[3].instrs[0].inputs[0].state = 0;
+  EXPECT_TRUE(validatePlan(p, error)) << error; // held by every stage
+}
+
+TEST(PlanFile, RefusesPipelineProgramsOnOtherStages) {
+  Plan p = pipelinePlan();
+  p.programs.push_back(p.programs[0]);
+  p.programs.back().rank = 2;
+  p.programs.back().instrs.clear();
+  expectRefused(p, "program 'forward.0' is on rank 2 of pipeline stage 1, but chunk 0 runs on "
+                   "stage 0");
+  p = pipelinePlan();
+  p.programs.erase(p.programs.begin() + 1);
+  expectRefused(p, "program 'forward.0' has no version for rank 1 (pipeline stage 0 runs chunk 0)");
+  p = pipelinePlan();
+  p.programs[2].name = p.programs[3].name = "forward.x";
+  expectRefused(p, "program 'forward.x' has a '.' but no chunk number after it");
+  // A program without a chunk is still on every rank.
+  p = pipelinePlan();
+  p.programs.push_back(p.programs[0]);
+  p.programs.back().name = "optimizer_step";
+  p.programs.back().instrs.clear();
+  expectRefused(p, "program 'optimizer_step' has no version for rank 1");
 }
 
 } // namespace

@@ -396,4 +396,53 @@ TEST(RanksExecutor, RefusesBlocksThatDoNotMakeUpTheTensor) {
   expectRefused(plan, "state tensor 'w': the ranks' blocks do not make up the whole tensor");
 }
 
+/// An all_reduce of `a` over `members` of "world", on the rank of each program.
+Plan membersPlan(const std::vector<std::vector<int64_t>> &members) {
+  Plan plan = spmd(4, {tensor("a", {3})}, program("step", 0, {}));
+  for (uint32_t r = 0; r < 4; ++r)
+    plan.programs[r].instrs = {kernel("all_reduce", {stateRef(0, 3)}, {stateRef(0, 3)},
+                                      {{"group", std::string("world")},
+                                       {"op", std::string("sum")},
+                                       {"n", int64_t(3)},
+                                       {"members", members[r]}})};
+  return plan;
+}
+
+TEST(RanksExecutor, AllReduceOverMembersOfItsGroup) {
+  // Ranks 0 and 3 (the first and last of "world") sum theirs; ranks 1 and 2 theirs, at once.
+  auto ranks = makeRanks(membersPlan({{0, 3}, {1, 2}, {1, 2}, {0, 3}}));
+  ASSERT_TRUE(ranks);
+  for (uint32_t r = 0; r < 4; ++r)
+    for (int e = 0; e < 3; ++e)
+      ranks->executor(r).stateData(0)[e] = static_cast<float>((r * r + 1) * 10 + e);
+  std::string error;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(ranks->executor(0).stateData(0)[e], 110.0f + 2 * e); // 10 + 100
+    EXPECT_EQ(ranks->executor(3).stateData(0)[e], 110.0f + 2 * e);
+    EXPECT_EQ(ranks->executor(1).stateData(0)[e], 70.0f + 2 * e); // 20 + 50
+    EXPECT_EQ(ranks->executor(2).stateData(0)[e], 70.0f + 2 * e);
+  }
+  // Alone among its members: a copy.
+  ranks = makeRanks(membersPlan({{0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}}));
+  ASSERT_TRUE(ranks);
+  ranks->executor(0).stateData(0)[1] = 4;
+  ranks->executor(2).stateData(0)[1] = 5;
+  ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
+  EXPECT_EQ(ranks->executor(0).stateData(0)[1], 4.0f);
+  EXPECT_EQ(ranks->executor(3).stateData(0)[1], 5.0f);
+}
+
+TEST(RanksExecutor, RefusesMembersThatDoNotFit) {
+  expectRefused(membersPlan({{1, 2}, {1, 2}, {1, 2}, {0, 3}}),
+                "rank 0: instruction 0 of program 'step' (kernel 'all_reduce', from "
+                "test.model:1:1): runs over members that do not include this rank (index 0 of "
+                "its group)");
+  expectRefused(membersPlan({{3, 0}, {1, 2}, {1, 2}, {3, 0}}),
+                "has members that are not ascending indices into its group of 4");
+  expectRefused(membersPlan({{0, 4}, {1, 2}, {1, 2}, {0, 3}}),
+                "has members that are not ascending indices into its group of 4");
+  expectRefused(membersPlan({{}, {1, 2}, {1, 2}, {0, 3}}), "do not include this rank");
+}
+
 } // namespace
