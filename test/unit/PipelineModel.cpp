@@ -1,6 +1,7 @@
 //===- PipelineModel.cpp - A hand-written pipelined plan for the tests ----===//
 
 #include "test/unit/PipelineModel.h"
+#include "test/unit/PlanBuilders.h"
 
 #include <map>
 
@@ -52,13 +53,8 @@ public:
   }
   void kernel(const std::string &name, std::vector<BufferRef> ins, std::vector<BufferRef> outs,
               std::vector<Attr> attrs) {
-    Instr i;
-    i.kernel = name;
-    i.inputs = std::move(ins);
-    i.outputs = std::move(outs);
-    i.attrs = std::move(attrs);
-    i.loc = "pipeline.model:1:1";
-    p_.instrs.push_back(std::move(i));
+    p_.instrs.push_back(
+        makeInstr(name, std::move(ins), std::move(outs), std::move(attrs), "pipeline.model:1:1"));
   }
 
 private:

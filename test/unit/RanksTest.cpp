@@ -12,6 +12,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/PlanFile.h"
+#include "test/unit/PlanBuilders.h"
 
 #include <gtest/gtest.h>
 
@@ -36,13 +37,8 @@ BufferRef stateRef(uint32_t index, uint64_t elements, uint64_t offset = 0) {
 
 Instr kernel(const std::string &name, std::vector<BufferRef> ins, std::vector<BufferRef> outs,
              std::vector<Attr> attrs) {
-  Instr i;
-  i.kernel = name;
-  i.inputs = std::move(ins);
-  i.outputs = std::move(outs);
-  i.attrs = std::move(attrs);
-  i.loc = "test.model:1:1";
-  return i;
+  return tessel::test::makeInstr(name, std::move(ins), std::move(outs), std::move(attrs),
+                                 "test.model:1:1");
 }
 
 StateTensor tensor(const std::string &name, std::vector<int64_t> shape,

@@ -2,6 +2,8 @@
 
 #include "tessel/Target/Estimate.h"
 
+#include "runtime/PipelineLayout.h"
+#include "runtime/PipelineRank.h"
 #include "runtime/Schedule.h"
 
 #include <algorithm>
@@ -41,38 +43,6 @@ std::string human(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
   return buf;
-}
-
-double portBytes(const pf::Port &p) {
-  return elements(p.shape) * static_cast<double>(pf::dtypeBytes(p.dtype));
-}
-
-bool isHostInput(const std::string &name) { return name == "tokens" || name == "targets"; }
-
-/// The pipeline programs of virtual stage `chunk` on `rank`.
-std::vector<const pf::Program *> chunkPrograms(const pf::Plan &plan, int64_t chunk, uint32_t rank,
-                                               std::initializer_list<const char *> kinds) {
-  std::vector<const pf::Program *> out;
-  for (const char *kind : kinds)
-    if (const pf::Program *p = plan.findProgram(kind + ("." + std::to_string(chunk)), rank))
-      out.push_back(p);
-  return out;
-}
-
-/// Bytes of the values `from`'s outputs give the programs of `to`: one message.
-double messageBytes(const std::vector<const pf::Program *> &from,
-                    const std::vector<const pf::Program *> &to) {
-  std::map<std::string, double> wanted;
-  for (const pf::Program *p : to)
-    for (const pf::Port &in : p->inputs)
-      if (!isHostInput(in.name))
-        wanted[in.name] = portBytes(in);
-  double bytes = 0;
-  for (const pf::Program *p : from)
-    for (const pf::Port &out : p->outputs)
-      if (wanted.count(out.name))
-        bytes += wanted[out.name];
-  return bytes;
 }
 
 } // namespace
@@ -129,6 +99,9 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
                              static_cast<int>(e.virtualStages), lists)
               .peakInFlight;
   }
+  std::string layoutError;
+  std::unique_ptr<rt::PipelineLayout> layout =
+      e.stages > 1 ? rt::PipelineLayout::create(plan, layoutError) : nullptr;
   auto stageOf = [&](uint32_t rank) -> int64_t {
     const pf::Group *pp = plan.findGroup("pp", rank);
     return pp ? pp->indexOf(rank) : 0;
@@ -156,24 +129,13 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     for (const pf::Program &p : plan.programs)
       if (p.rank == rank)
         r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
-    // What a chunk's backward reads that the host does not give it was kept since its
-    // forward (or arrived from the next stage), once per micro-batch in flight.
-    if (static_cast<size_t>(r.stage) < inFlight.size()) {
-      double perChunk = 0;
-      for (int64_t c = r.stage; c < chunks; c += e.stages) {
-        std::map<std::string, double> kept;
-        for (const pf::Program *p :
-             chunkPrograms(plan, c, rank, {"backward", "backward_input", "backward_weight"}))
-          for (const pf::Port &in : p->inputs)
-            if (!isHostInput(in.name))
-              kept[in.name] = portBytes(in);
-        double bytes = 0;
-        for (const auto &[name, b] : kept)
-          bytes += b;
-        perChunk = std::max(perChunk, bytes);
-      }
+    // The stash: what the rank keeps between its actions, walked through its action list
+    // as the runtime walks it before a run.
+    if (layout && static_cast<size_t>(r.stage) < inFlight.size()) {
+      std::string error;
+      if (auto walk = rt::PipelineRank::create(*layout, plan, rank, error))
+        r.stash = static_cast<double>(walk->peakStashBytes());
       r.inFlight = inFlight[r.stage];
-      r.stash = perChunk * static_cast<double>(r.inFlight);
       r.activations += r.stash;
     }
     e.ranks.push_back(r);
@@ -223,23 +185,16 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     }
   }
   // Pipeline messages: per micro-batch, each chunk's activations forward and its input's
-  // gradient back, to the neighbouring stage.
-  for (uint32_t rank = 0; rank < plan.worldSize && e.stages > 1; ++rank) {
-    const pf::Group *pp = plan.findGroup("pp", rank);
-    if (!pp)
-      break;
+  // gradient back, to the neighbouring stage, as the runtime's layout says.
+  for (uint32_t rank = 0; layout && rank < plan.worldSize; ++rank) {
+    const rt::PipelineChain &step = layout->step();
     for (int64_t c = stageOf(rank); c < chunks; c += e.stages) {
-      double bytes = 0;
+      int64_t elements = 0;
       if (c + 1 < chunks)
-        bytes += messageBytes(
-            chunkPrograms(plan, c, rank, {"forward"}),
-            chunkPrograms(plan, c + 1, pp->ranks[(c + 1) % e.stages],
-                          {"forward", "backward", "backward_input", "backward_weight"}));
+        elements += step.messageElements(step.activations[c]);
       if (c > 0)
-        bytes += messageBytes(chunkPrograms(plan, c, rank, {"backward", "backward_input"}),
-                              chunkPrograms(plan, c - 1, pp->ranks[(c - 1) % e.stages],
-                                            {"backward", "backward_input", "backward_weight"}));
-      sent[rank]["pp"] += bytes * static_cast<double>(e.microbatches);
+        elements += step.messageElements(step.gradients[c]);
+      sent[rank]["pp"] += 4.0 * static_cast<double>(elements) * static_cast<double>(e.microbatches);
     }
   }
   for (const auto &perRank : sent)
@@ -277,6 +232,11 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
       os << line;
     }
     os << ", at most " << e.inFlight << " micro-batches (per model chunk) in flight per rank\n";
+    os << "activations include the stash of the micro-batches in flight:";
+    for (const RankEstimate &r : e.ranks)
+      os << (r.rank ? "," : "") << " rank " << r.rank << " " << r.inFlight << " (" << human(r.stash)
+         << ")";
+    os << "\n";
   }
   os << "\ncommunication per rank per optimizer step (ring collectives):\n";
   if (e.communication.empty())

@@ -20,9 +20,9 @@ namespace tessel {
 
 struct RankEstimate {
   uint32_t rank = 0;
-  /// Activations are the arena plus, with a pipeline, the stash: what the rank keeps of each
-  /// micro-batch between a stage's forward and its backward, times the most micro-batches in
-  /// flight on it.
+  /// Activations are the arena plus, with a pipeline, the stash: the most the rank keeps at
+  /// once of the micro-batches in flight (between a stage's forward and its backward), from
+  /// the runtime's own walk of the rank's action list, so it is what a run will hold.
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0, stash = 0;
   int64_t stage = 0, inFlight = 0;
   double peak() const { return parameters + gradients + optimizer + activations; }
