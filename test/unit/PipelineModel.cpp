@@ -3,7 +3,9 @@
 #include "test/unit/PipelineModel.h"
 #include "test/unit/PlanBuilders.h"
 
+#include <functional>
 #include <map>
+#include <numeric>
 
 namespace tessel::test {
 
@@ -12,10 +14,7 @@ using namespace planfile;
 namespace {
 
 int64_t product(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<int64_t>());
 }
 
 BufferRef stateRef(uint32_t index, int64_t elements) {
