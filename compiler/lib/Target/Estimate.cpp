@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 using namespace tessel;
@@ -151,15 +152,14 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
   }
 
   std::vector<std::map<std::string, double>> sent(plan.worldSize);
-  auto isPipelineStep = [](const std::string &name) {
-    for (const char *kind : {"forward.", "backward.", "backward_input.", "backward_weight."})
-      if (name.rfind(kind, 0) == 0)
-        return true;
-    return false;
-  };
+  // The programs that run once per micro-batch: the training step's, or a pipeline's stage
+  // programs as the runtime's layout finds them.
+  std::set<std::string> perMicroBatch = {"forward_backward"};
+  if (layout)
+    for (const std::vector<std::string> &chunk : layout->step().programs)
+      perMicroBatch.insert(chunk.begin(), chunk.end());
   for (const pf::Program &p : plan.programs) {
-    double runs = p.name == "forward_backward" || isPipelineStep(p.name)
-                      ? static_cast<double>(e.accumulation)
+    double runs = perMicroBatch.count(p.name)  ? static_cast<double>(e.accumulation)
                   : p.name == "optimizer_step" ? 1.0
                                                : 0.0;
     if (runs == 0)
