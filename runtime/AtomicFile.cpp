@@ -34,6 +34,46 @@ std::string parentDirectory(const std::string &path) {
   return path.substr(0, slash);
 }
 
+bool prepareOutputDirectory(const std::string &dir, const std::string &what, std::string &error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    error = "cannot create " + what + " " + dir + ": " + ec.message();
+    return false;
+  }
+  if (!fs::is_directory(dir, ec)) {
+    error = what + " " + dir + " is not a directory";
+    return false;
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    error = "cannot write to " + what + " " + dir + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool prepareOutputFile(const std::string &path, const std::string &what, std::string &error) {
+  namespace fs = std::filesystem;
+  if (path.empty() || path.back() == '/') {
+    error = what + " '" + path + "' names no file";
+    return false;
+  }
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    error = what + " " + path + " is a directory";
+    return false;
+  }
+  std::string dir = parentDirectory(path);
+  if (!prepareOutputDirectory(dir, "the directory of " + what, error))
+    return false;
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    error = "cannot write " + what + " " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 bool readWholeFile(const std::string &path, std::string &out, std::string &error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -52,6 +52,14 @@ std::string tempSuffix();
 /// The directory holding `path` ("." for a bare name).
 std::string parentDirectory(const std::string &path);
 
+/// Makes `dir` usable for output before any work: creates it and its parents, and checks it is
+/// a writable directory. `what` names it in the error ("checkpoint directory", ...).
+bool prepareOutputDirectory(const std::string &dir, const std::string &what, std::string &error);
+
+/// Makes `path` writable as an output file before any work: creates its parent directories and
+/// refuses a path that is a directory or whose parent is not a writable directory.
+bool prepareOutputFile(const std::string &path, const std::string &what, std::string &error);
+
 } // namespace tessel::rt
 
 #endif // TESSEL_RUNTIME_ATOMICFILE_H

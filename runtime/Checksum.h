@@ -12,7 +12,7 @@ namespace tessel {
 /// FNV-1a, 64 bits: fast, and enough to detect corruption (not tampering).
 inline uint64_t fnv1a64(const void *data, size_t size) {
   const unsigned char *p = static_cast<const unsigned char *>(data);
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull; // The standard offset basis.
   for (size_t i = 0; i < size; ++i) {
     h ^= p[i];
     h *= 1099511628211ull;

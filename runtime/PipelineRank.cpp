@@ -151,8 +151,9 @@ uint64_t PipelineRank::peakStashBytes() const { return stash_->peak(); }
 
 bool PipelineRank::runStep(Executor &ex, Communicator &comm, int64_t step, uint64_t seed,
                            const std::vector<MicroBatchData> &batches, Clock::time_point origin,
-                           std::string &error) {
+                           std::string &error, bool checkFinite) {
   Run run;
+  run.checkFinite = checkFinite;
   run.ex = &ex;
   run.comm = &comm;
   run.batches = &batches;
@@ -254,7 +255,7 @@ bool PipelineRank::compute(const RankChain &chain, const std::string &name, int 
   if (run.ex) {
     StepContext ctx = run.ctx;
     ctx.micro = micro;
-    if (!run.ex->run(name, ctx, error))
+    if (!run.ex->run(name, ctx, error, run.checkFinite))
       return false;
   }
   const bool last = chunk + 1 == layout_.config().chunks();

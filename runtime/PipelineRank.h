@@ -52,10 +52,11 @@ public:
   /// Runs the rank's actions of one training step; micro-batch i runs with StepContext{step,
   /// i, seed} on batches[i] (one per micro-batch of the pipeline). Action times are seconds since
   /// `origin`. A failure aborts `comm` with "rank R: " and the reason, so no other rank waits for
-  /// this one.
+  /// this one. With `checkFinite`, every program stops at the first kernel output that is not
+  /// finite and names it (Executor::run), which locates where a diverging step went wrong.
   bool runStep(Executor &ex, Communicator &comm, int64_t step, uint64_t seed,
                const std::vector<MicroBatchData> &batches, Clock::time_point origin,
-               std::string &error);
+               std::string &error, bool checkFinite = false);
   /// Runs the rank's chunks of a forward-only chain ("eval" or "sample") on one batch, in
   /// ascending order: receive from the previous chunk, run, send to the next.
   bool runChain(const PipelineChain &chain, Executor &ex, Communicator &comm,
@@ -80,6 +81,7 @@ private:
     Communicator *comm = nullptr;
     const std::vector<MicroBatchData> *batches = nullptr;
     StepContext ctx;
+    bool checkFinite = false; ///< Stop at the first kernel output that is not finite.
   };
 
   PipelineRank(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank);

@@ -208,7 +208,8 @@ void Ranks::setWholeState(size_t index, const float *whole) {
 }
 
 bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
-                            std::vector<float> &losses, std::string &error) {
+                            std::vector<float> &losses, std::string &error,
+                            bool checkFinite) {
   if (!pipeline_) {
     error = "the plan has no pipeline";
     return false;
@@ -222,7 +223,7 @@ bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<Micro
   if (!runOnEveryRank(
           [&](uint32_t rank, std::string &why) {
             return pipelineRanks_[rank]->runStep(*executors_[rank], *comms_[rank], step, seed,
-                                                 batches, origin, why);
+                                                 batches, origin, why, checkFinite);
           },
           error))
     return false;

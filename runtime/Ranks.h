@@ -84,7 +84,7 @@ public:
   /// Runs one training step through the pipeline: batches[i] is micro-batch i (there are
   /// pipeline.microbatches of them); `losses` receives each one's loss. Errors as run().
   bool runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
-                       std::vector<float> &losses, std::string &error);
+                       std::vector<float> &losses, std::string &error, bool checkFinite = false);
   /// Runs the "eval" or "sample" chain of the pipeline on one batch; `output` receives the
   /// last chunk's `loss` or `logits`.
   bool runForwardChain(const std::string &kind, const StepContext &ctx, const MicroBatchData &data,

@@ -2,6 +2,7 @@
 
 #include "runtime/Trainer.h"
 
+#include "runtime/AtomicFile.h"
 #include "runtime/Blocks.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Checksum.h"
@@ -92,6 +93,18 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> parameterShapes(const 
   return out;
 }
 
+/// Whether all `n` values are finite. Tests the exponent bits, so the loop vectorises and a
+/// pass over every parameter costs little beside a training step.
+bool allFinite(const float *x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
 /// Compute threads in all: --threads, or every core.
 int computeThreads(const RunOptions &o) {
   return o.threads > 0 ? o.threads
@@ -166,6 +179,15 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
   return ck;
 }
 
+/// The stream a parameter's initial values are drawn from: a function of the seed and the
+/// parameter's full name alone, so that neither the plan's order of its state (which a pipeline
+/// changes) nor the layout, stage or rank changes a model's starting point.
+Rng parameterRng(uint64_t seed, const std::string &name) {
+  uint64_t key = seed;
+  uint64_t mixed = Rng::splitmix64(key) ^ fnv1a64(name.data(), name.size());
+  return Rng(mixed);
+}
+
 class Session {
 public:
   Session(const Plan &plan, const RunOptions &options)
@@ -185,7 +207,8 @@ private:
   int pipelineForwardBackward(int64_t step, double &loss);
   bool evalBatch(double &loss);
   bool writePipelineReport();
-  double evaluate();
+  /// The mean held-out loss; false (with a message) when evaluation fails to run.
+  bool evaluate(double &mean);
   bool dumpTensors(const std::string &file, const std::string &role);
   int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
   /// What the host checks of the accumulated gradients before they reach the parameters.
@@ -196,6 +219,9 @@ private:
     double norm = 0; ///< The global norm, in double.
   };
   GradientSummary summarizeGradients();
+  /// The first parameter or optimizer state tensor that holds a non-finite value on some rank,
+  /// or "" when every value is finite.
+  std::string firstNonFiniteState();
   void reportIntactCheckpoint();
   bool error(const std::string &message) {
     progress_.reset();
@@ -215,6 +241,7 @@ private:
   int64_t lastSaved_ = -1;
   std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
   std::vector<int32_t> tokens_, targets_;
+  std::vector<MicroBatchData> pipelineBatches_; ///< A pipelined step's micro-batches.
   std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
 };
 
@@ -239,6 +266,15 @@ bool Session::setUp() {
                  " micro-batches per step but trains with " + std::to_string(s_.accumulation));
   if (!pipeline && (!options_.tracePath.empty() || !options_.svgPath.empty()))
     return error("--trace and --svg draw a pipeline's schedule; this plan has no pipeline");
+  // Every output is made writable now, so that no stretch of training is lost to a path.
+  if (!options_.metricsPath.empty() &&
+      !prepareOutputFile(options_.metricsPath, "metrics file", err))
+    return error(err);
+  for (const std::string *path : {&options_.tracePath, &options_.svgPath})
+    if (!path->empty() && !prepareOutputFile(*path, "schedule picture", err))
+      return error(err);
+  if (!options_.dumpDir.empty() && !prepareOutputDirectory(options_.dumpDir, "dump directory", err))
+    return error(err);
   if (s_.data.empty())
     return error("no training data: set `data` in the train section or pass --data FILE");
   Tokenizer kind = s_.tokenizer == "byte" ? Tokenizer::Byte : Tokenizer::Tokens;
@@ -256,21 +292,14 @@ bool Session::setUp() {
   initialiseParameters();
   if (!options_.resume.empty() && !restore(options_.resume))
     return false;
-  if (!s_.checkpointDir.empty()) {
-    // Found now rather than after the first stretch of training.
-    std::error_code ec;
-    std::filesystem::create_directories(s_.checkpointDir, ec);
-    if (ec || access(s_.checkpointDir.c_str(), W_OK) != 0)
-      return error("cannot write checkpoints to " + s_.checkpointDir +
-                   (ec ? ": " + ec.message() : std::string()));
-  }
+  // After the resume, which may read from the same directory and must not find it made.
+  if (!s_.checkpointDir.empty() &&
+      !prepareOutputDirectory(s_.checkpointDir, "checkpoint directory", err))
+    return error(err);
   return true;
 }
 
 void Session::initialiseParameters() {
-  // Whole tensors from one stream in state order, whatever the layout: every layout of a model
-  // starts from the weights its one-rank run starts from.
-  Rng rng(s_.seed);
   std::vector<float> whole;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
@@ -281,6 +310,7 @@ void Session::initialiseParameters() {
       ranks_->setWholeState(i, x);
       continue;
     }
+    Rng rng = parameterRng(s_.seed, t.name);
     for (size_t e = 0; e < n; ++e) {
       if (t.init == "normal")
         x[e] = static_cast<float>(t.initA + t.initB * rng.normal());
@@ -333,6 +363,13 @@ bool Session::save(int64_t step) {
     else if (t.role != "grad") // Optimizer state: moments, momentum buffers.
       c.optimizerState.push_back(v);
   }
+  for (const std::vector<TensorView> *list : {&c.params, &c.optimizerState})
+    for (const TensorView &v : *list)
+      if (!allFinite(static_cast<const float *>(v.data), static_cast<size_t>(shapeElements(v.shape))))
+        return error("step " + std::to_string(step) + ": '" + v.name +
+                     "' holds a non-finite value; no checkpoint is saved" +
+                     (lastCheckpoint_.empty() ? std::string()
+                                              : " (" + lastCheckpoint_ + " is intact)"));
   Json extra = Json::object();
   extra.set("data_rng", rngToJson(dataRng_));
   extra.set("seed", static_cast<int64_t>(s_.seed));
@@ -400,7 +437,8 @@ int Session::forwardBackward(int64_t step, double &loss) {
 int Session::pipelineForwardBackward(int64_t step, double &loss) {
   // The micro-batches are drawn in the order a run without a pipeline draws them, so both see
   // the same data and, summed in the same order, the same mean loss.
-  std::vector<MicroBatchData> batches(static_cast<size_t>(s_.accumulation));
+  std::vector<MicroBatchData> &batches = pipelineBatches_;
+  batches.assign(static_cast<size_t>(s_.accumulation), {});
   for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
     sampleMicroBatch(step, micro);
     batches[micro] = MicroBatchData{tokens_, targets_};
@@ -439,7 +477,7 @@ bool Session::evalBatch(double &loss) {
   return true;
 }
 
-double Session::evaluate() {
+bool Session::evaluate(double &mean) {
   double sum = 0;
   for (int64_t b = 0; b < s_.evalBatches; ++b) {
     for (int64_t row = 0; row < s_.batch; ++row)
@@ -447,10 +485,11 @@ double Session::evaluate() {
                         tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq);
     double loss = 0;
     if (!evalBatch(loss))
-      return NAN;
+      return false;
     sum += loss;
   }
-  return sum / static_cast<double>(s_.evalBatches);
+  mean = sum / static_cast<double>(s_.evalBatches);
+  return true;
 }
 
 bool Session::dumpTensors(const std::string &file, const std::string &role) {
@@ -466,6 +505,21 @@ bool Session::dumpTensors(const std::string &file, const std::string &role) {
   if (!writeSafetensors(options_.dumpDir + "/" + file, views, {}, err))
     return error(err);
   return true;
+}
+
+std::string Session::firstNonFiniteState() {
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role == "grad")
+      continue;
+    for (uint32_t r = 0; r < ranks_->size(); ++r) {
+      const float *block = ranks_->executor(r).stateData(i);
+      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4)))
+        return t.role == "param" ? "parameter '" + t.name + "'"
+                                 : "optimizer state '" + t.name + "' (of '" + t.of + "')";
+    }
+  }
+  return "";
 }
 
 Session::GradientSummary Session::summarizeGradients() {
@@ -506,10 +560,14 @@ Session::GradientSummary Session::summarizeGradients() {
 int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &what) {
   progress_.reset();
   std::string where;
-  // Rerun the micro-batch checking every kernel's output to find where it started. A pipeline
-  // runs its micro-batches together, in pieces on several stages: it reports without a rerun.
+  // Rerun the micro-batch (a pipeline: the whole step, whose micro-batches run together in
+  // pieces on several stages) checking every kernel's output to find where it started.
   if (ranks_->pipeline()) {
-    where = " (a pipelined run is not re-run to find the kernel that produced it)";
+    std::string err;
+    std::vector<float> losses;
+    if (!ranks_->runPipelineStep(step, s_.seed, pipelineBatches_, losses, err,
+                                 /*checkFinite=*/true))
+      where = "; " + err;
   } else if (writeInputs("forward_backward")) {
     std::string err;
     if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
@@ -547,11 +605,8 @@ void Session::reportIntactCheckpoint() {
 int Session::run() {
   if (!setUp())
     return 1;
-  if (!options_.dumpDir.empty()) {
-    mkdir(options_.dumpDir.c_str(), 0755);
-    if (!dumpTensors("init.safetensors", "param"))
-      return 1;
-  }
+  if (!options_.dumpDir.empty() && !dumpTensors("init.safetensors", "param"))
+    return 1;
   if (!options_.quiet) {
     double params = 0;
     for (const auto &[name, shape] : parameterShapes(plan_))
@@ -615,6 +670,19 @@ int Session::run() {
       reportIntactCheckpoint();
       return 1;
     }
+    // The gradients were finite, but the update may still overflow (a huge learning rate, no
+    // clipping): such weights must never be trained on or saved.
+    if (std::string bad = firstNonFiniteState(); !bad.empty()) {
+      progress_.reset();
+      std::fprintf(stderr,
+                   "tessel: error: step %lld: the optimizer's update made %s non-finite "
+                   "although the gradients were finite (gradient norm %g, learning rate %g); "
+                   "lower the learning rate or clip the gradients\n",
+                   static_cast<long long>(step), bad.c_str(), static_cast<double>(gradNorm),
+                   static_cast<double>(lr));
+      reportIntactCheckpoint();
+      return 1;
+    }
     double stepTime = now() - stepStart;
     double tokensPerSec =
         static_cast<double>(s_.batch * s_.seq * s_.accumulation) / std::max(stepTime, 1e-9);
@@ -637,9 +705,18 @@ int Session::run() {
 
     bool last = step == s_.steps;
     if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {
-      double evalLoss = evaluate();
-      if (!std::isfinite(evalLoss))
+      double evalLoss = 0;
+      if (!evaluate(evalLoss))
         return 1;
+      if (!std::isfinite(evalLoss)) {
+        progress_.reset();
+        std::fprintf(stderr,
+                     "tessel: error: step %lld: the evaluation loss is %g although the training "
+                     "loss was %g; nothing was saved for this step\n",
+                     static_cast<long long>(step), evalLoss, loss);
+        reportIntactCheckpoint();
+        return 1;
+      }
       if (progress_) {
         progress_->finish();
         std::printf("step %lld: eval loss %.4f\n", static_cast<long long>(step), evalLoss);
