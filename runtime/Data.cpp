@@ -2,7 +2,6 @@
 
 #include "runtime/Data.h"
 
-#include "runtime/AtomicFile.h"
 #include "runtime/Rng.h"
 
 #include <algorithm>
@@ -12,7 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace tessel::rt {
 
@@ -61,12 +63,25 @@ static bool listDataFiles(const std::string &dir, std::vector<std::string> &file
   return true;
 }
 
-/// Appends the ids of a pre-tokenized file's bytes to `tokens`.
-static bool decodeTokenFile(const std::string &path, const std::string &bytes,
-                            std::vector<uint16_t> &tokens, std::string &error) {
-  const auto *data = reinterpret_cast<const unsigned char *>(bytes.data());
-  size_t size = bytes.size();
-  size_t begin = 0;
+/// What a non-regular file is, for refusing it.
+static const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+/// Where a pre-tokenized file's uint16 ids start (past llm.c's header, if it has one).
+static bool tokenFileStart(const std::string &path, const unsigned char *data, size_t size,
+                           size_t &begin, std::string &error) {
+  begin = 0;
   if (size >= 4 && readLe32(data) == kLlmcMagic) {
     if (size < kLlmcHeaderBytes) {
       error = "data file " + path + " starts like an llm.c token file but its " +
@@ -92,9 +107,47 @@ static bool decodeTokenFile(const std::string &path, const std::string &bytes,
             "); a .bin file holds uint16 tokens";
     return false;
   }
-  tokens.reserve(tokens.size() + (size - begin) / 2);
-  for (size_t i = begin; i + 1 < size; i += 2)
-    tokens.push_back(static_cast<uint16_t>(data[i] | data[i + 1] << 8));
+  return true;
+}
+
+TokenData::~TokenData() {
+  for (const Segment &segment : segments_)
+    if (segment.map)
+      ::munmap(segment.map, segment.mapBytes);
+}
+
+uint16_t TokenData::at(int64_t index) const {
+  // The segment holding `index`: the last one that starts at or before it.
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), index,
+                             [](int64_t i, const Segment &s) { return i < s.first; });
+  const Segment &segment = *(it - 1);
+  const unsigned char *p = segment.tokens + (index - segment.first) * width_;
+  return width_ == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+}
+
+std::vector<uint16_t> TokenData::slice(int64_t begin, int64_t count) const {
+  require(begin >= 0 && count >= 0 && begin + count <= total_, "slice: outside the data");
+  std::vector<uint16_t> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = at(begin + i);
+  return out;
+}
+
+bool TokenData::copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
+                           std::string &error) const {
+  for (int64_t i = 0; i <= seq; ++i) {
+    uint16_t t = at(start + i);
+    if (!scanned_ && t >= vocab_) {
+      error = what_ + ": token " + std::to_string(t) + " at position " +
+              std::to_string(start + i) + " is not below the vocabulary size " +
+              std::to_string(vocab_);
+      return false;
+    }
+    if (i < seq)
+      tokens[i] = t;
+    if (i > 0)
+      targets[i - 1] = t;
+  }
   return true;
 }
 
@@ -129,8 +182,16 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   }
   bool isDirectory = S_ISDIR(info.st_mode);
   std::string what = (isDirectory ? "data directory " : "data file ") + path;
+  if (!isDirectory && !S_ISREG(info.st_mode)) {
+    error = what + " is " + fileKind(info.st_mode) +
+            "; training data must be a regular file or a directory of them";
+    return nullptr;
+  }
 
   std::unique_ptr<TokenData> data(new TokenData());
+  data->what_ = what;
+  data->vocab_ = vocab;
+  data->width_ = kind == Tokenizer::Byte ? 1 : 2;
   if (isDirectory) {
     if (kind != Tokenizer::Byte) {
       error = what + " is a directory; the tokens tokenizer reads one pre-tokenized .bin file";
@@ -147,31 +208,89 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
     data->sources_.push_back(path);
   }
 
-  std::string bytes;
   for (const std::string &source : data->sources_) {
-    if (!readWholeFile(source, bytes, error))
-      return nullptr;
-    if (kind == Tokenizer::Byte) {
-      data->tokens_.reserve(data->tokens_.size() + bytes.size());
-      for (char c : bytes)
-        data->tokens_.push_back(static_cast<unsigned char>(c));
-    } else if (!decodeTokenFile(source, bytes, data->tokens_, error)) {
+    int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = "cannot open data file " + source + ": " + std::strerror(errno);
       return nullptr;
     }
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error = "data file " + source + " is " +
+              (S_ISREG(st.st_mode) ? std::string("unreadable") : fileKind(st.st_mode)) +
+              "; training data must be a regular file";
+      ::close(fd);
+      return nullptr;
+    }
+    size_t size = static_cast<size_t>(st.st_size);
+    if (size == 0) {
+      // Empty, or a file whose size the kernel does not know (/proc, /sys): only a read tells.
+      char byte;
+      ssize_t got = ::read(fd, &byte, 1);
+      int readErrno = errno;
+      ::close(fd);
+      if (got < 0) {
+        error = "cannot read " + source + ": " + std::strerror(readErrno);
+        return nullptr;
+      }
+      if (got > 0) {
+        error = "data file " + source + " has no size (a /proc or /sys file?); it cannot be " +
+                "mapped: copy it to a regular file";
+        return nullptr;
+      }
+      continue;
+    }
+    void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+    int mapErrno = errno;
+    ::close(fd);
+    if (map == MAP_FAILED) {
+      error = "cannot map data file " + source + ": " + std::strerror(mapErrno);
+      return nullptr;
+    }
+    Segment segment;
+    segment.map = map;
+    segment.mapBytes = size;
+    size_t begin = 0;
+    const auto *bytes = static_cast<const unsigned char *>(map);
+    data->segments_.push_back(segment); // Owned from here, so an error below unmaps it.
+    if (kind == Tokenizer::Tokens && !tokenFileStart(source, bytes, size, begin, error))
+      return nullptr;
+    Segment &added = data->segments_.back();
+    added.tokens = bytes + begin;
+    added.first = data->total_;
+    added.count = static_cast<int64_t>((size - begin) / static_cast<size_t>(data->width_));
+    data->total_ += added.count;
   }
-  bytes = std::string();
+  // Segments without tokens (an llm.c header alone) hold no index; drop them from the search.
+  data->segments_.erase(
+      std::remove_if(data->segments_.begin(), data->segments_.end(), [](const Segment &s) {
+        if (s.count == 0 && s.map)
+          ::munmap(s.map, s.mapBytes);
+        return s.count == 0;
+      }),
+      data->segments_.end());
 
   int64_t total = data->totalTokens();
   if (total == 0) {
     error = what + " is empty";
     return nullptr;
   }
-  for (size_t i = 0; i < data->tokens_.size(); ++i) {
-    if (data->tokens_[i] >= vocab) {
-      error = what + ": token " + std::to_string(data->tokens_[i]) + " at position " +
-              std::to_string(i) + " is not below the vocabulary size " + std::to_string(vocab);
-      return nullptr;
-    }
+  // Ids that cannot reach the vocabulary's size need no check; small data is checked whole now,
+  // large data window by window as training reads it.
+  const int64_t largestId = kind == Tokenizer::Byte ? 255 : 65535;
+  data->scanned_ = largestId < vocab || total <= kScannedTokens;
+  if (largestId >= vocab && total <= kScannedTokens) {
+    for (const Segment &segment : data->segments_)
+      for (int64_t i = 0; i < segment.count; ++i) {
+        const unsigned char *p = segment.tokens + i * data->width_;
+        uint16_t t = data->width_ == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+        if (t >= vocab) {
+          error = what + ": token " + std::to_string(t) + " at position " +
+                  std::to_string(segment.first + i) + " is not below the vocabulary size " +
+                  std::to_string(vocab);
+          return nullptr;
+        }
+      }
   }
 
   bool wantEval = evalFraction > 0;
@@ -205,27 +324,20 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   return data;
 }
 
-void TokenData::trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq) const {
+bool TokenData::trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq,
+                            std::string &error) const {
   require(seq >= 1 && seq + 1 <= trainTokens_, "trainWindow: seq + 1 exceeds the train split");
   int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainTokens_ - seq)));
-  const uint16_t *from = tokens_.data() + start;
-  for (int64_t i = 0; i < seq; ++i) {
-    tokens[i] = from[i];
-    targets[i] = from[i + 1];
-  }
+  return copyWindow(start, tokens, targets, seq, error);
 }
 
-void TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
-                           int64_t seq) const {
+bool TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
+                           int64_t seq, std::string &error) const {
   require(count >= 1 && index >= 0 && index < count, "evalWindow: index outside [0, count)");
   require(seq >= 1 && seq + 1 <= evalTokens(), "evalWindow: seq + 1 exceeds the eval split");
   int64_t positions = evalTokens() - seq;
   int64_t offset = static_cast<int64_t>(static_cast<__int128>(index) * positions / count);
-  const uint16_t *from = tokens_.data() + trainTokens_ + offset;
-  for (int64_t i = 0; i < seq; ++i) {
-    tokens[i] = from[i];
-    targets[i] = from[i + 1];
-  }
+  return copyWindow(trainTokens_ + offset, tokens, targets, seq, error);
 }
 
 std::string decodeBytes(const int32_t *tokens, int64_t count) {

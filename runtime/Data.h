@@ -1,8 +1,9 @@
 //===- Data.h - Training and evaluation tokens ------------------*- C++ -*-===//
 //
-// The token stream a run trains on, loaded whole: either raw bytes (the byte tokenizer: any
+// The token stream a run trains on, mapped into memory rather than read, so a file of any size
+// costs only the pages the windows touch: either raw bytes (the byte tokenizer: any regular
 // file, or a directory of text files concatenated in name order) or pre-tokenized uint16 ids
-// as nanoGPT's prepare scripts and llm.c's write them. The last `evalFraction` of the stream
+// as nanoGPT's prepare scripts and llm.c's write them. Devices, FIFOs and sockets are refused. The last `evalFraction` of the stream
 // is held out; training windows are drawn at random from the rest, evaluation windows are
 // evenly spaced over the held-out part so every evaluation sees the same tokens.
 //
@@ -33,37 +34,61 @@ enum class Tokenizer {
 /// The tokens of a run, split into train and eval parts.
 class TokenData {
 public:
-  /// Loads `path`. `window` is seq + 1 tokens (inputs plus the last target). Errors name the
-  /// path: missing or unreadable files, empty data, an odd-sized or inconsistent .bin, a token
-  /// id not below `vocab`, a byte vocabulary under 256, and too few tokens for one train
-  /// window and (when evalFraction > 0) one eval window.
+  /// Opens `path`. `window` is seq + 1 tokens (inputs plus the last target). Errors name the
+  /// path: missing, unreadable or non-regular files (a device, a FIFO, a socket), empty data,
+  /// an odd-sized or inconsistent .bin, a byte vocabulary under 256, and too few tokens for one
+  /// train window and (when evalFraction > 0) one eval window. Ids not below `vocab` are found
+  /// here in data of up to kScannedTokens tokens, and in the window that holds them otherwise.
   static std::unique_ptr<TokenData> open(const std::string &path, Tokenizer kind, int64_t vocab,
                                          double evalFraction, int64_t window, std::string &error);
+  ~TokenData();
+  TokenData(const TokenData &) = delete;
+  TokenData &operator=(const TokenData &) = delete;
 
-  int64_t totalTokens() const { return static_cast<int64_t>(tokens_.size()); }
+  /// Data up to this many tokens is checked against the vocabulary when it is opened.
+  static constexpr int64_t kScannedTokens = int64_t(1) << 28;
+
+  int64_t totalTokens() const { return total_; }
   /// Tokens [0, trainTokens) train; [trainTokens, totalTokens) evaluate.
   int64_t trainTokens() const { return trainTokens_; }
   int64_t evalTokens() const { return totalTokens() - trainTokens_; }
   bool hasEval() const { return evalTokens() > 0; }
   /// The files read, in the order concatenated.
   const std::vector<std::string> &sources() const { return sources_; }
-  const std::vector<uint16_t> &tokens() const { return tokens_; }
+  /// Tokens [begin, begin + count) of the stream.
+  std::vector<uint16_t> slice(int64_t begin, int64_t count) const;
 
   /// A random training window: start = rng.below(trainTokens - seq), tokens = data[start ..
   /// start + seq), targets = data[start + 1 .. start + seq + 1). Requires seq + 1 <=
-  /// trainTokens (guaranteed for seq + 1 <= the window given to open).
-  void trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq) const;
+  /// trainTokens (guaranteed for seq + 1 <= the window given to open). Fails, naming the
+  /// position, on an id not below the vocabulary.
+  bool trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq,
+                   std::string &error) const;
   /// Eval window `index` of `count`, evenly spaced over the eval part: starts at
   /// trainTokens + floor(index * (evalTokens - seq) / count). Requires hasEval(),
-  /// 0 <= index < count and seq + 1 <= evalTokens.
-  void evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
-                  int64_t seq) const;
+  /// 0 <= index < count and seq + 1 <= evalTokens. Fails as trainWindow does.
+  bool evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets, int64_t seq,
+                  std::string &error) const;
 
 private:
-  TokenData() = default;
+  /// One mapped file's tokens, at `first` in the stream.
+  struct Segment {
+    const unsigned char *tokens = nullptr; ///< Into the mapping, past any header.
+    int64_t first = 0, count = 0;
+    void *map = nullptr; ///< The whole mapping, for munmap.
+    size_t mapBytes = 0;
+  };
 
-  std::vector<uint16_t> tokens_;
-  int64_t trainTokens_ = 0;
+  TokenData() = default;
+  uint16_t at(int64_t index) const;
+  bool copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
+                  std::string &error) const;
+
+  std::vector<Segment> segments_;
+  int width_ = 1; ///< Bytes per token: 1 (bytes) or 2 (uint16).
+  int64_t vocab_ = 0, total_ = 0, trainTokens_ = 0;
+  bool scanned_ = false; ///< Every id was checked against the vocabulary at open.
+  std::string what_;     ///< "data file X" or "data directory X", for messages.
   std::vector<std::string> sources_;
 };
 

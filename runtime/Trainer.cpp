@@ -200,7 +200,7 @@ private:
   void initialiseParameters();
   bool restore(const std::string &path);
   bool save(int64_t step);
-  void sampleMicroBatch(int64_t step, int64_t micro);
+  bool sampleMicroBatch(int64_t step, int64_t micro);
   bool loadMicroBatch(int64_t step, int64_t micro);
   bool writeInputs(const std::string &program);
   int forwardBackward(int64_t step, double &loss);
@@ -397,20 +397,22 @@ bool Session::writeInputs(const std::string &program) {
   return true;
 }
 
-void Session::sampleMicroBatch(int64_t step, int64_t micro) {
+bool Session::sampleMicroBatch(int64_t step, int64_t micro) {
+  std::string err;
   for (int64_t row = 0; row < s_.batch; ++row)
-    data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq,
-                       s_.seq);
+    if (!data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq,
+                            targets_.data() + row * s_.seq, s_.seq, err))
+      return error("step " + std::to_string(step) + ": " + err);
   if (!options_.dumpDir.empty()) {
     std::string suffix = "." + std::to_string(step) + "." + std::to_string(micro);
     dumpedBatches_.push_back({"tokens" + suffix, tokens_});
     dumpedBatches_.push_back({"targets" + suffix, targets_});
   }
+  return true;
 }
 
 bool Session::loadMicroBatch(int64_t step, int64_t micro) {
-  sampleMicroBatch(step, micro);
-  return writeInputs("forward_backward");
+  return sampleMicroBatch(step, micro) && writeInputs("forward_backward");
 }
 
 int Session::forwardBackward(int64_t step, double &loss) {
@@ -440,7 +442,8 @@ int Session::pipelineForwardBackward(int64_t step, double &loss) {
   std::vector<MicroBatchData> &batches = pipelineBatches_;
   batches.assign(static_cast<size_t>(s_.accumulation), {});
   for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
-    sampleMicroBatch(step, micro);
+    if (!sampleMicroBatch(step, micro))
+      return 1;
     batches[micro] = MicroBatchData{tokens_, targets_};
   }
   std::string err;
@@ -479,10 +482,13 @@ bool Session::evalBatch(double &loss) {
 
 bool Session::evaluate(double &mean) {
   double sum = 0;
+  std::string err;
   for (int64_t b = 0; b < s_.evalBatches; ++b) {
     for (int64_t row = 0; row < s_.batch; ++row)
-      data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
-                        tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq);
+      if (!data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
+                             tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq,
+                             err))
+        return error("evaluation: " + err);
     double loss = 0;
     if (!evalBatch(loss))
       return false;

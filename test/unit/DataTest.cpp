@@ -69,9 +69,9 @@ TEST(Data, ByteFileTokensAreItsBytes) {
   std::string error;
   auto data = TokenData::open(dir / "input.txt", Tokenizer::Byte, 256, 0, 4, error);
   ASSERT_TRUE(data) << error;
-  EXPECT_EQ(data->tokens(), asTokens(text));
-  EXPECT_EQ(data->tokens()[13], 0x80);
-  EXPECT_EQ(data->tokens()[14], 0xFF);
+  EXPECT_EQ(data->slice(0, data->totalTokens()), asTokens(text));
+  EXPECT_EQ(data->slice(0, data->totalTokens())[13], 0x80);
+  EXPECT_EQ(data->slice(0, data->totalTokens())[14], 0xFF);
   EXPECT_EQ(data->totalTokens(), int64_t(text.size()));
   EXPECT_EQ(data->trainTokens(), int64_t(text.size()));
   EXPECT_FALSE(data->hasEval());
@@ -103,7 +103,7 @@ TEST(Data, DirectoryConcatenatesRegularFilesInNameOrder) {
   std::string error;
   auto data = TokenData::open(dir.path(), Tokenizer::Byte, 256, 0, 4, error);
   ASSERT_TRUE(data) << error;
-  EXPECT_EQ(data->tokens(), asTokens("ZZ\naaaa\nbbbb\n"));
+  EXPECT_EQ(data->slice(0, data->totalTokens()), asTokens("ZZ\naaaa\nbbbb\n"));
   EXPECT_EQ(data->sources(),
             (std::vector<std::string>{dir / "Z-upper", dir / "a-art", dir / "b-wisdom"}));
   // A trailing slash on the directory gives the same paths.
@@ -153,7 +153,7 @@ TEST(Data, NanoGptBin) {
   std::string error;
   auto data = TokenData::open(dir / "train.bin", Tokenizer::Tokens, 65536, 0, 4, error);
   ASSERT_TRUE(data) << error;
-  EXPECT_EQ(data->tokens(), tokens);
+  EXPECT_EQ(data->slice(0, data->totalTokens()), tokens);
 }
 
 TEST(Data, LlmcBin) {
@@ -163,7 +163,7 @@ TEST(Data, LlmcBin) {
   std::string error;
   auto data = TokenData::open(dir / "tiny_train.bin", Tokenizer::Tokens, 50257, 0, 4, error);
   ASSERT_TRUE(data) << error;
-  EXPECT_EQ(data->tokens(), tokens);
+  EXPECT_EQ(data->slice(0, data->totalTokens()), tokens);
 }
 
 TEST(Data, LlmcHeaderErrors) {
@@ -295,7 +295,7 @@ TEST(Data, TrainWindowsStayInTheTrainSplit) {
   std::vector<int32_t> tokens(seq), targets(seq);
   std::set<int32_t> starts;
   for (int draw = 0; draw < 20000; ++draw) {
-    data->trainWindow(rng, tokens.data(), targets.data(), seq);
+    EXPECT_TRUE(data->trainWindow(rng, tokens.data(), targets.data(), seq, error));
     int32_t start = tokens[0];
     starts.insert(start);
     for (int64_t i = 0; i < seq; ++i) {
@@ -311,10 +311,10 @@ TEST(Data, TrainWindowsStayInTheTrainSplit) {
 
   // The start is rng.below(trainTokens - seq): the same stream gives the same windows.
   Rng a(7), b(7);
-  data->trainWindow(a, tokens.data(), targets.data(), seq);
+  EXPECT_TRUE(data->trainWindow(a, tokens.data(), targets.data(), seq, error));
   EXPECT_EQ(uint64_t(tokens[0]), b.below(800 - seq));
   // Shorter windows than the one given to open work too.
-  data->trainWindow(a, tokens.data(), targets.data(), 8);
+  EXPECT_TRUE(data->trainWindow(a, tokens.data(), targets.data(), 8, error));
   EXPECT_EQ(targets[7], tokens[7] + 1);
 }
 
@@ -329,7 +329,7 @@ TEST(Data, EvalWindowsAreEvenlySpacedAndDeterministic) {
   const int64_t count = 8;
   int32_t previous = -1;
   for (int64_t index = 0; index < count; ++index) {
-    data->evalWindow(index, count, tokens.data(), targets.data(), seq);
+    EXPECT_TRUE(data->evalWindow(index, count, tokens.data(), targets.data(), seq, error));
     // start = trainTokens + floor(index * (evalTokens - seq) / count)
     EXPECT_EQ(tokens[0], 800 + index * (200 - seq) / count);
     for (int64_t i = 0; i < seq; ++i) {
@@ -340,13 +340,13 @@ TEST(Data, EvalWindowsAreEvenlySpacedAndDeterministic) {
     EXPECT_LT(targets[seq - 1], total);
     previous = tokens[0];
     std::vector<int32_t> again(seq), againTargets(seq);
-    data->evalWindow(index, count, again.data(), againTargets.data(), seq);
+    EXPECT_TRUE(data->evalWindow(index, count, again.data(), againTargets.data(), seq, error));
     EXPECT_EQ(again, tokens);
   }
   // One window over the eval split reads its start; as many windows as positions read all.
-  data->evalWindow(0, 1, tokens.data(), targets.data(), seq);
+  EXPECT_TRUE(data->evalWindow(0, 1, tokens.data(), targets.data(), seq, error));
   EXPECT_EQ(tokens[0], 800);
-  data->evalWindow(200 - seq - 1, 200 - seq, tokens.data(), targets.data(), seq);
+  EXPECT_TRUE(data->evalWindow(200 - seq - 1, 200 - seq, tokens.data(), targets.data(), seq, error));
   EXPECT_EQ(targets[seq - 1], total - 1);
 }
 
@@ -360,10 +360,10 @@ TEST(Data, ContractViolationsAbort) {
   int64_t seq = data->trainTokens();
   std::vector<int32_t> tokens(size_t(seq + 1)), targets(size_t(seq + 1));
   Rng rng(1);
-  EXPECT_DEATH(data->trainWindow(rng, tokens.data(), targets.data(), seq), "exceeds the train");
-  EXPECT_DEATH(data->evalWindow(0, 1, tokens.data(), targets.data(), data->evalTokens()),
+  EXPECT_DEATH(data->trainWindow(rng, tokens.data(), targets.data(), seq, error), "exceeds the train");
+  EXPECT_DEATH(data->evalWindow(0, 1, tokens.data(), targets.data(), data->evalTokens(), error),
                "exceeds the eval");
-  EXPECT_DEATH(data->evalWindow(1, 1, tokens.data(), targets.data(), 4), "outside");
+  EXPECT_DEATH(data->evalWindow(1, 1, tokens.data(), targets.data(), 4, error), "outside");
 }
 
 TEST(Data, ByteHelpers) {
