@@ -96,6 +96,9 @@ private:
 std::string decodeBytes(const int32_t *tokens, int64_t count);
 /// Byte-tokenizer ids of `text`: one per byte.
 std::vector<int32_t> encodeBytes(std::string_view text);
+/// Token ids written as text for a pre-tokenized model's prompt: decimal numbers separated by
+/// spaces or commas ("15496 11 995"). Fails, saying why, on anything else or on no ids.
+bool parseTokenIds(std::string_view text, std::vector<int32_t> &ids, std::string &error);
 
 } // namespace tessel::rt
 

@@ -19,6 +19,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace tessel;
@@ -35,8 +36,8 @@ Training:
                          model's own step count)
   --data PATH            a text file, a directory of text files, or a uint16 .bin token file
   --seed N               seed for initialisation, data order and dropout
-  --threads N            CPU threads (default: every core), shared out between the ranks
-                         of a plan that has several
+  --threads N            CPU threads, 1 to 1024 (default: every core), shared out between
+                         the ranks of a plan that has several
   --eval-every N         evaluate the held-out loss every N steps (0: never)
   --log-every N          print progress every N steps when output is not a terminal
   --metrics FILE         append one JSON line per step (and per evaluation) to FILE
@@ -57,7 +58,9 @@ Training:
 Sampling:
   --generate             print text sampled from a checkpoint instead of training
   --checkpoint PATH      the checkpoint (default: the model's checkpoint directory)
-  --prompt TEXT          text to continue (default: a newline)
+  --prompt TEXT          text to continue (default: a newline); for a model trained on
+                         pre-tokenized data (tokenizer = tokens), token ids such as
+                         "15496 11 995" (default: id 0)
   --tokens N             how many tokens to sample (default 200)
   --temperature T        softmax temperature (default 0.8)
   --top-k K              sample among the K likeliest tokens (default 40; 0: all)
@@ -69,6 +72,10 @@ Other:
                          pipeline programs in a step (one JSON line per rank), and exit
   --help                 show this text
 )";
+
+/// The most compute threads a run may ask for: far above any machine's cores, far below what
+/// exhausts the process's stacks.
+constexpr int64_t kMaxThreads = 1024;
 
 bool parseInt(const std::string &text, int64_t &out) {
   char *end = nullptr;
@@ -163,6 +170,11 @@ int main(int argc, char **argv) {
     } else if (arg == "--threads") {
       std::optional<int64_t> t;
       ok = intOption(t, 1);
+      if (ok && *t > kMaxThreads)
+        return usageError(argv[0], "--threads " + std::to_string(*t) + " is more than " +
+                                       std::to_string(kMaxThreads) + " (this machine has " +
+                                       std::to_string(std::thread::hardware_concurrency()) +
+                                       " cores)");
       if (ok)
         o.threads = static_cast<int>(*t);
     } else if (arg == "--tokens") {
@@ -193,6 +205,7 @@ int main(int argc, char **argv) {
       ok = next(o.checkpoint);
     } else if (arg == "--prompt") {
       ok = next(o.prompt);
+      o.promptGiven = true;
     } else if (arg == "--plan") {
       ok = next(planPath);
     } else if (arg == "--trace") {

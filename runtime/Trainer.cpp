@@ -781,6 +781,27 @@ int train(const Plan &plan, const RunOptions &options) { return Session(plan, op
 int generate(const Plan &plan, const RunOptions &options) {
   std::string err;
   Settings s(plan, options);
+  // The prompt first: a mistake in it is found before any weights are read.
+  bool bytes = s.tokenizer == "byte";
+  std::vector<int32_t> context;
+  if (bytes) {
+    context = encodeBytes(options.prompt);
+  } else if (options.promptGiven && !parseTokenIds(options.prompt, context, err)) {
+    std::fprintf(stderr,
+                 "tessel: error: --prompt: this model reads pre-tokenized data "
+                 "(tokenizer = tokens), so its prompt is token ids: %s\n",
+                 err.c_str());
+    return 1;
+  }
+  if (context.empty())
+    context.push_back(bytes ? '\n' : 0);
+  for (int32_t t : context)
+    if (t < 0 || t >= s.vocab) {
+      std::fprintf(stderr,
+                   "tessel: error: the prompt has token %d, outside the vocabulary of %lld\n", t,
+                   static_cast<long long>(s.vocab));
+      return 1;
+    }
   // Every rank samples: the sample program is SPMD like the others, its logits replicated.
   auto ranks = Ranks::create(plan, computeThreads(options), err);
   if (!ranks) {
@@ -804,17 +825,12 @@ int generate(const Plan &plan, const RunOptions &options) {
     return 1;
   }
 
-  bool bytes = s.tokenizer == "byte";
-  std::vector<int32_t> context = bytes ? encodeBytes(options.prompt) : std::vector<int32_t>{0};
-  if (context.empty())
-    context.push_back('\n');
-  for (int32_t t : context)
-    if (t < 0 || t >= s.vocab) {
-      std::fprintf(stderr, "tessel: error: the prompt has token %d outside the vocabulary\n", t);
-      return 1;
-    }
+  // The prompt is echoed, so the output reads as one continuous text (or list of ids).
   if (bytes)
     std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
+  else if (options.promptGiven)
+    for (int32_t t : context)
+      std::printf("%d ", t);
   Rng rng(options.seed.value_or(static_cast<int64_t>(s.seed)));
   std::vector<float> probs(static_cast<size_t>(s.vocab));
   std::vector<int32_t> window(static_cast<size_t>(s.seq));

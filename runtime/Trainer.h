@@ -40,6 +40,7 @@ struct RunOptions {
   bool generate = false;
   std::string checkpoint; ///< The weights to sample with.
   std::string prompt = "\n";
+  bool promptGiven = false; ///< --prompt was given (without it a token model starts from id 0).
   int64_t tokens = 200;
   double temperature = 0.8;
   int64_t topK = 40;
