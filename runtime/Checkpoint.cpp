@@ -16,7 +16,7 @@ namespace tessel::rt {
 namespace fs = std::filesystem;
 
 static constexpr const char *kFormat = "tessel-checkpoint";
-static constexpr int64_t kVersion = 1;
+static constexpr int64_t kVersion = 2;
 static constexpr const char *kModelFile = "model.safetensors";
 static constexpr const char *kOptimizerFile = "optimizer.safetensors";
 static constexpr const char *kManifestFile = "manifest.json";
@@ -55,6 +55,29 @@ static Json describeTensors(const std::vector<TensorView> &tensors) {
   return list;
 }
 
+std::string manifestChecksum(const Json &manifest) {
+  Json body = Json::object();
+  for (const auto &[key, value] : manifest.members())
+    if (key != "checksum")
+      body.set(key, value);
+  std::string text = body.compact();
+  return hex64(fnv1a64(text.data(), text.size()));
+}
+
+/// The step a checkpoint directory's name gives ("step_00000300" is 300), or -1.
+static int64_t stepOfName(const std::string &dir) {
+  std::string name = dir.substr(dir.find_last_of('/') + 1);
+  if (name.size() != 13 || name.compare(0, 5, "step_") != 0)
+    return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
 /// Writes the checkpoint's three files into `tempDir`.
 static bool writeContents(const std::string &tempDir, const CheckpointContents &contents,
                           std::string &error) {
@@ -72,6 +95,8 @@ static bool writeContents(const std::string &tempDir, const CheckpointContents &
   manifest.set("params", describeTensors(contents.params));
   manifest.set("optimizer", describeTensors(contents.optimizerState));
   manifest.set("extra", contents.extra);
+  // Last, over everything before it: an edited or damaged manifest is refused like a tensor.
+  manifest.set("checksum", manifestChecksum(manifest));
   return writeFileAtomically(tempDir + "/" + kManifestFile, manifest.pretty() + "\n", error) &&
          fsyncDirectory(tempDir, error);
 }
@@ -262,6 +287,11 @@ private:
       return refuse("has version " + std::to_string(version->asInt()) +
                     "; this build reads version " + std::to_string(kVersion)),
              nullptr;
+    const Json *checksum = manifest->find("checksum");
+    if (!checksum || !checksum->isString())
+      return fail(manifestPath_ + ": lacks its string 'checksum'");
+    if (checksum->asString() != manifestChecksum(*manifest))
+      return fail(manifestPath_ + ": does not match its checksum (it was edited or is corrupt)");
     for (const char *field : {"model", "fingerprint"}) {
       const Json *value = manifest->find(field);
       if (!value || !value->isString())
@@ -273,6 +303,9 @@ private:
     if (!step || !step->isInteger() || step->asInt() < 0)
       return fail(manifestPath_ + ": " + "lacks a non-negative integer 'step'");
     checkpoint->step = step->asInt();
+    if (int64_t named = stepOfName(checkpoint->path); named >= 0 && named != checkpoint->step)
+      return fail(manifestPath_ + ": says step " + std::to_string(checkpoint->step) +
+                  " but its directory is that of step " + std::to_string(named));
     const Json *extra = manifest->find("extra");
     if (!extra)
       return fail(manifestPath_ + ": " + "lacks 'extra'");

@@ -5,7 +5,8 @@
 //   DIR/step_00000300/model.safetensors      parameters
 //   DIR/step_00000300/optimizer.safetensors  optimizer state (moments, ...)
 //   DIR/step_00000300/manifest.json          format, version, model, fingerprint, step, every
-//                                            tensor's dtype and shape, caller-defined "extra"
+//                                            tensor's dtype, shape and checksum, caller-defined
+//                                            "extra", and last the manifest's own checksum
 //   DIR/latest                               "step_00000300\n"
 //
 // A checkpoint is written into DIR/.step_00000300.tmp-<pid>/ and renamed into place only when
@@ -59,13 +60,18 @@ struct LoadedCheckpoint {
 /// "step_00000300".
 std::string checkpointName(int64_t step);
 
+/// The checksum a manifest carries in its last member, "checksum": FNV-1a 64, in hex, of its
+/// compact JSON text without that member.
+std::string manifestChecksum(const Json &manifest);
+
 /// Saves `contents` as DIR/step_XXXXXXXX (creating `dir` if needed) and points DIR/latest at
 /// it. A checkpoint of the same step is replaced. On failure the temporary directory is
 /// removed, earlier checkpoints and `latest` are untouched, and `error` says why.
 bool saveCheckpoint(const std::string &dir, const CheckpointContents &contents, std::string &error);
 
 /// Loads a checkpoint directory, or the one a run directory's `latest` names. Validates the
-/// manifest (format "tessel-checkpoint", version 1, every field with its type) and both
+/// manifest (format "tessel-checkpoint", version 2, its checksum, every field with its type, a
+/// step equal to the one its directory's name gives) and both
 /// safetensors files, which must hold exactly the tensors the manifest lists, with its dtypes
 /// and shapes.
 std::unique_ptr<LoadedCheckpoint> loadCheckpoint(const std::string &pathOrDir, std::string &error);

@@ -133,14 +133,21 @@ bool rngFromJson(const Json *j, Rng &rng) {
   std::array<uint64_t, 4> state;
   for (size_t i = 0; i < 4; ++i) {
     const Json &x = j->items()[i];
-    if (!x.isString())
+    if (!x.isString() || x.asString().empty() || x.asString().size() > 20)
       return false;
-    try {
-      state[i] = std::stoull(x.asString());
-    } catch (...) {
-      return false;
+    unsigned __int128 value = 0;
+    for (char c : x.asString()) {
+      if (c < '0' || c > '9')
+        return false;
+      value = value * 10 + static_cast<unsigned>(c - '0');
     }
+    if (value > UINT64_MAX)
+      return false;
+    state[i] = static_cast<uint64_t>(value);
   }
+  // xoshiro never reaches the all-zero state: such a state was not written by a run.
+  if (state == std::array<uint64_t, 4>{})
+    return false;
   rng.setState(state);
   return true;
 }
@@ -334,6 +341,26 @@ bool Session::restore(const std::string &path) {
     return error(err);
   if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
     return error("checkpoint " + ck->path + " has no valid data position ('data_rng')");
+  // What the run wrote beside the step must agree with it (see save()).
+  auto integer = [&](const char *field, int64_t &out) {
+    const Json *j = ck->extra.find(field);
+    if (!j || !j->isInteger() || j->asInt() < 0)
+      return error("checkpoint " + ck->path + " has no valid '" + field + "'");
+    out = j->asInt();
+    return true;
+  };
+  int64_t optimizerStep, tokensSeen, seed;
+  if (!integer("optimizer_step", optimizerStep) || !integer("tokens_seen", tokensSeen) ||
+      !integer("seed", seed))
+    return false;
+  if (optimizerStep != ck->step)
+    return error("checkpoint " + ck->path + " is at step " + std::to_string(ck->step) +
+                 " but its optimizer at step " + std::to_string(optimizerStep));
+  if (static_cast<uint64_t>(seed) != s_.seed)
+    return error("checkpoint " + ck->path + " was trained with seed " + std::to_string(seed) +
+                 ", this run has seed " + std::to_string(s_.seed) +
+                 " (dropout and data order follow the seed: pass --seed " +
+                 std::to_string(seed) + " to continue it)");
   startStep_ = ck->step;
   lastCheckpoint_ = ck->path;
   if (startStep_ >= s_.steps)

@@ -118,7 +118,7 @@ TEST(Checkpoint, ManifestIsReadable) {
   std::string manifest = readFile(run / "step_00000300/manifest.json");
   EXPECT_EQ(manifest.rfind(R"({
   "format": "tessel-checkpoint",
-  "version": 1,
+  "version": 2,
   "model": "tiny_gpt",
   "fingerprint": "plan-0123abcd",
   "step": 300,)",
@@ -284,8 +284,41 @@ template <typename Edit> std::string manifestError(const ScratchDir &run, Edit e
   std::optional<Json> manifest = readJsonFile(path, error);
   EXPECT_TRUE(manifest) << error;
   edit(*manifest);
+  // Sealed again, as a writer that meant it would: the fields themselves are checked.
+  if (manifest->isObject() && manifest->find("checksum"))
+    manifest->set("checksum", manifestChecksum(*manifest));
   writeFile(path, manifest->pretty());
   return loadError(run.path());
+}
+
+TEST(Checkpoint, ManifestIsProtectedByItsChecksum) {
+  ScratchDir run;
+  State state(1.0f);
+  std::string error;
+  ASSERT_TRUE(saveCheckpoint(run.path(), state.contents(10), error)) << error;
+  std::string path = run / "step_00000010/manifest.json";
+  std::string text = readFile(path);
+  // An edit of any field (here the step, with the directory renamed to match) is found.
+  std::string edited = text;
+  edited.replace(edited.find("\"step\": 10,"), 11, "\"step\": 11,");
+  writeFile(path, edited);
+  EXPECT_EQ(loadError(run / "step_00000010"),
+            path + ": does not match its checksum (it was edited or is corrupt)");
+  // A manifest without a checksum is refused too.
+  std::optional<Json> manifest = readJsonFile(path, error);
+  ASSERT_TRUE(manifest) << error;
+  Json stripped = Json::object();
+  for (const auto &[key, value] : manifest->members())
+    if (key != "checksum")
+      stripped.set(key, value);
+  writeFile(path, stripped.pretty());
+  EXPECT_EQ(loadError(run / "step_00000010"), path + ": lacks its string 'checksum'");
+  // A sealed manifest whose step is not its directory's.
+  stripped.set("step", 11);
+  stripped.set("checksum", manifestChecksum(stripped));
+  writeFile(path, stripped.pretty());
+  EXPECT_EQ(loadError(run / "step_00000010"),
+            path + ": says step 11 but its directory is that of step 10");
 }
 
 TEST(Checkpoint, ManifestIsValidated) {
@@ -295,8 +328,8 @@ TEST(Checkpoint, ManifestIsValidated) {
   EXPECT_EQ(error([](Json &m) { m.set("format", "other"); }),
             manifest + ": is not a Tessel checkpoint manifest (its 'format' is not "
                        "'tessel-checkpoint')");
-  EXPECT_EQ(error([](Json &m) { m.set("version", 2); }),
-            manifest + ": has version 2; this build reads version 1");
+  EXPECT_EQ(error([](Json &m) { m.set("version", 1); }),
+            manifest + ": has version 1; this build reads version 2");
   EXPECT_EQ(error([](Json &m) { m.set("version", "1"); }),
             manifest + ": lacks an integer 'version'");
   EXPECT_EQ(error([](Json &m) { m.set("model", 3); }), manifest + ": lacks a string 'model'");
