@@ -81,15 +81,16 @@ std::optional<TensorType> Sema::resolveType(const ast::TypeExpr &type) {
   TensorType out;
   bool ok = true;
   const std::string &dt = type.dtype.name;
-  if (dt.empty() || dt == "f32")
+  if (dt.empty() || dt == "f32") {
     out.dtype = DType::F32;
-  else if (dt == "bf16")
-    out.dtype = DType::BF16;
-  else if (dt == "f16")
-    out.dtype = DType::F16;
-  else if (dt == "i32")
+  } else if (dt == "bf16" || dt == "f16") {
+    // The language has them; the runtime does not, and the plan writer would refuse them.
+    error(type.dtype.loc, dt + " tensors are not supported yet",
+          "the CPU runtime computes in f32: leave the element type out");
+    ok = false;
+  } else if (dt == "i32") {
     out.dtype = DType::I32;
-  else {
+  } else {
     error(type.dtype.loc, "unknown element type '" + dt + "'",
           "element types are f32 (the default), bf16, f16 and i32");
     ok = false;
@@ -383,8 +384,9 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     }
     return v.tensor;
   };
-  auto number = [&](const ast::Expr *e, double fallback, double lo, double hi,
-                    bool &ok) -> double {
+  // A number in [lo, hi], or in (lo, hi] when `aboveLo` (a scale of 0 is not a scale).
+  auto number = [&](const ast::Expr *e, double fallback, double lo, double hi, bool &ok,
+                    bool aboveLo = false) -> double {
     if (!e)
       return fallback;
     Value v = evalConstant(*e);
@@ -392,9 +394,10 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       ok = false;
       return fallback;
     }
-    if (!v.isNumber() || v.asDouble() < lo || v.asDouble() > hi) {
-      error(e->loc, "expected a number in [" + formatNumber(lo) + ", " + formatNumber(hi) +
-                        "]");
+    if (!v.isNumber() || v.asDouble() < lo || (aboveLo && v.asDouble() == lo) ||
+        v.asDouble() > hi) {
+      error(e->loc, std::string("expected a number in ") + (aboveLo ? "(" : "[") +
+                        formatNumber(lo) + ", " + formatNumber(hi) + "]");
       ok = false;
       return fallback;
     }
@@ -530,7 +533,8 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     ShapeResult r = attentionShape(typeOf(q).dims, typeOf(k).dims, typeOf(v).dims);
     bool ok = true;
     double headSize = r.ok() ? static_cast<double>(typeOf(q).dims.back().size) : 1.0;
-    double scale = number(keyword("scale"), 1.0 / std::sqrt(headSize), 0.0, 1e6, ok);
+    double scale = number(keyword("scale"), 1.0 / std::sqrt(headSize), 0.0, 1e6, ok,
+                          /*aboveLo=*/true);
     if (!ok)
       return Value::error();
     Op op;
@@ -680,6 +684,8 @@ Value Sema::callBlock(const ast::Block &block, const ast::Expr &call, std::vecto
     activeBlocks_.push_back(&block);
     execBody(block.body, frame);
     activeBlocks_.pop_back();
+    if (elaborationAborted_) // The body stopped early; its missing return says nothing.
+      return Value::error();
     if (!frame.returned)
       error(block.name.loc, "block '" + block.name.name + "' ends without 'return'");
     else if (resultType)
@@ -909,6 +915,75 @@ void Sema::execBody(const std::vector<ast::StmtPtr> &body, Frame &frame) {
   }
 }
 
+namespace {
+
+/// a + b and a x b, held at `cap` (the count only matters up to the limit).
+uint64_t addCapped(uint64_t a, uint64_t b, uint64_t cap) { return std::min(cap, a + b); }
+uint64_t mulCapped(uint64_t a, uint64_t b, uint64_t cap) {
+  return b != 0 && a > cap / b ? cap : std::min(cap, a * b);
+}
+
+} // namespace
+
+uint64_t Sema::expansion(const ast::Expr &expr) {
+  uint64_t cap = options_.maxOps + 1;
+  uint64_t n = 0;
+  if (expr.kind == ast::ExprKind::Call) {
+    auto block = blocks_.find(expr.text);
+    if (block != blocks_.end() && !expanding_.count(block->second)) { // Self-calls: an error.
+      auto memo = blockExpansion_.find(block->second);
+      if (memo == blockExpansion_.end()) {
+        expanding_.insert(block->second);
+        uint64_t body = expansion(block->second->body);
+        expanding_.erase(block->second);
+        memo = blockExpansion_.insert({block->second, body}).first;
+      }
+      n = memo->second;
+    }
+  }
+  for (const ast::ExprPtr &operand : expr.operands)
+    n = addCapped(n, expansion(*operand), cap);
+  return n;
+}
+
+uint64_t Sema::expansion(const std::vector<ast::StmtPtr> &body) {
+  uint64_t cap = options_.maxOps + 1;
+  uint64_t total = 0;
+  for (const ast::StmtPtr &stmt : body) {
+    uint64_t n = 1;
+    if (stmt->kind != ast::StmtKind::Repeat) {
+      if (stmt->value)
+        n = addCapped(n, expansion(*stmt->value), cap);
+      total = addCapped(total, n, cap);
+      continue;
+    }
+    // A count elaboration would refuse is reported there, in source order.
+    quiet_ = true;
+    Value count = evalConstant(*stmt->value);
+    quiet_ = false;
+    uint64_t inner = expansion(stmt->body);
+    if (count.kind != Value::Int || count.i < 1 || count.i > options_.maxRepeat) {
+      total = addCapped(total, inner, cap);
+      continue;
+    }
+    n = mulCapped(static_cast<uint64_t>(count.i), inner, cap);
+    if (n >= cap && inner < cap && !elaborationAborted_) {
+      // No overflow: the count is at most maxRepeat and the body below the op limit.
+      std::string all = std::to_string(static_cast<uint64_t>(count.i) * inner);
+      error(stmt->value->loc,
+            "this repeat runs its body " + std::to_string(count.i) +
+                " times and the body expands to " + std::to_string(inner) + " statement" +
+                (inner == 1 ? "" : "s") + ": " + all + " in all, more than the limit of " +
+                std::to_string(options_.maxOps),
+            "nested repeats and repeated block calls multiply; is a count far larger than "
+            "intended?");
+      elaborationAborted_ = true;
+    }
+    total = addCapped(total, n, cap);
+  }
+  return total;
+}
+
 void Sema::elaborateForward() {
   if (!model_->forward) {
     error(model_->name.loc, "model '" + model_->name.name + "' has no forward function",
@@ -932,6 +1007,11 @@ void Sema::elaborateForward() {
   }
   if (fwd.result.name != "loss")
     error(fwd.result.loc, "forward returns the loss: write '-> loss'");
+  // Bounded before any work: nested repeats of 96 would otherwise elaborate until the op
+  // limit, seconds and a gigabyte later.
+  expansion(fwd.body);
+  if (elaborationAborted_)
+    return;
   execBody(fwd.body, frame);
   if (elaborationAborted_)
     return;

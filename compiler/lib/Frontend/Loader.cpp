@@ -9,9 +9,22 @@ using namespace tessel;
 
 namespace {
 
-bool isRegularFile(const std::string &path) {
+/// "" for a regular file; what else `path` is ("a directory", ...); or "missing".
+std::string fileKind(const std::string &path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (::stat(path.c_str(), &st) != 0)
+    return "missing";
+  if (S_ISREG(st.st_mode))
+    return "";
+  if (S_ISDIR(st.st_mode))
+    return "a directory";
+  if (S_ISFIFO(st.st_mode))
+    return "a FIFO (named pipe)";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+    return "a device";
+  if (S_ISSOCK(st.st_mode))
+    return "a socket";
+  return "a special file";
 }
 
 std::string directoryOf(const std::string &path) {
@@ -91,10 +104,19 @@ private:
       for (const std::string &dir : options_.importPaths)
         candidates.push_back(dir + "/" + imp.path);
     }
+    // A path that exists but is no file (a directory, a FIFO, which reading would block
+    // on) is skipped like a missing one, and named if no later candidate is a file.
+    std::string notAFile, notAFileKind;
     for (const std::string &raw : candidates) {
       std::string candidate = normalize(raw);
-      if (!isRegularFile(candidate))
+      std::string kind = fileKind(candidate);
+      if (!kind.empty()) {
+        if (kind != "missing" && notAFile.empty()) {
+          notAFile = candidate;
+          notAFileKind = kind;
+        }
         continue;
+      }
       int existing = sources_.findFile(candidate);
       if (existing >= 0) {
         for (int active : active_)
@@ -116,6 +138,11 @@ private:
         return;
       }
       visit(id);
+      return;
+    }
+    if (!notAFile.empty()) {
+      diags_.error(imp.loc, "cannot import '" + imp.path + "': '" + notAFile + "' is " +
+                                notAFileKind + ", not a .model file");
       return;
     }
     std::string searched;

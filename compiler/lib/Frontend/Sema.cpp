@@ -71,13 +71,18 @@ std::string tessel::detail::formatNumber(double v) {
 }
 
 bool Sema::error(SourceLoc loc, const std::string &message, const std::string &hint) {
+  if (quiet_)
+    return false;
   if (!reported_.insert({loc.file, loc.line, loc.col, message}).second)
     return false;
   diags_.error(loc, message, hint);
   return true;
 }
 
-void Sema::note(SourceLoc loc, const std::string &message) { diags_.note(loc, message); }
+void Sema::note(SourceLoc loc, const std::string &message) {
+  if (!quiet_)
+    diags_.note(loc, message);
+}
 
 std::vector<std::string> Sema::knownNames() const {
   std::vector<std::string> names;
@@ -482,6 +487,8 @@ std::optional<Program> Sema::run() {
   if (dims_.count("batch"))
     program_.dims.push_back(dims_["batch"]);
   elaborateForward();
+  if (elaborationAborted_)
+    return std::nullopt; // The model is incomplete; checking its layout would mislead.
   checkParallelAgainstModel();
   if (diags_.hasErrors())
     return std::nullopt;

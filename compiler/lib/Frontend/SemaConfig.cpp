@@ -387,6 +387,22 @@ void Sema::readTrain(const ast::Section &section) {
         double v = 0;
         if (!readNumber(arg, key, 0.0, v))
           continue;
+        // The ranges the optimizer's update needs (the graph dialect's verifiers hold the
+        // same), so that a spec check accepts always compiles.
+        if (key == "eps" && !(v > 0)) {
+          error(arg.loc, "eps must be greater than 0, not " + formatNumber(v),
+                "eps keeps the update finite where a second moment is 0; 1e-8 is usual");
+          continue;
+        }
+        if (key == "momentum" && v >= 1) {
+          error(arg.loc, "momentum must lie in [0, 1), not " + formatNumber(v));
+          continue;
+        }
+        if (key == "weight_decay" && kind == "adam" && v > 0) {
+          error(arg.loc, "adam with weight_decay (coupled, L2) is not supported yet",
+                "use adamw(...), whose weight decay is decoupled");
+          continue;
+        }
         if (key == "lr")
           opt.lr = v;
         else if (key == "eps")
@@ -559,14 +575,26 @@ void Sema::checkParallelAgainstModel() {
       error(ppLoc, "pipeline parallelism splits the repeated layers, but forward has no 'repeat'");
     } else {
       int64_t stages = pp * v;
-      if (program_.layers < stages)
-        error(ppLoc, std::to_string(stages) + " pipeline stages for only " +
-                         std::to_string(program_.layers) + " layers");
-      else if (v > 1 && program_.layers % stages != 0)
+      // Said in the user's terms: with virtual stages, the count is a product of two settings.
+      std::string asked = v > 1 ? "pp = " + std::to_string(pp) + " x virtual = " +
+                                      std::to_string(v) + " = " + std::to_string(stages) +
+                                      " model chunks need"
+                                : "pp = " + std::to_string(pp) + " pipeline stages need";
+      if (program_.layers < stages) {
+        if (error(ppLoc,
+                  asked + " at least " + std::to_string(stages) + " layers, one per " +
+                      (v > 1 ? "chunk" : "stage") + ", but the model has " +
+                      std::to_string(program_.layers),
+                  v > 1 ? "lower pp or virtual, or repeat more layers"
+                        : "lower pp, or repeat more layers") &&
+            v > 1)
+          note(cfg.virtualStages.loc, "virtual = " + std::to_string(v) + " is set here");
+      } else if (v > 1 && program_.layers % stages != 0) {
         error(cfg.virtualStages.loc,
               "virtual = " + std::to_string(v) + ": " + std::to_string(program_.layers) +
                   " layers do not split evenly over pp x virtual = " + std::to_string(stages) +
                   " stages");
+      }
     }
     if ((cfg.schedule.value == "1f1b" || cfg.schedule.value == "interleaved" ||
          cfg.schedule.value == "zbh1") && m < pp)

@@ -92,6 +92,11 @@ public:
 
   // Elaborate.cpp: blocks into the typed graph.
   void elaborateForward();
+  /// The statements `body` runs, with block bodies counted per call and repeat bodies per
+  /// iteration, saturating past `options_.maxOps`. Reports the first repeat that takes the
+  /// count past it, so that elaboration never starts on a model it could not finish.
+  uint64_t expansion(const std::vector<ast::StmtPtr> &body);
+  uint64_t expansion(const ast::Expr &expr);
   Value evalTensorExpr(const ast::Expr &expr, Frame &frame);
   void execBody(const std::vector<ast::StmtPtr> &body, Frame &frame);
   Value callBlock(const ast::Block &block, const ast::Expr &call, std::vector<Value> args,
@@ -128,6 +133,11 @@ public:
   std::vector<const ast::Block *> activeBlocks_;
   std::map<std::string, int> blockCallCounts_;
   bool elaborationAborted_ = false;
+  /// While set, errors are not reported (the expansion count evaluates repeat counts that
+  /// elaboration evaluates again and reports then, in source order).
+  bool quiet_ = false;
+  std::map<const ast::Block *, uint64_t> blockExpansion_;
+  std::set<const ast::Block *> expanding_;
 };
 
 } // namespace tessel::detail
