@@ -7,7 +7,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <csignal>
 #include <sys/stat.h>
+#include <vector>
 #include <unistd.h>
 
 namespace tessel::rt {
@@ -24,6 +26,34 @@ struct FdCloser {
 } // namespace
 
 std::string tempSuffix() { return ".tmp-" + std::to_string(::getpid()); }
+
+int removeStaleTemporaries(const std::string &dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec)
+    return 0;
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry &entry : it) {
+    std::string name = entry.path().filename().string();
+    size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos || at + 5 == name.size() || name.size() - at > 5 + 10)
+      continue;
+    std::string digits = name.substr(at + 5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    long pid = std::stol(digits);
+    // kill(pid, 0) fails with ESRCH exactly when no process has that id.
+    bool mine = pid == static_cast<long>(::getpid());
+    if (mine || (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH))
+      stale.push_back(entry.path());
+  }
+  int removed = 0;
+  for (const fs::path &path : stale)
+    if (fs::remove_all(path, ec) > 0 && !ec)
+      ++removed;
+  return removed;
+}
 
 std::string parentDirectory(const std::string &path) {
   size_t slash = path.find_last_of('/');

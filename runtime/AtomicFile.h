@@ -49,6 +49,11 @@ bool replaceDirectoryAtomically(const std::string &tempDir, const std::string &f
 /// ".tmp-<pid>": the suffix of this process's temporary files and directories.
 std::string tempSuffix();
 
+/// Removes the temporary files and directories in `dir` (names ending in ".tmp-<pid>") that
+/// writes interrupted by a crash or a kill left behind: those of processes that no longer run,
+/// and this process's own. Returns how many were removed.
+int removeStaleTemporaries(const std::string &dir);
+
 /// The directory holding `path` ("." for a bare name).
 std::string parentDirectory(const std::string &path);
 

@@ -114,6 +114,8 @@ bool saveCheckpoint(const std::string &dirArg, const CheckpointContents &content
     error = "cannot create checkpoint directory " + dir + ": " + ec.message();
     return false;
   }
+  // What interrupted writes left here (a crash, a kill) is garbage; it goes before more is added.
+  removeStaleTemporaries(dir);
   std::string name = checkpointName(contents.step);
   std::string finalDir = dir + "/" + name;
   std::string tempDir = dir + "/." + name + tempSuffix();
