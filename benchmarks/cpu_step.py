@@ -669,7 +669,7 @@ def main() -> int:
     cpus = allowed[:args.threads] if args.threads < len(allowed) else None
     host = machine()
     began = time.perf_counter()
-    print(f"{host}; {args.threads} threads a side"
+    print(f"{host}; {args.threads} thread{'s' if args.threads > 1 else ''} a side"
           f"{f', pinned to CPUs {cpus}' if cpus else ''}; warm-up {args.warmup}", flush=True)
 
     rows, failed = [], False
@@ -686,7 +686,7 @@ def main() -> int:
         if args.no_search:
             t_configs, p_configs, t_more, p_more = t_configs[:1], [torch_default], [], []
         sgemm = sgemm_rate(args, cpus, work)
-        print(f"OpenBLAS SGEMM {sgemm['n']}×{sgemm['n']}, {args.threads} threads: "
+        print(f"OpenBLAS SGEMM {sgemm['n']}×{sgemm['n']}, OPENBLAS_NUM_THREADS={args.threads}: "
               f"{sgemm['gflops']:,.0f} GFLOP/s ({sgemm['blas'].split(', ')[-1]})", flush=True)
         for model in models:
             bench = Bench(args, model, work, cpus)

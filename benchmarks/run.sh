@@ -1,6 +1,8 @@
 #!/bin/sh
-# CPU throughput of Tessel against PyTorch; see benchmarks/README.md.
-#   benchmarks/run.sh                                  # examples/tiny_gpt.model, 30 steps, all cores
+# CPU throughput of Tessel against PyTorch, each at its best configuration; see
+# benchmarks/README.md.
+#   benchmarks/run.sh                                  # the default models, all cores
+#   benchmarks/run.sh --quick                          # smoke test: 2 steps, no search
 #   benchmarks/run.sh --model examples/llama_small.model --threads 1
 # Runs from the repository root with Debian's python3 (it has torch); needs build/bin/tessel.
 set -eu
