@@ -3,6 +3,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/Communicator.h"
+#include "runtime/HostMemory.h"
 #include "runtime/KernelCall.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <omp.h>
 #include <set>
 
@@ -230,6 +232,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
             " ranks needs a communicator of as many ranks, at rank " + std::to_string(rank);
     return nullptr;
   }
+  if (!fitsInMemory(rankAllocationBytes(plan, rank), "rank " + std::to_string(rank), error))
+    return nullptr;
   std::unique_ptr<Executor> ex(new Executor(plan, rank));
   ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
   for (const planfile::Program &p : ex->plan_.programs)
@@ -238,13 +242,19 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
   size_t arenaAlloc = (ex->arenaBytes_ + 63) / 64 * 64 + 64;
   ex->arena_ = static_cast<float *>(std::aligned_alloc(64, arenaAlloc));
   if (!ex->arena_) {
-    error = "cannot allocate the arena of " + std::to_string(ex->arenaBytes_) + " bytes";
+    error = "out of memory allocating the arena of " + formatBytes(ex->arenaBytes_);
     return nullptr;
   }
   std::memset(ex->arena_, 0, arenaAlloc);
   const uint32_t stage = ex->plan_.pipelineStage(rank);
-  for (const planfile::StateTensor &t : ex->plan_.state)
-    ex->state_.emplace_back(t.heldBy(stage) ? t.bytes() / 4 : 0, 0.0f);
+  try {
+    for (const planfile::StateTensor &t : ex->plan_.state)
+      ex->state_.emplace_back(t.heldBy(stage) ? t.bytes() / 4 : 0, 0.0f);
+  } catch (const std::bad_alloc &) {
+    error = "out of memory allocating the state of rank " + std::to_string(rank) + " (" +
+            formatBytes(rankAllocationBytes(plan, rank)) + " with its arena)";
+    return nullptr;
+  }
 
   auto pointer = [&](const BufferRef &b) -> void * {
     char *base = b.storage == Storage::Arena ? reinterpret_cast<char *>(ex->arena_)

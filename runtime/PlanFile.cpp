@@ -528,19 +528,50 @@ bool validateProgramsPerRank(const Plan &plan, std::string &error) {
 
 } // namespace
 
+/// Bounds on what a plan may describe, checked before anything is allocated for it: far above
+/// any real model or cluster, far below what a damaged count can make a process try to hold.
+constexpr uint32_t kMaxRanks = 1u << 20;
+constexpr uint32_t kMaxStreams = 64;
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 44; // 16 TiB
+
+/// The bytes of `elementBytes`-byte elements over `shape`, or false (with `error`) when the
+/// count is not positive or exceeds kMaxTensorBytes.
+static bool boundedBytes(const std::vector<int64_t> &shape, uint64_t elementBytes,
+                         const std::string &what, std::string &error) {
+  unsigned __int128 bytes = elementBytes;
+  std::string dims;
+  for (int64_t d : shape)
+    dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  for (int64_t d : shape) {
+    if (d <= 0 || d > (int64_t(1) << 40)) {
+      error = what + " has an invalid dim " + std::to_string(d) + " in [" + dims + "]";
+      return false;
+    }
+    bytes *= static_cast<uint64_t>(d);
+    if (bytes > kMaxTensorBytes) {
+      error = what + " of shape [" + dims + "] is larger than a plan may describe (16 TiB)";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool validatePlan(const Plan &plan, std::string &error) {
   if (plan.worldSize == 0 || plan.streams == 0) {
     error = "the plan has no ranks or no streams";
     return false;
   }
+  if (plan.worldSize > kMaxRanks || plan.streams > kMaxStreams) {
+    error = "the plan has " + std::to_string(plan.worldSize) + " ranks and " +
+            std::to_string(plan.streams) + " streams; at most " + std::to_string(kMaxRanks) +
+            " and " + std::to_string(kMaxStreams) + " can be run";
+    return false;
+  }
   if (!validateGroups(plan, error))
     return false;
   for (const StateTensor &t : plan.state) {
-    for (int64_t d : t.shape)
-      if (d <= 0 || d > (int64_t(1) << 40)) {
-        error = "state tensor '" + t.name + "' has an invalid dim " + std::to_string(d);
-        return false;
-      }
+    if (!boundedBytes(t.shape, dtypeBytes(t.dtype), "state tensor '" + t.name + "'", error))
+      return false;
     if (!validateSplit(plan, t.split, t.shape.size(), "state tensor '" + t.name + "'", error))
       return false;
     for (uint32_t stage : t.stages)
@@ -576,6 +607,15 @@ bool validatePlan(const Plan &plan, std::string &error) {
     return true;
   };
   for (const Program &p : plan.programs) {
+    if (p.arenaBytes > kMaxTensorBytes) {
+      error = "program '" + p.name + "' asks for an arena of " + std::to_string(p.arenaBytes) +
+              " bytes, more than a plan may describe (16 TiB)";
+      return false;
+    }
+    for (const std::vector<Port> *ports : {&p.inputs, &p.outputs})
+      for (const Port &port : *ports)
+        if (!boundedBytes(port.shape, 4, "port '" + port.name + "' of '" + p.name + "'", error))
+          return false;
     if (p.rank >= plan.worldSize) {
       error = "program '" + p.name + "' is for rank " + std::to_string(p.rank) + " of a world of " +
               std::to_string(plan.worldSize);

@@ -2,6 +2,8 @@
 
 #include "runtime/Ranks.h"
 
+#include "runtime/HostMemory.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -26,8 +28,16 @@ const planfile::Port *findInput(const planfile::Plan &plan, const std::string &p
 std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error) {
   if (!planfile::validatePlan(plan, error))
     return nullptr;
-  std::unique_ptr<Ranks> ranks(new Ranks());
   const uint32_t size = plan.worldSize;
+  // The ranks of this process together, before any of them allocates.
+  uint64_t bytes = 0;
+  for (uint32_t r = 0; r < size; ++r)
+    bytes += rankAllocationBytes(plan, r);
+  if (!fitsInMemory(bytes,
+                    size > 1 ? "the plan's " + std::to_string(size) + " ranks" : "the plan",
+                    error))
+    return nullptr;
+  std::unique_ptr<Ranks> ranks(new Ranks());
   ranks->threadsPerRank_ = std::max(1, threads / static_cast<int>(size));
   if (size > 1)
     ranks->comms_ = LocalCommunicator::createWorld(size);

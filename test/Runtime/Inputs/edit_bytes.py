@@ -13,6 +13,10 @@ plans, executables and checkpoints in precise ways.
                                            sequence below VOCAB); --set overwrites one, --odd
                                            appends a stray byte, --llmc prepends llm.c's 1024-byte
                                            header, claiming COUNT tokens unless given another
+  edit_bytes.py plan-dims FILE A,B C,D     in a plan, replace the first state tensor shape
+                                           [A, B] (two i64 after the u64 count 2) with [C, D] and
+                                           write the header's checksum anew, so only the
+                                           reader's bounds can refuse it
 
 Every command fails loudly (exit 1) when the file is shorter than the edit needs, so a test
 cannot pass by editing nothing.
@@ -104,6 +108,22 @@ def main(argv):
         if llmc is not None:
             out = struct.pack("<256i", *([20240520, 1, llmc] + [0] * 253)) + out
         write(path, out)
+    elif command == "plan-dims":
+        data = read(path)
+        old = [int(x) for x in argv[3].split(",")]
+        new = [int(x) for x in argv[4].split(",")]
+        if len(old) != 2 or len(new) != 2:
+            die("plan-dims takes two dims, old and new")
+        pattern = struct.pack("<Qqq", 2, *old)
+        at = bytes(data).find(pattern, 32)
+        if at < 0:
+            die("no shape [%d, %d] in the plan" % tuple(old))
+        data[at:at + len(pattern)] = struct.pack("<Qqq", 2, *new)
+        h = 14695981039346656037
+        for byte in data[32:]:
+            h = ((h ^ byte) * 1099511628211) % (1 << 64)
+        data[24:32] = struct.pack("<Q", h)
+        write(path, data)
     else:
         die("unknown command " + command)
 
