@@ -184,6 +184,18 @@ class Child:
     output: str
     max_rss: int  # bytes
     wall: float
+    others: float  # the share of all CPUs that other processes used meanwhile
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot, from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def run_child(cmd: List[str], env: Dict[str, str], cpus: Optional[List[int]], cwd: str,
@@ -193,16 +205,19 @@ def run_child(cmd: List[str], env: Dict[str, str], cpus: Optional[List[int]], cw
         if cpus:
             os.sched_setaffinity(0, cpus)
 
-    start = time.perf_counter()
+    start, busy = time.perf_counter(), busy_seconds()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                 preexec_fn=pin)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
+    # What the machine spent beyond this child: another job on the cores skews the rates.
+    others = busy_seconds() - busy - usage.ru_utime - usage.ru_stime
+    others = max(0.0, others) / (wall * (os.cpu_count() or 1))
     with open(log, errors="replace") as f:
         output = f.read()
-    return Child(proc.returncode, output, usage.ru_maxrss * 1024, wall)
+    return Child(proc.returncode, output, usage.ru_maxrss * 1024, wall, others)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,6 +233,7 @@ class Run:
     rate: Optional[float] = None  # tokens/s over the steps after the warm-up
     step_time: Optional[float] = None  # mean seconds of those steps
     max_rss: int = 0
+    others: float = 0.0  # the share of the CPUs other processes used during the run
     error: str = ""
     info: dict = field(default_factory=dict)
 
@@ -329,7 +345,7 @@ class Bench:
         # In the work directory, so that a checkpoint the spec asks for lands there.
         child = run_child(cmd, c.env(), self.cpus, self.work,
                           os.path.join(self.work, f"{self.name}.{self.runs}.log"))
-        run.max_rss = child.max_rss
+        run.max_rss, run.others = child.max_rss, child.others
         if child.rc != 0:
             run.error = f"{' '.join(cmd)} exited with status {child.rc}:\n{child.output[-3000:]}"
             return run
@@ -354,7 +370,7 @@ class Bench:
         cmd = [self.args.python, os.path.join(HERE, "torch_step.py"), spec]
         child = run_child(cmd, c.env(), self.cpus, self.work,
                           os.path.join(self.work, f"{self.name}.{self.runs}.torch.log"))
-        run.max_rss = child.max_rss
+        run.max_rss, run.others = child.max_rss, child.others
         lines = [ln for ln in child.output.splitlines() if ln.startswith("{")]
         if child.rc != 0 or not lines:
             run.error = f"torch_step.py exited with status {child.rc}:\n{child.output[-3000:]}"
@@ -437,8 +453,9 @@ def report(run: Run, what: str) -> None:
     if run.rate is None:
         print(f"  {side} {what}: {run.config.label()}: FAILED: {run.error}", flush=True)
         return
+    busy = f"; OTHER PROCESSES USED {run.others:.0%} OF THE CPUS" if run.others > 0.05 else ""
     print(f"  {side} {what}: {run.config.label()}: {run.rate:,.0f} tokens/s over steps "
-          f"{run.warmup + 1}..{run.steps}, peak RSS {mib(run.max_rss)}", flush=True)
+          f"{run.warmup + 1}..{run.steps}, peak RSS {mib(run.max_rss)}{busy}", flush=True)
 
 
 def sgemm_rate(args, cpus: Optional[List[int]], work: str) -> dict:
@@ -451,7 +468,7 @@ def sgemm_rate(args, cpus: Optional[List[int]], work: str) -> dict:
     lines = [ln for ln in child.output.splitlines() if ln.startswith("{")]
     if child.rc != 0 or not lines:
         raise RuntimeError(f"sgemm.py exited with status {child.rc}:\n{child.output}")
-    return json.loads(lines[-1])
+    return dict(json.loads(lines[-1]), others=child.others)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,6 +543,9 @@ def results_section(rows: List[Row], sgemm: dict, args, command: str, host: str,
         f"- PyTorch {defaults['torch_version']} (Debian's build: OpenMP for its own kernels, "
         f"OpenBLAS for matrix products), Python {platform.python_version()}. Left alone here it "
         f"runs {torch_default.label()}, ATen {defaults['capability']}.",
+        "- Other processes used at most "
+        f"{max([sgemm['others']] + [s.best.others for r in rows for s in (r.tessel, r.pytorch) if s.best]):.1%}"
+        " of the CPUs during the timed runs and the SGEMM measurement (from /proc/stat).",
         "- Peak RSS: the whole process of each side (for PyTorch that includes the interpreter "
         "and torch's libraries), from its rusage.",
         "- Model FLOPs per token: 6·N + 12·L·seq·embed, N the parameters that enter matrix "
@@ -672,6 +692,12 @@ def main() -> int:
     print(f"{host}; {args.threads} thread{'s' if args.threads > 1 else ''} a side"
           f"{f', pinned to CPUs {cpus}' if cpus else ''}; warm-up {args.warmup}", flush=True)
 
+    busy = busy_seconds()
+    time.sleep(1.0)
+    busy = (busy_seconds() - busy) / (os.cpu_count() or 1)
+    if busy > 0.1:
+        print(f"warning: the machine is not idle: {busy:.0%} of its CPUs were busy over the last "
+              "second; the rates will be low and uneven", flush=True)
     rows, failed = [], False
     work = tempfile.mkdtemp(prefix="tessel-bench-")
     try:
