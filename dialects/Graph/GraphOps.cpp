@@ -8,6 +8,7 @@
 #include "Graph/GraphOps.h"
 
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -25,6 +26,55 @@ std::optional<NamedShape> tessel::graph::getNamedShape(Type type) {
   for (auto [name, size] : llvm::zip(dims.getNames(), tensor.getShape()))
     shape.push_back({name.getValue().str(), size});
   return shape;
+}
+
+std::string tessel::graph::spelling(StringRef opName) {
+  auto [dialect, name] = opName.split('.');
+  if (name.empty())
+    return ("'" + opName + "'").str();
+  if (dialect == "shard")
+    return ((name.starts_with("a") ? "an " : "a ") + name + " between ranks").str();
+  if (dialect == "plan")
+    return ("the compiled plan's " + name).str();
+  if (dialect == "sched")
+    return "the pipeline schedule";
+  if (dialect == "func")
+    return "a compiled function";
+  if (dialect != "graph")
+    return ("'" + opName + "'").str();
+  static const llvm::StringMap<const char *> words = {
+      {"add", "`+`"},
+      {"sub", "`-`"},
+      {"mul", "`*`"},
+      {"div", "`/`"},
+      {"neg", "unary `-`"},
+      {"contract", "`@`"},
+      {"param", "a parameter"},
+      {"constant", "a constant"},
+      {"broadcast", "the gradient of a sum or mean"},
+      {"unary_grad", "the gradient of an elementwise function"},
+      {"ce_max", "`cross_entropy` over split classes"},
+      {"ce_sums", "`cross_entropy` over split classes"},
+      {"ce_loss", "`cross_entropy` over split classes"},
+      {"ce_grad", "the gradient of `cross_entropy` over split classes"},
+      {"sum_squares", "the gradient norm"},
+      {"global_norm", "the gradient norm"},
+      {"assign_param", "the parameter update"},
+      {"pack", "a gradient bucket"},
+      {"unpack", "a gradient bucket"},
+      {"tied_grad_sum", "the sum of a tied parameter's gradients"},
+      {"accumulate_grad", "the gradient accumulation"},
+      {"grad", "a gradient"},
+      {"zero_grad", "the clearing of a gradient"},
+      {"clip_coefficient", "gradient clipping (train.clip)"},
+      {"learning_rate", "the learning-rate schedule (train.schedule)"},
+      {"adamw", "the optimizer's update (train.optimizer)"},
+      {"sgd", "the optimizer's update (train.optimizer)"}};
+  if (auto it = words.find(name); it != words.end())
+    return it->second;
+  if (name.consume_back("_grad"))
+    return ("the gradient of `" + name + "`").str();
+  return ("`" + name + "`").str(); // exp, mean, attention, ...: the built-in's own name.
 }
 
 RankedTensorType tessel::graph::getNamedTensorType(MLIRContext *ctx, const NamedShape &shape,

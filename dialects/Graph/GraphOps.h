@@ -25,6 +25,12 @@ std::optional<NamedShape> getNamedShape(mlir::Type type);
 mlir::RankedTensorType getNamedTensorType(mlir::MLIRContext *ctx, const NamedShape &shape,
                                           mlir::Type elementType);
 
+/// How a `.model` file writes the op named `opName`, for diagnostics in the user's terms:
+/// "graph.mul" is `*`, "graph.mean" is `mean`, "graph.attention_grad" the gradient of
+/// `attention`, "graph.adamw" the optimizer's update. Ops of other dialects are described by
+/// what they do ("shard.all_reduce" is an all_reduce between ranks).
+std::string spelling(llvm::StringRef opName);
+
 /// The attribute form of a sharding, and back.
 ShardingAttr getShardingAttr(mlir::MLIRContext *ctx, const Sharding &s);
 Sharding getSharding(ShardingAttr attr);

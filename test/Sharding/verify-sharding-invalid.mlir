@@ -30,7 +30,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
   shard.grid @mesh(shape = 2)
   func.func @partial_into_gelu(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
-    // expected-error @+1 {{'graph.gelu' op reads operand #0 as a whole value, but it is a partial sum over [tp] still to be reduced}}
+    // expected-error @+1 {{the result of `@` over 'embed', which the layout splits over tp, is used as a whole value by `gelu`, but each tp rank holds only its part of the sum}}
     %1 = graph.gelu %0 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
     %2 = shard.all_reduce %1 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*, *]>]} : !h -> !h
     return %2 : !h
@@ -47,7 +47,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
   shard.grid @mesh(shape = 2)
   func.func @partial_plus_whole(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}, %b: !h {graph.sharding = #graph.sharding<[*, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
-    // expected-error @+1 {{'graph.add' op reads operand #0 as a whole value, but it is a partial sum over [tp] still to be reduced}}
+    // expected-error @+1 {{the result of `@` over 'embed', which the layout splits over tp, is used as a whole value by `+`, but each tp rank holds only its part of the sum}}
     %1 = graph.add %0, %b {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!h, !h) -> !h
     %2 = shard.all_reduce %1 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*, *]>]} : !h -> !h
     return %2 : !h
@@ -64,9 +64,63 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
   shard.grid @mesh(shape = 2)
   func.func @forward_backward(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
-    // expected-error @+1 {{'graph.accumulate_grad' op reads operand #0 as a whole value, but it is a partial sum over [tp] still to be reduced}}
+    // expected-error @+1 {{the result of `@` over 'embed', which the layout splits over tp, is used as a whole value by the gradient accumulation, but each tp rank holds only its part of the sum}}
     graph.accumulate_grad %0 to "b" {graph.sharding = []} : !h
     return
+  }
+}
+
+// -----
+
+// A partial sum scaled by a factor every rank holds alike is still a partial sum: a mean over
+// a split dim is partitioned so (each rank's mean times its share of the dim).
+!x = tensor<4x4xf32, #graph.dims<seq, embed>>
+!m = tensor<4xf32, #graph.dims<seq>>
+!s = tensor<f32, #graph.dims<>>
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+  shard.grid @mesh(shape = 2)
+  func.func @scaled_mean(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !m {
+    %0 = graph.mean %x dims ["embed"] {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : !x -> !m
+    %1 = graph.constant 5.000000e-01 {graph.sharding = [#graph.sharding<[]>]} : !s
+    %2 = graph.mul %0, %1 {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : (!m, !s) -> !m
+    %3 = graph.div %2, %1 {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : (!m, !s) -> !m
+    %4 = shard.all_reduce %3 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*]>]} : !m -> !m
+    return %4 : !m
+  }
+}
+
+// -----
+
+// Two partial sums multiplied: the product of sums is not the sum of the products.
+!x = tensor<4x4xf32, #graph.dims<seq, embed>>
+!m = tensor<4xf32, #graph.dims<seq>>
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+  shard.grid @mesh(shape = 2)
+  func.func @partial_times_partial(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !m {
+    %0 = graph.mean %x dims ["embed"] {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : !x -> !m
+    // expected-error @+1 {{the result of `mean` over 'embed', which the layout splits over tp, is used as a whole value by `*`, but each tp rank holds only its part of the sum}}
+    %1 = graph.mul %0, %0 {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : (!m, !m) -> !m
+    %2 = shard.all_reduce %1 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*]>]} : !m -> !m
+    return %2 : !m
+  }
+}
+
+// -----
+
+// A partial sum as a divisor, found through the product that scaled it.
+!x = tensor<4x4xf32, #graph.dims<seq, embed>>
+!m = tensor<4xf32, #graph.dims<seq>>
+!s = tensor<f32, #graph.dims<>>
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+  shard.grid @mesh(shape = 2)
+  func.func @divide_by_partial(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !m {
+    %0 = graph.sum %x dims ["embed"] {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : !x -> !m
+    %1 = graph.constant 2.000000e+00 {graph.sharding = [#graph.sharding<[]>]} : !s
+    %2 = graph.mul %0, %1 {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : (!m, !s) -> !m
+    // expected-error @+1 {{the result of `sum` over 'embed', which the layout splits over tp, is used as a whole value by `/`, but each tp rank holds only its part of the sum}}
+    %3 = graph.div %1, %2 {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : (!s, !m) -> !m
+    %4 = shard.all_reduce %3 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*]>]} : !m -> !m
+    return %4 : !m
   }
 }
 

@@ -109,9 +109,9 @@ std::string DiagnosticEngine::format(const Diagnostic &diag) const {
   return os.str();
 }
 
-void DiagnosticEngine::print(std::ostream &os) const {
-  for (const Diagnostic &d : diags_)
-    os << format(d);
+void DiagnosticEngine::print(std::ostream &os, size_t first) const {
+  for (size_t i = first; i < diags_.size(); ++i)
+    os << format(diags_[i]);
   if (errors_ > kMaxRecordedErrors)
     os << "tessel: " << errors_ << " errors in all; only the first " << kMaxRecordedErrors
        << " are shown\n";

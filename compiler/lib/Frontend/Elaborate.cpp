@@ -1028,7 +1028,17 @@ void Sema::elaborateForward() {
                                                : std::string(kindName(r.kind));
     error(fwd.body.empty() ? fwd.loc : fwd.body.back()->loc,
           "forward must return a scalar loss, not " + what,
-          "reduce it, e.g. with cross_entropy(logits, targets) or mean(x, [batch, seq])");
+          "reduce it with cross_entropy(logits, targets)");
+    return;
+  }
+  // The compiled model samples text from the logits of the loss (tessel generate), so the
+  // loss is the cross-entropy itself, not a value computed from it.
+  size_t inputs = program_.forward.inputs.size();
+  if (static_cast<size_t>(r.tensor) < inputs ||
+      program_.forward.ops[r.tensor - inputs].name != "cross_entropy") {
+    error(fwd.body.empty() ? fwd.loc : fwd.body.back()->loc,
+          "forward must return cross_entropy(logits, targets) itself",
+          "text generation samples from the logits of the returned cross_entropy");
     return;
   }
   program_.forward.result = r.tensor;

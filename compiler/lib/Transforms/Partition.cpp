@@ -96,9 +96,10 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
       if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis ||
           !warnedDims_.insert(dim).second)
         continue;
+      std::string what = spelling(op->getName().getStringRef());
       op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
-                        << op->getName() << " needs it whole here, so it is gathered and this "
-                        << "op runs unsplit on every " << axis << " rank";
+                        << what << " needs it whole here, so it is gathered and " << what
+                        << " runs unsplit on every " << axis << " rank";
     }
   }
 }

@@ -235,6 +235,21 @@ void splitWeightGradients(func::FuncOp func, Placement &seg) {
       s.phase = Phase::Weight;
 }
 
+/// Where `op` runs, in the spec's terms: "layer 2 on pipeline stage 1", "the backward pass
+/// of layer 0 on model chunk 2 (pipeline stage 0)".
+std::string placeOf(Operation *op, Segment s, const Stages &st) {
+  std::string out =
+      s.phase == Phase::Forward ? "" : std::string("the ") + phaseName(s.phase) + " pass of ";
+  if (auto layer = op->getAttrOfType<IntegerAttr>("graph.layer"))
+    out += "layer " + std::to_string(layer.getInt()) + " on ";
+  else if (s.phase != Phase::Forward)
+    out += "what runs on ";
+  if (st.v > 1)
+    return out + "model chunk " + std::to_string(s.chunk) + " (pipeline stage " +
+           std::to_string(st.stageOf(s.chunk)) + ")";
+  return out + "pipeline stage " + std::to_string(s.chunk);
+}
+
 /// Checks that values cross only where the runtime moves them: within a stage from an
 /// earlier phase to a later one; a forward value to the next stage; a backward value to the
 /// previous stage's backward.
@@ -253,12 +268,17 @@ LogicalResult checkCrossings(func::FuncOp func, const Placement &seg, const Stag
                 (from.phase == Phase::Forward && to.chunk == from.chunk + 1) ||
                 (from.phase == Phase::Backward && to.phase != Phase::Forward &&
                  to.chunk == from.chunk - 1);
-      if (!ok)
-        return op.emitOpError() << "on virtual stage " << to.chunk << " (" << phaseName(to.phase)
-                                << ") reads a value of virtual stage " << from.chunk << " ("
-                                << phaseName(from.phase)
-                                << "); pipeline stages exchange values only with their "
-                                   "neighbours";
+      if (!ok) {
+        InFlightDiagnostic diag = op.emitError()
+                                  << spelling(op.getName().getStringRef()) << " in "
+                                  << placeOf(&op, to, st) << " reads the result of "
+                                  << spelling(d->getName().getStringRef()) << " in "
+                                  << placeOf(d, from, st)
+                                  << "; pipeline stages pass activations only to the next "
+                                     "stage and gradients only to the previous one";
+        diag.attachNote(d->getLoc()) << "computed here";
+        return diag;
+      }
     }
   }
   Operation *ret = func.getBody().front().getTerminator();

@@ -120,6 +120,47 @@ LogicalResult Verifier::verifyCollective(Operation *op, const Sharding &in, cons
   return success();
 }
 
+/// Whether `scale` may multiply (or divide) a partial sum over `axes`: each rank's addend
+/// scaled by the same factor sums to the scaled total, so the factor must be whole and the
+/// same on the ranks of those axes (a mean over a split dim is the sum of such addends).
+static bool isCommonFactor(const Sharding &scale, ArrayRef<std::string> axes) {
+  if (scale.isPartial())
+    return false;
+  return llvm::none_of(scale.splitAxes(),
+                       [&](const std::string &a) { return llvm::is_contained(axes, a); });
+}
+
+/// The op whose sum over a split dim made `v` a partial sum, looking through the linear ops
+/// that passed it on; or null.
+static Operation *partialSumOrigin(Value v) {
+  Operation *def = v.getDefiningOp();
+  while (def && isa<AddOp, SubOp, MulOp, DivOp>(def)) {
+    Value next;
+    for (Value in : def->getOperands())
+      if (auto s = recordedSharding(in); s && s->isPartial())
+        next = in;
+    if (!next)
+      break;
+    def = next.getDefiningOp();
+  }
+  return def;
+}
+
+/// "the result of `mean` over 'embed'", or "a value" when the origin is unknown.
+static std::string describeSum(Operation *origin) {
+  if (!origin)
+    return "a value";
+  std::string out = "the result of " + spelling(origin->getName().getStringRef());
+  ArrayAttr dims = isa<ContractOp>(origin) ? cast<ContractOp>(origin).getSum()
+                                           : origin->getAttrOfType<ArrayAttr>("dims");
+  if (!dims || dims.empty())
+    return out;
+  SmallVector<std::string> names;
+  for (Attribute d : dims)
+    names.push_back("'" + cast<StringAttr>(d).str() + "'");
+  return out + " over " + llvm::join(names, ", ");
+}
+
 LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
                                           ArrayRef<Sharding> outs) {
   // Partial sums only where the op is linear in them.
@@ -128,17 +169,25 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
     if (!s.isPartial())
       continue;
     bool allowed = false;
+    bool samePartialResult = !outs.empty() && outs[0].partial == s.partial;
     if (linear)
       allowed = llvm::all_of(ins, [&](const Sharding &o) { return o.partial == s.partial; }) &&
-                !outs.empty() && outs[0].partial == s.partial;
+                samePartialResult;
+    else if (isa<MulOp>(op) || (isa<DivOp>(op) && i == 0))
+      allowed = samePartialResult && isCommonFactor(ins[1 - i], s.partial);
     else if (auto acc = dyn_cast<AccumulateGradOp>(op))
       allowed = gradPartial_[acc.getName().str()] == s.partial;
     else if (isa<PackOp>(op))
       allowed = true;
-    if (!allowed)
-      return op->emitOpError("reads operand #")
-             << i << " as a whole value, but it is a partial sum over ["
-             << llvm::join(s.partial, ", ") << "] still to be reduced";
+    if (allowed)
+      continue;
+    // Said in the spec's terms: which sum, over which dim the layout splits, read by what.
+    Operation *origin = partialSumOrigin(op->getOperand(i));
+    std::string axes = llvm::join(s.partial, ", ");
+    return op->emitError() << describeSum(origin) << ", which the layout splits over " << axes
+                           << ", is used as a whole value by "
+                           << spelling(op->getName().getStringRef()) << ", but each " << axes
+                           << " rank holds only its part of the sum";
   }
   if (isa<PackOp, SumSquaresOp, UnpackOp>(op))
     return success();

@@ -3,11 +3,13 @@
 //   tessel check model.model              report every error, or a summary
 //   tessel compile model.model -o model   an executable that trains the model
 //   tessel compile model.model --emit=graph|train|sharded|plan|plan-file
-//   tessel run model.model [-- runner options]
+//   tessel run model.model [runner options]
 //
 // Exit codes: 0 success, 1 errors in the input, 2 usage or I/O errors.
 //
 //===----------------------------------------------------------------------===//
+
+#include "PassDiagnostics.h"
 
 #include "runtime/Schedule.h"
 #include "runtime/Timeline.h"
@@ -65,7 +67,7 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Req
                                cl::sub(generateCommand), cl::sub(estimateCommand),
                                cl::cat(category));
 cl::list<std::string> runnerArgs(cl::Positional,
-                                 cl::desc("[-- options of the compiled model, e.g. --steps 100 "
+                                 cl::desc("[options of the compiled model, e.g. --steps 100 "
                                           "or --checkpoint DIR --prompt TEXT]"),
                                  cl::ZeroOrMore, cl::sub(runCommand), cl::sub(generateCommand),
                                  cl::cat(category));
@@ -121,6 +123,7 @@ struct Frontend {
   DiagnosticEngine diags{sources};
   FrontendOptions options;
   std::unique_ptr<ParsedModule> module;
+  size_t printed = 0; ///< Diagnostics printed so far; each stage prints what it added.
 };
 
 /// Parses the input and its imports; prints diagnostics. Returns false on errors.
@@ -132,9 +135,39 @@ bool load(Frontend &fe, const char *argv0) {
   return fe.module != nullptr;
 }
 
+/// Prints the diagnostics not printed yet; returns 1 when there are errors, else 0.
 int finish(Frontend &fe) {
-  fe.diags.print(std::cerr);
+  fe.diags.print(std::cerr, fe.printed);
+  fe.printed = fe.diags.diagnostics().size();
   return fe.diags.hasErrors() ? 1 : 0;
+}
+
+/// Creates the directories `path` will be written in. Refuses it (printing why) when one of
+/// them cannot be made, e.g. because a file of that name is in the way, so that a run that
+/// would fail to write its output fails before any work.
+bool prepareOutputPath(const std::string &path) {
+  if (path.empty() || path == "-")
+    return true;
+  StringRef parent = sys::path::parent_path(path);
+  if (parent.empty() || sys::fs::is_directory(parent))
+    return true;
+  // The nearest ancestor that exists must be a directory.
+  for (StringRef up = parent; !up.empty(); up = sys::path::parent_path(up)) {
+    if (!sys::fs::exists(up))
+      continue;
+    if (!sys::fs::is_directory(up)) {
+      errs() << "tessel: error: cannot write '" << path << "': '" << up
+             << "' is a file, not a directory\n";
+      return false;
+    }
+    break;
+  }
+  if (std::error_code ec = sys::fs::create_directories(parent)) {
+    errs() << "tessel: error: cannot write '" << path << "': cannot create '" << parent
+           << "': " << ec.message() << "\n";
+    return false;
+  }
+  return true;
 }
 
 std::string humanCount(double n) {
@@ -149,6 +182,9 @@ std::string humanCount(double n) {
   return buf;
 }
 
+int lower(const Program &program, Frontend &fe, Emit until, raw_ostream *os,
+          planfile::Plan *plan);
+
 int runCheck(const char *argv0) {
   Frontend fe;
   if (!load(fe, argv0)) { // The file could not be read: an I/O error, not one in the input.
@@ -159,6 +195,10 @@ int runCheck(const char *argv0) {
   if (!program)
     return finish(fe);
   finish(fe); // Warnings.
+  // What compile would refuse, check refuses: the layout is only known to work once the
+  // passes have partitioned it, split its pipeline and planned it.
+  if (int rc = lower(*program, fe, Emit::Plan, nullptr, nullptr))
+    return rc;
   double params = 0;
   size_t paramCount = 0;
   for (const Op &op : program->forward.ops) {
@@ -178,30 +218,17 @@ int runCheck(const char *argv0) {
   return 0;
 }
 
-/// Lowers the analysed program through every stage up to `until`; prints IR stages to `os`.
-/// Returns the exit code; fills `plan` when `until` is past the plan dialect.
-int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os, planfile::Plan *plan) {
-  mlir::MLIRContext context;
-  context.printOpOnDiagnostic(false);
-  // Pass diagnostics read like the front end's: the spec location, then the message.
-  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
-    std::string where = formatSourceLocation(diag.getLocation());
-    const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
-                           : diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
-                                                                                     : "note";
-    errs() << (where.empty() ? std::string("tessel") : where) << ": " << severity << ": "
-           << diag.str() << "\n";
-    for (const mlir::Diagnostic &note : diag.getNotes())
-      errs() << formatSourceLocation(note.getLocation()) << ": note: " << note.str() << "\n";
-    return mlir::success();
-  });
+/// The work of lower(), in `context`, whose diagnostics lower() collects.
+int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe, Emit until,
+                raw_ostream *os, planfile::Plan *plan) {
   auto module = emitGraphModule(context, program, fe.sources);
   if (failed(mlir::verify(*module))) {
     errs() << "tessel: internal error: the emitted graph IR does not verify\n";
     return 2;
   }
   if (until == Emit::Graph) {
-    module->print(os);
+    if (os)
+      module->print(*os);
     return 0;
   }
   mlir::PassManager pm(&context);
@@ -213,7 +240,8 @@ int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os, pla
   if (failed(pm.run(*module)))
     return 1; // The passes reported why, at the spec's locations.
   if (until == Emit::Train || until == Emit::Sharded || until == Emit::Plan) {
-    module->print(os);
+    if (os)
+      module->print(*os);
     return 0;
   }
   auto translated = translateToPlanFile(*module);
@@ -221,6 +249,19 @@ int lower(const Program &program, Frontend &fe, Emit until, raw_ostream &os, pla
     return 1;
   *plan = std::move(*translated);
   return 0;
+}
+
+/// Lowers the analysed program through every stage up to `until`; prints IR stages to `os`
+/// unless it is null. The passes' errors and warnings are printed as the front end's are, at
+/// the spec's text and in its terms. Returns the exit code; fills `plan` when `until` is past
+/// the plan dialect.
+int lower(const Program &program, Frontend &fe, Emit until, raw_ostream *os, planfile::Plan *plan) {
+  mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  PassDiagnostics diagnostics(context, fe.sources, fe.diags);
+  int rc = lowerModule(context, program, fe, until, os, plan);
+  int errors = finish(fe);
+  return rc ? rc : errors;
 }
 
 /// Writes `bytes` to `path` through a temporary file, so an interrupted write never leaves
@@ -288,6 +329,8 @@ void printPlanSummary(const planfile::Plan &plan, StringRef path) {
 }
 
 int runCompile(const char *argv0) {
+  if (!prepareOutputPath(outputFile))
+    return 2;
   Frontend fe;
   if (!load(fe, argv0)) { // The file could not be read: an I/O error, not one in the input.
     finish(fe);
@@ -324,7 +367,7 @@ int runCompile(const char *argv0) {
       return 2;
     }
     planfile::Plan plan;
-    if (int rc = lower(*program, fe, what, nulls(), &plan))
+    if (int rc = lower(*program, fe, what, nullptr, &plan))
       return rc;
     std::vector<uint8_t> bytes;
     if (what == Emit::Exe) {
@@ -345,7 +388,7 @@ int runCompile(const char *argv0) {
     errs() << "tessel: error: cannot write '" << outputFile << "': " << error << "\n";
     return 2;
   }
-  if (int rc = lower(*program, fe, what, output->os(), nullptr))
+  if (int rc = lower(*program, fe, what, &output->os(), nullptr))
     return rc;
   output->keep();
   return 0;
@@ -362,11 +405,13 @@ int compileToPlan(const char *argv0, planfile::Plan &plan) {
   if (!program)
     return finish(fe);
   finish(fe);
-  return lower(*program, fe, Emit::PlanFile, nulls(), &plan);
+  return lower(*program, fe, Emit::PlanFile, nullptr, &plan);
 }
 
 /// Compiles the model to a plan and prints what it needs per rank.
 int runEstimate(const char *argv0) {
+  if (!prepareOutputPath(estimateTrace) || !prepareOutputPath(estimateSvg))
+    return 2;
   planfile::Plan plan;
   if (int rc = compileToPlan(argv0, plan))
     return rc;
@@ -429,15 +474,85 @@ int runRun(const char *argv0, ArrayRef<StringRef> extraArgs) {
   return rc;
 }
 
+/// The command line with the runner's options of `tessel run` and `tessel generate` moved
+/// behind a "--", where the parser takes every argument as positional (a runner argument).
+/// Options after the model file that tessel does not know are the runner's, so that
+/// `tessel run X.model --steps 150` needs no "--". Returns false (having said why) for an
+/// option before the model file that neither knows.
+bool separateRunnerArgs(int argc, char **argv, std::vector<const char *> &out) {
+  out.assign(argv, argv + argc);
+  if (argc < 2 || (StringRef(argv[1]) != "run" && StringRef(argv[1]) != "generate"))
+    return true;
+  auto &known =
+      cl::getRegisteredOptions(StringRef(argv[1]) == "run" ? runCommand : generateCommand);
+  // The option `arg` names, if tessel has it for this command ("--ranks=4", "-Idir").
+  auto tesselOption = [&](StringRef arg) -> cl::Option * {
+    StringRef name = arg.ltrim('-').split('=').first;
+    if (auto it = known.find(name); it != known.end())
+      return it->second;
+    for (auto &[key, option] : known)
+      if (option->getFormattingFlag() == cl::Prefix && !key.empty() && name.starts_with(key))
+        return option;
+    return nullptr;
+  };
+  std::vector<const char *> tessel = {argv[0], argv[1]}, runner;
+  bool seenModel = false;
+  for (int i = 2; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (arg == "--") {
+      runner.insert(runner.end(), argv + i + 1, argv + argc);
+      break;
+    }
+    bool isOption = arg.size() > 1 && arg.starts_with("-");
+    if (!isOption) {
+      (seenModel ? runner : tessel).push_back(argv[i]);
+      seenModel = true;
+      continue;
+    }
+    // --help and --version are tessel's wherever they are.
+    StringRef name = arg.ltrim('-');
+    if (name.starts_with("help") || name == "version") {
+      tessel.push_back(argv[i]);
+      continue;
+    }
+    cl::Option *option = tesselOption(arg);
+    if (!option && seenModel) {
+      runner.push_back(argv[i]);
+      continue;
+    }
+    if (!option) {
+      errs() << "tessel: error: unknown option '" << arg << "' for 'tessel " << argv[1]
+             << "'; options of the compiled model go after the file: tessel " << argv[1]
+             << " FILE.model " << arg << " ...\n";
+      return false;
+    }
+    tessel.push_back(argv[i]);
+    // "--ranks 4": the value is the next argument, not the model file.
+    bool joined = arg.contains('=') || (option->getFormattingFlag() == cl::Prefix &&
+                                        name.size() > option->ArgStr.size());
+    if (!joined && option->getValueExpectedFlag() == cl::ValueRequired && i + 1 < argc)
+      tessel.push_back(argv[++i]);
+  }
+  out = tessel;
+  if (!runner.empty()) {
+    out.push_back("--");
+    out.insert(out.end(), runner.begin(), runner.end());
+  }
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::SetVersionPrinter([](raw_ostream &os) { os << "tessel 0.1\n"; });
+  std::vector<const char *> args;
+  if (!separateRunnerArgs(argc, argv, args))
+    return 2;
   // With an error stream given, a bad command line returns false instead of exiting with 1,
   // which is the code for errors in the input.
   if (!cl::ParseCommandLineOptions(
-          argc, argv,
+          static_cast<int>(args.size()), args.data(),
           "Tessel: parallel transformer training from one .model file\n\n"
           "  tessel check FILE.model               check a model and its parallel layout\n"
           "  tessel compile FILE.model --emit=ast  print the syntax tree\n"
@@ -446,9 +561,9 @@ int main(int argc, char **argv) {
           "  tessel estimate FILE.model [--json]    memory per rank and communication per step\n"
           "  tessel estimate FILE.model --svg S.svg --trace T.json  draw the pipeline schedule\n"
           "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
-          "  tessel run FILE.model [-- OPTIONS]    compile and train now (OPTIONS as ./FILE "
+          "  tessel run FILE.model [OPTIONS]       compile and train now (OPTIONS as ./FILE "
           "--help)\n"
-          "  tessel generate FILE.model -- --checkpoint DIR [--prompt TEXT]  sample text\n\n"
+          "  tessel generate FILE.model --checkpoint DIR [--prompt TEXT]  sample text\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;

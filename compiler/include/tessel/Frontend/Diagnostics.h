@@ -48,8 +48,10 @@ public:
   /// ten million bad tokens cannot exhaust memory or flood the terminal.
   static constexpr unsigned kMaxRecordedErrors = 50;
 
-  /// Prints every recorded diagnostic, in order, and a final count line when errors were cut.
-  void print(std::ostream &os) const;
+  /// Prints the recorded diagnostics from index `first` on, in order, and a final count line
+  /// when errors were cut. A driver that reports in stages prints each stage's diagnostics
+  /// from where the last stage's stopped.
+  void print(std::ostream &os, size_t first = 0) const;
   /// Formats one diagnostic with its quoted source line.
   std::string format(const Diagnostic &diag) const;
 
