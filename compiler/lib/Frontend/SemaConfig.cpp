@@ -483,6 +483,47 @@ void Sema::readTrain(const ast::Section &section) {
   }
 }
 
+void Sema::checkLayerChain(int64_t pp) {
+  // Pipeline stages run the layers in turn, each passing its result to the next, and the
+  // last stage computes the loss: a layer that ignores the one before it, or a loss that
+  // ignores the last layer, leaves a stage with nothing to pass on.
+  const Graph &g = program_.forward;
+  int inputs = static_cast<int>(g.inputs.size());
+  auto layerOf = [&](int value) { return value < inputs ? -1 : g.ops[value - inputs].layer; };
+  int64_t last = program_.layers - 1;
+  std::vector<bool> readsPrevious(program_.layers, false);
+  for (const Op &op : g.ops)
+    for (int operand : op.operands)
+      if (op.layer > 0 && layerOf(operand) == op.layer - 1)
+        readsPrevious[op.layer] = true;
+  std::string mesh = "pp = " + std::to_string(pp) + " runs the layers on the pipeline stages in "
+                     "turn, each passing its result to the next";
+  for (int64_t l = 1; l <= last; ++l)
+    if (!readsPrevious[l]) {
+      error(program_.layersLoc,
+            mesh + ", but layer " + std::to_string(l) + " does not read what layer " +
+                std::to_string(l - 1) + " computes",
+            "write the layer stack as repeat layers { x = block(x) }");
+      return;
+    }
+  // Whether the loss depends on the last layer: a walk back from it.
+  std::vector<bool> seen(inputs + g.ops.size(), false);
+  std::vector<int> work = {g.result};
+  while (!work.empty()) {
+    int v = work.back();
+    work.pop_back();
+    if (v < inputs || seen[v])
+      continue;
+    seen[v] = true;
+    if (layerOf(v) == last)
+      return;
+    for (int operand : g.ops[v - inputs].operands)
+      work.push_back(operand);
+  }
+  error(program_.layersLoc, mesh + ", but the loss does not depend on the last layer",
+        "compute the loss from what the repeat computes");
+}
+
 void Sema::checkParallelAgainstModel() {
   ParallelConfig &cfg = program_.parallel;
   const TrainConfig &train = program_.train;
@@ -596,6 +637,8 @@ void Sema::checkParallelAgainstModel() {
                   " stages");
       }
     }
+    if (program_.layers > 1 && program_.forward.result >= 0)
+      checkLayerChain(pp);
     if ((cfg.schedule.value == "1f1b" || cfg.schedule.value == "interleaved" ||
          cfg.schedule.value == "zbh1") && m < pp)
       error(cfg.schedule.loc.isValid() ? cfg.schedule.loc : ppLoc,

@@ -89,6 +89,8 @@ public:
   void readParallel(const ast::Section &section);
   void readTrain(const ast::Section &section);
   void checkParallelAgainstModel();
+  /// With a pipeline: each layer reads the previous one's result and the loss the last's.
+  void checkLayerChain(int64_t pp);
 
   // Elaborate.cpp: blocks into the typed graph.
   void elaborateForward();
