@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional
@@ -529,6 +530,14 @@ def machine() -> str:
         return f"{name}, {cpus} CPUs"
 
 
+WIDTH = 95  # RESULTS.md's text width
+
+
+def bullet(text: str) -> List[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ",
+                         break_on_hyphens=False)
+
+
 def mib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
@@ -559,6 +568,29 @@ def results_section(rows: List[Row], sgemm: dict, args, command: str, host: str,
     peak = sgemm["gflops"]
     blas = os.path.basename(sgemm["blas"].split(", ")[-1])
     pin = "pinned to CPU 0" if args.threads == 1 else f"on {args.threads} CPUs"
+    others = max([sgemm["others"]] + [s.best.others for r in rows
+                                      for s in (r.tessel, r.pytorch) if s.best])
+    bullets = [
+        f"Date {date}; {host}; {args.threads} thread{'s' if args.threads > 1 else ''} a side, "
+        f"every process {pin}.",
+        f"Tokens/s over the timed steps after {args.warmup} warm-up steps (the steps timed "
+        "are in the table); every configuration was first probed for about "
+        f"{args.probe_seconds:g} s of steps after one warm-up step.",
+        f"PyTorch {defaults['torch_version']} (Debian's build: OpenMP for its own kernels, "
+        f"OpenBLAS for matrix products), Python {platform.python_version()}. Left alone here it "
+        f"runs {torch_default.label()}, ATen {defaults['capability']}.",
+        f"Other processes used at most {others:.1%} of the CPUs during the timed runs and the "
+        "SGEMM measurement (from /proc/stat).",
+        "Peak RSS: the whole process of each side (for PyTorch that includes the interpreter "
+        "and torch's libraries), from its rusage.",
+        "Model FLOPs per token: 6·N + 12·L·seq·embed, N the parameters that enter matrix "
+        "products (all but the lookup-only tables wpe and Llama's tok_embeddings; the tied "
+        "wte is the output head), L the layers (attention counted without the causal mask's "
+        "saving, as PaLM counts it). Tessel GFLOP/s = that × Tessel's tokens/s; \"of SGEMM\" "
+        f"divides it by OpenBLAS's SGEMM rate measured in the same run: {peak:,.0f} GFLOP/s "
+        f"(numpy.dot of {sgemm['n']}×{sgemm['n']} float32, best of the repeats, "
+        f"OPENBLAS_NUM_THREADS={args.threads}, {blas}).",
+    ]
     out = [
         "# CPU benchmark results",
         "",
@@ -568,26 +600,7 @@ def results_section(rows: List[Row], sgemm: dict, args, command: str, host: str,
         "(below), each configuration in a process of its own. Ratio = Tessel / PyTorch, above 1",
         "means Tessel is faster. Written by `benchmarks/cpu_step.py`; see benchmarks/README.md.",
         "",
-        f"- Date {date}; {host}; {args.threads} thread{'s' if args.threads > 1 else ''} a side, "
-        f"every process {pin}.",
-        f"- Tokens/s over the timed steps after {args.warmup} warm-up steps (the steps timed "
-        "are in the table); every configuration was first probed for about "
-        f"{args.probe_seconds:g} s of steps after one warm-up step.",
-        f"- PyTorch {defaults['torch_version']} (Debian's build: OpenMP for its own kernels, "
-        f"OpenBLAS for matrix products), Python {platform.python_version()}. Left alone here it "
-        f"runs {torch_default.label()}, ATen {defaults['capability']}.",
-        "- Other processes used at most "
-        f"{max([sgemm['others']] + [s.best.others for r in rows for s in (r.tessel, r.pytorch) if s.best]):.1%}"
-        " of the CPUs during the timed runs and the SGEMM measurement (from /proc/stat).",
-        "- Peak RSS: the whole process of each side (for PyTorch that includes the interpreter "
-        "and torch's libraries), from its rusage.",
-        "- Model FLOPs per token: 6·N + 12·L·seq·embed, N the parameters that enter matrix "
-        "products (all but the lookup-only tables wpe and Llama's tok_embeddings; the tied "
-        "wte is the output head), L the layers (attention counted without the causal mask's "
-        "saving, as PaLM counts it). Tessel GFLOP/s = that × Tessel's tokens/s; \"of SGEMM\" "
-        f"divides it by OpenBLAS's SGEMM rate measured in the same run: {peak:,.0f} GFLOP/s "
-        f"(numpy.dot of {sgemm['n']}×{sgemm['n']} float32, best of the repeats, "
-        f"OPENBLAS_NUM_THREADS={args.threads}, {blas}).",
+    ] + [line for b in bullets for line in bullet(b)] + [
         "",
         "| model | params | batch×seq | steps timed | Tessel tok/s | PyTorch tok/s | ratio | "
         "Tessel peak RSS | PyTorch peak RSS | Tessel GFLOP/s | of SGEMM |",
@@ -609,10 +622,11 @@ def results_section(rows: List[Row], sgemm: dict, args, command: str, host: str,
         out.append(f"| {r.bench.name} | {won[0]} | {won[1]} |")
     probed = [r for r in rows if r.tessel.probes or r.pytorch.probes]
     if probed:
-        out += ["", "Every configuration probed, tokens/s (the one timed in bold; each side's "
-                "allocator and, for PyTorch, ATEN_CPU_CAPABILITY were tried on the fastest "
-                "thread configuration; * marks what PyTorch runs when nothing is set):", "",
-                "| side | configuration | " + " | ".join(r.bench.name for r in probed) + " |",
+        out += [""] + textwrap.wrap(
+            "Every configuration probed, tokens/s (the one timed in bold; each side's allocator "
+            "and, for PyTorch, ATEN_CPU_CAPABILITY were tried on the fastest thread "
+            "configuration; * marks what PyTorch runs when nothing is set):", WIDTH)
+        out += ["", "| side | configuration | " + " | ".join(r.bench.name for r in probed) + " |",
                 "|---|---|" + "---|" * len(probed)]
         for side in ("tessel", "pytorch"):
             configs: List[Config] = []
@@ -633,7 +647,7 @@ def results_section(rows: List[Row], sgemm: dict, args, command: str, host: str,
                            + " | ".join(cells) + " |")
     notes = list(args.note)
     if notes:
-        out += [""] + [f"- {n}" for n in notes]
+        out += [""] + [line for n in notes for line in bullet(n)]
     out += ["", "Command:", "", "```sh", command, "```", ""]
     return out
 
