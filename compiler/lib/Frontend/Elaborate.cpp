@@ -930,7 +930,9 @@ uint64_t Sema::expansion(const ast::Expr &expr) {
   uint64_t n = 0;
   if (expr.kind == ast::ExprKind::Call) {
     auto block = blocks_.find(expr.text);
-    if (block != blocks_.end() && !expanding_.count(block->second)) { // Self-calls: an error.
+    // Self-calls and blocks nested past elaboration's limit of 64 are errors it reports; a
+    // chain of a hundred thousand blocks must not exhaust the stack here first.
+    if (block != blocks_.end() && !expanding_.count(block->second) && expanding_.size() < 64) {
       auto memo = blockExpansion_.find(block->second);
       if (memo == blockExpansion_.end()) {
         expanding_.insert(block->second);
