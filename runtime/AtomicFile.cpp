@@ -43,9 +43,10 @@ int removeStaleTemporaries(const std::string &dir) {
     if (digits.find_first_not_of("0123456789") != std::string::npos)
       continue;
     long pid = std::stol(digits);
-    // kill(pid, 0) fails with ESRCH exactly when no process has that id.
-    bool mine = pid == static_cast<long>(::getpid());
-    if (mine || (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH))
+    // kill(pid, 0) fails with ESRCH exactly when no process has that id. This process's own
+    // temporaries are its writers' business (they replace them as they go).
+    if (pid > 0 && pid != static_cast<long>(::getpid()) &&
+        ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
       stale.push_back(entry.path());
   }
   int removed = 0;

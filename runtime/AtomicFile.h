@@ -50,8 +50,8 @@ bool replaceDirectoryAtomically(const std::string &tempDir, const std::string &f
 std::string tempSuffix();
 
 /// Removes the temporary files and directories in `dir` (names ending in ".tmp-<pid>") that
-/// writes interrupted by a crash or a kill left behind: those of processes that no longer run,
-/// and this process's own. Returns how many were removed.
+/// writes interrupted by a crash or a kill left behind: those of processes that no longer run.
+/// Returns how many were removed.
 int removeStaleTemporaries(const std::string &dir);
 
 /// The directory holding `path` ("." for a bare name).

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace tessel::rt {
@@ -45,8 +47,41 @@ bool fitsInMemory(uint64_t bytes, const std::string &what, std::string &error) {
   uint64_t physical = physicalMemoryBytes();
   if (physical == 0 || bytes <= physical)
     return true;
-  error = what + " needs " + formatBytes(bytes) + " for its state and arena; this machine has " +
+  error = "running " + what + " needs " + formatBytes(bytes) +
+          " for state and arenas; this machine has " +
           formatBytes(physical) + " of memory";
+  return false;
+}
+
+/// This process's mapped address space now (the first field of /proc/self/statm, in pages).
+static uint64_t addressSpaceInUse() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &what,
+                        std::string &error) {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return true;
+  // Per thread that runs kernels: OpenBLAS's 128 MiB GEMM buffer, a 64 MiB malloc heap and
+  // an 8 MiB stack, plus as much again once for the threads of the communicators and OpenMP.
+  constexpr uint64_t kPerThread = (128 + 64 + 8) << 20;
+  const uint64_t threadBytes = (static_cast<uint64_t>(computeThreads) + 1) * kPerThread;
+  const uint64_t inUse = addressSpaceInUse();
+  const uint64_t left = limit.rlim_cur > inUse ? limit.rlim_cur - inUse : 0;
+  if (bytes + threadBytes <= left)
+    return true;
+  error = "running " + what + " needs about " + formatBytes(bytes + threadBytes) +
+          " of address space (" +
+          formatBytes(bytes) + " of state and arenas, " + formatBytes(threadBytes) + " for " +
+          std::to_string(computeThreads) +
+          " compute threads' buffers, heaps and stacks) but the address-space limit (ulimit "
+          "-v) of " +
+          formatBytes(limit.rlim_cur) + " leaves " + formatBytes(left) +
+          "; raise the limit, or run fewer ranks or threads";
   return false;
 }
 

@@ -28,6 +28,13 @@ uint64_t rankAllocationBytes(const planfile::Plan &plan, uint32_t rank);
 /// Checks that `bytes` for `what` fit in this machine's memory; otherwise `error` gives both.
 bool fitsInMemory(uint64_t bytes, const std::string &what, std::string &error);
 
+/// Under an address-space limit (`ulimit -v`), checks that what is left of it holds `bytes` of
+/// state and arenas and what `computeThreads` threads reserve beside them: OpenBLAS's buffer
+/// (it retries a failed allocation forever, so it must never meet the limit), a stack and a
+/// malloc heap each. Without a limit it always holds.
+bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &what,
+                        std::string &error);
+
 } // namespace tessel::rt
 
 #endif // TESSEL_RUNTIME_HOSTMEMORY_H

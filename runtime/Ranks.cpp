@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <set>
+#include <system_error>
 
 namespace tessel::rt {
 
@@ -26,19 +28,35 @@ const planfile::Port *findInput(const planfile::Plan &plan, const std::string &p
 } // namespace
 
 std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error) {
+  // Out of memory or threads while setting up is a message, never an escaping exception.
+  try {
+    return createRanks(plan, threads, error);
+  } catch (const std::bad_alloc &) {
+    error = "out of memory while setting up the ranks";
+  } catch (const std::system_error &e) {
+    error = std::string("cannot start the ranks' threads: ") + e.what() +
+            " (out of memory, or the process's thread limit)";
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int threads,
+                                          std::string &error) {
   if (!planfile::validatePlan(plan, error))
     return nullptr;
   const uint32_t size = plan.worldSize;
+  const int threadsPerRank = std::max(1, threads / static_cast<int>(size));
   // The ranks of this process together, before any of them allocates.
   uint64_t bytes = 0;
   for (uint32_t r = 0; r < size; ++r)
     bytes += rankAllocationBytes(plan, r);
-  if (!fitsInMemory(bytes,
-                    size > 1 ? "the plan's " + std::to_string(size) + " ranks" : "the plan",
-                    error))
+  const std::string what =
+      size > 1 ? "the plan's " + std::to_string(size) + " ranks" : "the plan";
+  if (!fitsInMemory(bytes, what, error) ||
+      !fitsInAddressSpace(bytes, static_cast<int>(size) * threadsPerRank, what, error))
     return nullptr;
   std::unique_ptr<Ranks> ranks(new Ranks());
-  ranks->threadsPerRank_ = std::max(1, threads / static_cast<int>(size));
+  ranks->threadsPerRank_ = threadsPerRank;
   if (size > 1)
     ranks->comms_ = LocalCommunicator::createWorld(size);
   for (uint32_t r = 0; r < size; ++r) {
@@ -120,7 +138,17 @@ void Ranks::serve(uint32_t rank) {
     Job job = job_;
     lock.unlock();
     std::string error;
-    bool ok = job.work(rank, error);
+    bool ok = false;
+    // An exception ends this rank's part with a message and releases every peer waiting on it.
+    try {
+      ok = job.work(rank, error);
+    } catch (const std::bad_alloc &) {
+      error = "out of memory";
+      comms_[rank]->abort("rank " + std::to_string(rank) + ": " + error);
+    } catch (const std::exception &e) {
+      error = e.what();
+      comms_[rank]->abort("rank " + std::to_string(rank) + ": " + error);
+    }
     // A peer still waiting for this rank's part of a collective learns that it will not come.
     comms_[rank]->setRunning(false);
     lock.lock();

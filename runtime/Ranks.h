@@ -99,6 +99,8 @@ private:
   using Work = std::function<bool(uint32_t rank, std::string &error)>;
 
   Ranks() = default;
+  static std::unique_ptr<Ranks> createRanks(const planfile::Plan &plan, int threads,
+                                            std::string &error);
   void serve(uint32_t rank);
   /// Runs `work` on every rank's thread at once; the first failure as run() reports it.
   bool runOnEveryRank(const Work &work, std::string &error);

@@ -17,8 +17,10 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -122,7 +124,32 @@ static int printMemory(const char *argv0, const planfile::Plan &plan) {
   return 0;
 }
 
+static int runnerMain(int argc, char **argv);
+
+/// Ends the process once everything of ours is closed. Library teardown is skipped: under an
+/// address-space limit OpenBLAS's worker threads can retry a failed buffer allocation forever,
+/// and its shutdown would wait for them.
+[[noreturn]] static void finish(int status) {
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
 int main(int argc, char **argv) {
+  // Out of memory anywhere on this thread ends the run with a message, never an abort.
+  try {
+    finish(runnerMain(argc, argv));
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "%s: error: out of memory\n", argv[0]);
+  } catch (const std::system_error &e) {
+    std::fprintf(stderr, "%s: error: %s (out of memory, or a limit on threads)\n", argv[0],
+                 e.what());
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+  }
+  finish(1);
+}
+
+static int runnerMain(int argc, char **argv) {
   rt::RunOptions o;
   std::string planPath;
   bool memory = false;
