@@ -116,13 +116,18 @@ TokenData::~TokenData() {
       ::munmap(segment.map, segment.mapBytes);
 }
 
+/// Token `i` of `tokens`, `width` bytes each (1, or 2 little-endian).
+static uint16_t tokenAt(const unsigned char *tokens, int64_t i, int width) {
+  const unsigned char *p = tokens + i * width;
+  return width == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+}
+
 uint16_t TokenData::at(int64_t index) const {
   // The segment holding `index`: the last one that starts at or before it.
   auto it = std::upper_bound(segments_.begin(), segments_.end(), index,
                              [](int64_t i, const Segment &s) { return i < s.first; });
   const Segment &segment = *(it - 1);
-  const unsigned char *p = segment.tokens + (index - segment.first) * width_;
-  return width_ == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+  return tokenAt(segment.tokens, index - segment.first, width_);
 }
 
 std::vector<uint16_t> TokenData::slice(int64_t begin, int64_t count) const {
@@ -282,8 +287,7 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   if (largestId >= vocab && total <= kScannedTokens) {
     for (const Segment &segment : data->segments_)
       for (int64_t i = 0; i < segment.count; ++i) {
-        const unsigned char *p = segment.tokens + i * data->width_;
-        uint16_t t = data->width_ == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+        uint16_t t = tokenAt(segment.tokens, i, data->width_);
         if (t >= vocab) {
           error = what + ": token " + std::to_string(t) + " at position " +
                   std::to_string(segment.first + i) + " is not below the vocabulary size " +

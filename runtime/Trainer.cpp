@@ -581,8 +581,7 @@ Session::GradientSummary Session::summarizeGradients() {
     }
     for (uint32_t r = 0; r < ranks_->size() && ranks_->size() > 1 && sum.nonFinite.empty(); ++r) {
       const float *block = ranks_->executor(r).stateData(i);
-      if (block &&
-          !std::all_of(block, block + t.bytes() / 4, [](float x) { return std::isfinite(x); }))
+      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4)))
         sum.nonFinite = t.of;
     }
   }
