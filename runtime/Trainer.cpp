@@ -18,11 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 namespace tessel::rt {
 
