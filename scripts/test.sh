@@ -14,6 +14,10 @@ echo "== lit"
 lit_log=$(mktemp)
 /usr/lib/llvm-22/bin/lit -sv "$root/build/test" > "$lit_log" 2>&1 || failed=1
 grep -E '^(FAIL|XPASS|UNRESOLVED|TIMEOUT):|Failed Tests|^  Tessel ::' "$lit_log" || true
+if [ "$failed" -ne 0 ]; then
+  # What each failing test printed, so a failure on another machine can be read from the log.
+  awk '/^\*+ TEST .* FAILED \*+$/ {show=1; n=0} show && n++ < 80 {print} /^\*+$/ && show {show=0}' "$lit_log"
+fi
 count() { { grep -oE "^ *($1) *: *[0-9]+" "$lit_log" || true; } | { grep -oE '[0-9]+$' || true; } | awk '{s+=$1} END {print s+0}'; }
 lit_passed=$(count 'Passed')
 lit_failed=$(count 'Failed|Unresolved|Timed Out')
