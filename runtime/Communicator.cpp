@@ -2,6 +2,11 @@
 
 #include "runtime/Communicator.h"
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
 namespace tessel::rt {
 
 const char *commKindName(CommOp::Kind kind) {
@@ -97,6 +102,86 @@ bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::str
   op.n = n;
   op.y = y;
   return run(op, error);
+}
+
+//===----------------------------------------------------------------------===//
+// The worker that runs one rank's operations in order
+//===----------------------------------------------------------------------===//
+
+struct QueuedCommunicator::Worker {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<CommOp> queue;
+  Ticket issued = 0, completed = 0;
+  Ticket firstFailed = 0; ///< 0 while none failed; from it on, every operation fails.
+  std::string failure;
+  bool stopping = false;
+  std::thread thread;
+};
+
+QueuedCommunicator::QueuedCommunicator() : worker_(std::make_unique<Worker>()) {}
+
+QueuedCommunicator::~QueuedCommunicator() = default;
+
+void QueuedCommunicator::startWorker() {
+  worker_->thread = std::thread([this] {
+    Worker &w = *worker_;
+    std::unique_lock<std::mutex> lock(w.mu);
+    for (;;) {
+      w.cv.wait(lock, [&] { return w.stopping || !w.queue.empty(); });
+      if (w.queue.empty())
+        return;
+      CommOp op = w.queue.front();
+      lock.unlock();
+      std::string error;
+      bool ok = execute(op, error);
+      lock.lock();
+      w.queue.pop_front();
+      ++w.completed;
+      if (!ok && w.firstFailed == 0) {
+        w.firstFailed = w.completed;
+        w.failure = error;
+      }
+      w.cv.notify_all();
+    }
+  });
+}
+
+void QueuedCommunicator::stopWorker() {
+  if (!worker_->thread.joinable())
+    return;
+  bool pending;
+  {
+    std::lock_guard<std::mutex> lock(worker_->mu);
+    pending = !worker_->queue.empty();
+    worker_->stopping = true;
+    worker_->cv.notify_all();
+  }
+  if (pending)
+    abort("rank " + std::to_string(rank()) + " closed its communicator with operations pending");
+  worker_->thread.join();
+}
+
+Communicator::Ticket QueuedCommunicator::start(const CommOp &op) {
+  std::lock_guard<std::mutex> lock(worker_->mu);
+  worker_->queue.push_back(op);
+  worker_->cv.notify_all();
+  return ++worker_->issued;
+}
+
+bool QueuedCommunicator::wait(Ticket ticket, std::string &error) {
+  std::unique_lock<std::mutex> lock(worker_->mu);
+  if (ticket == 0 || ticket > worker_->issued) {
+    error = "rank " + std::to_string(rank()) + " waits for operation " + std::to_string(ticket) +
+            ", which it never started";
+    return false;
+  }
+  worker_->cv.wait(lock, [&] { return worker_->completed >= ticket; });
+  if (worker_->firstFailed != 0 && ticket >= worker_->firstFailed) {
+    error = worker_->failure;
+    return false;
+  }
+  return true;
 }
 
 } // namespace tessel::rt

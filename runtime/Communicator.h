@@ -103,33 +103,53 @@ public:
   bool recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error);
 };
 
+/// A communicator whose operations run on one worker thread per rank, in the order they were
+/// started; an implementation says how one operation runs (`execute`). Once an operation
+/// fails, it and every later one report that failure.
+class QueuedCommunicator : public Communicator {
+public:
+  ~QueuedCommunicator() override;
+  Ticket start(const CommOp &op) final;
+  bool wait(Ticket ticket, std::string &error) final;
+
+protected:
+  QueuedCommunicator();
+  /// Starts the worker; the last thing a derived constructor does.
+  void startWorker();
+  /// Lets the worker finish what is queued and stops it; the first thing a derived destructor
+  /// does. Operations still queued may wait for peers that never come, so they abort the
+  /// communicator first.
+  void stopWorker();
+  /// Runs one operation on the worker thread; false with the reason if it failed.
+  virtual bool execute(const CommOp &op, std::string &error) = 0;
+
+private:
+  struct Worker;
+  std::unique_ptr<Worker> worker_;
+};
+
 /// The ranks of a run as threads of one process: operations copy between the members'
 /// buffers directly. Sends are buffered, so a send never waits for its receive.
-class LocalCommunicator : public Communicator {
+class LocalCommunicator : public QueuedCommunicator {
 public:
   /// One communicator per rank of a world of `size` ranks; each owns its worker thread.
   static std::vector<std::unique_ptr<LocalCommunicator>> createWorld(uint32_t size);
-  /// Finishes the queued operations (aborting the world if some can no longer complete) and
-  /// stops the worker.
   ~LocalCommunicator() override;
 
   uint32_t rank() const override { return rank_; }
   uint32_t worldSize() const override;
-  Ticket start(const CommOp &op) override;
-  bool wait(Ticket ticket, std::string &error) override;
   void abort(const std::string &reason) override;
   bool aborted(std::string *reason = nullptr) const override;
   void setRunning(bool running) override;
 
   struct World;
-  struct Worker;
 
 private:
   LocalCommunicator(std::shared_ptr<World> world, uint32_t rank);
+  bool execute(const CommOp &op, std::string &error) override;
 
   std::shared_ptr<World> world_;
   uint32_t rank_;
-  std::unique_ptr<Worker> worker_;
 };
 
 } // namespace tessel::rt

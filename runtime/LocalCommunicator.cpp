@@ -322,42 +322,6 @@ struct LocalCommunicator::World {
   }
 };
 
-//===----------------------------------------------------------------------===//
-// One rank's worker: runs the rank's operations in the order they were started
-//===----------------------------------------------------------------------===//
-
-struct LocalCommunicator::Worker {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<CommOp> queue;
-  Ticket issued = 0, completed = 0;
-  Ticket firstFailed = 0; ///< 0 while none failed; from it on, every operation fails.
-  std::string failure;
-  bool stopping = false;
-  std::thread thread;
-
-  void loop(World &world, uint32_t rank) {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      cv.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (queue.empty())
-        return;
-      CommOp op = queue.front();
-      lock.unlock();
-      std::string error;
-      bool ok = world.execute(rank, op, error);
-      lock.lock();
-      queue.pop_front();
-      ++completed;
-      if (!ok && firstFailed == 0) {
-        firstFailed = completed;
-        failure = error;
-      }
-      cv.notify_all();
-    }
-  }
-};
-
 std::vector<std::unique_ptr<LocalCommunicator>> LocalCommunicator::createWorld(uint32_t size) {
   auto world = std::make_shared<World>(size);
   std::vector<std::unique_ptr<LocalCommunicator>> comms;
@@ -367,46 +331,16 @@ std::vector<std::unique_ptr<LocalCommunicator>> LocalCommunicator::createWorld(u
 }
 
 LocalCommunicator::LocalCommunicator(std::shared_ptr<World> world, uint32_t rank)
-    : world_(std::move(world)), rank_(rank), worker_(std::make_unique<Worker>()) {
-  worker_->thread = std::thread([this] { worker_->loop(*world_, rank_); });
+    : world_(std::move(world)), rank_(rank) {
+  startWorker();
 }
 
-LocalCommunicator::~LocalCommunicator() {
-  bool pending;
-  {
-    std::lock_guard<std::mutex> lock(worker_->mu);
-    pending = !worker_->queue.empty();
-    worker_->stopping = true;
-    worker_->cv.notify_all();
-  }
-  // Operations left in the queue may wait for peers that never come: fail them all.
-  if (pending)
-    abort("rank " + std::to_string(rank_) + " closed its communicator with operations pending");
-  worker_->thread.join();
-}
+LocalCommunicator::~LocalCommunicator() { stopWorker(); }
 
 uint32_t LocalCommunicator::worldSize() const { return world_->size; }
 
-Communicator::Ticket LocalCommunicator::start(const CommOp &op) {
-  std::lock_guard<std::mutex> lock(worker_->mu);
-  worker_->queue.push_back(op);
-  worker_->cv.notify_all();
-  return ++worker_->issued;
-}
-
-bool LocalCommunicator::wait(Ticket ticket, std::string &error) {
-  std::unique_lock<std::mutex> lock(worker_->mu);
-  if (ticket == 0 || ticket > worker_->issued) {
-    error = "rank " + std::to_string(rank_) + " waits for operation " + std::to_string(ticket) +
-            ", which it never started";
-    return false;
-  }
-  worker_->cv.wait(lock, [&] { return worker_->completed >= ticket; });
-  if (worker_->firstFailed != 0 && ticket >= worker_->firstFailed) {
-    error = worker_->failure;
-    return false;
-  }
-  return true;
+bool LocalCommunicator::execute(const CommOp &op, std::string &error) {
+  return world_->execute(rank_, op, error);
 }
 
 void LocalCommunicator::abort(const std::string &reason) {

@@ -1,8 +1,9 @@
-//===- Ranks.cpp - The ranks of a run, as threads -------------------------===//
+//===- Ranks.cpp - The ranks of a run in this process ---------------------===//
 
 #include "runtime/Ranks.h"
 
 #include "runtime/HostMemory.h"
+#include "runtime/MpiCommunicator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -45,28 +46,61 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
   if (!planfile::validatePlan(plan, error))
     return nullptr;
   const uint32_t size = plan.worldSize;
-  const int threadsPerRank = std::max(1, threads / static_cast<int>(size));
+  std::unique_ptr<Ranks> ranks(new Ranks(plan));
+  ranks->comms_.resize(size);
+  ranks->executors_.resize(size);
+  ranks->pipelineRanks_.resize(size);
+  if (mpi::launched()) {
+    // One rank per process: the launcher's process count must be the plan's world.
+    if (!mpi::initialize(error))
+      return nullptr;
+    if (mpi::processCount() != size) {
+      error = "this plan has " + std::to_string(size) + (size == 1 ? " rank" : " ranks") +
+              ", one per MPI process, but it was started as " +
+              std::to_string(mpi::processCount()) + " processes; start it with mpirun -np " +
+              std::to_string(size) + (size == 1 ? " (or without mpirun)" : "");
+      return nullptr;
+    }
+    ranks->processCount_ = size;
+    ranks->processIndex_ = mpi::processRank();
+    ranks->local_ = {ranks->processIndex_};
+    for (uint32_t r = 0; r < size; ++r)
+      ranks->processes_.ranks.push_back(r);
+    ranks->processes_.index = ranks->processIndex_;
+  } else {
+    for (uint32_t r = 0; r < size; ++r)
+      ranks->local_.push_back(r);
+  }
+  const uint32_t localCount = static_cast<uint32_t>(ranks->local_.size());
+  const int threadsPerRank = std::max(1, threads / static_cast<int>(localCount));
   // The ranks of this process together, before any of them allocates.
   uint64_t bytes = 0;
-  for (uint32_t r = 0; r < size; ++r)
+  for (uint32_t r : ranks->local_)
     bytes += rankAllocationBytes(plan, r);
-  const std::string what =
-      size > 1 ? "the plan's " + std::to_string(size) + " ranks" : "the plan";
+  const std::string what = localCount > 1 ? "the plan's " + std::to_string(localCount) + " ranks"
+                           : size > 1     ? "rank " + std::to_string(ranks->local_[0])
+                                          : "the plan";
   if (!fitsInMemory(bytes, what, error) ||
-      !fitsInAddressSpace(bytes, static_cast<int>(size) * threadsPerRank, what, error))
+      !fitsInAddressSpace(bytes, static_cast<int>(localCount) * threadsPerRank, what, error))
     return nullptr;
-  std::unique_ptr<Ranks> ranks(new Ranks());
   ranks->threadsPerRank_ = threadsPerRank;
-  if (size > 1)
-    ranks->comms_ = LocalCommunicator::createWorld(size);
-  for (uint32_t r = 0; r < size; ++r) {
-    auto ex = Executor::create(plan, r, error, size > 1 ? ranks->comms_[r].get() : nullptr);
+  if (ranks->processCount_ > 1) {
+    ranks->comms_[ranks->local_[0]] = mpi::createCommunicator(error);
+    if (!ranks->comms_[ranks->local_[0]])
+      return nullptr;
+  } else if (size > 1) {
+    std::vector<std::unique_ptr<LocalCommunicator>> world = LocalCommunicator::createWorld(size);
+    for (uint32_t r = 0; r < size; ++r)
+      ranks->comms_[r] = std::move(world[r]);
+  }
+  for (uint32_t r : ranks->local_) {
+    auto ex = Executor::create(plan, r, error, ranks->comms_[r].get());
     if (!ex) {
       if (size > 1)
         error = "rank " + std::to_string(r) + ": " + error;
       return nullptr;
     }
-    ranks->executors_.push_back(std::move(ex));
+    ranks->executors_[r] = std::move(ex);
   }
 
   // Which rank provides each block of each state tensor: the lowest holding it. Together the
@@ -79,7 +113,7 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
     std::set<std::vector<int64_t>> seen;
     for (uint32_t r = 0; r < size; ++r) {
       blocks.push_back(blockOf(plan, t.shape, t.split, r));
-      if (ranks->executors_[r]->holdsState(i) && seen.insert(blocks.back().offset).second)
+      if (t.heldBy(plan.pipelineStage(r)) && seen.insert(blocks.back().offset).second)
         holders.push_back(r);
     }
     if (static_cast<int64_t>(holders.size()) * blocks[0].localElements() !=
@@ -94,21 +128,23 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
   ranks->pipeline_ = PipelineLayout::create(ranks->plan(), error);
   if (!ranks->pipeline_ && !error.empty())
     return nullptr;
-  for (uint32_t r = 0; ranks->pipeline_ && r < size; ++r) {
+  for (uint32_t r : ranks->local_) {
+    if (!ranks->pipeline_)
+      break;
     auto pr = PipelineRank::create(*ranks->pipeline_, ranks->plan(), r, error);
     if (!pr) {
       error = "rank " + std::to_string(r) + ": " + error;
       return nullptr;
     }
-    ranks->pipelineRanks_.push_back(std::move(pr));
+    ranks->pipelineRanks_[r] = std::move(pr);
   }
 
-  if (size == 1) {
+  if (localCount == 1) {
     setComputeThreads(ranks->threadsPerRank_);
     return ranks;
   }
   ranks->errors_.resize(size);
-  for (uint32_t r = 0; r < size; ++r)
+  for (uint32_t r : ranks->local_)
     ranks->threads_.emplace_back([raw = ranks.get(), r] { raw->serve(r); });
   return ranks;
 }
@@ -160,22 +196,25 @@ void Ranks::serve(uint32_t rank) {
 
 bool Ranks::run(const std::string &program, const StepContext &ctx, std::string &error,
                 bool checkFinite) {
-  if (size() == 1)
-    return executors_[0]->run(program, ctx, error, checkFinite);
   return runOnEveryRank(
-      [&](uint32_t rank, std::string &why) {
-        return executors_[rank]->run(program, ctx, why, checkFinite);
-      },
-      error);
+             [&](uint32_t rank, std::string &why) {
+               return executors_[rank]->run(program, ctx, why, checkFinite);
+             },
+             error) &&
+         shareOutputs(program, error);
 }
 
 bool Ranks::runOnEveryRank(const Work &work, std::string &error) {
-  for (auto &comm : comms_)
-    comm->setRunning(true);
+  // One local rank runs on the calling thread; a failure there has already ended the job
+  // under MPI (the communicator's abort) or is this run's own.
+  if (local_.size() == 1)
+    return work(local_[0], error);
+  for (uint32_t r : local_)
+    comms_[r]->setRunning(true);
   {
     std::unique_lock<std::mutex> lock(mu_);
     job_ = Job{work};
-    pending_ = size();
+    pending_ = static_cast<uint32_t>(local_.size());
     ++generation_;
     start_.notify_all();
     done_.wait(lock, [&] { return pending_ == 0; });
@@ -187,7 +226,7 @@ bool Ranks::runOnEveryRank(const Work &work, std::string &error) {
     error = reason;
     return false;
   }
-  for (uint32_t r = 0; r < size(); ++r)
+  for (uint32_t r : local_)
     if (!errors_[r].empty()) {
       error = "rank " + std::to_string(r) + ": " + errors_[r];
       return false;
@@ -201,7 +240,7 @@ bool Ranks::hasInput(const std::string &program, const std::string &port) const 
 
 bool Ranks::writeInput(const std::string &program, const std::string &port, const void *whole,
                        int64_t elements, std::string &error) {
-  for (uint32_t r = 0; r < size(); ++r) {
+  for (uint32_t r : local_) {
     const planfile::Port *in = findInput(plan(), program, port, r);
     void *dest = executors_[r]->input(program, port);
     if (!in || !dest) {
@@ -222,7 +261,79 @@ bool Ranks::writeInput(const std::string &program, const std::string &port, cons
 }
 
 const float *Ranks::output(const std::string &program, const std::string &port) const {
-  return executors_[0]->output(program, port);
+  if (isLocal(0))
+    return executors_[0]->output(program, port);
+  auto it = sharedOutputs_.find({program, port});
+  return it == sharedOutputs_.end() ? nullptr : it->second.data();
+}
+
+bool Ranks::shareFromRank(uint32_t rank, void *data, size_t bytes, std::string &error) {
+  if (processCount_ == 1)
+    return true;
+  CommOp op;
+  op.kind = CommOp::Kind::Broadcast;
+  op.group = &processes_;
+  op.root = rank; // Under MPI, rank r is process r.
+  op.n = static_cast<int64_t>((bytes + 3) / 4);
+  std::vector<float> padded(static_cast<size_t>(op.n));
+  if (bytes > 0)
+    std::memcpy(padded.data(), data, bytes);
+  op.x = padded.data();
+  op.y = padded.data();
+  if (!comms_[local_[0]]->run(op, error))
+    return false;
+  if (bytes > 0)
+    std::memcpy(data, padded.data(), bytes);
+  return true;
+}
+
+bool Ranks::shareOutputs(const std::string &program, std::string &error) {
+  if (processCount_ == 1)
+    return true;
+  const planfile::Program *p = plan().findProgram(program, 0);
+  if (!p)
+    return true;
+  for (const planfile::Port &out : p->outputs) {
+    size_t bytes = 4;
+    for (int64_t d : out.shape)
+      bytes *= static_cast<size_t>(d);
+    std::vector<float> &copy = sharedOutputs_[{program, out.name}];
+    copy.resize(bytes / 4);
+    if (isLocal(0))
+      std::memcpy(copy.data(), executors_[0]->output(program, out.name), bytes);
+    if (!shareFromRank(0, copy.data(), bytes, error))
+      return false;
+  }
+  return true;
+}
+
+bool Ranks::gatherFromProcesses(const void *mine, size_t bytes, std::vector<char> &all,
+                                std::string &error) {
+  const size_t words = (bytes + 3) / 4;
+  std::vector<char> padded(words * 4, 0), gathered(words * 4 * processCount_);
+  std::memcpy(padded.data(), mine, bytes);
+  if (processCount_ == 1) {
+    gathered = padded;
+  } else {
+    CommOp op;
+    op.kind = CommOp::Kind::AllGather;
+    op.group = &processes_;
+    op.outer = 1;
+    op.chunk = static_cast<int64_t>(words);
+    op.x = padded.data();
+    op.y = gathered.data();
+    if (!comms_[local_[0]]->run(op, error))
+      return false;
+  }
+  all.resize(bytes * processCount_);
+  for (uint32_t p = 0; p < processCount_; ++p)
+    std::memcpy(all.data() + p * bytes, gathered.data() + p * words * 4, bytes);
+  return true;
+}
+
+bool Ranks::ownsBlock(size_t index, uint32_t rank) const {
+  const std::vector<uint32_t> &holders = stateHolders_[index];
+  return std::find(holders.begin(), holders.end(), rank) != holders.end();
 }
 
 const float *Ranks::wholeState(size_t index, std::vector<float> &scratch) const {
@@ -240,7 +351,7 @@ void Ranks::setWholeState(size_t index, const float *whole) {
     std::memcpy(executors_[0]->stateData(index), whole, plan().state[index].bytes());
     return;
   }
-  for (uint32_t r = 0; r < size(); ++r)
+  for (uint32_t r : local_)
     if (executors_[r]->holdsState(index))
       copyFromWhole(stateBlocks_[index][r], whole, executors_[r]->stateData(index));
 }
@@ -265,8 +376,11 @@ bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<Micro
           },
           error))
     return false;
-  losses = pipelineRanks_[pipeline_->outputRank()]->losses();
-  return true;
+  const uint32_t out = pipeline_->outputRank();
+  losses.assign(static_cast<size_t>(pipeline_->config().microbatches), 0.0f);
+  if (isLocal(out))
+    losses = pipelineRanks_[out]->losses();
+  return shareFromRank(out, losses.data(), losses.size() * 4, error);
 }
 
 bool Ranks::runForwardChain(const std::string &kind, const StepContext &ctx,
@@ -284,15 +398,24 @@ bool Ranks::runForwardChain(const std::string &kind, const StepContext &ctx,
           },
           error))
     return false;
-  output = pipelineRanks_[pipeline_->outputRank()]->chainOutput();
-  return true;
+  const uint32_t out = pipeline_->outputRank();
+  uint64_t count = isLocal(out) ? pipelineRanks_[out]->chainOutput().size() : 0;
+  if (!shareFromRank(out, &count, sizeof count, error))
+    return false;
+  output.assign(static_cast<size_t>(count), 0.0f);
+  if (isLocal(out))
+    output = pipelineRanks_[out]->chainOutput();
+  return shareFromRank(out, output.data(), output.size() * 4, error);
 }
 
 pipeline::Timeline Ranks::lastTimeline() const {
   std::vector<pipeline::TimedAction> actions;
   if (!pipeline_)
     return pipeline::summarizeTimeline(0, actions);
+  // Under MPI, what this process's ranks recorded.
   for (uint32_t rank : pipeline_->recordedRanks()) {
+    if (!isLocal(rank))
+      continue;
     const std::vector<pipeline::TimedAction> &timed = pipelineRanks_[rank]->timed();
     actions.insert(actions.end(), timed.begin(), timed.end());
   }
@@ -300,7 +423,7 @@ pipeline::Timeline Ranks::lastTimeline() const {
 }
 
 uint64_t Ranks::pipelineStashBytes(uint32_t rank) const {
-  return pipeline_ ? pipelineRanks_[rank]->peakStashBytes() : 0;
+  return pipeline_ && pipelineRanks_[rank] ? pipelineRanks_[rank]->peakStashBytes() : 0;
 }
 
 } // namespace tessel::rt

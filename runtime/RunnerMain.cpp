@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Executable.h"
+#include "runtime/MpiCommunicator.h"
 #include "runtime/PipelineLayout.h"
 #include "runtime/PlanFile.h"
 #include "runtime/Ranks.h"
@@ -111,7 +112,7 @@ static int printMemory(const char *argv0, const planfile::Plan &plan) {
     std::fprintf(stderr, "%s: error: %s\n", argv0, error.c_str());
     return 1;
   }
-  for (uint32_t r = 0; r < ranks->size(); ++r) {
+  for (uint32_t r : ranks->localRanks()) {
     std::printf("{\"rank\": %u, \"state_bytes\": %llu, \"arena_bytes\": %llu", r,
                 static_cast<unsigned long long>(ranks->executor(r).stateBytes()),
                 static_cast<unsigned long long>(ranks->executor(r).arenaBytes()));
@@ -128,9 +129,15 @@ static int runnerMain(int argc, char **argv);
 
 /// Ends the process once everything of ours is closed. Library teardown is skipped: under an
 /// address-space limit OpenBLAS's worker threads can retry a failed buffer allocation forever,
-/// and its shutdown would wait for them.
+/// and its shutdown would wait for them. Under MPI a failure ends every process of the job,
+/// so none waits for this one.
 [[noreturn]] static void finish(int status) {
   std::fflush(nullptr);
+  if (rt::mpi::launched()) {
+    if (status != 0)
+      rt::mpi::abortJob(status);
+    rt::mpi::finalize();
+  }
   std::_Exit(status);
 }
 
@@ -282,6 +289,25 @@ static int runnerMain(int argc, char **argv) {
   if (!planfile::parsePlan(bytes.data(), bytes.size(), plan, error)) {
     std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], source.c_str(), error.c_str());
     return 2;
+  }
+  if (rt::mpi::launched()) {
+    // Every process runs the host loop alike; the first speaks for the run, and the others
+    // write no files of their own beyond their checkpoint shards.
+    if (!rt::mpi::initialize(error)) {
+      std::fprintf(stderr, "%s: error: %s\n", argv[0], error.c_str());
+      return 1;
+    }
+    if (rt::mpi::processRank() != 0) {
+      o.quiet = true;
+      o.metricsPath.clear();
+      o.tracePath.clear();
+      o.svgPath.clear();
+      if (!std::freopen("/dev/null", "w", stdout)) {
+        std::fprintf(stderr, "%s: error: cannot silence rank %u's output\n", argv[0],
+                     rt::mpi::processRank());
+        return 1;
+      }
+    }
   }
   if (memory)
     return printMemory(argv[0], plan);

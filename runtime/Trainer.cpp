@@ -259,11 +259,11 @@ bool Session::setUp() {
   if (!ranks_)
     return error("the plan cannot run: " + err);
   if (options_.profile)
-    ranks_->executor(0).enableProfiling();
+    ranks_->firstExecutor().enableProfiling();
   const PipelineLayout *pipeline = ranks_->pipeline();
   for (const char *program : {"forward_backward", "optimizer_step"})
     if ((!pipeline || std::string(program) == "optimizer_step") &&
-        !ranks_->executor(0).hasProgram(program))
+        !ranks_->firstExecutor().hasProgram(program))
       return error(std::string("the plan has no '") + program + "' program");
   if (pipeline && pipeline->config().microbatches != s_.accumulation)
     return error("the plan's pipeline runs " + std::to_string(pipeline->config().microbatches) +
@@ -538,50 +538,95 @@ bool Session::dumpTensors(const std::string &file, const std::string &role) {
 }
 
 std::string Session::firstNonFiniteState() {
-  for (size_t i = 0; i < plan_.state.size(); ++i) {
+  // The first tensor, in the plan's order, with a non-finite value in a block of this
+  // process's ranks; then the first over all processes.
+  int64_t first = static_cast<int64_t>(plan_.state.size());
+  for (size_t i = 0; i < plan_.state.size() && first == static_cast<int64_t>(plan_.state.size());
+       ++i) {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role == "grad")
       continue;
-    for (uint32_t r = 0; r < ranks_->size(); ++r) {
+    for (uint32_t r : ranks_->localRanks()) {
       const float *block = ranks_->executor(r).stateData(i);
-      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4)))
-        return t.role == "param" ? "parameter '" + t.name + "'"
-                                 : "optimizer state '" + t.name + "' (of '" + t.of + "')";
+      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4))) {
+        first = static_cast<int64_t>(i);
+        break;
+      }
     }
   }
-  return "";
+  std::vector<char> all;
+  std::string err;
+  if (!ranks_->gatherFromProcesses(&first, sizeof first, all, err))
+    return "an unknown tensor (" + err + ")";
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    first = std::min(first, theirs);
+  }
+  if (first >= static_cast<int64_t>(plan_.state.size()))
+    return "";
+  const planfile::StateTensor &t = plan_.state[static_cast<size_t>(first)];
+  return t.role == "param" ? "parameter '" + t.name + "'"
+                           : "optimizer state '" + t.name + "' (of '" + t.of + "')";
 }
 
 Session::GradientSummary Session::summarizeGradients() {
-  // With several ranks the norm is that of the whole gradient tensors as the ranks hold them
-  // (each block once); a non-finite value is looked for in every rank's block.
-  GradientSummary sum;
-  double squares = 0;
-  std::vector<float> scratch;
+  // Over the blocks this process's ranks speak for (each block of each gradient once), then
+  // over the processes: the host never assembles a whole gradient.
+  struct Partial {
+    double squares = 0, largest = 0;
+    int64_t nonFinite = -1, largestIn = -1; // State indices.
+  } mine;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role != "grad")
       continue;
-    const float *g = ranks_->wholeState(i, scratch);
-    for (size_t e = 0, n = static_cast<size_t>(shapeElements(ranks_->stateShape(i))); e < n; ++e) {
-      double x = std::fabs(static_cast<double>(g[e]));
-      if (!std::isfinite(x)) {
-        if (sum.nonFinite.empty())
-          sum.nonFinite = t.of;
+    for (uint32_t r : ranks_->localRanks()) {
+      const float *g = ranks_->executor(r).stateData(i);
+      if (!g)
+        continue;
+      const size_t n = static_cast<size_t>(t.bytes() / 4);
+      if (!allFinite(g, n)) {
+        if (mine.nonFinite < 0)
+          mine.nonFinite = static_cast<int64_t>(i);
         continue;
       }
-      squares += x * x;
-      if (x > sum.largest) {
-        sum.largest = x;
-        sum.largestIn = t.of;
+      if (!ranks_->ownsBlock(i, r))
+        continue;
+      for (size_t e = 0; e < n; ++e) {
+        double x = std::fabs(static_cast<double>(g[e]));
+        mine.squares += x * x;
+        if (x > mine.largest) {
+          mine.largest = x;
+          mine.largestIn = static_cast<int64_t>(i);
+        }
       }
     }
-    for (uint32_t r = 0; r < ranks_->size() && ranks_->size() > 1 && sum.nonFinite.empty(); ++r) {
-      const float *block = ranks_->executor(r).stateData(i);
-      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4)))
-        sum.nonFinite = t.of;
+  }
+  GradientSummary sum;
+  std::vector<char> all;
+  std::string err;
+  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, err)) {
+    sum.nonFinite = "an unknown parameter (" + err + ")";
+    return sum;
+  }
+  int64_t nonFinite = -1, largestIn = -1;
+  double squares = 0;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    Partial theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    squares += theirs.squares;
+    if (theirs.nonFinite >= 0 && (nonFinite < 0 || theirs.nonFinite < nonFinite))
+      nonFinite = theirs.nonFinite;
+    if (theirs.largest > sum.largest) {
+      sum.largest = theirs.largest;
+      largestIn = theirs.largestIn;
     }
   }
+  if (nonFinite >= 0)
+    sum.nonFinite = plan_.state[static_cast<size_t>(nonFinite)].of;
+  if (largestIn >= 0)
+    sum.largestIn = plan_.state[static_cast<size_t>(largestIn)].of;
   sum.norm = std::sqrt(squares);
   return sum;
 }
@@ -651,7 +696,7 @@ int Session::run() {
         static_cast<long long>(s_.batch * s_.accumulation), static_cast<long long>(s_.seq),
         s_.accumulation > 1 ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
                             : "",
-        static_cast<double>(ranks_->executor(0).arenaBytes()) / (1 << 20), ranks.c_str());
+        static_cast<double>(ranks_->firstExecutor().arenaBytes()) / (1 << 20), ranks.c_str());
     std::printf("data: %s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
                 static_cast<long long>(data_->trainTokens()),
                 static_cast<long long>(data_->evalTokens()));
@@ -779,10 +824,10 @@ int Session::run() {
   if (options_.profile) {
     double total = 0;
     // Rank 0's kernels: the ranks run the same programs at once.
-    for (const Executor::KernelTime &t : ranks_->executor(0).profile())
+    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
       total += t.seconds;
     std::printf("%-20s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
-    for (const Executor::KernelTime &t : ranks_->executor(0).profile())
+    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
       std::printf("%-20s %10.3f %8lld %6.1f%%\n", t.kernel.c_str(), t.seconds,
                   static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
   }
@@ -832,7 +877,7 @@ int generate(const Plan &plan, const RunOptions &options) {
     return 1;
   }
   const PipelineLayout *pipeline = ranks->pipeline();
-  if (pipeline ? !pipeline->chain("sample") : !ranks->executor(0).hasProgram("sample")) {
+  if (pipeline ? !pipeline->chain("sample") : !ranks->firstExecutor().hasProgram("sample")) {
     std::fprintf(stderr, "tessel: error: the plan has no '%s' program\n",
                  pipeline ? "sample.0" : "sample");
     return 1;
