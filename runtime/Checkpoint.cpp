@@ -6,7 +6,9 @@
 
 #include "runtime/AtomicFile.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -16,9 +18,7 @@ namespace tessel::rt {
 namespace fs = std::filesystem;
 
 static constexpr const char *kFormat = "tessel-checkpoint";
-static constexpr int64_t kVersion = 2;
-static constexpr const char *kModelFile = "model.safetensors";
-static constexpr const char *kOptimizerFile = "optimizer.safetensors";
+static constexpr int64_t kVersion = 3;
 static constexpr const char *kManifestFile = "manifest.json";
 static constexpr const char *kLatestFile = "latest";
 
@@ -39,19 +39,17 @@ static std::string trimSlashes(std::string path) {
 // Saving
 //===----------------------------------------------------------------------===//
 
-static Json describeTensors(const std::vector<TensorView> &tensors) {
-  Json list = Json::object();
-  for (const TensorView &tensor : tensors) {
-    Json shape = Json::array();
-    for (int64_t dim : tensor.shape)
-      shape.push(dim);
-    Json entry = Json::object();
-    entry.set("dtype", dtypeName(tensor.dtype));
-    entry.set("shape", std::move(shape));
-    int64_t bytes = shapeElements(tensor.shape) * dtypeSize(tensor.dtype);
-    entry.set("fnv1a64", hex64(fnv1a64(tensor.data, static_cast<size_t>(bytes))));
-    list.set(tensor.name, std::move(entry));
-  }
+/// "model-00002.safetensors": the file of rank 2's parameter blocks.
+static std::string shardFile(const char *kind, uint32_t rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s-%05u.safetensors", kind, rank);
+  return name;
+}
+
+static Json shapeJson(const std::vector<int64_t> &shape) {
+  Json list = Json::array();
+  for (int64_t dim : shape)
+    list.push(dim);
   return list;
 }
 
@@ -78,34 +76,15 @@ static int64_t stepOfName(const std::string &dir) {
   return step;
 }
 
-/// Writes the checkpoint's three files into `tempDir`.
-static bool writeContents(const std::string &tempDir, const CheckpointContents &contents,
-                          std::string &error) {
-  std::map<std::string, std::string> metadata = {
-      {"format", kFormat}, {"model", contents.model}, {"step", std::to_string(contents.step)}};
-  if (!writeSafetensors(tempDir + "/" + kModelFile, contents.params, metadata, error) ||
-      !writeSafetensors(tempDir + "/" + kOptimizerFile, contents.optimizerState, metadata, error))
-    return false;
-  Json manifest = Json::object();
-  manifest.set("format", kFormat);
-  manifest.set("version", kVersion);
-  manifest.set("model", contents.model);
-  manifest.set("fingerprint", contents.fingerprint);
-  manifest.set("step", contents.step);
-  manifest.set("params", describeTensors(contents.params));
-  manifest.set("optimizer", describeTensors(contents.optimizerState));
-  manifest.set("extra", contents.extra);
-  // Last, over everything before it: an edited or damaged manifest is refused like a tensor.
-  manifest.set("checksum", manifestChecksum(manifest));
-  return writeFileAtomically(tempDir + "/" + kManifestFile, manifest.pretty() + "\n", error) &&
-         fsyncDirectory(tempDir, error);
+std::string checkpointTempDir(const std::string &dir, int64_t step, const std::string &token) {
+  return trimSlashes(dir) + "/." + checkpointName(step) + ".tmp-" + token;
 }
 
-bool saveCheckpoint(const std::string &dirArg, const CheckpointContents &contents,
-                    std::string &error) {
+bool beginCheckpoint(const std::string &dirArg, int64_t step, const std::string &token,
+                     std::string &error) {
   std::string dir = trimSlashes(dirArg);
-  if (contents.step < 0) {
-    error = "cannot save a checkpoint for negative step " + std::to_string(contents.step);
+  if (step < 0) {
+    error = "cannot save a checkpoint for negative step " + std::to_string(step);
     return false;
   }
   std::error_code ec;
@@ -116,17 +95,108 @@ bool saveCheckpoint(const std::string &dirArg, const CheckpointContents &content
   }
   // What interrupted writes left here (a crash, a kill) is garbage; it goes before more is added.
   removeStaleTemporaries(dir);
-  std::string name = checkpointName(contents.step);
-  std::string finalDir = dir + "/" + name;
-  std::string tempDir = dir + "/." + name + tempSuffix();
-  // A leftover of an earlier process with our pid (containers reuse pids) is garbage.
+  std::string tempDir = checkpointTempDir(dir, step, token);
+  // A leftover of an earlier process with our token (containers reuse pids) is garbage.
   fs::remove_all(tempDir, ec);
   if (!fs::create_directory(tempDir, ec)) {
     error = "cannot create " + tempDir + ": " + (ec ? ec.message() : "it exists");
     return false;
   }
-  if (!writeContents(tempDir, contents, error) ||
-      !replaceDirectoryAtomically(tempDir, finalDir, error)) {
+  return true;
+}
+
+bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &description,
+                std::string &error) {
+  description = Json::object();
+  for (const auto &[kind, blocks] :
+       {std::pair<const char *, const std::vector<TensorBlock> *>{"params", &shard.params},
+        {"optimizer", &shard.optimizerState}}) {
+    Json list = Json::object();
+    if (blocks->empty()) {
+      description.set(kind, std::move(list));
+      continue;
+    }
+    const std::string file = shardFile(std::string(kind) == "params" ? "model" : "optimizer",
+                                       shard.rank);
+    std::vector<TensorView> views;
+    for (const TensorBlock &b : *blocks) {
+      views.push_back({b.name, b.dtype, b.shape, b.data});
+      Json entry = Json::object();
+      entry.set("file", file);
+      entry.set("offset", shapeJson(b.offset));
+      entry.set("shape", shapeJson(b.shape));
+      int64_t bytes = shapeElements(b.shape) * dtypeSize(b.dtype);
+      entry.set("fnv1a64", hex64(fnv1a64(b.data, static_cast<size_t>(bytes))));
+      list.set(b.name, std::move(entry));
+    }
+    if (!writeSafetensors(tempDir + "/" + file, views, {{"format", kFormat}}, error))
+      return false;
+    description.set(kind, std::move(list));
+  }
+  return true;
+}
+
+/// The manifest's entry for each tensor of `tensors`: its dtype, whole shape and the shards of
+/// `kind` in `shards` that hold it, which must cover it.
+static bool describeTensors(const std::vector<CheckpointTensor> &tensors, const char *kind,
+                            const std::vector<Json> &shards, Json &out, std::string &error) {
+  out = Json::object();
+  for (const CheckpointTensor &tensor : tensors) {
+    Json entry = Json::object();
+    entry.set("dtype", dtypeName(tensor.dtype));
+    entry.set("shape", shapeJson(tensor.shape));
+    Json list = Json::array();
+    int64_t covered = 0;
+    for (const Json &shard : shards) {
+      const Json *blocks = shard.find(kind);
+      const Json *block = blocks ? blocks->find(tensor.name) : nullptr;
+      if (!block)
+        continue;
+      int64_t elements = 1;
+      for (const Json &dim : block->find("shape")->items())
+        elements *= dim.asInt();
+      covered += elements;
+      list.push(*block);
+    }
+    if (covered != shapeElements(tensor.shape)) {
+      error = "the ranks' shards of '" + tensor.name + "' hold " + std::to_string(covered) +
+              " of its " + std::to_string(shapeElements(tensor.shape)) + " elements";
+      return false;
+    }
+    entry.set("shards", std::move(list));
+    out.set(tensor.name, std::move(entry));
+  }
+  return true;
+}
+
+bool commitCheckpoint(const std::string &dirArg, const std::string &tempDir,
+                      const CheckpointContents &contents, const std::vector<Json> &shards,
+                      std::string &error) {
+  std::string dir = trimSlashes(dirArg);
+  std::string name = checkpointName(contents.step);
+  std::string finalDir = dir + "/" + name;
+  Json manifest = Json::object();
+  manifest.set("format", kFormat);
+  manifest.set("version", kVersion);
+  manifest.set("model", contents.model);
+  manifest.set("fingerprint", contents.fingerprint);
+  manifest.set("step", contents.step);
+  Json params, optimizer;
+  bool ok = describeTensors(contents.params, "params", shards, params, error) &&
+            describeTensors(contents.optimizerState, "optimizer", shards, optimizer, error);
+  if (ok) {
+    manifest.set("params", std::move(params));
+    manifest.set("optimizer", std::move(optimizer));
+    manifest.set("extra", contents.extra);
+    // Last, over everything before it: an edited or damaged manifest is refused like a tensor.
+    manifest.set("checksum", manifestChecksum(manifest));
+    // Written last, after every shard: a manifest names only durable files.
+    ok = fsyncDirectory(tempDir, error) &&
+         writeFileAtomically(tempDir + "/" + kManifestFile, manifest.pretty() + "\n", error) &&
+         fsyncDirectory(tempDir, error) && replaceDirectoryAtomically(tempDir, finalDir, error);
+  }
+  if (!ok) {
+    std::error_code ec;
     fs::remove_all(tempDir, ec);
     error = "cannot save checkpoint " + finalDir + ": " + error;
     return false;
@@ -139,18 +209,29 @@ bool saveCheckpoint(const std::string &dirArg, const CheckpointContents &content
   return true;
 }
 
+bool saveCheckpoint(const std::string &dir, const CheckpointContents &contents,
+                    const std::vector<CheckpointShard> &shards, std::string &error) {
+  const std::string token = tempSuffix().substr(5); // The pid, without ".tmp-".
+  if (!beginCheckpoint(dir, contents.step, token, error))
+    return false;
+  const std::string tempDir = checkpointTempDir(dir, contents.step, token);
+  std::vector<Json> described(shards.size());
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (!writeShard(tempDir, shards[i], described[i], error)) {
+      std::error_code ec;
+      fs::remove_all(tempDir, ec);
+      error = "cannot save checkpoint " + trimSlashes(dir) + "/" + checkpointName(contents.step) +
+              ": " + error;
+      return false;
+    }
+  return commitCheckpoint(dir, tempDir, contents, described, error);
+}
+
 //===----------------------------------------------------------------------===//
 // Loading
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-struct ManifestTensor {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::string checksum; ///< FNV-1a 64 of the tensor's bytes, in hex.
-};
 
 class Loader {
 public:
@@ -209,8 +290,22 @@ private:
     return true;
   }
 
+  /// Reads a list of dims: non-negative integers.
+  bool readDims(const Json *json, const std::string &where, const char *what,
+                std::vector<int64_t> &dims) {
+    if (!json || !json->isArray())
+      return refuse(where + " lacks its array '" + what + "'");
+    for (const Json &dim : json->items()) {
+      if (!dim.isInteger() || dim.asInt() < 0)
+        return refuse(where + " has a '" + what + "' that is not a list of non-negative integers");
+      dims.push_back(dim.asInt());
+    }
+    return true;
+  }
+
   bool readTensorList(const Json &manifest, const char *field,
-                      std::vector<ManifestTensor> &tensors) {
+                      std::map<std::string, StoredTensor> &tensors,
+                      std::vector<std::string> &names) {
     const Json *list = manifest.find(field);
     if (!list)
       return refuse(std::string("lacks '") + field + "'");
@@ -219,52 +314,49 @@ private:
     for (const auto &[name, entry] : list->members()) {
       std::string where = std::string("'") + field + "' tensor '" + name + "'";
       const Json *dtypeJson = entry.find("dtype");
-      const Json *shapeJson = entry.find("shape");
-      if (!entry.isObject() || !dtypeJson || !shapeJson || !dtypeJson->isString() ||
-          !shapeJson->isArray())
-        return refuse(where + " needs a string 'dtype' and an array 'shape'");
+      if (!entry.isObject() || !dtypeJson || !dtypeJson->isString())
+        return refuse(where + " needs a string 'dtype'");
       std::optional<DType> dtype = parseDType(dtypeJson->asString());
       if (!dtype)
         return refuse(where + " has unknown dtype '" + dtypeJson->asString() + "'");
-      const Json *checksum = entry.find("fnv1a64");
-      if (!checksum || !checksum->isString())
-        return refuse(where + " lacks its checksum 'fnv1a64'");
-      ManifestTensor tensor{name, *dtype, {}, checksum->asString()};
-      for (const Json &dim : shapeJson->items()) {
-        if (!dim.isInteger() || dim.asInt() < 0)
-          return refuse(where + " has a shape that is not a list of non-negative integers");
-        tensor.shape.push_back(dim.asInt());
+      StoredTensor tensor;
+      tensor.dtype = *dtype;
+      if (!readDims(entry.find("shape"), where, "shape", tensor.shape))
+        return false;
+      const Json *shards = entry.find("shards");
+      if (!shards || !shards->isArray())
+        return refuse(where + " lacks its array 'shards'");
+      int64_t covered = 0;
+      for (const Json &shard : shards->items()) {
+        StoredShard s;
+        const Json *file = shard.find("file");
+        const Json *checksum = shard.find("fnv1a64");
+        if (!shard.isObject() || !file || !file->isString() || !checksum ||
+            !checksum->isString())
+          return refuse(where + " has a shard without a string 'file' and 'fnv1a64'");
+        s.file = file->asString();
+        s.checksum = checksum->asString();
+        if (s.file.empty() || s.file.find('/') != std::string::npos || s.file[0] == '.')
+          return refuse(where + " has a shard in '" + s.file +
+                        "', which is not a file of the checkpoint directory");
+        if (!readDims(shard.find("offset"), where, "offset", s.offset) ||
+            !readDims(shard.find("shape"), where, "shape", s.shape))
+          return false;
+        if (s.offset.size() != tensor.shape.size() || s.shape.size() != tensor.shape.size())
+          return refuse(where + " has a shard of another rank than the tensor's");
+        for (size_t d = 0; d < s.shape.size(); ++d)
+          if (s.offset[d] + s.shape[d] > tensor.shape[d])
+            return refuse(where + " has a shard that lies outside the tensor");
+        covered += shapeElements(s.shape);
+        tensor.shards.push_back(std::move(s));
       }
-      tensors.push_back(std::move(tensor));
+      if (covered != shapeElements(tensor.shape))
+        return refuse(where + "'s shards hold " + std::to_string(covered) + " of its " +
+                      std::to_string(shapeElements(tensor.shape)) + " elements");
+      tensors[name] = std::move(tensor);
+      names.push_back(name);
     }
     return true;
-  }
-
-  /// Reads `file` and checks it holds exactly the manifest's `tensors`.
-  std::unique_ptr<SafetensorsFile> readTensors(const std::string &file,
-                                               const std::vector<ManifestTensor> &tensors) {
-    auto contents = readSafetensors(file, error_);
-    if (!contents)
-      return nullptr;
-    std::set<std::string> listed;
-    for (const ManifestTensor &tensor : tensors) {
-      listed.insert(tensor.name);
-      const SafetensorsTensor *found = contents->find(tensor.name);
-      if (!found)
-        return fail(file + " lacks tensor '" + tensor.name + "' that " + kManifestFile + " lists");
-      if (found->dtype != tensor.dtype || found->shape != tensor.shape)
-        return fail("tensor '" + tensor.name + "' is " + dtypeName(tensor.dtype) + " " +
-                    formatShape(tensor.shape) + " in " + kManifestFile + " but " +
-                    dtypeName(found->dtype) + " " + formatShape(found->shape) + " in " + file);
-      if (hex64(fnv1a64(found->bytes.data(), found->bytes.size())) != tensor.checksum)
-        return fail(file + ": tensor '" + tensor.name + "' does not match its checksum in " +
-                    kManifestFile + " (the file is corrupt)");
-    }
-    for (const auto &entry : contents->tensors)
-      if (!listed.count(entry.first))
-        return fail(file + " has tensor '" + entry.first + "' that " + kManifestFile +
-                    " does not list");
-    return contents;
   }
 
   std::unique_ptr<LoadedCheckpoint> loadImpl(const std::string &path) {
@@ -313,19 +405,9 @@ private:
       return fail(manifestPath_ + ": " + "lacks 'extra'");
     checkpoint->extra = *extra;
 
-    std::vector<ManifestTensor> params, optimizer;
-    if (!readTensorList(*manifest, "params", params) ||
-        !readTensorList(*manifest, "optimizer", optimizer))
-      return nullptr;
-    for (const ManifestTensor &tensor : params)
-      checkpoint->paramNames.push_back(tensor.name);
-    for (const ManifestTensor &tensor : optimizer)
-      checkpoint->optimizerNames.push_back(tensor.name);
-    checkpoint->params = readTensors(checkpoint->path + "/" + kModelFile, params);
-    if (!checkpoint->params)
-      return nullptr;
-    checkpoint->optimizer = readTensors(checkpoint->path + "/" + kOptimizerFile, optimizer);
-    if (!checkpoint->optimizer)
+    if (!readTensorList(*manifest, "params", checkpoint->params, checkpoint->paramNames) ||
+        !readTensorList(*manifest, "optimizer", checkpoint->optimizer,
+                        checkpoint->optimizerNames))
       return nullptr;
     return checkpoint;
   }
@@ -335,6 +417,131 @@ private:
 };
 
 } // namespace
+
+const StoredTensor *LoadedCheckpoint::find(const std::string &name) const {
+  auto it = params.find(name);
+  if (it != params.end())
+    return &it->second;
+  it = optimizer.find(name);
+  return it == optimizer.end() ? nullptr : &it->second;
+}
+
+const SafetensorsFile *LoadedCheckpoint::open(const std::string &file, std::string &error) const {
+  auto it = files_.find(file);
+  if (it != files_.end())
+    return it->second.get();
+  const std::string filePath = path + "/" + file;
+  auto contents = readSafetensors(filePath, error);
+  if (!contents)
+    return nullptr;
+  // Every tensor the file holds must be a shard the manifest lists there, matching its entry.
+  std::set<std::string> listed;
+  for (const auto *tensors : {&params, &optimizer})
+    for (const auto &[name, tensor] : *tensors)
+      for (const StoredShard &shard : tensor.shards) {
+        if (shard.file != file)
+          continue;
+        listed.insert(name);
+        const SafetensorsTensor *found = contents->find(name);
+        if (!found) {
+          error = filePath + " lacks tensor '" + name + "' that " + kManifestFile + " lists";
+          return nullptr;
+        }
+        if (found->dtype != tensor.dtype || found->shape != shard.shape) {
+          error = "the shard of '" + name + "' is " + dtypeName(tensor.dtype) + " " +
+                  formatShape(shard.shape) + " in " + kManifestFile + " but " +
+                  dtypeName(found->dtype) + " " + formatShape(found->shape) + " in " + filePath;
+          return nullptr;
+        }
+        if (hex64(fnv1a64(found->bytes.data(), found->bytes.size())) != shard.checksum) {
+          error = filePath + ": tensor '" + name + "' does not match its checksum in " +
+                  kManifestFile + " (the file is corrupt)";
+          return nullptr;
+        }
+      }
+  for (const auto &entry : contents->tensors)
+    if (!listed.count(entry.first)) {
+      error = filePath + " has tensor '" + entry.first + "' that " + kManifestFile +
+              " does not list";
+      return nullptr;
+    }
+  return (files_[file] = std::move(contents)).get();
+}
+
+/// Copies the part of box `from` (at `fromOffset` in the whole tensor) that box `to` (at
+/// `toOffset`) overlaps; returns the elements copied.
+static int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromOffset,
+                           const std::vector<int64_t> &fromShape, uint8_t *to,
+                           const std::vector<int64_t> &toOffset,
+                           const std::vector<int64_t> &toShape, int64_t elementBytes) {
+  const size_t rank = toShape.size();
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(fromOffset[d], toOffset[d]);
+    hi[d] = std::min(fromOffset[d] + fromShape[d], toOffset[d] + toShape[d]);
+    if (lo[d] >= hi[d])
+      return 0;
+  }
+  if (rank == 0) {
+    std::memcpy(to, from, static_cast<size_t>(elementBytes));
+    return 1;
+  }
+  // Row by row along the last dim: `at` walks the overlap's indices of the other dims.
+  const int64_t run = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> at(lo.begin(), lo.end());
+  int64_t copied = 0;
+  for (;;) {
+    int64_t fromIndex = 0, toIndex = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      fromIndex = fromIndex * fromShape[d] + (at[d] - fromOffset[d]);
+      toIndex = toIndex * toShape[d] + (at[d] - toOffset[d]);
+    }
+    std::memcpy(to + toIndex * elementBytes, from + fromIndex * elementBytes,
+                static_cast<size_t>(run * elementBytes));
+    copied += run;
+    size_t d = rank - 1;
+    while (d > 0 && ++at[d - 1] == hi[d - 1]) {
+      at[d - 1] = lo[d - 1];
+      --d;
+    }
+    if (d == 0)
+      return copied;
+  }
+}
+
+bool LoadedCheckpoint::readBlock(const std::string &name, const std::vector<int64_t> &offset,
+                                 const std::vector<int64_t> &shape, void *out,
+                                 std::string &error) const {
+  const StoredTensor *tensor = find(name);
+  if (!tensor) {
+    error = "checkpoint " + path + " lacks '" + name + "'";
+    return false;
+  }
+  if (offset.size() != tensor->shape.size() || shape.size() != tensor->shape.size()) {
+    error = "checkpoint " + path + ": '" + name + "' is " + formatShape(tensor->shape);
+    return false;
+  }
+  int64_t copied = 0;
+  for (const StoredShard &shard : tensor->shards) {
+    bool overlaps = true;
+    for (size_t d = 0; d < shape.size(); ++d)
+      overlaps = overlaps && shard.offset[d] < offset[d] + shape[d] &&
+                 offset[d] < shard.offset[d] + shard.shape[d];
+    if (!overlaps)
+      continue;
+    const SafetensorsFile *file = open(shard.file, error);
+    if (!file)
+      return false;
+    copied += copyOverlap(file->find(name)->bytes.data(), shard.offset, shard.shape,
+                          static_cast<uint8_t *>(out), offset, shape, dtypeSize(tensor->dtype));
+  }
+  if (copied != shapeElements(shape)) {
+    error = "checkpoint " + path + ": the shards of '" + name + "' do not cover the block at " +
+            formatShape(offset) + " of shape " + formatShape(shape);
+    return false;
+  }
+  return true;
+}
 
 std::unique_ptr<LoadedCheckpoint> loadCheckpoint(const std::string &pathOrDir, std::string &error) {
   return Loader().load(pathOrDir, error);
@@ -352,7 +559,8 @@ bool checkCompatible(const LoadedCheckpoint &checkpoint,
   std::set<std::string> inModel;
   for (const auto &[name, shape] : modelParams) {
     inModel.insert(name);
-    const SafetensorsTensor *tensor = checkpoint.params ? checkpoint.params->find(name) : nullptr;
+    auto it = checkpoint.params.find(name);
+    const StoredTensor *tensor = it == checkpoint.params.end() ? nullptr : &it->second;
     if (!tensor)
       problems.push_back("the model has parameter '" + name + "' that the checkpoint lacks");
     else if (tensor->shape != shape)

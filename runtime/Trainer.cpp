@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <thread>
+#include <unistd.h>
 
 namespace tessel::rt {
 
@@ -161,24 +162,29 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
       error = "cannot use " + ck->path + ": " + error;
     return nullptr;
   }
+  // Each local rank reads its own block of each tensor it holds, from whichever shards
+  // overlap it: the checkpoint's layout need not be this run's.
   for (size_t i = 0; i < plan.state.size(); ++i) {
     const planfile::StateTensor &t = plan.state[i];
     if (t.role == "grad" || (t.role != "param" && !withOptimizer))
       continue;
-    const SafetensorsFile *file = t.role == "param" ? ck->params.get() : ck->optimizer.get();
-    const SafetensorsTensor *x = file ? file->find(t.name) : nullptr;
+    const StoredTensor *x = ck->find(t.name);
     if (!x) {
       error = "checkpoint " + ck->path + " lacks '" + t.name + "'";
       return nullptr;
     }
     const std::vector<int64_t> &shape = ranks.stateShape(i);
-    if (x->dtype != DType::F32 || x->shape != shape ||
-        x->bytes.size() != static_cast<uint64_t>(shapeElements(shape)) * 4) {
+    if (x->dtype != DType::F32 || x->shape != shape) {
       error = "checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
               formatShape(x->shape) + ", the model needs F32 " + formatShape(shape);
       return nullptr;
     }
-    ranks.setWholeState(i, reinterpret_cast<const float *>(x->bytes.data()));
+    for (uint32_t r : ranks.localRanks()) {
+      float *data = ranks.executor(r).stateData(i);
+      const Block &b = ranks.stateBlock(i, r);
+      if (data && !ck->readBlock(t.name, b.offset, b.local, data, error))
+        return nullptr;
+    }
   }
   return ck;
 }
@@ -223,6 +229,10 @@ private:
     double norm = 0; ///< The global norm, in double.
   };
   GradientSummary summarizeGradients();
+  /// Whether `ok` holds on every process; false with a reason if not. Every process calls it.
+  bool agree(bool ok, std::string &error);
+  /// Every process's `mine`, in process order.
+  bool gatherTexts(const std::string &mine, std::vector<std::string> &all, std::string &error);
   /// The first parameter or optimizer state tensor that holds a non-finite value on some rank,
   /// or "" when every value is finite.
   std::string firstNonFiniteState();
@@ -370,42 +380,127 @@ bool Session::restore(const std::string &path) {
   return true;
 }
 
+bool Session::agree(bool ok, std::string &error) {
+  const int64_t mine = ok ? 1 : 0;
+  std::vector<char> all;
+  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, error))
+    return false;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    if (!theirs) {
+      if (ok)
+        error = "the process of rank " + std::to_string(p) + " failed";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all,
+                          std::string &error) {
+  const int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<char> lengths, texts;
+  if (!ranks_->gatherFromProcesses(&length, sizeof length, lengths, error))
+    return false;
+  int64_t longest = 0;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, lengths.data() + p * sizeof theirs, sizeof theirs);
+    longest = std::max(longest, theirs);
+  }
+  std::string padded = mine;
+  padded.resize(static_cast<size_t>(longest), ' ');
+  if (!ranks_->gatherFromProcesses(padded.data(), padded.size(), texts, error))
+    return false;
+  all.clear();
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p)
+    all.emplace_back(texts.data() + p * longest, static_cast<size_t>(longest));
+  return true;
+}
+
 bool Session::save(int64_t step) {
+  // Each rank writes the blocks it speaks for; the first process writes the manifest once
+  // every shard is on disk. The checkpoint does not depend on the layout it was trained with:
+  // loading reshards.
+  const std::string failed =
+      "checkpoint at step " + std::to_string(step) + " failed" +
+      (lastCheckpoint_.empty() ? std::string() : " (" + lastCheckpoint_ + " is intact)") + ": ";
   CheckpointContents c;
   c.model = plan_.model;
   c.fingerprint = fingerprint(plan_);
   c.step = step;
-  // Whole tensors, so that a checkpoint does not depend on the layout it was trained with.
-  std::vector<std::vector<float>> scratch(plan_.state.size());
+  std::vector<CheckpointShard> shards;
+  for (uint32_t r : ranks_->localRanks())
+    shards.push_back(CheckpointShard{r, {}, {}});
+  std::string bad;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role == "grad")
       continue;
-    TensorView v{t.name, DType::F32, ranks_->stateShape(i), ranks_->wholeState(i, scratch[i])};
-    if (t.role == "param")
-      c.params.push_back(v);
-    else if (t.role != "grad") // Optimizer state: moments, momentum buffers.
-      c.optimizerState.push_back(v);
+    CheckpointTensor whole{t.name, DType::F32, ranks_->stateShape(i)};
+    (t.role == "param" ? c.params : c.optimizerState).push_back(whole);
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const uint32_t r = shards[k].rank;
+      const float *data = ranks_->executor(r).stateData(i);
+      if (!data || !ranks_->ownsBlock(i, r))
+        continue;
+      const Block &b = ranks_->stateBlock(i, r);
+      if (bad.empty() && !allFinite(data, static_cast<size_t>(b.localElements())))
+        bad = t.name;
+      TensorBlock block{t.name, DType::F32, b.offset, b.local, data};
+      (t.role == "param" ? shards[k].params : shards[k].optimizerState).push_back(block);
+    }
   }
-  for (const std::vector<TensorView> *list : {&c.params, &c.optimizerState})
-    for (const TensorView &v : *list)
-      if (!allFinite(static_cast<const float *>(v.data), static_cast<size_t>(shapeElements(v.shape))))
-        return error("step " + std::to_string(step) + ": '" + v.name +
-                     "' holds a non-finite value; no checkpoint is saved" +
-                     (lastCheckpoint_.empty() ? std::string()
-                                              : " (" + lastCheckpoint_ + " is intact)"));
+  std::string err;
+  if (!agree(bad.empty(), err))
+    return error("step " + std::to_string(step) + ": " +
+                 (bad.empty() ? err : "'" + bad + "' holds a non-finite value") +
+                 "; no checkpoint is saved" +
+                 (lastCheckpoint_.empty() ? std::string()
+                                          : " (" + lastCheckpoint_ + " is intact)"));
   Json extra = Json::object();
   extra.set("data_rng", rngToJson(dataRng_));
   extra.set("seed", static_cast<int64_t>(s_.seed));
   extra.set("tokens_seen", step * s_.batch * s_.seq * s_.accumulation);
   extra.set("optimizer_step", step);
   c.extra = extra;
-  std::string err;
-  if (!saveCheckpoint(s_.checkpointDir, c, err))
-    return error(
-        "checkpoint at step " + std::to_string(step) + " failed" +
-        (lastCheckpoint_.empty() ? std::string() : " (" + lastCheckpoint_ + " is intact)") + ": " +
-        err);
+
+  // The temporary directory is named after the first process, which makes it.
+  std::vector<std::string> tokens;
+  if (!gatherTexts(std::to_string(::getpid()), tokens, err))
+    return error(failed + err);
+  const std::string token = tokens[0];
+  bool ok = !ranks_->isMainProcess() || beginCheckpoint(s_.checkpointDir, step, token, err);
+  if (!agree(ok, err))
+    return error(failed + err);
+  const std::string tempDir = checkpointTempDir(s_.checkpointDir, step, token);
+  std::string described = "[";
+  for (const CheckpointShard &shard : shards) {
+    Json description;
+    if (!writeShard(tempDir, shard, description, err)) {
+      ok = false;
+      break;
+    }
+    described += (described.size() > 1 ? "," : "") + description.compact();
+  }
+  described += "]";
+  std::vector<std::string> texts;
+  if (!agree(ok, err) || !gatherTexts(described, texts, err))
+    return error(failed + err);
+  if (ranks_->isMainProcess()) {
+    std::vector<Json> all;
+    for (const std::string &text : texts) {
+      std::optional<Json> list = Json::parse(text, "a shard description", err);
+      if (!list)
+        return error(failed + "a rank's shard description: " + err);
+      for (const Json &d : list->items())
+        all.push_back(d);
+    }
+    ok = commitCheckpoint(s_.checkpointDir, tempDir, c, all, err);
+  }
+  if (!agree(ok, err))
+    return error(ranks_->isMainProcess() ? err : failed + err);
   lastSaved_ = step;
   lastCheckpoint_ = s_.checkpointDir + "/" + checkpointName(step);
   return true;

@@ -100,6 +100,33 @@ def read_safetensors(path):
     return out
 
 
+def read_parameters(checkpoint):
+    """The whole parameters of a sharded checkpoint, assembled from its shards (flat, C order)."""
+    manifest = json.load(open(os.path.join(checkpoint, "manifest.json")))
+    files = {}
+    out = {}
+    for name, tensor in manifest["params"].items():
+        shape = tensor["shape"]
+        whole = [0.0] * math.prod(shape)
+        for shard in tensor["shards"]:
+            if shard["file"] not in files:
+                files[shard["file"]] = read_safetensors(os.path.join(checkpoint, shard["file"]))
+            values = files[shard["file"]][name]
+            sshape, offset = shard["shape"], shard["offset"]
+            for i, v in enumerate(values):
+                index, rest = 0, i
+                coords = []
+                for d in reversed(sshape):
+                    coords.append(rest % d)
+                    rest //= d
+                coords.reverse()
+                for d, c in enumerate(coords):
+                    index = index * shape[d] + offset[d] + c
+                whole[index] = v
+        out[name] = whole
+    return out
+
+
 def train(args, c, template):
     work = os.path.join(args.workdir, name_of(c))
     os.makedirs(work, exist_ok=True)
@@ -122,7 +149,7 @@ def train(args, c, template):
             if "loss" in m and "step" in m and "eval_loss" not in m:
                 losses[m["step"]] = m["loss"]
     latest = open(os.path.join(checkpoints, "latest")).read().strip()
-    params = read_safetensors(os.path.join(checkpoints, latest, "model.safetensors"))
+    params = read_parameters(os.path.join(checkpoints, latest))
     return losses, params
 
 
