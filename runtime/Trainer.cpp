@@ -239,7 +239,12 @@ private:
   void reportIntactCheckpoint();
   bool error(const std::string &message) {
     progress_.reset();
-    std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
+    // Under MPI every process may report; each names its rank but the first.
+    if (ranks_ && !ranks_->isMainProcess())
+      std::fprintf(stderr, "tessel: error: rank %u: %s\n", ranks_->processIndex(),
+                   message.c_str());
+    else
+      std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
     return false;
   }
 
@@ -782,7 +787,8 @@ int Session::run() {
       params += static_cast<double>(shapeElements(shape));
     std::string ranks;
     if (ranks_->size() > 1)
-      ranks = " per rank; " + std::to_string(ranks_->size()) + " ranks, " +
+      ranks = " per rank; " + std::to_string(ranks_->size()) + " ranks" +
+              (ranks_->processCount() > 1 ? " as MPI processes, " : ", ") +
               std::to_string(ranks_->threadsPerRank()) +
               (ranks_->threadsPerRank() == 1 ? " thread" : " threads") + " each";
     std::printf(

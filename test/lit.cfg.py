@@ -17,6 +17,37 @@ config.substitutions.append(("%tessel_bin", config.tessel_tools_dir))
 config.substitutions.append(("%examples", os.path.join(config.tessel_src_root, "examples")))
 # Debian's interpreter, which has torch and numpy (the parity tests' PyTorch reference).
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# MPI jobs on this machine: more processes than cores, and CI runs as root.
+config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+lit_config.parallelism_groups["mpi"] = 1
 
 if config.have_cuda:
     config.available_features.add("cuda-toolkit")
+
+# Multi-host tests (test/MultiHost) run MPI jobs across "hosts" made as network namespaces by
+# scripts/netns-hosts.sh. Where those cannot be made (no privilege, no iproute2) or OpenMPI is
+# missing, the tests are reported UNSUPPORTED and the reason is printed here, never hidden.
+import shutil
+import subprocess
+
+netns_hosts = os.path.join(config.tessel_src_root, "scripts", "netns-hosts.sh")
+config.substitutions.append(("%netns_hosts", netns_hosts))
+missing_mpi = [tool for tool in ("mpirun", "mpicc") if shutil.which(tool) is None]
+if missing_mpi:
+    lit_config.note("skipped: multi-host tests need OpenMPI (%s not found; Debian: openmpi-bin, "
+                    "libopenmpi-dev)" % ", ".join(missing_mpi))
+else:
+    config.available_features.add("mpi")
+    try:
+        probe = subprocess.run([netns_hosts, "check"], capture_output=True, text=True, timeout=30)
+        reason = ""
+        if probe.returncode:
+            reason = (probe.stdout.strip() or probe.stderr.strip()
+                      or "scripts/netns-hosts.sh check exited with %d" % probe.returncode)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        reason = "scripts/netns-hosts.sh check did not run: %s" % error
+    if reason:
+        lit_config.note("skipped: multi-host tests need network namespaces as hosts, "
+                        "which cannot be made here: " + reason)
+    else:
+        config.available_features.add("netns")
