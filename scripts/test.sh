@@ -22,7 +22,10 @@ count() { { grep -oE "^ *($1) *: *[0-9]+" "$lit_log" || true; } | { grep -oE '[0
 lit_passed=$(count 'Passed')
 lit_failed=$(count 'Failed|Unresolved|Timed Out')
 if [ "$failed" -ne 0 ] && [ "$lit_failed" -eq 0 ]; then lit_failed=1; fi
-echo "lit: ${lit_passed} passed, ${lit_failed} failed"
+# Tests this machine cannot run (lit: UNSUPPORTED), and lit.cfg.py's notes saying why.
+lit_skipped=$(count 'Unsupported')
+grep -E 'note: skipped' "$lit_log" || true
+echo "lit: ${lit_passed} passed, ${lit_failed} failed, ${lit_skipped} skipped"
 
 echo "== fuzz"
 fuzz_failed=0
@@ -32,5 +35,5 @@ fuzz_failed=0
 total_passed=$(( lit_passed + (1 - fuzz_failed) ))
 total_failed=$(( lit_failed + fuzz_failed ))
 echo
-echo "${total_passed} passed, ${total_failed} failed"
+echo "${total_passed} passed, ${total_failed} failed$([ "$lit_skipped" -eq 0 ] || echo ", ${lit_skipped} skipped")"
 exit "$failed"
