@@ -53,6 +53,17 @@ static Json shapeJson(const std::vector<int64_t> &shape) {
   return list;
 }
 
+/// Whether two blocks of a tensor (offset, shape) share an element. Counting elements shows
+/// that blocks inside a tensor cover it only when they do not overlap.
+static bool blocksOverlap(const std::vector<int64_t> &offsetA, const std::vector<int64_t> &shapeA,
+                          const std::vector<int64_t> &offsetB, const std::vector<int64_t> &shapeB) {
+  for (size_t d = 0; d < shapeA.size(); ++d)
+    if (std::max(offsetA[d], offsetB[d]) >=
+        std::min(offsetA[d] + shapeA[d], offsetB[d] + shapeB[d]))
+      return false;
+  return true;
+}
+
 std::string manifestChecksum(const Json &manifest) {
   Json body = Json::object();
   for (const auto &[key, value] : manifest.members())
@@ -119,8 +130,13 @@ bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &
     const std::string file = shardFile(std::string(kind) == "params" ? "model" : "optimizer",
                                        shard.rank);
     std::vector<TensorView> views;
-    for (const TensorBlock &b : *blocks) {
+    for (const TensorBlock &b : *blocks)
       views.push_back({b.name, b.dtype, b.shape, b.data});
+    // Written before the checksums: writing refuses a block without data or with an invalid
+    // shape, whose bytes could not be read.
+    if (!writeSafetensors(tempDir + "/" + file, views, {{"format", kFormat}}, error))
+      return false;
+    for (const TensorBlock &b : *blocks) {
       Json entry = Json::object();
       entry.set("file", file);
       entry.set("offset", shapeJson(b.offset));
@@ -129,15 +145,14 @@ bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &
       entry.set("fnv1a64", hex64(fnv1a64(b.data, static_cast<size_t>(bytes))));
       list.set(b.name, std::move(entry));
     }
-    if (!writeSafetensors(tempDir + "/" + file, views, {{"format", kFormat}}, error))
-      return false;
     description.set(kind, std::move(list));
   }
   return true;
 }
 
 /// The manifest's entry for each tensor of `tensors`: its dtype, whole shape and the shards of
-/// `kind` in `shards` that hold it, which must cover it.
+/// `kind` in `shards` that hold it, which must lie inside it, not overlap and cover it; and
+/// no shard may hold a tensor that `tensors` lacks. What loading would refuse is never committed.
 static bool describeTensors(const std::vector<CheckpointTensor> &tensors, const char *kind,
                             const std::vector<Json> &shards, Json &out, std::string &error) {
   out = Json::object();
@@ -147,15 +162,33 @@ static bool describeTensors(const std::vector<CheckpointTensor> &tensors, const 
     entry.set("shape", shapeJson(tensor.shape));
     Json list = Json::array();
     int64_t covered = 0;
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> placed;
     for (const Json &shard : shards) {
       const Json *blocks = shard.find(kind);
       const Json *block = blocks ? blocks->find(tensor.name) : nullptr;
       if (!block)
         continue;
-      int64_t elements = 1;
+      std::vector<int64_t> offset, shape;
+      for (const Json &dim : block->find("offset")->items())
+        offset.push_back(dim.asInt());
       for (const Json &dim : block->find("shape")->items())
-        elements *= dim.asInt();
-      covered += elements;
+        shape.push_back(dim.asInt());
+      std::string why;
+      bool fits = offset.size() == tensor.shape.size() && shape.size() == tensor.shape.size();
+      for (size_t d = 0; fits && d < shape.size(); ++d)
+        fits = offset[d] >= 0 && offset[d] + shape[d] <= tensor.shape[d];
+      if (!fits)
+        why = "does not fit in the tensor's shape " + formatShape(tensor.shape);
+      for (size_t i = 0; why.empty() && i < placed.size(); ++i)
+        if (blocksOverlap(offset, shape, placed[i].first, placed[i].second))
+          why = "overlaps another block of it";
+      if (!why.empty()) {
+        error = "the block of '" + tensor.name + "' in " + block->find("file")->asString() +
+                " at " + formatShape(offset) + " of shape " + formatShape(shape) + " " + why;
+        return false;
+      }
+      covered += shapeElements(shape);
+      placed.emplace_back(std::move(offset), std::move(shape));
       list.push(*block);
     }
     if (covered != shapeElements(tensor.shape)) {
@@ -166,6 +199,16 @@ static bool describeTensors(const std::vector<CheckpointTensor> &tensors, const 
     entry.set("shards", std::move(list));
     out.set(tensor.name, std::move(entry));
   }
+  // A block the manifest does not list would make its whole file unreadable.
+  for (const Json &shard : shards)
+    if (const Json *blocks = shard.find(kind))
+      for (const auto &[name, block] : blocks->members())
+        if (!out.find(name)) {
+          error = "the ranks wrote '" + name + "' into " + block.find("file")->asString() +
+                  ", which is not among the checkpoint's " +
+                  (std::string(kind) == "params" ? "parameters" : "optimizer state");
+          return false;
+        }
   return true;
 }
 
@@ -347,6 +390,9 @@ private:
         for (size_t d = 0; d < s.shape.size(); ++d)
           if (s.offset[d] + s.shape[d] > tensor.shape[d])
             return refuse(where + " has a shard that lies outside the tensor");
+        for (const StoredShard &other : tensor.shards)
+          if (blocksOverlap(s.offset, s.shape, other.offset, other.shape))
+            return refuse(where + " has shards that overlap");
         covered += shapeElements(s.shape);
         tensor.shards.push_back(std::move(s));
       }
