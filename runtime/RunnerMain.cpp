@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executable.h"
-#include "runtime/PipelineLayout.h"
-#include "runtime/PlanFile.h"
+#include "common/Executable.h"
+#include "common/PipelineLayout.h"
+#include "common/PlanFile.h"
 #include "runtime/Ranks.h"
 #include "runtime/Trainer.h"
 

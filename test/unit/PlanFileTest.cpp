@@ -1,6 +1,6 @@
 //===- PlanFileTest.cpp - The binary plan format --------------------------===//
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <gtest/gtest.h>
 

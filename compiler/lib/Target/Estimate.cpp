@@ -2,9 +2,9 @@
 
 #include "tessel/Target/Estimate.h"
 
-#include "runtime/PipelineLayout.h"
-#include "runtime/PipelineRank.h"
-#include "runtime/Schedule.h"
+#include "common/PipelineLayout.h"
+#include "common/PipelineWalk.h"
+#include "common/Schedule.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -101,8 +101,8 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
               .peakInFlight;
   }
   std::string layoutError;
-  std::unique_ptr<rt::PipelineLayout> layout =
-      e.stages > 1 ? rt::PipelineLayout::create(plan, layoutError) : nullptr;
+  std::unique_ptr<pipeline::PipelineLayout> layout =
+      e.stages > 1 ? pipeline::PipelineLayout::create(plan, layoutError) : nullptr;
   auto stageOf = [&](uint32_t rank) -> int64_t {
     const pf::Group *pp = plan.findGroup("pp", rank);
     return pp ? pp->indexOf(rank) : 0;
@@ -134,8 +134,9 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     // as the runtime walks it before a run.
     if (layout && static_cast<size_t>(r.stage) < inFlight.size()) {
       std::string error;
-      if (auto walk = rt::PipelineRank::create(*layout, plan, rank, error))
-        r.stash = static_cast<double>(walk->peakStashBytes());
+      uint64_t stash = 0;
+      if (pipeline::peakStashBytes(*layout, plan, rank, stash, error))
+        r.stash = static_cast<double>(stash);
       r.inFlight = inFlight[r.stage];
       r.activations += r.stash;
     }
@@ -187,7 +188,7 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
   // Pipeline messages: per micro-batch, each chunk's activations forward and its input's
   // gradient back, to the neighbouring stage, as the runtime's layout says.
   for (uint32_t rank = 0; layout && rank < plan.worldSize; ++rank) {
-    const rt::PipelineChain &step = layout->step();
+    const pipeline::PipelineChain &step = layout->step();
     for (int64_t c = stageOf(rank); c < chunks; c += e.stages) {
       int64_t elements = 0;
       if (c + 1 < chunks)

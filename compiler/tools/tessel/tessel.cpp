@@ -11,15 +11,14 @@
 
 #include "PassDiagnostics.h"
 
-#include "runtime/Schedule.h"
-#include "runtime/Timeline.h"
+#include "common/Executable.h"
+#include "common/Schedule.h"
+#include "common/Timeline.h"
 #include "tessel/Frontend/Sema.h"
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
 #include "tessel/Transforms/Passes.h"
-
-#include "runtime/Executable.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"

@@ -9,7 +9,7 @@
 #ifndef TESSEL_TARGET_ESTIMATE_H
 #define TESSEL_TARGET_ESTIMATE_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <cstdint>
 #include <map>

@@ -1,6 +1,6 @@
 //===- Executable.cpp - Plans embedded in executables ---------------------===//
 
-#include "runtime/Executable.h"
+#include "common/Executable.h"
 
 #include <cstring>
 #include <fstream>

@@ -1,8 +1,8 @@
 //===- PlanFile.cpp - Reading and writing binary plans --------------------===//
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
-#include "runtime/Checksum.h"
+#include "common/Checksum.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,8 +11,8 @@
 //   payload: the Plan below, field by field; strings and vectors are u64-length-prefixed.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TESSEL_RUNTIME_PLANFILE_H
-#define TESSEL_RUNTIME_PLANFILE_H
+#ifndef TESSEL_COMMON_PLANFILE_H
+#define TESSEL_COMMON_PLANFILE_H
 
 #include <cstdint>
 #include <string>
@@ -146,4 +146,4 @@ bool validatePlan(const Plan &plan, std::string &error);
 
 } // namespace tessel::planfile
 
-#endif // TESSEL_RUNTIME_PLANFILE_H
+#endif // TESSEL_COMMON_PLANFILE_H
