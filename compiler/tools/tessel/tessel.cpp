@@ -307,7 +307,8 @@ bool buildExecutable(const char *argv0, const planfile::Plan &plan, std::vector<
   return true;
 }
 
-/// One line on what was written: programs, kernel calls, the arena's peak and the state.
+/// One line on what was written: programs (each once per pipeline stage), kernel calls, the
+/// arena's peak and the state.
 void printPlanSummary(const planfile::Plan &plan, StringRef path) {
   size_t calls = 0;
   const planfile::Program *peak = nullptr;
@@ -320,7 +321,8 @@ void printPlanSummary(const planfile::Plan &plan, StringRef path) {
   for (const planfile::StateTensor &t : plan.state)
     state += t.bytes();
   auto mib = [](uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  outs() << "wrote " << path << ": " << plan.programs.size() << " programs, " << calls
+  outs() << "wrote " << path << ": " << plan.programs.size() << " programs for "
+         << plan.worldSize << (plan.worldSize == 1 ? " rank, " : " ranks, ") << calls
          << " kernel calls; arena ";
   outs() << format("%.1f", peak ? mib(peak->arenaBytes) : 0.0) << " MiB at the peak of '"
          << (peak ? peak->name : "") << "', state " << format("%.1f", mib(state))
