@@ -261,25 +261,31 @@ TEST(PlanFile, RefusesStateAStageDoesNotHold) {
   EXPECT_TRUE(validatePlan(p, error)) << error; // held by every stage
 }
 
-TEST(PlanFile, RefusesPipelineProgramsOnOtherStages) {
-  Plan p = pipelinePlan();
+/// `base` (pipelinePlan, kept either way) with a copy of "forward.0" on rank 2 of stage 1, or
+/// with an "optimizer_step" on rank 0 only, which the first rank of stage 1 (`missing`) lacks.
+void expectStrayProgramsRefused(const Plan &base, const std::string &missing) {
+  Plan p = base;
   p.programs.push_back(p.programs[0]);
   p.programs.back().rank = 2;
   p.programs.back().instrs.clear();
   expectRefused(p, "program 'forward.0' is on rank 2 of pipeline stage 1, but chunk 0 runs on "
                    "stage 0");
-  p = pipelinePlan();
+  // A program without a chunk is still on every rank.
+  p = base;
+  p.programs.push_back(p.programs[0]);
+  p.programs.back().name = "optimizer_step";
+  p.programs.back().instrs.clear();
+  expectRefused(p, "program 'optimizer_step' has no version for rank " + missing);
+}
+
+TEST(PlanFile, RefusesPipelineProgramsOnOtherStages) {
+  expectStrayProgramsRefused(pipelinePlan(), "1");
+  Plan p = pipelinePlan();
   p.programs.erase(p.programs.begin() + 1);
   expectRefused(p, "program 'forward.0' has no version for rank 1 (pipeline stage 0 runs chunk 0)");
   p = pipelinePlan();
   p.programs[2].name = p.programs[3].name = "forward.x";
   expectRefused(p, "program 'forward.x' has a '.' but no chunk number after it");
-  // A program without a chunk is still on every rank.
-  p = pipelinePlan();
-  p.programs.push_back(p.programs[0]);
-  p.programs.back().name = "optimizer_step";
-  p.programs.back().instrs.clear();
-  expectRefused(p, "program 'optimizer_step' has no version for rank 1");
 }
 
 /// pipelinePlan kept as the compiler keeps it: one version of each program per stage, on the
@@ -327,17 +333,7 @@ TEST(PlanFile, RefusesProgramsPerStageOffTheirStage) {
   p = perStagePlan();
   p.programs.push_back(p.programs[0]);
   expectRefused(p, "program 'forward.0' appears twice for stage 0");
-  p = perStagePlan();
-  p.programs.push_back(p.programs[0]);
-  p.programs.back().rank = 2;
-  p.programs.back().instrs.clear();
-  expectRefused(p, "program 'forward.0' is on rank 2 of pipeline stage 1, but chunk 0 runs on "
-                   "stage 0");
-  p = perStagePlan();
-  p.programs.push_back(p.programs[0]);
-  p.programs.back().name = "optimizer_step";
-  p.programs.back().instrs.clear();
-  expectRefused(p, "program 'optimizer_step' has no version for rank 2");
+  expectStrayProgramsRefused(perStagePlan(), "2");
 }
 
 } // namespace
