@@ -344,19 +344,18 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     w.str(g.name);
     w.vec(g.ranks, [&](uint32_t r) { w.u32(r); });
   });
-  // A program's versions differ only in their rank: each is encoded once and copied per rank
-  // with the rank patched in.
+  // A program's versions differ only in their rank: each is encoded once, and copied per rank
+  // with the rank patched in into a payload allocated once at its final size.
   std::vector<std::vector<uint32_t>> byStage;
   if (plan.programsPerStage)
     byStage = plan.ranksByStage();
-  auto ranksOf = [&](const Program &p) {
-    return plan.programsPerStage ? byStage[plan.pipelineStage(p.rank)]
-                                 : std::vector<uint32_t>{p.rank};
+  struct Encoded {
+    std::vector<uint8_t> bytes;
+    size_t rankAt = 0;
+    std::vector<uint32_t> ranks;
   };
-  uint64_t versions = 0;
-  for (const Program &p : plan.programs)
-    versions += ranksOf(p).size();
-  w.u64(versions);
+  std::vector<Encoded> encoded;
+  uint64_t versions = 0, bytes = w.bytes.size() + 8;
   for (const Program &p : plan.programs) {
     Writer one;
     one.str(p.name);
@@ -373,11 +372,20 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
       one.str(i.loc);
       one.u32(i.stream);
     });
-    for (uint32_t rank : ranksOf(p)) {
-      std::memcpy(one.bytes.data() + rankAt, &rank, 4);
-      w.raw(one.bytes.data(), one.bytes.size());
-    }
+    std::vector<uint32_t> ranks = plan.programsPerStage
+                                      ? byStage[plan.pipelineStage(p.rank)]
+                                      : std::vector<uint32_t>{p.rank};
+    versions += ranks.size();
+    bytes += one.bytes.size() * ranks.size();
+    encoded.push_back({std::move(one.bytes), rankAt, std::move(ranks)});
   }
+  w.bytes.reserve(bytes);
+  w.u64(versions);
+  for (Encoded &e : encoded)
+    for (uint32_t rank : e.ranks) {
+      std::memcpy(e.bytes.data() + e.rankAt, &rank, 4);
+      w.raw(e.bytes.data(), e.bytes.size());
+    }
 
   const uint64_t payload = w.bytes.size() - kHeaderBytes;
   Writer header;
