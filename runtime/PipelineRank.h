@@ -24,8 +24,6 @@
 namespace tessel::rt {
 
 // The pipeline model is shared with the compiler (common/); the runtime names it as its own.
-using pipeline::isHostInput;
-using pipeline::isHostOutput;
 using pipeline::PipelineChain;
 using pipeline::PipelineConfig;
 using pipeline::PipelineLayout;
