@@ -10,7 +10,7 @@
 #ifndef TESSEL_RUNTIME_BLOCKS_H
 #define TESSEL_RUNTIME_BLOCKS_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 
 #include "runtime/Checkpoint.h"
 
-#include "runtime/Checksum.h"
+#include "common/Checksum.h"
 
 #include "runtime/AtomicFile.h"
 

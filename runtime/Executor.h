@@ -12,7 +12,7 @@
 #ifndef TESSEL_RUNTIME_EXECUTOR_H
 #define TESSEL_RUNTIME_EXECUTOR_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <cstdint>
 #include <memory>

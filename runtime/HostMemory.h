@@ -8,7 +8,7 @@
 #ifndef TESSEL_RUNTIME_HOSTMEMORY_H
 #define TESSEL_RUNTIME_HOSTMEMORY_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <cstdint>
 #include <string>

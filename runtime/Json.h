@@ -10,6 +10,8 @@
 #ifndef TESSEL_RUNTIME_JSON_H
 #define TESSEL_RUNTIME_JSON_H
 
+#include "common/JsonString.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -115,9 +117,6 @@ private:
 
 /// Reads and parses a JSON file; errors name the path.
 std::optional<Json> readJsonFile(const std::string &path, std::string &error);
-
-/// Appends `value` to `out` as a JSON string literal (quoted and escaped).
-void appendJsonString(std::string &out, const std::string &value);
 
 } // namespace tessel::rt
 

@@ -11,7 +11,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <map>
 #include <string>

@@ -9,7 +9,8 @@
 
 namespace tessel::rt {
 
-std::string describeMeasuredPipeline(const planfile::Plan &plan, const PipelineConfig &config,
+std::string describeMeasuredPipeline(const planfile::Plan &plan,
+                                     const pipeline::PipelineConfig &config,
                                      const pipeline::Timeline &timeline, int64_t step) {
   char text[256];
   std::snprintf(text, sizeof text, "pipeline (step %lld, measured): bubble %.4f of compute time",
@@ -30,7 +31,7 @@ std::string describeMeasuredPipeline(const planfile::Plan &plan, const PipelineC
   return line;
 }
 
-bool writeTimelinePictures(const planfile::Plan &plan, const PipelineConfig &config,
+bool writeTimelinePictures(const planfile::Plan &plan, const pipeline::PipelineConfig &config,
                            const pipeline::Timeline &timeline, int64_t step,
                            const std::string &tracePath, const std::string &svgPath,
                            std::string &error) {

@@ -9,9 +9,9 @@
 #ifndef TESSEL_RUNTIME_PIPELINEREPORT_H
 #define TESSEL_RUNTIME_PIPELINEREPORT_H
 
-#include "runtime/PipelineLayout.h"
-#include "runtime/PlanFile.h"
-#include "runtime/Timeline.h"
+#include "common/PipelineLayout.h"
+#include "common/PlanFile.h"
+#include "common/Timeline.h"
 
 #include <cstdint>
 #include <string>
@@ -20,12 +20,13 @@ namespace tessel::rt {
 
 /// One line on the last step's timeline: "pipeline (step N, measured): bubble B of compute time
 /// (predicted P), at most K micro-batches in flight per rank".
-std::string describeMeasuredPipeline(const planfile::Plan &plan, const PipelineConfig &config,
+std::string describeMeasuredPipeline(const planfile::Plan &plan,
+                                     const pipeline::PipelineConfig &config,
                                      const pipeline::Timeline &timeline, int64_t step);
 
 /// Writes the timeline as a Chrome trace to `tracePath` and as an SVG to `svgPath` (each
 /// skipped when empty); false with the reason.
-bool writeTimelinePictures(const planfile::Plan &plan, const PipelineConfig &config,
+bool writeTimelinePictures(const planfile::Plan &plan, const pipeline::PipelineConfig &config,
                            const pipeline::Timeline &timeline, int64_t step,
                            const std::string &tracePath, const std::string &svgPath,
                            std::string &error);

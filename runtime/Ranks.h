@@ -25,10 +25,10 @@
 #include "runtime/Blocks.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
-#include "runtime/PipelineLayout.h"
+#include "common/PipelineLayout.h"
 #include "runtime/PipelineRank.h"
-#include "runtime/PlanFile.h"
-#include "runtime/Timeline.h"
+#include "common/PlanFile.h"
+#include "common/Timeline.h"
 
 #include <condition_variable>
 #include <functional>

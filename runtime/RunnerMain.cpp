@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executable.h"
+#include "common/Executable.h"
+#include "common/PipelineLayout.h"
+#include "common/PlanFile.h"
 #include "runtime/MpiCommunicator.h"
-#include "runtime/PipelineLayout.h"
-#include "runtime/PlanFile.h"
 #include "runtime/Ranks.h"
 #include "runtime/Trainer.h"
 

@@ -5,7 +5,7 @@
 #include "runtime/AtomicFile.h"
 #include "runtime/Blocks.h"
 #include "runtime/Checkpoint.h"
-#include "runtime/Checksum.h"
+#include "common/Checksum.h"
 #include "runtime/Data.h"
 #include "runtime/PipelineReport.h"
 #include "runtime/Progress.h"

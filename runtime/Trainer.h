@@ -15,7 +15,7 @@
 #ifndef TESSEL_RUNTIME_TRAINER_H
 #define TESSEL_RUNTIME_TRAINER_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <cstdint>
 #include <optional>

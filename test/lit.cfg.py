@@ -12,6 +12,7 @@ config.test_exec_root = os.path.join(config.tessel_obj_root, "test")
 config.environment["PATH"] = os.pathsep.join(
     [config.tessel_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%tessel_root", config.tessel_src_root))
+config.substitutions.append(("%tessel_build", config.tessel_obj_root))
 # Absolute tool paths, for programs that re-execute themselves (gtest death tests).
 config.substitutions.append(("%tessel_bin", config.tessel_tools_dir))
 config.substitutions.append(("%examples", os.path.join(config.tessel_src_root, "examples")))

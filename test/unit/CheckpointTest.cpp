@@ -2,7 +2,7 @@
 
 #include "runtime/Checkpoint.h"
 #include "runtime/AtomicFile.h"
-#include "runtime/Checksum.h"
+#include "common/Checksum.h"
 #include "test/unit/ScratchDir.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 //===- ChecksumTest.cpp - FNV-1a 64 against its published test vectors ----===//
 
-#include "runtime/Checksum.h"
+#include "common/Checksum.h"
 
 #include <gtest/gtest.h>
 

@@ -15,8 +15,8 @@
 #ifndef TESSEL_TEST_UNIT_PIPELINEMODEL_H
 #define TESSEL_TEST_UNIT_PIPELINEMODEL_H
 
-#include "runtime/PlanFile.h"
-#include "runtime/Schedule.h"
+#include "common/PlanFile.h"
+#include "common/Schedule.h"
 
 #include <cstdint>
 #include <string>

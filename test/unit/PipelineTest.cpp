@@ -2,12 +2,14 @@
 //
 // The hand-written model of PipelineModel.h under every schedule, against the same math fused
 // into the programs of a plan without a pipeline: losses, gradients, updated weights,
-// evaluation and sampling agree bit for bit. Also what the stash holds, the recorded
+// evaluation and sampling agree bit for bit. Also what the stash holds (in a run and in the
+// shared walk tessel estimate runs, on plans kept per rank or per stage), the recorded
 // timeline, a failing rank ending every rank, plans whose programs break the pipeline
 // contract, and the trainer's pipelined loop against its loop without a pipeline.
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/PipelineWalk.h"
 #include "runtime/Json.h"
 #include "runtime/Ranks.h"
 #include "runtime/Trainer.h"
@@ -215,6 +217,39 @@ TEST(Pipeline, StashHoldsWhatTheScheduleHasInFlight) {
     EXPECT_EQ(ranks->pipelineStashBytes(0), (afab ? mb + 1 : 3) * value);
     pipeline::Timeline t = ranks->lastTimeline();
     EXPECT_EQ(t.peakInFlight[0], afab ? m.microbatches : m.stages);
+  }
+}
+
+TEST(Pipeline, EstimateWalksTheRuntimesStash) {
+  // The dry walk of common/PipelineWalk.h, without a runtime, as tessel estimate runs it: the
+  // peaks the ranks report, on the plan kept per rank and on the same plan kept per stage (as
+  // the compiler keeps it), with two data-parallel replicas.
+  PipelineModel m;
+  m.dp = 2;
+  for (ScheduleKind kind : {ScheduleKind::AFAB, ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
+    m.schedule = kind;
+    const planfile::Plan perRank = m.pipelined();
+    auto ranks = makeRanks(perRank);
+    ASSERT_TRUE(ranks);
+    planfile::Plan perStage = perRank;
+    const std::vector<std::vector<uint32_t>> byStage = perRank.ranksByStage();
+    perStage.programs.clear();
+    for (const planfile::Program &p : perRank.programs)
+      if (p.rank == byStage[perRank.pipelineStage(p.rank)].front())
+        perStage.programs.push_back(p);
+    perStage.programsPerStage = true;
+    std::string error;
+    ASSERT_TRUE(planfile::validatePlan(perStage, error)) << error;
+    const planfile::Plan *plans[] = {&perRank, &perStage};
+    for (const planfile::Plan *plan : plans) {
+      auto layout = pipeline::PipelineLayout::create(*plan, error);
+      ASSERT_TRUE(layout) << error;
+      for (uint32_t r = 0; r < perRank.worldSize; ++r) {
+        uint64_t peak = 0;
+        ASSERT_TRUE(pipeline::peakStashBytes(*layout, *plan, r, peak, error)) << error;
+        EXPECT_EQ(peak, ranks->pipelineStashBytes(r)) << "rank " << r;
+      }
+    }
   }
 }
 

@@ -2,7 +2,7 @@
 #ifndef TESSEL_TEST_UNIT_PLANBUILDERS_H
 #define TESSEL_TEST_UNIT_PLANBUILDERS_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <string>
 #include <utility>

@@ -1,6 +1,6 @@
 //===- PlanFileTest.cpp - The binary plan format --------------------------===//
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <gtest/gtest.h>
 
@@ -261,25 +261,79 @@ TEST(PlanFile, RefusesStateAStageDoesNotHold) {
   EXPECT_TRUE(validatePlan(p, error)) << error; // held by every stage
 }
 
-TEST(PlanFile, RefusesPipelineProgramsOnOtherStages) {
-  Plan p = pipelinePlan();
+/// `base` (pipelinePlan, kept either way) with a copy of "forward.0" on rank 2 of stage 1, or
+/// with an "optimizer_step" on rank 0 only, which the first rank of stage 1 (`missing`) lacks.
+void expectStrayProgramsRefused(const Plan &base, const std::string &missing) {
+  Plan p = base;
   p.programs.push_back(p.programs[0]);
   p.programs.back().rank = 2;
   p.programs.back().instrs.clear();
   expectRefused(p, "program 'forward.0' is on rank 2 of pipeline stage 1, but chunk 0 runs on "
                    "stage 0");
-  p = pipelinePlan();
+  // A program without a chunk is still on every rank.
+  p = base;
+  p.programs.push_back(p.programs[0]);
+  p.programs.back().name = "optimizer_step";
+  p.programs.back().instrs.clear();
+  expectRefused(p, "program 'optimizer_step' has no version for rank " + missing);
+}
+
+TEST(PlanFile, RefusesPipelineProgramsOnOtherStages) {
+  expectStrayProgramsRefused(pipelinePlan(), "1");
+  Plan p = pipelinePlan();
   p.programs.erase(p.programs.begin() + 1);
   expectRefused(p, "program 'forward.0' has no version for rank 1 (pipeline stage 0 runs chunk 0)");
   p = pipelinePlan();
   p.programs[2].name = p.programs[3].name = "forward.x";
   expectRefused(p, "program 'forward.x' has a '.' but no chunk number after it");
-  // A program without a chunk is still on every rank.
-  p = pipelinePlan();
+}
+
+/// pipelinePlan kept as the compiler keeps it: one version of each program per stage, on the
+/// stage's first rank.
+Plan perStagePlan() {
+  Plan p = pipelinePlan();
+  p.programs = {p.programs[0], p.programs[2]}; // forward.0 on rank 0, forward.1 on rank 2
+  p.programsPerStage = true;
+  return p;
+}
+
+TEST(PlanFile, KeepsProgramsPerStage) {
+  std::string error;
+  Plan p = perStagePlan();
+  ASSERT_TRUE(validatePlan(p, error)) << error;
+  EXPECT_EQ(p.ranksByStage(), (std::vector<std::vector<uint32_t>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(p.ranksOf(p.programs[1]), (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(p.findProgram("forward.1", 3), &p.programs[1]);
+  EXPECT_EQ(p.findProgram("forward.0", 1), &p.programs[0]);
+  EXPECT_EQ(p.findProgram("forward.0", 3), nullptr);
+  // The file holds a version per rank: the same bytes as the plan kept per rank, which is what
+  // parsing gives back.
+  std::vector<uint8_t> bytes = serializePlan(p);
+  EXPECT_EQ(bytes, serializePlan(pipelinePlan()));
+  Plan back;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_FALSE(back.programsPerStage);
+  ASSERT_EQ(back.programs.size(), 4u);
+  EXPECT_EQ(back.programs[3].name, "forward.1");
+  EXPECT_EQ(back.programs[3].rank, 3u);
+  EXPECT_EQ(back.ranksOf(back.programs[3]), (std::vector<uint32_t>{3}));
+  // Without a "pp" group, one stage of every rank.
+  Plan mesh = meshPlan();
+  mesh.programs.resize(1);
+  mesh.programsPerStage = true;
+  EXPECT_TRUE(validatePlan(mesh, error)) << error;
+  EXPECT_EQ(serializePlan(mesh), serializePlan(meshPlan()));
+  EXPECT_EQ(mesh.findProgram("forward", 3), &mesh.programs[0]);
+}
+
+TEST(PlanFile, RefusesProgramsPerStageOffTheirStage) {
+  Plan p = perStagePlan();
+  p.programs[0].rank = 1;
+  expectRefused(p, "program 'forward.0' is kept on rank 1, not on rank 0, the first of stage 0");
+  p = perStagePlan();
   p.programs.push_back(p.programs[0]);
-  p.programs.back().name = "optimizer_step";
-  p.programs.back().instrs.clear();
-  expectRefused(p, "program 'optimizer_step' has no version for rank 1");
+  expectRefused(p, "program 'forward.0' appears twice for stage 0");
+  expectStrayProgramsRefused(perStagePlan(), "2");
 }
 
 } // namespace

@@ -11,7 +11,7 @@
 #include "runtime/Ranks.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 #include "test/unit/PlanBuilders.h"
 
 #include <gtest/gtest.h>

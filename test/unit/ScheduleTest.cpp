@@ -1,8 +1,8 @@
 //===- ScheduleTest.cpp - Tests of the pipeline schedules and timelines ---===//
 
-#include "runtime/Schedule.h"
+#include "common/Schedule.h"
 #include "runtime/Json.h"
-#include "runtime/Timeline.h"
+#include "common/Timeline.h"
 
 #include <gtest/gtest.h>
 

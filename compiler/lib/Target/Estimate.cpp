@@ -2,14 +2,16 @@
 
 #include "tessel/Target/Estimate.h"
 
-#include "runtime/PipelineLayout.h"
-#include "runtime/PipelineRank.h"
-#include "runtime/Schedule.h"
+#include "common/PipelineLayout.h"
+#include "common/PipelineWalk.h"
+#include "common/Schedule.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 using namespace tessel;
 namespace pf = tessel::planfile;
@@ -44,6 +46,34 @@ std::string human(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
   return buf;
+}
+
+/// Whether two ranks' figures are the same in every column the table shows.
+bool sameFigures(const RankEstimate &a, const RankEstimate &b) {
+  return a.parameters == b.parameters && a.gradients == b.gradients &&
+         a.optimizer == b.optimizer && a.activations == b.activations && a.stash == b.stash &&
+         a.inFlight == b.inFlight;
+}
+
+/// The ranks of `ranks` as runs of consecutive ranks with the same figures, each [first, last]
+/// by index. With pp the outermost mesh axis, each pipeline stage's ranks are one run.
+std::vector<std::pair<size_t, size_t>> runsOfSameFigures(const std::vector<RankEstimate> &ranks) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (!runs.empty() && ranks[i].rank == ranks[i - 1].rank + 1 &&
+        sameFigures(ranks[i], ranks[runs.back().second]))
+      runs.back().second = i;
+    else
+      runs.push_back({i, i});
+  }
+  return runs;
+}
+
+/// "3", or "0-127" for a run of ranks.
+std::string rankRange(const std::vector<RankEstimate> &ranks, std::pair<size_t, size_t> run) {
+  std::string first = std::to_string(ranks[run.first].rank);
+  return run.first == run.second ? first
+                                 : first + "-" + std::to_string(ranks[run.second].rank);
 }
 
 } // namespace
@@ -81,9 +111,13 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
   bool mixed = e.precision != "fp32";
   double elementBytes = mixed ? 2 : 4;
 
-  auto groupSize = [&](const std::string &name, uint32_t rank) -> double {
-    const pf::Group *g = plan.findGroup(name, rank);
-    return g ? static_cast<double>(g->ranks.size()) : 1.0;
+  // Instances of a group name are equally large (validatePlan): one size per name.
+  std::map<std::string, double> groupSizes;
+  for (const pf::Group &g : plan.groups)
+    groupSizes.emplace(g.name, static_cast<double>(g.ranks.size()));
+  auto groupSize = [&](const std::string &name) {
+    auto it = groupSizes.find(name);
+    return it == groupSizes.end() ? 1.0 : it->second;
   };
 
   // The micro-batches (of one model chunk) whose activations each pipeline rank holds at most.
@@ -101,21 +135,29 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
               .peakInFlight;
   }
   std::string layoutError;
-  std::unique_ptr<rt::PipelineLayout> layout =
-      e.stages > 1 ? rt::PipelineLayout::create(plan, layoutError) : nullptr;
-  auto stageOf = [&](uint32_t rank) -> int64_t {
-    const pf::Group *pp = plan.findGroup("pp", rank);
-    return pp ? pp->indexOf(rank) : 0;
-  };
+  std::unique_ptr<pipeline::PipelineLayout> layout =
+      e.stages > 1 ? pipeline::PipelineLayout::create(plan, layoutError) : nullptr;
   auto chunks = e.stages * e.virtualStages;
 
-  for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
+  // Every rank of a pipeline stage holds state of the same shapes and runs the same programs
+  // (what differs between them follows from their place in the groups), so one rank per stage,
+  // its first, stands for all of them: the estimate's cost does not grow with dp or tp.
+  const std::vector<std::vector<uint32_t>> ranksByStage = plan.ranksByStage();
+  std::vector<RankEstimate> perStage;
+  std::map<std::string, double> sent; // Per group, the most a stage's rank sends.
+  // The programs that run once per micro-batch: the training step's, or a pipeline's stage
+  // programs as the runtime's layout finds them.
+  std::set<std::string> perMicroBatch = {"forward_backward"};
+  if (layout)
+    for (const std::vector<std::string> &chunk : layout->step().programs)
+      perMicroBatch.insert(chunk.begin(), chunk.end());
+  for (size_t stage = 0; stage < ranksByStage.size(); ++stage) {
+    const uint32_t rank = ranksByStage[stage].front();
     RankEstimate r;
     r.rank = rank;
-    r.stage = stageOf(rank);
+    r.stage = static_cast<int64_t>(stage);
     for (const pf::StateTensor &t : plan.state) {
-      if (!t.stages.empty() && std::find(t.stages.begin(), t.stages.end(),
-                                         static_cast<uint32_t>(r.stage)) == t.stages.end())
+      if (!t.heldBy(static_cast<uint32_t>(stage)))
         continue;
       double n = elements(t.shape);
       if (t.role == "param")
@@ -127,19 +169,69 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       else
         r.optimizer += n * 4; // adam_v, momentum
     }
-    for (const pf::Program &p : plan.programs)
-      if (p.rank == rank)
-        r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
-    // The stash: what the rank keeps between its actions, walked through its action list
-    // as the runtime walks it before a run.
-    if (layout && static_cast<size_t>(r.stage) < inFlight.size()) {
-      std::string error;
-      if (auto walk = rt::PipelineRank::create(*layout, plan, rank, error))
-        r.stash = static_cast<double>(walk->peakStashBytes());
-      r.inFlight = inFlight[r.stage];
-      r.activations += r.stash;
+    std::map<std::string, double> bytesSent;
+    for (const pf::Program &p : plan.programs) {
+      if (p.rank != rank)
+        continue;
+      r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
+      double runs = perMicroBatch.count(p.name)  ? static_cast<double>(e.accumulation)
+                    : p.name == "optimizer_step" ? 1.0
+                                                 : 0.0;
+      if (runs == 0)
+        continue;
+      for (const pf::Instr &in : p.instrs) {
+        std::string group = stringAttr(in, "group");
+        if (group.empty() || in.kernel == "shard_slice")
+          continue;
+        double k = groupSize(group);
+        if (const pf::Attr *members = in.find("members"))
+          if (auto list = std::get_if<std::vector<int64_t>>(&members->value))
+            k = static_cast<double>(list->size());
+        double bytes = 0;
+        if (in.kernel == "all_reduce")
+          bytes = 2 * (k - 1) / k * static_cast<double>(intAttr(in, "n")) * elementBytes;
+        else if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" ||
+                 in.kernel == "all_to_all")
+          bytes = (k - 1) / k * static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) *
+                  k * elementBytes;
+        else if (in.kernel == "broadcast" || in.kernel == "send")
+          bytes = static_cast<double>(intAttr(in, "n")) * elementBytes;
+        bytesSent[group] += bytes * runs;
+      }
     }
-    e.ranks.push_back(r);
+    if (layout && stage < inFlight.size()) {
+      // The stash: what the rank keeps between its actions, walked through its action list
+      // as the runtime walks it before a run.
+      std::string error;
+      uint64_t stash = 0;
+      if (pipeline::peakStashBytes(*layout, plan, rank, stash, error))
+        r.stash = static_cast<double>(stash);
+      r.inFlight = inFlight[stage];
+      r.activations += r.stash;
+      // Pipeline messages: per micro-batch, each chunk's activations forward and its input's
+      // gradient back, to the neighbouring stage, as the runtime's layout says.
+      const pipeline::PipelineChain &step = layout->step();
+      for (int64_t c = r.stage; c < chunks; c += e.stages) {
+        int64_t elements = 0;
+        if (c + 1 < chunks)
+          elements += step.messageElements(step.activations[c]);
+        if (c > 0)
+          elements += step.messageElements(step.gradients[c]);
+        bytesSent["pp"] +=
+            4.0 * static_cast<double>(elements) * static_cast<double>(e.microbatches);
+      }
+    }
+    for (const auto &[group, bytes] : bytesSent)
+      sent[group] = std::max(sent[group], bytes);
+    perStage.push_back(r);
+  }
+  std::vector<int64_t> stageOf(plan.worldSize, 0);
+  for (size_t stage = 0; stage < ranksByStage.size(); ++stage)
+    for (uint32_t rank : ranksByStage[stage])
+      stageOf[rank] = static_cast<int64_t>(stage);
+  for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
+    e.ranks.push_back(perStage[stageOf[rank]]);
+    e.ranks.back().rank = rank;
   }
   for (const pf::StateTensor &t : plan.state) {
     if (t.role != "param")
@@ -147,59 +239,10 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     double n = elements(t.shape);
     for (const std::string &g : t.split)
       if (!g.empty())
-        n *= groupSize(g, 0);
+        n *= groupSize(g);
     e.parameterCount += n;
   }
-
-  std::vector<std::map<std::string, double>> sent(plan.worldSize);
-  // The programs that run once per micro-batch: the training step's, or a pipeline's stage
-  // programs as the runtime's layout finds them.
-  std::set<std::string> perMicroBatch = {"forward_backward"};
-  if (layout)
-    for (const std::vector<std::string> &chunk : layout->step().programs)
-      perMicroBatch.insert(chunk.begin(), chunk.end());
-  for (const pf::Program &p : plan.programs) {
-    double runs = perMicroBatch.count(p.name)  ? static_cast<double>(e.accumulation)
-                  : p.name == "optimizer_step" ? 1.0
-                                               : 0.0;
-    if (runs == 0)
-      continue;
-    for (const pf::Instr &in : p.instrs) {
-      std::string group = stringAttr(in, "group");
-      if (group.empty() || in.kernel == "shard_slice")
-        continue;
-      double k = groupSize(group, p.rank);
-      if (const pf::Attr *members = in.find("members"))
-        if (auto list = std::get_if<std::vector<int64_t>>(&members->value))
-          k = static_cast<double>(list->size());
-      double bytes = 0;
-      if (in.kernel == "all_reduce")
-        bytes = 2 * (k - 1) / k * static_cast<double>(intAttr(in, "n")) * elementBytes;
-      else if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" ||
-               in.kernel == "all_to_all")
-        bytes = (k - 1) / k * static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k *
-                elementBytes;
-      else if (in.kernel == "broadcast" || in.kernel == "send")
-        bytes = static_cast<double>(intAttr(in, "n")) * elementBytes;
-      sent[p.rank][group] += bytes * runs;
-    }
-  }
-  // Pipeline messages: per micro-batch, each chunk's activations forward and its input's
-  // gradient back, to the neighbouring stage, as the runtime's layout says.
-  for (uint32_t rank = 0; layout && rank < plan.worldSize; ++rank) {
-    const rt::PipelineChain &step = layout->step();
-    for (int64_t c = stageOf(rank); c < chunks; c += e.stages) {
-      int64_t elements = 0;
-      if (c + 1 < chunks)
-        elements += step.messageElements(step.activations[c]);
-      if (c > 0)
-        elements += step.messageElements(step.gradients[c]);
-      sent[rank]["pp"] += 4.0 * static_cast<double>(elements) * static_cast<double>(e.microbatches);
-    }
-  }
-  for (const auto &perRank : sent)
-    for (const auto &[group, bytes] : perRank)
-      e.communication[group] = std::max(e.communication[group], bytes);
+  e.communication = sent;
   return e;
 }
 
@@ -209,14 +252,18 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
   os << e.model << ": " << e.worldSize << (e.worldSize == 1 ? " rank" : " ranks") << ", "
      << e.parameterCount << " parameters, precision " << e.precision << ", accumulation "
      << e.accumulation << "\n\n";
-  std::snprintf(line, sizeof line, "%-6s %14s %14s %16s %14s %14s\n", "rank", "parameters",
+  // One row per run of consecutive ranks with the same figures ("0-127"): a layout of
+  // thousands of ranks has as many rows as it has different ranks.
+  const std::vector<std::pair<size_t, size_t>> runs = runsOfSameFigures(e.ranks);
+  std::snprintf(line, sizeof line, "%-11s %14s %14s %16s %14s %14s\n", "rank", "parameters",
                 "gradients", "optimizer state", "activations", "peak");
   os << line;
-  for (const RankEstimate &r : e.ranks) {
-    std::snprintf(line, sizeof line, "%-6u %14s %14s %16s %14s %14s\n", r.rank,
-                  human(r.parameters).c_str(), human(r.gradients).c_str(),
-                  human(r.optimizer).c_str(), human(r.activations).c_str(),
-                  human(r.peak()).c_str());
+  for (const auto &run : runs) {
+    const RankEstimate &r = e.ranks[run.first];
+    std::snprintf(line, sizeof line, "%-11s %14s %14s %16s %14s %14s\n",
+                  rankRange(e.ranks, run).c_str(), human(r.parameters).c_str(),
+                  human(r.gradients).c_str(), human(r.optimizer).c_str(),
+                  human(r.activations).c_str(), human(r.peak()).c_str());
     os << line;
   }
   if (!e.schedule.empty()) {
@@ -233,9 +280,11 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
     }
     os << ", at most " << e.inFlight << " micro-batches (per model chunk) in flight per rank\n";
     os << "activations include the stash of the micro-batches in flight:";
-    for (const RankEstimate &r : e.ranks)
-      os << (r.rank ? "," : "") << " rank " << r.rank << " " << r.inFlight << " (" << human(r.stash)
-         << ")";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RankEstimate &r = e.ranks[runs[i].first];
+      os << (i ? "," : "") << (runs[i].first == runs[i].second ? " rank " : " ranks ")
+         << rankRange(e.ranks, runs[i]) << " " << r.inFlight << " (" << human(r.stash) << ")";
+    }
     os << "\n";
   }
   os << "\ncommunication per rank per optimizer step (ring collectives):\n";

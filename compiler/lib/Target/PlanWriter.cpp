@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -141,6 +142,17 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
   graph::MeshLayout mesh = graph::MeshLayout::fromModule(module);
   plan.worldSize = static_cast<uint32_t>(mesh.worldSize());
   plan.groups = communicatorGroups(mesh);
+  // Every rank of a pipeline stage runs the same programs (what differs between them, which
+  // block of a split tensor each holds, follows from its place in the communicator groups at
+  // run time), so the plan keeps one version per stage, on the stage's first rank.
+  plan.programsPerStage = true;
+  std::vector<uint32_t> firstRankOfStage;
+  for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
+    auto stage = static_cast<size_t>(pipelineStageOf(mesh, rank));
+    if (stage >= firstRankOfStage.size())
+      firstRankOfStage.resize(stage + 1, plan.worldSize);
+    firstRankOfStage[stage] = std::min(firstRankOfStage[stage], rank);
+  }
 
   llvm::StringMap<uint32_t> stateIndex;
   for (auto t : module.getOps<plan::TensorOp>()) {
@@ -279,16 +291,11 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
       if (failed(ok))
         return failure();
     }
-    // Every rank (of the program's pipeline stage, if it names one) runs the same program:
-    // what differs between ranks (which block of a split tensor it holds) follows from its
-    // place in the communicator groups at run time.
-    std::optional<int64_t> stage;
-    if (auto s = program.getStage())
-      stage = *s;
-    for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
-      if (stage && pipelineStageOf(mesh, rank) != *stage)
+    // A program of one pipeline stage, or of every stage.
+    for (size_t stage = 0; stage < firstRankOfStage.size(); ++stage) {
+      if (auto s = program.getStage(); s && static_cast<size_t>(*s) != stage)
         continue;
-      p.rank = rank;
+      p.rank = firstRankOfStage[stage];
       plan.programs.push_back(p);
     }
   }

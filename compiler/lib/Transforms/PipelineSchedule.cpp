@@ -11,7 +11,7 @@
 
 #include "Graph/GraphOps.h"
 #include "Sched/SchedDialect.h"
-#include "runtime/Schedule.h"
+#include "common/Schedule.h"
 
 #include <limits>
 

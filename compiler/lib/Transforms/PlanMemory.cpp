@@ -5,6 +5,7 @@
 #include "Plan/PlanDialect.h"
 
 #include <algorithm>
+#include <map>
 
 namespace tessel {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -41,6 +42,107 @@ int64_t lastUse(Value v, const DenseMap<Operation *, int64_t> &index, int64_t pr
   return last;
 }
 
+/// Byte ranges in use, kept as disjoint, non-adjacent [begin, end) ranges: neighbours merge, so
+/// a densely packed arena is a handful of ranges however many buffers it holds.
+class RangeSet {
+public:
+  void insert(int64_t begin, int64_t end) {
+    if (begin >= end)
+      return;
+    auto it = ranges_.upper_bound(begin);
+    if (it != ranges_.begin() && std::prev(it)->second >= begin)
+      --it;
+    while (it != ranges_.end() && it->first <= end) {
+      begin = std::min(begin, it->first);
+      end = std::max(end, it->second);
+      it = ranges_.erase(it);
+    }
+    ranges_.emplace(begin, end);
+  }
+
+  /// The end of the last range that overlaps [begin, end), or -1 if none does. No offset from
+  /// `begin` up to that end can start a free [offset, offset + end - begin).
+  int64_t blockedUntil(int64_t begin, int64_t end) const {
+    auto it = ranges_.lower_bound(end);
+    if (it == ranges_.begin())
+      return -1;
+    --it;
+    return it->second > begin ? it->second : -1;
+  }
+
+private:
+  std::map<int64_t, int64_t> ranges_;
+};
+
+/// The arena's bytes over a program's time (op indices 0 .. n - 1): placed buffers, each a byte
+/// range over an interval of time, in a segment tree over time. A node keeps the ranges of the
+/// buffers whose interval covers it (`own`) and of every buffer that covers any part of it
+/// (`any`), so the buffers live at some time in [first, last] are those in `any` of the nodes
+/// that [first, last] splits into and in `own` of their ancestors: O(log n) sets, not a scan of
+/// every buffer.
+class ArenaOverTime {
+public:
+  explicit ArenaOverTime(int64_t times) : times_(std::max<int64_t>(times, 1)) {
+    own_.resize(4 * times_);
+    any_.resize(4 * times_);
+  }
+
+  /// Marks [offset, offset + bytes) in use from time `first` to `last` (inclusive).
+  void place(int64_t first, int64_t last, int64_t offset, int64_t bytes) {
+    place(1, 0, times_, first, last + 1, offset, offset + bytes);
+  }
+
+  /// The lowest offset at which `bytes` bytes are free from time `first` to `last` (inclusive).
+  int64_t lowestFree(int64_t first, int64_t last, int64_t bytes) const {
+    std::vector<const RangeSet *> sets;
+    collect(1, 0, times_, first, last + 1, sets);
+    int64_t offset = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const RangeSet *set : sets) {
+        int64_t until = set->blockedUntil(offset, offset + bytes);
+        if (until >= 0) {
+          offset = until;
+          moved = true;
+        }
+      }
+    }
+    return offset;
+  }
+
+private:
+  void place(size_t node, int64_t lo, int64_t hi, int64_t from, int64_t to, int64_t begin,
+             int64_t end) {
+    if (to <= lo || hi <= from)
+      return;
+    any_[node].insert(begin, end);
+    if (from <= lo && hi <= to) {
+      own_[node].insert(begin, end);
+      return;
+    }
+    int64_t mid = lo + (hi - lo) / 2;
+    place(2 * node, lo, mid, from, to, begin, end);
+    place(2 * node + 1, mid, hi, from, to, begin, end);
+  }
+
+  void collect(size_t node, int64_t lo, int64_t hi, int64_t from, int64_t to,
+               std::vector<const RangeSet *> &sets) const {
+    if (to <= lo || hi <= from)
+      return;
+    if (from <= lo && hi <= to) {
+      sets.push_back(&any_[node]);
+      return;
+    }
+    sets.push_back(&own_[node]);
+    int64_t mid = lo + (hi - lo) / 2;
+    collect(2 * node, lo, mid, from, to, sets);
+    collect(2 * node + 1, mid, hi, from, to, sets);
+  }
+
+  int64_t times_;
+  std::vector<RangeSet> own_, any_;
+};
+
 struct PlanMemory : tessel::impl::PlanMemoryBase<PlanMemory> {
   void runOnOperation() override {
     getOperation().walk([&](plan::ProgramOp program) { planProgram(program); });
@@ -71,23 +173,12 @@ struct PlanMemory : tessel::impl::PlanMemoryBase<PlanMemory> {
       order.push_back(&iv);
     std::stable_sort(order.begin(), order.end(),
                      [](const Interval *a, const Interval *b) { return a->bytes > b->bytes; });
-    std::vector<Interval *> placed;
+    ArenaOverTime arena(end + 1);
     int64_t peak = 0;
     for (Interval *iv : order) {
-      std::vector<std::pair<int64_t, int64_t>> busy;
-      for (Interval *p : placed)
-        if (p->begin <= iv->end && iv->begin <= p->end)
-          busy.push_back({p->offset, p->offset + p->bytes});
-      std::sort(busy.begin(), busy.end());
-      int64_t offset = 0;
-      for (auto [from, to] : busy) {
-        if (offset + iv->bytes <= from)
-          break;
-        offset = std::max(offset, to);
-      }
-      iv->offset = offset;
-      placed.push_back(iv);
-      peak = std::max(peak, offset + iv->bytes);
+      iv->offset = arena.lowestFree(iv->begin, iv->end, iv->bytes);
+      arena.place(iv->begin, iv->end, iv->offset, iv->bytes);
+      peak = std::max(peak, iv->offset + iv->bytes);
     }
 
     Builder b(program.getContext());

@@ -11,15 +11,14 @@
 
 #include "PassDiagnostics.h"
 
-#include "runtime/Schedule.h"
-#include "runtime/Timeline.h"
+#include "common/Executable.h"
+#include "common/Schedule.h"
+#include "common/Timeline.h"
 #include "tessel/Frontend/Sema.h"
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
 #include "tessel/Transforms/Passes.h"
-
-#include "runtime/Executable.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -308,7 +307,8 @@ bool buildExecutable(const char *argv0, const planfile::Plan &plan, std::vector<
   return true;
 }
 
-/// One line on what was written: programs, kernel calls, the arena's peak and the state.
+/// One line on what was written: programs (each once per pipeline stage), kernel calls, the
+/// arena's peak and the state.
 void printPlanSummary(const planfile::Plan &plan, StringRef path) {
   size_t calls = 0;
   const planfile::Program *peak = nullptr;
@@ -321,7 +321,8 @@ void printPlanSummary(const planfile::Plan &plan, StringRef path) {
   for (const planfile::StateTensor &t : plan.state)
     state += t.bytes();
   auto mib = [](uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  outs() << "wrote " << path << ": " << plan.programs.size() << " programs, " << calls
+  outs() << "wrote " << path << ": " << plan.programs.size() << " programs for "
+         << plan.worldSize << (plan.worldSize == 1 ? " rank, " : " ranks, ") << calls
          << " kernel calls; arena ";
   outs() << format("%.1f", peak ? mib(peak->arenaBytes) : 0.0) << " MiB at the peak of '"
          << (peak ? peak->name : "") << "', state " << format("%.1f", mib(state))

@@ -9,7 +9,7 @@
 #ifndef TESSEL_TARGET_ESTIMATE_H
 #define TESSEL_TARGET_ESTIMATE_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include <cstdint>
 #include <map>
@@ -33,7 +33,7 @@ struct PlanEstimate {
   uint32_t worldSize = 1;
   int64_t accumulation = 1;
   double parameterCount = 0;       ///< Ψ: elements of all parameters, whole.
-  std::vector<RankEstimate> ranks; ///< One per rank.
+  std::vector<RankEstimate> ranks; ///< One per rank, in rank order.
   /// Bytes one rank sends per optimizer step, by communicator group ("dp", "tp", "dp_tp").
   std::map<std::string, double> communication;
   /// The pipeline schedule, when the mesh has a pp axis: its name, the bubble read off the
@@ -44,7 +44,10 @@ struct PlanEstimate {
   double bubble = 0, bubbleFormula = -1;
 };
 
-/// Reads the estimate off `plan`. A rank counts the state tensors its pipeline stage holds.
+/// Reads the estimate off `plan`. Every rank of a pipeline stage holds state of the same
+/// shapes and runs the same programs, so the figures are worked out once per stage, on its
+/// first rank, and given to each of its ranks: the estimate's cost does not grow with dp or
+/// tp. A rank counts the state tensors its pipeline stage holds.
 /// Parameters and gradients take the bytes of the plan's
 /// precision (train.precision: 4 for fp32, 2 for bf16 and fp16); the optimizer keeps its
 /// moments, and under 16-bit precision a master copy of the parameters, in fp32. Activations
@@ -55,7 +58,7 @@ struct PlanEstimate {
 /// sends.
 PlanEstimate estimatePlan(const planfile::Plan &plan);
 
-/// A table for people.
+/// A table for people: one row per run of consecutive ranks with the same figures.
 std::string formatEstimate(const PlanEstimate &e);
 /// The same as JSON.
 std::string estimateJson(const PlanEstimate &e);

@@ -2,14 +2,16 @@
 #ifndef TESSEL_TARGET_PLANWRITER_H
 #define TESSEL_TARGET_PLANWRITER_H
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
 namespace tessel {
 
 /// Translates a memory-planned plan module (after -tessel-plan-memory) into the runtime's
-/// plan structure, carrying the module's dims and training settings as configuration.
+/// plan structure, carrying the module's dims and training settings as configuration. Its
+/// programs are kept once per pipeline stage (Plan::programsPerStage), so its size does not
+/// grow with dp or tp; serializePlan writes the per-rank file the runtime reads.
 mlir::FailureOr<planfile::Plan> translateToPlanFile(mlir::ModuleOp module);
 
 /// "file:line:col" of the innermost source location in `loc`, or "".

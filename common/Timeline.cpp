@@ -1,8 +1,8 @@
 //===- Timeline.cpp - Timeline figures and the Chrome trace ---------------===//
 
-#include "runtime/Timeline.h"
+#include "common/Timeline.h"
 
-#include "runtime/Json.h"
+#include "common/JsonString.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -84,14 +84,14 @@ std::string chromeTraceJson(const Timeline &timeline, const std::string &title) 
 
   std::string out = "{\"traceEvents\":[\n";
   out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":";
-  rt::appendJsonString(out, title);
+  appendJsonString(out, title);
   out += "}}";
   for (int r = 0; r < timeline.ranks; ++r)
     out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(r) +
            ",\"args\":{\"name\":\"rank " + std::to_string(r) + "\"}}";
   for (const TimedAction &a : timeline.actions) {
     out += ",\n{\"name\":";
-    rt::appendJsonString(out, actionLabel(a.action, chunked));
+    appendJsonString(out, actionLabel(a.action, chunked));
     out += std::string(",\"cat\":\"") + categoryOf(a.action.kind) +
            "\",\"ph\":\"X\",\"ts\":" + microseconds(a.start - origin) +
            ",\"dur\":" + microseconds(a.end - a.start) +
@@ -104,7 +104,7 @@ std::string chromeTraceJson(const Timeline &timeline, const std::string &title) 
   }
   // Perfetto shows otherData as the trace's metadata; strings display everywhere.
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":";
-  rt::appendJsonString(out, title);
+  appendJsonString(out, title);
   out += ",\"makespan_s\":\"" + figure(timeline.makespan) + "\",\"bubble_fraction\":\"" +
          figure(timeline.bubbleFraction) + "\",\"bubble_over_ideal\":\"" +
          figure(timeline.bubbleOverIdeal) + "\"}}\n";

@@ -1,12 +1,13 @@
 //===- PlanFile.cpp - Reading and writing binary plans --------------------===//
 
-#include "runtime/PlanFile.h"
+#include "common/PlanFile.h"
 
-#include "runtime/Checksum.h"
+#include "common/Checksum.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <utility>
 
 namespace tessel::planfile {
 
@@ -39,10 +40,41 @@ const Attr *Plan::findConfig(const std::string &name) const {
 }
 
 const Program *Plan::findProgram(const std::string &name, uint32_t rank) const {
+  if (programsPerStage) {
+    const uint32_t stage = pipelineStage(rank);
+    for (const Program &p : programs)
+      if (p.name == name && pipelineStage(p.rank) == stage)
+        return &p;
+    return nullptr;
+  }
   for (const Program &p : programs)
     if (p.name == name && p.rank == rank)
       return &p;
   return nullptr;
+}
+
+std::vector<uint32_t> Plan::ranksOf(const Program &program) const {
+  if (!programsPerStage)
+    return {program.rank};
+  return ranksByStage()[pipelineStage(program.rank)];
+}
+
+std::vector<std::vector<uint32_t>> Plan::ranksByStage() const {
+  std::vector<std::vector<uint32_t>> byStage(pipelineStages());
+  bool pipelined = false;
+  for (const Group &g : groups) {
+    if (g.name != "pp")
+      continue;
+    pipelined = true;
+    for (size_t i = 0; i < g.ranks.size() && i < byStage.size(); ++i)
+      byStage[i].push_back(g.ranks[i]);
+  }
+  if (!pipelined)
+    for (uint32_t r = 0; r < worldSize; ++r)
+      byStage[0].push_back(r);
+  for (std::vector<uint32_t> &ranks : byStage)
+    std::sort(ranks.begin(), ranks.end());
+  return byStage;
 }
 
 int Group::indexOf(uint32_t rank) const {
@@ -287,7 +319,10 @@ constexpr size_t kHeaderBytes = 32;
 } // namespace
 
 std::vector<uint8_t> serializePlan(const Plan &plan) {
+  // The header goes in front of the payload once the payload is known; its bytes are kept
+  // free so that a large plan is not copied.
   Writer w;
+  w.bytes.resize(kHeaderBytes);
   w.str(plan.model);
   w.u32(plan.worldSize);
   w.u32(plan.streams);
@@ -309,30 +344,58 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     w.str(g.name);
     w.vec(g.ranks, [&](uint32_t r) { w.u32(r); });
   });
-  w.vec(plan.programs, [&](const Program &p) {
-    w.str(p.name);
-    w.u32(p.rank);
-    w.u64(p.arenaBytes);
-    w.vec(p.inputs, [&](const Port &x) { w.port(x); });
-    w.vec(p.outputs, [&](const Port &x) { w.port(x); });
-    w.vec(p.instrs, [&](const Instr &i) {
-      w.str(i.kernel);
-      w.vec(i.inputs, [&](const BufferRef &b) { w.buffer(b); });
-      w.vec(i.outputs, [&](const BufferRef &b) { w.buffer(b); });
-      w.vec(i.attrs, [&](const Attr &a) { w.attr(a); });
-      w.str(i.loc);
-      w.u32(i.stream);
+  // A program's versions differ only in their rank: each is encoded once, and copied per rank
+  // with the rank patched in into a payload allocated once at its final size.
+  std::vector<std::vector<uint32_t>> byStage;
+  if (plan.programsPerStage)
+    byStage = plan.ranksByStage();
+  struct Encoded {
+    std::vector<uint8_t> bytes;
+    size_t rankAt = 0;
+    std::vector<uint32_t> ranks;
+  };
+  std::vector<Encoded> encoded;
+  uint64_t versions = 0, bytes = w.bytes.size() + 8;
+  for (const Program &p : plan.programs) {
+    Writer one;
+    one.str(p.name);
+    const size_t rankAt = one.bytes.size();
+    one.u32(p.rank);
+    one.u64(p.arenaBytes);
+    one.vec(p.inputs, [&](const Port &x) { one.port(x); });
+    one.vec(p.outputs, [&](const Port &x) { one.port(x); });
+    one.vec(p.instrs, [&](const Instr &i) {
+      one.str(i.kernel);
+      one.vec(i.inputs, [&](const BufferRef &b) { one.buffer(b); });
+      one.vec(i.outputs, [&](const BufferRef &b) { one.buffer(b); });
+      one.vec(i.attrs, [&](const Attr &a) { one.attr(a); });
+      one.str(i.loc);
+      one.u32(i.stream);
     });
-  });
+    std::vector<uint32_t> ranks = plan.programsPerStage
+                                      ? byStage[plan.pipelineStage(p.rank)]
+                                      : std::vector<uint32_t>{p.rank};
+    versions += ranks.size();
+    bytes += one.bytes.size() * ranks.size();
+    encoded.push_back({std::move(one.bytes), rankAt, std::move(ranks)});
+  }
+  w.bytes.reserve(bytes);
+  w.u64(versions);
+  for (Encoded &e : encoded)
+    for (uint32_t rank : e.ranks) {
+      std::memcpy(e.bytes.data() + e.rankAt, &rank, 4);
+      w.raw(e.bytes.data(), e.bytes.size());
+    }
 
-  Writer file;
-  file.raw(kPlanMagic, sizeof(kPlanMagic));
-  file.u32(kPlanVersion);
-  file.u32(0);
-  file.u64(w.bytes.size());
-  file.u64(fnv1a(w.bytes.data(), w.bytes.size()));
-  file.raw(w.bytes.data(), w.bytes.size());
-  return file.bytes;
+  const uint64_t payload = w.bytes.size() - kHeaderBytes;
+  Writer header;
+  header.raw(kPlanMagic, sizeof(kPlanMagic));
+  header.u32(kPlanVersion);
+  header.u32(0);
+  header.u64(payload);
+  header.u64(fnv1a(w.bytes.data() + kHeaderBytes, payload));
+  std::memcpy(w.bytes.data(), header.bytes.data(), kHeaderBytes);
+  return std::move(w.bytes);
 }
 
 bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error) {
@@ -487,18 +550,40 @@ bool validateSplit(const Plan &plan, const std::vector<std::string> &split, size
 
 /// A (program, rank) pair appears once. A program without a chunk is on every rank that has
 /// any (one-rank plans and the SPMD programs: forward_backward, optimizer_step, eval, sample);
-/// a pipeline program of chunk c is on every rank of stage c % stages and on no other.
+/// a pipeline program of chunk c is on every rank of stage c % stages and on no other. With
+/// programsPerStage, the same of (program, stage) pairs, each on its stage's first rank.
 bool validateProgramsPerRank(const Plan &plan, std::string &error) {
+  const uint32_t stages = plan.pipelineStages();
+  // Per rank (per stage with programsPerStage), the versions of each program.
+  const uint32_t places = plan.programsPerStage ? stages : plan.worldSize;
+  std::vector<uint32_t> firstRank, stageOf(plan.worldSize, 0);
+  for (const std::vector<uint32_t> &ranks : plan.ranksByStage()) {
+    for (uint32_t r : ranks)
+      stageOf[r] = static_cast<uint32_t>(firstRank.size());
+    firstRank.push_back(ranks.empty() ? plan.worldSize : ranks[0]);
+  }
   std::map<std::string, std::vector<int>> count;
   for (const Program &p : plan.programs) {
     std::vector<int> &c = count[p.name];
-    c.resize(plan.worldSize, 0);
-    if (p.rank < plan.worldSize && ++c[p.rank] > 1) {
-      error = "program '" + p.name + "' appears twice for rank " + std::to_string(p.rank);
+    c.resize(places, 0);
+    if (p.rank >= plan.worldSize)
+      continue;
+    uint32_t place = p.rank;
+    if (plan.programsPerStage) {
+      place = stageOf[p.rank];
+      if (firstRank[place] != p.rank) {
+        error = "program '" + p.name + "' is kept on rank " + std::to_string(p.rank) +
+                ", not on rank " + std::to_string(firstRank[place]) + ", the first of stage " +
+                std::to_string(place);
+        return false;
+      }
+    }
+    if (++c[place] > 1) {
+      error = "program '" + p.name + "' appears twice for " +
+              (plan.programsPerStage ? "stage " : "rank ") + std::to_string(place);
       return false;
     }
   }
-  const uint32_t stages = plan.pipelineStages();
   for (const auto &[name, c] : count) {
     uint32_t chunk = 0;
     bool pipelined = pipelineChunkOf(name, chunk);
@@ -507,17 +592,20 @@ bool validateProgramsPerRank(const Plan &plan, std::string &error) {
       return false;
     }
     for (uint32_t r = 0; r < plan.worldSize; ++r) {
-      bool wanted = !pipelined || plan.pipelineStage(r) == chunk % stages;
-      if (wanted && c[r] == 0) {
+      if (plan.programsPerStage && r != firstRank[stageOf[r]])
+        continue;
+      const int versions = c[plan.programsPerStage ? stageOf[r] : r];
+      bool wanted = !pipelined || stageOf[r] == chunk % stages;
+      if (wanted && versions == 0) {
         error = "program '" + name + "' has no version for rank " + std::to_string(r);
         if (pipelined)
           error += " (pipeline stage " + std::to_string(chunk % stages) + " runs chunk " +
                    std::to_string(chunk) + ")";
         return false;
       }
-      if (!wanted && c[r] != 0) {
+      if (!wanted && versions != 0) {
         error = "program '" + name + "' is on rank " + std::to_string(r) + " of pipeline stage " +
-                std::to_string(plan.pipelineStage(r)) + ", but chunk " + std::to_string(chunk) +
+                std::to_string(stageOf[r]) + ", but chunk " + std::to_string(chunk) +
                 " runs on stage " + std::to_string(chunk % stages);
         return false;
       }
@@ -581,6 +669,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
         return false;
       }
   }
+  uint32_t stage = 0; // Of the program being checked.
   auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {
     uint64_t limit = p.arenaBytes;
     if (b.storage == Storage::State) {
@@ -590,10 +679,9 @@ bool validatePlan(const Plan &plan, std::string &error) {
         return false;
       }
       const StateTensor &t = plan.state[b.state];
-      if (!t.stages.empty() && !t.heldBy(plan.pipelineStage(p.rank))) {
+      if (!t.stages.empty() && !t.heldBy(stage)) {
         error = what + " on rank " + std::to_string(p.rank) + " refers to state tensor '" + t.name +
-                "', which the rank's pipeline stage " + std::to_string(plan.pipelineStage(p.rank)) +
-                " does not hold";
+                "', which the rank's pipeline stage " + std::to_string(stage) + " does not hold";
         return false;
       }
       limit = t.bytes();
@@ -621,6 +709,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
               std::to_string(plan.worldSize);
       return false;
     }
+    stage = plan.pipelineStage(p.rank);
     for (const Port &port : p.inputs)
       if (!check(p, port.buffer, "input '" + port.name + "' of '" + p.name + "'") ||
           !validateSplit(plan, port.split, port.shape.size(),

@@ -1,7 +1,7 @@
 //===- Schedule.cpp - Building the pipeline schedules ---------------------===//
 
-#include "runtime/Schedule.h"
-#include "runtime/ScheduleMessages.h"
+#include "common/Schedule.h"
+#include "common/ScheduleMessages.h"
 
 #include <algorithm>
 #include <cstdint>

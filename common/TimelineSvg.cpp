@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Timeline.h"
+#include "common/Timeline.h"
 
 #include <algorithm>
 #include <cmath>

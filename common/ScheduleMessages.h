@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSEL_RUNTIME_SCHEDULEMESSAGES_H
-#define TESSEL_RUNTIME_SCHEDULEMESSAGES_H
+#ifndef TESSEL_COMMON_SCHEDULEMESSAGES_H
+#define TESSEL_COMMON_SCHEDULEMESSAGES_H
 
-#include "runtime/Schedule.h"
+#include "common/Schedule.h"
 
 #include <string>
 #include <tuple>
@@ -61,4 +61,4 @@ inline bool isRecv(Action::Kind kind) {
 
 } // namespace tessel::pipeline::detail
 
-#endif // TESSEL_RUNTIME_SCHEDULEMESSAGES_H
+#endif // TESSEL_COMMON_SCHEDULEMESSAGES_H

@@ -1,6 +1,6 @@
 //===- Checksum.h - The checksum of plans and checkpoints -------*- C++ -*-===//
-#ifndef TESSEL_RUNTIME_CHECKSUM_H
-#define TESSEL_RUNTIME_CHECKSUM_H
+#ifndef TESSEL_COMMON_CHECKSUM_H
+#define TESSEL_COMMON_CHECKSUM_H
 
 #include <cstddef>
 #include <cstdint>
@@ -28,4 +28,4 @@ inline std::string hex64(uint64_t v) {
 
 } // namespace tessel
 
-#endif // TESSEL_RUNTIME_CHECKSUM_H
+#endif // TESSEL_COMMON_CHECKSUM_H

@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSEL_RUNTIME_TIMELINE_H
-#define TESSEL_RUNTIME_TIMELINE_H
+#ifndef TESSEL_COMMON_TIMELINE_H
+#define TESSEL_COMMON_TIMELINE_H
 
-#include "runtime/PipelineAction.h"
+#include "common/PipelineAction.h"
 
 #include <string>
 #include <vector>
@@ -68,4 +68,4 @@ std::string scheduleSvg(const Timeline &timeline, const std::string &title);
 
 } // namespace tessel::pipeline
 
-#endif // TESSEL_RUNTIME_TIMELINE_H
+#endif // TESSEL_COMMON_TIMELINE_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Schedule.h"
-#include "runtime/ScheduleMessages.h"
+#include "common/Schedule.h"
+#include "common/ScheduleMessages.h"
 
 #include <algorithm>
 #include <cmath>

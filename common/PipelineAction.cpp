@@ -1,6 +1,6 @@
 //===- PipelineAction.cpp - One step of a pipeline rank's schedule --------===//
 
-#include "runtime/PipelineAction.h"
+#include "common/PipelineAction.h"
 
 namespace tessel::pipeline {
 

@@ -5,8 +5,8 @@
 // reading the trailer of /proc/self/exe.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TESSEL_RUNTIME_EXECUTABLE_H
-#define TESSEL_RUNTIME_EXECUTABLE_H
+#ifndef TESSEL_COMMON_EXECUTABLE_H
+#define TESSEL_COMMON_EXECUTABLE_H
 
 #include <cstdint>
 #include <string>
@@ -24,4 +24,4 @@ bool readEmbeddedPlan(const std::string &path, std::vector<uint8_t> &plan, bool 
 
 } // namespace tessel::planfile
 
-#endif // TESSEL_RUNTIME_EXECUTABLE_H
+#endif // TESSEL_COMMON_EXECUTABLE_H

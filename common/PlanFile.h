@@ -11,8 +11,8 @@
 //   payload: the Plan below, field by field; strings and vectors are u64-length-prefixed.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TESSEL_RUNTIME_PLANFILE_H
-#define TESSEL_RUNTIME_PLANFILE_H
+#ifndef TESSEL_COMMON_PLANFILE_H
+#define TESSEL_COMMON_PLANFILE_H
 
 #include <cstdint>
 #include <string>
@@ -69,6 +69,8 @@ struct Port {
 
 struct Program {
   std::string name;
+  /// The rank that runs it; in a plan kept with `programsPerStage`, the first rank of its
+  /// pipeline stage, standing for every rank of the stage.
   uint32_t rank = 0;
   uint64_t arenaBytes = 0; ///< Peak of this program's memory plan.
   std::vector<Port> inputs, outputs;
@@ -114,9 +116,21 @@ struct Plan {
   std::vector<StateTensor> state;
   std::vector<Group> groups;
   std::vector<Program> programs;
+  /// How `programs` is kept in memory; the file always holds a version per rank. False: one
+  /// version per rank, as parsePlan reads them. True: one per pipeline stage, on the stage's
+  /// first rank and standing for all of its ranks — how the compiler builds a plan, since every
+  /// rank of a stage runs the same programs (what differs between them follows from their place
+  /// in the communicator groups), so a plan of thousands of ranks stays as small as the mesh's
+  /// stages. serializePlan writes the per-rank versions.
+  bool programsPerStage = false;
 
   const Attr *findConfig(const std::string &name) const;
+  /// The version of program `name` that `rank` runs (in either way of keeping programs).
   const Program *findProgram(const std::string &name, uint32_t rank = 0) const;
+  /// The ranks that run `program`: its rank, or with programsPerStage every rank of its stage.
+  std::vector<uint32_t> ranksOf(const Program &program) const;
+  /// Per pipeline stage, its ranks in ascending order (one stage of every rank without "pp").
+  std::vector<std::vector<uint32_t>> ranksByStage() const;
   /// The instance of group `name` that holds `rank`, or null.
   const Group *findGroup(const std::string &name, uint32_t rank) const;
   /// The pipeline stages: the size of group "pp", 1 without one.
@@ -129,7 +143,8 @@ struct Plan {
 /// programs, whose names have no '.'. A chunk c runs on pipeline stage c % stages.
 bool pipelineChunkOf(const std::string &program, uint32_t &chunk);
 
-/// The file bytes of `plan`.
+/// The file bytes of `plan`: its programs with a version per rank, in program order and then
+/// rank order, however the plan keeps them in memory.
 std::vector<uint8_t> serializePlan(const Plan &plan);
 
 /// Parses file bytes; on failure returns false with the reason (bad magic, another version,
@@ -141,9 +156,10 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
 /// per name, with instances of one size; every group an instruction (`group`, `row_group`,
 /// `col_group`) or a `split` names exists; a (program, rank) pair appears once, a program
 /// without a chunk that some rank has is on every rank, and a pipeline program of chunk c is on
-/// every rank of stage c % stages and no other.
+/// every rank of stage c % stages and no other. With programsPerStage the same holds of
+/// (program, stage) pairs, and each program is on its stage's first rank.
 bool validatePlan(const Plan &plan, std::string &error);
 
 } // namespace tessel::planfile
 
-#endif // TESSEL_RUNTIME_PLANFILE_H
+#endif // TESSEL_COMMON_PLANFILE_H

@@ -10,11 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSEL_RUNTIME_SCHEDULE_H
-#define TESSEL_RUNTIME_SCHEDULE_H
+#ifndef TESSEL_COMMON_SCHEDULE_H
+#define TESSEL_COMMON_SCHEDULE_H
 
-#include "runtime/PipelineAction.h"
-#include "runtime/Timeline.h"
+#include "common/PipelineAction.h"
+#include "common/Timeline.h"
 
 #include <string>
 #include <vector>
@@ -89,4 +89,4 @@ double analyticBubble(ScheduleKind kind, int stages, int microbatches, int virtu
 
 } // namespace tessel::pipeline
 
-#endif // TESSEL_RUNTIME_SCHEDULE_H
+#endif // TESSEL_COMMON_SCHEDULE_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Schedule.h"
-#include "runtime/ScheduleMessages.h"
+#include "common/Schedule.h"
+#include "common/ScheduleMessages.h"
 
 #include <cstdint>
 #include <map>

@@ -1,6 +1,6 @@
 //===- Executable.cpp - Plans embedded in executables ---------------------===//
 
-#include "runtime/Executable.h"
+#include "common/Executable.h"
 
 #include <cstring>
 #include <fstream>
@@ -14,6 +14,7 @@ constexpr size_t kTrailerBytes = 24;
 
 void appendEmbeddedPlan(std::vector<uint8_t> &exe, const std::vector<uint8_t> &plan) {
   uint64_t offset = exe.size(), size = plan.size();
+  exe.reserve(exe.size() + plan.size() + 24); // One allocation, even for a plan of gigabytes.
   exe.insert(exe.end(), plan.begin(), plan.end());
   const uint8_t *o = reinterpret_cast<const uint8_t *>(&offset);
   const uint8_t *s = reinterpret_cast<const uint8_t *>(&size);

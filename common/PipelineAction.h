@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSEL_RUNTIME_PIPELINEACTION_H
-#define TESSEL_RUNTIME_PIPELINEACTION_H
+#ifndef TESSEL_COMMON_PIPELINEACTION_H
+#define TESSEL_COMMON_PIPELINEACTION_H
 
 #include <string>
 
@@ -53,4 +53,4 @@ std::string actionLabel(const Action &action, bool withChunk);
 
 } // namespace tessel::pipeline
 
-#endif // TESSEL_RUNTIME_PIPELINEACTION_H
+#endif // TESSEL_COMMON_PIPELINEACTION_H

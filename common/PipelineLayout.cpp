@@ -1,11 +1,11 @@
 //===- PipelineLayout.cpp - What a pipelined plan runs where --------------===//
 
-#include "runtime/PipelineLayout.h"
+#include "common/PipelineLayout.h"
 
 #include <algorithm>
 #include <set>
 
-namespace tessel::rt {
+namespace tessel::pipeline {
 
 using planfile::Plan;
 
@@ -270,4 +270,4 @@ uint32_t PipelineLayout::peerOf(uint32_t rank, uint32_t stage) const {
   return instanceOf_[rank][stage];
 }
 
-} // namespace tessel::rt
+} // namespace tessel::pipeline

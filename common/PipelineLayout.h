@@ -7,20 +7,21 @@
 // programs of each chunk, and the values each message between neighbouring chunks carries.
 // A plan whose programs break the contract — a value that no program writes, one that would
 // have to skip a chunk, ports of one value that disagree — is refused here, not mid-step.
+// `tessel estimate` reads the same layout, so its stash and pipeline traffic are the runtime's.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TESSEL_RUNTIME_PIPELINELAYOUT_H
-#define TESSEL_RUNTIME_PIPELINELAYOUT_H
+#ifndef TESSEL_COMMON_PIPELINELAYOUT_H
+#define TESSEL_COMMON_PIPELINELAYOUT_H
 
-#include "runtime/PlanFile.h"
-#include "runtime/Schedule.h"
+#include "common/PlanFile.h"
+#include "common/Schedule.h"
 
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace tessel::rt {
+namespace tessel::pipeline {
 
 /// A plan's `pipeline.*` config. `stages` 1 (or no config): the plan has no pipeline.
 struct PipelineConfig {
@@ -92,6 +93,6 @@ private:
   std::vector<uint32_t> recorded_;
 };
 
-} // namespace tessel::rt
+} // namespace tessel::pipeline
 
-#endif // TESSEL_RUNTIME_PIPELINELAYOUT_H
+#endif // TESSEL_COMMON_PIPELINELAYOUT_H

@@ -1,15 +1,10 @@
 //===- JsonString.cpp - JSON string literals ------------------------------===//
-//
-// The one JSON string escaper, shared by the JSON writer and the timeline writers (which the
-// compiler links without the rest of the runtime).
-//
-//===----------------------------------------------------------------------===//
 
-#include "runtime/Json.h"
+#include "common/JsonString.h"
 
 #include <cstdio>
 
-namespace tessel::rt {
+namespace tessel {
 
 void appendJsonString(std::string &out, const std::string &value) {
   out += '"';
@@ -50,4 +45,4 @@ void appendJsonString(std::string &out, const std::string &value) {
   out += '"';
 }
 
-} // namespace tessel::rt
+} // namespace tessel

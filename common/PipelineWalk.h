@@ -1,0 +1,128 @@
+//===- PipelineWalk.h - One pipeline rank's walk and its stash --*- C++ -*-===//
+//
+// A pipeline rank works through its stage's action list: a computation runs its chunk's
+// program on one micro-batch, a send or receive moves the values one chunk passes to its
+// neighbour. Between actions the rank keeps those values in its stash, keyed by micro-batch and
+// name: a program takes its inputs out of the stash and puts its outputs into it, and a value is
+// dropped as soon as its last taker on the rank (a program, or the send that carries it away)
+// has it, so the stash holds what the schedule has in flight and no more.
+//
+// This is the one statement of that walk and of the stash's bytes. The runtime walks with hooks
+// that run the programs and move the data (runtime/PipelineRank.h). Without them the walk moves
+// nothing: it proves that every value is in the stash when a program asks for it, and gives the
+// stash's peak before anything runs — which the runtime checks at setup, and `tessel estimate`
+// reports as the activations a rank keeps.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_COMMON_PIPELINEWALK_H
+#define TESSEL_COMMON_PIPELINEWALK_H
+
+#include "common/PipelineLayout.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::pipeline {
+
+/// The tags of a pipeline's transfers: negative, so they never meet a plan's own send and recv
+/// kernels. A communicator pairs the k-th send and receive of a tag between two ranks, and the
+/// schedule check proves each kind arrives in the order it was sent.
+constexpr int64_t kActivationTag = -1;
+constexpr int64_t kGradientTag = -2;
+constexpr int64_t kChainTag = -3;
+
+/// What a walk does besides keeping the stash's books. Every default does nothing and moves no
+/// data: a walk with these hooks is the dry walk.
+class WalkHooks {
+public:
+  virtual ~WalkHooks();
+
+  /// Whether values carry data: then a program's inputs are copied out of the stash to
+  /// `input`, its outputs into the stash from `output`, and messages through a buffer.
+  virtual bool movesData() const { return false; }
+  /// Where input `port` of `program` is copied to (with movesData).
+  virtual void *input(const std::string &program, const std::string &port) { return nullptr; }
+  /// Output `port` of `program` after it ran (with movesData).
+  virtual const float *output(const std::string &program, const std::string &port) {
+    return nullptr;
+  }
+  /// Fills host input `port` (tokens, targets) of `program` for micro-batch `micro`.
+  virtual bool hostInput(const std::string &program, const planfile::Port &port, int micro,
+                         std::string &error) {
+    return true;
+  }
+  /// Runs `program` on micro-batch `micro`.
+  virtual bool run(const std::string &program, int micro, std::string &error) { return true; }
+  /// The last chunk's host output `port` (loss, logits) of micro-batch `micro` of a chain of
+  /// `kind` ("step", "eval", "sample"); `data` is null unless values carry data.
+  virtual void hostOutput(const std::string &kind, const std::string &port, int micro,
+                          const float *data, int64_t elements) {}
+  /// Moves a message of `n` elements to / from pipeline stage `stage` of the rank's pipeline.
+  virtual bool send(uint32_t stage, int64_t tag, const float *data, int64_t n,
+                    std::string &error) {
+    return true;
+  }
+  virtual bool receive(uint32_t stage, int64_t tag, float *data, int64_t n, std::string &error) {
+    return true;
+  }
+  /// Around each action of a step's list.
+  virtual void beginAction(const Action &action) {}
+  virtual void endAction(const Action &action) {}
+};
+
+/// The walks of one rank of a pipelined plan.
+class PipelineWalk {
+public:
+  /// The walks of world rank `rank` of `plan` (its stage's action list, its versions of the
+  /// programs); `layout` and `plan` must outlive it.
+  PipelineWalk(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank);
+  ~PipelineWalk();
+
+  uint32_t rank() const { return rank_; }
+  uint32_t stage() const { return stage_; }
+
+  /// Walks the rank's actions of one training step. An error names the action that failed.
+  bool step(WalkHooks &hooks, std::string &error);
+  /// Walks the rank's chunks of the "eval" or "sample" chain on one batch, in ascending order:
+  /// receive from the previous chunk, run, send to the next.
+  bool chain(const std::string &kind, WalkHooks &hooks, std::string &error);
+  /// The dry walk of the step and of every chain the plan has: false with the first value that
+  /// a program or a send would need before it is produced or received.
+  bool check(std::string &error);
+
+  /// The most bytes the stash held at once, over every walk so far.
+  uint64_t peakStashBytes() const;
+
+  struct RankChain;
+  class Stash;
+
+private:
+  bool perform(const Action &action, WalkHooks &hooks, std::string &error);
+  bool compute(const RankChain &chain, const std::string &program, int chunk, int micro,
+               WalkHooks &hooks, std::string &error);
+  bool send(const RankChain &chain, const std::vector<std::string> &ports, int micro,
+            uint32_t toStage, int64_t tag, WalkHooks &hooks, std::string &error);
+  bool receive(const RankChain &chain, const std::vector<std::string> &ports, int micro,
+               uint32_t fromStage, int64_t tag, WalkHooks &hooks, std::string &error);
+  /// The message buffer for `n` elements, or null when values carry no data.
+  float *message(int64_t n, const WalkHooks &hooks);
+
+  const PipelineLayout &layout_;
+  uint32_t rank_, stage_;
+  std::unique_ptr<RankChain> step_;
+  std::map<std::string, std::unique_ptr<RankChain>> chains_;
+  std::unique_ptr<Stash> stash_;
+  std::vector<float> message_;
+};
+
+/// The most bytes world rank `rank` of `plan` keeps in its stash: the dry walk of its step and
+/// chains, as the runtime walks them at setup. False with the reason when the walk fails.
+bool peakStashBytes(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank,
+                    uint64_t &peak, std::string &error);
+
+} // namespace tessel::pipeline
+
+#endif // TESSEL_COMMON_PIPELINEWALK_H

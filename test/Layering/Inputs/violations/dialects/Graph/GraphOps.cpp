@@ -1,0 +1,2 @@
+// A dialect that calls a CPU kernel.
+#include "kernels/cpu/CpuKernels.h"
