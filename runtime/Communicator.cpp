@@ -29,6 +29,15 @@ const char *commKindName(CommOp::Kind kind) {
   return "?";
 }
 
+void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n) {
+  if (reduce == ReduceOp::Sum)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] += x[i];
+  else
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = y[i] != y[i] || x[i] > y[i] ? x[i] : y[i];
+}
+
 bool Communicator::allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y,
                              int64_t n, std::string &error) {
   CommOp op;

@@ -60,6 +60,10 @@ struct CommOp {
 /// The name of an operation kind, for messages.
 const char *commKindName(CommOp::Kind kind);
 
+/// y[i] = y[i] (op) x[i] for i < n: how every communicator reduces, so that all give the same
+/// bits. Max keeps a NaN, so a non-finite value is never reduced away.
+void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n);
+
 /// One rank's end of the communicator.
 class Communicator {
 public:

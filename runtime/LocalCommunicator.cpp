@@ -57,9 +57,6 @@ bool sameCollective(const CommOp &a, const CommOp &b) {
          a.chunk == b.chunk && a.root == b.root;
 }
 
-/// The larger of a and b; NaN if either is, so a non-finite value is never reduced away.
-inline float maxOrNan(float a, float b) { return a != a || b > a ? b : a; }
-
 const float *asFloats(const void *p) { return static_cast<const float *>(p); }
 
 } // namespace
@@ -227,15 +224,8 @@ struct LocalCommunicator::World {
       const int64_t lo = op.n * me / ways, hi = op.n * (me + 1) / ways;
       float *out = round.sum.data();
       std::memcpy(out + lo, asFloats(round.x[0]) + lo, static_cast<size_t>(hi - lo) * 4);
-      for (uint32_t r = 1; r < ways; ++r) {
-        const float *x = asFloats(round.x[r]);
-        if (op.reduce == ReduceOp::Sum)
-          for (int64_t j = lo; j < hi; ++j)
-            out[j] += x[j];
-        else
-          for (int64_t j = lo; j < hi; ++j)
-            out[j] = maxOrNan(out[j], x[j]);
-      }
+      for (uint32_t r = 1; r < ways; ++r)
+        reduceInto(op.reduce, out + lo, asFloats(round.x[r]) + lo, hi - lo);
       break;
     }
     case CommOp::Kind::AllGather:
@@ -249,11 +239,8 @@ struct LocalCommunicator::World {
         float *out = static_cast<float *>(op.y) + o * op.chunk;
         const int64_t at = (o * ways + me) * op.chunk;
         std::memcpy(out, asFloats(round.x[0]) + at, chunkBytes);
-        for (uint32_t r = 1; r < ways; ++r) {
-          const float *x = asFloats(round.x[r]) + at;
-          for (int64_t j = 0; j < op.chunk; ++j)
-            out[j] += x[j];
-        }
+        for (uint32_t r = 1; r < ways; ++r)
+          reduceInto(ReduceOp::Sum, out, asFloats(round.x[r]) + at, op.chunk);
       }
       break;
     case CommOp::Kind::AllToAll:

@@ -65,54 +65,55 @@ bool ok(int rc, const std::string &what, std::string &error) {
   return false;
 }
 
+/// Posts a send (or receive) of `bytes` at `data` in pieces MPI can count, each request
+/// appended to `requests`; the first failure's code, or MPI_SUCCESS.
+int post(bool send, const void *data, size_t bytes, uint32_t peer, int tag,
+         std::vector<MPI_Request> &requests) {
+  char *p = static_cast<char *>(const_cast<void *>(data));
+  do {
+    size_t piece = std::min(bytes, kPieceBytes);
+    requests.emplace_back();
+    int rc = send ? MPI_Isend(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(peer), tag,
+                              MPI_COMM_WORLD, &requests.back())
+                  : MPI_Irecv(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(peer), tag,
+                              MPI_COMM_WORLD, &requests.back());
+    if (rc != MPI_SUCCESS) {
+      requests.back() = MPI_REQUEST_NULL; // Nothing to wait for.
+      return rc;
+    }
+    p += piece;
+    bytes -= piece;
+  } while (bytes > 0);
+  return MPI_SUCCESS;
+}
+
 /// The requests of one exchange, completed together.
 class Requests {
 public:
   void send(const void *data, size_t bytes, uint32_t to, int tag) {
-    const char *p = static_cast<const char *>(data);
-    do {
-      size_t piece = std::min(bytes, kPieceBytes);
-      requests_.emplace_back();
-      MPI_Isend(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(to), tag, MPI_COMM_WORLD,
-                &requests_.back());
-      p += piece;
-      bytes -= piece;
-    } while (bytes > 0);
+    note(post(true, data, bytes, to, tag, requests_));
   }
   void recv(void *data, size_t bytes, uint32_t from, int tag) {
-    char *p = static_cast<char *>(data);
-    do {
-      size_t piece = std::min(bytes, kPieceBytes);
-      requests_.emplace_back();
-      MPI_Irecv(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(from), tag, MPI_COMM_WORLD,
-                &requests_.back());
-      p += piece;
-      bytes -= piece;
-    } while (bytes > 0);
+    note(post(false, data, bytes, from, tag, requests_));
   }
   bool wait(const std::string &what, std::string &error) {
     int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
                          MPI_STATUSES_IGNORE);
     requests_.clear();
+    if (posted_ != MPI_SUCCESS)
+      rc = posted_;
+    posted_ = MPI_SUCCESS;
     return ok(rc, what, error);
   }
 
 private:
+  void note(int rc) {
+    if (posted_ == MPI_SUCCESS)
+      posted_ = rc;
+  }
   std::vector<MPI_Request> requests_;
+  int posted_ = MPI_SUCCESS; ///< The first failure to post, reported by wait().
 };
-
-/// The larger of a and b; NaN if either is, as LocalCommunicator reduces.
-inline float maxOrNan(float a, float b) { return a != a || b > a ? b : a; }
-
-/// y = y (op) x over n elements.
-void combine(ReduceOp reduce, float *y, const float *x, int64_t n) {
-  if (reduce == ReduceOp::Sum)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] += x[i];
-  else
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = maxOrNan(y[i], x[i]);
-}
 
 class MpiCommunicator final : public QueuedCommunicator {
 public:
@@ -200,7 +201,7 @@ private:
     auto share = [&](uint32_t r) { return r == me ? x + lo : parts[r].data(); };
     std::memcpy(sum.data(), share(0), static_cast<size_t>(mine) * 4);
     for (uint32_t r = 1; r < ways; ++r)
-      combine(op.reduce, sum.data(), share(r), mine);
+      reduceInto(op.reduce, sum.data(), share(r), mine);
     // Every member's sends from x are done: y may be x.
     for (uint32_t j = 0; j < ways; ++j) {
       if (j == me)
@@ -245,8 +246,8 @@ private:
     if (bytes > 0)
       std::memcpy(y, in[0].data(), bytes);
     for (uint32_t r = 1; r < ways; ++r)
-      combine(ReduceOp::Sum, y, reinterpret_cast<const float *>(in[r].data()),
-              op.outer * op.chunk);
+      reduceInto(ReduceOp::Sum, y, reinterpret_cast<const float *>(in[r].data()),
+                 op.outer * op.chunk);
     return true;
   }
 
@@ -328,19 +329,8 @@ private:
     const char *x = static_cast<const char *>(op.x);
     sends_.push_back(PendingSend{{}, std::vector<char>(x, x + bytes)});
     PendingSend &s = sends_.back();
-    const char *p = s.bytes.data();
-    size_t left = bytes;
-    do {
-      size_t piece = std::min(left, kPieceBytes);
-      s.requests.emplace_back();
-      int rc = MPI_Isend(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(op.peer), tag,
-                         MPI_COMM_WORLD, &s.requests.back());
-      if (!ok(rc, what + " to rank " + std::to_string(op.peer), error))
-        return false;
-      p += piece;
-      left -= piece;
-    } while (left > 0);
-    return true;
+    return ok(post(true, s.bytes.data(), bytes, op.peer, tag, s.requests),
+              what + " to rank " + std::to_string(op.peer), error);
   }
 
   /// Forgets the buffered sends that have completed.

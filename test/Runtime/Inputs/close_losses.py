@@ -1,10 +1,12 @@
 """Checks that two runs' --metrics files log the same steps with losses that agree.
 
-  close_losses.py A.jsonl B.jsonl --tol T
+  close_losses.py A.jsonl B.jsonl --tol T [--steps N]
 
-For every step both files log, |loss_a - loss_b| <= T * |loss_b|. Prints one line per step and
-"LOSSES AGREE steps=N max_rel_err=E" at the end; exits 1 on the first step beyond T, or if
-the files share no step.
+For every step both files log, |loss_a - loss_b| <= T * |loss_b|. With --steps N, both files
+must log the loss of every step 1..N exactly once and no other step (a multi-process run whose
+every process logged would repeat steps). Prints one line per step and
+"LOSSES AGREE steps=N max_rel_err=E" at the end; exits 1 on the first step beyond T, on a step
+logged other than once, or if the files share no step.
 """
 import json
 import sys
@@ -16,22 +18,32 @@ def losses(path):
         for line in f:
             record = json.loads(line)
             if "loss" in record:
-                out[record["step"]] = record["loss"]
+                out.setdefault(record["step"], []).append(record["loss"])
     return out
 
 
 def main():
     a, b = losses(sys.argv[1]), losses(sys.argv[2])
     tol = float(sys.argv[sys.argv.index("--tol") + 1])
-    steps = sorted(set(a) & set(b))
+    if "--steps" in sys.argv:
+        steps = list(range(1, int(sys.argv[sys.argv.index("--steps") + 1]) + 1))
+        problems = [f"{path}: step {s} logged {len(logged.get(s, []))} times, not once"
+                    for path, logged in ((sys.argv[1], a), (sys.argv[2], b))
+                    for s in sorted(set(steps) | set(logged)) if len(logged.get(s, [])) != 1]
+        if problems:
+            print("\n".join(problems))
+            return 1
+    else:
+        steps = sorted(set(a) & set(b))
     if not steps:
         print("no step in common")
         return 1
     worst = 0.0
     for step in steps:
-        err = abs(a[step] - b[step]) / abs(b[step])
+        x, y = a[step][-1], b[step][-1]
+        err = abs(x - y) / abs(y)
         worst = max(worst, err)
-        print(f"step {step}: {a[step]:.7f} {b[step]:.7f} rel {err:.1e}")
+        print(f"step {step}: {x:.7f} {y:.7f} rel {err:.1e}")
         if err > tol:
             print(f"step {step}: the losses differ by {err:.1e} > {tol}")
             return 1
