@@ -1,6 +1,6 @@
 //===- AtomicFileTest.cpp - Tests of whole-file reads and atomic writes ---===//
 
-#include "runtime/AtomicFile.h"
+#include "runtime/support/AtomicFile.h"
 #include "test/unit/ScratchDir.h"
 
 #include <gtest/gtest.h>

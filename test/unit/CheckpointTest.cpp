@@ -1,7 +1,7 @@
 //===- CheckpointTest.cpp - Tests of checkpoint save, load and resume -----===//
 
-#include "runtime/Checkpoint.h"
-#include "runtime/AtomicFile.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/support/AtomicFile.h"
 #include "common/Checksum.h"
 #include "test/unit/ScratchDir.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Communicator.h"
+#include "runtime/comm/Communicator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 //===- DataTest.cpp - Tests of the training data loader ---------------------===//
 
-#include "runtime/Data.h"
-#include "runtime/Rng.h"
+#include "runtime/host/Data.h"
+#include "runtime/core/Rng.h"
 #include "test/unit/ScratchDir.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 //===- JsonTest.cpp - Tests of the runtime's JSON ---------------------------===//
 
-#include "runtime/Json.h"
+#include "runtime/support/Json.h"
 
 #include <gtest/gtest.h>
 

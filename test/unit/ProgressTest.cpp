@@ -1,6 +1,6 @@
 //===- ProgressTest.cpp - Tests of the progress line and metrics file ------===//
 
-#include "runtime/Progress.h"
+#include "runtime/host/Progress.h"
 #include "test/unit/ScratchDir.h"
 
 #include <gtest/gtest.h>

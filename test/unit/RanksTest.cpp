@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Ranks.h"
-#include "runtime/Communicator.h"
-#include "runtime/Executor.h"
+#include "runtime/host/Ranks.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/Executor.h"
 #include "common/PlanFile.h"
 #include "test/unit/PlanBuilders.h"
 

@@ -1,6 +1,6 @@
 //===- RngTest.cpp - Tests of the deterministic RNG -------------------------===//
 
-#include "runtime/Rng.h"
+#include "runtime/core/Rng.h"
 
 #include <gtest/gtest.h>
 

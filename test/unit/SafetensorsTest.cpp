@@ -1,7 +1,7 @@
 //===- SafetensorsTest.cpp - Tests of the safetensors reader and writer ----===//
 
-#include "runtime/Safetensors.h"
-#include "runtime/Json.h"
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Json.h"
 #include "test/unit/ScratchDir.h"
 
 #include <gtest/gtest.h>

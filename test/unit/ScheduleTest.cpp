@@ -1,7 +1,7 @@
 //===- ScheduleTest.cpp - Tests of the pipeline schedules and timelines ---===//
 
 #include "common/Schedule.h"
-#include "runtime/Json.h"
+#include "runtime/support/Json.h"
 #include "common/Timeline.h"
 
 #include <gtest/gtest.h>

@@ -1,0 +1,631 @@
+//===- Checkpoint.cpp - Saving and resuming training state ----------------===//
+
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "common/Checksum.h"
+
+#include "runtime/support/AtomicFile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace tessel::rt {
+
+namespace fs = std::filesystem;
+
+static constexpr const char *kFormat = "tessel-checkpoint";
+static constexpr int64_t kVersion = 3;
+static constexpr const char *kManifestFile = "manifest.json";
+static constexpr const char *kLatestFile = "latest";
+
+std::string checkpointName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(step));
+  return name;
+}
+
+/// `path` without trailing slashes, so joined paths read cleanly in messages.
+static std::string trimSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  return path;
+}
+
+//===----------------------------------------------------------------------===//
+// Saving
+//===----------------------------------------------------------------------===//
+
+/// "model-00002.safetensors": the file of rank 2's parameter blocks.
+static std::string shardFile(const char *kind, uint32_t rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s-%05u.safetensors", kind, rank);
+  return name;
+}
+
+static Json shapeJson(const std::vector<int64_t> &shape) {
+  Json list = Json::array();
+  for (int64_t dim : shape)
+    list.push(dim);
+  return list;
+}
+
+/// Whether two blocks of a tensor (offset, shape) share an element. Counting elements shows
+/// that blocks inside a tensor cover it only when they do not overlap.
+static bool blocksOverlap(const std::vector<int64_t> &offsetA, const std::vector<int64_t> &shapeA,
+                          const std::vector<int64_t> &offsetB, const std::vector<int64_t> &shapeB) {
+  for (size_t d = 0; d < shapeA.size(); ++d)
+    if (std::max(offsetA[d], offsetB[d]) >=
+        std::min(offsetA[d] + shapeA[d], offsetB[d] + shapeB[d]))
+      return false;
+  return true;
+}
+
+std::string manifestChecksum(const Json &manifest) {
+  Json body = Json::object();
+  for (const auto &[key, value] : manifest.members())
+    if (key != "checksum")
+      body.set(key, value);
+  std::string text = body.compact();
+  return hex64(fnv1a64(text.data(), text.size()));
+}
+
+/// The step a checkpoint directory's name gives ("step_00000300" is 300), or -1.
+static int64_t stepOfName(const std::string &dir) {
+  std::string name = dir.substr(dir.find_last_of('/') + 1);
+  if (name.size() != 13 || name.compare(0, 5, "step_") != 0)
+    return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+std::string checkpointTempDir(const std::string &dir, int64_t step, const std::string &token) {
+  return trimSlashes(dir) + "/." + checkpointName(step) + ".tmp-" + token;
+}
+
+bool beginCheckpoint(const std::string &dirArg, int64_t step, const std::string &token,
+                     std::string &error) {
+  std::string dir = trimSlashes(dirArg);
+  if (step < 0) {
+    error = "cannot save a checkpoint for negative step " + std::to_string(step);
+    return false;
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    error = "cannot create checkpoint directory " + dir + ": " + ec.message();
+    return false;
+  }
+  // What interrupted writes left here (a crash, a kill) is garbage; it goes before more is added.
+  removeStaleTemporaries(dir);
+  std::string tempDir = checkpointTempDir(dir, step, token);
+  // A leftover of an earlier process with our token (containers reuse pids) is garbage.
+  fs::remove_all(tempDir, ec);
+  if (!fs::create_directory(tempDir, ec)) {
+    error = "cannot create " + tempDir + ": " + (ec ? ec.message() : "it exists");
+    return false;
+  }
+  return true;
+}
+
+bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &description,
+                std::string &error) {
+  description = Json::object();
+  for (const auto &[kind, blocks] :
+       {std::pair<const char *, const std::vector<TensorBlock> *>{"params", &shard.params},
+        {"optimizer", &shard.optimizerState}}) {
+    Json list = Json::object();
+    if (blocks->empty()) {
+      description.set(kind, std::move(list));
+      continue;
+    }
+    const std::string file = shardFile(std::string(kind) == "params" ? "model" : "optimizer",
+                                       shard.rank);
+    std::vector<TensorView> views;
+    for (const TensorBlock &b : *blocks)
+      views.push_back({b.name, b.dtype, b.shape, b.data});
+    // Written before the checksums: writing refuses a block without data or with an invalid
+    // shape, whose bytes could not be read.
+    if (!writeSafetensors(tempDir + "/" + file, views, {{"format", kFormat}}, error))
+      return false;
+    for (const TensorBlock &b : *blocks) {
+      Json entry = Json::object();
+      entry.set("file", file);
+      entry.set("offset", shapeJson(b.offset));
+      entry.set("shape", shapeJson(b.shape));
+      int64_t bytes = shapeElements(b.shape) * dtypeSize(b.dtype);
+      entry.set("fnv1a64", hex64(fnv1a64(b.data, static_cast<size_t>(bytes))));
+      list.set(b.name, std::move(entry));
+    }
+    description.set(kind, std::move(list));
+  }
+  return true;
+}
+
+/// The manifest's entry for each tensor of `tensors`: its dtype, whole shape and the shards of
+/// `kind` in `shards` that hold it, which must lie inside it, not overlap and cover it; and
+/// no shard may hold a tensor that `tensors` lacks. What loading would refuse is never committed.
+static bool describeTensors(const std::vector<CheckpointTensor> &tensors, const char *kind,
+                            const std::vector<Json> &shards, Json &out, std::string &error) {
+  out = Json::object();
+  for (const CheckpointTensor &tensor : tensors) {
+    Json entry = Json::object();
+    entry.set("dtype", dtypeName(tensor.dtype));
+    entry.set("shape", shapeJson(tensor.shape));
+    Json list = Json::array();
+    int64_t covered = 0;
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> placed;
+    for (const Json &shard : shards) {
+      const Json *blocks = shard.find(kind);
+      const Json *block = blocks ? blocks->find(tensor.name) : nullptr;
+      if (!block)
+        continue;
+      std::vector<int64_t> offset, shape;
+      for (const Json &dim : block->find("offset")->items())
+        offset.push_back(dim.asInt());
+      for (const Json &dim : block->find("shape")->items())
+        shape.push_back(dim.asInt());
+      std::string why;
+      bool fits = offset.size() == tensor.shape.size() && shape.size() == tensor.shape.size();
+      for (size_t d = 0; fits && d < shape.size(); ++d)
+        fits = offset[d] >= 0 && offset[d] + shape[d] <= tensor.shape[d];
+      if (!fits)
+        why = "does not fit in the tensor's shape " + formatShape(tensor.shape);
+      for (size_t i = 0; why.empty() && i < placed.size(); ++i)
+        if (blocksOverlap(offset, shape, placed[i].first, placed[i].second))
+          why = "overlaps another block of it";
+      if (!why.empty()) {
+        error = "the block of '" + tensor.name + "' in " + block->find("file")->asString() +
+                " at " + formatShape(offset) + " of shape " + formatShape(shape) + " " + why;
+        return false;
+      }
+      covered += shapeElements(shape);
+      placed.emplace_back(std::move(offset), std::move(shape));
+      list.push(*block);
+    }
+    if (covered != shapeElements(tensor.shape)) {
+      error = "the ranks' shards of '" + tensor.name + "' hold " + std::to_string(covered) +
+              " of its " + std::to_string(shapeElements(tensor.shape)) + " elements";
+      return false;
+    }
+    entry.set("shards", std::move(list));
+    out.set(tensor.name, std::move(entry));
+  }
+  // A block the manifest does not list would make its whole file unreadable.
+  for (const Json &shard : shards)
+    if (const Json *blocks = shard.find(kind))
+      for (const auto &[name, block] : blocks->members())
+        if (!out.find(name)) {
+          error = "the ranks wrote '" + name + "' into " + block.find("file")->asString() +
+                  ", which is not among the checkpoint's " +
+                  (std::string(kind) == "params" ? "parameters" : "optimizer state");
+          return false;
+        }
+  return true;
+}
+
+bool commitCheckpoint(const std::string &dirArg, const std::string &tempDir,
+                      const CheckpointContents &contents, const std::vector<Json> &shards,
+                      std::string &error) {
+  std::string dir = trimSlashes(dirArg);
+  std::string name = checkpointName(contents.step);
+  std::string finalDir = dir + "/" + name;
+  Json manifest = Json::object();
+  manifest.set("format", kFormat);
+  manifest.set("version", kVersion);
+  manifest.set("model", contents.model);
+  manifest.set("fingerprint", contents.fingerprint);
+  manifest.set("step", contents.step);
+  Json params, optimizer;
+  bool ok = describeTensors(contents.params, "params", shards, params, error) &&
+            describeTensors(contents.optimizerState, "optimizer", shards, optimizer, error);
+  if (ok) {
+    manifest.set("params", std::move(params));
+    manifest.set("optimizer", std::move(optimizer));
+    manifest.set("extra", contents.extra);
+    // Last, over everything before it: an edited or damaged manifest is refused like a tensor.
+    manifest.set("checksum", manifestChecksum(manifest));
+    // Written last, after every shard: a manifest names only durable files.
+    ok = fsyncDirectory(tempDir, error) &&
+         writeFileAtomically(tempDir + "/" + kManifestFile, manifest.pretty() + "\n", error) &&
+         fsyncDirectory(tempDir, error) && replaceDirectoryAtomically(tempDir, finalDir, error);
+  }
+  if (!ok) {
+    std::error_code ec;
+    fs::remove_all(tempDir, ec);
+    error = "cannot save checkpoint " + finalDir + ": " + error;
+    return false;
+  }
+  // The checkpoint is complete on disk; only now may `latest` name it.
+  if (!writeFileAtomically(dir + "/" + kLatestFile, name + "\n", error)) {
+    error = "checkpoint " + finalDir + " was saved but " + dir + "/latest not updated: " + error;
+    return false;
+  }
+  return true;
+}
+
+bool saveCheckpoint(const std::string &dir, const CheckpointContents &contents,
+                    const std::vector<CheckpointShard> &shards, std::string &error) {
+  const std::string token = tempSuffix().substr(5); // The pid, without ".tmp-".
+  if (!beginCheckpoint(dir, contents.step, token, error))
+    return false;
+  const std::string tempDir = checkpointTempDir(dir, contents.step, token);
+  std::vector<Json> described(shards.size());
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (!writeShard(tempDir, shards[i], described[i], error)) {
+      std::error_code ec;
+      fs::remove_all(tempDir, ec);
+      error = "cannot save checkpoint " + trimSlashes(dir) + "/" + checkpointName(contents.step) +
+              ": " + error;
+      return false;
+    }
+  return commitCheckpoint(dir, tempDir, contents, described, error);
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class Loader {
+public:
+  std::unique_ptr<LoadedCheckpoint> load(const std::string &pathOrDir, std::string &error) {
+    auto checkpoint = loadImpl(trimSlashes(pathOrDir));
+    if (!checkpoint)
+      error = error_;
+    return checkpoint;
+  }
+
+private:
+  std::nullptr_t fail(const std::string &why) {
+    error_ = why;
+    return nullptr;
+  }
+
+  bool reject(const std::string &why) {
+    error_ = why;
+    return false;
+  }
+
+  /// Rejects the manifest for `why`.
+  bool refuse(const std::string &why) {
+    error_ = manifestPath_ + ": " + why;
+    return false;
+  }
+
+  /// Finds the checkpoint directory: `path` itself, or what its `latest` file names.
+  bool resolve(const std::string &path, std::string &checkpointDir) {
+    std::error_code ec;
+    fs::file_status status = fs::status(path, ec);
+    if (!fs::exists(status))
+      return reject("checkpoint " + path + " does not exist");
+    if (!fs::is_directory(status))
+      return reject("checkpoint " + path +
+                    " is not a directory (give a checkpoint directory or a run directory)");
+    if (fs::exists(path + "/" + kManifestFile, ec)) {
+      checkpointDir = path;
+      return true;
+    }
+    std::string latestPath = path + "/" + kLatestFile;
+    if (!fs::exists(latestPath, ec))
+      return reject(path + " is neither a checkpoint (no " + kManifestFile +
+                    ") nor a run directory (no 'latest' file)");
+    std::string latest;
+    if (!readWholeFile(latestPath, latest, error_))
+      return false;
+    while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r' ||
+                               latest.back() == ' ' || latest.back() == '\t'))
+      latest.pop_back();
+    if (latest.empty() || latest.find('/') != std::string::npos || latest == "." || latest == "..")
+      return reject(latestPath + " does not hold a checkpoint directory name");
+    checkpointDir = path + "/" + latest;
+    if (!fs::is_directory(checkpointDir, ec))
+      return reject(latestPath + " names " + latest + ", which does not exist");
+    return true;
+  }
+
+  /// Reads a list of dims: non-negative integers.
+  bool readDims(const Json *json, const std::string &where, const char *what,
+                std::vector<int64_t> &dims) {
+    if (!json || !json->isArray())
+      return refuse(where + " lacks its array '" + what + "'");
+    for (const Json &dim : json->items()) {
+      if (!dim.isInteger() || dim.asInt() < 0)
+        return refuse(where + " has a '" + what + "' that is not a list of non-negative integers");
+      dims.push_back(dim.asInt());
+    }
+    return true;
+  }
+
+  bool readTensorList(const Json &manifest, const char *field,
+                      std::map<std::string, StoredTensor> &tensors,
+                      std::vector<std::string> &names) {
+    const Json *list = manifest.find(field);
+    if (!list)
+      return refuse(std::string("lacks '") + field + "'");
+    if (!list->isObject())
+      return refuse(std::string("'") + field + "' is not an object of tensors");
+    for (const auto &[name, entry] : list->members()) {
+      std::string where = std::string("'") + field + "' tensor '" + name + "'";
+      const Json *dtypeJson = entry.find("dtype");
+      if (!entry.isObject() || !dtypeJson || !dtypeJson->isString())
+        return refuse(where + " needs a string 'dtype'");
+      std::optional<DType> dtype = parseDType(dtypeJson->asString());
+      if (!dtype)
+        return refuse(where + " has unknown dtype '" + dtypeJson->asString() + "'");
+      StoredTensor tensor;
+      tensor.dtype = *dtype;
+      if (!readDims(entry.find("shape"), where, "shape", tensor.shape))
+        return false;
+      const Json *shards = entry.find("shards");
+      if (!shards || !shards->isArray())
+        return refuse(where + " lacks its array 'shards'");
+      int64_t covered = 0;
+      for (const Json &shard : shards->items()) {
+        StoredShard s;
+        const Json *file = shard.find("file");
+        const Json *checksum = shard.find("fnv1a64");
+        if (!shard.isObject() || !file || !file->isString() || !checksum ||
+            !checksum->isString())
+          return refuse(where + " has a shard without a string 'file' and 'fnv1a64'");
+        s.file = file->asString();
+        s.checksum = checksum->asString();
+        if (s.file.empty() || s.file.find('/') != std::string::npos || s.file[0] == '.')
+          return refuse(where + " has a shard in '" + s.file +
+                        "', which is not a file of the checkpoint directory");
+        if (!readDims(shard.find("offset"), where, "offset", s.offset) ||
+            !readDims(shard.find("shape"), where, "shape", s.shape))
+          return false;
+        if (s.offset.size() != tensor.shape.size() || s.shape.size() != tensor.shape.size())
+          return refuse(where + " has a shard of another rank than the tensor's");
+        for (size_t d = 0; d < s.shape.size(); ++d)
+          if (s.offset[d] + s.shape[d] > tensor.shape[d])
+            return refuse(where + " has a shard that lies outside the tensor");
+        for (const StoredShard &other : tensor.shards)
+          if (blocksOverlap(s.offset, s.shape, other.offset, other.shape))
+            return refuse(where + " has shards that overlap");
+        covered += shapeElements(s.shape);
+        tensor.shards.push_back(std::move(s));
+      }
+      if (covered != shapeElements(tensor.shape))
+        return refuse(where + "'s shards hold " + std::to_string(covered) + " of its " +
+                      std::to_string(shapeElements(tensor.shape)) + " elements");
+      tensors[name] = std::move(tensor);
+      names.push_back(name);
+    }
+    return true;
+  }
+
+  std::unique_ptr<LoadedCheckpoint> loadImpl(const std::string &path) {
+    auto checkpoint = std::make_unique<LoadedCheckpoint>();
+    if (!resolve(path, checkpoint->path))
+      return nullptr;
+    manifestPath_ = checkpoint->path + "/" + kManifestFile;
+    std::optional<Json> manifest = readJsonFile(manifestPath_, error_);
+    if (!manifest)
+      return nullptr;
+    if (!manifest->isObject())
+      return fail(manifestPath_ + ": " + "is not a JSON object");
+    const Json *format = manifest->find("format");
+    if (!format || !format->isString() || format->asString() != kFormat)
+      return fail(manifestPath_ + ": " +
+                  std::string("is not a Tessel checkpoint manifest (its 'format' is not '") +
+                  kFormat + "')");
+    const Json *version = manifest->find("version");
+    if (!version || !version->isInteger())
+      return fail(manifestPath_ + ": " + "lacks an integer 'version'");
+    if (version->asInt() != kVersion)
+      return refuse("has version " + std::to_string(version->asInt()) +
+                    "; this build reads version " + std::to_string(kVersion)),
+             nullptr;
+    const Json *checksum = manifest->find("checksum");
+    if (!checksum || !checksum->isString())
+      return fail(manifestPath_ + ": lacks its string 'checksum'");
+    if (checksum->asString() != manifestChecksum(*manifest))
+      return fail(manifestPath_ + ": does not match its checksum (it was edited or is corrupt)");
+    for (const char *field : {"model", "fingerprint"}) {
+      const Json *value = manifest->find(field);
+      if (!value || !value->isString())
+        return fail(manifestPath_ + ": " + std::string("lacks a string '") + field + "'");
+    }
+    checkpoint->model = manifest->find("model")->asString();
+    checkpoint->fingerprint = manifest->find("fingerprint")->asString();
+    const Json *step = manifest->find("step");
+    if (!step || !step->isInteger() || step->asInt() < 0)
+      return fail(manifestPath_ + ": " + "lacks a non-negative integer 'step'");
+    checkpoint->step = step->asInt();
+    if (int64_t named = stepOfName(checkpoint->path); named >= 0 && named != checkpoint->step)
+      return fail(manifestPath_ + ": says step " + std::to_string(checkpoint->step) +
+                  " but its directory is that of step " + std::to_string(named));
+    const Json *extra = manifest->find("extra");
+    if (!extra)
+      return fail(manifestPath_ + ": " + "lacks 'extra'");
+    checkpoint->extra = *extra;
+
+    if (!readTensorList(*manifest, "params", checkpoint->params, checkpoint->paramNames) ||
+        !readTensorList(*manifest, "optimizer", checkpoint->optimizer,
+                        checkpoint->optimizerNames))
+      return nullptr;
+    return checkpoint;
+  }
+
+  std::string manifestPath_;
+  std::string error_;
+};
+
+} // namespace
+
+const StoredTensor *LoadedCheckpoint::find(const std::string &name) const {
+  auto it = params.find(name);
+  if (it != params.end())
+    return &it->second;
+  it = optimizer.find(name);
+  return it == optimizer.end() ? nullptr : &it->second;
+}
+
+const SafetensorsFile *LoadedCheckpoint::open(const std::string &file, std::string &error) const {
+  auto it = files_.find(file);
+  if (it != files_.end())
+    return it->second.get();
+  const std::string filePath = path + "/" + file;
+  auto contents = readSafetensors(filePath, error);
+  if (!contents)
+    return nullptr;
+  // Every tensor the file holds must be a shard the manifest lists there, matching its entry.
+  std::set<std::string> listed;
+  for (const auto *tensors : {&params, &optimizer})
+    for (const auto &[name, tensor] : *tensors)
+      for (const StoredShard &shard : tensor.shards) {
+        if (shard.file != file)
+          continue;
+        listed.insert(name);
+        const SafetensorsTensor *found = contents->find(name);
+        if (!found) {
+          error = filePath + " lacks tensor '" + name + "' that " + kManifestFile + " lists";
+          return nullptr;
+        }
+        if (found->dtype != tensor.dtype || found->shape != shard.shape) {
+          error = "the shard of '" + name + "' is " + dtypeName(tensor.dtype) + " " +
+                  formatShape(shard.shape) + " in " + kManifestFile + " but " +
+                  dtypeName(found->dtype) + " " + formatShape(found->shape) + " in " + filePath;
+          return nullptr;
+        }
+        if (hex64(fnv1a64(found->bytes.data(), found->bytes.size())) != shard.checksum) {
+          error = filePath + ": tensor '" + name + "' does not match its checksum in " +
+                  kManifestFile + " (the file is corrupt)";
+          return nullptr;
+        }
+      }
+  for (const auto &entry : contents->tensors)
+    if (!listed.count(entry.first)) {
+      error = filePath + " has tensor '" + entry.first + "' that " + kManifestFile +
+              " does not list";
+      return nullptr;
+    }
+  return (files_[file] = std::move(contents)).get();
+}
+
+/// Copies the part of box `from` (at `fromOffset` in the whole tensor) that box `to` (at
+/// `toOffset`) overlaps; returns the elements copied.
+static int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromOffset,
+                           const std::vector<int64_t> &fromShape, uint8_t *to,
+                           const std::vector<int64_t> &toOffset,
+                           const std::vector<int64_t> &toShape, int64_t elementBytes) {
+  const size_t rank = toShape.size();
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(fromOffset[d], toOffset[d]);
+    hi[d] = std::min(fromOffset[d] + fromShape[d], toOffset[d] + toShape[d]);
+    if (lo[d] >= hi[d])
+      return 0;
+  }
+  if (rank == 0) {
+    std::memcpy(to, from, static_cast<size_t>(elementBytes));
+    return 1;
+  }
+  // Row by row along the last dim: `at` walks the overlap's indices of the other dims.
+  const int64_t run = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> at(lo.begin(), lo.end());
+  int64_t copied = 0;
+  for (;;) {
+    int64_t fromIndex = 0, toIndex = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      fromIndex = fromIndex * fromShape[d] + (at[d] - fromOffset[d]);
+      toIndex = toIndex * toShape[d] + (at[d] - toOffset[d]);
+    }
+    std::memcpy(to + toIndex * elementBytes, from + fromIndex * elementBytes,
+                static_cast<size_t>(run * elementBytes));
+    copied += run;
+    size_t d = rank - 1;
+    while (d > 0 && ++at[d - 1] == hi[d - 1]) {
+      at[d - 1] = lo[d - 1];
+      --d;
+    }
+    if (d == 0)
+      return copied;
+  }
+}
+
+bool LoadedCheckpoint::readBlock(const std::string &name, const std::vector<int64_t> &offset,
+                                 const std::vector<int64_t> &shape, void *out,
+                                 std::string &error) const {
+  const StoredTensor *tensor = find(name);
+  if (!tensor) {
+    error = "checkpoint " + path + " lacks '" + name + "'";
+    return false;
+  }
+  if (offset.size() != tensor->shape.size() || shape.size() != tensor->shape.size()) {
+    error = "checkpoint " + path + ": '" + name + "' is " + formatShape(tensor->shape);
+    return false;
+  }
+  int64_t copied = 0;
+  for (const StoredShard &shard : tensor->shards) {
+    bool overlaps = true;
+    for (size_t d = 0; d < shape.size(); ++d)
+      overlaps = overlaps && shard.offset[d] < offset[d] + shape[d] &&
+                 offset[d] < shard.offset[d] + shard.shape[d];
+    if (!overlaps)
+      continue;
+    const SafetensorsFile *file = open(shard.file, error);
+    if (!file)
+      return false;
+    copied += copyOverlap(file->find(name)->bytes.data(), shard.offset, shard.shape,
+                          static_cast<uint8_t *>(out), offset, shape, dtypeSize(tensor->dtype));
+  }
+  if (copied != shapeElements(shape)) {
+    error = "checkpoint " + path + ": the shards of '" + name + "' do not cover the block at " +
+            formatShape(offset) + " of shape " + formatShape(shape);
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<LoadedCheckpoint> loadCheckpoint(const std::string &pathOrDir, std::string &error) {
+  return Loader().load(pathOrDir, error);
+}
+
+bool checkCompatible(const LoadedCheckpoint &checkpoint,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>> &modelParams,
+                     const std::string &modelName, std::string &error) {
+  if (checkpoint.model != modelName) {
+    error = "checkpoint " + checkpoint.path + " is for model '" + checkpoint.model + "', not '" +
+            modelName + "'";
+    return false;
+  }
+  std::vector<std::string> problems;
+  std::set<std::string> inModel;
+  for (const auto &[name, shape] : modelParams) {
+    inModel.insert(name);
+    auto it = checkpoint.params.find(name);
+    const StoredTensor *tensor = it == checkpoint.params.end() ? nullptr : &it->second;
+    if (!tensor)
+      problems.push_back("the model has parameter '" + name + "' that the checkpoint lacks");
+    else if (tensor->shape != shape)
+      problems.push_back("parameter '" + name + "' has shape " + formatShape(tensor->shape) +
+                         " in the checkpoint but " + formatShape(shape) + " in the model");
+  }
+  for (const std::string &name : checkpoint.paramNames)
+    if (!inModel.count(name))
+      problems.push_back("the checkpoint has parameter '" + name + "' that the model lacks");
+  if (problems.empty())
+    return true;
+  // A wholly different model lists every parameter; the first few say enough.
+  constexpr size_t kShown = 10;
+  error.clear();
+  for (size_t i = 0; i < problems.size() && i < kShown; ++i)
+    error += (i ? "\n" : "") + problems[i];
+  if (problems.size() > kShown)
+    error += "\n... and " + std::to_string(problems.size() - kShown) + " more mismatches";
+  return false;
+}
+
+} // namespace tessel::rt

@@ -1,0 +1,196 @@
+//===- Communicator.cpp - The synchronous forms of the operations ---------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace tessel::rt {
+
+const char *commKindName(CommOp::Kind kind) {
+  switch (kind) {
+  case CommOp::Kind::AllReduce:
+    return "all_reduce";
+  case CommOp::Kind::AllGather:
+    return "all_gather";
+  case CommOp::Kind::ReduceScatter:
+    return "reduce_scatter";
+  case CommOp::Kind::AllToAll:
+    return "all_to_all";
+  case CommOp::Kind::Broadcast:
+    return "broadcast";
+  case CommOp::Kind::Send:
+    return "send";
+  case CommOp::Kind::Recv:
+    return "recv";
+  }
+  return "?";
+}
+
+void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n) {
+  if (reduce == ReduceOp::Sum)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] += x[i];
+  else
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = y[i] != y[i] || x[i] > y[i] ? x[i] : y[i];
+}
+
+bool Communicator::allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y,
+                             int64_t n, std::string &error) {
+  CommOp op;
+  op.kind = CommOp::Kind::AllReduce;
+  op.group = &group;
+  op.reduce = reduce;
+  op.n = n;
+  op.x = x;
+  op.y = y;
+  return run(op, error);
+}
+
+namespace {
+
+CommOp blocks(CommOp::Kind kind, const CommGroup &group, const void *x, void *y, int64_t outer,
+              int64_t chunk) {
+  CommOp op;
+  op.kind = kind;
+  op.group = &group;
+  op.outer = outer;
+  op.chunk = chunk;
+  op.x = x;
+  op.y = y;
+  return op;
+}
+
+} // namespace
+
+bool Communicator::allGather(const CommGroup &group, const void *x, void *y, int64_t outer,
+                             int64_t chunk, std::string &error) {
+  return run(blocks(CommOp::Kind::AllGather, group, x, y, outer, chunk), error);
+}
+
+bool Communicator::reduceScatter(const CommGroup &group, const float *x, float *y, int64_t outer,
+                                 int64_t chunk, std::string &error) {
+  return run(blocks(CommOp::Kind::ReduceScatter, group, x, y, outer, chunk), error);
+}
+
+bool Communicator::allToAll(const CommGroup &group, const void *x, void *y, int64_t outer,
+                            int64_t chunk, std::string &error) {
+  return run(blocks(CommOp::Kind::AllToAll, group, x, y, outer, chunk), error);
+}
+
+bool Communicator::broadcast(const CommGroup &group, uint32_t root, const void *x, void *y,
+                             int64_t n, std::string &error) {
+  CommOp op;
+  op.kind = CommOp::Kind::Broadcast;
+  op.group = &group;
+  op.root = root;
+  op.n = n;
+  op.x = x;
+  op.y = y;
+  return run(op, error);
+}
+
+bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error) {
+  CommOp op;
+  op.kind = CommOp::Kind::Send;
+  op.peer = peer;
+  op.tag = tag;
+  op.n = n;
+  op.x = x;
+  return run(op, error);
+}
+
+bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error) {
+  CommOp op;
+  op.kind = CommOp::Kind::Recv;
+  op.peer = peer;
+  op.tag = tag;
+  op.n = n;
+  op.y = y;
+  return run(op, error);
+}
+
+//===----------------------------------------------------------------------===//
+// The worker that runs one rank's operations in order
+//===----------------------------------------------------------------------===//
+
+struct QueuedCommunicator::Worker {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<CommOp> queue;
+  Ticket issued = 0, completed = 0;
+  Ticket firstFailed = 0; ///< 0 while none failed; from it on, every operation fails.
+  std::string failure;
+  bool stopping = false;
+  std::thread thread;
+};
+
+QueuedCommunicator::QueuedCommunicator() : worker_(std::make_unique<Worker>()) {}
+
+QueuedCommunicator::~QueuedCommunicator() = default;
+
+void QueuedCommunicator::startWorker() {
+  worker_->thread = std::thread([this] {
+    Worker &w = *worker_;
+    std::unique_lock<std::mutex> lock(w.mu);
+    for (;;) {
+      w.cv.wait(lock, [&] { return w.stopping || !w.queue.empty(); });
+      if (w.queue.empty())
+        return;
+      CommOp op = w.queue.front();
+      lock.unlock();
+      std::string error;
+      bool ok = execute(op, error);
+      lock.lock();
+      w.queue.pop_front();
+      ++w.completed;
+      if (!ok && w.firstFailed == 0) {
+        w.firstFailed = w.completed;
+        w.failure = error;
+      }
+      w.cv.notify_all();
+    }
+  });
+}
+
+void QueuedCommunicator::stopWorker() {
+  if (!worker_->thread.joinable())
+    return;
+  bool pending;
+  {
+    std::lock_guard<std::mutex> lock(worker_->mu);
+    pending = !worker_->queue.empty();
+    worker_->stopping = true;
+    worker_->cv.notify_all();
+  }
+  if (pending)
+    abort("rank " + std::to_string(rank()) + " closed its communicator with operations pending");
+  worker_->thread.join();
+}
+
+Communicator::Ticket QueuedCommunicator::start(const CommOp &op) {
+  std::lock_guard<std::mutex> lock(worker_->mu);
+  worker_->queue.push_back(op);
+  worker_->cv.notify_all();
+  return ++worker_->issued;
+}
+
+bool QueuedCommunicator::wait(Ticket ticket, std::string &error) {
+  std::unique_lock<std::mutex> lock(worker_->mu);
+  if (ticket == 0 || ticket > worker_->issued) {
+    error = "rank " + std::to_string(rank()) + " waits for operation " + std::to_string(ticket) +
+            ", which it never started";
+    return false;
+  }
+  worker_->cv.wait(lock, [&] { return worker_->completed >= ticket; });
+  if (worker_->firstFailed != 0 && ticket >= worker_->firstFailed) {
+    error = worker_->failure;
+    return false;
+  }
+  return true;
+}
+
+} // namespace tessel::rt

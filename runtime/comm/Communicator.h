@@ -1,0 +1,161 @@
+//===- Communicator.h - Collectives between the ranks of a run --*- C++ -*-===//
+//
+// What the collective kernels of a plan call: all-reduce (sum, max), all-gather,
+// reduce-scatter, all-to-all, broadcast and point-to-point transfers, over the groups the plan
+// declares. Each rank hands its operations to one communication worker, which runs them in the
+// order they were issued; so the k-th collective a rank issues on a group meets the k-th of
+// every other member, and the rank's compute thread can go on while one is in flight (start,
+// then wait).
+//
+// Results are deterministic: a sum adds the members' values in group-index order (the member
+// at index 0 first), so every member gets the same bits and timing never changes them.
+//
+// A rank that fails aborts the communicator: every operation of every rank that is pending or
+// issued later fails with that reason, so no rank waits forever for a peer that stopped.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_COMM_COMMUNICATOR_H
+#define TESSEL_RUNTIME_COMM_COMMUNICATOR_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+/// A group as one of its members sees it.
+struct CommGroup {
+  std::vector<uint32_t> ranks; ///< World ranks, in group-index order.
+  uint32_t index = 0;          ///< This rank's position in `ranks`.
+  uint32_t size() const { return static_cast<uint32_t>(ranks.size()); }
+};
+
+enum class ReduceOp { Sum, Max };
+
+/// One operation as a rank issues it. Sizes count 4-byte elements: reductions compute in f32;
+/// the other operations move the bits, so i32 data travels through them too. `x` is read and
+/// `y` written until the operation is done.
+struct CommOp {
+  enum class Kind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Send, Recv };
+  Kind kind = Kind::AllReduce;
+  const CommGroup *group = nullptr; ///< Collectives; must outlive the operation.
+  ReduceOp reduce = ReduceOp::Sum;  ///< AllReduce.
+  /// AllReduce, Broadcast, Send, Recv: elements of x and y.
+  int64_t n = 0;
+  /// AllGather: x [outer, chunk] -> y [outer, ways, chunk], y[o, r] = x of member r [o].
+  /// ReduceScatter: x [outer, ways, chunk] -> y [outer, chunk], y[o] = sum over r of
+  ///   x of member r [o, me].
+  /// AllToAll: x [outer, ways, chunk] -> y [outer, ways, chunk], y[o, r] = x of r [o, me].
+  /// `ways` is the group's size; y must not overlap x.
+  int64_t outer = 0, chunk = 0;
+  uint32_t root = 0; ///< Broadcast: the group index whose x every member's y receives.
+  uint32_t peer = 0; ///< Send, Recv: the other world rank.
+  int64_t tag = 0;   ///< Send, Recv: the k-th send from a to b with tag t meets b's k-th
+                     ///< receive from a with tag t.
+  const void *x = nullptr;
+  void *y = nullptr;
+};
+
+/// The name of an operation kind, for messages.
+const char *commKindName(CommOp::Kind kind);
+
+/// y[i] = y[i] (op) x[i] for i < n: how every communicator reduces, so that all give the same
+/// bits. Max keeps a NaN, so a non-finite value is never reduced away.
+void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n);
+
+/// One rank's end of the communicator.
+class Communicator {
+public:
+  using Ticket = uint64_t;
+
+  virtual ~Communicator() = default;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t worldSize() const = 0;
+
+  /// Issues `op` to this rank's communication worker and returns at once; operations run in
+  /// the order they were started. Until it is done the caller must not write `x` or touch `y`.
+  virtual Ticket start(const CommOp &op) = 0;
+  /// Blocks until the operation of `ticket` is done; false with the reason if it failed (the
+  /// communicator was aborted, or the members of a group disagree about the operation).
+  virtual bool wait(Ticket ticket, std::string &error) = 0;
+
+  /// Fails every pending and later operation of every rank; the first reason given is the one
+  /// every failure reports.
+  virtual void abort(const std::string &reason) = 0;
+  /// Whether the communicator was aborted; if so, `reason` receives the reason.
+  virtual bool aborted(std::string *reason = nullptr) const = 0;
+
+  /// Marks whether this rank is running a program. A collective or receive that waits for a
+  /// rank that is not running can never complete: it aborts the communicator instead of
+  /// hanging. Ranks start out running.
+  virtual void setRunning(bool running) = 0;
+
+  /// start + wait.
+  bool run(const CommOp &op, std::string &error) { return wait(start(op), error); }
+  bool allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y, int64_t n,
+                 std::string &error);
+  bool allGather(const CommGroup &group, const void *x, void *y, int64_t outer, int64_t chunk,
+                 std::string &error);
+  bool reduceScatter(const CommGroup &group, const float *x, float *y, int64_t outer, int64_t chunk,
+                     std::string &error);
+  bool allToAll(const CommGroup &group, const void *x, void *y, int64_t outer, int64_t chunk,
+                std::string &error);
+  bool broadcast(const CommGroup &group, uint32_t root, const void *x, void *y, int64_t n,
+                 std::string &error);
+  bool send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error);
+  bool recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error);
+};
+
+/// A communicator whose operations run on one worker thread per rank, in the order they were
+/// started; an implementation says how one operation runs (`execute`). Once an operation
+/// fails, it and every later one report that failure.
+class QueuedCommunicator : public Communicator {
+public:
+  ~QueuedCommunicator() override;
+  Ticket start(const CommOp &op) final;
+  bool wait(Ticket ticket, std::string &error) final;
+
+protected:
+  QueuedCommunicator();
+  /// Starts the worker; the last thing a derived constructor does.
+  void startWorker();
+  /// Lets the worker finish what is queued and stops it; the first thing a derived destructor
+  /// does. Operations still queued may wait for peers that never come, so they abort the
+  /// communicator first.
+  void stopWorker();
+  /// Runs one operation on the worker thread; false with the reason if it failed.
+  virtual bool execute(const CommOp &op, std::string &error) = 0;
+
+private:
+  struct Worker;
+  std::unique_ptr<Worker> worker_;
+};
+
+/// The ranks of a run as threads of one process: operations copy between the members'
+/// buffers directly. Sends are buffered, so a send never waits for its receive.
+class LocalCommunicator : public QueuedCommunicator {
+public:
+  /// One communicator per rank of a world of `size` ranks; each owns its worker thread.
+  static std::vector<std::unique_ptr<LocalCommunicator>> createWorld(uint32_t size);
+  ~LocalCommunicator() override;
+
+  uint32_t rank() const override { return rank_; }
+  uint32_t worldSize() const override;
+  void abort(const std::string &reason) override;
+  bool aborted(std::string *reason = nullptr) const override;
+  void setRunning(bool running) override;
+
+  struct World;
+
+private:
+  LocalCommunicator(std::shared_ptr<World> world, uint32_t rank);
+  bool execute(const CommOp &op, std::string &error) override;
+
+  std::shared_ptr<World> world_;
+  uint32_t rank_;
+};
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_COMM_COMMUNICATOR_H

@@ -1,0 +1,351 @@
+//===- LocalCommunicator.cpp - Ranks as threads of one process ------------===//
+//
+// Every member of a collective posts its buffers into a shared round, waits until all have
+// arrived, computes its part reading the others' buffers in place, and waits until all have
+// finished reading before it returns (after which its buffers may change again). One mutex and
+// one condition variable guard the whole world: waits are short and ranks few, and an abort
+// then wakes every waiter at once. Waits have no timeouts: a rank that cannot be joined is
+// detected (it stopped running, or the world was aborted), never waited out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+namespace tessel::rt {
+
+namespace {
+
+std::string describeRanks(const std::vector<uint32_t> &ranks) {
+  std::string s = "{";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "}";
+}
+
+std::string describe(const CommOp &op) {
+  std::string s = commKindName(op.kind);
+  switch (op.kind) {
+  case CommOp::Kind::AllReduce:
+    return s + "(" + (op.reduce == ReduceOp::Sum ? "sum" : "max") + ", n " + std::to_string(op.n) +
+           ")";
+  case CommOp::Kind::Broadcast:
+    return s + "(root " + std::to_string(op.root) + ", n " + std::to_string(op.n) + ")";
+  case CommOp::Kind::AllGather:
+  case CommOp::Kind::ReduceScatter:
+  case CommOp::Kind::AllToAll:
+    return s + "(outer " + std::to_string(op.outer) + ", chunk " + std::to_string(op.chunk) + ")";
+  case CommOp::Kind::Send:
+  case CommOp::Kind::Recv:
+    return s + "(peer " + std::to_string(op.peer) + ", tag " + std::to_string(op.tag) + ", n " +
+           std::to_string(op.n) + ")";
+  }
+  return s;
+}
+
+/// Whether two members' operations are the same collective.
+bool sameCollective(const CommOp &a, const CommOp &b) {
+  return a.kind == b.kind && a.reduce == b.reduce && a.n == b.n && a.outer == b.outer &&
+         a.chunk == b.chunk && a.root == b.root;
+}
+
+const float *asFloats(const void *p) { return static_cast<const float *>(p); }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The shared state of one world
+//===----------------------------------------------------------------------===//
+
+struct LocalCommunicator::World {
+  explicit World(uint32_t size) : size(size), running(size, true) {}
+
+  /// One collective on one group instance: the k-th that its members issue there.
+  struct Round {
+    CommOp first; ///< The first arrival's operation; every other must match it.
+    std::vector<const void *> x;
+    std::vector<void *> y;
+    std::vector<bool> joined;
+    uint32_t arrived = 0, finished = 0, left = 0;
+    std::vector<float> sum; ///< AllReduce: the result, each member computing a slice.
+  };
+  struct GroupState {
+    std::vector<uint64_t> issued; ///< Per member: the collectives it has entered.
+    std::map<uint64_t, Round> rounds;
+  };
+  using ChannelKey = std::tuple<uint32_t, uint32_t, int64_t>; // from, to, tag
+
+  const uint32_t size;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool aborted = false;
+  std::string reason;
+  std::vector<bool> running;
+  std::map<std::vector<uint32_t>, GroupState> groups;
+  std::map<ChannelKey, std::deque<std::vector<char>>> channels;
+
+  void abortLocked(const std::string &why) {
+    if (!aborted) {
+      aborted = true;
+      reason = why;
+    }
+    cv.notify_all();
+  }
+
+  bool failAborted(std::string &error) {
+    error = "the communicator was aborted: " + reason;
+    return false;
+  }
+
+  /// Runs `op` for `rank`; a failure aborts the world, so every later operation fails too.
+  bool execute(uint32_t rank, const CommOp &op, std::string &error) {
+    bool ok = false;
+    switch (op.kind) {
+    case CommOp::Kind::Send:
+      ok = send(rank, op, error);
+      break;
+    case CommOp::Kind::Recv:
+      ok = recv(rank, op, error);
+      break;
+    default:
+      ok = collective(rank, op, error);
+    }
+    if (!ok) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!aborted)
+        abortLocked("rank " + std::to_string(rank) + ": " + error);
+    }
+    return ok;
+  }
+
+  bool checkGroup(uint32_t rank, const CommOp &op, std::string &error) const {
+    const CommGroup *g = op.group;
+    if (!g || g->ranks.empty() || g->index >= g->size() || g->ranks[g->index] != rank) {
+      error = std::string(commKindName(op.kind)) + " on a group that does not hold rank " +
+              std::to_string(rank) + " at its index";
+      return false;
+    }
+    for (uint32_t r : g->ranks)
+      if (r >= size || std::count(g->ranks.begin(), g->ranks.end(), r) != 1) {
+        error = std::string(commKindName(op.kind)) + " on group " + describeRanks(g->ranks) +
+                ", which is not a set of ranks of this world of " + std::to_string(size);
+        return false;
+      }
+    if ((op.kind == CommOp::Kind::Broadcast && op.root >= g->size()) || op.n < 0 || op.outer < 0 ||
+        op.chunk < 0) {
+      error = describe(op) + " has sizes that do not fit group " + describeRanks(g->ranks);
+      return false;
+    }
+    return true;
+  }
+
+  /// The first member of `round` that has not arrived and no longer runs, or -1.
+  int stoppedMember(const Round &round, const CommGroup &g) const {
+    for (uint32_t i = 0; i < g.size(); ++i)
+      if (!round.joined[i] && !running[g.ranks[i]])
+        return static_cast<int>(g.ranks[i]);
+    return -1;
+  }
+
+  bool collective(uint32_t rank, const CommOp &op, std::string &error) {
+    if (!checkGroup(rank, op, error))
+      return false;
+    const CommGroup &g = *op.group;
+    const uint32_t me = g.index, ways = g.size();
+    std::unique_lock<std::mutex> lock(mu);
+    if (aborted)
+      return failAborted(error);
+    GroupState &state = groups[g.ranks];
+    state.issued.resize(ways, 0);
+    const uint64_t seq = state.issued[me]++;
+    auto [it, fresh] = state.rounds.try_emplace(seq);
+    Round &round = it->second;
+    if (fresh) {
+      round.first = op;
+      round.x.assign(ways, nullptr);
+      round.y.assign(ways, nullptr);
+      round.joined.assign(ways, false);
+    } else if (!sameCollective(round.first, op)) {
+      error = "the ranks of group " + describeRanks(g.ranks) + " disagree about collective #" +
+              std::to_string(seq) + ": one issued " + describe(round.first) + ", rank " +
+              std::to_string(rank) + " " + describe(op);
+      return false;
+    }
+    round.x[me] = op.x;
+    round.y[me] = op.y;
+    round.joined[me] = true;
+    if (++round.arrived == ways) {
+      if (op.kind == CommOp::Kind::AllReduce)
+        round.sum.resize(static_cast<size_t>(op.n));
+      cv.notify_all();
+    }
+    cv.wait(lock, [&] { return round.arrived == ways || aborted || stoppedMember(round, g) >= 0; });
+    if (aborted)
+      return failAborted(error);
+    if (round.arrived != ways) {
+      error = "rank " + std::to_string(stoppedMember(round, g)) + " stopped without joining " +
+              describe(op) + " #" + std::to_string(seq) + " on group " + describeRanks(g.ranks);
+      return false;
+    }
+    lock.unlock();
+
+    compute(round, op, me, ways);
+
+    lock.lock();
+    if (++round.finished == ways)
+      cv.notify_all();
+    cv.wait(lock, [&] { return round.finished == ways || aborted; });
+    if (aborted)
+      return failAborted(error);
+    lock.unlock();
+    // Every member has finished reading the others' x: y may be x now.
+    if (op.kind == CommOp::Kind::AllReduce && op.n > 0)
+      std::memcpy(op.y, round.sum.data(), static_cast<size_t>(op.n) * sizeof(float));
+    lock.lock();
+    if (++round.left == ways)
+      state.rounds.erase(it);
+    return true;
+  }
+
+  /// This member's share of the work, reading every member's x in place.
+  static void compute(Round &round, const CommOp &op, uint32_t me, uint32_t ways) {
+    const size_t chunkBytes = static_cast<size_t>(op.chunk) * sizeof(float);
+    switch (op.kind) {
+    case CommOp::Kind::AllReduce: {
+      // Member `me` sums a slice of the elements for everyone, in group-index order.
+      const int64_t lo = op.n * me / ways, hi = op.n * (me + 1) / ways;
+      float *out = round.sum.data();
+      std::memcpy(out + lo, asFloats(round.x[0]) + lo, static_cast<size_t>(hi - lo) * 4);
+      for (uint32_t r = 1; r < ways; ++r)
+        reduceInto(op.reduce, out + lo, asFloats(round.x[r]) + lo, hi - lo);
+      break;
+    }
+    case CommOp::Kind::AllGather:
+      for (int64_t o = 0; o < op.outer; ++o)
+        for (uint32_t r = 0; r < ways; ++r)
+          std::memcpy(static_cast<char *>(op.y) + (o * ways + r) * chunkBytes,
+                      static_cast<const char *>(round.x[r]) + o * chunkBytes, chunkBytes);
+      break;
+    case CommOp::Kind::ReduceScatter:
+      for (int64_t o = 0; o < op.outer; ++o) {
+        float *out = static_cast<float *>(op.y) + o * op.chunk;
+        const int64_t at = (o * ways + me) * op.chunk;
+        std::memcpy(out, asFloats(round.x[0]) + at, chunkBytes);
+        for (uint32_t r = 1; r < ways; ++r)
+          reduceInto(ReduceOp::Sum, out, asFloats(round.x[r]) + at, op.chunk);
+      }
+      break;
+    case CommOp::Kind::AllToAll:
+      for (int64_t o = 0; o < op.outer; ++o)
+        for (uint32_t r = 0; r < ways; ++r)
+          std::memcpy(static_cast<char *>(op.y) + (o * ways + r) * chunkBytes,
+                      static_cast<const char *>(round.x[r]) + (o * ways + me) * chunkBytes,
+                      chunkBytes);
+      break;
+    case CommOp::Kind::Broadcast:
+      if (op.y != round.x[op.root] && op.n > 0)
+        std::memcpy(op.y, round.x[op.root], static_cast<size_t>(op.n) * sizeof(float));
+      break;
+    case CommOp::Kind::Send:
+    case CommOp::Kind::Recv:
+      break;
+    }
+  }
+
+  bool checkPeer(uint32_t rank, const CommOp &op, std::string &error) const {
+    if (op.peer >= size || op.peer == rank || op.n < 0) {
+      error = describe(op) + " on rank " + std::to_string(rank) + ": the peer must be another " +
+              "rank of this world of " + std::to_string(size);
+      return false;
+    }
+    return true;
+  }
+
+  bool send(uint32_t rank, const CommOp &op, std::string &error) {
+    if (!checkPeer(rank, op, error))
+      return false;
+    // Buffered: the data is copied now, so a send never waits for its receive.
+    const char *x = static_cast<const char *>(op.x);
+    std::vector<char> message(x, x + op.n * sizeof(float));
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted)
+      return failAborted(error);
+    channels[{rank, op.peer, op.tag}].push_back(std::move(message));
+    cv.notify_all();
+    return true;
+  }
+
+  bool recv(uint32_t rank, const CommOp &op, std::string &error) {
+    if (!checkPeer(rank, op, error))
+      return false;
+    std::unique_lock<std::mutex> lock(mu);
+    std::deque<std::vector<char>> &queue = channels[{op.peer, rank, op.tag}];
+    cv.wait(lock, [&] { return !queue.empty() || aborted || !running[op.peer]; });
+    if (aborted)
+      return failAborted(error);
+    if (queue.empty()) {
+      error = "rank " + std::to_string(op.peer) + " stopped without sending what rank " +
+              std::to_string(rank) + "'s " + describe(op) + " waits for";
+      return false;
+    }
+    std::vector<char> message = std::move(queue.front());
+    queue.pop_front();
+    lock.unlock();
+    if (message.size() != static_cast<size_t>(op.n) * sizeof(float)) {
+      error = describe(op) + " on rank " + std::to_string(rank) + " received " +
+              std::to_string(message.size() / sizeof(float)) + " elements";
+      return false;
+    }
+    std::memcpy(op.y, message.data(), message.size());
+    return true;
+  }
+};
+
+std::vector<std::unique_ptr<LocalCommunicator>> LocalCommunicator::createWorld(uint32_t size) {
+  auto world = std::make_shared<World>(size);
+  std::vector<std::unique_ptr<LocalCommunicator>> comms;
+  for (uint32_t r = 0; r < size; ++r)
+    comms.emplace_back(new LocalCommunicator(world, r));
+  return comms;
+}
+
+LocalCommunicator::LocalCommunicator(std::shared_ptr<World> world, uint32_t rank)
+    : world_(std::move(world)), rank_(rank) {
+  startWorker();
+}
+
+LocalCommunicator::~LocalCommunicator() { stopWorker(); }
+
+uint32_t LocalCommunicator::worldSize() const { return world_->size; }
+
+bool LocalCommunicator::execute(const CommOp &op, std::string &error) {
+  return world_->execute(rank_, op, error);
+}
+
+void LocalCommunicator::abort(const std::string &reason) {
+  std::lock_guard<std::mutex> lock(world_->mu);
+  world_->abortLocked(reason);
+}
+
+bool LocalCommunicator::aborted(std::string *reason) const {
+  std::lock_guard<std::mutex> lock(world_->mu);
+  if (world_->aborted && reason)
+    *reason = world_->reason;
+  return world_->aborted;
+}
+
+void LocalCommunicator::setRunning(bool running) {
+  std::lock_guard<std::mutex> lock(world_->mu);
+  world_->running[rank_] = running;
+  world_->cv.notify_all();
+}
+
+} // namespace tessel::rt

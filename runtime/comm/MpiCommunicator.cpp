@@ -1,0 +1,401 @@
+//===- MpiCommunicator.cpp - Ranks as MPI processes -----------------------===//
+
+#include "runtime/comm/MpiCommunicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef TESSEL_HAVE_MPI
+#include <mpi.h>
+
+#include <algorithm>
+#include <list>
+#include <vector>
+#endif
+
+namespace tessel::rt::mpi {
+
+bool launched() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(var))
+      return true;
+  return false;
+}
+
+#ifndef TESSEL_HAVE_MPI
+
+bool available() { return false; }
+bool initialize(std::string &error) {
+  error = "this runtime was built without MPI, so it cannot run as MPI processes; run the "
+          "program without mpirun to run its ranks as threads";
+  return false;
+}
+uint32_t processRank() { return 0; }
+uint32_t processCount() { return 1; }
+void finalize() {}
+void abortJob(int code) { std::_Exit(code); }
+std::unique_ptr<Communicator> createCommunicator(std::string &error) {
+  initialize(error);
+  return nullptr;
+}
+
+#else
+
+namespace {
+
+bool initialized = false;
+uint32_t worldRank = 0, worldSize = 1;
+
+/// The tag of the messages that collectives exchange. A point-to-point tag t (the runtime's
+/// own pipeline transfers use negative ones) travels as 2t + 2 when t >= 0, else as -2t + 1.
+constexpr int kCollectiveTag = 0;
+int64_t mpiTag(int64_t tag) { return tag >= 0 ? 2 * tag + 2 : -2 * tag + 1; }
+/// MPI counts are ints: larger messages travel in pieces of this many bytes, cut the same way
+/// by sender and receiver.
+constexpr size_t kPieceBytes = size_t(1) << 30;
+
+bool ok(int rc, const std::string &what, std::string &error) {
+  if (rc == MPI_SUCCESS)
+    return true;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  error = what + " failed: " + std::string(text, static_cast<size_t>(length));
+  return false;
+}
+
+/// Posts a send (or receive) of `bytes` at `data` in pieces MPI can count, each request
+/// appended to `requests`; the first failure's code, or MPI_SUCCESS.
+int post(bool send, const void *data, size_t bytes, uint32_t peer, int tag,
+         std::vector<MPI_Request> &requests) {
+  char *p = static_cast<char *>(const_cast<void *>(data));
+  do {
+    size_t piece = std::min(bytes, kPieceBytes);
+    requests.emplace_back();
+    int rc = send ? MPI_Isend(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(peer), tag,
+                              MPI_COMM_WORLD, &requests.back())
+                  : MPI_Irecv(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(peer), tag,
+                              MPI_COMM_WORLD, &requests.back());
+    if (rc != MPI_SUCCESS) {
+      requests.back() = MPI_REQUEST_NULL; // Nothing to wait for.
+      return rc;
+    }
+    p += piece;
+    bytes -= piece;
+  } while (bytes > 0);
+  return MPI_SUCCESS;
+}
+
+/// The requests of one exchange, completed together.
+class Requests {
+public:
+  void send(const void *data, size_t bytes, uint32_t to, int tag) {
+    note(post(true, data, bytes, to, tag, requests_));
+  }
+  void recv(void *data, size_t bytes, uint32_t from, int tag) {
+    note(post(false, data, bytes, from, tag, requests_));
+  }
+  bool wait(const std::string &what, std::string &error) {
+    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
+                         MPI_STATUSES_IGNORE);
+    requests_.clear();
+    if (posted_ != MPI_SUCCESS)
+      rc = posted_;
+    posted_ = MPI_SUCCESS;
+    return ok(rc, what, error);
+  }
+
+private:
+  void note(int rc) {
+    if (posted_ == MPI_SUCCESS)
+      posted_ = rc;
+  }
+  std::vector<MPI_Request> requests_;
+  int posted_ = MPI_SUCCESS; ///< The first failure to post, reported by wait().
+};
+
+class MpiCommunicator final : public QueuedCommunicator {
+public:
+  MpiCommunicator(uint32_t rank, uint32_t size) : rank_(rank), size_(size) { startWorker(); }
+  ~MpiCommunicator() override {
+    stopWorker();
+    // Buffered sends still in flight complete once their receivers take them.
+    for (PendingSend &s : sends_)
+      MPI_Waitall(static_cast<int>(s.requests.size()), s.requests.data(), MPI_STATUSES_IGNORE);
+  }
+
+  uint32_t rank() const override { return rank_; }
+  uint32_t worldSize() const override { return size_; }
+  void abort(const std::string &reason) override {
+    std::fprintf(stderr, "tessel: error: %s\n", reason.c_str());
+    std::fflush(stderr);
+    abortJob(1);
+  }
+  bool aborted(std::string *) const override { return false; }
+  void setRunning(bool) override {}
+
+private:
+  struct PendingSend {
+    std::vector<MPI_Request> requests;
+    std::vector<char> bytes;
+  };
+
+  bool execute(const CommOp &op, std::string &error) override {
+    reapSends();
+    const std::string what = "rank " + std::to_string(rank_) + ": " + commKindName(op.kind);
+    if (op.kind == CommOp::Kind::Send || op.kind == CommOp::Kind::Recv)
+      return pointToPoint(op, what, error);
+    const CommGroup *g = op.group;
+    if (!g || g->index >= g->size() || g->ranks[g->index] != rank_ || op.n < 0 || op.outer < 0 ||
+        op.chunk < 0) {
+      error = what + " on a group that does not hold this rank at its index";
+      return false;
+    }
+    for (uint32_t r : g->ranks)
+      if (r >= size_) {
+        error = what + " on a group naming rank " + std::to_string(r) + " of a world of " +
+                std::to_string(size_);
+        return false;
+      }
+    switch (op.kind) {
+    case CommOp::Kind::AllReduce:
+      return allReduce(op, *g, what, error);
+    case CommOp::Kind::ReduceScatter:
+      return reduceScatter(op, *g, what, error);
+    case CommOp::Kind::AllGather:
+    case CommOp::Kind::AllToAll:
+      return gatherOrExchange(op, *g, what, error);
+    case CommOp::Kind::Broadcast:
+      return broadcast(op, *g, what, error);
+    default:
+      error = what + ": not a collective";
+      return false;
+    }
+  }
+
+  /// Member j's share [lo, hi) of n elements, as LocalCommunicator cuts them.
+  static int64_t cut(int64_t n, uint32_t j, uint32_t ways) { return n * j / ways; }
+
+  bool allReduce(const CommOp &op, const CommGroup &g, const std::string &what,
+                 std::string &error) {
+    const uint32_t me = g.index, ways = g.size();
+    const float *x = static_cast<const float *>(op.x);
+    float *y = static_cast<float *>(op.y);
+    const int64_t lo = cut(op.n, me, ways), mine = cut(op.n, me + 1, ways) - lo;
+    // Each member reduces its share of the elements, adding the members' values in
+    // group-index order, then the shares are gathered to everyone.
+    std::vector<std::vector<float>> parts(ways);
+    Requests reqs;
+    for (uint32_t j = 0; j < ways; ++j) {
+      if (j == me)
+        continue;
+      const int64_t at = cut(op.n, j, ways), len = cut(op.n, j + 1, ways) - at;
+      reqs.send(x + at, static_cast<size_t>(len) * 4, g.ranks[j], kCollectiveTag);
+      parts[j].resize(static_cast<size_t>(mine));
+      reqs.recv(parts[j].data(), static_cast<size_t>(mine) * 4, g.ranks[j], kCollectiveTag);
+    }
+    if (!reqs.wait(what, error))
+      return false;
+    std::vector<float> sum(static_cast<size_t>(mine));
+    auto share = [&](uint32_t r) { return r == me ? x + lo : parts[r].data(); };
+    std::memcpy(sum.data(), share(0), static_cast<size_t>(mine) * 4);
+    for (uint32_t r = 1; r < ways; ++r)
+      reduceInto(op.reduce, sum.data(), share(r), mine);
+    // Every member's sends from x are done: y may be x.
+    for (uint32_t j = 0; j < ways; ++j) {
+      if (j == me)
+        continue;
+      const int64_t at = cut(op.n, j, ways), len = cut(op.n, j + 1, ways) - at;
+      reqs.send(sum.data(), static_cast<size_t>(mine) * 4, g.ranks[j], kCollectiveTag);
+      reqs.recv(y + at, static_cast<size_t>(len) * 4, g.ranks[j], kCollectiveTag);
+    }
+    if (mine > 0)
+      std::memcpy(y + lo, sum.data(), static_cast<size_t>(mine) * 4);
+    return reqs.wait(what, error);
+  }
+
+  /// x [outer, ways, chunk] -> the [outer, chunk] pieces of column j, contiguous.
+  static std::vector<char> column(const CommOp &op, uint32_t j, uint32_t ways) {
+    const size_t chunkBytes = static_cast<size_t>(op.chunk) * 4;
+    std::vector<char> out(static_cast<size_t>(op.outer) * chunkBytes);
+    for (int64_t o = 0; o < op.outer; ++o)
+      std::memcpy(out.data() + o * chunkBytes,
+                  static_cast<const char *>(op.x) + (o * ways + j) * chunkBytes, chunkBytes);
+    return out;
+  }
+
+  bool reduceScatter(const CommOp &op, const CommGroup &g, const std::string &what,
+                     std::string &error) {
+    const uint32_t me = g.index, ways = g.size();
+    const size_t bytes = static_cast<size_t>(op.outer * op.chunk) * 4;
+    std::vector<std::vector<char>> out(ways), in(ways);
+    Requests reqs;
+    for (uint32_t j = 0; j < ways; ++j) {
+      if (j == me)
+        continue;
+      out[j] = column(op, j, ways);
+      reqs.send(out[j].data(), bytes, g.ranks[j], kCollectiveTag);
+      in[j].resize(bytes);
+      reqs.recv(in[j].data(), bytes, g.ranks[j], kCollectiveTag);
+    }
+    in[me] = column(op, me, ways);
+    if (!reqs.wait(what, error))
+      return false;
+    float *y = static_cast<float *>(op.y);
+    if (bytes > 0)
+      std::memcpy(y, in[0].data(), bytes);
+    for (uint32_t r = 1; r < ways; ++r)
+      reduceInto(ReduceOp::Sum, y, reinterpret_cast<const float *>(in[r].data()),
+                 op.outer * op.chunk);
+    return true;
+  }
+
+  /// AllGather (y[o, r] = x of r [o]) and AllToAll (y[o, r] = x of r [o, me]): moves bits.
+  bool gatherOrExchange(const CommOp &op, const CommGroup &g, const std::string &what,
+                        std::string &error) {
+    const uint32_t me = g.index, ways = g.size();
+    const bool gather = op.kind == CommOp::Kind::AllGather;
+    const size_t chunkBytes = static_cast<size_t>(op.chunk) * 4;
+    const size_t bytes = static_cast<size_t>(op.outer) * chunkBytes;
+    std::vector<std::vector<char>> out(ways), in(ways);
+    Requests reqs;
+    for (uint32_t j = 0; j < ways; ++j) {
+      if (j == me)
+        continue;
+      if (gather) {
+        reqs.send(op.x, bytes, g.ranks[j], kCollectiveTag);
+      } else {
+        out[j] = column(op, j, ways);
+        reqs.send(out[j].data(), bytes, g.ranks[j], kCollectiveTag);
+      }
+      in[j].resize(bytes);
+      reqs.recv(in[j].data(), bytes, g.ranks[j], kCollectiveTag);
+    }
+    in[me] = gather ? std::vector<char>(static_cast<const char *>(op.x),
+                                        static_cast<const char *>(op.x) + bytes)
+                    : column(op, me, ways);
+    if (!reqs.wait(what, error))
+      return false;
+    char *y = static_cast<char *>(op.y);
+    for (int64_t o = 0; o < op.outer; ++o)
+      for (uint32_t r = 0; r < ways; ++r)
+        std::memcpy(y + (o * ways + r) * chunkBytes, in[r].data() + o * chunkBytes, chunkBytes);
+    return true;
+  }
+
+  bool broadcast(const CommOp &op, const CommGroup &g, const std::string &what,
+                 std::string &error) {
+    if (op.root >= g.size()) {
+      error = what + ": root " + std::to_string(op.root) + " is not a member";
+      return false;
+    }
+    const size_t bytes = static_cast<size_t>(op.n) * 4;
+    Requests reqs;
+    if (g.index == op.root) {
+      for (uint32_t j = 0; j < g.size(); ++j)
+        if (j != op.root)
+          reqs.send(op.x, bytes, g.ranks[j], kCollectiveTag);
+      if (op.y != op.x && bytes > 0)
+        std::memcpy(op.y, op.x, bytes);
+    } else {
+      reqs.recv(op.y, bytes, g.ranks[op.root], kCollectiveTag);
+    }
+    return reqs.wait(what, error);
+  }
+
+  bool pointToPoint(const CommOp &op, const std::string &what, std::string &error) {
+    if (op.peer >= size_ || op.peer == rank_ || op.n < 0) {
+      error = what + " to or from rank " + std::to_string(op.peer) +
+              ": the peer must be another rank of this world of " + std::to_string(size_);
+      return false;
+    }
+    void *attr = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &found);
+    const int64_t upper = found ? *static_cast<int *>(attr) : 32767;
+    if (op.tag > upper / 2 - 1 || op.tag < -(upper - 1) / 2) {
+      error = what + ": tag " + std::to_string(op.tag) + " is beyond what MPI carries";
+      return false;
+    }
+    const int tag = static_cast<int>(mpiTag(op.tag));
+    const size_t bytes = static_cast<size_t>(op.n) * 4;
+    if (op.kind == CommOp::Kind::Recv) {
+      Requests reqs;
+      reqs.recv(op.y, bytes, op.peer, tag);
+      return reqs.wait(what + " from rank " + std::to_string(op.peer), error);
+    }
+    // Buffered, as between threads: the data is copied, so a send never waits for its receive.
+    const char *x = static_cast<const char *>(op.x);
+    sends_.push_back(PendingSend{{}, std::vector<char>(x, x + bytes)});
+    PendingSend &s = sends_.back();
+    return ok(post(true, s.bytes.data(), bytes, op.peer, tag, s.requests),
+              what + " to rank " + std::to_string(op.peer), error);
+  }
+
+  /// Forgets the buffered sends that have completed.
+  void reapSends() {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(it->requests.size()), it->requests.data(), &done,
+                  MPI_STATUSES_IGNORE);
+      it = done ? sends_.erase(it) : std::next(it);
+    }
+  }
+
+  uint32_t rank_, size_;
+  std::list<PendingSend> sends_;
+};
+
+} // namespace
+
+bool available() { return true; }
+
+bool initialize(std::string &error) {
+  if (initialized)
+    return true;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    error = "MPI could not be initialised";
+    return false;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    error = "this MPI library cannot be called from the communication thread (thread level " +
+            std::to_string(provided) + ")";
+    return false;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  worldRank = static_cast<uint32_t>(rank);
+  worldSize = static_cast<uint32_t>(size);
+  initialized = true;
+  return true;
+}
+
+uint32_t processRank() { return worldRank; }
+uint32_t processCount() { return worldSize; }
+
+void finalize() {
+  if (!initialized)
+    return;
+  MPI_Finalize();
+  initialized = false;
+}
+
+void abortJob(int code) {
+  if (initialized)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+std::unique_ptr<Communicator> createCommunicator(std::string &error) {
+  if (!initialize(error))
+    return nullptr;
+  return std::make_unique<MpiCommunicator>(worldRank, worldSize);
+}
+
+#endif
+
+} // namespace tessel::rt::mpi

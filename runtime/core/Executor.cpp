@@ -1,0 +1,427 @@
+//===- Executor.cpp - Runs the programs of one rank's plan ----------------===//
+
+#include "runtime/core/Executor.h"
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/HostMemory.h"
+#include "runtime/core/KernelCall.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <omp.h>
+#include <set>
+
+namespace tessel::rt {
+
+using planfile::BufferRef;
+using planfile::Storage;
+
+void setComputeThreads(int threads) {
+  if (threads < 1)
+    threads = 1;
+  // OpenBLAS itself runs single-threaded: kernels/cpu's GEMM splits products over these.
+  omp_set_num_threads(threads);
+}
+
+struct Executor::Decoded {
+  KernelFn fn;
+  KernelCall call;
+};
+
+struct Executor::DecodedProgram {
+  const planfile::Program *program;
+  std::vector<Decoded> instrs;
+};
+
+namespace {
+
+const planfile::Attr *findAttr(const planfile::Instr &instr, const char *name) {
+  return instr.find(name);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// KernelCall
+//===----------------------------------------------------------------------===//
+
+bool KernelCall::fail(const std::string &why) {
+  if (error.empty())
+    error = why;
+  return false;
+}
+
+int64_t KernelCall::i(const char *name) {
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<int64_t>(a->value))
+    return std::get<int64_t>(a->value);
+  fail(std::string("integer parameter '") + name + "' is missing");
+  return 0;
+}
+
+double KernelCall::f(const char *name) {
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<double>(a->value))
+    return std::get<double>(a->value);
+  fail(std::string("float parameter '") + name + "' is missing");
+  return 0;
+}
+
+const std::string &KernelCall::s(const char *name) {
+  static const std::string empty;
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<std::string>(a->value))
+    return std::get<std::string>(a->value);
+  fail(std::string("string parameter '") + name + "' is missing");
+  return empty;
+}
+
+const std::vector<int64_t> &KernelCall::v(const char *name) {
+  static const std::vector<int64_t> empty;
+  const planfile::Attr *a = findAttr(*instr, name);
+  if (a && std::holds_alternative<std::vector<int64_t>>(a->value))
+    return std::get<std::vector<int64_t>>(a->value);
+  fail(std::string("list parameter '") + name + "' is missing");
+  return empty;
+}
+
+bool KernelCall::arity(size_t ins, size_t outs) {
+  if (in.size() != ins || out.size() != outs)
+    return fail("takes " + std::to_string(ins) + " inputs and " + std::to_string(outs) +
+                " outputs, not " + std::to_string(in.size()) + " and " +
+                std::to_string(out.size()));
+  return error.empty();
+}
+
+bool KernelCall::needIn(size_t k, int64_t elements) {
+  if (k >= inElements.size() || elements < 0 || static_cast<uint64_t>(elements) > inElements[k])
+    return fail("input " + std::to_string(k) + " needs " + std::to_string(elements) +
+                " elements but its buffer holds " +
+                std::to_string(k < inElements.size() ? inElements[k] : 0));
+  return error.empty();
+}
+
+bool KernelCall::needOut(size_t k, int64_t elements) {
+  if (k >= outElements.size() || elements < 0 || static_cast<uint64_t>(elements) > outElements[k])
+    return fail("output " + std::to_string(k) + " needs " + std::to_string(elements) +
+                " elements but its buffer holds " +
+                std::to_string(k < outElements.size() ? outElements[k] : 0));
+  return error.empty();
+}
+
+const CommGroup *KernelCall::group(const std::string &name) {
+  if (rank) {
+    auto it = rank->groups.find(name);
+    if (it != rank->groups.end())
+      return &it->second;
+  }
+  fail("the plan has no group '" + name + "' holding this rank");
+  return nullptr;
+}
+
+int64_t KernelCall::groupIndex(const std::string &name) {
+  const CommGroup *g = group(name);
+  return g ? g->index : 0;
+}
+
+int64_t KernelCall::groupSize(const std::string &name) {
+  const CommGroup *g = group(name);
+  return g ? g->size() : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// RankContext
+//===----------------------------------------------------------------------===//
+
+RankContext RankContext::forRank(const planfile::Plan &plan, uint32_t rank, Communicator *comm) {
+  RankContext r;
+  r.rank = rank;
+  r.worldSize = plan.worldSize;
+  r.comm = comm;
+  for (const planfile::Group &g : plan.groups) {
+    int index = g.indexOf(rank);
+    if (index >= 0)
+      r.groups[g.name] = CommGroup{g.ranks, static_cast<uint32_t>(index)};
+  }
+  return r;
+}
+
+bool RankContext::drainEvents(std::string &error) {
+  bool ok = true;
+  for (const auto &[event, ticket] : events) {
+    std::string why;
+    if (!comm->wait(ticket, why) && ok) {
+      error = "collective of event " + std::to_string(event) + ": " + why;
+      ok = false;
+    }
+  }
+  events.clear();
+  return ok;
+}
+
+namespace {
+
+/// The kernels that take an `event`: started, they run on the communication worker until a
+/// `wait` for that event.
+bool startsEvents(const std::string &kernel) {
+  static const std::set<std::string> kernels = {
+      "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv"};
+  return kernels.count(kernel) != 0;
+}
+
+/// Follows the events of `p` in program order: each starts once before its `wait`, and no
+/// event is started again while it is in flight.
+bool checkEvents(const planfile::Program &p, std::string &error) {
+  std::set<int64_t> inFlight;
+  for (size_t n = 0; n < p.instrs.size(); ++n) {
+    const planfile::Instr &instr = p.instrs[n];
+    const planfile::Attr *a = instr.find("event");
+    if (!a)
+      continue;
+    std::string where = "instruction " + std::to_string(n) + " of program '" + p.name +
+                        "' (kernel '" + instr.kernel + "'" +
+                        (instr.loc.empty() ? "" : ", from " + instr.loc) + ")";
+    if (!std::holds_alternative<int64_t>(a->value) || std::get<int64_t>(a->value) < 1) {
+      error = where + ": 'event' must be an integer of at least 1";
+      return false;
+    }
+    int64_t event = std::get<int64_t>(a->value);
+    if (instr.kernel == "wait") {
+      if (!inFlight.erase(event)) {
+        error = where + ": waits for event " + std::to_string(event) +
+                ", which no earlier collective started";
+        return false;
+      }
+    } else if (!startsEvents(instr.kernel)) {
+      error = where + ": only collectives and transfers take an 'event'";
+      return false;
+    } else if (!inFlight.insert(event).second) {
+      error = where + ": starts event " + std::to_string(event) + " while it is in flight";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+Executor::Executor(const planfile::Plan &plan, uint32_t rank) : plan_(plan), rank_(rank) {}
+
+Executor::~Executor() { std::free(arena_); }
+
+std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t rank,
+                                           std::string &error, Communicator *comm) {
+  if (!planfile::validatePlan(plan, error))
+    return nullptr;
+  if (rank >= plan.worldSize) {
+    error = "rank " + std::to_string(rank) + " is outside the plan's world of " +
+            std::to_string(plan.worldSize);
+    return nullptr;
+  }
+  if (plan.worldSize > 1 &&
+      (!comm || comm->worldSize() != plan.worldSize || comm->rank() != rank)) {
+    error = "a plan of " + std::to_string(plan.worldSize) +
+            " ranks needs a communicator of as many ranks, at rank " + std::to_string(rank);
+    return nullptr;
+  }
+  if (!fitsInMemory(rankAllocationBytes(plan, rank), "rank " + std::to_string(rank), error))
+    return nullptr;
+  std::unique_ptr<Executor> ex(new Executor(plan, rank));
+  ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
+  for (const planfile::Program &p : ex->plan_.programs)
+    if (p.rank == rank)
+      ex->arenaBytes_ = std::max(ex->arenaBytes_, p.arenaBytes);
+  size_t arenaAlloc = (ex->arenaBytes_ + 63) / 64 * 64 + 64;
+  ex->arena_ = static_cast<float *>(std::aligned_alloc(64, arenaAlloc));
+  if (!ex->arena_) {
+    error = "out of memory allocating the arena of " + formatBytes(ex->arenaBytes_);
+    return nullptr;
+  }
+  std::memset(ex->arena_, 0, arenaAlloc);
+  const uint32_t stage = ex->plan_.pipelineStage(rank);
+  try {
+    for (const planfile::StateTensor &t : ex->plan_.state)
+      ex->state_.emplace_back(t.heldBy(stage) ? t.bytes() / 4 : 0, 0.0f);
+  } catch (const std::bad_alloc &) {
+    error = "out of memory allocating the state of rank " + std::to_string(rank) + " (" +
+            formatBytes(rankAllocationBytes(plan, rank)) + " with its arena)";
+    return nullptr;
+  }
+
+  auto pointer = [&](const BufferRef &b) -> void * {
+    char *base = b.storage == Storage::Arena ? reinterpret_cast<char *>(ex->arena_)
+                                             : reinterpret_cast<char *>(ex->state_[b.state].data());
+    return base + b.offset;
+  };
+  for (const planfile::Program &p : ex->plan_.programs) {
+    if (p.rank != rank)
+      continue;
+    if (!checkEvents(p, error))
+      return nullptr;
+    auto decoded = std::make_unique<DecodedProgram>();
+    decoded->program = &p;
+    for (size_t n = 0; n < p.instrs.size(); ++n) {
+      const planfile::Instr &instr = p.instrs[n];
+      Decoded d;
+      d.fn = findCpuKernel(instr.kernel);
+      std::string where = "instruction " + std::to_string(n) + " of program '" + p.name +
+                          "' (kernel '" + instr.kernel + "'" +
+                          (instr.loc.empty() ? "" : ", from " + instr.loc) + ")";
+      if (!d.fn) {
+        error = where + ": this runtime has no such kernel";
+        return nullptr;
+      }
+      d.call.instr = &instr;
+      d.call.rank = ex->rankContext_.get();
+      d.call.comm = comm;
+      for (const BufferRef &b : instr.inputs) {
+        d.call.in.push_back(pointer(b));
+        d.call.inElements.push_back(b.bytes / 4);
+      }
+      for (const BufferRef &b : instr.outputs) {
+        d.call.out.push_back(pointer(b));
+        d.call.outElements.push_back(b.bytes / 4);
+      }
+      d.call.validating = true;
+      d.fn(d.call);
+      if (!d.call.error.empty()) {
+        error = where + ": " + d.call.error;
+        return nullptr;
+      }
+      d.call.validating = false;
+      decoded->instrs.push_back(std::move(d));
+    }
+    ex->programs_.push_back(std::move(decoded));
+  }
+  return ex;
+}
+
+int Executor::stateIndex(const std::string &name) const {
+  for (size_t i = 0; i < plan_.state.size(); ++i)
+    if (plan_.state[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+uint64_t Executor::stateBytes() const {
+  uint64_t bytes = 0;
+  for (const std::vector<float> &t : state_)
+    bytes += t.size() * sizeof(float);
+  return bytes;
+}
+
+const Executor::DecodedProgram *Executor::find(const std::string &name) const {
+  for (const auto &p : programs_)
+    if (p->program->name == name)
+      return p.get();
+  return nullptr;
+}
+
+std::vector<Executor::KernelTime> Executor::profile() const {
+  std::vector<KernelTime> sorted = times_;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const KernelTime &a, const KernelTime &b) { return a.seconds > b.seconds; });
+  return sorted;
+}
+
+bool Executor::hasProgram(const std::string &name) const { return find(name) != nullptr; }
+
+void *Executor::input(const std::string &program, const std::string &port) {
+  const DecodedProgram *p = find(program);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &in : p->program->inputs)
+    if (in.name == port)
+      return reinterpret_cast<char *>(arena_) + in.buffer.offset;
+  return nullptr;
+}
+
+const float *Executor::output(const std::string &program, const std::string &port) const {
+  const DecodedProgram *p = find(program);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &out : p->program->outputs)
+    if (out.name == port) {
+      const BufferRef &b = out.buffer;
+      const char *base = b.storage == Storage::Arena
+                             ? reinterpret_cast<const char *>(arena_)
+                             : reinterpret_cast<const char *>(state_[b.state].data());
+      return reinterpret_cast<const float *>(base + b.offset);
+    }
+  return nullptr;
+}
+
+bool Executor::run(const std::string &program, const StepContext &ctx, std::string &error,
+                   bool checkFinite) {
+  const DecodedProgram *p = find(program);
+  if (!p) {
+    error = "the plan has no program '" + program + "' for rank " + std::to_string(rank_);
+    return false;
+  }
+  RankContext &rc = *rankContext_;
+  rc.synchronous = checkFinite;
+  bool ok = runInstructions(*p, ctx, error, checkFinite);
+  // The other ranks must not wait for this one: abort before waiting for what is in flight.
+  if (!ok && rc.comm)
+    rc.comm->abort("rank " + std::to_string(rank_) + ": " + error);
+  std::string drained;
+  if (!rc.events.empty() && !rc.drainEvents(drained) && ok) {
+    error = "program '" + program + "': " + drained;
+    ok = false;
+  }
+  return ok;
+}
+
+bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, std::string &error,
+                               bool checkFinite) {
+  const std::string &name = p.program->name;
+  for (size_t n = 0; n < p.instrs.size(); ++n) {
+    Decoded &d = const_cast<Decoded &>(p.instrs[n]);
+    d.call.ctx = &ctx;
+    d.call.error.clear();
+    auto start = std::chrono::steady_clock::now();
+    bool ok = d.fn(d.call);
+    if (profiling_) {
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      auto it = std::find_if(times_.begin(), times_.end(),
+                             [&](const KernelTime &t) { return t.kernel == d.call.instr->kernel; });
+      if (it == times_.end())
+        it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0});
+      it->seconds += seconds;
+      ++it->calls;
+    }
+    if (!ok) {
+      error = "kernel '" + d.call.instr->kernel + "'" +
+              (d.call.instr->loc.empty() ? "" : " (from " + d.call.instr->loc + ")") + ": " +
+              d.call.error;
+      return false;
+    }
+    if (!checkFinite)
+      continue;
+    for (size_t k = 0; k < d.call.out.size(); ++k) {
+      if (d.call.instr->outputs[k].dtype != planfile::DType::F32)
+        continue;
+      const float *x = d.call.fout(k);
+      for (uint64_t e = 0; e < d.call.outElements[k]; ++e)
+        if (!std::isfinite(x[e])) {
+          error = "the first non-finite value (" + std::to_string(x[e]) + ") came from kernel '" +
+                  d.call.instr->kernel + "'" +
+                  (d.call.instr->loc.empty() ? "" : " at " + d.call.instr->loc) + ", instruction " +
+                  std::to_string(n) + " of '" + name + "'";
+          return false;
+        }
+    }
+  }
+  return true;
+}
+
+} // namespace tessel::rt

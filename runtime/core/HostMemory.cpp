@@ -1,0 +1,88 @@
+//===- HostMemory.cpp - What a plan asks of this machine's memory ---------===//
+
+#include "runtime/core/HostMemory.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sys/resource.h>
+#include <unistd.h>
+
+namespace tessel::rt {
+
+uint64_t physicalMemoryBytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && pageSize > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize)
+                                   : 0;
+}
+
+std::string formatBytes(uint64_t bytes) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
+  return text;
+}
+
+uint64_t rankAllocationBytes(const planfile::Plan &plan, uint32_t rank) {
+  uint64_t arena = 0, state = 0;
+  for (const planfile::Program &p : plan.programs)
+    if (p.rank == rank)
+      arena = std::max(arena, p.arenaBytes);
+  const uint32_t stage = plan.pipelineStage(rank);
+  for (const planfile::StateTensor &t : plan.state)
+    if (t.heldBy(stage))
+      state += t.bytes();
+  return arena + state;
+}
+
+bool fitsInMemory(uint64_t bytes, const std::string &what, std::string &error) {
+  uint64_t physical = physicalMemoryBytes();
+  if (physical == 0 || bytes <= physical)
+    return true;
+  error = "running " + what + " needs " + formatBytes(bytes) +
+          " for state and arenas; this machine has " +
+          formatBytes(physical) + " of memory";
+  return false;
+}
+
+/// This process's mapped address space now (the first field of /proc/self/statm, in pages).
+static uint64_t addressSpaceInUse() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &what,
+                        std::string &error) {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return true;
+  // Per thread that runs kernels: OpenBLAS's 128 MiB GEMM buffer, a 64 MiB malloc heap and
+  // an 8 MiB stack, plus as much again once for the threads of the communicators and OpenMP.
+  constexpr uint64_t kPerThread = (128 + 64 + 8) << 20;
+  const uint64_t threadBytes = (static_cast<uint64_t>(computeThreads) + 1) * kPerThread;
+  const uint64_t inUse = addressSpaceInUse();
+  const uint64_t left = limit.rlim_cur > inUse ? limit.rlim_cur - inUse : 0;
+  if (bytes + threadBytes <= left)
+    return true;
+  error = "running " + what + " needs about " + formatBytes(bytes + threadBytes) +
+          " of address space (" +
+          formatBytes(bytes) + " of state and arenas, " + formatBytes(threadBytes) + " for " +
+          std::to_string(computeThreads) +
+          " compute threads' buffers, heaps and stacks) but the address-space limit (ulimit "
+          "-v) of " +
+          formatBytes(limit.rlim_cur) + " leaves " + formatBytes(left) +
+          "; raise the limit, or run fewer ranks or threads";
+  return false;
+}
+
+} // namespace tessel::rt

@@ -1,0 +1,40 @@
+//===- HostMemory.h - What a plan asks of this machine's memory -*- C++ -*-===//
+//
+// A plan states every byte its ranks allocate (state and arena), so a plan that cannot fit is
+// refused before anything is allocated, with the figures, instead of failing inside an
+// allocation or being killed by the kernel later.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_CORE_HOSTMEMORY_H
+#define TESSEL_RUNTIME_CORE_HOSTMEMORY_H
+
+#include "common/PlanFile.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::rt {
+
+/// The machine's physical memory, or 0 when it cannot be read.
+uint64_t physicalMemoryBytes();
+
+/// "1.5 GiB", "640.0 KiB", "12 bytes".
+std::string formatBytes(uint64_t bytes);
+
+/// The bytes rank `rank` of `plan` allocates: the state its pipeline stage holds and its largest
+/// arena. Requires a validated plan.
+uint64_t rankAllocationBytes(const planfile::Plan &plan, uint32_t rank);
+
+/// Checks that `bytes` for `what` fit in this machine's memory; otherwise `error` gives both.
+bool fitsInMemory(uint64_t bytes, const std::string &what, std::string &error);
+
+/// Under an address-space limit (`ulimit -v`), checks that what is left of it holds `bytes` of
+/// state and arenas and what `computeThreads` threads reserve beside them: OpenBLAS's buffer
+/// (it retries a failed allocation forever, so it must never meet the limit), a stack and a
+/// malloc heap each. Without a limit it always holds.
+bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &what,
+                        std::string &error);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_CORE_HOSTMEMORY_H

@@ -1,0 +1,85 @@
+//===- KernelCall.h - One decoded kernel call -------------------*- C++ -*-===//
+//
+// The bridge between a plan instruction and a CPU kernel. Each kernel's handler reads its
+// parameters, states how many elements each operand must hold, and (unless validating) runs
+// the kernel. Validation runs the same handler once at load time, so a parameter that would
+// make a kernel read or write outside its buffers is refused before anything runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_CORE_KERNELCALL_H
+#define TESSEL_RUNTIME_CORE_KERNELCALL_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/Executor.h"
+#include "common/PlanFile.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+/// What the kernels of one rank share: its place in the plan's groups, its communicator and
+/// the collectives started with an `event` that no `wait` has ended yet.
+struct RankContext {
+  uint32_t rank = 0, worldSize = 1;
+  Communicator *comm = nullptr; ///< Null in a world of one rank.
+  std::map<std::string, CommGroup> groups;
+  /// Sub-groups that collectives with `members` run on, by their world ranks (map nodes stay
+  /// put, so the instructions that use one keep a pointer to it).
+  std::map<std::vector<uint32_t>, CommGroup> subgroups;
+  std::map<int64_t, Communicator::Ticket> events;
+  /// Runs every collective to completion, treating `event` as absent (the checking rerun
+  /// reads each instruction's outputs right after it).
+  bool synchronous = false;
+
+  /// This rank's view of every group of `plan` that holds it.
+  static RankContext forRank(const planfile::Plan &plan, uint32_t rank, Communicator *comm);
+  /// Waits for every collective still in flight; false with the first failure's reason.
+  bool drainEvents(std::string &error);
+};
+
+struct KernelCall {
+  const planfile::Instr *instr = nullptr;
+  std::vector<void *> in, out;
+  std::vector<uint64_t> inElements, outElements;
+  const StepContext *ctx = nullptr;
+  RankContext *rank = nullptr;
+  Communicator *comm = nullptr; ///< rank->comm: null in a world of one rank.
+  /// The sub-group of a collective with `members`, found when the call is validated.
+  const CommGroup *subgroup = nullptr;
+  bool validating = false;
+  std::string error;
+
+  int64_t i(const char *name);
+  double f(const char *name);
+  const std::string &s(const char *name);
+  const std::vector<int64_t> &v(const char *name);
+
+  float *fin(size_t k) { return static_cast<float *>(in[k]); }
+  const int32_t *ids(size_t k) { return static_cast<const int32_t *>(in[k]); }
+  float *fout(size_t k) { return static_cast<float *>(out[k]); }
+
+  /// Requires `ins` inputs and `outs` outputs.
+  bool arity(size_t ins, size_t outs);
+  /// Requires input (or output) `k` to hold at least `elements` elements.
+  bool needIn(size_t k, int64_t elements);
+  bool needOut(size_t k, int64_t elements);
+  bool fail(const std::string &why);
+
+  /// This rank's instance of group `name`; null (and an error) if the plan has none.
+  const CommGroup *group(const std::string &name);
+  /// This rank's index in group `name`, and the group's size (0 and an error if unknown).
+  int64_t groupIndex(const std::string &name);
+  int64_t groupSize(const std::string &name);
+};
+
+/// A kernel handler: validates, then (unless validating) computes.
+using KernelFn = bool (*)(KernelCall &call);
+
+/// The CPU handler of kernel `name`, or null.
+KernelFn findCpuKernel(const std::string &name);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_CORE_KERNELCALL_H

@@ -1,0 +1,399 @@
+//===- Data.cpp - Training and evaluation tokens --------------------------===//
+
+#include "runtime/host/Data.h"
+
+#include "runtime/core/Rng.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tessel::rt {
+
+namespace fs = std::filesystem;
+
+/// llm.c's token files: 256 int32 of header, then uint16 tokens.
+constexpr uint32_t kLlmcMagic = 20240520;
+constexpr size_t kLlmcHeaderBytes = 256 * 4;
+
+/// A broken precondition is a bug in the caller, not bad input: stop loudly.
+static void require(bool condition, const char *what) {
+  if (condition)
+    return;
+  std::fprintf(stderr, "tessel runtime: TokenData: %s\n", what);
+  std::abort();
+}
+
+static uint32_t readLe32(const unsigned char *bytes) {
+  return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8 |
+         static_cast<uint32_t>(bytes[2]) << 16 | static_cast<uint32_t>(bytes[3]) << 24;
+}
+
+/// The regular files of directory `dir` that the byte tokenizer reads, in name order: not
+/// symlinks, not subdirectories, not hidden, not ending in ".dat" (fortune's index files).
+static bool listDataFiles(const std::string &dir, std::vector<std::string> &files,
+                          std::string &error) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    error = "cannot list data directory " + dir + ": " + ec.message();
+    return false;
+  }
+  std::vector<std::string> names;
+  for (const fs::directory_entry &entry : it) {
+    std::string name = entry.path().filename().string();
+    fs::file_status status = entry.symlink_status(ec);
+    if (ec || !fs::is_regular_file(status) || name.empty() || name[0] == '.')
+      continue;
+    if (name.size() >= 4 && name.compare(name.size() - 4, 4, ".dat") == 0)
+      continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string &name : names)
+    files.push_back(dir + (dir.empty() || dir.back() == '/' ? "" : "/") + name);
+  return true;
+}
+
+/// What a non-regular file is, for refusing it.
+static const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+/// Where a pre-tokenized file's uint16 ids start (past llm.c's header, if it has one).
+static bool tokenFileStart(const std::string &path, const unsigned char *data, size_t size,
+                           size_t &begin, std::string &error) {
+  begin = 0;
+  if (size >= 4 && readLe32(data) == kLlmcMagic) {
+    if (size < kLlmcHeaderBytes) {
+      error = "data file " + path + " starts like an llm.c token file but its " +
+              std::to_string(size) + " bytes are too few for the 1024-byte header";
+      return false;
+    }
+    uint32_t version = readLe32(data + 4);
+    if (version != 1) {
+      error = "data file " + path + " is an llm.c token file of version " +
+              std::to_string(version) + "; only version 1 (uint16 tokens) is supported";
+      return false;
+    }
+    uint64_t count = readLe32(data + 8);
+    if (size - kLlmcHeaderBytes != 2 * count) {
+      error = "data file " + path + ": its llm.c header says " + std::to_string(count) +
+              " tokens (" + std::to_string(2 * count) + " bytes) but " +
+              std::to_string(size - kLlmcHeaderBytes) + " bytes follow the header";
+      return false;
+    }
+    begin = kLlmcHeaderBytes;
+  } else if (size % 2 != 0) {
+    error = "data file " + path + " has an odd number of bytes (" + std::to_string(size) +
+            "); a .bin file holds uint16 tokens";
+    return false;
+  }
+  return true;
+}
+
+TokenData::~TokenData() {
+  for (const Segment &segment : segments_)
+    if (segment.map)
+      ::munmap(segment.map, segment.mapBytes);
+}
+
+/// Token `i` of `tokens`, `width` bytes each (1, or 2 little-endian).
+static uint16_t tokenAt(const unsigned char *tokens, int64_t i, int width) {
+  const unsigned char *p = tokens + i * width;
+  return width == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+}
+
+uint16_t TokenData::at(int64_t index) const {
+  // The segment holding `index`: the last one that starts at or before it.
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), index,
+                             [](int64_t i, const Segment &s) { return i < s.first; });
+  const Segment &segment = *(it - 1);
+  return tokenAt(segment.tokens, index - segment.first, width_);
+}
+
+std::vector<uint16_t> TokenData::slice(int64_t begin, int64_t count) const {
+  require(begin >= 0 && count >= 0 && begin + count <= total_, "slice: outside the data");
+  std::vector<uint16_t> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = at(begin + i);
+  return out;
+}
+
+bool TokenData::copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
+                           std::string &error) const {
+  for (int64_t i = 0; i <= seq; ++i) {
+    uint16_t t = at(start + i);
+    if (!scanned_ && t >= vocab_) {
+      error = what_ + ": token " + std::to_string(t) + " at position " +
+              std::to_string(start + i) + " is not below the vocabulary size " +
+              std::to_string(vocab_);
+      return false;
+    }
+    if (i < seq)
+      tokens[i] = t;
+    if (i > 0)
+      targets[i - 1] = t;
+  }
+  return true;
+}
+
+std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer kind, int64_t vocab,
+                                           double evalFraction, int64_t window,
+                                           std::string &error) {
+  if (window < 2) {
+    error = "data window must hold at least 2 tokens (seq + 1), not " + std::to_string(window);
+    return nullptr;
+  }
+  if (!(evalFraction >= 0 && evalFraction < 1)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", evalFraction);
+    error = std::string("eval fraction must lie in [0, 1), not ") + text;
+    return nullptr;
+  }
+  if (vocab < 1) {
+    error = "vocabulary size must be positive, not " + std::to_string(vocab);
+    return nullptr;
+  }
+  if (kind == Tokenizer::Byte && vocab < 256) {
+    error = "the byte tokenizer needs a vocabulary of at least 256, not " + std::to_string(vocab) +
+            " (data " + path + ")";
+    return nullptr;
+  }
+
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    error = errno == ENOENT ? "data file " + path + " does not exist"
+                            : "cannot access data file " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  bool isDirectory = S_ISDIR(info.st_mode);
+  std::string what = (isDirectory ? "data directory " : "data file ") + path;
+  if (!isDirectory && !S_ISREG(info.st_mode)) {
+    error = what + " is " + fileKind(info.st_mode) +
+            "; training data must be a regular file or a directory of them";
+    return nullptr;
+  }
+
+  std::unique_ptr<TokenData> data(new TokenData());
+  data->what_ = what;
+  data->vocab_ = vocab;
+  data->width_ = kind == Tokenizer::Byte ? 1 : 2;
+  if (isDirectory) {
+    if (kind != Tokenizer::Byte) {
+      error = what + " is a directory; the tokens tokenizer reads one pre-tokenized .bin file";
+      return nullptr;
+    }
+    if (!listDataFiles(path, data->sources_, error))
+      return nullptr;
+    if (data->sources_.empty()) {
+      error = what + " has no usable files (it reads regular files, skipping symlinks, "
+                     "subdirectories, hidden files and names ending in .dat)";
+      return nullptr;
+    }
+  } else {
+    data->sources_.push_back(path);
+  }
+
+  for (const std::string &source : data->sources_) {
+    int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = "cannot open data file " + source + ": " + std::strerror(errno);
+      return nullptr;
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error = "data file " + source + " is " +
+              (S_ISREG(st.st_mode) ? std::string("unreadable") : fileKind(st.st_mode)) +
+              "; training data must be a regular file";
+      ::close(fd);
+      return nullptr;
+    }
+    size_t size = static_cast<size_t>(st.st_size);
+    if (size == 0) {
+      // Empty, or a file whose size the kernel does not know (/proc, /sys): only a read tells.
+      char byte;
+      ssize_t got = ::read(fd, &byte, 1);
+      int readErrno = errno;
+      ::close(fd);
+      if (got < 0) {
+        error = "cannot read " + source + ": " + std::strerror(readErrno);
+        return nullptr;
+      }
+      if (got > 0) {
+        error = "data file " + source + " has no size (a /proc or /sys file?); it cannot be " +
+                "mapped: copy it to a regular file";
+        return nullptr;
+      }
+      continue;
+    }
+    void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+    int mapErrno = errno;
+    ::close(fd);
+    if (map == MAP_FAILED) {
+      error = "cannot map data file " + source + ": " + std::strerror(mapErrno);
+      return nullptr;
+    }
+    Segment segment;
+    segment.map = map;
+    segment.mapBytes = size;
+    size_t begin = 0;
+    const auto *bytes = static_cast<const unsigned char *>(map);
+    data->segments_.push_back(segment); // Owned from here, so an error below unmaps it.
+    if (kind == Tokenizer::Tokens && !tokenFileStart(source, bytes, size, begin, error))
+      return nullptr;
+    Segment &added = data->segments_.back();
+    added.tokens = bytes + begin;
+    added.first = data->total_;
+    added.count = static_cast<int64_t>((size - begin) / static_cast<size_t>(data->width_));
+    data->total_ += added.count;
+  }
+  // Segments without tokens (an llm.c header alone) hold no index; drop them from the search.
+  data->segments_.erase(
+      std::remove_if(data->segments_.begin(), data->segments_.end(), [](const Segment &s) {
+        if (s.count == 0 && s.map)
+          ::munmap(s.map, s.mapBytes);
+        return s.count == 0;
+      }),
+      data->segments_.end());
+
+  int64_t total = data->totalTokens();
+  if (total == 0) {
+    error = what + " is empty";
+    return nullptr;
+  }
+  // Ids that cannot reach the vocabulary's size need no check; small data is checked whole now,
+  // large data window by window as training reads it.
+  const int64_t largestId = kind == Tokenizer::Byte ? 255 : 65535;
+  data->scanned_ = largestId < vocab || total <= kScannedTokens;
+  if (largestId >= vocab && total <= kScannedTokens) {
+    for (const Segment &segment : data->segments_)
+      for (int64_t i = 0; i < segment.count; ++i) {
+        uint16_t t = tokenAt(segment.tokens, i, data->width_);
+        if (t >= vocab) {
+          error = what + ": token " + std::to_string(t) + " at position " +
+                  std::to_string(segment.first + i) + " is not below the vocabulary size " +
+                  std::to_string(vocab);
+          return nullptr;
+        }
+      }
+  }
+
+  bool wantEval = evalFraction > 0;
+  int64_t needed = wantEval ? 2 * window : window;
+  if (total < needed) {
+    error = what + " has " + std::to_string(total) + " tokens; a window needs " +
+            std::to_string(window) + " (seq + 1)" +
+            (wantEval ? ", and the train and eval splits need one window each (" +
+                            std::to_string(needed) + " tokens)"
+                      : "");
+    return nullptr;
+  }
+  int64_t evalTokens = static_cast<int64_t>(std::floor(static_cast<double>(total) * evalFraction));
+  data->trainTokens_ = total - evalTokens;
+  auto shortSplit = [&](const char *part, double fraction, int64_t tokens) {
+    char percent[32];
+    std::snprintf(percent, sizeof percent, "%g%%", 100 * fraction);
+    return what + ": the " + part + " split (" + percent + " of " + std::to_string(total) +
+           " tokens = " + std::to_string(tokens) + ") is shorter than one window (" +
+           std::to_string(window) + " tokens)";
+  };
+  if (wantEval && evalTokens < window) {
+    error =
+        shortSplit("eval", evalFraction, evalTokens) + "; raise the eval fraction or use more data";
+    return nullptr;
+  }
+  if (data->trainTokens_ < window) {
+    error = shortSplit("train", 1 - evalFraction, data->trainTokens_) + "; lower the eval fraction";
+    return nullptr;
+  }
+  return data;
+}
+
+bool TokenData::trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq,
+                            std::string &error) const {
+  require(seq >= 1 && seq + 1 <= trainTokens_, "trainWindow: seq + 1 exceeds the train split");
+  int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainTokens_ - seq)));
+  return copyWindow(start, tokens, targets, seq, error);
+}
+
+bool TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
+                           int64_t seq, std::string &error) const {
+  require(count >= 1 && index >= 0 && index < count, "evalWindow: index outside [0, count)");
+  require(seq >= 1 && seq + 1 <= evalTokens(), "evalWindow: seq + 1 exceeds the eval split");
+  int64_t positions = evalTokens() - seq;
+  int64_t offset = static_cast<int64_t>(static_cast<__int128>(index) * positions / count);
+  return copyWindow(trainTokens_ + offset, tokens, targets, seq, error);
+}
+
+std::string decodeBytes(const int32_t *tokens, int64_t count) {
+  std::string text;
+  text.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    if (tokens[i] >= 0 && tokens[i] < 256)
+      text += static_cast<char>(tokens[i]);
+    else
+      text += "\xEF\xBF\xBD";
+  }
+  return text;
+}
+
+bool parseTokenIds(std::string_view text, std::vector<int32_t> &ids, std::string &error) {
+  ids.clear();
+  size_t i = 0;
+  while (i < text.size()) {
+    char c = text[i];
+    if (c == ' ' || c == ',' || c == '\t' || c == '\n') {
+      ++i;
+      continue;
+    }
+    if (c < '0' || c > '9') {
+      error = "'" + std::string(text) + "' is not a list of token ids: '" + std::string(1, c) +
+              "' at offset " + std::to_string(i) + " (write ids as numbers, e.g. \"15496 11 995\")";
+      return false;
+    }
+    int64_t value = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      value = value * 10 + (text[i] - '0');
+      if (value > 65535) {
+        error = "token id " + std::string(text.substr(i - (i > 5 ? 5 : i), 6)) +
+                "... is larger than a uint16 token file can hold (65535)";
+        return false;
+      }
+    }
+    ids.push_back(static_cast<int32_t>(value));
+  }
+  if (ids.empty()) {
+    error = "the prompt holds no token ids (write them as numbers, e.g. \"15496 11 995\")";
+    return false;
+  }
+  return true;
+}
+
+std::vector<int32_t> encodeBytes(std::string_view text) {
+  std::vector<int32_t> tokens;
+  tokens.reserve(text.size());
+  for (char c : text)
+    tokens.push_back(static_cast<unsigned char>(c));
+  return tokens;
+}
+
+} // namespace tessel::rt

@@ -1,0 +1,105 @@
+//===- Data.h - Training and evaluation tokens ------------------*- C++ -*-===//
+//
+// The token stream a run trains on, mapped into memory rather than read, so a file of any size
+// costs only the pages the windows touch: either raw bytes (the byte tokenizer: any regular
+// file, or a directory of text files concatenated in name order) or pre-tokenized uint16 ids
+// as nanoGPT's prepare scripts and llm.c's write them. Devices, FIFOs and sockets are refused. The last `evalFraction` of the stream
+// is held out; training windows are drawn at random from the rest, evaluation windows are
+// evenly spaced over the held-out part so every evaluation sees the same tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSEL_RUNTIME_HOST_DATA_H
+#define TESSEL_RUNTIME_HOST_DATA_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel::rt {
+
+class Rng;
+
+/// How a data file maps to token ids.
+enum class Tokenizer {
+  /// Each byte is a token 0..255; a directory's regular files are concatenated.
+  Byte,
+  /// A pre-tokenized .bin file of uint16 little-endian ids: raw (nanoGPT) or with llm.c's
+  /// 1024-byte header (magic 20240520, version 1, token count).
+  Tokens,
+};
+
+/// The tokens of a run, split into train and eval parts.
+class TokenData {
+public:
+  /// Opens `path`. `window` is seq + 1 tokens (inputs plus the last target). Errors name the
+  /// path: missing, unreadable or non-regular files (a device, a FIFO, a socket), empty data,
+  /// an odd-sized or inconsistent .bin, a byte vocabulary under 256, and too few tokens for one
+  /// train window and (when evalFraction > 0) one eval window. Ids not below `vocab` are found
+  /// here in data of up to kScannedTokens tokens, and in the window that holds them otherwise.
+  static std::unique_ptr<TokenData> open(const std::string &path, Tokenizer kind, int64_t vocab,
+                                         double evalFraction, int64_t window, std::string &error);
+  ~TokenData();
+  TokenData(const TokenData &) = delete;
+  TokenData &operator=(const TokenData &) = delete;
+
+  /// Data up to this many tokens is checked against the vocabulary when it is opened.
+  static constexpr int64_t kScannedTokens = int64_t(1) << 28;
+
+  int64_t totalTokens() const { return total_; }
+  /// Tokens [0, trainTokens) train; [trainTokens, totalTokens) evaluate.
+  int64_t trainTokens() const { return trainTokens_; }
+  int64_t evalTokens() const { return totalTokens() - trainTokens_; }
+  bool hasEval() const { return evalTokens() > 0; }
+  /// The files read, in the order concatenated.
+  const std::vector<std::string> &sources() const { return sources_; }
+  /// Tokens [begin, begin + count) of the stream.
+  std::vector<uint16_t> slice(int64_t begin, int64_t count) const;
+
+  /// A random training window: start = rng.below(trainTokens - seq), tokens = data[start ..
+  /// start + seq), targets = data[start + 1 .. start + seq + 1). Requires seq + 1 <=
+  /// trainTokens (guaranteed for seq + 1 <= the window given to open). Fails, naming the
+  /// position, on an id not below the vocabulary.
+  bool trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq,
+                   std::string &error) const;
+  /// Eval window `index` of `count`, evenly spaced over the eval part: starts at
+  /// trainTokens + floor(index * (evalTokens - seq) / count). Requires hasEval(),
+  /// 0 <= index < count and seq + 1 <= evalTokens. Fails as trainWindow does.
+  bool evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets, int64_t seq,
+                  std::string &error) const;
+
+private:
+  /// One mapped file's tokens, at `first` in the stream.
+  struct Segment {
+    const unsigned char *tokens = nullptr; ///< Into the mapping, past any header.
+    int64_t first = 0, count = 0;
+    void *map = nullptr; ///< The whole mapping, for munmap.
+    size_t mapBytes = 0;
+  };
+
+  TokenData() = default;
+  uint16_t at(int64_t index) const;
+  bool copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
+                  std::string &error) const;
+
+  std::vector<Segment> segments_;
+  int width_ = 1; ///< Bytes per token: 1 (bytes) or 2 (uint16).
+  int64_t vocab_ = 0, total_ = 0, trainTokens_ = 0;
+  bool scanned_ = false; ///< Every id was checked against the vocabulary at open.
+  std::string what_;     ///< "data file X" or "data directory X", for messages.
+  std::vector<std::string> sources_;
+};
+
+/// Byte-tokenizer text for `count` tokens; ids outside 0..255 become U+FFFD.
+std::string decodeBytes(const int32_t *tokens, int64_t count);
+/// Byte-tokenizer ids of `text`: one per byte.
+std::vector<int32_t> encodeBytes(std::string_view text);
+/// Token ids written as text for a pre-tokenized model's prompt: decimal numbers separated by
+/// spaces or commas ("15496 11 995"). Fails, saying why, on anything else or on no ids.
+bool parseTokenIds(std::string_view text, std::vector<int32_t> &ids, std::string &error);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_HOST_DATA_H

@@ -1,0 +1,429 @@
+//===- Ranks.cpp - The ranks of a run in this process ---------------------===//
+
+#include "runtime/host/Ranks.h"
+
+#include "runtime/core/HostMemory.h"
+#include "runtime/comm/MpiCommunicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <set>
+#include <system_error>
+
+namespace tessel::rt {
+
+namespace {
+
+const planfile::Port *findInput(const planfile::Plan &plan, const std::string &program,
+                                const std::string &port, uint32_t rank) {
+  const planfile::Program *p = plan.findProgram(program, rank);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &in : p->inputs)
+    if (in.name == port)
+      return &in;
+  return nullptr;
+}
+
+} // namespace
+
+std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error) {
+  // Out of memory or threads while setting up is a message, never an escaping exception.
+  try {
+    return createRanks(plan, threads, error);
+  } catch (const std::bad_alloc &) {
+    error = "out of memory while setting up the ranks";
+  } catch (const std::system_error &e) {
+    error = std::string("cannot start the ranks' threads: ") + e.what() +
+            " (out of memory, or the process's thread limit)";
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int threads,
+                                          std::string &error) {
+  if (!planfile::validatePlan(plan, error))
+    return nullptr;
+  const uint32_t size = plan.worldSize;
+  std::unique_ptr<Ranks> ranks(new Ranks(plan));
+  ranks->comms_.resize(size);
+  ranks->executors_.resize(size);
+  ranks->pipelineRanks_.resize(size);
+  if (mpi::launched()) {
+    // One rank per process: the launcher's process count must be the plan's world.
+    if (!mpi::initialize(error))
+      return nullptr;
+    if (mpi::processCount() != size) {
+      error = "this plan has " + std::to_string(size) + (size == 1 ? " rank" : " ranks") +
+              ", one per MPI process, but it was started as " +
+              std::to_string(mpi::processCount()) + " processes; start it with mpirun -np " +
+              std::to_string(size) + (size == 1 ? " (or without mpirun)" : "");
+      return nullptr;
+    }
+    ranks->processCount_ = size;
+    ranks->processIndex_ = mpi::processRank();
+    ranks->local_ = {ranks->processIndex_};
+    for (uint32_t r = 0; r < size; ++r)
+      ranks->processes_.ranks.push_back(r);
+    ranks->processes_.index = ranks->processIndex_;
+  } else {
+    for (uint32_t r = 0; r < size; ++r)
+      ranks->local_.push_back(r);
+  }
+  const uint32_t localCount = static_cast<uint32_t>(ranks->local_.size());
+  const int threadsPerRank = std::max(1, threads / static_cast<int>(localCount));
+  // The ranks of this process together, before any of them allocates.
+  uint64_t bytes = 0;
+  for (uint32_t r : ranks->local_)
+    bytes += rankAllocationBytes(plan, r);
+  const std::string what = localCount > 1 ? "the plan's " + std::to_string(localCount) + " ranks"
+                           : size > 1     ? "rank " + std::to_string(ranks->local_[0])
+                                          : "the plan";
+  if (!fitsInMemory(bytes, what, error) ||
+      !fitsInAddressSpace(bytes, static_cast<int>(localCount) * threadsPerRank, what, error))
+    return nullptr;
+  ranks->threadsPerRank_ = threadsPerRank;
+  if (ranks->processCount_ > 1) {
+    ranks->comms_[ranks->local_[0]] = mpi::createCommunicator(error);
+    if (!ranks->comms_[ranks->local_[0]])
+      return nullptr;
+  } else if (size > 1) {
+    std::vector<std::unique_ptr<LocalCommunicator>> world = LocalCommunicator::createWorld(size);
+    for (uint32_t r = 0; r < size; ++r)
+      ranks->comms_[r] = std::move(world[r]);
+  }
+  for (uint32_t r : ranks->local_) {
+    auto ex = Executor::create(plan, r, error, ranks->comms_[r].get());
+    if (!ex) {
+      if (size > 1)
+        error = "rank " + std::to_string(r) + ": " + error;
+      return nullptr;
+    }
+    ranks->executors_[r] = std::move(ex);
+  }
+
+  // Which rank provides each block of each state tensor: the lowest holding it. Together the
+  // blocks of the ranks that hold the tensor (those of its pipeline stages) must make up the
+  // whole tensor.
+  for (size_t i = 0; i < plan.state.size(); ++i) {
+    const planfile::StateTensor &t = plan.state[i];
+    std::vector<Block> blocks;
+    std::vector<uint32_t> holders;
+    std::set<std::vector<int64_t>> seen;
+    for (uint32_t r = 0; r < size; ++r) {
+      blocks.push_back(blockOf(plan, t.shape, t.split, r));
+      if (t.heldBy(plan.pipelineStage(r)) && seen.insert(blocks.back().offset).second)
+        holders.push_back(r);
+    }
+    if (static_cast<int64_t>(holders.size()) * blocks[0].localElements() !=
+        blocks[0].wholeElements()) {
+      error = "state tensor '" + t.name + "': the ranks' blocks do not make up the whole tensor";
+      return nullptr;
+    }
+    ranks->stateBlocks_.push_back(std::move(blocks));
+    ranks->stateHolders_.push_back(std::move(holders));
+  }
+
+  ranks->pipeline_ = PipelineLayout::create(ranks->plan(), error);
+  if (!ranks->pipeline_ && !error.empty())
+    return nullptr;
+  for (uint32_t r : ranks->local_) {
+    if (!ranks->pipeline_)
+      break;
+    auto pr = PipelineRank::create(*ranks->pipeline_, ranks->plan(), r, error);
+    if (!pr) {
+      error = "rank " + std::to_string(r) + ": " + error;
+      return nullptr;
+    }
+    ranks->pipelineRanks_[r] = std::move(pr);
+  }
+
+  if (localCount == 1) {
+    setComputeThreads(ranks->threadsPerRank_);
+    return ranks;
+  }
+  ranks->errors_.resize(size);
+  for (uint32_t r : ranks->local_)
+    ranks->threads_.emplace_back([raw = ranks.get(), r] { raw->serve(r); });
+  return ranks;
+}
+
+Ranks::~Ranks() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  start_.notify_all();
+  for (std::thread &t : threads_)
+    t.join();
+  // The communication workers first: they may read any rank's arena until they stop.
+  comms_.clear();
+  executors_.clear();
+}
+
+void Ranks::serve(uint32_t rank) {
+  setComputeThreads(threadsPerRank_);
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    if (stopping_)
+      return;
+    seen = generation_;
+    Job job = job_;
+    lock.unlock();
+    std::string error;
+    bool ok = false;
+    // An exception ends this rank's part with a message and releases every peer waiting on it.
+    try {
+      ok = job.work(rank, error);
+    } catch (const std::bad_alloc &) {
+      error = "out of memory";
+      comms_[rank]->abort("rank " + std::to_string(rank) + ": " + error);
+    } catch (const std::exception &e) {
+      error = e.what();
+      comms_[rank]->abort("rank " + std::to_string(rank) + ": " + error);
+    }
+    // A peer still waiting for this rank's part of a collective learns that it will not come.
+    comms_[rank]->setRunning(false);
+    lock.lock();
+    errors_[rank] = ok ? std::string() : error;
+    if (--pending_ == 0)
+      done_.notify_all();
+  }
+}
+
+bool Ranks::run(const std::string &program, const StepContext &ctx, std::string &error,
+                bool checkFinite) {
+  return runOnEveryRank(
+             [&](uint32_t rank, std::string &why) {
+               return executors_[rank]->run(program, ctx, why, checkFinite);
+             },
+             error) &&
+         shareOutputs(program, error);
+}
+
+bool Ranks::runOnEveryRank(const Work &work, std::string &error) {
+  // One local rank runs on the calling thread; a failure there has already ended the job
+  // under MPI (the communicator's abort) or is this run's own.
+  if (local_.size() == 1)
+    return work(local_[0], error);
+  for (uint32_t r : local_)
+    comms_[r]->setRunning(true);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = Job{work};
+    pending_ = static_cast<uint32_t>(local_.size());
+    ++generation_;
+    start_.notify_all();
+    done_.wait(lock, [&] { return pending_ == 0; });
+  }
+  // The first failure aborted the communicator with its reason; the other ranks' failures
+  // followed from it.
+  std::string reason;
+  if (comms_[0]->aborted(&reason)) {
+    error = reason;
+    return false;
+  }
+  for (uint32_t r : local_)
+    if (!errors_[r].empty()) {
+      error = "rank " + std::to_string(r) + ": " + errors_[r];
+      return false;
+    }
+  return true;
+}
+
+bool Ranks::hasInput(const std::string &program, const std::string &port) const {
+  return findInput(plan(), program, port, 0) != nullptr;
+}
+
+bool Ranks::writeInput(const std::string &program, const std::string &port, const void *whole,
+                       int64_t elements, std::string &error) {
+  for (uint32_t r : local_) {
+    const planfile::Port *in = findInput(plan(), program, port, r);
+    void *dest = executors_[r]->input(program, port);
+    if (!in || !dest) {
+      error = "program '" + program + "' has no '" + port + "' input";
+      return false;
+    }
+    Block b = blockOf(plan(), in->shape, in->split, r);
+    if (b.wholeElements() != elements ||
+        static_cast<uint64_t>(b.localElements()) * 4 > in->buffer.bytes) {
+      error = "input '" + port + "' of '" + program + "' holds " +
+              std::to_string(b.wholeElements()) + " elements in all, not the " +
+              std::to_string(elements) + " the run feeds it";
+      return false;
+    }
+    copyFromWhole(b, whole, dest);
+  }
+  return true;
+}
+
+const float *Ranks::output(const std::string &program, const std::string &port) const {
+  if (isLocal(0))
+    return executors_[0]->output(program, port);
+  auto it = sharedOutputs_.find({program, port});
+  return it == sharedOutputs_.end() ? nullptr : it->second.data();
+}
+
+bool Ranks::shareFromRank(uint32_t rank, void *data, size_t bytes, std::string &error) {
+  if (processCount_ == 1)
+    return true;
+  CommOp op;
+  op.kind = CommOp::Kind::Broadcast;
+  op.group = &processes_;
+  op.root = rank; // Under MPI, rank r is process r.
+  op.n = static_cast<int64_t>((bytes + 3) / 4);
+  std::vector<float> padded(static_cast<size_t>(op.n));
+  if (bytes > 0)
+    std::memcpy(padded.data(), data, bytes);
+  op.x = padded.data();
+  op.y = padded.data();
+  if (!comms_[local_[0]]->run(op, error))
+    return false;
+  if (bytes > 0)
+    std::memcpy(data, padded.data(), bytes);
+  return true;
+}
+
+bool Ranks::shareOutputs(const std::string &program, std::string &error) {
+  if (processCount_ == 1)
+    return true;
+  const planfile::Program *p = plan().findProgram(program, 0);
+  if (!p)
+    return true;
+  for (const planfile::Port &out : p->outputs) {
+    size_t bytes = 4;
+    for (int64_t d : out.shape)
+      bytes *= static_cast<size_t>(d);
+    std::vector<float> &copy = sharedOutputs_[{program, out.name}];
+    copy.resize(bytes / 4);
+    if (isLocal(0))
+      std::memcpy(copy.data(), executors_[0]->output(program, out.name), bytes);
+    if (!shareFromRank(0, copy.data(), bytes, error))
+      return false;
+  }
+  return true;
+}
+
+bool Ranks::gatherFromProcesses(const void *mine, size_t bytes, std::vector<char> &all,
+                                std::string &error) {
+  const size_t words = (bytes + 3) / 4;
+  std::vector<char> padded(words * 4, 0), gathered(words * 4 * processCount_);
+  std::memcpy(padded.data(), mine, bytes);
+  if (processCount_ == 1) {
+    gathered = padded;
+  } else {
+    CommOp op;
+    op.kind = CommOp::Kind::AllGather;
+    op.group = &processes_;
+    op.outer = 1;
+    op.chunk = static_cast<int64_t>(words);
+    op.x = padded.data();
+    op.y = gathered.data();
+    if (!comms_[local_[0]]->run(op, error))
+      return false;
+  }
+  all.resize(bytes * processCount_);
+  for (uint32_t p = 0; p < processCount_; ++p)
+    std::memcpy(all.data() + p * bytes, gathered.data() + p * words * 4, bytes);
+  return true;
+}
+
+bool Ranks::ownsBlock(size_t index, uint32_t rank) const {
+  const std::vector<uint32_t> &holders = stateHolders_[index];
+  return std::find(holders.begin(), holders.end(), rank) != holders.end();
+}
+
+const float *Ranks::wholeState(size_t index, std::vector<float> &scratch) const {
+  if (size() == 1)
+    return executors_[0]->stateData(index);
+  const std::vector<Block> &blocks = stateBlocks_[index];
+  scratch.resize(static_cast<size_t>(blocks[0].wholeElements()));
+  for (uint32_t r : stateHolders_[index])
+    copyToWhole(blocks[r], executors_[r]->stateData(index), scratch.data());
+  return scratch.data();
+}
+
+void Ranks::setWholeState(size_t index, const float *whole) {
+  if (size() == 1) {
+    std::memcpy(executors_[0]->stateData(index), whole, plan().state[index].bytes());
+    return;
+  }
+  for (uint32_t r : local_)
+    if (executors_[r]->holdsState(index))
+      copyFromWhole(stateBlocks_[index][r], whole, executors_[r]->stateData(index));
+}
+
+bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
+                            std::vector<float> &losses, std::string &error,
+                            bool checkFinite) {
+  if (!pipeline_) {
+    error = "the plan has no pipeline";
+    return false;
+  }
+  if (batches.size() != static_cast<size_t>(pipeline_->config().microbatches)) {
+    error = "a step of this pipeline takes " + std::to_string(pipeline_->config().microbatches) +
+            " micro-batches, not " + std::to_string(batches.size());
+    return false;
+  }
+  const PipelineRank::Clock::time_point origin = PipelineRank::Clock::now();
+  if (!runOnEveryRank(
+          [&](uint32_t rank, std::string &why) {
+            return pipelineRanks_[rank]->runStep(*executors_[rank], *comms_[rank], step, seed,
+                                                 batches, origin, why, checkFinite);
+          },
+          error))
+    return false;
+  const uint32_t out = pipeline_->outputRank();
+  losses.assign(static_cast<size_t>(pipeline_->config().microbatches), 0.0f);
+  if (isLocal(out))
+    losses = pipelineRanks_[out]->losses();
+  return shareFromRank(out, losses.data(), losses.size() * 4, error);
+}
+
+bool Ranks::runForwardChain(const std::string &kind, const StepContext &ctx,
+                            const MicroBatchData &data, std::vector<float> &output,
+                            std::string &error) {
+  const PipelineChain *chain = pipeline_ ? pipeline_->chain(kind) : nullptr;
+  if (!chain) {
+    error = "the plan has no '" + kind + ".0' program";
+    return false;
+  }
+  if (!runOnEveryRank(
+          [&](uint32_t rank, std::string &why) {
+            return pipelineRanks_[rank]->runChain(*chain, *executors_[rank], *comms_[rank], ctx,
+                                                  data, why);
+          },
+          error))
+    return false;
+  const uint32_t out = pipeline_->outputRank();
+  uint64_t count = isLocal(out) ? pipelineRanks_[out]->chainOutput().size() : 0;
+  if (!shareFromRank(out, &count, sizeof count, error))
+    return false;
+  output.assign(static_cast<size_t>(count), 0.0f);
+  if (isLocal(out))
+    output = pipelineRanks_[out]->chainOutput();
+  return shareFromRank(out, output.data(), output.size() * 4, error);
+}
+
+pipeline::Timeline Ranks::lastTimeline() const {
+  std::vector<pipeline::TimedAction> actions;
+  if (!pipeline_)
+    return pipeline::summarizeTimeline(0, actions);
+  // Under MPI, what this process's ranks recorded.
+  for (uint32_t rank : pipeline_->recordedRanks()) {
+    if (!isLocal(rank))
+      continue;
+    const std::vector<pipeline::TimedAction> &timed = pipelineRanks_[rank]->timed();
+    actions.insert(actions.end(), timed.begin(), timed.end());
+  }
+  return pipeline::summarizeTimeline(pipeline_->config().stages, std::move(actions));
+}
+
+uint64_t Ranks::pipelineStashBytes(uint32_t rank) const {
+  return pipeline_ && pipelineRanks_[rank] ? pipelineRanks_[rank]->peakStashBytes() : 0;
+}
+
+} // namespace tessel::rt

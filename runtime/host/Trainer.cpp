@@ -1,0 +1,1060 @@
+//===- Trainer.cpp - The host loop ----------------------------------------===//
+
+#include "runtime/host/Trainer.h"
+
+#include "runtime/support/AtomicFile.h"
+#include "runtime/core/Blocks.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "common/Checksum.h"
+#include "runtime/host/Data.h"
+#include "runtime/pipeline/PipelineReport.h"
+#include "runtime/host/Progress.h"
+#include "runtime/host/Ranks.h"
+#include "runtime/core/Rng.h"
+#include "runtime/checkpoint/Safetensors.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <unistd.h>
+
+namespace tessel::rt {
+
+namespace {
+
+using planfile::Plan;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t configInt(const Plan &plan, const std::string &name, int64_t fallback) {
+  const planfile::Attr *a = plan.findConfig(name);
+  return a && std::holds_alternative<int64_t>(a->value) ? std::get<int64_t>(a->value) : fallback;
+}
+
+double configFloat(const Plan &plan, const std::string &name, double fallback) {
+  const planfile::Attr *a = plan.findConfig(name);
+  return a && std::holds_alternative<double>(a->value) ? std::get<double>(a->value) : fallback;
+}
+
+std::string configString(const Plan &plan, const std::string &name, const std::string &fallback) {
+  const planfile::Attr *a = plan.findConfig(name);
+  return a && std::holds_alternative<std::string>(a->value) ? std::get<std::string>(a->value)
+                                                            : fallback;
+}
+
+/// The run's settings: the plan's `train` section with the command line on top.
+struct Settings {
+  std::string model;
+  int64_t steps, batch, seq, vocab, accumulation, evalEvery, evalBatches, checkpointEvery, logEvery;
+  uint64_t seed;
+  double evalFraction;
+  std::string data, tokenizer, checkpointDir;
+
+  Settings(const Plan &plan, const RunOptions &o) {
+    model = plan.model;
+    steps = o.steps.value_or(configInt(plan, "train.steps", 1));
+    batch = configInt(plan, "dims.batch", 1);
+    seq = configInt(plan, "dims.seq", 1);
+    vocab = configInt(plan, "dims.vocab", 256);
+    accumulation = std::max<int64_t>(1, configInt(plan, "train.accumulation", 1));
+    seed = static_cast<uint64_t>(o.seed.value_or(configInt(plan, "train.seed", 0)));
+    evalEvery = o.evalEvery.value_or(configInt(plan, "train.eval_every", 0));
+    evalBatches = std::max<int64_t>(1, configInt(plan, "train.eval_batches", 8));
+    evalFraction = configFloat(plan, "train.eval_fraction", 0.0);
+    checkpointEvery = o.checkpointEvery.value_or(configInt(plan, "train.checkpoint_every", 0));
+    checkpointDir = o.checkpointDir.value_or(configString(plan, "train.checkpoint_dir", ""));
+    logEvery = std::max<int64_t>(1, o.logEvery.value_or(configInt(plan, "train.log_every", 1)));
+    data = o.data.value_or(configString(plan, "train.data", ""));
+    tokenizer = configString(plan, "train.tokenizer", "byte");
+    if (evalEvery <= 0)
+      evalFraction = 0.0; // Nothing is held out when nothing evaluates.
+  }
+};
+
+/// The shape of the whole tensor, of which each rank holds a block.
+std::vector<int64_t> wholeShape(const Plan &plan, const planfile::StateTensor &t) {
+  return blockOf(plan, t.shape, t.split, 0).whole;
+}
+
+/// The parameters' whole shapes: what a checkpoint holds, whatever the layout over ranks.
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameterShapes(const Plan &plan) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const planfile::StateTensor &t : plan.state)
+    if (t.role == "param")
+      out.push_back({t.name, wholeShape(plan, t)});
+  return out;
+}
+
+/// Whether all `n` values are finite. Tests the exponent bits, so the loop vectorises and a
+/// pass over every parameter costs little beside a training step.
+bool allFinite(const float *x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+/// Compute threads in all: --threads, or every core.
+int computeThreads(const RunOptions &o) {
+  return o.threads > 0 ? o.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// Names and shapes of the parameters, hashed: two models with the same fingerprint can
+/// exchange checkpoints.
+std::string fingerprint(const Plan &plan) {
+  std::string names;
+  for (const auto &[name, shape] : parameterShapes(plan))
+    names += name + formatShape(shape) + ";";
+  return hex64(fnv1a64(names.data(), names.size()));
+}
+
+Json rngToJson(const Rng &rng) {
+  Json a = Json::array();
+  for (uint64_t s : rng.state())
+    a.push(std::to_string(s));
+  return a;
+}
+
+bool rngFromJson(const Json *j, Rng &rng) {
+  if (!j || !j->isArray() || j->size() != 4)
+    return false;
+  std::array<uint64_t, 4> state;
+  for (size_t i = 0; i < 4; ++i) {
+    const Json &x = j->items()[i];
+    if (!x.isString() || x.asString().empty() || x.asString().size() > 20)
+      return false;
+    unsigned __int128 value = 0;
+    for (char c : x.asString()) {
+      if (c < '0' || c > '9')
+        return false;
+      value = value * 10 + static_cast<unsigned>(c - '0');
+    }
+    if (value > UINT64_MAX)
+      return false;
+    state[i] = static_cast<uint64_t>(value);
+  }
+  // xoshiro never reaches the all-zero state: such a state was not written by a run.
+  if (state == std::array<uint64_t, 4>{})
+    return false;
+  rng.setState(state);
+  return true;
+}
+
+/// Loads `path`, checks it belongs to `plan`'s model, and copies its (whole) tensors into the
+/// ranks' state: parameters, and the optimizer state too when `withOptimizer`.
+std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, const std::string &path,
+                                            bool withOptimizer, std::string &error) {
+  auto ck = loadCheckpoint(path, error);
+  if (!ck)
+    return nullptr;
+  if (!checkCompatible(*ck, parameterShapes(plan), plan.model, error)) {
+    if (error.find(ck->path) == std::string::npos)
+      error = "cannot use " + ck->path + ": " + error;
+    return nullptr;
+  }
+  // Each local rank reads its own block of each tensor it holds, from whichever shards
+  // overlap it: the checkpoint's layout need not be this run's.
+  for (size_t i = 0; i < plan.state.size(); ++i) {
+    const planfile::StateTensor &t = plan.state[i];
+    if (t.role == "grad" || (t.role != "param" && !withOptimizer))
+      continue;
+    const StoredTensor *x = ck->find(t.name);
+    if (!x) {
+      error = "checkpoint " + ck->path + " lacks '" + t.name + "'";
+      return nullptr;
+    }
+    const std::vector<int64_t> &shape = ranks.stateShape(i);
+    if (x->dtype != DType::F32 || x->shape != shape) {
+      error = "checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
+              formatShape(x->shape) + ", the model needs F32 " + formatShape(shape);
+      return nullptr;
+    }
+    for (uint32_t r : ranks.localRanks()) {
+      float *data = ranks.executor(r).stateData(i);
+      const Block &b = ranks.stateBlock(i, r);
+      if (data && !ck->readBlock(t.name, b.offset, b.local, data, error))
+        return nullptr;
+    }
+  }
+  return ck;
+}
+
+/// The stream a parameter's initial values are drawn from: a function of the seed and the
+/// parameter's full name alone, so that neither the plan's order of its state (which a pipeline
+/// changes) nor the layout, stage or rank changes a model's starting point.
+Rng parameterRng(uint64_t seed, const std::string &name) {
+  uint64_t key = seed;
+  uint64_t mixed = Rng::splitmix64(key) ^ fnv1a64(name.data(), name.size());
+  return Rng(mixed);
+}
+
+class Session {
+public:
+  Session(const Plan &plan, const RunOptions &options)
+      : plan_(plan), options_(options), s_(plan, options), dataRng_(0) {}
+
+  int run();
+
+private:
+  bool setUp();
+  void initialiseParameters();
+  bool restore(const std::string &path);
+  bool save(int64_t step);
+  bool sampleMicroBatch(int64_t step, int64_t micro);
+  bool loadMicroBatch(int64_t step, int64_t micro);
+  bool writeInputs(const std::string &program);
+  int forwardBackward(int64_t step, double &loss);
+  int pipelineForwardBackward(int64_t step, double &loss);
+  bool evalBatch(double &loss);
+  bool writePipelineReport();
+  /// The mean held-out loss; false (with a message) when evaluation fails to run.
+  bool evaluate(double &mean);
+  bool dumpTensors(const std::string &file, const std::string &role);
+  int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
+  /// What the host checks of the accumulated gradients before they reach the parameters.
+  struct GradientSummary {
+    std::string nonFinite; ///< The first parameter with a non-finite gradient, or "".
+    double largest = 0;    ///< The largest magnitude, and the parameter holding it.
+    std::string largestIn;
+    double norm = 0; ///< The global norm, in double.
+  };
+  GradientSummary summarizeGradients();
+  /// Whether `ok` holds on every process; false with a reason if not. Every process calls it.
+  bool agree(bool ok, std::string &error);
+  /// Every process's `mine`, in process order.
+  bool gatherTexts(const std::string &mine, std::vector<std::string> &all, std::string &error);
+  /// The first parameter or optimizer state tensor that holds a non-finite value on some rank,
+  /// or "" when every value is finite.
+  std::string firstNonFiniteState();
+  void reportIntactCheckpoint();
+  bool error(const std::string &message) {
+    progress_.reset();
+    // Under MPI every process may report; each names its rank but the first.
+    if (ranks_ && !ranks_->isMainProcess())
+      std::fprintf(stderr, "tessel: error: rank %u: %s\n", ranks_->processIndex(),
+                   message.c_str());
+    else
+      std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
+    return false;
+  }
+
+  const Plan &plan_;
+  const RunOptions &options_;
+  Settings s_;
+  std::unique_ptr<Ranks> ranks_;
+  std::unique_ptr<TokenData> data_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<ProgressLine> progress_;
+  Rng dataRng_;
+  int64_t startStep_ = 0;
+  int64_t lastSaved_ = -1;
+  std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
+  std::vector<int32_t> tokens_, targets_;
+  std::vector<MicroBatchData> pipelineBatches_; ///< A pipelined step's micro-batches.
+  std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
+};
+
+bool Session::setUp() {
+  std::string err;
+  if (!options_.dumpDir.empty() && plan_.worldSize > 1)
+    return error("--dump-dir writes the tensors of a run on one rank; this plan has " +
+                 std::to_string(plan_.worldSize) + " ranks (compile the model without a " +
+                 "parallel layout to compare it with other frameworks)");
+  ranks_ = Ranks::create(plan_, computeThreads(options_), err);
+  if (!ranks_)
+    return error("the plan cannot run: " + err);
+  if (options_.profile)
+    ranks_->firstExecutor().enableProfiling();
+  const PipelineLayout *pipeline = ranks_->pipeline();
+  for (const char *program : {"forward_backward", "optimizer_step"})
+    if ((!pipeline || std::string(program) == "optimizer_step") &&
+        !ranks_->firstExecutor().hasProgram(program))
+      return error(std::string("the plan has no '") + program + "' program");
+  if (pipeline && pipeline->config().microbatches != s_.accumulation)
+    return error("the plan's pipeline runs " + std::to_string(pipeline->config().microbatches) +
+                 " micro-batches per step but trains with " + std::to_string(s_.accumulation));
+  if (!pipeline && (!options_.tracePath.empty() || !options_.svgPath.empty()))
+    return error("--trace and --svg draw a pipeline's schedule; this plan has no pipeline");
+  // Every output is made writable now, so that no stretch of training is lost to a path.
+  if (!options_.metricsPath.empty() &&
+      !prepareOutputFile(options_.metricsPath, "metrics file", err))
+    return error(err);
+  for (const std::string *path : {&options_.tracePath, &options_.svgPath})
+    if (!path->empty() && !prepareOutputFile(*path, "schedule picture", err))
+      return error(err);
+  if (!options_.dumpDir.empty() && !prepareOutputDirectory(options_.dumpDir, "dump directory", err))
+    return error(err);
+  if (s_.data.empty())
+    return error("no training data: set `data` in the train section or pass --data FILE");
+  Tokenizer kind = s_.tokenizer == "byte" ? Tokenizer::Byte : Tokenizer::Tokens;
+  data_ = TokenData::open(s_.data, kind, s_.vocab, s_.evalFraction, s_.seq + 1, err);
+  if (!data_)
+    return error(err);
+  tokens_.assign(static_cast<size_t>(s_.batch * s_.seq), 0);
+  targets_.assign(tokens_.size(), 0);
+  if (!options_.metricsPath.empty()) {
+    metrics_ = MetricsWriter::open(options_.metricsPath, err);
+    if (!metrics_)
+      return error(err);
+  }
+  dataRng_ = Rng(s_.seed ^ 0xD1B54A32D192ED03ull);
+  initialiseParameters();
+  if (!options_.resume.empty() && !restore(options_.resume))
+    return false;
+  // After the resume, which may read from the same directory and must not find it made.
+  if (!s_.checkpointDir.empty() &&
+      !prepareOutputDirectory(s_.checkpointDir, "checkpoint directory", err))
+    return error(err);
+  return true;
+}
+
+void Session::initialiseParameters() {
+  std::vector<float> whole;
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    size_t n = static_cast<size_t>(shapeElements(ranks_->stateShape(i)));
+    whole.assign(n, 0.0f);
+    float *x = whole.data();
+    if (t.role != "param") {
+      ranks_->setWholeState(i, x);
+      continue;
+    }
+    Rng rng = parameterRng(s_.seed, t.name);
+    for (size_t e = 0; e < n; ++e) {
+      if (t.init == "normal")
+        x[e] = static_cast<float>(t.initA + t.initB * rng.normal());
+      else if (t.init == "uniform")
+        x[e] = static_cast<float>(t.initA + (t.initB - t.initA) * rng.uniform());
+      else if (t.init == "ones")
+        x[e] = 1.0f;
+      else if (t.init == "constant")
+        x[e] = static_cast<float>(t.initA);
+      else
+        x[e] = 0.0f;
+    }
+    ranks_->setWholeState(i, x);
+  }
+}
+
+bool Session::restore(const std::string &path) {
+  std::string err;
+  auto ck = loadState(plan_, *ranks_, path, /*withOptimizer=*/true, err);
+  if (!ck)
+    return error(err);
+  if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
+    return error("checkpoint " + ck->path + " has no valid data position ('data_rng')");
+  // What the run wrote beside the step must agree with it (see save()).
+  auto integer = [&](const char *field, int64_t &out) {
+    const Json *j = ck->extra.find(field);
+    if (!j || !j->isInteger() || j->asInt() < 0)
+      return error("checkpoint " + ck->path + " has no valid '" + field + "'");
+    out = j->asInt();
+    return true;
+  };
+  int64_t optimizerStep, tokensSeen, seed;
+  if (!integer("optimizer_step", optimizerStep) || !integer("tokens_seen", tokensSeen) ||
+      !integer("seed", seed))
+    return false;
+  if (optimizerStep != ck->step)
+    return error("checkpoint " + ck->path + " is at step " + std::to_string(ck->step) +
+                 " but its optimizer at step " + std::to_string(optimizerStep));
+  if (static_cast<uint64_t>(seed) != s_.seed)
+    return error("checkpoint " + ck->path + " was trained with seed " + std::to_string(seed) +
+                 ", this run has seed " + std::to_string(s_.seed) +
+                 " (dropout and data order follow the seed: pass --seed " +
+                 std::to_string(seed) + " to continue it)");
+  startStep_ = ck->step;
+  lastCheckpoint_ = ck->path;
+  if (startStep_ >= s_.steps)
+    return error("checkpoint " + ck->path + " is at step " + std::to_string(startStep_) +
+                 ", which leaves none of the " + std::to_string(s_.steps) +
+                 " steps to run; pass a larger --steps");
+  if (!options_.quiet)
+    std::printf("resumed from %s at step %lld\n", ck->path.c_str(),
+                static_cast<long long>(startStep_));
+  return true;
+}
+
+bool Session::agree(bool ok, std::string &error) {
+  const int64_t mine = ok ? 1 : 0;
+  std::vector<char> all;
+  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, error))
+    return false;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    if (!theirs) {
+      if (ok)
+        error = "the process of rank " + std::to_string(p) + " failed";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all,
+                          std::string &error) {
+  const int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<char> lengths, texts;
+  if (!ranks_->gatherFromProcesses(&length, sizeof length, lengths, error))
+    return false;
+  int64_t longest = 0;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, lengths.data() + p * sizeof theirs, sizeof theirs);
+    longest = std::max(longest, theirs);
+  }
+  std::string padded = mine;
+  padded.resize(static_cast<size_t>(longest), ' ');
+  if (!ranks_->gatherFromProcesses(padded.data(), padded.size(), texts, error))
+    return false;
+  all.clear();
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p)
+    all.emplace_back(texts.data() + p * longest, static_cast<size_t>(longest));
+  return true;
+}
+
+bool Session::save(int64_t step) {
+  // Each rank writes the blocks it speaks for; the first process writes the manifest once
+  // every shard is on disk. The checkpoint does not depend on the layout it was trained with:
+  // loading reshards.
+  const std::string failed =
+      "checkpoint at step " + std::to_string(step) + " failed" +
+      (lastCheckpoint_.empty() ? std::string() : " (" + lastCheckpoint_ + " is intact)") + ": ";
+  CheckpointContents c;
+  c.model = plan_.model;
+  c.fingerprint = fingerprint(plan_);
+  c.step = step;
+  std::vector<CheckpointShard> shards;
+  for (uint32_t r : ranks_->localRanks())
+    shards.push_back(CheckpointShard{r, {}, {}});
+  std::string bad;
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role == "grad")
+      continue;
+    CheckpointTensor whole{t.name, DType::F32, ranks_->stateShape(i)};
+    (t.role == "param" ? c.params : c.optimizerState).push_back(whole);
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const uint32_t r = shards[k].rank;
+      const float *data = ranks_->executor(r).stateData(i);
+      if (!data || !ranks_->ownsBlock(i, r))
+        continue;
+      const Block &b = ranks_->stateBlock(i, r);
+      if (bad.empty() && !allFinite(data, static_cast<size_t>(b.localElements())))
+        bad = t.name;
+      TensorBlock block{t.name, DType::F32, b.offset, b.local, data};
+      (t.role == "param" ? shards[k].params : shards[k].optimizerState).push_back(block);
+    }
+  }
+  std::string err;
+  if (!agree(bad.empty(), err))
+    return error("step " + std::to_string(step) + ": " +
+                 (bad.empty() ? err : "'" + bad + "' holds a non-finite value") +
+                 "; no checkpoint is saved" +
+                 (lastCheckpoint_.empty() ? std::string()
+                                          : " (" + lastCheckpoint_ + " is intact)"));
+  Json extra = Json::object();
+  extra.set("data_rng", rngToJson(dataRng_));
+  extra.set("seed", static_cast<int64_t>(s_.seed));
+  extra.set("tokens_seen", step * s_.batch * s_.seq * s_.accumulation);
+  extra.set("optimizer_step", step);
+  c.extra = extra;
+
+  // The temporary directory is named after the first process, which makes it.
+  std::vector<std::string> tokens;
+  if (!gatherTexts(std::to_string(::getpid()), tokens, err))
+    return error(failed + err);
+  const std::string token = tokens[0];
+  bool ok = !ranks_->isMainProcess() || beginCheckpoint(s_.checkpointDir, step, token, err);
+  if (!agree(ok, err))
+    return error(failed + err);
+  const std::string tempDir = checkpointTempDir(s_.checkpointDir, step, token);
+  std::string described = "[";
+  for (const CheckpointShard &shard : shards) {
+    Json description;
+    if (!writeShard(tempDir, shard, description, err)) {
+      ok = false;
+      break;
+    }
+    described += (described.size() > 1 ? "," : "") + description.compact();
+  }
+  described += "]";
+  std::vector<std::string> texts;
+  if (!agree(ok, err) || !gatherTexts(described, texts, err))
+    return error(failed + err);
+  if (ranks_->isMainProcess()) {
+    std::vector<Json> all;
+    for (const std::string &text : texts) {
+      std::optional<Json> list = Json::parse(text, "a shard description", err);
+      if (!list)
+        return error(failed + "a rank's shard description: " + err);
+      for (const Json &d : list->items())
+        all.push_back(d);
+    }
+    ok = commitCheckpoint(s_.checkpointDir, tempDir, c, all, err);
+  }
+  if (!agree(ok, err))
+    return error(ranks_->isMainProcess() ? err : failed + err);
+  lastSaved_ = step;
+  lastCheckpoint_ = s_.checkpointDir + "/" + checkpointName(step);
+  return true;
+}
+
+bool Session::writeInputs(const std::string &program) {
+  std::string err;
+  const int64_t n = static_cast<int64_t>(tokens_.size());
+  if (!ranks_->writeInput(program, "tokens", tokens_.data(), n, err) ||
+      (ranks_->hasInput(program, "targets") &&
+       !ranks_->writeInput(program, "targets", targets_.data(), n, err)))
+    return error(err);
+  return true;
+}
+
+bool Session::sampleMicroBatch(int64_t step, int64_t micro) {
+  std::string err;
+  for (int64_t row = 0; row < s_.batch; ++row)
+    if (!data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq,
+                            targets_.data() + row * s_.seq, s_.seq, err))
+      return error("step " + std::to_string(step) + ": " + err);
+  if (!options_.dumpDir.empty()) {
+    std::string suffix = "." + std::to_string(step) + "." + std::to_string(micro);
+    dumpedBatches_.push_back({"tokens" + suffix, tokens_});
+    dumpedBatches_.push_back({"targets" + suffix, targets_});
+  }
+  return true;
+}
+
+bool Session::loadMicroBatch(int64_t step, int64_t micro) {
+  return sampleMicroBatch(step, micro) && writeInputs("forward_backward");
+}
+
+int Session::forwardBackward(int64_t step, double &loss) {
+  if (ranks_->pipeline())
+    return pipelineForwardBackward(step, loss);
+  std::string err;
+  loss = 0;
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    if (!loadMicroBatch(step, micro))
+      return 1;
+    if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
+      error("step " + std::to_string(step) + ": " + err);
+      return 1;
+    }
+    float l = ranks_->output("forward_backward", "loss")[0];
+    if (!std::isfinite(l))
+      return reportNonFinite(step, micro, "the loss is " + std::to_string(l));
+    loss += l;
+  }
+  loss /= static_cast<double>(s_.accumulation);
+  return 0;
+}
+
+int Session::pipelineForwardBackward(int64_t step, double &loss) {
+  // The micro-batches are drawn in the order a run without a pipeline draws them, so both see
+  // the same data and, summed in the same order, the same mean loss.
+  std::vector<MicroBatchData> &batches = pipelineBatches_;
+  batches.assign(static_cast<size_t>(s_.accumulation), {});
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    if (!sampleMicroBatch(step, micro))
+      return 1;
+    batches[micro] = MicroBatchData{tokens_, targets_};
+  }
+  std::string err;
+  std::vector<float> losses;
+  if (!ranks_->runPipelineStep(step, s_.seed, batches, losses, err)) {
+    error("step " + std::to_string(step) + ": " + err);
+    return 1;
+  }
+  loss = 0;
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    if (!std::isfinite(losses[micro]))
+      return reportNonFinite(step, micro, "the loss is " + std::to_string(losses[micro]));
+    loss += losses[micro];
+  }
+  loss /= static_cast<double>(s_.accumulation);
+  return 0;
+}
+
+bool Session::evalBatch(double &loss) {
+  std::string err;
+  if (ranks_->pipeline()) {
+    std::vector<float> out;
+    if (!ranks_->runForwardChain("eval", StepContext{1, 0, s_.seed}, {tokens_, targets_}, out,
+                                 err) ||
+        out.empty())
+      return error("evaluation failed: " +
+                   (err.empty() ? std::string("the last chunk has no loss") : err));
+    loss = out[0];
+    return true;
+  }
+  if (!writeInputs("eval") || !ranks_->run("eval", StepContext{1, 0, s_.seed}, err))
+    return error("evaluation failed: " + err);
+  loss = ranks_->output("eval", "loss")[0];
+  return true;
+}
+
+bool Session::evaluate(double &mean) {
+  double sum = 0;
+  std::string err;
+  for (int64_t b = 0; b < s_.evalBatches; ++b) {
+    for (int64_t row = 0; row < s_.batch; ++row)
+      if (!data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
+                             tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq,
+                             err))
+        return error("evaluation: " + err);
+    double loss = 0;
+    if (!evalBatch(loss))
+      return false;
+    sum += loss;
+  }
+  mean = sum / static_cast<double>(s_.evalBatches);
+  return true;
+}
+
+bool Session::dumpTensors(const std::string &file, const std::string &role) {
+  std::vector<TensorView> views;
+  std::vector<std::vector<float>> scratch(plan_.state.size());
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role == role)
+      views.push_back({role == "param" ? t.name : t.of, DType::F32, ranks_->stateShape(i),
+                       ranks_->wholeState(i, scratch[i])});
+  }
+  std::string err;
+  if (!writeSafetensors(options_.dumpDir + "/" + file, views, {}, err))
+    return error(err);
+  return true;
+}
+
+std::string Session::firstNonFiniteState() {
+  // The first tensor, in the plan's order, with a non-finite value in a block of this
+  // process's ranks; then the first over all processes.
+  int64_t first = static_cast<int64_t>(plan_.state.size());
+  for (size_t i = 0; i < plan_.state.size() && first == static_cast<int64_t>(plan_.state.size());
+       ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role == "grad")
+      continue;
+    for (uint32_t r : ranks_->localRanks()) {
+      const float *block = ranks_->executor(r).stateData(i);
+      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4))) {
+        first = static_cast<int64_t>(i);
+        break;
+      }
+    }
+  }
+  std::vector<char> all;
+  std::string err;
+  if (!ranks_->gatherFromProcesses(&first, sizeof first, all, err))
+    return "an unknown tensor (" + err + ")";
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    first = std::min(first, theirs);
+  }
+  if (first >= static_cast<int64_t>(plan_.state.size()))
+    return "";
+  const planfile::StateTensor &t = plan_.state[static_cast<size_t>(first)];
+  return t.role == "param" ? "parameter '" + t.name + "'"
+                           : "optimizer state '" + t.name + "' (of '" + t.of + "')";
+}
+
+Session::GradientSummary Session::summarizeGradients() {
+  // Over the blocks this process's ranks speak for (each block of each gradient once), then
+  // over the processes: the host never assembles a whole gradient.
+  struct Partial {
+    double squares = 0, largest = 0;
+    int64_t nonFinite = -1, largestIn = -1; // State indices.
+  } mine;
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const planfile::StateTensor &t = plan_.state[i];
+    if (t.role != "grad")
+      continue;
+    for (uint32_t r : ranks_->localRanks()) {
+      const float *g = ranks_->executor(r).stateData(i);
+      if (!g)
+        continue;
+      const size_t n = static_cast<size_t>(t.bytes() / 4);
+      if (!allFinite(g, n)) {
+        if (mine.nonFinite < 0)
+          mine.nonFinite = static_cast<int64_t>(i);
+        continue;
+      }
+      if (!ranks_->ownsBlock(i, r))
+        continue;
+      for (size_t e = 0; e < n; ++e) {
+        double x = std::fabs(static_cast<double>(g[e]));
+        mine.squares += x * x;
+        if (x > mine.largest) {
+          mine.largest = x;
+          mine.largestIn = static_cast<int64_t>(i);
+        }
+      }
+    }
+  }
+  GradientSummary sum;
+  std::vector<char> all;
+  std::string err;
+  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, err)) {
+    sum.nonFinite = "an unknown parameter (" + err + ")";
+    return sum;
+  }
+  int64_t nonFinite = -1, largestIn = -1;
+  double squares = 0;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    Partial theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    squares += theirs.squares;
+    if (theirs.nonFinite >= 0 && (nonFinite < 0 || theirs.nonFinite < nonFinite))
+      nonFinite = theirs.nonFinite;
+    if (theirs.largest > sum.largest) {
+      sum.largest = theirs.largest;
+      largestIn = theirs.largestIn;
+    }
+  }
+  if (nonFinite >= 0)
+    sum.nonFinite = plan_.state[static_cast<size_t>(nonFinite)].of;
+  if (largestIn >= 0)
+    sum.largestIn = plan_.state[static_cast<size_t>(largestIn)].of;
+  sum.norm = std::sqrt(squares);
+  return sum;
+}
+
+int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &what) {
+  progress_.reset();
+  std::string where;
+  // Rerun the micro-batch (a pipeline: the whole step, whose micro-batches run together in
+  // pieces on several stages) checking every kernel's output to find where it started.
+  if (ranks_->pipeline()) {
+    std::string err;
+    std::vector<float> losses;
+    if (!ranks_->runPipelineStep(step, s_.seed, pipelineBatches_, losses, err,
+                                 /*checkFinite=*/true))
+      where = "; " + err;
+  } else if (writeInputs("forward_backward")) {
+    std::string err;
+    if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
+      where = "; " + err;
+  }
+  std::fprintf(stderr, "tessel: error: step %lld: %s%s\n", static_cast<long long>(step),
+               what.c_str(), where.c_str());
+  reportIntactCheckpoint();
+  return 1;
+}
+
+bool Session::writePipelineReport() {
+  const PipelineLayout *pipeline = ranks_->pipeline();
+  if (!pipeline || s_.steps == startStep_)
+    return true;
+  pipeline::Timeline timeline = ranks_->lastTimeline();
+  if (!options_.quiet)
+    std::printf("%s\n",
+                describeMeasuredPipeline(plan_, pipeline->config(), timeline, s_.steps).c_str());
+  std::string err;
+  if (!writeTimelinePictures(plan_, pipeline->config(), timeline, s_.steps, options_.tracePath,
+                             options_.svgPath, err))
+    return error(err);
+  return true;
+}
+
+void Session::reportIntactCheckpoint() {
+  if (!lastCheckpoint_.empty())
+    std::fprintf(stderr,
+                 "tessel: the checkpoint %s is intact; nothing was saved after the "
+                 "failure\n",
+                 lastCheckpoint_.c_str());
+}
+
+int Session::run() {
+  if (!setUp())
+    return 1;
+  if (!options_.dumpDir.empty() && !dumpTensors("init.safetensors", "param"))
+    return 1;
+  if (!options_.quiet) {
+    double params = 0;
+    for (const auto &[name, shape] : parameterShapes(plan_))
+      params += static_cast<double>(shapeElements(shape));
+    std::string ranks;
+    if (ranks_->size() > 1)
+      ranks = " per rank; " + std::to_string(ranks_->size()) + " ranks" +
+              (ranks_->processCount() > 1 ? " as MPI processes, " : ", ") +
+              std::to_string(ranks_->threadsPerRank()) +
+              (ranks_->threadsPerRank() == 1 ? " thread" : " threads") + " each";
+    std::printf(
+        "training %s: %.2fM parameters, %lld steps of %lld x %lld tokens%s, arena %.1f MiB%s\n",
+        plan_.model.c_str(), params / 1e6, static_cast<long long>(s_.steps),
+        static_cast<long long>(s_.batch * s_.accumulation), static_cast<long long>(s_.seq),
+        s_.accumulation > 1 ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
+                            : "",
+        static_cast<double>(ranks_->firstExecutor().arenaBytes()) / (1 << 20), ranks.c_str());
+    std::printf("data: %s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
+                static_cast<long long>(data_->trainTokens()),
+                static_cast<long long>(data_->evalTokens()));
+    std::fflush(stdout);
+  }
+  bool terminal = streamIsTerminal(stdout);
+  if (!options_.quiet)
+    progress_ = std::make_unique<ProgressLine>(s_.steps, terminal, stdout, startStep_);
+
+  std::string err;
+  double runStart = now();
+  for (int64_t step = startStep_ + 1; step <= s_.steps; ++step) {
+    double stepStart = now();
+    double loss = 0;
+    if (int status = forwardBackward(step, loss))
+      return status;
+    if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
+        !dumpTensors("grads.safetensors", "grad"))
+      return 1;
+    // A non-finite gradient must not reach the parameters: find where it came from instead.
+    GradientSummary grads = summarizeGradients();
+    if (!grads.nonFinite.empty())
+      return reportNonFinite(step, s_.accumulation - 1,
+                             "the gradient of '" + grads.nonFinite + "' is not finite");
+    if (grads.norm > std::numeric_limits<float>::max()) {
+      progress_.reset();
+      std::fprintf(stderr,
+                   "tessel: error: step %lld: the gradients are finite but their norm, %g, "
+                   "does not fit in f32 (the largest gradient, %g, is in '%s')\n",
+                   static_cast<long long>(step), grads.norm, grads.largest,
+                   grads.largestIn.c_str());
+      reportIntactCheckpoint();
+      return 1;
+    }
+    if (!ranks_->run("optimizer_step", StepContext{step, 0, s_.seed}, err)) {
+      error("step " + std::to_string(step) + ": " + err);
+      return 1;
+    }
+    float gradNorm = ranks_->output("optimizer_step", "grad_norm")[0];
+    float lr = ranks_->output("optimizer_step", "lr")[0];
+    if (!std::isfinite(gradNorm)) {
+      progress_.reset();
+      std::fprintf(stderr, "tessel: error: step %lld: the gradient norm is %f\n",
+                   static_cast<long long>(step), gradNorm);
+      reportIntactCheckpoint();
+      return 1;
+    }
+    // The gradients were finite, but the update may still overflow (a huge learning rate, no
+    // clipping): such weights must never be trained on or saved.
+    if (std::string bad = firstNonFiniteState(); !bad.empty()) {
+      progress_.reset();
+      std::fprintf(stderr,
+                   "tessel: error: step %lld: the optimizer's update made %s non-finite "
+                   "although the gradients were finite (gradient norm %g, learning rate %g); "
+                   "lower the learning rate or clip the gradients\n",
+                   static_cast<long long>(step), bad.c_str(), static_cast<double>(gradNorm),
+                   static_cast<double>(lr));
+      reportIntactCheckpoint();
+      return 1;
+    }
+    double stepTime = now() - stepStart;
+    double tokensPerSec =
+        static_cast<double>(s_.batch * s_.seq * s_.accumulation) / std::max(stepTime, 1e-9);
+
+    if (metrics_) {
+      Json m = Json::object();
+      m.set("step", step);
+      m.set("loss", loss);
+      m.set("lr", static_cast<double>(lr));
+      m.set("grad_norm", static_cast<double>(gradNorm));
+      m.set("tokens_per_s", tokensPerSec);
+      m.set("step_time_s", stepTime);
+      m.set("elapsed_s", now() - runStart);
+      if (!metrics_->write(m, err))
+        return error(err), 1;
+    }
+    if (progress_ &&
+        (terminal || step % s_.logEvery == 0 || step == startStep_ + 1 || step == s_.steps))
+      progress_->update(step, loss, lr, tokensPerSec);
+
+    bool last = step == s_.steps;
+    if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {
+      double evalLoss = 0;
+      if (!evaluate(evalLoss))
+        return 1;
+      if (!std::isfinite(evalLoss)) {
+        progress_.reset();
+        std::fprintf(stderr,
+                     "tessel: error: step %lld: the evaluation loss is %g although the training "
+                     "loss was %g; nothing was saved for this step\n",
+                     static_cast<long long>(step), evalLoss, loss);
+        reportIntactCheckpoint();
+        return 1;
+      }
+      if (progress_) {
+        progress_->finish();
+        std::printf("step %lld: eval loss %.4f\n", static_cast<long long>(step), evalLoss);
+        std::fflush(stdout);
+      }
+      if (metrics_) {
+        Json m = Json::object();
+        m.set("step", step);
+        m.set("eval_loss", evalLoss);
+        if (!metrics_->write(m, err))
+          return error(err), 1;
+      }
+    }
+    if (!s_.checkpointDir.empty() &&
+        ((s_.checkpointEvery > 0 && step % s_.checkpointEvery == 0) || last)) {
+      if (!save(step))
+        return 1;
+    }
+  }
+  if (progress_)
+    progress_->finish();
+  if (!options_.dumpDir.empty()) {
+    std::vector<TensorView> views;
+    for (const auto &[name, values] : dumpedBatches_)
+      views.push_back({name, DType::I32, {s_.batch, s_.seq}, values.data()});
+    if (!writeSafetensors(options_.dumpDir + "/batches.safetensors", views, {}, err))
+      return error(err), 1;
+  }
+  if (!writePipelineReport())
+    return 1;
+  if (options_.profile) {
+    double total = 0;
+    // Rank 0's kernels: the ranks run the same programs at once.
+    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
+      total += t.seconds;
+    std::printf("%-20s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
+    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
+      std::printf("%-20s %10.3f %8lld %6.1f%%\n", t.kernel.c_str(), t.seconds,
+                  static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
+  }
+  if (!options_.quiet) {
+    std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),
+                now() - runStart);
+    if (lastSaved_ >= 0)
+      std::printf("; checkpoint of step %lld in %s", static_cast<long long>(lastSaved_),
+                  s_.checkpointDir.c_str());
+    std::printf("\n");
+  }
+  return 0;
+}
+
+} // namespace
+
+int train(const Plan &plan, const RunOptions &options) { return Session(plan, options).run(); }
+
+int generate(const Plan &plan, const RunOptions &options) {
+  std::string err;
+  Settings s(plan, options);
+  // The prompt first: a mistake in it is found before any weights are read.
+  bool bytes = s.tokenizer == "byte";
+  std::vector<int32_t> context;
+  if (bytes) {
+    context = encodeBytes(options.prompt);
+  } else if (options.promptGiven && !parseTokenIds(options.prompt, context, err)) {
+    std::fprintf(stderr,
+                 "tessel: error: --prompt: this model reads pre-tokenized data "
+                 "(tokenizer = tokens), so its prompt is token ids: %s\n",
+                 err.c_str());
+    return 1;
+  }
+  if (context.empty())
+    context.push_back(bytes ? '\n' : 0);
+  for (int32_t t : context)
+    if (t < 0 || t >= s.vocab) {
+      std::fprintf(stderr,
+                   "tessel: error: the prompt has token %d, outside the vocabulary of %lld\n", t,
+                   static_cast<long long>(s.vocab));
+      return 1;
+    }
+  // Every rank samples: the sample program is SPMD like the others, its logits replicated.
+  auto ranks = Ranks::create(plan, computeThreads(options), err);
+  if (!ranks) {
+    std::fprintf(stderr, "tessel: error: the plan cannot run: %s\n", err.c_str());
+    return 1;
+  }
+  const PipelineLayout *pipeline = ranks->pipeline();
+  if (pipeline ? !pipeline->chain("sample") : !ranks->firstExecutor().hasProgram("sample")) {
+    std::fprintf(stderr, "tessel: error: the plan has no '%s' program\n",
+                 pipeline ? "sample.0" : "sample");
+    return 1;
+  }
+  std::string source = options.checkpoint.empty() ? s.checkpointDir : options.checkpoint;
+  if (source.empty()) {
+    std::fprintf(stderr, "tessel: error: --generate needs --checkpoint DIR (or a checkpoint "
+                         "directory in the model's train section)\n");
+    return 1;
+  }
+  if (!loadState(plan, *ranks, source, /*withOptimizer=*/false, err)) {
+    std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
+    return 1;
+  }
+
+  // The prompt is echoed, so the output reads as one continuous text (or list of ids).
+  if (bytes)
+    std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
+  else if (options.promptGiven)
+    for (int32_t t : context)
+      std::printf("%d ", t);
+  Rng rng(options.seed.value_or(static_cast<int64_t>(s.seed)));
+  std::vector<float> probs(static_cast<size_t>(s.vocab));
+  std::vector<int32_t> window(static_cast<size_t>(s.seq));
+  std::vector<float> chained; // A pipeline's logits, from its last stage.
+  for (int64_t n = 0; n < options.tokens; ++n) {
+    int64_t len = std::min<int64_t>(static_cast<int64_t>(context.size()), s.seq);
+    std::fill(window.begin(), window.end(), 0);
+    std::copy(context.end() - len, context.end(), window.begin());
+    const StepContext ctx{1, 0, s.seed};
+    bool ok = pipeline ? ranks->runForwardChain("sample", ctx, {window, {}}, chained, err)
+                       : ranks->writeInput("sample", "tokens", window.data(),
+                                           static_cast<int64_t>(window.size()), err) &&
+                             ranks->run("sample", ctx, err);
+    if (ok && pipeline && static_cast<int64_t>(chained.size()) < s.seq * s.vocab) {
+      err = "the last chunk's logits hold " + std::to_string(chained.size()) + " values, not " +
+            std::to_string(s.seq * s.vocab);
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "\ntessel: error: %s\n", err.c_str());
+      return 1;
+    }
+    const float *logits =
+        (pipeline ? chained.data() : ranks->output("sample", "logits")) + (len - 1) * s.vocab;
+    // Temperature, then keep the top k, then sample.
+    double temperature = std::max(options.temperature, 1e-4);
+    std::vector<int32_t> order(static_cast<size_t>(s.vocab));
+    for (int32_t i = 0; i < s.vocab; ++i)
+      order[i] = i;
+    int64_t k = options.topK > 0 ? std::min(options.topK, s.vocab) : s.vocab;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    double maxLogit = logits[order[0]], total = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      probs[i] = static_cast<float>(std::exp((logits[order[i]] - maxLogit) / temperature));
+      total += probs[i];
+    }
+    double r = rng.uniform() * total;
+    int32_t next = order[k - 1];
+    for (int64_t i = 0; i < k; ++i) {
+      r -= probs[i];
+      if (r <= 0) {
+        next = order[i];
+        break;
+      }
+    }
+    context.push_back(next);
+    if (bytes)
+      std::fputc(next, stdout);
+    else
+      std::printf("%d ", next);
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+} // namespace tessel::rt

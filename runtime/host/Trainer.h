@@ -1,0 +1,55 @@
+//===- Trainer.h - The host loop --------------------------------*- C++ -*-===//
+//
+// Trains a plan: initialises or restores the state, feeds batches, runs the forward-backward
+// program once per micro-batch (or, with a pipeline, the step's schedule over all its
+// micro-batches) and the optimizer step once per step, evaluates, logs, checkpoints, and stops
+// cleanly (with the last good checkpoint intact) on bad input or a non-finite loss. Also
+// samples text from a trained model.
+//
+// A plan of several ranks runs them as threads (Ranks.h). The host loop is the same: it deals
+// in whole tensors (batches, initial weights, checkpoints) and each rank takes its block, so a
+// run over any layout sees the data and starts from the weights of the one-rank run, and its
+// checkpoints resume under any other layout.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_HOST_TRAINER_H
+#define TESSEL_RUNTIME_HOST_TRAINER_H
+
+#include "common/PlanFile.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tessel::rt {
+
+/// Settings from the command line; each unset one falls back to the plan's `train` section.
+struct RunOptions {
+  std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
+  std::optional<std::string> data, checkpointDir;
+  int threads = 0;         ///< 0: every core; shared out between the ranks.
+  std::string metricsPath; ///< JSON lines; "" for none.
+  std::string resume;      ///< A checkpoint or run directory to continue from.
+  std::string dumpDir;     ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
+  bool quiet = false;
+  bool profile = false; ///< Print the time spent in each kernel at the end.
+  /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.
+  std::string tracePath, svgPath;
+
+  // Generation.
+  bool generate = false;
+  std::string checkpoint; ///< The weights to sample with.
+  std::string prompt = "\n";
+  bool promptGiven = false; ///< --prompt was given (without it a token model starts from id 0).
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t topK = 40;
+};
+
+/// Exit status: 0 done, 1 a failure in the data, a checkpoint or the numbers.
+int train(const planfile::Plan &plan, const RunOptions &options);
+int generate(const planfile::Plan &plan, const RunOptions &options);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_HOST_TRAINER_H

@@ -1,0 +1,136 @@
+//===- PipelineRank.cpp - One rank's part of a pipelined run --------------===//
+
+#include "runtime/pipeline/PipelineRank.h"
+
+#include "runtime/core/Blocks.h"
+
+#include <cmath>
+
+namespace tessel::rt {
+
+using pipeline::Action;
+
+/// The walk's hooks for a run: programs run on the rank's executor, messages go through its
+/// communicator to the rank of the other stage in the same pipeline, host inputs are the rank's
+/// blocks of the micro-batch, and each action of a step is timed.
+class PipelineRank::Run : public pipeline::WalkHooks {
+public:
+  Run(PipelineRank &rank, Executor &ex, Communicator &comm,
+      const std::vector<MicroBatchData> &batches, const StepContext &ctx, bool checkFinite,
+      PipelineRank::Clock::time_point origin)
+      : rank_(rank), ex_(ex), comm_(comm), batches_(batches), ctx_(ctx),
+        checkFinite_(checkFinite), origin_(origin) {}
+
+  bool movesData() const override { return true; }
+  void *input(const std::string &program, const std::string &port) override {
+    return ex_.input(program, port);
+  }
+  const float *output(const std::string &program, const std::string &port) override {
+    return ex_.output(program, port);
+  }
+  bool hostInput(const std::string &program, const planfile::Port &port, int micro,
+                 std::string &error) override;
+  bool run(const std::string &program, int micro, std::string &error) override {
+    StepContext ctx = ctx_;
+    ctx.micro = micro;
+    return ex_.run(program, ctx, error, checkFinite_);
+  }
+  void hostOutput(const std::string &kind, const std::string &port, int micro, const float *data,
+                  int64_t elements) override {
+    if (!data)
+      return;
+    if (kind == "step")
+      rank_.losses_[micro] = data[0];
+    else
+      rank_.chainOutput_.assign(data, data + elements);
+  }
+  bool send(uint32_t stage, int64_t tag, const float *data, int64_t n,
+            std::string &error) override {
+    return comm_.send(peer(stage), tag, data, n, error);
+  }
+  bool receive(uint32_t stage, int64_t tag, float *data, int64_t n,
+               std::string &error) override {
+    return comm_.recv(peer(stage), tag, data, n, error);
+  }
+  void beginAction(const Action &) override { start_ = seconds(); }
+  void endAction(const Action &a) override {
+    rank_.timed_.push_back({static_cast<int>(rank_.stage()), a, start_, seconds()});
+  }
+
+private:
+  uint32_t peer(uint32_t stage) const {
+    return rank_.layout_.peerOf(rank_.walk_.rank(), stage);
+  }
+  double seconds() const {
+    return std::chrono::duration<double>(PipelineRank::Clock::now() - origin_).count();
+  }
+
+  PipelineRank &rank_;
+  Executor &ex_;
+  Communicator &comm_;
+  const std::vector<MicroBatchData> &batches_;
+  StepContext ctx_;
+  bool checkFinite_;
+  PipelineRank::Clock::time_point origin_;
+  double start_ = 0;
+};
+
+bool PipelineRank::Run::hostInput(const std::string &program, const planfile::Port &port,
+                                  int micro, std::string &error) {
+  const MicroBatchData &data = batches_[micro];
+  const std::vector<int32_t> &whole = port.name == "tokens" ? data.tokens : data.targets;
+  Block b = blockOf(rank_.plan_, port.shape, port.split, rank_.walk_.rank());
+  void *dest = ex_.input(program, port.name);
+  if (!dest || b.wholeElements() != static_cast<int64_t>(whole.size()) ||
+      static_cast<uint64_t>(b.localElements()) * 4 > port.buffer.bytes) {
+    error = "input '" + port.name + "' of '" + program + "' holds " +
+            std::to_string(b.wholeElements()) + " elements in all, not the " +
+            std::to_string(whole.size()) + " the run feeds it";
+    return false;
+  }
+  copyFromWhole(b, whole.data(), dest);
+  return true;
+}
+
+PipelineRank::PipelineRank(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank)
+    : layout_(layout), plan_(plan), walk_(layout, plan, rank) {}
+
+PipelineRank::~PipelineRank() = default;
+
+std::unique_ptr<PipelineRank> PipelineRank::create(const PipelineLayout &layout,
+                                                   const planfile::Plan &plan, uint32_t rank,
+                                                   std::string &error) {
+  std::unique_ptr<PipelineRank> pr(new PipelineRank(layout, plan, rank));
+  // The walk without data: every value is there when it is needed, and the stash's peak.
+  if (!pr->walk_.check(error))
+    return nullptr;
+  return pr;
+}
+
+uint64_t PipelineRank::peakStashBytes() const { return walk_.peakStashBytes(); }
+
+bool PipelineRank::runStep(Executor &ex, Communicator &comm, int64_t step, uint64_t seed,
+                           const std::vector<MicroBatchData> &batches, Clock::time_point origin,
+                           std::string &error, bool checkFinite) {
+  Run run(*this, ex, comm, batches, StepContext{step, 0, seed}, checkFinite, origin);
+  losses_.assign(batches.size(), NAN);
+  timed_.clear();
+  if (walk_.step(run, error))
+    return true;
+  comm.abort("rank " + std::to_string(walk_.rank()) + ": " + error);
+  return false;
+}
+
+bool PipelineRank::runChain(const PipelineChain &chain, Executor &ex, Communicator &comm,
+                            const StepContext &ctx, const MicroBatchData &data,
+                            std::string &error) {
+  const std::vector<MicroBatchData> batches{data};
+  Run run(*this, ex, comm, batches, ctx, false, Clock::now());
+  chainOutput_.clear();
+  if (walk_.chain(chain.kind, run, error))
+    return true;
+  comm.abort("rank " + std::to_string(walk_.rank()) + ": " + error);
+  return false;
+}
+
+} // namespace tessel::rt
