@@ -11,8 +11,33 @@
 
 namespace tessel::planfile {
 
-size_t dtypeBytes(DType t) { return t == DType::F32 || t == DType::I32 ? 4 : 0; }
-const char *dtypeName(DType t) { return t == DType::F32 ? "f32" : "i32"; }
+size_t dtypeBytes(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "?";
+}
+
+bool isFloat(DType t) { return t != DType::I32; }
 
 uint64_t StateTensor::bytes() const {
   uint64_t n = dtypeBytes(dtype);
@@ -250,7 +275,7 @@ public:
 
   DType dtype() {
     uint8_t t = u8();
-    if (t > static_cast<uint8_t>(DType::I32))
+    if (t > static_cast<uint8_t>(kLastDType))
       fail("unknown element type " + std::to_string(t));
     return static_cast<DType>(t);
   }

@@ -29,6 +29,7 @@ void setComputeThreads(int threads) {
 
 struct Executor::Decoded {
   KernelFn fn;
+  catalogue::KernelParams params;
   KernelCall call;
 };
 
@@ -36,14 +37,6 @@ struct Executor::DecodedProgram {
   const planfile::Program *program;
   std::vector<Decoded> instrs;
 };
-
-namespace {
-
-const planfile::Attr *findAttr(const planfile::Instr &instr, const char *name) {
-  return instr.find(name);
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // KernelCall
@@ -53,48 +46,6 @@ bool KernelCall::fail(const std::string &why) {
   if (error.empty())
     error = why;
   return false;
-}
-
-int64_t KernelCall::i(const char *name) {
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<int64_t>(a->value))
-    return std::get<int64_t>(a->value);
-  fail(std::string("integer parameter '") + name + "' is missing");
-  return 0;
-}
-
-double KernelCall::f(const char *name) {
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<double>(a->value))
-    return std::get<double>(a->value);
-  fail(std::string("float parameter '") + name + "' is missing");
-  return 0;
-}
-
-const std::string &KernelCall::s(const char *name) {
-  static const std::string empty;
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<std::string>(a->value))
-    return std::get<std::string>(a->value);
-  fail(std::string("string parameter '") + name + "' is missing");
-  return empty;
-}
-
-const std::vector<int64_t> &KernelCall::v(const char *name) {
-  static const std::vector<int64_t> empty;
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<std::vector<int64_t>>(a->value))
-    return std::get<std::vector<int64_t>>(a->value);
-  fail(std::string("list parameter '") + name + "' is missing");
-  return empty;
-}
-
-bool KernelCall::arity(size_t ins, size_t outs) {
-  if (in.size() != ins || out.size() != outs)
-    return fail("takes " + std::to_string(ins) + " inputs and " + std::to_string(outs) +
-                " outputs, not " + std::to_string(in.size()) + " and " +
-                std::to_string(out.size()));
-  return error.empty();
 }
 
 bool KernelCall::needIn(size_t k, int64_t elements) {
@@ -165,16 +116,9 @@ bool RankContext::drainEvents(std::string &error) {
 
 namespace {
 
-/// The kernels that take an `event`: started, they run on the communication worker until a
-/// `wait` for that event.
-bool startsEvents(const std::string &kernel) {
-  static const std::set<std::string> kernels = {
-      "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv"};
-  return kernels.count(kernel) != 0;
-}
-
 /// Follows the events of `p` in program order: each starts once before its `wait`, and no
-/// event is started again while it is in flight.
+/// event is started again while it is in flight. (Which kernels take an `event` at all is the
+/// catalogue's to say: the collectives and transfers.)
 bool checkEvents(const planfile::Program &p, std::string &error) {
   std::set<int64_t> inFlight;
   for (size_t n = 0; n < p.instrs.size(); ++n) {
@@ -196,9 +140,6 @@ bool checkEvents(const planfile::Program &p, std::string &error) {
                 ", which no earlier collective started";
         return false;
       }
-    } else if (!startsEvents(instr.kernel)) {
-      error = where + ": only collectives and transfers take an 'event'";
-      return false;
     } else if (!inFlight.insert(event).second) {
       error = where + ": starts event " + std::to_string(event) + " while it is in flight";
       return false;
@@ -271,14 +212,26 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     for (size_t n = 0; n < p.instrs.size(); ++n) {
       const planfile::Instr &instr = p.instrs[n];
       Decoded d;
-      d.fn = findCpuKernel(instr.kernel);
       std::string where = "instruction " + std::to_string(n) + " of program '" + p.name +
                           "' (kernel '" + instr.kernel + "'" +
                           (instr.loc.empty() ? "" : ", from " + instr.loc) + ")";
-      if (!d.fn) {
+      const catalogue::KernelInfo *kernel = catalogue::findKernel(instr.kernel);
+      if (!kernel) {
         error = where + ": this runtime has no such kernel";
         return nullptr;
       }
+      std::vector<planfile::DType> ins, outs;
+      for (const BufferRef &b : instr.inputs)
+        ins.push_back(b.dtype);
+      for (const BufferRef &b : instr.outputs)
+        outs.push_back(b.dtype);
+      std::string why;
+      if (!catalogue::checkOperands(*kernel, ins, outs, why) ||
+          !catalogue::decodeParams(*kernel, instr.attrs, d.params, why)) {
+        error = where + ": " + why;
+        return nullptr;
+      }
+      d.fn = cpuKernel(kernel->id);
       d.call.instr = &instr;
       d.call.rank = ex->rankContext_.get();
       d.call.comm = comm;
@@ -291,7 +244,7 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
         d.call.outElements.push_back(b.bytes / 4);
       }
       d.call.validating = true;
-      d.fn(d.call);
+      d.fn(d.call, d.params);
       if (!d.call.error.empty()) {
         error = where + ": " + d.call.error;
         return nullptr;
@@ -388,7 +341,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     d.call.ctx = &ctx;
     d.call.error.clear();
     auto start = std::chrono::steady_clock::now();
-    bool ok = d.fn(d.call);
+    bool ok = d.fn(d.call, d.params);
     if (profiling_) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
