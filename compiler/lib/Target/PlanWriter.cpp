@@ -53,29 +53,6 @@ void flatten(const std::string &prefix, DictionaryAttr dict, std::vector<pf::Att
   }
 }
 
-FailureOr<pf::Attr> kernelParam(Operation *op, NamedAttribute na) {
-  std::string name = na.getName().str();
-  Attribute a = na.getValue();
-  if (auto i = dyn_cast<IntegerAttr>(a))
-    return pf::Attr{name, i.getValue().getSExtValue()};
-  if (auto f = dyn_cast<FloatAttr>(a))
-    return pf::Attr{name, f.getValueAsDouble()};
-  if (auto s = dyn_cast<StringAttr>(a))
-    return pf::Attr{name, s.str()};
-  if (auto l = dyn_cast<DenseI64ArrayAttr>(a))
-    return pf::Attr{name, std::vector<int64_t>(l.asArrayRef().begin(), l.asArrayRef().end())};
-  return op->emitOpError() << "parameter '" << name << "' has an unsupported kind " << a;
-}
-
-FailureOr<pf::DType> dtypeOf(Operation *op, MemRefType t) {
-  if (t.getElementType().isF32())
-    return pf::DType::F32;
-  if (t.getElementType().isInteger(32))
-    return pf::DType::I32;
-  return op->emitOpError() << "has element type " << t.getElementType()
-                           << "; the CPU runtime computes in f32 with i32 ids";
-}
-
 /// One group per non-empty set of mesh axes (named by the axes, outermost first, joined by
 /// "_"), with an instance per combination of the other axes' coordinates, plus "world". Ranks
 /// are numbered row-major over the axes.
@@ -161,7 +138,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     s.role = t.getRole().str();
     s.of = t.getOf().str();
     auto type = cast<MemRefType>(t.getType());
-    auto dtype = dtypeOf(t, type);
+    auto dtype = tessel::plan::planDType(t, type);
     if (failed(dtype))
       return failure();
     s.dtype = *dtype;
@@ -199,7 +176,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
       auto bufferOf = [&](Value v, pf::Storage storage, uint32_t state,
                           uint64_t offset) -> LogicalResult {
         auto type = cast<MemRefType>(v.getType());
-        auto dtype = dtypeOf(&op, type);
+        auto dtype = tessel::plan::planDType(&op, type);
         if (failed(dtype))
           return failure();
         refs[v] = pf::BufferRef{storage, state, offset,
@@ -265,7 +242,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                   instr.outputs.push_back(*r);
                 }
                 for (NamedAttribute na : k.getParams()) {
-                  auto a = kernelParam(k, na);
+                  auto a = tessel::plan::planParam(k, na);
                   if (failed(a))
                     return failure();
                   instr.attrs.push_back(*a);
