@@ -265,7 +265,7 @@ std::string operandList(const std::vector<OperandInfo> &decl) {
     if (o.count == OperandCount::ZeroOrMore)
       s += "… (optional)";
   }
-  return s;
+  return s.empty() ? "—" : s;
 }
 
 /// A parameter's type in a few characters: i64, f64, str, i64[], 0/1, or its words.
@@ -367,6 +367,28 @@ std::string markdownTable() {
   return os.str();
 }
 
+namespace {
+
+const char *textType(ParamType t) {
+  switch (t) {
+  case ParamType::I64:
+    return "integer";
+  case ParamType::F64:
+    return "float";
+  case ParamType::Str:
+    return "string";
+  case ParamType::I64List:
+    return "integer list";
+  case ParamType::Flag:
+    return "0 or 1";
+  case ParamType::Enum:
+    break;
+  }
+  return "word";
+}
+
+} // namespace
+
 std::string textTable() {
   std::ostringstream os;
   for (const KernelInfo &k : kernels()) {
@@ -377,10 +399,10 @@ std::string textTable() {
       if (p.type == ParamType::Enum) {
         for (size_t i = 0; i < p.words.size(); ++i)
           os << (i ? " | " : "") << p.words[i];
-      } else {
-        os << typeWord(p.type);
+        os << "\n";
+        continue;
       }
-      os << " — " << p.doc << "\n";
+      os << textType(p.type) << " — " << p.doc << "\n";
     }
     os << "    " << k.doc << "\n";
   }
