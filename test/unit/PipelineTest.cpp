@@ -16,6 +16,8 @@
 #include "test/unit/PipelineModel.h"
 #include "test/unit/ScratchDir.h"
 
+#include "test/unit/ExecutorState.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -386,15 +388,15 @@ TEST(Pipeline, StateOfOneStageIsHeldByItsRanksOnly) {
   ASSERT_EQ(ranks->plan().state[t].name, "T");
   EXPECT_FALSE(ranks->executor(0).holdsState(t));
   EXPECT_TRUE(ranks->executor(1).holdsState(t));
-  EXPECT_EQ(ranks->executor(0).stateData(t), nullptr);
+  EXPECT_FALSE(ranks->executor(0).holdsState(t));
   EXPECT_EQ(ranks->executor(0).stateBytes() + static_cast<uint64_t>(m.vocab * m.dim) * 4,
             ranks->executor(1).stateBytes() + static_cast<uint64_t>(m.vocab * m.dim) * 8);
   std::vector<float> whole(static_cast<size_t>(m.vocab * m.dim));
   for (size_t i = 0; i < whole.size(); ++i)
     whole[i] = static_cast<float>(i);
   ranks->setWholeState(t, whole.data());
-  EXPECT_EQ(ranks->executor(3).stateData(t)[7], 7.0f);
-  ranks->executor(3).stateData(t)[7] = -1; // a replica that disagrees; the lowest provides
+  EXPECT_EQ(stateAt(ranks->executor(3), t, 7), 7.0f);
+  setStateAt(ranks->executor(3), t, 7, -1); // a replica that disagrees; the lowest provides
   EXPECT_EQ(wholeState(*ranks, t), whole);
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
 #include "common/PlanFile.h"
+#include "test/unit/ExecutorState.h"
 #include "test/unit/PlanBuilders.h"
 
 #include <gtest/gtest.h>
@@ -95,7 +96,7 @@ TEST(RanksExecutor, AllReduceOfAStateTensorOnTwoRanks) {
     ex.push_back(Executor::create(plan, r, error, comms[r].get()));
     ASSERT_TRUE(ex.back()) << error;
     for (int e = 0; e < 5; ++e)
-      ex[r]->stateData(0)[e] = static_cast<float>((r + 1) * 10 + e);
+      setStateAt(*ex[r], 0, e, static_cast<float>((r + 1) * 10 + e));
   }
   std::string errors[2];
   std::vector<std::thread> threads;
@@ -106,7 +107,7 @@ TEST(RanksExecutor, AllReduceOfAStateTensorOnTwoRanks) {
   for (uint32_t r = 0; r < 2; ++r) {
     EXPECT_EQ(errors[r], "");
     for (int e = 0; e < 5; ++e)
-      EXPECT_EQ(ex[r]->stateData(0)[e], 30.0f + 2 * e) << "rank " << r;
+      EXPECT_EQ(stateAt(*ex[r], 0, e), 30.0f + 2 * e) << "rank " << r;
   }
 }
 
@@ -144,7 +145,7 @@ TEST(RanksExecutor, EventCollectiveOverlapsLaterKernels) {
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 4; ++r)
     for (int e = 0; e < 4; ++e)
-      ranks->executor(r).stateData(0)[e] = static_cast<float>((r * 3 + e * 5) % 7);
+      setStateAt(ranks->executor(r), 0, e, static_cast<float>((r * 3 + e * 5) % 7));
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   for (int e = 0; e < 4; ++e) {
@@ -153,13 +154,13 @@ TEST(RanksExecutor, EventCollectiveOverlapsLaterKernels) {
       want = std::max(want, static_cast<float>((r * 3 + e * 5) % 7));
     EXPECT_EQ(ranks->output("step", "y")[e], want);
     for (uint32_t r = 0; r < 4; ++r) {
-      EXPECT_EQ(ranks->executor(r).stateData(1)[e], want);
-      EXPECT_EQ(ranks->executor(r).stateData(2)[e], 7.0f);
+      EXPECT_EQ(stateAt(ranks->executor(r), 1, e), want);
+      EXPECT_EQ(stateAt(ranks->executor(r), 2, e), 7.0f);
     }
   }
   // The checking rerun runs the collective synchronously: the same result.
   ASSERT_TRUE(ranks->run("step", StepContext{}, error, /*checkFinite=*/true)) << error;
-  EXPECT_EQ(ranks->executor(3).stateData(1)[0], ranks->executor(0).stateData(1)[0]);
+  EXPECT_EQ(stateAt(ranks->executor(3), 1, 0), stateAt(ranks->executor(0), 1, 0));
 }
 
 TEST(RanksExecutor, UnwaitedEventEndsWithItsProgram) {
@@ -172,12 +173,12 @@ TEST(RanksExecutor, UnwaitedEventEndsWithItsProgram) {
                                     {"event", int64_t(1)}})}));
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
-  ranks->executor(0).stateData(0)[1] = 2;
-  ranks->executor(1).stateData(0)[1] = 5;
+  setStateAt(ranks->executor(0), 0, 1, 2);
+  setStateAt(ranks->executor(1), 0, 1, 5);
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
-  EXPECT_EQ(ranks->executor(0).stateData(1)[1], 7.0f);
-  EXPECT_EQ(ranks->executor(1).stateData(1)[1], 7.0f);
+  EXPECT_EQ(stateAt(ranks->executor(0), 1, 1), 7.0f);
+  EXPECT_EQ(stateAt(ranks->executor(1), 1, 1), 7.0f);
 }
 
 TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
@@ -192,7 +193,7 @@ TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 2; ++r)
     for (int e = 0; e < 12; ++e)
-      ranks->executor(r).stateData(0)[e] = static_cast<float>(e);
+      setStateAt(ranks->executor(r), 0, e, static_cast<float>(e));
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   const float want[2][6] = {{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}};
@@ -213,11 +214,11 @@ TEST(RanksExecutor, SendAndReceiveBetweenRanks) {
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
   for (int e = 0; e < 4; ++e)
-    ranks->executor(0).stateData(0)[e] = 1.5f * e;
+    setStateAt(ranks->executor(0), 0, e, 1.5f * e);
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   for (int e = 0; e < 4; ++e)
-    EXPECT_EQ(ranks->executor(1).stateData(1)[e], 1.5f * e);
+    EXPECT_EQ(stateAt(ranks->executor(1), 1, e), 1.5f * e);
 }
 
 /// Ranks::create refuses `plan` with a message containing `expected`.
@@ -375,10 +376,10 @@ TEST(RanksExecutor, WholeStateIsAssembledFromBlocks) {
   ranks->setWholeState(0, whole.data());
   for (uint32_t r = 0; r < 4; ++r)
     for (int e = 0; e < 6; ++e)
-      EXPECT_EQ(ranks->executor(r).stateData(0)[e], static_cast<float>((r % 2) * 6 + e));
+      EXPECT_EQ(stateAt(ranks->executor(r), 0, e), static_cast<float>((r % 2) * 6 + e));
   // Replicas that disagree: the lowest rank holding a block provides it.
-  ranks->executor(2).stateData(0)[0] = -1;
-  ranks->executor(0).stateData(0)[0] = 100;
+  setStateAt(ranks->executor(2), 0, 0, -1);
+  setStateAt(ranks->executor(0), 0, 0, 100);
   std::vector<float> scratch;
   const float *back = ranks->wholeState(0, scratch);
   EXPECT_EQ(back[0], 100);
@@ -410,23 +411,23 @@ TEST(RanksExecutor, AllReduceOverMembersOfItsGroup) {
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 4; ++r)
     for (int e = 0; e < 3; ++e)
-      ranks->executor(r).stateData(0)[e] = static_cast<float>((r * r + 1) * 10 + e);
+      setStateAt(ranks->executor(r), 0, e, static_cast<float>((r * r + 1) * 10 + e));
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   for (int e = 0; e < 3; ++e) {
-    EXPECT_EQ(ranks->executor(0).stateData(0)[e], 110.0f + 2 * e); // 10 + 100
-    EXPECT_EQ(ranks->executor(3).stateData(0)[e], 110.0f + 2 * e);
-    EXPECT_EQ(ranks->executor(1).stateData(0)[e], 70.0f + 2 * e); // 20 + 50
-    EXPECT_EQ(ranks->executor(2).stateData(0)[e], 70.0f + 2 * e);
+    EXPECT_EQ(stateAt(ranks->executor(0), 0, e), 110.0f + 2 * e); // 10 + 100
+    EXPECT_EQ(stateAt(ranks->executor(3), 0, e), 110.0f + 2 * e);
+    EXPECT_EQ(stateAt(ranks->executor(1), 0, e), 70.0f + 2 * e); // 20 + 50
+    EXPECT_EQ(stateAt(ranks->executor(2), 0, e), 70.0f + 2 * e);
   }
   // Alone among its members: a copy.
   ranks = makeRanks(membersPlan({{0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}}));
   ASSERT_TRUE(ranks);
-  ranks->executor(0).stateData(0)[1] = 4;
-  ranks->executor(2).stateData(0)[1] = 5;
+  setStateAt(ranks->executor(0), 0, 1, 4);
+  setStateAt(ranks->executor(2), 0, 1, 5);
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
-  EXPECT_EQ(ranks->executor(0).stateData(0)[1], 4.0f);
-  EXPECT_EQ(ranks->executor(3).stateData(0)[1], 5.0f);
+  EXPECT_EQ(stateAt(ranks->executor(0), 0, 1), 4.0f);
+  EXPECT_EQ(stateAt(ranks->executor(3), 0, 1), 5.0f);
 }
 
 TEST(RanksExecutor, RefusesMembersThatDoNotFit) {
