@@ -94,9 +94,8 @@ RankContext RankContext::forRank(const planfile::Plan &plan, uint32_t rank, Comm
   r.worldSize = plan.worldSize;
   r.comm = comm;
   for (const planfile::Group &g : plan.groups) {
-    int index = g.indexOf(rank);
-    if (index >= 0)
-      r.groups[g.name] = CommGroup{g.ranks, static_cast<uint32_t>(index)};
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
+    r.groups[g.name] = CommGroup{std::move(instance->ranks), instance->index};
   }
   return r;
 }
@@ -177,8 +176,9 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor(plan, rank));
   ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
+  const uint32_t stage = ex->plan_.pipelineStage(rank);
   for (const planfile::Program &p : ex->plan_.programs)
-    if (p.rank == rank)
+    if (p.stage == stage)
       ex->arenaBytes_ = std::max(ex->arenaBytes_, p.arenaBytes);
   size_t arenaAlloc = (ex->arenaBytes_ + 63) / 64 * 64 + 64;
   ex->arena_ = static_cast<float *>(std::aligned_alloc(64, arenaAlloc));
@@ -187,7 +187,6 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     return nullptr;
   }
   std::memset(ex->arena_, 0, arenaAlloc);
-  const uint32_t stage = ex->plan_.pipelineStage(rank);
   try {
     for (const planfile::StateTensor &t : ex->plan_.state)
       ex->state_.emplace_back(t.heldBy(stage) ? t.bytes() / 4 : 0, 0.0f);
@@ -203,7 +202,7 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     return base + b.offset;
   };
   for (const planfile::Program &p : ex->plan_.programs) {
-    if (p.rank != rank)
+    if (p.stage != stage)
       continue;
     if (!checkEvents(p, error))
       return nullptr;
