@@ -225,7 +225,7 @@ std::unique_ptr<PipelineLayout> PipelineLayout::create(const Plan &plan, std::st
   if (plan.pipelineStages() != static_cast<uint32_t>(p)) {
     error = "the plan's pipeline has " + std::to_string(p) + " stages but its group 'pp' " +
             (plan.groupNamed("pp") ? "has " + std::to_string(plan.pipelineStages()) + " ranks"
-                                     : std::string("is missing"));
+                                   : std::string("is missing"));
     return nullptr;
   }
   std::string why;

@@ -628,8 +628,7 @@ bool validateProgramStages(const Plan &plan, std::string &error) {
     for (uint32_t stage = 0; stage < stages; ++stage) {
       bool wanted = !pipelined || stage == chunk % stages;
       if (wanted && c[stage] == 0) {
-        error = "program '" + name + "' has no version for pipeline stage " +
-                std::to_string(stage);
+        error = "program '" + name + "' has no version for pipeline stage " + std::to_string(stage);
         if (pipelined)
           error += ", which runs chunk " + std::to_string(chunk);
         return false;
@@ -735,8 +734,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
         if (!boundedBytes(port.shape, 4, "port '" + port.name + "' of '" + p.name + "'", error))
           return false;
     if (p.stage >= plan.pipelineStages()) {
-      error = "program '" + p.name + "' is for pipeline stage " + std::to_string(p.stage) +
-              " of " + std::to_string(plan.pipelineStages());
+      error = "program '" + p.name + "' is for pipeline stage " + std::to_string(p.stage) + " of " +
+              std::to_string(plan.pipelineStages());
       return false;
     }
     for (const Port &port : p.inputs)

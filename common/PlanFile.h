@@ -78,7 +78,7 @@ struct Port {
 /// A program of one pipeline stage, which every rank of the stage runs.
 struct Program {
   std::string name;
-  uint32_t stage = 0; ///< The pipeline stage whose ranks run it (0 without a pipeline).
+  uint32_t stage = 0;      ///< The pipeline stage whose ranks run it (0 without a pipeline).
   uint64_t arenaBytes = 0; ///< Peak of this program's memory plan.
   std::vector<Port> inputs, outputs;
   std::vector<Instr> instrs;

@@ -78,8 +78,8 @@ bool peerOf(KernelCall &c, const std::string &group, int64_t p, uint32_t &peer) 
   if (!g || !c.error.empty())
     return false;
   if (p < 0 || p >= g->size() || p == g->index)
-    return c.fail("has peer " + std::to_string(p) + ", which is not another index of its group of " +
-                  std::to_string(g->size()));
+    return c.fail("has peer " + std::to_string(p) +
+                  ", which is not another index of its group of " + std::to_string(g->size()));
   peer = g->ranks[static_cast<size_t>(p)];
   return true;
 }

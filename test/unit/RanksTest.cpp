@@ -212,12 +212,16 @@ TEST(RanksExecutor, SendAndReceiveBetweenRanks) {
   // Rank 0 sends its x to rank 1, which receives into y; each is its own pipeline stage, so
   // their programs differ. Peers are indices into the group.
   Plan plan = spmd({{"pp", 2}}, {tensor("x", {4}), tensor("y", {4})}, program("step", 0, {}));
-  plan.programs[0].instrs = {kernel(
-      "send", {stateRef(0, 4)}, {},
-      {{"group", std::string("pp")}, {"peer", int64_t(1)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
-  plan.programs[1].instrs = {kernel(
-      "recv", {}, {stateRef(1, 4)},
-      {{"group", std::string("pp")}, {"peer", int64_t(0)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
+  plan.programs[0].instrs = {kernel("send", {stateRef(0, 4)}, {},
+                                    {{"group", std::string("pp")},
+                                     {"peer", int64_t(1)},
+                                     {"tag", int64_t(9)},
+                                     {"n", int64_t(4)}})};
+  plan.programs[1].instrs = {kernel("recv", {}, {stateRef(1, 4)},
+                                    {{"group", std::string("pp")},
+                                     {"peer", int64_t(0)},
+                                     {"tag", int64_t(9)},
+                                     {"n", int64_t(4)}})};
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
   for (int e = 0; e < 4; ++e)
@@ -261,11 +265,11 @@ TEST(RanksExecutor, RefusesBadCollectivesAtLoad) {
                             {kernel("broadcast", {stateRef(0, 4)}, {stateRef(0, 4)},
                                     {world, {"root", int64_t(2)}, {"n", int64_t(4)}})}));
   expectRefused(bcast, "has root 2 outside its group of 2");
-  Plan self = spmd({{"pp", 2}}, {tensor("a", {4})},
-                   program("step", 0,
-                           {kernel("send", {stateRef(0, 4)}, {},
-                                   {world, {"peer", int64_t(0)}, {"tag", int64_t(0)},
-                                    {"n", int64_t(4)}})}));
+  Plan self = spmd(
+      {{"pp", 2}}, {tensor("a", {4})},
+      program("step", 0,
+              {kernel("send", {stateRef(0, 4)}, {},
+                      {world, {"peer", int64_t(0)}, {"tag", int64_t(0)}, {"n", int64_t(4)}})}));
   self.programs[1].instrs.clear();
   expectRefused(self, "has peer 0, which is not another index of its group of 2");
   Plan outside = self;
