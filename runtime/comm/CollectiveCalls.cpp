@@ -70,14 +70,17 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
   return issue(c, op, p.event);
 }
 
-/// The peer of a send or receive: another rank of the world.
-bool peerOf(KernelCall &c, int64_t p, uint32_t &peer) {
-  if (!c.error.empty())
+/// The peer of a send or receive: another rank of its group, by its index in the group (so a
+/// program says "stage 2 of my pipeline" rather than a world rank, and one program serves every
+/// rank of its stage).
+bool peerOf(KernelCall &c, const std::string &group, int64_t p, uint32_t &peer) {
+  const CommGroup *g = c.group(group);
+  if (!g || !c.error.empty())
     return false;
-  if (p < 0 || p >= c.rank->worldSize || p == c.rank->rank)
-    return c.fail("has peer " + std::to_string(p) + ", which is not another rank of the " +
-                  std::to_string(c.rank->worldSize) + " of this world");
-  peer = static_cast<uint32_t>(p);
+  if (p < 0 || p >= g->size() || p == g->index)
+    return c.fail("has peer " + std::to_string(p) +
+                  ", which is not another index of its group of " + std::to_string(g->size()));
+  peer = g->ranks[static_cast<size_t>(p)];
   return true;
 }
 
@@ -168,7 +171,7 @@ bool run(KernelCall &c, const catalogue::Broadcast &p) {
 bool run(KernelCall &c, const catalogue::Send &p) {
   const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, p.peer, peer) || !positive(c, {n}) || !c.needIn(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needIn(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Send;
@@ -182,7 +185,7 @@ bool run(KernelCall &c, const catalogue::Send &p) {
 bool run(KernelCall &c, const catalogue::Recv &p) {
   const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, p.peer, peer) || !positive(c, {n}) || !c.needOut(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Recv;

@@ -96,9 +96,8 @@ RankContext RankContext::forRank(const planfile::Plan &plan, uint32_t rank, Comm
   r.worldSize = plan.worldSize;
   r.comm = comm;
   for (const planfile::Group &g : plan.groups) {
-    int index = g.indexOf(rank);
-    if (index >= 0)
-      r.groups[g.name] = CommGroup{g.ranks, static_cast<uint32_t>(index)};
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
+    r.groups[g.name] = CommGroup{std::move(instance->ranks), instance->index};
   }
   return r;
 }
@@ -187,8 +186,9 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
   ex->device_ = std::move(device);
   Device &dev = *ex->device_;
   ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
+  const uint32_t stage = ex->plan_.pipelineStage(rank);
   for (const planfile::Program &p : ex->plan_.programs)
-    if (p.rank == rank)
+    if (p.stage == stage)
       ex->arenaBytes_ = std::max(ex->arenaBytes_, p.arenaBytes);
   std::string why;
   ex->arena_ = dev.allocate(ex->arenaBytes_, why);
@@ -197,7 +197,6 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
             ": " + why;
     return nullptr;
   }
-  const uint32_t stage = ex->plan_.pipelineStage(rank);
   for (const planfile::StateTensor &t : ex->plan_.state) {
     std::unique_ptr<DeviceBuffer> b;
     if (t.heldBy(stage) && !(b = dev.allocate(t.bytes(), why))) {
@@ -215,7 +214,7 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     return static_cast<char *>(base.address()) + b.offset;
   };
   for (const planfile::Program &p : ex->plan_.programs) {
-    if (p.rank != rank)
+    if (p.stage != stage)
       continue;
     if (!checkEvents(p, error))
       return nullptr;

@@ -52,25 +52,32 @@ StateTensor tensor(const std::string &name, std::vector<int64_t> shape,
   return t;
 }
 
-/// A plan of `world` ranks running `program` (the same on every rank), with group "world" and
-/// the given others.
-Plan spmd(uint32_t world, std::vector<StateTensor> state, const Program &program,
-          std::vector<Group> groups = {}) {
+/// A plan running `program` on `mesh` (the world is the product of its sizes), with the group
+/// "world" over every axis and one group per axis, named after it. With an axis "pp", each of its
+/// coordinates is a pipeline stage with its own version of `program`, which a test may change:
+/// on the mesh {pp = n}, programs[r] is rank r's.
+Plan spmd(std::vector<MeshAxis> mesh, std::vector<StateTensor> state, const Program &program) {
   Plan p;
   p.model = "test";
-  p.worldSize = world;
   p.state = std::move(state);
+  p.mesh = std::move(mesh);
   Group all{"world", {}};
-  for (uint32_t r = 0; r < world; ++r)
-    all.ranks.push_back(r);
+  for (uint32_t a = 0; a < p.mesh.size(); ++a) {
+    p.worldSize *= p.mesh[a].size;
+    all.axes.push_back(a);
+    p.groups.push_back({p.mesh[a].name, {a}});
+  }
   p.groups.push_back(all);
-  for (Group &g : groups)
-    p.groups.push_back(std::move(g));
-  for (uint32_t r = 0; r < world; ++r) {
+  for (uint32_t stage = 0; stage < p.pipelineStages(); ++stage) {
     p.programs.push_back(program);
-    p.programs.back().rank = r;
+    p.programs.back().stage = stage;
   }
   return p;
+}
+
+/// `program` on every rank of a world of `world` ranks, the mesh {dp = world}.
+Plan spmd(uint32_t world, std::vector<StateTensor> state, const Program &program) {
+  return spmd({{"dp", world}}, std::move(state), program);
 }
 
 Program program(const std::string &name, uint64_t arenaElements, std::vector<Instr> instrs) {
@@ -188,7 +195,7 @@ TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
       {kernel("shard_slice", {stateRef(0, 12)}, {arena(0, 6)},
               {{"group", std::string("tp")}, {"outer", int64_t(2)}, {"chunk", int64_t(3)}})});
   p.outputs.push_back({"y", DType::F32, {6}, {}, arena(0, 6)});
-  Plan plan = spmd(2, {tensor("x", {12})}, p, {{"tp", {0, 1}}});
+  Plan plan = spmd({{"tp", 2}}, {tensor("x", {12})}, p);
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 2; ++r)
@@ -203,14 +210,19 @@ TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
 }
 
 TEST(RanksExecutor, SendAndReceiveBetweenRanks) {
-  // Rank 0 sends its x to rank 1, which receives into y; programs differ by rank.
-  Plan plan = spmd(2, {tensor("x", {4}), tensor("y", {4})}, program("step", 0, {}));
-  plan.programs[0].instrs = {
-      kernel("send", {stateRef(0, 4)}, {},
-             {{"peer", int64_t(1)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
-  plan.programs[1].instrs = {
-      kernel("recv", {}, {stateRef(1, 4)},
-             {{"peer", int64_t(0)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
+  // Rank 0 sends its x to rank 1, which receives into y; each is its own pipeline stage, so
+  // their programs differ. Peers are indices into the group.
+  Plan plan = spmd({{"pp", 2}}, {tensor("x", {4}), tensor("y", {4})}, program("step", 0, {}));
+  plan.programs[0].instrs = {kernel("send", {stateRef(0, 4)}, {},
+                                    {{"group", std::string("pp")},
+                                     {"peer", int64_t(1)},
+                                     {"tag", int64_t(9)},
+                                     {"n", int64_t(4)}})};
+  plan.programs[1].instrs = {kernel("recv", {}, {stateRef(1, 4)},
+                                    {{"group", std::string("pp")},
+                                     {"peer", int64_t(0)},
+                                     {"tag", int64_t(9)},
+                                     {"n", int64_t(4)}})};
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
   for (int e = 0; e < 4; ++e)
@@ -254,13 +266,16 @@ TEST(RanksExecutor, RefusesBadCollectivesAtLoad) {
                             {kernel("broadcast", {stateRef(0, 4)}, {stateRef(0, 4)},
                                     {world, {"root", int64_t(2)}, {"n", int64_t(4)}})}));
   expectRefused(bcast, "has root 2 outside its group of 2");
-  Plan self =
-      spmd(2, {tensor("a", {4})},
-           program("step", 0,
-                   {kernel("send", {stateRef(0, 4)}, {},
-                           {{"peer", int64_t(0)}, {"tag", int64_t(0)}, {"n", int64_t(4)}})}));
+  Plan self = spmd(
+      {{"pp", 2}}, {tensor("a", {4})},
+      program("step", 0,
+              {kernel("send", {stateRef(0, 4)}, {},
+                      {world, {"peer", int64_t(0)}, {"tag", int64_t(0)}, {"n", int64_t(4)}})}));
   self.programs[1].instrs.clear();
-  expectRefused(self, "has peer 0, which is not another rank");
+  expectRefused(self, "has peer 0, which is not another index of its group of 2");
+  Plan outside = self;
+  outside.programs[0].instrs[0].attrs[1].value = int64_t(2);
+  expectRefused(outside, "has peer 2, which is not another index of its group of 2");
 }
 
 TEST(RanksExecutor, RefusesEventsOutOfOrder) {
@@ -299,7 +314,7 @@ Plan embeddingPlan() {
               {{"group", std::string("dp")}, {"op", std::string("sum")}, {"n", int64_t(12)}})});
   p.inputs.push_back({"tokens", DType::I32, {2, 3}, {"dp", ""}, arena(0, 6, DType::I32)});
   p.outputs.push_back({"y", DType::F32, {12}, {}, arena(32, 12)});
-  return spmd(2, {tensor("table", {4, 2})}, p, {{"dp", {0, 1}}});
+  return spmd(2, {tensor("table", {4, 2})}, p);
 }
 
 TEST(RanksExecutor, EachRankTakesItsBlockOfTheBatch) {
@@ -350,7 +365,7 @@ TEST(RanksExecutor, NonFiniteValueIsTracedToItsRank) {
 }
 
 TEST(RanksExecutor, RankWithoutItsCollectiveFailsThePeerInsteadOfHanging) {
-  Plan plan = spmd(2, {tensor("a", {4})}, program("step", 0, {}));
+  Plan plan = spmd({{"pp", 2}}, {tensor("a", {4})}, program("step", 0, {}));
   plan.programs[0].instrs = {
       kernel("all_reduce", {stateRef(0, 4)}, {stateRef(0, 4)},
              {{"group", std::string("world")}, {"op", std::string("sum")}, {"n", int64_t(4)}})};
@@ -364,8 +379,8 @@ TEST(RanksExecutor, RankWithoutItsCollectiveFailsThePeerInsteadOfHanging) {
 TEST(RanksExecutor, WholeStateIsAssembledFromBlocks) {
   // A mesh {dp = 2, tp = 2}: w [2, 3] per rank, split by rows over tp: [4, 3] in all,
   // replicated over dp.
-  Plan plan = spmd(4, {tensor("w", {2, 3}, {"tp", ""})}, program("step", 0, {}),
-                   {{"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}});
+  Plan plan =
+      spmd({{"dp", 2}, {"tp", 2}}, {tensor("w", {2, 3}, {"tp", ""})}, program("step", 0, {}));
   auto ranks = makeRanks(plan, 8);
   ASSERT_TRUE(ranks);
   EXPECT_EQ(ranks->threadsPerRank(), 2);
@@ -393,9 +408,10 @@ TEST(RanksExecutor, RefusesBlocksThatDoNotMakeUpTheTensor) {
   expectRefused(plan, "state tensor 'w': the ranks' blocks do not make up the whole tensor");
 }
 
-/// An all_reduce of `a` over `members` of "world", on the rank of each program.
+/// An all_reduce of `a` over `members` of "world", on the rank of each program (each rank its
+/// own pipeline stage).
 Plan membersPlan(const std::vector<std::vector<int64_t>> &members) {
-  Plan plan = spmd(4, {tensor("a", {3})}, program("step", 0, {}));
+  Plan plan = spmd({{"pp", 4}}, {tensor("a", {3})}, program("step", 0, {}));
   for (uint32_t r = 0; r < 4; ++r)
     plan.programs[r].instrs = {kernel("all_reduce", {stateRef(0, 3)}, {stateRef(0, 3)},
                                       {{"group", std::string("world")},
