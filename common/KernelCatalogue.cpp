@@ -78,23 +78,19 @@ std::vector<KernelInfo> buildTable() {
 // Decoding
 //===----------------------------------------------------------------------===//
 
-const char *typeWord(ParamType t) {
-  switch (t) {
-  case ParamType::I64:
-    return "an integer";
-  case ParamType::F64:
-    return "a float";
-  case ParamType::Str:
-    return "a string";
-  case ParamType::I64List:
-    return "an integer list";
-  case ParamType::Flag:
-    return "a flag (0 or 1)";
-  case ParamType::Enum:
-    return "a word";
-  }
-  return "?";
-}
+
+/// How each parameter type is spelled: in an error ("it takes an integer"), in the docs'
+/// tables ("i64") and in `tessel kernels` ("integer"). Indexed by ParamType.
+struct TypeNames {
+  const char *error, *table, *text;
+};
+constexpr TypeNames kTypeNames[] = {
+    {"an integer", "i64", "integer"},       {"a float", "f64", "float"},
+    {"a string", "str", "string"},          {"an integer list", "i64[]", "integer list"},
+    {"a flag (0 or 1)", "0/1", "0 or 1"},   {"a word", "", "word"},
+};
+const TypeNames &namesOf(ParamType t) { return kTypeNames[static_cast<size_t>(t)]; }
+const char *typeWord(ParamType t) { return namesOf(t).error; }
 
 /// Reads the parameters of one instruction by name, remembering which it used.
 class Decoder {
@@ -270,20 +266,8 @@ std::string operandList(const std::vector<OperandInfo> &decl) {
 
 /// A parameter's type in a few characters: i64, f64, str, i64[], 0/1, or its words.
 std::string shortType(const ParamInfo &p) {
-  switch (p.type) {
-  case ParamType::I64:
-    return "i64";
-  case ParamType::F64:
-    return "f64";
-  case ParamType::Str:
-    return "str";
-  case ParamType::I64List:
-    return "i64[]";
-  case ParamType::Flag:
-    return "0/1";
-  case ParamType::Enum:
-    break;
-  }
+  if (p.type != ParamType::Enum)
+    return namesOf(p.type).table;
   std::string s;
   for (size_t i = 0; i < p.words.size(); ++i)
     s += (i ? "/" : "") + std::string(p.words[i]);
@@ -367,28 +351,6 @@ std::string markdownTable() {
   return os.str();
 }
 
-namespace {
-
-const char *textType(ParamType t) {
-  switch (t) {
-  case ParamType::I64:
-    return "integer";
-  case ParamType::F64:
-    return "float";
-  case ParamType::Str:
-    return "string";
-  case ParamType::I64List:
-    return "integer list";
-  case ParamType::Flag:
-    return "0 or 1";
-  case ParamType::Enum:
-    break;
-  }
-  return "word";
-}
-
-} // namespace
-
 std::string textTable() {
   std::ostringstream os;
   for (const KernelInfo &k : kernels()) {
@@ -402,7 +364,7 @@ std::string textTable() {
         os << "\n";
         continue;
       }
-      os << textType(p.type) << " — " << p.doc << "\n";
+      os << namesOf(p.type).text << " — " << p.doc << "\n";
     }
     os << "    " << k.doc << "\n";
   }
