@@ -5,6 +5,7 @@
 #include "runtime/support/AtomicFile.h"
 #include "runtime/core/Blocks.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/MpiCommunicator.h"
 #include "common/Checksum.h"
 #include "runtime/host/Data.h"
 #include "runtime/pipeline/PipelineReport.h"
@@ -103,10 +104,15 @@ bool allFinite(const float *x, size_t n) {
   return bad == 0;
 }
 
-/// Compute threads in all: --threads, or every core.
+/// Compute threads in all: --threads, or every core, shared with the other processes of an
+/// MPI job on this host. (Each process taking every core put processes x cores threads on the
+/// cores, which spent most of a run waiting for each other.)
 int computeThreads(const RunOptions &o) {
-  return o.threads > 0 ? o.threads
-                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads > 0)
+    return o.threads;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned sharing = mpi::launched() ? std::max(1u, mpi::processesOnThisHost()) : 1u;
+  return static_cast<int>(std::max(1u, cores / sharing));
 }
 
 /// Names and shapes of the parameters, hashed: two models with the same fingerprint can
