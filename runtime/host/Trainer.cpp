@@ -266,6 +266,8 @@ private:
   int64_t lastSaved_ = -1;
   std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
   std::vector<int32_t> tokens_, targets_;
+  /// The rows of tokens_ and targets_ this process's ranks take, the only ones it reads.
+  std::vector<bool> dataRows_;
   std::vector<MicroBatchData> pipelineBatches_; ///< A pipelined step's micro-batches.
   std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
 };
@@ -308,6 +310,7 @@ bool Session::setUp() {
     return error(err);
   tokens_.assign(static_cast<size_t>(s_.batch * s_.seq), 0);
   targets_.assign(tokens_.size(), 0);
+  dataRows_ = ranks_->dataRows(s_.batch);
   if (!options_.metricsPath.empty()) {
     metrics_ = MetricsWriter::open(options_.metricsPath, err);
     if (!metrics_)
@@ -529,10 +532,8 @@ bool Session::writeInputs(const std::string &program) {
 
 bool Session::sampleMicroBatch(int64_t step, int64_t micro) {
   std::string err;
-  for (int64_t row = 0; row < s_.batch; ++row)
-    if (!data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq,
-                            targets_.data() + row * s_.seq, s_.seq, err))
-      return error("step " + std::to_string(step) + ": " + err);
+  if (!data_->trainBatch(dataRng_, dataRows_, tokens_.data(), targets_.data(), s_.seq, err))
+    return error("step " + std::to_string(step) + ": " + err);
   if (!options_.dumpDir.empty()) {
     std::string suffix = "." + std::to_string(step) + "." + std::to_string(micro);
     dumpedBatches_.push_back({"tokens" + suffix, tokens_});
@@ -614,11 +615,9 @@ bool Session::evaluate(double &mean) {
   double sum = 0;
   std::string err;
   for (int64_t b = 0; b < s_.evalBatches; ++b) {
-    for (int64_t row = 0; row < s_.batch; ++row)
-      if (!data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
-                             tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq,
-                             err))
-        return error("evaluation: " + err);
+    if (!data_->evalBatch(b * s_.batch, s_.evalBatches * s_.batch, dataRows_, tokens_.data(),
+                          targets_.data(), s_.seq, err))
+      return error("evaluation: " + err);
     double loss = 0;
     if (!evalBatch(loss))
       return false;
