@@ -25,9 +25,10 @@ lit_config.parallelism_groups["mpi"] = 1
 if config.have_cuda:
     config.available_features.add("cuda-toolkit")
 
-# Multi-host tests (test/MultiHost) run MPI jobs across "hosts" made as network namespaces by
-# scripts/netns-hosts.sh. Where those cannot be made (no privilege, no iproute2) or OpenMPI is
-# missing, the tests are reported UNSUPPORTED and the reason is printed here, never hidden.
+# MPI tests (test/MPI: ranks as processes; test/MultiHost: MPI jobs across "hosts" made as
+# network namespaces by scripts/netns-hosts.sh). Where OpenMPI is missing, the runtime was built
+# without it, or namespaces cannot be made (no privilege, no iproute2), the tests are reported
+# UNSUPPORTED and the reason is printed here, never hidden.
 import shutil
 import subprocess
 
@@ -35,8 +36,11 @@ netns_hosts = os.path.join(config.tessel_src_root, "scripts", "netns-hosts.sh")
 config.substitutions.append(("%netns_hosts", netns_hosts))
 missing_mpi = [tool for tool in ("mpirun", "mpicc") if shutil.which(tool) is None]
 if missing_mpi:
-    lit_config.note("skipped: multi-host tests need OpenMPI (%s not found; Debian: openmpi-bin, "
+    lit_config.note("skipped: MPI tests need OpenMPI (%s not found; Debian: openmpi-bin, "
                     "libopenmpi-dev)" % ", ".join(missing_mpi))
+elif not config.have_mpi:
+    lit_config.note("skipped: MPI tests need a runtime built with MPI (CMake found no MPI for "
+                    "C++ when this build was configured; Debian: libopenmpi-dev)")
 else:
     config.available_features.add("mpi")
     try:

@@ -178,6 +178,31 @@ Communicator::Ticket QueuedCommunicator::start(const CommOp &op) {
   return ++worker_->issued;
 }
 
+bool QueuedCommunicator::run(const CommOp &op, std::string &error) {
+  std::unique_lock<std::mutex> lock(worker_->mu);
+  // An operation in the queue (or running on the worker) goes first.
+  if (!worker_->queue.empty()) {
+    lock.unlock();
+    return wait(start(op), error);
+  }
+  const Ticket ticket = ++worker_->issued;
+  if (worker_->firstFailed != 0) {
+    ++worker_->completed;
+    error = worker_->failure;
+    return false;
+  }
+  // Nothing else issues this rank's operations while it runs, so the worker stays idle.
+  lock.unlock();
+  bool ok = execute(op, error);
+  lock.lock();
+  ++worker_->completed;
+  if (!ok && worker_->firstFailed == 0) {
+    worker_->firstFailed = ticket;
+    worker_->failure = error;
+  }
+  return ok;
+}
+
 bool QueuedCommunicator::wait(Ticket ticket, std::string &error) {
   std::unique_lock<std::mutex> lock(worker_->mu);
   if (ticket == 0 || ticket > worker_->issued) {

@@ -91,8 +91,8 @@ public:
   /// hanging. Ranks start out running.
   virtual void setRunning(bool running) = 0;
 
-  /// start + wait.
-  bool run(const CommOp &op, std::string &error) { return wait(start(op), error); }
+  /// start + wait: the operation in its turn after those started before it.
+  virtual bool run(const CommOp &op, std::string &error) { return wait(start(op), error); }
   bool allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y, int64_t n,
                  std::string &error);
   bool allGather(const CommGroup &group, const void *x, void *y, int64_t outer, int64_t chunk,
@@ -109,12 +109,15 @@ public:
 
 /// A communicator whose operations run on one worker thread per rank, in the order they were
 /// started; an implementation says how one operation runs (`execute`). Once an operation
-/// fails, it and every later one report that failure.
+/// fails, it and every later one report that failure. One thread issues a rank's operations.
 class QueuedCommunicator : public Communicator {
 public:
   ~QueuedCommunicator() override;
   Ticket start(const CommOp &op) final;
   bool wait(Ticket ticket, std::string &error) final;
+  /// With nothing in flight, runs `op` on the calling thread: handing it to the idle worker
+  /// and waiting to be woken by it would only add two thread switches.
+  bool run(const CommOp &op, std::string &error) final;
 
 protected:
   QueuedCommunicator();
@@ -124,7 +127,8 @@ protected:
   /// does. Operations still queued may wait for peers that never come, so they abort the
   /// communicator first.
   void stopWorker();
-  /// Runs one operation on the worker thread; false with the reason if it failed.
+  /// Runs one operation, on the worker thread or in run() on the issuing thread, never both
+  /// at once; false with the reason if it failed.
   virtual bool execute(const CommOp &op, std::string &error) = 0;
 
 private:

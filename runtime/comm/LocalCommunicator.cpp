@@ -2,10 +2,14 @@
 //
 // Every member of a collective posts its buffers into a shared round, waits until all have
 // arrived, computes its part reading the others' buffers in place, and waits until all have
-// finished reading before it returns (after which its buffers may change again). One mutex and
-// one condition variable guard the whole world: waits are short and ranks few, and an abort
-// then wakes every waiter at once. Waits have no timeouts: a rank that cannot be joined is
-// detected (it stopped running, or the world was aborted), never waited out.
+// finished reading before it returns (after which its buffers may change again). One mutex
+// guards the whole world: waits are short and ranks few. Each rank waits on a condition
+// variable of its own, and an event wakes only the ranks it concerns (a round's members, a
+// message's receiver); an abort or a rank that stops running wakes them all. (With one
+// condition variable for the world, every arrival woke every waiting rank, and with more ranks
+// than cores those wake-ups were most of a run's system time.) Waits have no timeouts: a rank
+// that cannot be joined is detected (it stopped running, or the world was aborted), never
+// waited out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,7 +70,7 @@ const float *asFloats(const void *p) { return static_cast<const float *>(p); }
 //===----------------------------------------------------------------------===//
 
 struct LocalCommunicator::World {
-  explicit World(uint32_t size) : size(size), running(size, true) {}
+  explicit World(uint32_t size) : size(size), wake(size), running(size, true) {}
 
   /// One collective on one group instance: the k-th that its members issue there.
   struct Round {
@@ -85,7 +89,9 @@ struct LocalCommunicator::World {
 
   const uint32_t size;
   std::mutex mu;
-  std::condition_variable cv;
+  /// Per rank: what its operation waits on. At most one thread waits on each (the rank's
+  /// worker, or the thread that issues its operations when it runs one itself).
+  std::vector<std::condition_variable> wake;
   bool aborted = false;
   std::string reason;
   std::vector<bool> running;
@@ -97,7 +103,17 @@ struct LocalCommunicator::World {
       aborted = true;
       reason = why;
     }
-    cv.notify_all();
+    wakeAll();
+  }
+
+  void wakeAll() {
+    for (std::condition_variable &c : wake)
+      c.notify_one();
+  }
+
+  void wakeMembers(const CommGroup &g) {
+    for (uint32_t r : g.ranks)
+      wake[r].notify_one();
   }
 
   bool failAborted(std::string &error) {
@@ -185,9 +201,10 @@ struct LocalCommunicator::World {
     if (++round.arrived == ways) {
       if (op.kind == CommOp::Kind::AllReduce)
         round.sum.resize(static_cast<size_t>(op.n));
-      cv.notify_all();
+      wakeMembers(g);
     }
-    cv.wait(lock, [&] { return round.arrived == ways || aborted || stoppedMember(round, g) >= 0; });
+    wake[rank].wait(
+        lock, [&] { return round.arrived == ways || aborted || stoppedMember(round, g) >= 0; });
     if (aborted)
       return failAborted(error);
     if (round.arrived != ways) {
@@ -201,8 +218,8 @@ struct LocalCommunicator::World {
 
     lock.lock();
     if (++round.finished == ways)
-      cv.notify_all();
-    cv.wait(lock, [&] { return round.finished == ways || aborted; });
+      wakeMembers(g);
+    wake[rank].wait(lock, [&] { return round.finished == ways || aborted; });
     if (aborted)
       return failAborted(error);
     lock.unlock();
@@ -279,7 +296,7 @@ struct LocalCommunicator::World {
     if (aborted)
       return failAborted(error);
     channels[{rank, op.peer, op.tag}].push_back(std::move(message));
-    cv.notify_all();
+    wake[op.peer].notify_one();
     return true;
   }
 
@@ -288,7 +305,7 @@ struct LocalCommunicator::World {
       return false;
     std::unique_lock<std::mutex> lock(mu);
     std::deque<std::vector<char>> &queue = channels[{op.peer, rank, op.tag}];
-    cv.wait(lock, [&] { return !queue.empty() || aborted || !running[op.peer]; });
+    wake[rank].wait(lock, [&] { return !queue.empty() || aborted || !running[op.peer]; });
     if (aborted)
       return failAborted(error);
     if (queue.empty()) {
@@ -345,7 +362,9 @@ bool LocalCommunicator::aborted(std::string *reason) const {
 void LocalCommunicator::setRunning(bool running) {
   std::lock_guard<std::mutex> lock(world_->mu);
   world_->running[rank_] = running;
-  world_->cv.notify_all();
+  // A peer waiting for this rank learns that it stopped.
+  if (!running)
+    world_->wakeAll();
 }
 
 } // namespace tessel::rt

@@ -33,6 +33,7 @@ bool initialize(std::string &error) {
 }
 uint32_t processRank() { return 0; }
 uint32_t processCount() { return 1; }
+uint32_t processesOnThisHost() { return 1; }
 void finalize() {}
 void abortJob(int code) { std::_Exit(code); }
 std::unique_ptr<Communicator> createCommunicator(std::string &error) {
@@ -45,7 +46,7 @@ std::unique_ptr<Communicator> createCommunicator(std::string &error) {
 namespace {
 
 bool initialized = false;
-uint32_t worldRank = 0, worldSize = 1;
+uint32_t worldRank = 0, worldSize = 1, hostSize = 1;
 
 /// The tag of the messages that collectives exchange. A point-to-point tag t (the runtime's
 /// own pipeline transfers use negative ones) travels as 2t + 2 when t >= 0, else as -2t + 1.
@@ -370,12 +371,21 @@ bool initialize(std::string &error) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   worldRank = static_cast<uint32_t>(rank);
   worldSize = static_cast<uint32_t>(size);
+  MPI_Comm host;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host) ==
+      MPI_SUCCESS) {
+    int onHost = 1;
+    MPI_Comm_size(host, &onHost);
+    hostSize = static_cast<uint32_t>(onHost);
+    MPI_Comm_free(&host);
+  }
   initialized = true;
   return true;
 }
 
 uint32_t processRank() { return worldRank; }
 uint32_t processCount() { return worldSize; }
+uint32_t processesOnThisHost() { return hostSize; }
 
 void finalize() {
   if (!initialized)

@@ -35,6 +35,9 @@ bool initialize(std::string &error);
 /// This process's rank and the number of processes; valid after initialize().
 uint32_t processRank();
 uint32_t processCount();
+/// The processes of the job on this host (sharing its cores), this one included; 1 before
+/// initialize().
+uint32_t processesOnThisHost();
 /// Waits for every process, then shuts MPI down; after a successful run.
 void finalize();
 /// Ends every process of the job with `code`, at once.

@@ -140,6 +140,7 @@ std::vector<uint16_t> TokenData::slice(int64_t begin, int64_t count) const {
 
 bool TokenData::copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
                            std::string &error) const {
+  ++windowsRead_;
   for (int64_t i = 0; i <= seq; ++i) {
     uint16_t t = at(start + i);
     if (!scanned_ && t >= vocab_) {
@@ -342,6 +343,28 @@ bool TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_
   int64_t positions = evalTokens() - seq;
   int64_t offset = static_cast<int64_t>(static_cast<__int128>(index) * positions / count);
   return copyWindow(trainTokens_ + offset, tokens, targets, seq, error);
+}
+
+bool TokenData::trainBatch(Rng &rng, const std::vector<bool> &taken, int32_t *tokens,
+                           int32_t *targets, int64_t seq, std::string &error) const {
+  require(seq >= 1 && seq + 1 <= trainTokens_, "trainBatch: seq + 1 exceeds the train split");
+  for (size_t row = 0; row < taken.size(); ++row) {
+    // Drawn for every row, so the generator moves on alike in every process.
+    int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainTokens_ - seq)));
+    if (taken[row] && !copyWindow(start, tokens + row * seq, targets + row * seq, seq, error))
+      return false;
+  }
+  return true;
+}
+
+bool TokenData::evalBatch(int64_t first, int64_t count, const std::vector<bool> &taken,
+                          int32_t *tokens, int32_t *targets, int64_t seq,
+                          std::string &error) const {
+  for (size_t row = 0; row < taken.size(); ++row)
+    if (taken[row] && !evalWindow(first + static_cast<int64_t>(row), count, tokens + row * seq,
+                                  targets + row * seq, seq, error))
+      return false;
+  return true;
 }
 
 std::string decodeBytes(const int32_t *tokens, int64_t count) {

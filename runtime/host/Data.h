@@ -3,9 +3,11 @@
 // The token stream a run trains on, mapped into memory rather than read, so a file of any size
 // costs only the pages the windows touch: either raw bytes (the byte tokenizer: any regular
 // file, or a directory of text files concatenated in name order) or pre-tokenized uint16 ids
-// as nanoGPT's prepare scripts and llm.c's write them. Devices, FIFOs and sockets are refused. The last `evalFraction` of the stream
-// is held out; training windows are drawn at random from the rest, evaluation windows are
-// evenly spaced over the held-out part so every evaluation sees the same tokens.
+// as nanoGPT's prepare scripts and llm.c's write them. Devices, FIFOs and sockets are refused.
+// The last `evalFraction` of the stream is held out; training windows are drawn at random from
+// the rest, evaluation windows are evenly spaced over the held-out part so every evaluation
+// sees the same tokens. A batch's windows are drawn in every process alike and read only where
+// they are needed: each process of an MPI run reads the rows its ranks take.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +72,19 @@ public:
   bool evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets, int64_t seq,
                   std::string &error) const;
 
+  /// A batch of taken.size() training windows: a start is drawn for every row, in row order,
+  /// as trainWindow draws it, but only the rows marked in `taken` are read, into row i of
+  /// `tokens` and `targets` ([rows, seq] each); the others are left as they are. Every process
+  /// of a run draws the same starts, and each reads only the rows its ranks take.
+  bool trainBatch(Rng &rng, const std::vector<bool> &taken, int32_t *tokens, int32_t *targets,
+                  int64_t seq, std::string &error) const;
+  /// Eval windows first .. first + taken.size() - 1 of `count` (as evalWindow), of which only
+  /// the rows marked in `taken` are read.
+  bool evalBatch(int64_t first, int64_t count, const std::vector<bool> &taken, int32_t *tokens,
+                 int32_t *targets, int64_t seq, std::string &error) const;
+  /// The windows read so far (by the calls above): what this process has taken of the data.
+  int64_t windowsRead() const { return windowsRead_; }
+
 private:
   /// One mapped file's tokens, at `first` in the stream.
   struct Segment {
@@ -90,6 +105,7 @@ private:
   bool scanned_ = false; ///< Every id was checked against the vocabulary at open.
   std::string what_;     ///< "data file X" or "data directory X", for messages.
   std::vector<std::string> sources_;
+  mutable int64_t windowsRead_ = 0;
 };
 
 /// Byte-tokenizer text for `count` tokens; ids outside 0..255 become U+FFFD.

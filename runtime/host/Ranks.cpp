@@ -28,6 +28,26 @@ const planfile::Port *findInput(const planfile::Plan &plan, const std::string &p
 
 } // namespace
 
+std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint32_t> &ranks,
+                             int64_t rows) {
+  std::vector<bool> taken(static_cast<size_t>(std::max<int64_t>(rows, 0)), false);
+  for (const planfile::Program &program : plan.programs)
+    for (uint32_t r : plan.ranksOf(program)) {
+      if (std::find(ranks.begin(), ranks.end(), r) == ranks.end())
+        continue;
+      for (const planfile::Port &in : program.inputs) {
+        if ((in.name != "tokens" && in.name != "targets") || in.shape.empty())
+          continue;
+        Block b = blockOf(plan, in.shape, in.split, r);
+        if (b.whole[0] != rows)
+          continue;
+        for (int64_t i = b.offset[0]; i < b.offset[0] + b.local[0]; ++i)
+          taken[static_cast<size_t>(i)] = true;
+      }
+    }
+  return taken;
+}
+
 std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error) {
   // Out of memory or threads while setting up is a message, never an escaping exception.
   try {

@@ -9,7 +9,8 @@
 // alike: every process reads the same data and makes the same decisions.
 //
 // The host writes whole inputs, and each local rank takes its block (Blocks.h); a rank whose
-// pipeline stage does not hold a tensor takes no part in it. State stays in the ranks' blocks:
+// pipeline stage does not hold a tensor takes no part in it. Of the data, a process reads only
+// the rows of the batch its ranks take (dataRows). State stays in the ranks' blocks:
 // the host sets it from whole tensors one at a time (initialisation) and otherwise reads it
 // block by block (checkpoints, checks). Outputs are replicated over the ranks; they are read
 // from rank 0 and shared with every process.
@@ -40,6 +41,13 @@
 #include <vector>
 
 namespace tessel::rt {
+
+/// Which rows of a batch of `rows` rows `ranks` take: row i is marked if some program that
+/// one of them runs has a data input (`tokens`, `targets`) of `rows` rows in all whose block
+/// for that rank holds row i. A rank takes its data-parallel share of the rows, and none when
+/// its pipeline stage reads no data; the ranks of a whole run take every row.
+std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint32_t> &ranks,
+                             int64_t rows);
 
 class Ranks {
 public:
@@ -75,6 +83,9 @@ public:
   /// whose collectives failed because of it.
   bool run(const std::string &program, const StepContext &ctx, std::string &error,
            bool checkFinite = false);
+
+  /// Which of the `rows` rows of a batch this process's ranks take (see dataRowsOf).
+  std::vector<bool> dataRows(int64_t rows) const { return dataRowsOf(plan_, local_, rows); }
 
   /// Whether `program` has input `port`.
   bool hasInput(const std::string &program, const std::string &port) const;

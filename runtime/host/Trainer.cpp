@@ -5,6 +5,7 @@
 #include "runtime/support/AtomicFile.h"
 #include "runtime/core/Blocks.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/MpiCommunicator.h"
 #include "common/Checksum.h"
 #include "runtime/host/Data.h"
 #include "runtime/pipeline/PipelineReport.h"
@@ -104,10 +105,15 @@ bool allFinite(const float *x, size_t n) {
   return bad == 0;
 }
 
-/// Compute threads in all: --threads, or every core.
+/// Compute threads in all: --threads, or every core, shared with the other processes of an
+/// MPI job on this host. (Each process taking every core put processes x cores threads on the
+/// cores, which spent most of a run waiting for each other.)
 int computeThreads(const RunOptions &o) {
-  return o.threads > 0 ? o.threads
-                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads > 0)
+    return o.threads;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned sharing = mpi::launched() ? std::max(1u, mpi::processesOnThisHost()) : 1u;
+  return static_cast<int>(std::max(1u, cores / sharing));
 }
 
 /// Names and shapes of the parameters, hashed: two models with the same fingerprint can
@@ -266,6 +272,8 @@ private:
   int64_t lastSaved_ = -1;
   std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
   std::vector<int32_t> tokens_, targets_;
+  /// The rows of tokens_ and targets_ this process's ranks take, the only ones it reads.
+  std::vector<bool> dataRows_;
   std::vector<MicroBatchData> pipelineBatches_; ///< A pipelined step's micro-batches.
   std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
 };
@@ -308,6 +316,7 @@ bool Session::setUp() {
     return error(err);
   tokens_.assign(static_cast<size_t>(s_.batch * s_.seq), 0);
   targets_.assign(tokens_.size(), 0);
+  dataRows_ = ranks_->dataRows(s_.batch);
   if (!options_.metricsPath.empty()) {
     metrics_ = MetricsWriter::open(options_.metricsPath, err);
     if (!metrics_)
@@ -534,10 +543,8 @@ bool Session::writeInputs(const std::string &program) {
 
 bool Session::sampleMicroBatch(int64_t step, int64_t micro) {
   std::string err;
-  for (int64_t row = 0; row < s_.batch; ++row)
-    if (!data_->trainWindow(dataRng_, tokens_.data() + row * s_.seq,
-                            targets_.data() + row * s_.seq, s_.seq, err))
-      return error("step " + std::to_string(step) + ": " + err);
+  if (!data_->trainBatch(dataRng_, dataRows_, tokens_.data(), targets_.data(), s_.seq, err))
+    return error("step " + std::to_string(step) + ": " + err);
   if (!options_.dumpDir.empty()) {
     std::string suffix = "." + std::to_string(step) + "." + std::to_string(micro);
     dumpedBatches_.push_back({"tokens" + suffix, tokens_});
@@ -619,11 +626,9 @@ bool Session::evaluate(double &mean) {
   double sum = 0;
   std::string err;
   for (int64_t b = 0; b < s_.evalBatches; ++b) {
-    for (int64_t row = 0; row < s_.batch; ++row)
-      if (!data_->evalWindow(b * s_.batch + row, s_.evalBatches * s_.batch,
-                             tokens_.data() + row * s_.seq, targets_.data() + row * s_.seq, s_.seq,
-                             err))
-        return error("evaluation: " + err);
+    if (!data_->evalBatch(b * s_.batch, s_.evalBatches * s_.batch, dataRows_, tokens_.data(),
+                          targets_.data(), s_.seq, err))
+      return error("evaluation: " + err);
     double loss = 0;
     if (!evalBatch(loss))
       return false;

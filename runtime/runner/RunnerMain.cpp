@@ -40,7 +40,8 @@ Training:
   --data PATH            a text file, a directory of text files, or a uint16 .bin token file
   --seed N               seed for initialisation, data order and dropout
   --threads N            CPU threads, 1 to 1024 (default: every core), shared out between
-                         the ranks of a plan that has several
+                         the ranks of a plan that has several; under mpirun, threads per
+                         process (default: the cores shared by the processes on the host)
   --eval-every N         evaluate the held-out loss every N steps (0: never)
   --log-every N          print progress every N steps when output is not a terminal
   --metrics FILE         append one JSON line per step (and per evaluation) to FILE

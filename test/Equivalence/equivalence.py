@@ -13,32 +13,104 @@ noise, which Adam scales up to full-size steps in every layout alike.)
 With pipeline parallelism the accumulation steps are the pipeline's micro-batches, and the
 layers run on pp stages in the order the schedule gives; the same tolerances hold.
 
+Ranks as threads or as processes. By default each layout runs as threads of one process;
+with --mpirun it runs as MPI processes, one per rank (`mpirun -np <world size>`), with the
+same reference (the one-rank run, started plainly), tolerances and comparisons.
+
+Which layouts. --layout gives them one by one. Otherwise the layouts vary the factors named by
+--factors (the others keep their first value) and are chosen as a covering array: greedily,
+each next layout is the valid one that covers the most pairs of factor values not yet covered
+(among equals the one with the fewest ranks, the cheapest to run), until every pair of values
+that some valid layout holds is covered. The one-rank layout is left out: it is the reference.
+Every pair of settings thus meets in some layout, in far fewer layouts than all combinations:
+the default factors (dp, tp, sp, zero, acc) have 90 valid combinations and a covering array of
+13; all seven factors (dp, tp, pp, sp, zero, acc, recompute) 618 and 17. --full runs every
+valid combination instead (--list prints the layouts without running them). The factors:
+
+  dp, tp, pp   1, 2, 4, at most 16 ranks in all (pp needs a model of 8 layers)
+  sp           sequence parallelism off, on (needs tp > 1)
+  zero         ZeRO stage 0 to 3 (needs dp > 1)
+  acc          gradient accumulation (with pp: micro-batches) 1 or 4
+  recompute    none, selective, full
+
+A layout with pp > 1 takes, of the schedules its micro-batches allow (afab; 1f1b and zbh1 with
+at least pp micro-batches; interleaved, v = 2, with a multiple of pp), the one used least so
+far, so that the pipelined layouts of a covering array run every schedule; the schedules'
+pairs with the other settings are the threads suite's explicit pipeline layouts. (recompute
+is a setting the compiler accepts and records; the layouts check that it leaves training
+unchanged.)
+
 usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--layout SPEC]...
-A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual]], e.g. 2,2,1,1,1 or
-2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2.
+                      [--factors LIST] [--full] [--mpirun 'mpirun --oversubscribe ...']
+A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]]], e.g.
+2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full.
 """
 import argparse
 import itertools
 import json
 import math
 import os
+import shlex
+import shutil
 import struct
 import subprocess
 import sys
 
-FACTORS = {"dp": [1, 2, 4], "tp": [1, 2, 4], "sp": [0, 1], "zero": [0, 1, 2, 3], "acc": [1, 4]}
+FACTORS = {"dp": [1, 2, 4], "tp": [1, 2, 4], "pp": [1, 2, 4], "sp": [0, 1],
+           "zero": [0, 1, 2, 3], "acc": [1, 4], "recompute": ["none", "selective", "full"]}
+DEFAULT_FACTORS = "dp,tp,sp,zero,acc"
+SCHEDULES = ["afab", "1f1b", "interleaved", "zbh1"]
 BATCH, STEPS, TOLERANCE = 16, 5, 1e-5
+MAX_RANKS = 16
+# A run that takes this long has hung (a layout trains in seconds).
+RUN_TIMEOUT_S = 300
+
+
+def ranks(c):
+    return c["dp"] * c["tp"] * c.get("pp", 1)
 
 
 def valid(c):
-    return (c["sp"] == 0 or c["tp"] > 1) and (c["zero"] == 0 or c["dp"] > 1)
+    return ((c["sp"] == 0 or c["tp"] > 1) and (c["zero"] == 0 or c["dp"] > 1)
+            and ranks(c) <= MAX_RANKS)
 
 
-def pairwise_layouts():
-    """A greedy covering array: each chosen layout covers the most pairs not yet covered."""
+def schedule_allows(schedule, pp, acc):
+    if schedule in ("1f1b", "zbh1"):
+        return acc >= pp
+    if schedule == "interleaved":
+        return acc % pp == 0
+    return True
+
+
+def assign_schedules(layouts):
+    """Gives each pipelined layout the schedule used least so far that its micro-batches allow
+    (the first of SCHEDULES among equals)."""
+    used = {schedule: 0 for schedule in SCHEDULES}
+    for c in layouts:
+        if c["pp"] == 1:
+            continue
+        allowed = [s for s in SCHEDULES if schedule_allows(s, c["pp"], c["acc"])]
+        schedule = min(allowed, key=lambda s: used[s])
+        used[schedule] += 1
+        c["schedule"] = schedule
+        c["virtual"] = 2 if schedule == "interleaved" else 1
+    return layouts
+
+
+def combinations(varied):
+    """Every valid layout that varies the factors in `varied`, the others at their first value."""
     names = list(FACTORS)
-    configs = [dict(zip(names, v)) for v in itertools.product(*FACTORS.values())]
-    configs = [c for c in configs if valid(c)]
+    levels = [FACTORS[n] if n in varied else FACTORS[n][:1] for n in names]
+    configs = [dict(zip(names, v)) for v in itertools.product(*levels)]
+    return [c for c in configs if valid(c)]
+
+
+def pairwise_layouts(varied):
+    """A greedy covering array: each chosen layout covers the most pairs not yet covered."""
+    # The one-rank layout is the reference itself.
+    configs = [c for c in combinations(varied) if ranks(c) > 1]
+    names = [n for n in FACTORS if n in varied]
 
     def pairs(c):
         return {((a, c[a]), (b, c[b])) for a, b in itertools.combinations(names, 2)}
@@ -46,7 +118,7 @@ def pairwise_layouts():
     todo = set().union(*(pairs(c) for c in configs))
     chosen = []
     while todo:
-        best = max(configs, key=lambda c: len(pairs(c) & todo))
+        best = max(configs, key=lambda c: (len(pairs(c) & todo), -ranks(c)))
         chosen.append(best)
         todo -= pairs(best)
     return chosen
@@ -54,10 +126,12 @@ def pairwise_layouts():
 
 def parse_layout(spec):
     fields = spec.split(",")
-    c = dict(zip(FACTORS, map(int, fields[:5])))
+    names = ["dp", "tp", "sp", "zero", "acc"]
+    c = dict(zip(names, map(int, fields[:5])))
     c["pp"] = int(fields[5]) if len(fields) > 5 else 1
     c["schedule"] = fields[6] if len(fields) > 6 else "1f1b"
     c["virtual"] = int(fields[7]) if len(fields) > 7 else 1
+    c["recompute"] = fields[8] if len(fields) > 8 else "none"
     return c
 
 
@@ -74,6 +148,8 @@ def parallel_section(c):
     if pp > 1:
         virtual = f", virtual = {c['virtual']}" if c.get("virtual", 1) > 1 else ""
         lines.append(f"pipeline {{ schedule = {c['schedule']}, microbatches = {c['acc']}{virtual} }}")
+    if c.get("recompute", "none") != "none":
+        lines.append(f"recompute = {c['recompute']}")
     return "\n  ".join(lines)
 
 
@@ -83,6 +159,8 @@ def name_of(c):
         name += f"-pp{c['pp']}-{c['schedule']}"
         if c.get("virtual", 1) > 1:
             name += f"-v{c['virtual']}"
+    if c.get("recompute", "none") != "none":
+        name += f"-{c['recompute']}"
     return name
 
 
@@ -127,8 +205,18 @@ def read_parameters(checkpoint):
     return out
 
 
-def train(args, c, template):
-    work = os.path.join(args.workdir, name_of(c))
+def run_command(cmd, what):
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what}: {' '.join(cmd)} did not end within {RUN_TIMEOUT_S} s")
+    if run.returncode != 0:
+        raise RuntimeError(f"{what}: {' '.join(cmd)} failed:\n{run.stdout}{run.stderr}")
+
+
+def train(args, c, template, mpirun=None):
+    """Trains layout `c`; with `mpirun` (the launcher's command) as one MPI process per rank."""
+    work = os.path.join(args.workdir, name_of(c) + ("-mpi" if mpirun else ""))
     os.makedirs(work, exist_ok=True)
     model = os.path.join(work, "model.model")
     micro = BATCH // (c["dp"] * c["acc"])
@@ -136,12 +224,15 @@ def train(args, c, template):
         f.write(template.replace("@PARALLEL@", parallel_section(c)).replace("@MICRO@", str(micro)))
     metrics = os.path.join(work, "metrics.jsonl")
     checkpoints = os.path.join(work, "checkpoints")
-    cmd = [args.tessel, "run", model, "--", "--data", args.data, "--steps", str(STEPS),
-           "--threads", "2", "--quiet", "--metrics", metrics, "--checkpoint-dir", checkpoints,
-           "--checkpoint-every", str(STEPS)]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"{name_of(c)}: {' '.join(cmd)} failed:\n{run.stdout}{run.stderr}")
+    options = ["--data", args.data, "--steps", str(STEPS), "--quiet", "--metrics", metrics,
+               "--checkpoint-dir", checkpoints, "--checkpoint-every", str(STEPS)]
+    if mpirun:
+        # One compute thread per process: the processes already outnumber the cores.
+        exe = os.path.join(work, "model")
+        run_command([args.tessel, "compile", model, "-o", exe], name_of(c))
+        run_command(mpirun + ["-np", str(ranks(c)), exe, "--threads", "1"] + options, name_of(c))
+    else:
+        run_command([args.tessel, "run", model, "--", "--threads", "2"] + options, name_of(c))
     losses = {}
     with open(metrics) as f:
         for line in f:
@@ -171,13 +262,33 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--layout", action="append", default=[])
+    ap.add_argument("--factors", default=DEFAULT_FACTORS,
+                    help="the factors the layouts vary, of " + ",".join(FACTORS))
+    ap.add_argument("--full", action="store_true",
+                    help="every valid combination of the factors, not a covering array")
+    ap.add_argument("--mpirun", help="run each layout as MPI processes, started by this command")
+    ap.add_argument("--list", action="store_true", help="print the layouts and exit")
     args = ap.parse_args()
-    template = open(args.model).read()
+    varied = args.factors.split(",")
+    unknown = [f for f in varied if f not in FACTORS]
+    if unknown:
+        ap.error(f"unknown factors {','.join(unknown)}; known: {','.join(FACTORS)}")
     if args.layout:
         layouts = [parse_layout(spec) for spec in args.layout]
     else:
-        layouts = pairwise_layouts()
-    ref = train(args, {"dp": 1, "tp": 1, "sp": 0, "zero": 0, "acc": 1}, template)
+        layouts = assign_schedules(combinations(varied) if args.full else pairwise_layouts(varied))
+    if args.list:
+        for c in layouts:
+            print(f"{name_of(c):56} {ranks(c):2} ranks")
+        print(f"{len(layouts)} layouts")
+        return 0
+    mpirun = shlex.split(args.mpirun) if args.mpirun else None
+    if mpirun and shutil.which(mpirun[0]) is None:
+        print(f"FAIL: ranks as MPI processes need '{mpirun[0]}', which is not on PATH")
+        return 1
+    template = open(args.model).read()
+    one = {"dp": 1, "tp": 1, "pp": 1, "sp": 0, "zero": 0, "acc": 1, "recompute": "none"}
+    ref = train(args, one, template)
     if len(ref[0]) != STEPS:
         print(f"the one-rank run logged {len(ref[0])} steps, not {STEPS}")
         return 1
@@ -185,7 +296,7 @@ def main():
     worst_loss = worst_param = 0.0
     for c in layouts:
         try:
-            loss_err, param_err = compare(ref, train(args, c, template))
+            loss_err, param_err = compare(ref, train(args, c, template, mpirun))
         except (RuntimeError, KeyError, OSError) as e:
             print(f"FAIL {name_of(c)}: {e}")
             failures += 1
@@ -193,8 +304,9 @@ def main():
         ok = loss_err <= TOLERANCE and param_err <= TOLERANCE
         failures += not ok
         worst_loss, worst_param = max(worst_loss, loss_err), max(worst_param, param_err)
-        print(f"{'ok  ' if ok else 'FAIL'} {name_of(c):48} loss {loss_err:.2e}  params {param_err:.2e}")
-    print(f"{len(layouts)} layouts, {failures} failed; largest relative error: "
+        print(f"{'ok  ' if ok else 'FAIL'} {name_of(c):56} loss {loss_err:.2e}  params {param_err:.2e}")
+    as_what = "as MPI processes" if mpirun else "as threads"
+    print(f"{len(layouts)} layouts {as_what}, {failures} failed; largest relative error: "
           f"loss {worst_loss:.2e}, parameters {worst_param:.2e}")
     return 1 if failures else 0
 

@@ -2,8 +2,9 @@
 //
 // Every operation on 1 to 4 ranks against a serial reference (sums in group-index order, so
 // the results must match bit for bit), on the whole world and on subgroups at once; async
-// operations overlapping compute; an abort, a rank that stops, and ranks that disagree, each
-// failing every waiting rank with the reason instead of hanging.
+// operations overlapping compute; a synchronous one running on the issuing thread when
+// nothing is in flight, else after what is; an abort, a rank that stops, and ranks that
+// disagree, each failing every waiting rank with the reason instead of hanging.
 //
 //===----------------------------------------------------------------------===//
 
@@ -465,6 +466,91 @@ TEST(Communicator, GroupMustHoldTheRank) {
   std::string error;
   EXPECT_FALSE(comms[0]->allReduce(wrong, ReduceOp::Sum, &x, &y, 1, error));
   EXPECT_NE(error.find("does not hold rank 0"), std::string::npos) << error;
+}
+
+/// Records which thread ran each operation (by tag); the operation tagged `hold` waits until
+/// release() before it ends, and the one tagged `fail` fails.
+class RecordingCommunicator final : public QueuedCommunicator {
+public:
+  RecordingCommunicator() { startWorker(); }
+  ~RecordingCommunicator() override { stopWorker(); }
+  uint32_t rank() const override { return 0; }
+  uint32_t worldSize() const override { return 1; }
+  void abort(const std::string &) override {}
+  bool aborted(std::string *) const override { return false; }
+  void setRunning(bool) override {}
+
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  std::vector<std::pair<int64_t, std::thread::id>> ran() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
+
+  static constexpr int64_t hold = 100, fail = 200;
+
+private:
+  bool execute(const CommOp &op, std::string &error) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ran_.emplace_back(op.tag, std::this_thread::get_id());
+    if (op.tag == hold && !cv_.wait_for(lock, std::chrono::seconds(20), [&] { return released_; }))
+      return false;
+    if (op.tag == fail)
+      error = "operation " + std::to_string(op.tag) + " failed";
+    return op.tag != fail;
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::vector<std::pair<int64_t, std::thread::id>> ran_;
+};
+
+CommOp tagged(int64_t tag) {
+  CommOp op;
+  op.kind = CommOp::Kind::Send;
+  op.tag = tag;
+  return op;
+}
+
+TEST(Communicator, SynchronousOperationRunsOnTheIssuingThreadWhenNothingIsInFlight) {
+  RecordingCommunicator c;
+  std::string error;
+  ASSERT_TRUE(c.run(tagged(1), error)) << error;
+  // Behind an operation in flight, one waited for at once still runs after it, on the worker.
+  Communicator::Ticket held = c.start(tagged(RecordingCommunicator::hold));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // run(2) is queued by then.
+    c.release();
+  });
+  ASSERT_TRUE(c.run(tagged(2), error)) << error;
+  releaser.join();
+  ASSERT_TRUE(c.wait(held, error)) << error;
+  ASSERT_TRUE(c.run(tagged(3), error)) << error;
+  auto ran = c.ran();
+  ASSERT_EQ(ran.size(), 4u);
+  const std::thread::id self = std::this_thread::get_id();
+  EXPECT_EQ(ran[0], std::make_pair(int64_t{1}, self));
+  EXPECT_EQ(ran[1].first, RecordingCommunicator::hold);
+  EXPECT_NE(ran[1].second, self);
+  EXPECT_EQ(ran[2], std::make_pair(int64_t{2}, ran[1].second));
+  EXPECT_EQ(ran[3], std::make_pair(int64_t{3}, self));
+}
+
+TEST(Communicator, AfterAFailureEveryOperationReportsIt) {
+  // On the issuing thread as on the worker: the first failure is every later one's reason.
+  RecordingCommunicator c;
+  std::string error, later, queued;
+  EXPECT_FALSE(c.run(tagged(RecordingCommunicator::fail), error));
+  EXPECT_EQ(error, "operation 200 failed");
+  EXPECT_FALSE(c.run(tagged(1), later));
+  EXPECT_EQ(later, error);
+  EXPECT_FALSE(c.wait(c.start(tagged(2)), queued));
+  EXPECT_EQ(queued, error);
+  EXPECT_EQ(c.ran().size(), 2u); // The worker runs what was queued; run() adds nothing.
 }
 
 } // namespace

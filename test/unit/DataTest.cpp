@@ -350,6 +350,83 @@ TEST(Data, EvalWindowsAreEvenlySpacedAndDeterministic) {
   EXPECT_EQ(targets[seq - 1], total - 1);
 }
 
+TEST(Data, EachProcessReadsOnlyTheRowsItsRanksTake) {
+  // A batch of 8 rows over two processes of two data-parallel halves, and a third process
+  // (a middle pipeline stage) that takes no rows: each draws every row's start, as one process
+  // running every rank does, and reads only its own windows.
+  ScratchDir dir;
+  const int64_t seq = 16, rows = 8;
+  writeFile(dir / "x.bin", tokenBytes(counting(1000)));
+  auto open = [&] {
+    std::string error;
+    auto data = TokenData::open(dir / "x.bin", Tokenizer::Tokens, 65536, 0.2, seq + 1, error);
+    EXPECT_TRUE(data) << error;
+    return data;
+  };
+  const std::vector<bool> all(rows, true), none(rows, false);
+  std::vector<bool> first(rows, false), second(rows, true);
+  for (int64_t row = 0; row < rows / 2; ++row) {
+    first[row] = true;
+    second[row] = false;
+  }
+  struct Process {
+    std::unique_ptr<TokenData> data;
+    std::vector<bool> taken;
+    Rng rng{5};
+    std::vector<int32_t> tokens, targets;
+  };
+  std::vector<Process> processes(4);
+  const std::vector<bool> *takes[4] = {&all, &first, &second, &none};
+  std::string error;
+  for (int p = 0; p < 4; ++p) {
+    processes[p].data = open();
+    processes[p].taken = *takes[p];
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (Process &p : processes) {
+      p.tokens.assign(rows * seq, -1);
+      p.targets.assign(rows * seq, -1);
+      ASSERT_TRUE(p.data->trainBatch(p.rng, p.taken, p.tokens.data(), p.targets.data(), seq, error))
+          << error;
+    }
+    const Process &whole = processes[0];
+    for (int64_t row = 0; row < rows; ++row) {
+      // Row by row as trainWindow draws them.
+      const int32_t start = whole.tokens[row * seq];
+      EXPECT_EQ(whole.targets[row * seq + seq - 1], start + seq);
+      for (int p = 1; p < 4; ++p)
+        for (int64_t i = 0; i < seq; ++i) {
+          const size_t at = static_cast<size_t>(row * seq + i);
+          const int32_t want = processes[p].taken[row] ? whole.tokens[at] : -1;
+          ASSERT_EQ(processes[p].tokens[at], want) << "process " << p << " row " << row;
+          ASSERT_EQ(processes[p].targets[at], processes[p].taken[row] ? whole.targets[at] : -1);
+        }
+    }
+  }
+  EXPECT_EQ(processes[0].data->windowsRead(), 3 * rows);
+  EXPECT_EQ(processes[1].data->windowsRead(), 3 * rows / 2);
+  EXPECT_EQ(processes[2].data->windowsRead(), 3 * rows / 2);
+  EXPECT_EQ(processes[3].data->windowsRead(), 0);
+  // Every process's generator has moved on alike.
+  const uint64_t next = processes[0].rng.below(1u << 30);
+  for (int p = 1; p < 4; ++p)
+    EXPECT_EQ(processes[p].rng.below(1u << 30), next) << "process " << p;
+
+  // Evaluation reads the same rows of the held-out windows.
+  std::vector<int32_t> tokens(rows * seq, -1), targets(rows * seq, -1);
+  ASSERT_TRUE(processes[2].data->evalBatch(rows, 2 * rows, second, tokens.data(), targets.data(),
+                                           seq, error))
+      << error;
+  EXPECT_EQ(processes[2].data->windowsRead(), 3 * rows / 2 + rows / 2);
+  std::vector<int32_t> one(seq), oneTargets(seq);
+  for (int64_t row = 0; row < rows; ++row) {
+    ASSERT_TRUE(processes[0].data->evalWindow(rows + row, 2 * rows, one.data(), oneTargets.data(),
+                                              seq, error));
+    EXPECT_EQ(tokens[row * seq], second[row] ? one[0] : -1) << row;
+    EXPECT_EQ(targets[row * seq + seq - 1], second[row] ? oneTargets[seq - 1] : -1) << row;
+  }
+}
+
 TEST(Data, ContractViolationsAbort) {
   // Threadsafe death tests re-run the test body in the child, which then aborts: read a file
   // that needs no cleanup (any file is byte data) rather than one in a scratch directory.

@@ -3,8 +3,8 @@
 // Small plans of 2 and 4 ranks whose programs use the collective kernels, run through
 // Executors on threads with a LocalCommunicator and through Ranks (what the trainer uses): the
 // results against hand computation, asynchronous collectives with `event` and `wait`, the
-// blocks of split inputs and state, and plans refused at load or failing at run time with the
-// failing rank named, never hanging.
+// blocks of split inputs and state, the rows of the data each process takes, and plans refused
+// at load or failing at run time with the failing rank named, never hanging.
 //
 //===----------------------------------------------------------------------===//
 
@@ -333,6 +333,29 @@ TEST(RanksExecutor, EachRankTakesItsBlockOfTheBatch) {
     }
   EXPECT_FALSE(ranks->writeInput("step", "tokens", tokens, 6, error));
   EXPECT_NE(error.find("holds 12 elements in all, not the 6"), std::string::npos) << error;
+}
+
+TEST(RanksExecutor, EachProcessTakesTheRowsOfItsRanks) {
+  // A mesh {dp = 2, tp = 2} whose data is split by rows over dp: a process running rank 0 or
+  // its tp partner 1 takes rows 0-1 of 4, one running rank 2 or 3 rows 2-3; a process running
+  // every rank takes every row, and a batch of another size (a sample's) none.
+  Program p = program("forward_backward", 16, {});
+  p.inputs.push_back({"tokens", DType::I32, {2, 3}, {"dp", ""}, arena(0, 6, DType::I32)});
+  p.inputs.push_back({"targets", DType::I32, {2, 3}, {"dp", ""}, arena(8, 6, DType::I32)});
+  Plan plan = spmd(4, {}, p, {{"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}});
+  using Rows = std::vector<bool>;
+  EXPECT_EQ(rt::dataRowsOf(plan, {0}, 4), (Rows{true, true, false, false}));
+  EXPECT_EQ(rt::dataRowsOf(plan, {1}, 4), (Rows{true, true, false, false}));
+  EXPECT_EQ(rt::dataRowsOf(plan, {2}, 4), (Rows{false, false, true, true}));
+  EXPECT_EQ(rt::dataRowsOf(plan, {3}, 4), (Rows{false, false, true, true}));
+  EXPECT_EQ(rt::dataRowsOf(plan, {0, 1, 2, 3}, 4), Rows(4, true));
+  EXPECT_EQ(rt::dataRowsOf(plan, {0}, 8), Rows(8, false));
+  // A rank whose programs read no data (a middle pipeline stage) takes no rows; one that reads
+  // only the targets (the last stage) takes the rows of its targets.
+  plan.programs[2].inputs.clear();
+  plan.programs[3].inputs.erase(plan.programs[3].inputs.begin());
+  EXPECT_EQ(rt::dataRowsOf(plan, {2}, 4), Rows(4, false));
+  EXPECT_EQ(rt::dataRowsOf(plan, {3}, 4), (Rows{false, false, true, true}));
 }
 
 TEST(RanksExecutor, FailingRankIsNamedAndNoRankHangs) {
