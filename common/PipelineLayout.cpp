@@ -95,7 +95,7 @@ bool buildChain(const Plan &plan, const PipelineConfig &config, const std::strin
       for (const planfile::Port &port : *ports) {
         if (isHostInput(port.name))
           continue;
-        std::string where = "'" + p.name + "' on rank " + std::to_string(p.rank);
+        std::string where = "'" + p.name + "' on stage " + std::to_string(p.stage);
         // Values are copied by their shape: the port's buffer must hold them.
         int64_t n = 1;
         for (int64_t d : port.shape)
@@ -224,8 +224,8 @@ std::unique_ptr<PipelineLayout> PipelineLayout::create(const Plan &plan, std::st
   const int p = config.stages;
   if (plan.pipelineStages() != static_cast<uint32_t>(p)) {
     error = "the plan's pipeline has " + std::to_string(p) + " stages but its group 'pp' " +
-            (plan.findGroup("pp", 0) ? "has " + std::to_string(plan.pipelineStages()) + " ranks"
-                                     : std::string("is missing"));
+            (plan.groupNamed("pp") ? "has " + std::to_string(plan.pipelineStages()) + " ranks"
+                                   : std::string("is missing"));
     return nullptr;
   }
   std::string why;

@@ -208,7 +208,15 @@ bool PipelineWalk::compute(const RankChain &chain, const std::string &name, int 
         return false;
       continue;
     }
-    if (!stash_->take(micro, in.name, data ? hooks.input(name, in.name) : nullptr, what, error))
+    if (!data) {
+      if (!stash_->take(micro, in.name, nullptr, what, error))
+        return false;
+      continue;
+    }
+    std::vector<float> staged(static_cast<size_t>(chain.chain->elements.at(in.name)));
+    if (!stash_->take(micro, in.name, staged.data(), what, error) ||
+        !hooks.writeInput(name, in.name, staged.data(), static_cast<int64_t>(staged.size()),
+                          error))
       return false;
   }
   if (!hooks.run(name, micro, error))

@@ -40,12 +40,15 @@ class WalkHooks {
 public:
   virtual ~WalkHooks();
 
-  /// Whether values carry data: then a program's inputs are copied out of the stash to
-  /// `input`, its outputs into the stash from `output`, and messages through a buffer.
+  /// Whether values carry data: then a program's inputs are copied out of the stash through
+  /// `writeInput`, its outputs into the stash from `output`, and messages through a buffer.
   virtual bool movesData() const { return false; }
-  /// Where input `port` of `program` is copied to (with movesData).
-  virtual void *input(const std::string &program, const std::string &port) { return nullptr; }
-  /// Output `port` of `program` after it ran (with movesData).
+  /// Copies `elements` values from `host` to input `port` of `program` (with movesData).
+  virtual bool writeInput(const std::string &program, const std::string &port, const float *host,
+                          int64_t elements, std::string &error) {
+    return true;
+  }
+  /// Output `port` of `program` after it ran, on the host (with movesData).
   virtual const float *output(const std::string &program, const std::string &port) {
     return nullptr;
   }

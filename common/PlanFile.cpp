@@ -7,12 +7,38 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 
 namespace tessel::planfile {
 
-size_t dtypeBytes(DType t) { return t == DType::F32 || t == DType::I32 ? 4 : 0; }
-const char *dtypeName(DType t) { return t == DType::F32 ? "f32" : "i32"; }
+size_t dtypeBytes(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "?";
+}
+
+bool isFloat(DType t) { return t != DType::I32; }
 
 uint64_t StateTensor::bytes() const {
   uint64_t n = dtypeBytes(dtype);
@@ -40,67 +66,109 @@ const Attr *Plan::findConfig(const std::string &name) const {
 }
 
 const Program *Plan::findProgram(const std::string &name, uint32_t rank) const {
-  if (programsPerStage) {
-    const uint32_t stage = pipelineStage(rank);
-    for (const Program &p : programs)
-      if (p.name == name && pipelineStage(p.rank) == stage)
-        return &p;
-    return nullptr;
-  }
+  const uint32_t stage = pipelineStage(rank);
   for (const Program &p : programs)
-    if (p.name == name && p.rank == rank)
+    if (p.name == name && p.stage == stage)
       return &p;
   return nullptr;
 }
 
 std::vector<uint32_t> Plan::ranksOf(const Program &program) const {
-  if (!programsPerStage)
-    return {program.rank};
-  return ranksByStage()[pipelineStage(program.rank)];
+  std::vector<uint32_t> ranks;
+  for (uint32_t r = 0; r < worldSize; ++r)
+    if (pipelineStage(r) == program.stage)
+      ranks.push_back(r);
+  return ranks;
 }
 
 std::vector<std::vector<uint32_t>> Plan::ranksByStage() const {
   std::vector<std::vector<uint32_t>> byStage(pipelineStages());
-  bool pipelined = false;
-  for (const Group &g : groups) {
-    if (g.name != "pp")
-      continue;
-    pipelined = true;
-    for (size_t i = 0; i < g.ranks.size() && i < byStage.size(); ++i)
-      byStage[i].push_back(g.ranks[i]);
+  for (uint32_t r = 0; r < worldSize; ++r) {
+    const uint32_t stage = pipelineStage(r);
+    if (stage < byStage.size())
+      byStage[stage].push_back(r);
   }
-  if (!pipelined)
-    for (uint32_t r = 0; r < worldSize; ++r)
-      byStage[0].push_back(r);
-  for (std::vector<uint32_t> &ranks : byStage)
-    std::sort(ranks.begin(), ranks.end());
   return byStage;
 }
 
-int Group::indexOf(uint32_t rank) const {
-  for (size_t i = 0; i < ranks.size(); ++i)
-    if (ranks[i] == rank)
-      return static_cast<int>(i);
-  return -1;
-}
-
-const Group *Plan::findGroup(const std::string &name, uint32_t rank) const {
+const Group *Plan::groupNamed(const std::string &name) const {
   for (const Group &g : groups)
-    if (g.name == name && g.indexOf(rank) >= 0)
+    if (g.name == name)
       return &g;
   return nullptr;
 }
 
+// Axes out of range count as absent and sizes of 0 as 1, so that these never fail on a plan
+// that validatePlan has not seen yet; it refuses both.
+uint32_t Plan::groupSize(const Group &group) const {
+  uint64_t size = 1;
+  for (uint32_t a : group.axes)
+    if (a < mesh.size())
+      size *= std::max<uint32_t>(mesh[a].size, 1);
+  return static_cast<uint32_t>(std::min<uint64_t>(size, UINT32_MAX));
+}
+
+std::vector<uint32_t> Plan::meshCoordinates(uint32_t rank) const {
+  std::vector<uint32_t> c(mesh.size(), 0);
+  for (size_t i = mesh.size(); i-- > 0;) {
+    const uint32_t size = std::max<uint32_t>(mesh[i].size, 1);
+    c[i] = rank % size;
+    rank /= size;
+  }
+  return c;
+}
+
+uint32_t Plan::groupIndex(const Group &group, uint32_t rank) const {
+  const std::vector<uint32_t> c = meshCoordinates(rank);
+  uint64_t index = 0;
+  for (uint32_t a : group.axes)
+    if (a < mesh.size())
+      index = index * std::max<uint32_t>(mesh[a].size, 1) + c[a];
+  return static_cast<uint32_t>(index);
+}
+
+std::optional<GroupInstance> Plan::findGroup(const std::string &name, uint32_t rank) const {
+  const Group *g = groupNamed(name);
+  if (!g)
+    return std::nullopt;
+  // The rank's own coordinates on the other axes, and each of the group's axes' coordinates
+  // in turn, the last fastest: ranks come out ascending, in group-index order.
+  std::vector<uint64_t> stride(mesh.size(), 1);
+  for (size_t i = mesh.size(); i-- > 1;)
+    stride[i - 1] = stride[i] * std::max<uint32_t>(mesh[i].size, 1);
+  const std::vector<uint32_t> c = meshCoordinates(rank);
+  std::vector<uint32_t> axes;
+  uint64_t base = rank;
+  for (uint32_t a : g->axes)
+    if (a < mesh.size()) {
+      axes.push_back(a);
+      base -= c[a] * stride[a];
+    }
+  GroupInstance instance;
+  instance.index = groupIndex(*g, rank);
+  std::vector<uint32_t> at(axes.size(), 0);
+  for (uint32_t n = groupSize(*g); n > 0; --n) {
+    uint64_t r = base;
+    for (size_t k = 0; k < axes.size(); ++k)
+      r += at[k] * stride[axes[k]];
+    instance.ranks.push_back(static_cast<uint32_t>(r));
+    for (size_t k = axes.size(); k-- > 0;) {
+      if (++at[k] < std::max<uint32_t>(mesh[axes[k]].size, 1))
+        break;
+      at[k] = 0;
+    }
+  }
+  return instance;
+}
+
 uint32_t Plan::pipelineStages() const {
-  for (const Group &g : groups)
-    if (g.name == "pp")
-      return static_cast<uint32_t>(g.ranks.size());
-  return 1;
+  const Group *pp = groupNamed("pp");
+  return pp ? groupSize(*pp) : 1;
 }
 
 uint32_t Plan::pipelineStage(uint32_t rank) const {
-  const Group *pp = findGroup("pp", rank);
-  return pp ? static_cast<uint32_t>(pp->indexOf(rank)) : 0;
+  const Group *pp = groupNamed("pp");
+  return pp ? groupIndex(*pp, rank) : 0;
 }
 
 bool pipelineChunkOf(const std::string &program, uint32_t &chunk) {
@@ -250,7 +318,7 @@ public:
 
   DType dtype() {
     uint8_t t = u8();
-    if (t > static_cast<uint8_t>(DType::I32))
+    if (t > static_cast<uint8_t>(kLastDType))
       fail("unknown element type " + std::to_string(t));
     return static_cast<DType>(t);
   }
@@ -340,52 +408,29 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     w.f64(t.initB);
     w.vec(t.stages, [&](uint32_t x) { w.u32(x); });
   });
+  w.vec(plan.mesh, [&](const MeshAxis &a) {
+    w.str(a.name);
+    w.u32(a.size);
+  });
   w.vec(plan.groups, [&](const Group &g) {
     w.str(g.name);
-    w.vec(g.ranks, [&](uint32_t r) { w.u32(r); });
+    w.vec(g.axes, [&](uint32_t a) { w.u32(a); });
   });
-  // A program's versions differ only in their rank: each is encoded once, and copied per rank
-  // with the rank patched in into a payload allocated once at its final size.
-  std::vector<std::vector<uint32_t>> byStage;
-  if (plan.programsPerStage)
-    byStage = plan.ranksByStage();
-  struct Encoded {
-    std::vector<uint8_t> bytes;
-    size_t rankAt = 0;
-    std::vector<uint32_t> ranks;
-  };
-  std::vector<Encoded> encoded;
-  uint64_t versions = 0, bytes = w.bytes.size() + 8;
-  for (const Program &p : plan.programs) {
-    Writer one;
-    one.str(p.name);
-    const size_t rankAt = one.bytes.size();
-    one.u32(p.rank);
-    one.u64(p.arenaBytes);
-    one.vec(p.inputs, [&](const Port &x) { one.port(x); });
-    one.vec(p.outputs, [&](const Port &x) { one.port(x); });
-    one.vec(p.instrs, [&](const Instr &i) {
-      one.str(i.kernel);
-      one.vec(i.inputs, [&](const BufferRef &b) { one.buffer(b); });
-      one.vec(i.outputs, [&](const BufferRef &b) { one.buffer(b); });
-      one.vec(i.attrs, [&](const Attr &a) { one.attr(a); });
-      one.str(i.loc);
-      one.u32(i.stream);
+  w.vec(plan.programs, [&](const Program &p) {
+    w.str(p.name);
+    w.u32(p.stage);
+    w.u64(p.arenaBytes);
+    w.vec(p.inputs, [&](const Port &x) { w.port(x); });
+    w.vec(p.outputs, [&](const Port &x) { w.port(x); });
+    w.vec(p.instrs, [&](const Instr &i) {
+      w.str(i.kernel);
+      w.vec(i.inputs, [&](const BufferRef &b) { w.buffer(b); });
+      w.vec(i.outputs, [&](const BufferRef &b) { w.buffer(b); });
+      w.vec(i.attrs, [&](const Attr &a) { w.attr(a); });
+      w.str(i.loc);
+      w.u32(i.stream);
     });
-    std::vector<uint32_t> ranks = plan.programsPerStage
-                                      ? byStage[plan.pipelineStage(p.rank)]
-                                      : std::vector<uint32_t>{p.rank};
-    versions += ranks.size();
-    bytes += one.bytes.size() * ranks.size();
-    encoded.push_back({std::move(one.bytes), rankAt, std::move(ranks)});
-  }
-  w.bytes.reserve(bytes);
-  w.u64(versions);
-  for (Encoded &e : encoded)
-    for (uint32_t rank : e.ranks) {
-      std::memcpy(e.bytes.data() + e.rankAt, &rank, 4);
-      w.raw(e.bytes.data(), e.bytes.size());
-    }
+  });
 
   const uint64_t payload = w.bytes.size() - kHeaderBytes;
   Writer header;
@@ -453,16 +498,22 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
     r.vec(t.stages, 4, [&] { return r.u32(); });
     return t;
   });
+  r.vec(plan.mesh, 12, [&] {
+    MeshAxis a;
+    a.name = r.str();
+    a.size = r.u32();
+    return a;
+  });
   r.vec(plan.groups, 16, [&] {
     Group g;
     g.name = r.str();
-    r.vec(g.ranks, 4, [&] { return r.u32(); });
+    r.vec(g.axes, 4, [&] { return r.u32(); });
     return g;
   });
   r.vec(plan.programs, 40, [&] {
     Program p;
     p.name = r.str();
-    p.rank = r.u32();
+    p.stage = r.u32();
     p.arenaBytes = r.u64();
     r.vec(p.inputs, 30, [&] { return r.port(); });
     r.vec(p.outputs, 30, [&] { return r.port(); });
@@ -489,46 +540,51 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
 
 namespace {
 
-/// Every rank is in exactly one instance of each group name; instances of a name are equally
-/// large and hold no rank twice.
-bool validateGroups(const Plan &plan, std::string &error) {
-  std::map<std::string, std::vector<int>> instanceOf; // Per name, per rank: its instance.
-  std::map<std::string, size_t> sizeOf;
-  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
-    const Group &g = plan.groups[gi];
-    std::string what = "group '" + g.name + "' (instance " + std::to_string(gi) + ")";
-    if (g.name.empty() || g.ranks.empty()) {
-      error = what + " has no name or no ranks";
+/// The mesh's axes are named once each and of positive sizes that multiply to the world; each
+/// group is named once and spans known axes in ascending order.
+bool validateMesh(const Plan &plan, std::string &error) {
+  uint64_t ranks = 1;
+  std::set<std::string> axisNames;
+  for (size_t a = 0; a < plan.mesh.size(); ++a) {
+    const MeshAxis &axis = plan.mesh[a];
+    if (axis.name.empty() || !axisNames.insert(axis.name).second) {
+      error = "mesh axis " + std::to_string(a) +
+              (axis.name.empty() ? " has no name" : " '" + axis.name + "' is named twice");
       return false;
     }
-    auto [size, fresh] = sizeOf.emplace(g.name, g.ranks.size());
-    if (!fresh && size->second != g.ranks.size()) {
-      error = what + " has " + std::to_string(g.ranks.size()) +
-              " ranks where another instance of that name has " + std::to_string(size->second);
+    if (axis.size == 0) {
+      error = "mesh axis '" + axis.name + "' has size 0";
       return false;
     }
-    std::vector<int> &owner = instanceOf[g.name];
-    owner.resize(plan.worldSize, -1);
-    for (uint32_t r : g.ranks) {
-      if (r >= plan.worldSize) {
-        error = what + " holds rank " + std::to_string(r) + " of a world of " +
-                std::to_string(plan.worldSize);
+    ranks = std::min<uint64_t>(ranks * axis.size, uint64_t(1) << 40);
+  }
+  if (ranks != plan.worldSize) {
+    std::string sizes;
+    for (const MeshAxis &axis : plan.mesh)
+      sizes += (sizes.empty() ? "" : ", ") + axis.name + " = " + std::to_string(axis.size);
+    error = "the mesh {" + sizes + "} has " + std::to_string(ranks) +
+            (ranks == 1 ? " rank" : " ranks") + ", but the plan has " +
+            std::to_string(plan.worldSize);
+    return false;
+  }
+  std::set<std::string> groupNames;
+  for (const Group &g : plan.groups) {
+    if (g.name.empty() || !groupNames.insert(g.name).second) {
+      error = g.name.empty() ? "a group has no name" : "group '" + g.name + "' is described twice";
+      return false;
+    }
+    for (size_t k = 0; k < g.axes.size(); ++k) {
+      if (g.axes[k] >= plan.mesh.size()) {
+        error = "group '" + g.name + "' spans axis " + std::to_string(g.axes[k]) +
+                ", but the mesh has " + std::to_string(plan.mesh.size());
         return false;
       }
-      if (owner[r] >= 0) {
-        error = what + " holds rank " + std::to_string(r) + ", which instance " +
-                std::to_string(owner[r]) + " of that name holds too";
+      if (k > 0 && g.axes[k] <= g.axes[k - 1]) {
+        error = "group '" + g.name + "' lists its axes out of order (outermost first, once each)";
         return false;
       }
-      owner[r] = static_cast<int>(gi);
     }
   }
-  for (const auto &[name, owner] : instanceOf)
-    for (uint32_t r = 0; r < plan.worldSize; ++r)
-      if (owner[r] < 0) {
-        error = "no instance of group '" + name + "' holds rank " + std::to_string(r);
-        return false;
-      }
   return true;
 }
 
@@ -541,46 +597,24 @@ bool validateSplit(const Plan &plan, const std::vector<std::string> &split, size
     return false;
   }
   for (const std::string &g : split)
-    if (!g.empty() && !plan.findGroup(g, 0)) {
+    if (!g.empty() && !plan.groupNamed(g)) {
       error = what + " is split over group '" + g + "', which the plan does not have";
       return false;
     }
   return true;
 }
 
-/// A (program, rank) pair appears once. A program without a chunk is on every rank that has
-/// any (one-rank plans and the SPMD programs: forward_backward, optimizer_step, eval, sample);
-/// a pipeline program of chunk c is on every rank of stage c % stages and on no other. With
-/// programsPerStage, the same of (program, stage) pairs, each on its stage's first rank.
-bool validateProgramsPerRank(const Plan &plan, std::string &error) {
+/// A (program, stage) pair appears once. A program without a chunk is on every stage (the
+/// SPMD programs: forward_backward, optimizer_step, eval, sample); a pipeline program of chunk c
+/// is on stage c % stages and on no other.
+bool validateProgramStages(const Plan &plan, std::string &error) {
   const uint32_t stages = plan.pipelineStages();
-  // Per rank (per stage with programsPerStage), the versions of each program.
-  const uint32_t places = plan.programsPerStage ? stages : plan.worldSize;
-  std::vector<uint32_t> firstRank, stageOf(plan.worldSize, 0);
-  for (const std::vector<uint32_t> &ranks : plan.ranksByStage()) {
-    for (uint32_t r : ranks)
-      stageOf[r] = static_cast<uint32_t>(firstRank.size());
-    firstRank.push_back(ranks.empty() ? plan.worldSize : ranks[0]);
-  }
-  std::map<std::string, std::vector<int>> count;
+  std::map<std::string, std::vector<int>> count; // Per program, its versions per stage.
   for (const Program &p : plan.programs) {
     std::vector<int> &c = count[p.name];
-    c.resize(places, 0);
-    if (p.rank >= plan.worldSize)
-      continue;
-    uint32_t place = p.rank;
-    if (plan.programsPerStage) {
-      place = stageOf[p.rank];
-      if (firstRank[place] != p.rank) {
-        error = "program '" + p.name + "' is kept on rank " + std::to_string(p.rank) +
-                ", not on rank " + std::to_string(firstRank[place]) + ", the first of stage " +
-                std::to_string(place);
-        return false;
-      }
-    }
-    if (++c[place] > 1) {
-      error = "program '" + p.name + "' appears twice for " +
-              (plan.programsPerStage ? "stage " : "rank ") + std::to_string(place);
+    c.resize(stages, 0);
+    if (++c[p.stage] > 1) {
+      error = "program '" + p.name + "' appears twice for stage " + std::to_string(p.stage);
       return false;
     }
   }
@@ -591,22 +625,18 @@ bool validateProgramsPerRank(const Plan &plan, std::string &error) {
       error = "program '" + name + "' has a '.' but no chunk number after it";
       return false;
     }
-    for (uint32_t r = 0; r < plan.worldSize; ++r) {
-      if (plan.programsPerStage && r != firstRank[stageOf[r]])
-        continue;
-      const int versions = c[plan.programsPerStage ? stageOf[r] : r];
-      bool wanted = !pipelined || stageOf[r] == chunk % stages;
-      if (wanted && versions == 0) {
-        error = "program '" + name + "' has no version for rank " + std::to_string(r);
+    for (uint32_t stage = 0; stage < stages; ++stage) {
+      bool wanted = !pipelined || stage == chunk % stages;
+      if (wanted && c[stage] == 0) {
+        error = "program '" + name + "' has no version for pipeline stage " + std::to_string(stage);
         if (pipelined)
-          error += " (pipeline stage " + std::to_string(chunk % stages) + " runs chunk " +
-                   std::to_string(chunk) + ")";
+          error += ", which runs chunk " + std::to_string(chunk);
         return false;
       }
-      if (!wanted && versions != 0) {
-        error = "program '" + name + "' is on rank " + std::to_string(r) + " of pipeline stage " +
-                std::to_string(stageOf[r]) + ", but chunk " + std::to_string(chunk) +
-                " runs on stage " + std::to_string(chunk % stages);
+      if (!wanted && c[stage] != 0) {
+        error = "program '" + name + "' is on pipeline stage " + std::to_string(stage) +
+                ", but chunk " + std::to_string(chunk) + " runs on stage " +
+                std::to_string(chunk % stages);
         return false;
       }
     }
@@ -655,7 +685,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
             " and " + std::to_string(kMaxStreams) + " can be run";
     return false;
   }
-  if (!validateGroups(plan, error))
+  if (!validateMesh(plan, error))
     return false;
   for (const StateTensor &t : plan.state) {
     if (!boundedBytes(t.shape, dtypeBytes(t.dtype), "state tensor '" + t.name + "'", error))
@@ -669,7 +699,6 @@ bool validatePlan(const Plan &plan, std::string &error) {
         return false;
       }
   }
-  uint32_t stage = 0; // Of the program being checked.
   auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {
     uint64_t limit = p.arenaBytes;
     if (b.storage == Storage::State) {
@@ -679,9 +708,9 @@ bool validatePlan(const Plan &plan, std::string &error) {
         return false;
       }
       const StateTensor &t = plan.state[b.state];
-      if (!t.stages.empty() && !t.heldBy(stage)) {
-        error = what + " on rank " + std::to_string(p.rank) + " refers to state tensor '" + t.name +
-                "', which the rank's pipeline stage " + std::to_string(stage) + " does not hold";
+      if (!t.stages.empty() && !t.heldBy(p.stage)) {
+        error = what + " refers to state tensor '" + t.name + "', which its pipeline stage " +
+                std::to_string(p.stage) + " does not hold";
         return false;
       }
       limit = t.bytes();
@@ -704,12 +733,11 @@ bool validatePlan(const Plan &plan, std::string &error) {
       for (const Port &port : *ports)
         if (!boundedBytes(port.shape, 4, "port '" + port.name + "' of '" + p.name + "'", error))
           return false;
-    if (p.rank >= plan.worldSize) {
-      error = "program '" + p.name + "' is for rank " + std::to_string(p.rank) + " of a world of " +
-              std::to_string(plan.worldSize);
+    if (p.stage >= plan.pipelineStages()) {
+      error = "program '" + p.name + "' is for pipeline stage " + std::to_string(p.stage) + " of " +
+              std::to_string(plan.pipelineStages());
       return false;
     }
-    stage = plan.pipelineStage(p.rank);
     for (const Port &port : p.inputs)
       if (!check(p, port.buffer, "input '" + port.name + "' of '" + p.name + "'") ||
           !validateSplit(plan, port.split, port.shape.size(),
@@ -737,7 +765,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
       for (const char *key : {"group", "row_group", "col_group"}) {
         const Attr *a = in.find(key);
         if (a && std::holds_alternative<std::string>(a->value) &&
-            !plan.findGroup(std::get<std::string>(a->value), p.rank)) {
+            !plan.groupNamed(std::get<std::string>(a->value))) {
           error = "instruction " + std::to_string(i) + " (" + in.kernel + ") in '" + p.name +
                   "' names group '" + std::get<std::string>(a->value) +
                   "', which the plan does not have";
@@ -746,7 +774,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
       }
     }
   }
-  return validateProgramsPerRank(plan, error);
+  return validateProgramStages(plan, error);
 }
 
 } // namespace tessel::planfile

@@ -2,9 +2,12 @@
 //
 // A plan is everything the runtime needs to train a model: the persistent state (parameters,
 // gradients, optimizer moments) with each rank's part of their shapes and their initialisers,
-// and per rank a set of programs — straight-line lists of kernel calls on buffers at static
-// offsets in one arena — plus the communicator groups their collectives run on. The compiler
-// writes it (from the plan dialect); the runtime reads it without MLIR.
+// the mesh the ranks are laid out on with the communicator groups it spans, and per pipeline
+// stage a set of programs — straight-line lists of kernel calls on buffers at static offsets
+// in one arena — that every rank of the stage runs. Nothing in a plan is listed per rank: what
+// differs between the ranks of a stage follows from their mesh coordinates, so a plan's size
+// does not grow with dp or tp. The compiler writes it (from the plan dialect); the runtime
+// reads it without MLIR.
 //
 // On disk (all integers little-endian), see docs/plan-format.md:
 //   "TESSPLAN" | u32 version | u32 flags (0) | u64 payload bytes | u64 FNV-1a of the payload
@@ -15,18 +18,23 @@
 #define TESSEL_COMMON_PLANFILE_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 3;
+constexpr uint32_t kPlanVersion = 4;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
-enum class DType : uint8_t { F32 = 0, I32 = 1 };
+/// Element types of buffers, ports and state. Floating-point kernels take f32, bf16 or f16
+/// operands (common/KernelCatalogue.def says which of each kernel); ids and targets are i32.
+enum class DType : uint8_t { F32 = 0, I32 = 1, BF16 = 2, F16 = 3 };
+constexpr DType kLastDType = DType::F16;
 size_t dtypeBytes(DType t);
 const char *dtypeName(DType t);
+bool isFloat(DType t);
 
 /// Where a kernel operand lives: a byte range of the rank's arena, or of a state tensor.
 enum class Storage : uint8_t { Arena = 0, State = 1 };
@@ -67,11 +75,10 @@ struct Port {
   BufferRef buffer;
 };
 
+/// A program of one pipeline stage, which every rank of the stage runs.
 struct Program {
   std::string name;
-  /// The rank that runs it; in a plan kept with `programsPerStage`, the first rank of its
-  /// pipeline stage, standing for every rank of the stage.
-  uint32_t rank = 0;
+  uint32_t stage = 0;      ///< The pipeline stage whose ranks run it (0 without a pipeline).
   uint64_t arenaBytes = 0; ///< Peak of this program's memory plan.
   std::vector<Port> inputs, outputs;
   std::vector<Instr> instrs;
@@ -97,15 +104,27 @@ struct StateTensor {
   bool heldBy(uint32_t stage) const;
 };
 
-/// One instance of a communicator group: the ranks that take part in its collectives, in
-/// group-index order. A name has one instance per set of ranks (with a mesh {dp = 2, tp = 2},
-/// "tp" is {0, 1} and {2, 3}); every rank is in exactly one instance of each name.
+/// One axis of the mesh the ranks are laid out on.
+struct MeshAxis {
+  std::string name;
+  uint32_t size = 1;
+};
+
+/// A communicator group: the mesh axes it spans (indices into Plan::mesh, ascending). Its
+/// instances are the sets of ranks whose coordinates agree on every other axis; a rank's index
+/// in its instance counts row-major over the group's axes, which is ascending rank order. With
+/// a mesh {dp = 2, tp = 2}, "tp" (axis 1) has the instances {0, 1} and {2, 3}, "dp" (axis 0)
+/// {0, 2} and {1, 3}, and a group of both axes is {0, 1, 2, 3}.
 struct Group {
   std::string name;
-  std::vector<uint32_t> ranks;
+  std::vector<uint32_t> axes;
+};
 
-  /// The position of `rank` in `ranks`, or -1.
-  int indexOf(uint32_t rank) const;
+/// The instance of a group that holds one rank: its ranks in group-index order, and the rank's
+/// index among them.
+struct GroupInstance {
+  std::vector<uint32_t> ranks;
+  uint32_t index = 0;
 };
 
 struct Plan {
@@ -114,25 +133,33 @@ struct Plan {
   uint32_t streams = 1;
   std::vector<Attr> config; ///< Training settings and dims, by name.
   std::vector<StateTensor> state;
-  std::vector<Group> groups;
+  /// The axes of the rank mesh, outermost first; their sizes multiply to worldSize (none for
+  /// one rank). Ranks are numbered row-major over them: the last axis varies fastest.
+  std::vector<MeshAxis> mesh;
+  std::vector<Group> groups; ///< At most one per name.
+  /// One version per (name, stage): every rank of a pipeline stage runs the same programs, and
+  /// what differs between them (which block of a split tensor each holds, where it sits in a
+  /// collective) follows from their place in the groups at run time.
   std::vector<Program> programs;
-  /// How `programs` is kept in memory; the file always holds a version per rank. False: one
-  /// version per rank, as parsePlan reads them. True: one per pipeline stage, on the stage's
-  /// first rank and standing for all of its ranks — how the compiler builds a plan, since every
-  /// rank of a stage runs the same programs (what differs between them follows from their place
-  /// in the communicator groups), so a plan of thousands of ranks stays as small as the mesh's
-  /// stages. serializePlan writes the per-rank versions.
-  bool programsPerStage = false;
 
   const Attr *findConfig(const std::string &name) const;
-  /// The version of program `name` that `rank` runs (in either way of keeping programs).
+  /// The version of program `name` that `rank` runs: its pipeline stage's.
   const Program *findProgram(const std::string &name, uint32_t rank = 0) const;
-  /// The ranks that run `program`: its rank, or with programsPerStage every rank of its stage.
+  /// The ranks that run `program`: every rank of its stage, ascending.
   std::vector<uint32_t> ranksOf(const Program &program) const;
   /// Per pipeline stage, its ranks in ascending order (one stage of every rank without "pp").
   std::vector<std::vector<uint32_t>> ranksByStage() const;
-  /// The instance of group `name` that holds `rank`, or null.
-  const Group *findGroup(const std::string &name, uint32_t rank) const;
+  /// The group named `name`, or null.
+  const Group *groupNamed(const std::string &name) const;
+  /// The ranks in each instance of `group`: the product of its axes' sizes.
+  uint32_t groupSize(const Group &group) const;
+  /// The index of `rank` in its instance of `group`.
+  uint32_t groupIndex(const Group &group, uint32_t rank) const;
+  /// The instance of group `name` that holds `rank`, worked out from the rank's mesh
+  /// coordinates; nothing when the plan has no group of that name.
+  std::optional<GroupInstance> findGroup(const std::string &name, uint32_t rank) const;
+  /// The coordinates of `rank` along each mesh axis.
+  std::vector<uint32_t> meshCoordinates(uint32_t rank) const;
   /// The pipeline stages: the size of group "pp", 1 without one.
   uint32_t pipelineStages() const;
   /// The pipeline stage of `rank`: its index in its "pp" group, 0 without one.
@@ -143,21 +170,20 @@ struct Plan {
 /// programs, whose names have no '.'. A chunk c runs on pipeline stage c % stages.
 bool pipelineChunkOf(const std::string &program, uint32_t &chunk);
 
-/// The file bytes of `plan`: its programs with a version per rank, in program order and then
-/// rank order, however the plan keeps them in memory.
+/// The file bytes of `plan`.
 std::vector<uint8_t> serializePlan(const Plan &plan);
 
 /// Parses file bytes; on failure returns false with the reason (bad magic, another version,
 /// checksum mismatch, truncation, an operand outside its buffer, ...).
 bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error);
 
-/// Checks what parsing cannot: every operand lies inside the arena or its state tensor, and
-/// the state tensor is one the rank's pipeline stage holds; the groups cover every rank once
-/// per name, with instances of one size; every group an instruction (`group`, `row_group`,
-/// `col_group`) or a `split` names exists; a (program, rank) pair appears once, a program
-/// without a chunk that some rank has is on every rank, and a pipeline program of chunk c is on
-/// every rank of stage c % stages and no other. With programsPerStage the same holds of
-/// (program, stage) pairs, and each program is on its stage's first rank.
+/// Checks what parsing cannot: the mesh's axes are named once each, of positive sizes that
+/// multiply to worldSize; each group is named once and spans known axes in ascending order;
+/// every operand lies inside the arena or its state tensor, and the state tensor is one the
+/// program's pipeline stage holds; every group an instruction (`group`, `row_group`,
+/// `col_group`) or a `split` names exists; a (program, stage) pair appears once, a program
+/// without a chunk is on every stage, and a pipeline program of chunk c is on stage
+/// c % stages and no other.
 bool validatePlan(const Plan &plan, std::string &error);
 
 } // namespace tessel::planfile

@@ -14,4 +14,18 @@
 #define GET_OP_CLASSES
 #include "Plan/PlanOps.h.inc"
 
+#include "common/PlanFile.h"
+
+namespace tessel::plan {
+
+/// The plan file's element type of a memref of the plan dialect: f32, bf16, f16 or i32; a
+/// failure (emitted on `op`) for any other.
+mlir::FailureOr<planfile::DType> planDType(mlir::Operation *op, mlir::MemRefType type);
+
+/// A `plan.kernel` parameter as the plan file stores it: i64, f64, string or i64 array; a
+/// failure (emitted on `op`) for any other attribute.
+mlir::FailureOr<planfile::Attr> planParam(mlir::Operation *op, mlir::NamedAttribute param);
+
+} // namespace tessel::plan
+
 #endif // TESSEL_DIALECT_PLAN_PLANDIALECT_H

@@ -116,7 +116,9 @@ def Plan_KernelOp : Plan_Op<"kernel", [AttrSizedOperandSegments]> {
   let summary = "One kernel call";
   let description = [{
     Reads `ins`, writes `outs`. `params` holds the resolved sizes, strides and options of
-    the kernel `name` (docs/plan-format.md lists each kernel's parameters).
+    the kernel `name`. The kernel catalogue (common/KernelCatalogue.def; `tessel kernels` and
+    docs/plan-format.md list it) declares each kernel's operands, their element types and its
+    parameters; the verifier checks the op against it.
 
     ```mlir
     plan.kernel "softmax" ins(%x : memref<1024x256xf32>) outs(%y : memref<1024x256xf32>)
@@ -126,9 +128,10 @@ def Plan_KernelOp : Plan_Op<"kernel", [AttrSizedOperandSegments]> {
   let arguments = (ins StrAttr:$name, Variadic<AnyStaticShapeMemRef>:$ins,
                        Variadic<AnyStaticShapeMemRef>:$outs, DictionaryAttr:$params);
   let assemblyFormat = [{
-    $name (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)` $params
+    $name (`ins` `(` $ins^ `:` type($ins) `)`)? (`outs` `(` $outs^ `:` type($outs) `)`)? $params
     attr-dict
   }];
+  let hasVerifier = 1;
 }
 
 def Plan_OutputOp : Plan_Op<"output"> {

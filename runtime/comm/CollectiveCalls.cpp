@@ -28,13 +28,12 @@ bool separate(KernelCall &c, int64_t inElements, int64_t outElements, bool inPla
   return true;
 }
 
-/// Runs `op` now, or starts it and files it under the instruction's `event`.
-bool issue(KernelCall &c, const CommOp &op) {
+/// Runs `op` now, or starts it and files it under `event`.
+bool issue(KernelCall &c, const CommOp &op, const std::optional<int64_t> &event) {
   if (!c.comm)
     return c.fail("needs a communicator, which a world of one rank does not have");
-  const planfile::Attr *event = c.instr->find("event");
   if (event && !c.rank->synchronous) {
-    c.rank->events[std::get<int64_t>(event->value)] = c.comm->start(op);
+    c.rank->events[*event] = c.comm->start(op);
     return true;
   }
   return c.comm->run(op, c.error);
@@ -49,10 +48,10 @@ bool copyAlone(KernelCall &c, int64_t elements) {
 
 /// The kind of all_gather, reduce_scatter and all_to_all: x and y of [outer, ways, chunk] or
 /// [outer, chunk].
-bool blockCollective(KernelCall &c, CommOp::Kind kind) {
-  int64_t outer = c.i("outer"), chunk = c.i("chunk");
-  const CommGroup *g = c.group(c.s("group"));
-  if (!g || !c.arity(1, 1) || !positive(c, {outer, chunk}))
+template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind kind) {
+  const int64_t outer = p.outer, chunk = p.chunk;
+  const CommGroup *g = c.group(p.group);
+  if (!g || !positive(c, {outer, chunk}))
     return false;
   const int64_t ways = g->size(), slice = outer * chunk, whole = outer * ways * chunk;
   const int64_t in = kind == CommOp::Kind::AllGather ? slice : whole;
@@ -68,29 +67,29 @@ bool blockCollective(KernelCall &c, CommOp::Kind kind) {
   op.chunk = chunk;
   op.x = c.in[0];
   op.y = c.out[0];
-  return issue(c, op);
+  return issue(c, op, p.event);
 }
 
-/// The peer of a send or receive: another rank of the world.
-bool peerOf(KernelCall &c, uint32_t &peer) {
-  int64_t p = c.i("peer");
-  if (!c.error.empty())
+/// The peer of a send or receive: another rank of its group, by its index in the group (so a
+/// program says "stage 2 of my pipeline" rather than a world rank, and one program serves every
+/// rank of its stage).
+bool peerOf(KernelCall &c, const std::string &group, int64_t p, uint32_t &peer) {
+  const CommGroup *g = c.group(group);
+  if (!g || !c.error.empty())
     return false;
-  if (p < 0 || p >= c.rank->worldSize || p == c.rank->rank)
-    return c.fail("has peer " + std::to_string(p) + ", which is not another rank of the " +
-                  std::to_string(c.rank->worldSize) + " of this world");
-  peer = static_cast<uint32_t>(p);
+  if (p < 0 || p >= g->size() || p == g->index)
+    return c.fail("has peer " + std::to_string(p) +
+                  ", which is not another index of its group of " + std::to_string(g->size()));
+  peer = g->ranks[static_cast<size_t>(p)];
   return true;
 }
 
 /// The members of `g` that `members` names (ascending indices into it), which must include
 /// this rank: found once while validating, then cached in the call.
-const CommGroup *membersOf(KernelCall &c, const CommGroup &g) {
+const CommGroup *membersOf(KernelCall &c, const CommGroup &g,
+                           const std::vector<int64_t> &members) {
   if (!c.validating)
     return c.subgroup;
-  const std::vector<int64_t> &members = c.v("members");
-  if (!c.error.empty())
-    return nullptr;
   std::vector<uint32_t> ranks;
   int64_t index = -1;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -116,16 +115,13 @@ const CommGroup *membersOf(KernelCall &c, const CommGroup &g) {
 
 } // namespace
 
-bool allReduceCall(KernelCall &c) {
-  int64_t n = c.i("n");
-  const std::string &name = c.s("op");
-  const CommGroup *g = c.group(c.s("group"));
-  if (g && c.instr->find("members"))
-    g = membersOf(c, *g);
-  if (!g || !c.arity(1, 1) || !positive(c, {n}))
+bool run(KernelCall &c, const catalogue::AllReduce &p) {
+  const int64_t n = p.n;
+  const CommGroup *g = c.group(p.group);
+  if (g && p.members)
+    g = membersOf(c, *g, *p.members);
+  if (!g || !positive(c, {n}))
     return false;
-  if (name != "sum" && name != "max")
-    return c.fail("unknown reduction '" + name + "' (sum or max)");
   if (!c.needIn(0, n) || !c.needOut(0, n) || !separate(c, n, n, true) || c.validating)
     return c.error.empty();
   if (g->size() == 1)
@@ -133,21 +129,27 @@ bool allReduceCall(KernelCall &c) {
   CommOp op;
   op.kind = CommOp::Kind::AllReduce;
   op.group = g;
-  op.reduce = name == "sum" ? ReduceOp::Sum : ReduceOp::Max;
+  op.reduce = p.op == catalogue::Reduction::Sum ? ReduceOp::Sum : ReduceOp::Max;
   op.n = n;
   op.x = c.in[0];
   op.y = c.out[0];
-  return issue(c, op);
+  return issue(c, op, p.event);
 }
 
-bool allGatherCall(KernelCall &c) { return blockCollective(c, CommOp::Kind::AllGather); }
-bool reduceScatterCall(KernelCall &c) { return blockCollective(c, CommOp::Kind::ReduceScatter); }
-bool allToAllCall(KernelCall &c) { return blockCollective(c, CommOp::Kind::AllToAll); }
+bool run(KernelCall &c, const catalogue::AllGather &p) {
+  return blockCollective(c, p, CommOp::Kind::AllGather);
+}
+bool run(KernelCall &c, const catalogue::ReduceScatter &p) {
+  return blockCollective(c, p, CommOp::Kind::ReduceScatter);
+}
+bool run(KernelCall &c, const catalogue::AllToAll &p) {
+  return blockCollective(c, p, CommOp::Kind::AllToAll);
+}
 
-bool broadcastCall(KernelCall &c) {
-  int64_t n = c.i("n"), root = c.i("root");
-  const CommGroup *g = c.group(c.s("group"));
-  if (!g || !c.arity(1, 1) || !positive(c, {n}))
+bool run(KernelCall &c, const catalogue::Broadcast &p) {
+  const int64_t n = p.n, root = p.root;
+  const CommGroup *g = c.group(p.group);
+  if (!g || !positive(c, {n}))
     return false;
   if (root < 0 || root >= g->size())
     return c.fail("has root " + std::to_string(root) + " outside its group of " +
@@ -163,13 +165,13 @@ bool broadcastCall(KernelCall &c) {
   op.n = n;
   op.x = c.in[0];
   op.y = c.out[0];
-  return issue(c, op);
+  return issue(c, op, p.event);
 }
 
-bool sendCall(KernelCall &c) {
-  int64_t n = c.i("n"), tag = c.i("tag");
+bool run(KernelCall &c, const catalogue::Send &p) {
+  const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, peer) || !c.arity(1, 0) || !positive(c, {n}) || !c.needIn(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needIn(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Send;
@@ -177,13 +179,13 @@ bool sendCall(KernelCall &c) {
   op.tag = tag;
   op.n = n;
   op.x = c.in[0];
-  return issue(c, op);
+  return issue(c, op, p.event);
 }
 
-bool recvCall(KernelCall &c) {
-  int64_t n = c.i("n"), tag = c.i("tag");
+bool run(KernelCall &c, const catalogue::Recv &p) {
+  const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, peer) || !c.arity(0, 1) || !positive(c, {n}) || !c.needOut(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Recv;
@@ -191,15 +193,15 @@ bool recvCall(KernelCall &c) {
   op.tag = tag;
   op.n = n;
   op.y = c.out[0];
-  return issue(c, op);
+  return issue(c, op, p.event);
 }
 
-bool waitCall(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::Wait &p) {
   // Operands, if any, name the buffers the collective uses (so that the memory plan keeps
   // them until here); the wait itself reads and writes nothing.
-  int64_t event = c.i("event");
-  if (!c.error.empty() || c.validating)
-    return c.error.empty();
+  const int64_t event = p.event;
+  if (c.validating)
+    return true;
   // Absent: the collective ran to completion when it was issued (a group of one, or a
   // synchronous run); the executor checked at load that it was started.
   auto it = c.rank->events.find(event);

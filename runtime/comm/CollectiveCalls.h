@@ -14,14 +14,14 @@
 
 namespace tessel::rt {
 
-bool allReduceCall(KernelCall &c);
-bool allGatherCall(KernelCall &c);
-bool reduceScatterCall(KernelCall &c);
-bool allToAllCall(KernelCall &c);
-bool broadcastCall(KernelCall &c);
-bool sendCall(KernelCall &c);
-bool recvCall(KernelCall &c);
-bool waitCall(KernelCall &c);
+bool run(KernelCall &c, const catalogue::AllReduce &p);
+bool run(KernelCall &c, const catalogue::AllGather &p);
+bool run(KernelCall &c, const catalogue::ReduceScatter &p);
+bool run(KernelCall &c, const catalogue::AllToAll &p);
+bool run(KernelCall &c, const catalogue::Broadcast &p);
+bool run(KernelCall &c, const catalogue::Send &p);
+bool run(KernelCall &c, const catalogue::Recv &p);
+bool run(KernelCall &c, const catalogue::Wait &p);
 
 } // namespace tessel::rt
 

@@ -54,11 +54,11 @@ Block blockOf(const planfile::Plan &plan, const std::vector<int64_t> &local,
   for (size_t d = 0; d < split.size() && d < local.size(); ++d) {
     if (split[d].empty())
       continue;
-    const planfile::Group *g = plan.findGroup(split[d], rank);
+    const planfile::Group *g = plan.groupNamed(split[d]);
     if (!g)
       continue;
-    b.whole[d] = local[d] * static_cast<int64_t>(g->ranks.size());
-    b.offset[d] = local[d] * g->indexOf(rank);
+    b.whole[d] = local[d] * static_cast<int64_t>(plan.groupSize(*g));
+    b.offset[d] = local[d] * static_cast<int64_t>(plan.groupIndex(*g, rank));
   }
   return b;
 }

@@ -5,6 +5,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/HostMemory.h"
 #include "runtime/core/KernelCall.h"
+#include "runtime/device/Device.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +30,8 @@ void setComputeThreads(int threads) {
 
 struct Executor::Decoded {
   KernelFn fn;
+  uint32_t stream = 0;
+  catalogue::KernelParams params;
   KernelCall call;
 };
 
@@ -36,14 +39,6 @@ struct Executor::DecodedProgram {
   const planfile::Program *program;
   std::vector<Decoded> instrs;
 };
-
-namespace {
-
-const planfile::Attr *findAttr(const planfile::Instr &instr, const char *name) {
-  return instr.find(name);
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // KernelCall
@@ -53,48 +48,6 @@ bool KernelCall::fail(const std::string &why) {
   if (error.empty())
     error = why;
   return false;
-}
-
-int64_t KernelCall::i(const char *name) {
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<int64_t>(a->value))
-    return std::get<int64_t>(a->value);
-  fail(std::string("integer parameter '") + name + "' is missing");
-  return 0;
-}
-
-double KernelCall::f(const char *name) {
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<double>(a->value))
-    return std::get<double>(a->value);
-  fail(std::string("float parameter '") + name + "' is missing");
-  return 0;
-}
-
-const std::string &KernelCall::s(const char *name) {
-  static const std::string empty;
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<std::string>(a->value))
-    return std::get<std::string>(a->value);
-  fail(std::string("string parameter '") + name + "' is missing");
-  return empty;
-}
-
-const std::vector<int64_t> &KernelCall::v(const char *name) {
-  static const std::vector<int64_t> empty;
-  const planfile::Attr *a = findAttr(*instr, name);
-  if (a && std::holds_alternative<std::vector<int64_t>>(a->value))
-    return std::get<std::vector<int64_t>>(a->value);
-  fail(std::string("list parameter '") + name + "' is missing");
-  return empty;
-}
-
-bool KernelCall::arity(size_t ins, size_t outs) {
-  if (in.size() != ins || out.size() != outs)
-    return fail("takes " + std::to_string(ins) + " inputs and " + std::to_string(outs) +
-                " outputs, not " + std::to_string(in.size()) + " and " +
-                std::to_string(out.size()));
-  return error.empty();
 }
 
 bool KernelCall::needIn(size_t k, int64_t elements) {
@@ -143,9 +96,8 @@ RankContext RankContext::forRank(const planfile::Plan &plan, uint32_t rank, Comm
   r.worldSize = plan.worldSize;
   r.comm = comm;
   for (const planfile::Group &g : plan.groups) {
-    int index = g.indexOf(rank);
-    if (index >= 0)
-      r.groups[g.name] = CommGroup{g.ranks, static_cast<uint32_t>(index)};
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
+    r.groups[g.name] = CommGroup{std::move(instance->ranks), instance->index};
   }
   return r;
 }
@@ -165,16 +117,9 @@ bool RankContext::drainEvents(std::string &error) {
 
 namespace {
 
-/// The kernels that take an `event`: started, they run on the communication worker until a
-/// `wait` for that event.
-bool startsEvents(const std::string &kernel) {
-  static const std::set<std::string> kernels = {
-      "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv"};
-  return kernels.count(kernel) != 0;
-}
-
 /// Follows the events of `p` in program order: each starts once before its `wait`, and no
-/// event is started again while it is in flight.
+/// event is started again while it is in flight. (Which kernels take an `event` at all is the
+/// catalogue's to say: the collectives and transfers.)
 bool checkEvents(const planfile::Program &p, std::string &error) {
   std::set<int64_t> inFlight;
   for (size_t n = 0; n < p.instrs.size(); ++n) {
@@ -196,9 +141,6 @@ bool checkEvents(const planfile::Program &p, std::string &error) {
                 ", which no earlier collective started";
         return false;
       }
-    } else if (!startsEvents(instr.kernel)) {
-      error = where + ": only collectives and transfers take an 'event'";
-      return false;
     } else if (!inFlight.insert(event).second) {
       error = where + ": starts event " + std::to_string(event) + " while it is in flight";
       return false;
@@ -215,10 +157,16 @@ bool checkEvents(const planfile::Program &p, std::string &error) {
 
 Executor::Executor(const planfile::Plan &plan, uint32_t rank) : plan_(plan), rank_(rank) {}
 
-Executor::~Executor() { std::free(arena_); }
+Executor::~Executor() = default;
 
 std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t rank,
                                            std::string &error, Communicator *comm) {
+  return create(plan, rank, error, comm, createCpuDevice());
+}
+
+std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t rank,
+                                           std::string &error, Communicator *comm,
+                                           std::unique_ptr<Device> device) {
   if (!planfile::validatePlan(plan, error))
     return nullptr;
   if (rank >= plan.worldSize) {
@@ -235,34 +183,38 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
   if (!fitsInMemory(rankAllocationBytes(plan, rank), "rank " + std::to_string(rank), error))
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor(plan, rank));
+  ex->device_ = std::move(device);
+  Device &dev = *ex->device_;
   ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
+  const uint32_t stage = ex->plan_.pipelineStage(rank);
   for (const planfile::Program &p : ex->plan_.programs)
-    if (p.rank == rank)
+    if (p.stage == stage)
       ex->arenaBytes_ = std::max(ex->arenaBytes_, p.arenaBytes);
-  size_t arenaAlloc = (ex->arenaBytes_ + 63) / 64 * 64 + 64;
-  ex->arena_ = static_cast<float *>(std::aligned_alloc(64, arenaAlloc));
+  std::string why;
+  ex->arena_ = dev.allocate(ex->arenaBytes_, why);
   if (!ex->arena_) {
-    error = "out of memory allocating the arena of " + formatBytes(ex->arenaBytes_);
+    error = "allocating the arena of " + formatBytes(ex->arenaBytes_) + " on " + dev.name() +
+            ": " + why;
     return nullptr;
   }
-  std::memset(ex->arena_, 0, arenaAlloc);
-  const uint32_t stage = ex->plan_.pipelineStage(rank);
-  try {
-    for (const planfile::StateTensor &t : ex->plan_.state)
-      ex->state_.emplace_back(t.heldBy(stage) ? t.bytes() / 4 : 0, 0.0f);
-  } catch (const std::bad_alloc &) {
-    error = "out of memory allocating the state of rank " + std::to_string(rank) + " (" +
-            formatBytes(rankAllocationBytes(plan, rank)) + " with its arena)";
-    return nullptr;
+  for (const planfile::StateTensor &t : ex->plan_.state) {
+    std::unique_ptr<DeviceBuffer> b;
+    if (t.heldBy(stage) && !(b = dev.allocate(t.bytes(), why))) {
+      error = "allocating the state of rank " + std::to_string(rank) + " (" +
+              formatBytes(rankAllocationBytes(plan, rank)) + " with its arena) on " + dev.name() +
+              ": " + why;
+      return nullptr;
+    }
+    ex->state_.push_back(std::move(b));
   }
 
+  // Operand addresses, in the device's address space.
   auto pointer = [&](const BufferRef &b) -> void * {
-    char *base = b.storage == Storage::Arena ? reinterpret_cast<char *>(ex->arena_)
-                                             : reinterpret_cast<char *>(ex->state_[b.state].data());
-    return base + b.offset;
+    const DeviceBuffer &base = b.storage == Storage::Arena ? *ex->arena_ : *ex->state_[b.state];
+    return static_cast<char *>(base.address()) + b.offset;
   };
   for (const planfile::Program &p : ex->plan_.programs) {
-    if (p.rank != rank)
+    if (p.stage != stage)
       continue;
     if (!checkEvents(p, error))
       return nullptr;
@@ -271,14 +223,32 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
     for (size_t n = 0; n < p.instrs.size(); ++n) {
       const planfile::Instr &instr = p.instrs[n];
       Decoded d;
-      d.fn = findCpuKernel(instr.kernel);
       std::string where = "instruction " + std::to_string(n) + " of program '" + p.name +
                           "' (kernel '" + instr.kernel + "'" +
                           (instr.loc.empty() ? "" : ", from " + instr.loc) + ")";
-      if (!d.fn) {
+      const catalogue::KernelInfo *kernel = catalogue::findKernel(instr.kernel);
+      if (!kernel) {
         error = where + ": this runtime has no such kernel";
         return nullptr;
       }
+      std::vector<planfile::DType> ins, outs;
+      for (const BufferRef &b : instr.inputs)
+        ins.push_back(b.dtype);
+      for (const BufferRef &b : instr.outputs)
+        outs.push_back(b.dtype);
+      if (!catalogue::checkOperands(*kernel, ins, outs, why) ||
+          !catalogue::decodeParams(*kernel, instr.attrs, d.params, why)) {
+        error = where + ": " + why;
+        return nullptr;
+      }
+      d.fn = dev.kernel(*kernel, ins, outs, why);
+      if (!d.fn) {
+        error = where + ": " + why;
+        return nullptr;
+      }
+      // A device with fewer streams than the plan runs several of them as one, in program
+      // order: that keeps every order the plan's streams ask for.
+      d.stream = instr.stream % dev.streams();
       d.call.instr = &instr;
       d.call.rank = ex->rankContext_.get();
       d.call.comm = comm;
@@ -291,7 +261,7 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
         d.call.outElements.push_back(b.bytes / 4);
       }
       d.call.validating = true;
-      d.fn(d.call);
+      d.fn(d.call, d.params);
       if (!d.call.error.empty()) {
         error = where + ": " + d.call.error;
         return nullptr;
@@ -313,9 +283,23 @@ int Executor::stateIndex(const std::string &name) const {
 
 uint64_t Executor::stateBytes() const {
   uint64_t bytes = 0;
-  for (const std::vector<float> &t : state_)
-    bytes += t.size() * sizeof(float);
+  for (const auto &t : state_)
+    bytes += t ? t->bytes() : 0;
   return bytes;
+}
+
+bool Executor::readState(size_t index, void *host) const {
+  if (index >= state_.size() || !state_[index])
+    return false;
+  device_->download(host, state_[index]->address(), state_[index]->bytes());
+  return true;
+}
+
+bool Executor::writeState(size_t index, const void *host) {
+  if (index >= state_.size() || !state_[index])
+    return false;
+  device_->upload(state_[index]->address(), host, state_[index]->bytes());
+  return true;
 }
 
 const Executor::DecodedProgram *Executor::find(const std::string &name) const {
@@ -334,27 +318,37 @@ std::vector<Executor::KernelTime> Executor::profile() const {
 
 bool Executor::hasProgram(const std::string &name) const { return find(name) != nullptr; }
 
-void *Executor::input(const std::string &program, const std::string &port) {
+bool Executor::writeInput(const std::string &program, const std::string &port, const void *host,
+                          uint64_t bytes) {
   const DecodedProgram *p = find(program);
   if (!p)
-    return nullptr;
+    return false;
   for (const planfile::Port &in : p->program->inputs)
-    if (in.name == port)
-      return reinterpret_cast<char *>(arena_) + in.buffer.offset;
-  return nullptr;
+    if (in.name == port) {
+      if (bytes > in.buffer.bytes || in.buffer.storage != Storage::Arena)
+        return false;
+      device_->upload(static_cast<char *>(arena_->address()) + in.buffer.offset, host, bytes);
+      return true;
+    }
+  return false;
 }
 
 const float *Executor::output(const std::string &program, const std::string &port) const {
+  auto cached = hostOutputs_.find({program, port});
+  if (cached != hostOutputs_.end())
+    return cached->second.data();
   const DecodedProgram *p = find(program);
   if (!p)
     return nullptr;
   for (const planfile::Port &out : p->program->outputs)
     if (out.name == port) {
       const BufferRef &b = out.buffer;
-      const char *base = b.storage == Storage::Arena
-                             ? reinterpret_cast<const char *>(arena_)
-                             : reinterpret_cast<const char *>(state_[b.state].data());
-      return reinterpret_cast<const float *>(base + b.offset);
+      const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
+      std::vector<float> &host = hostOutputs_[{program, port}];
+      host.resize((b.bytes + 3) / 4);
+      device_->download(host.data(), static_cast<const char *>(base.address()) + b.offset,
+                        b.bytes);
+      return host.data();
     }
   return nullptr;
 }
@@ -368,7 +362,13 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
   }
   RankContext &rc = *rankContext_;
   rc.synchronous = checkFinite;
+  hostOutputs_.clear();
   bool ok = runInstructions(*p, ctx, error, checkFinite);
+  std::string failed;
+  if (ok && !device_->synchronize(failed)) {
+    error = "program '" + program + "' on " + device_->name() + ": " + failed;
+    ok = false;
+  }
   // The other ranks must not wait for this one: abort before waiting for what is in flight.
   if (!ok && rc.comm)
     rc.comm->abort("rank " + std::to_string(rank_) + ": " + error);
@@ -388,7 +388,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     d.call.ctx = &ctx;
     d.call.error.clear();
     auto start = std::chrono::steady_clock::now();
-    bool ok = d.fn(d.call);
+    bool ok = device_->launch(d.stream, d.fn, d.call, d.params);
     if (profiling_) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -407,10 +407,17 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     }
     if (!checkFinite)
       continue;
+    std::string failed;
+    if (!device_->synchronize(failed)) {
+      error = "kernel '" + d.call.instr->kernel + "': " + failed;
+      return false;
+    }
     for (size_t k = 0; k < d.call.out.size(); ++k) {
       if (d.call.instr->outputs[k].dtype != planfile::DType::F32)
         continue;
-      const float *x = d.call.fout(k);
+      std::vector<float> values(d.call.outElements[k]);
+      device_->download(values.data(), d.call.out[k], values.size() * sizeof(float));
+      const float *x = values.data();
       for (uint64_t e = 0; e < d.call.outElements[k]; ++e)
         if (!std::isfinite(x[e])) {
           error = "the first non-finite value (" + std::to_string(x[e]) + ") came from kernel '" +

@@ -1,9 +1,12 @@
 //===- Executor.h - Runs the programs of one rank's plan --------*- C++ -*-===//
 //
-// Owns the rank's persistent state and its arena, decodes every instruction of every program
-// once (kernel, operand pointers, parameter checks against the operand sizes, the groups its
-// collectives name, the events they start and end), then runs programs on demand. Runs are
-// deterministic: the same plan, state, inputs and step context give the same bits.
+// Owns the rank's persistent state and its arena, as buffers of its device (device/Device.h),
+// decodes every instruction of every program once (catalogue entry, the device's kernel for
+// it, typed parameters, operand addresses, parameter checks against the operand sizes, the
+// groups its collectives name, the events they start and end), then runs programs on demand
+// by launching each instruction on the device. The host reads and writes the rank's values
+// only through the copies below. Runs are deterministic: the same plan, state, inputs and step
+// context give the same bits.
 //
 // In a world of several ranks each rank has its own Executor, given that rank's end of the
 // communicator; the collectives of its programs meet the other ranks' through it.
@@ -15,6 +18,7 @@
 #include "common/PlanFile.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +26,8 @@
 namespace tessel::rt {
 
 class Communicator;
+class Device;
+class DeviceBuffer;
 struct RankContext;
 
 /// What a kernel may read about the run: the optimizer step (from 1), the micro-batch within
@@ -44,27 +50,36 @@ public:
   /// must outlive the Executor.
   static std::unique_ptr<Executor> create(const planfile::Plan &plan, uint32_t rank,
                                           std::string &error, Communicator *comm = nullptr);
+  /// The same on `device` (the CPU device above).
+  static std::unique_ptr<Executor> create(const planfile::Plan &plan, uint32_t rank,
+                                          std::string &error, Communicator *comm,
+                                          std::unique_ptr<Device> device);
   ~Executor();
 
   const planfile::Plan &plan() const { return plan_; }
   uint32_t rank() const { return rank_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
 
-  /// A persistent tensor's index by name, or -1; its data (null where the rank does not hold
-  /// it: its pipeline stage is not among the tensor's `stages`).
+  Device &device() { return *device_; }
+
+  /// A persistent tensor's index by name, or -1; whether the rank holds it (not where its
+  /// pipeline stage is not among the tensor's `stages`).
   int stateIndex(const std::string &name) const;
-  bool holdsState(size_t index) const { return !state_[index].empty(); }
-  float *stateData(size_t index) { return holdsState(index) ? state_[index].data() : nullptr; }
-  const float *stateData(size_t index) const {
-    return holdsState(index) ? state_[index].data() : nullptr;
-  }
+  bool holdsState(size_t index) const { return state_[index] != nullptr; }
+  /// Copies the rank's part of state tensor `index` (plan.state[index].bytes()) to `host`, or
+  /// from it; false where the rank does not hold the tensor.
+  bool readState(size_t index, void *host) const;
+  bool writeState(size_t index, const void *host);
   /// The bytes of the state tensors this rank holds.
   uint64_t stateBytes() const;
 
   bool hasProgram(const std::string &name) const;
-  /// Where the host writes input `port` of `program` before running it.
-  void *input(const std::string &program, const std::string &port);
-  /// Where output `port` of `program` is after a run.
+  /// Copies `bytes` from `host` to input `port` of `program`; false if there is no such input
+  /// or it holds fewer bytes.
+  bool writeInput(const std::string &program, const std::string &port, const void *host,
+                  uint64_t bytes);
+  /// Output `port` of `program` after its last run, copied to the host (null if there is no
+  /// such output); the copy stays valid until the next run.
   const float *output(const std::string &program, const std::string &port) const;
 
   /// Runs `program`; every collective it started is done when it returns. With
@@ -97,9 +112,12 @@ private:
   planfile::Plan plan_;
   uint32_t rank_;
   std::unique_ptr<RankContext> rankContext_;
+  std::unique_ptr<Device> device_;
   uint64_t arenaBytes_ = 0;
-  float *arena_ = nullptr;
-  std::vector<std::vector<float>> state_;
+  std::unique_ptr<DeviceBuffer> arena_;
+  std::vector<std::unique_ptr<DeviceBuffer>> state_; ///< Null where the rank does not hold it.
+  /// Outputs copied to the host since the last run, by (program, port).
+  mutable std::map<std::pair<std::string, std::string>, std::vector<float>> hostOutputs_;
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
   bool profiling_ = false;
   std::vector<KernelTime> times_;

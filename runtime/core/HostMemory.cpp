@@ -33,10 +33,10 @@ std::string formatBytes(uint64_t bytes) {
 
 uint64_t rankAllocationBytes(const planfile::Plan &plan, uint32_t rank) {
   uint64_t arena = 0, state = 0;
-  for (const planfile::Program &p : plan.programs)
-    if (p.rank == rank)
-      arena = std::max(arena, p.arenaBytes);
   const uint32_t stage = plan.pipelineStage(rank);
+  for (const planfile::Program &p : plan.programs)
+    if (p.stage == stage)
+      arena = std::max(arena, p.arenaBytes);
   for (const planfile::StateTensor &t : plan.state)
     if (t.heldBy(stage))
       state += t.bytes();

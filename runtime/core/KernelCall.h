@@ -1,9 +1,11 @@
 //===- KernelCall.h - One decoded kernel call -------------------*- C++ -*-===//
 //
-// The bridge between a plan instruction and a CPU kernel. Each kernel's handler reads its
-// parameters, states how many elements each operand must hold, and (unless validating) runs
-// the kernel. Validation runs the same handler once at load time, so a parameter that would
-// make a kernel read or write outside its buffers is refused before anything runs.
+// The bridge between a plan instruction and a kernel. Its parameters are decoded once, at load,
+// into the kernel's struct of common/KernelCatalogue.h, and its operand count and element types
+// checked against the catalogue. Each kernel's handler takes that struct, states how many
+// elements each operand must hold, and (unless validating) runs the kernel. Validation runs
+// the same handler once at load time, so a parameter that would make a kernel read or write
+// outside its buffers is refused before anything runs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_CORE_KERNELCALL_H
@@ -11,6 +13,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
+#include "common/KernelCatalogue.h"
 #include "common/PlanFile.h"
 
 #include <map>
@@ -51,17 +54,10 @@ struct KernelCall {
   bool validating = false;
   std::string error;
 
-  int64_t i(const char *name);
-  double f(const char *name);
-  const std::string &s(const char *name);
-  const std::vector<int64_t> &v(const char *name);
-
   float *fin(size_t k) { return static_cast<float *>(in[k]); }
   const int32_t *ids(size_t k) { return static_cast<const int32_t *>(in[k]); }
   float *fout(size_t k) { return static_cast<float *>(out[k]); }
 
-  /// Requires `ins` inputs and `outs` outputs.
-  bool arity(size_t ins, size_t outs);
   /// Requires input (or output) `k` to hold at least `elements` elements.
   bool needIn(size_t k, int64_t elements);
   bool needOut(size_t k, int64_t elements);
@@ -74,11 +70,12 @@ struct KernelCall {
   int64_t groupSize(const std::string &name);
 };
 
-/// A kernel handler: validates, then (unless validating) computes.
-using KernelFn = bool (*)(KernelCall &call);
+/// A kernel handler: validates, then (unless validating) computes, reading its parameters from
+/// the struct of its kernel that `params` holds.
+using KernelFn = bool (*)(KernelCall &call, const catalogue::KernelParams &params);
 
-/// The CPU handler of kernel `name`, or null.
-KernelFn findCpuKernel(const std::string &name);
+/// The CPU backend's handler of kernel `id`.
+KernelFn cpuKernel(catalogue::KernelId id);
 
 } // namespace tessel::rt
 

@@ -262,20 +262,21 @@ bool Ranks::writeInput(const std::string &program, const std::string &port, cons
                        int64_t elements, std::string &error) {
   for (uint32_t r : local_) {
     const planfile::Port *in = findInput(plan(), program, port, r);
-    void *dest = executors_[r]->input(program, port);
-    if (!in || !dest) {
+    if (!in) {
       error = "program '" + program + "' has no '" + port + "' input";
       return false;
     }
     Block b = blockOf(plan(), in->shape, in->split, r);
+    std::vector<float> local(static_cast<size_t>(b.localElements()));
+    if (b.wholeElements() == elements)
+      copyFromWhole(b, whole, local.data());
     if (b.wholeElements() != elements ||
-        static_cast<uint64_t>(b.localElements()) * 4 > in->buffer.bytes) {
+        !executors_[r]->writeInput(program, port, local.data(), local.size() * 4)) {
       error = "input '" + port + "' of '" + program + "' holds " +
               std::to_string(b.wholeElements()) + " elements in all, not the " +
               std::to_string(elements) + " the run feeds it";
       return false;
     }
-    copyFromWhole(b, whole, dest);
   }
   return true;
 }
@@ -357,23 +358,33 @@ bool Ranks::ownsBlock(size_t index, uint32_t rank) const {
 }
 
 const float *Ranks::wholeState(size_t index, std::vector<float> &scratch) const {
-  if (size() == 1)
-    return executors_[0]->stateData(index);
   const std::vector<Block> &blocks = stateBlocks_[index];
   scratch.resize(static_cast<size_t>(blocks[0].wholeElements()));
-  for (uint32_t r : stateHolders_[index])
-    copyToWhole(blocks[r], executors_[r]->stateData(index), scratch.data());
+  if (size() == 1) {
+    executors_[0]->readState(index, scratch.data());
+    return scratch.data();
+  }
+  std::vector<float> block;
+  for (uint32_t r : stateHolders_[index]) {
+    block.resize(static_cast<size_t>(blocks[r].localElements()));
+    executors_[r]->readState(index, block.data());
+    copyToWhole(blocks[r], block.data(), scratch.data());
+  }
   return scratch.data();
 }
 
 void Ranks::setWholeState(size_t index, const float *whole) {
   if (size() == 1) {
-    std::memcpy(executors_[0]->stateData(index), whole, plan().state[index].bytes());
+    executors_[0]->writeState(index, whole);
     return;
   }
+  std::vector<float> block;
   for (uint32_t r : local_)
-    if (executors_[r]->holdsState(index))
-      copyFromWhole(stateBlocks_[index][r], whole, executors_[r]->stateData(index));
+    if (executors_[r]->holdsState(index)) {
+      block.resize(static_cast<size_t>(stateBlocks_[index][r].localElements()));
+      copyFromWhole(stateBlocks_[index][r], whole, block.data());
+      executors_[r]->writeState(index, block.data());
+    }
 }
 
 bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,

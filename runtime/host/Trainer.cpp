@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <list>
 #include <thread>
 #include <unistd.h>
 
@@ -185,11 +186,16 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
               formatShape(x->shape) + ", the model needs F32 " + formatShape(shape);
       return nullptr;
     }
+    std::vector<float> block;
     for (uint32_t r : ranks.localRanks()) {
-      float *data = ranks.executor(r).stateData(i);
+      Executor &ex = ranks.executor(r);
+      if (!ex.holdsState(i))
+        continue;
       const Block &b = ranks.stateBlock(i, r);
-      if (data && !ck->readBlock(t.name, b.offset, b.local, data, error))
+      block.resize(static_cast<size_t>(b.localElements()));
+      if (!ck->readBlock(t.name, b.offset, b.local, block.data(), error))
         return nullptr;
+      ex.writeState(i, block.data());
     }
   }
   return ck;
@@ -447,6 +453,7 @@ bool Session::save(int64_t step) {
   std::vector<CheckpointShard> shards;
   for (uint32_t r : ranks_->localRanks())
     shards.push_back(CheckpointShard{r, {}, {}});
+  std::list<std::vector<float>> hostBlocks; // A list: the blocks never move.
   std::string bad;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
@@ -456,10 +463,14 @@ bool Session::save(int64_t step) {
     (t.role == "param" ? c.params : c.optimizerState).push_back(whole);
     for (size_t k = 0; k < shards.size(); ++k) {
       const uint32_t r = shards[k].rank;
-      const float *data = ranks_->executor(r).stateData(i);
-      if (!data || !ranks_->ownsBlock(i, r))
+      Executor &ex = ranks_->executor(r);
+      if (!ex.holdsState(i) || !ranks_->ownsBlock(i, r))
         continue;
       const Block &b = ranks_->stateBlock(i, r);
+      // The block, copied off the device, stays until the shards are written.
+      std::vector<float> &host = hostBlocks.emplace_back(static_cast<size_t>(b.localElements()));
+      ex.readState(i, host.data());
+      const float *data = host.data();
       if (bad.empty() && !allFinite(data, static_cast<size_t>(b.localElements())))
         bad = t.name;
       TensorBlock block{t.name, DType::F32, b.offset, b.local, data};
@@ -652,8 +663,9 @@ std::string Session::firstNonFiniteState() {
     if (t.role == "grad")
       continue;
     for (uint32_t r : ranks_->localRanks()) {
-      const float *block = ranks_->executor(r).stateData(i);
-      if (block && !allFinite(block, static_cast<size_t>(t.bytes() / 4))) {
+      std::vector<float> block(static_cast<size_t>(t.bytes() / 4));
+      if (ranks_->executor(r).readState(i, block.data()) &&
+          !allFinite(block.data(), block.size())) {
         first = static_cast<int64_t>(i);
         break;
       }
@@ -686,11 +698,12 @@ Session::GradientSummary Session::summarizeGradients() {
     const planfile::StateTensor &t = plan_.state[i];
     if (t.role != "grad")
       continue;
+    std::vector<float> host(static_cast<size_t>(t.bytes() / 4));
     for (uint32_t r : ranks_->localRanks()) {
-      const float *g = ranks_->executor(r).stateData(i);
-      if (!g)
+      if (!ranks_->executor(r).readState(i, host.data()))
         continue;
-      const size_t n = static_cast<size_t>(t.bytes() / 4);
+      const float *g = host.data();
+      const size_t n = host.size();
       if (!allFinite(g, n)) {
         if (mine.nonFinite < 0)
           mine.nonFinite = static_cast<int64_t>(i);

@@ -22,8 +22,13 @@ public:
         checkFinite_(checkFinite), origin_(origin) {}
 
   bool movesData() const override { return true; }
-  void *input(const std::string &program, const std::string &port) override {
-    return ex_.input(program, port);
+  bool writeInput(const std::string &program, const std::string &port, const float *host,
+                  int64_t elements, std::string &error) override {
+    if (ex_.writeInput(program, port, host, static_cast<uint64_t>(elements) * 4))
+      return true;
+    error = "program '" + program + "' has no input '" + port + "' of " +
+            std::to_string(elements) + " elements";
+    return false;
   }
   const float *output(const std::string &program, const std::string &port) override {
     return ex_.output(program, port);
@@ -80,15 +85,16 @@ bool PipelineRank::Run::hostInput(const std::string &program, const planfile::Po
   const MicroBatchData &data = batches_[micro];
   const std::vector<int32_t> &whole = port.name == "tokens" ? data.tokens : data.targets;
   Block b = blockOf(rank_.plan_, port.shape, port.split, rank_.walk_.rank());
-  void *dest = ex_.input(program, port.name);
-  if (!dest || b.wholeElements() != static_cast<int64_t>(whole.size()) ||
-      static_cast<uint64_t>(b.localElements()) * 4 > port.buffer.bytes) {
+  std::vector<int32_t> local(static_cast<size_t>(b.localElements()));
+  if (b.wholeElements() == static_cast<int64_t>(whole.size()))
+    copyFromWhole(b, whole.data(), local.data());
+  if (b.wholeElements() != static_cast<int64_t>(whole.size()) ||
+      !ex_.writeInput(program, port.name, local.data(), local.size() * sizeof(int32_t))) {
     error = "input '" + port.name + "' of '" + program + "' holds " +
             std::to_string(b.wholeElements()) + " elements in all, not the " +
             std::to_string(whole.size()) + " the run feeds it";
     return false;
   }
-  copyFromWhole(b, whole.data(), dest);
   return true;
 }
 

@@ -96,9 +96,9 @@ public:
       plan.config.push_back({"pipeline.virtual", int64_t(m_.virtualStages)});
     }
     addState(plan);
-    addGroups(plan);
-    for (uint32_t r = 0; r < plan.worldSize; ++r)
-      addPrograms(plan, r);
+    addMesh(plan);
+    for (uint32_t stage = 0; stage < plan.pipelineStages(); ++stage)
+      addPrograms(plan, stage);
     return plan;
   }
 
@@ -136,31 +136,25 @@ private:
     tensor("T", "param", "", {m_.vocab, m_.dim}, stageOf(last()));
   }
 
-  void addGroups(Plan &plan) {
-    const uint32_t p = fused_ ? 1 : static_cast<uint32_t>(m_.stages);
+  /// The mesh {dp, pp} (rank = dp index × stages + stage), with a group per axis and "world".
+  void addMesh(Plan &plan) {
+    if (m_.dp > 1)
+      plan.mesh.push_back({"dp", static_cast<uint32_t>(m_.dp)});
+    if (!fused_)
+      plan.mesh.push_back({"pp", static_cast<uint32_t>(m_.stages)});
     Group world{"world", {}};
-    for (uint32_t r = 0; r < plan.worldSize; ++r)
-      world.ranks.push_back(r);
+    for (uint32_t a = 0; a < plan.mesh.size(); ++a) {
+      world.axes.push_back(a);
+      plan.groups.push_back({plan.mesh[a].name, {a}});
+    }
     plan.groups.push_back(world);
-    for (uint32_t d = 0; !fused_ && d < static_cast<uint32_t>(m_.dp); ++d) {
-      Group pp{"pp", {}};
-      for (uint32_t s = 0; s < p; ++s)
-        pp.ranks.push_back(d * p + s);
-      plan.groups.push_back(pp);
-    }
-    for (uint32_t s = 0; m_.dp > 1 && s < p; ++s) {
-      Group dp{"dp", {}};
-      for (uint32_t d = 0; d < static_cast<uint32_t>(m_.dp); ++d)
-        dp.ranks.push_back(d * p + s);
-      plan.groups.push_back(dp);
-    }
   }
 
-  void addPrograms(Plan &plan, uint32_t rank) {
+  void addPrograms(Plan &plan, uint32_t stage) {
     auto add = [&](const std::string &name, auto emit) {
       Program p;
       p.name = name;
-      p.rank = rank;
+      p.stage = stage;
       Emitter e(p, fused_);
       emit(e);
       plan.programs.push_back(std::move(p));
@@ -181,7 +175,6 @@ private:
           forward(e, c, "sample");
       });
     } else {
-      const uint32_t stage = rank % static_cast<uint32_t>(m_.stages);
       for (int c = 0; c <= last(); ++c) {
         if (stageOf(c) != stage)
           continue;
@@ -197,7 +190,7 @@ private:
         add("sample" + n, [&](Emitter &e) { forward(e, c, "sample"); });
       }
     }
-    add("optimizer_step", [&](Emitter &e) { optimizer(e, rank); });
+    add("optimizer_step", [&](Emitter &e) { optimizer(e, stage); });
   }
 
   // Kernels.
@@ -309,11 +302,10 @@ private:
   }
 
   /// p -= 0.1 g for every parameter with a gradient the rank holds; the gradients cleared.
-  void optimizer(Emitter &e, uint32_t rank) {
+  void optimizer(Emitter &e, uint32_t stage) {
     BufferRef lr = e.value("lr", 1), norm = e.value("grad_norm", 1);
     e.kernel("fill", {}, {lr}, {{"n", int64_t(1)}, {"value", 0.1}});
     e.kernel("fill", {}, {norm}, {{"n", int64_t(1)}, {"value", 1.0}});
-    const uint32_t stage = fused_ ? 0 : rank % static_cast<uint32_t>(m_.stages);
     auto update = [&](uint32_t param, uint32_t grad, int64_t elements, uint32_t holder) {
       if (!fused_ && holder != stage)
         return;

@@ -3,7 +3,7 @@
 // The hand-written model of PipelineModel.h under every schedule, against the same math fused
 // into the programs of a plan without a pipeline: losses, gradients, updated weights,
 // evaluation and sampling agree bit for bit. Also what the stash holds (in a run and in the
-// shared walk tessel estimate runs, on plans kept per rank or per stage), the recorded
+// shared walk tessel estimate runs, for every rank of a stage's programs), the recorded
 // timeline, a failing rank ending every rank, plans whose programs break the pipeline
 // contract, and the trainer's pipelined loop against its loop without a pipeline.
 //
@@ -15,6 +15,8 @@
 #include "runtime/host/Trainer.h"
 #include "test/unit/PipelineModel.h"
 #include "test/unit/ScratchDir.h"
+
+#include "test/unit/ExecutorState.h"
 
 #include <gtest/gtest.h>
 
@@ -222,33 +224,21 @@ TEST(Pipeline, StashHoldsWhatTheScheduleHasInFlight) {
 
 TEST(Pipeline, EstimateWalksTheRuntimesStash) {
   // The dry walk of common/PipelineWalk.h, without a runtime, as tessel estimate runs it: the
-  // peaks the ranks report, on the plan kept per rank and on the same plan kept per stage (as
-  // the compiler keeps it), with two data-parallel replicas.
+  // peaks the ranks report, with two data-parallel replicas running each stage's programs.
   PipelineModel m;
   m.dp = 2;
   for (ScheduleKind kind : {ScheduleKind::AFAB, ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
     m.schedule = kind;
-    const planfile::Plan perRank = m.pipelined();
-    auto ranks = makeRanks(perRank);
+    const planfile::Plan plan = m.pipelined();
+    auto ranks = makeRanks(plan);
     ASSERT_TRUE(ranks);
-    planfile::Plan perStage = perRank;
-    const std::vector<std::vector<uint32_t>> byStage = perRank.ranksByStage();
-    perStage.programs.clear();
-    for (const planfile::Program &p : perRank.programs)
-      if (p.rank == byStage[perRank.pipelineStage(p.rank)].front())
-        perStage.programs.push_back(p);
-    perStage.programsPerStage = true;
     std::string error;
-    ASSERT_TRUE(planfile::validatePlan(perStage, error)) << error;
-    const planfile::Plan *plans[] = {&perRank, &perStage};
-    for (const planfile::Plan *plan : plans) {
-      auto layout = pipeline::PipelineLayout::create(*plan, error);
-      ASSERT_TRUE(layout) << error;
-      for (uint32_t r = 0; r < perRank.worldSize; ++r) {
-        uint64_t peak = 0;
-        ASSERT_TRUE(pipeline::peakStashBytes(*layout, *plan, r, peak, error)) << error;
-        EXPECT_EQ(peak, ranks->pipelineStashBytes(r)) << "rank " << r;
-      }
+    auto layout = pipeline::PipelineLayout::create(plan, error);
+    ASSERT_TRUE(layout) << error;
+    for (uint32_t r = 0; r < plan.worldSize; ++r) {
+      uint64_t peak = 0;
+      ASSERT_TRUE(pipeline::peakStashBytes(*layout, plan, r, peak, error)) << error;
+      EXPECT_EQ(peak, ranks->pipelineStashBytes(r)) << "rank " << r;
     }
   }
 }
@@ -325,8 +315,8 @@ TEST(Pipeline, RefusesProgramsThatBreakTheContract) {
   p = good;
   for (planfile::Program *v : versions(p, "forward.1"))
     v->inputs[0].shape = {4, 6};
-  expectRefused(p, "value 'h0' is f32[6, 4] in 'forward.0' on rank 0 but f32[4, 6] in "
-                   "'forward.1' on rank 1");
+  expectRefused(p, "value 'h0' is f32[6, 4] in 'forward.0' on stage 0 but f32[4, 6] in "
+                   "'forward.1' on stage 1");
 
   p = good;
   for (planfile::Program *v : versions(p, "forward.1"))
@@ -386,15 +376,15 @@ TEST(Pipeline, StateOfOneStageIsHeldByItsRanksOnly) {
   ASSERT_EQ(ranks->plan().state[t].name, "T");
   EXPECT_FALSE(ranks->executor(0).holdsState(t));
   EXPECT_TRUE(ranks->executor(1).holdsState(t));
-  EXPECT_EQ(ranks->executor(0).stateData(t), nullptr);
+  EXPECT_FALSE(ranks->executor(0).holdsState(t));
   EXPECT_EQ(ranks->executor(0).stateBytes() + static_cast<uint64_t>(m.vocab * m.dim) * 4,
             ranks->executor(1).stateBytes() + static_cast<uint64_t>(m.vocab * m.dim) * 8);
   std::vector<float> whole(static_cast<size_t>(m.vocab * m.dim));
   for (size_t i = 0; i < whole.size(); ++i)
     whole[i] = static_cast<float>(i);
   ranks->setWholeState(t, whole.data());
-  EXPECT_EQ(ranks->executor(3).stateData(t)[7], 7.0f);
-  ranks->executor(3).stateData(t)[7] = -1; // a replica that disagrees; the lowest provides
+  EXPECT_EQ(stateAt(ranks->executor(3), t, 7), 7.0f);
+  setStateAt(ranks->executor(3), t, 7, -1); // a replica that disagrees; the lowest provides
   EXPECT_EQ(wholeState(*ranks, t), whole);
 }
 

@@ -20,7 +20,7 @@ Plan samplePlan() {
   w.init = "normal";
   w.initB = 0.02;
   p.state.push_back(w);
-  p.groups.push_back({"world", {0}});
+  p.groups.push_back({"world", {}});
   Program prog;
   prog.name = "forward";
   prog.arenaBytes = 256;
@@ -60,12 +60,12 @@ TEST(PlanFile, RoundTrips) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 3);
-  bytes[8] = 1;
+  ASSERT_EQ(bytes[8], 4);
+  bytes[8] = 3; // Version 3 listed each group's instances and each rank's programs.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 1, this runtime reads 3: recompile the model");
+  EXPECT_EQ(error, "plan version 3, this runtime reads 4: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {
@@ -108,43 +108,92 @@ TEST(PlanFile, RefusesOperandsOutsideTheArena) {
 }
 
 /// samplePlan over a mesh {dp = 2, tp = 2} (rank = dp * 2 + tp): the table split by rows over
-/// tp, the tokens by batch over dp, the embedding reading its rows through `row_group`.
-Plan meshPlan() {
+/// tp, the tokens by batch over dp, the embedding reading its rows through `row_group`. One
+/// version of the program serves every rank.
+Plan meshPlan(uint32_t dp = 2) {
   Plan p = samplePlan();
-  p.worldSize = 4;
-  p.groups = {
-      {"world", {0, 1, 2, 3}}, {"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}};
+  p.worldSize = dp * 2;
+  p.mesh = {{"dp", dp}, {"tp", 2}};
+  p.groups = {{"world", {0, 1}}, {"tp", {1}}, {"dp", {0}}};
   p.state[0].split = {"tp", ""};
   p.programs[0].inputs[0].split = {"dp", ""};
   p.programs[0].instrs[0].attrs.push_back({"row_group", std::string("tp")});
-  Program base = p.programs[0];
-  for (uint32_t r = 1; r < 4; ++r) {
-    p.programs.push_back(base);
-    p.programs.back().rank = r;
-  }
   return p;
 }
 
-TEST(PlanFile, RoundTripsSplitsAndGroups) {
+TEST(PlanFile, RoundTripsTheMeshAndSplits) {
   std::vector<uint8_t> bytes = serializePlan(meshPlan());
   Plan back;
   std::string error;
   ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
   EXPECT_EQ(back.worldSize, 4u);
+  ASSERT_EQ(back.mesh.size(), 2u);
+  EXPECT_EQ(back.mesh[1].name, "tp");
+  EXPECT_EQ(back.mesh[1].size, 2u);
   EXPECT_EQ(back.state[0].split, (std::vector<std::string>{"tp", ""}));
-  EXPECT_EQ(back.programs[3].inputs[0].split, (std::vector<std::string>{"dp", ""}));
-  EXPECT_EQ(back.groups.size(), 5u);
+  EXPECT_EQ(back.programs[0].inputs[0].split, (std::vector<std::string>{"dp", ""}));
+  ASSERT_EQ(back.groups.size(), 3u);
+  EXPECT_EQ(back.groups[0].axes, (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(serializePlan(back), bytes);
+}
+
+TEST(PlanFile, SizeDoesNotGrowWithTheMesh) {
+  // 4 ranks or 4096: the same bytes but for the size of dp.
+  EXPECT_EQ(serializePlan(meshPlan(2)).size(), serializePlan(meshPlan(2048)).size());
+  std::string error;
+  EXPECT_TRUE(validatePlan(meshPlan(2048), error)) << error;
 }
 
 TEST(PlanFile, FindsEachRanksGroup) {
   Plan p = meshPlan();
-  ASSERT_NE(p.findGroup("tp", 3), nullptr);
+  ASSERT_TRUE(p.findGroup("tp", 3));
   EXPECT_EQ(p.findGroup("tp", 3)->ranks, (std::vector<uint32_t>{2, 3}));
-  EXPECT_EQ(p.findGroup("tp", 3)->indexOf(3), 1);
+  EXPECT_EQ(p.findGroup("tp", 3)->index, 1u);
   EXPECT_EQ(p.findGroup("dp", 1)->ranks, (std::vector<uint32_t>{1, 3}));
-  EXPECT_EQ(p.findGroup("dp", 1)->indexOf(1), 0);
-  EXPECT_EQ(p.findGroup("pp", 0), nullptr);
+  EXPECT_EQ(p.findGroup("dp", 1)->index, 0u);
+  EXPECT_EQ(p.findGroup("world", 2)->ranks, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(p.findGroup("world", 2)->index, 2u);
+  EXPECT_FALSE(p.findGroup("pp", 0));
+  EXPECT_EQ(p.meshCoordinates(3), (std::vector<uint32_t>{1, 1}));
+  // One rank, no axes: "world" is that rank.
+  EXPECT_EQ(samplePlan().findGroup("world", 0)->ranks, (std::vector<uint32_t>{0}));
+}
+
+TEST(PlanFile, GroupInstancesFollowTheMeshNumbering) {
+  // {pp = 2, dp = 3, tp = 2}, rank = (pp * 3 + dp) * 2 + tp: every set of axes against the
+  // instances listed by hand the way the compiler numbers ranks (an instance: the ranks that
+  // agree on every other axis, ascending).
+  Plan p;
+  p.worldSize = 12;
+  p.mesh = {{"pp", 2}, {"dp", 3}, {"tp", 2}};
+  for (uint32_t mask = 0; mask < 8; ++mask) {
+    Group g{"g" + std::to_string(mask), {}};
+    for (uint32_t a = 0; a < 3; ++a)
+      if (mask & (1u << a))
+        g.axes.push_back(a);
+    p.groups.push_back(g);
+  }
+  for (uint32_t mask = 0; mask < 8; ++mask)
+    for (uint32_t r = 0; r < 12; ++r) {
+      const std::vector<uint32_t> c = p.meshCoordinates(r);
+      ASSERT_EQ((c[0] * 3 + c[1]) * 2 + c[2], r);
+      std::vector<uint32_t> want;
+      for (uint32_t q = 0; q < 12; ++q) {
+        const std::vector<uint32_t> d = p.meshCoordinates(q);
+        bool same = true;
+        for (uint32_t a = 0; a < 3; ++a)
+          if (!(mask & (1u << a)) && d[a] != c[a])
+            same = false;
+        if (same)
+          want.push_back(q);
+      }
+      std::optional<GroupInstance> got = p.findGroup("g" + std::to_string(mask), r);
+      ASSERT_TRUE(got);
+      EXPECT_EQ(got->ranks, want) << "axes " << mask << ", rank " << r;
+      ASSERT_LT(got->index, got->ranks.size());
+      EXPECT_EQ(got->ranks[got->index], r);
+      EXPECT_EQ(p.groupSize(p.groups[mask]), want.size());
+    }
 }
 
 /// validatePlan refuses `p` with a message containing `expected`.
@@ -154,21 +203,36 @@ void expectRefused(const Plan &p, const std::string &expected) {
   EXPECT_NE(error.find(expected), std::string::npos) << error;
 }
 
-TEST(PlanFile, RefusesGroupsThatDoNotCoverTheWorld) {
+TEST(PlanFile, RefusesMeshesThatDoNotDescribeTheWorld) {
   std::string error;
   EXPECT_TRUE(validatePlan(meshPlan(), error)) << error;
   Plan p = meshPlan();
-  p.groups.pop_back(); // dp {1, 3}
-  expectRefused(p, "no instance of group 'dp' holds rank 1");
+  p.worldSize = 8;
+  expectRefused(p, "the mesh {dp = 2, tp = 2} has 4 ranks, but the plan has 8");
+  p = samplePlan();
+  p.worldSize = 2;
+  expectRefused(p, "the mesh {} has 1 rank, but the plan has 2");
   p = meshPlan();
-  p.groups.push_back({"tp", {1, 2}});
-  expectRefused(p, "holds rank 1, which instance 1 of that name holds too");
+  p.mesh[0].size = 0;
+  expectRefused(p, "mesh axis 'dp' has size 0");
   p = meshPlan();
-  p.groups[3] = {"dp", {0, 2, 1}};
-  expectRefused(p, "has 2 ranks where another instance of that name has 3");
+  p.mesh[1].name = "dp";
+  expectRefused(p, "mesh axis 1 'dp' is named twice");
   p = meshPlan();
-  p.groups[0].ranks.push_back(4);
-  expectRefused(p, "holds rank 4 of a world of 4");
+  p.mesh[0].name = "";
+  expectRefused(p, "mesh axis 0 has no name");
+  p = meshPlan();
+  p.groups.push_back({"tp", {0}});
+  expectRefused(p, "group 'tp' is described twice");
+  p = meshPlan();
+  p.groups[1].axes = {2};
+  expectRefused(p, "group 'tp' spans axis 2, but the mesh has 2");
+  p = meshPlan();
+  p.groups[0].axes = {1, 0};
+  expectRefused(p, "group 'world' lists its axes out of order");
+  p = meshPlan();
+  p.groups[0].axes = {1, 1};
+  expectRefused(p, "group 'world' lists its axes out of order");
 }
 
 TEST(PlanFile, RefusesSplitsOverUnknownGroups) {
@@ -179,20 +243,11 @@ TEST(PlanFile, RefusesSplitsOverUnknownGroups) {
   p.state[0].split = {"tp"};
   expectRefused(p, "state tensor 'w' has 1 split entries for 2 dims");
   p = meshPlan();
-  p.programs[2].inputs[0].split = {"", "sp"};
+  p.programs[0].inputs[0].split = {"", "sp"};
   expectRefused(p, "input 'tokens' of 'forward' is split over group 'sp'");
   p = meshPlan();
-  p.programs[1].instrs[0].attrs.back().value = std::string("ep");
+  p.programs[0].instrs[0].attrs.back().value = std::string("ep");
   expectRefused(p, "names group 'ep', which the plan does not have");
-}
-
-TEST(PlanFile, RefusesRanksWithoutTheirPrograms) {
-  Plan p = meshPlan();
-  p.programs.pop_back();
-  expectRefused(p, "program 'forward' has no version for rank 3");
-  p = meshPlan();
-  p.programs[3].rank = 2;
-  expectRefused(p, "program 'forward' appears twice for rank 2");
 }
 
 /// A mesh {pp = 2, tp = 2} (rank = stage * 2 + tp): "forward.0" on stage 0 reads `w`, which
@@ -200,19 +255,19 @@ TEST(PlanFile, RefusesRanksWithoutTheirPrograms) {
 Plan pipelinePlan() {
   Plan p = samplePlan();
   p.worldSize = 4;
-  p.groups = {
-      {"world", {0, 1, 2, 3}}, {"tp", {0, 1}}, {"tp", {2, 3}}, {"pp", {0, 2}}, {"pp", {1, 3}}};
+  p.mesh = {{"pp", 2}, {"tp", 2}};
+  p.groups = {{"world", {0, 1}}, {"tp", {1}}, {"pp", {0}}};
   p.state[0].stages = {0};
   p.state.push_back(p.state[0]);
   p.state[1].name = "w1";
   p.state[1].stages = {1};
   Program base = p.programs[0];
   p.programs.clear();
-  for (uint32_t r = 0; r < 4; ++r) {
+  for (uint32_t stage = 0; stage < 2; ++stage) {
     p.programs.push_back(base);
-    p.programs.back().rank = r;
-    p.programs.back().name = r < 2 ? "forward.0" : "forward.1";
-    p.programs.back().instrs[0].inputs[0].state = r < 2 ? 0 : 1;
+    p.programs.back().stage = stage;
+    p.programs.back().name = "forward." + std::to_string(stage);
+    p.programs.back().instrs[0].inputs[0].state = stage;
   }
   return p;
 }
@@ -227,12 +282,26 @@ TEST(PlanFile, RoundTripsStages) {
   EXPECT_EQ(back.pipelineStages(), 2u);
   EXPECT_EQ(back.pipelineStage(3), 1u);
   EXPECT_EQ(back.pipelineStage(1), 0u);
+  EXPECT_EQ(back.programs[1].stage, 1u);
   EXPECT_TRUE(back.state[1].heldBy(1));
   EXPECT_FALSE(back.state[1].heldBy(0));
   EXPECT_EQ(serializePlan(back), bytes);
   // Without a "pp" group, one stage: every rank is stage 0.
   EXPECT_EQ(meshPlan().pipelineStages(), 1u);
   EXPECT_EQ(meshPlan().pipelineStage(3), 0u);
+}
+
+TEST(PlanFile, FindsEachRanksPrograms) {
+  Plan p = pipelinePlan();
+  EXPECT_EQ(p.ranksByStage(), (std::vector<std::vector<uint32_t>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(p.ranksOf(p.programs[1]), (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(p.findProgram("forward.1", 3), &p.programs[1]);
+  EXPECT_EQ(p.findProgram("forward.0", 1), &p.programs[0]);
+  EXPECT_EQ(p.findProgram("forward.0", 3), nullptr);
+  // Without a "pp" group, one stage of every rank.
+  Plan mesh = meshPlan();
+  EXPECT_EQ(mesh.findProgram("forward", 3), &mesh.programs[0]);
+  EXPECT_EQ(mesh.ranksOf(mesh.programs[0]), (std::vector<uint32_t>{0, 1, 2, 3}));
 }
 
 TEST(PlanFile, ReadsChunksFromProgramNames) {
@@ -252,88 +321,41 @@ TEST(PlanFile, RefusesStateAStageDoesNotHold) {
   p.state[0].stages = {0, 2};
   expectRefused(p, "state tensor 'w' is held by pipeline stage 2 of 2");
   p = pipelinePlan();
-  p.programs[3].instrs[0].inputs[0].state = 0;
-  expectRefused(p, "operand of instruction 0 (embedding) in 'forward.1' on rank 3 refers to "
-                   "state tensor 'w', which the rank's pipeline stage 1 does not hold");
+  p.programs[1].instrs[0].inputs[0].state = 0;
+  expectRefused(p, "operand of instruction 0 (embedding) in 'forward.1' refers to state tensor "
+                   "'w', which its pipeline stage 1 does not hold");
   p = pipelinePlan();
   p.state[0].stages = {};
-  p.programs[3].instrs[0].inputs[0].state = 0;
+  p.programs[1].instrs[0].inputs[0].state = 0;
   EXPECT_TRUE(validatePlan(p, error)) << error; // held by every stage
 }
 
-/// `base` (pipelinePlan, kept either way) with a copy of "forward.0" on rank 2 of stage 1, or
-/// with an "optimizer_step" on rank 0 only, which the first rank of stage 1 (`missing`) lacks.
-void expectStrayProgramsRefused(const Plan &base, const std::string &missing) {
-  Plan p = base;
+TEST(PlanFile, RefusesProgramsOffTheirStages) {
+  Plan p = pipelinePlan();
   p.programs.push_back(p.programs[0]);
-  p.programs.back().rank = 2;
+  p.programs.back().stage = 1;
   p.programs.back().instrs.clear();
-  expectRefused(p, "program 'forward.0' is on rank 2 of pipeline stage 1, but chunk 0 runs on "
-                   "stage 0");
-  // A program without a chunk is still on every rank.
-  p = base;
+  expectRefused(p, "program 'forward.0' is on pipeline stage 1, but chunk 0 runs on stage 0");
+  // A program without a chunk is on every stage.
+  p = pipelinePlan();
   p.programs.push_back(p.programs[0]);
   p.programs.back().name = "optimizer_step";
   p.programs.back().instrs.clear();
-  expectRefused(p, "program 'optimizer_step' has no version for rank " + missing);
-}
-
-TEST(PlanFile, RefusesPipelineProgramsOnOtherStages) {
-  expectStrayProgramsRefused(pipelinePlan(), "1");
-  Plan p = pipelinePlan();
-  p.programs.erase(p.programs.begin() + 1);
-  expectRefused(p, "program 'forward.0' has no version for rank 1 (pipeline stage 0 runs chunk 0)");
+  expectRefused(p, "program 'optimizer_step' has no version for pipeline stage 1");
   p = pipelinePlan();
-  p.programs[2].name = p.programs[3].name = "forward.x";
-  expectRefused(p, "program 'forward.x' has a '.' but no chunk number after it");
-}
-
-/// pipelinePlan kept as the compiler keeps it: one version of each program per stage, on the
-/// stage's first rank.
-Plan perStagePlan() {
-  Plan p = pipelinePlan();
-  p.programs = {p.programs[0], p.programs[2]}; // forward.0 on rank 0, forward.1 on rank 2
-  p.programsPerStage = true;
-  return p;
-}
-
-TEST(PlanFile, KeepsProgramsPerStage) {
-  std::string error;
-  Plan p = perStagePlan();
-  ASSERT_TRUE(validatePlan(p, error)) << error;
-  EXPECT_EQ(p.ranksByStage(), (std::vector<std::vector<uint32_t>>{{0, 1}, {2, 3}}));
-  EXPECT_EQ(p.ranksOf(p.programs[1]), (std::vector<uint32_t>{2, 3}));
-  EXPECT_EQ(p.findProgram("forward.1", 3), &p.programs[1]);
-  EXPECT_EQ(p.findProgram("forward.0", 1), &p.programs[0]);
-  EXPECT_EQ(p.findProgram("forward.0", 3), nullptr);
-  // The file holds a version per rank: the same bytes as the plan kept per rank, which is what
-  // parsing gives back.
-  std::vector<uint8_t> bytes = serializePlan(p);
-  EXPECT_EQ(bytes, serializePlan(pipelinePlan()));
-  Plan back;
-  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
-  EXPECT_FALSE(back.programsPerStage);
-  ASSERT_EQ(back.programs.size(), 4u);
-  EXPECT_EQ(back.programs[3].name, "forward.1");
-  EXPECT_EQ(back.programs[3].rank, 3u);
-  EXPECT_EQ(back.ranksOf(back.programs[3]), (std::vector<uint32_t>{3}));
-  // Without a "pp" group, one stage of every rank.
-  Plan mesh = meshPlan();
-  mesh.programs.resize(1);
-  mesh.programsPerStage = true;
-  EXPECT_TRUE(validatePlan(mesh, error)) << error;
-  EXPECT_EQ(serializePlan(mesh), serializePlan(meshPlan()));
-  EXPECT_EQ(mesh.findProgram("forward", 3), &mesh.programs[0]);
-}
-
-TEST(PlanFile, RefusesProgramsPerStageOffTheirStage) {
-  Plan p = perStagePlan();
-  p.programs[0].rank = 1;
-  expectRefused(p, "program 'forward.0' is kept on rank 1, not on rank 0, the first of stage 0");
-  p = perStagePlan();
   p.programs.push_back(p.programs[0]);
   expectRefused(p, "program 'forward.0' appears twice for stage 0");
-  expectStrayProgramsRefused(perStagePlan(), "2");
+  p = pipelinePlan();
+  p.programs.erase(p.programs.begin() + 1);
+  p.programs[0].stage = 1;
+  p.programs[0].instrs.clear();
+  expectRefused(p, "program 'forward.0' has no version for pipeline stage 0, which runs chunk 0");
+  p = pipelinePlan();
+  p.programs[1].stage = 2;
+  expectRefused(p, "program 'forward.1' is for pipeline stage 2 of 2");
+  p = pipelinePlan();
+  p.programs[0].name = p.programs[1].name = "forward.x";
+  expectRefused(p, "program 'forward.x' has a '.' but no chunk number after it");
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
 #include "common/PlanFile.h"
+#include "test/unit/ExecutorState.h"
 #include "test/unit/PlanBuilders.h"
 
 #include <gtest/gtest.h>
@@ -51,25 +52,32 @@ StateTensor tensor(const std::string &name, std::vector<int64_t> shape,
   return t;
 }
 
-/// A plan of `world` ranks running `program` (the same on every rank), with group "world" and
-/// the given others.
-Plan spmd(uint32_t world, std::vector<StateTensor> state, const Program &program,
-          std::vector<Group> groups = {}) {
+/// A plan running `program` on `mesh` (the world is the product of its sizes), with the group
+/// "world" over every axis and one group per axis, named after it. With an axis "pp", each of its
+/// coordinates is a pipeline stage with its own version of `program`, which a test may change:
+/// on the mesh {pp = n}, programs[r] is rank r's.
+Plan spmd(std::vector<MeshAxis> mesh, std::vector<StateTensor> state, const Program &program) {
   Plan p;
   p.model = "test";
-  p.worldSize = world;
   p.state = std::move(state);
+  p.mesh = std::move(mesh);
   Group all{"world", {}};
-  for (uint32_t r = 0; r < world; ++r)
-    all.ranks.push_back(r);
+  for (uint32_t a = 0; a < p.mesh.size(); ++a) {
+    p.worldSize *= p.mesh[a].size;
+    all.axes.push_back(a);
+    p.groups.push_back({p.mesh[a].name, {a}});
+  }
   p.groups.push_back(all);
-  for (Group &g : groups)
-    p.groups.push_back(std::move(g));
-  for (uint32_t r = 0; r < world; ++r) {
+  for (uint32_t stage = 0; stage < p.pipelineStages(); ++stage) {
     p.programs.push_back(program);
-    p.programs.back().rank = r;
+    p.programs.back().stage = stage;
   }
   return p;
+}
+
+/// `program` on every rank of a world of `world` ranks, the mesh {dp = world}.
+Plan spmd(uint32_t world, std::vector<StateTensor> state, const Program &program) {
+  return spmd({{"dp", world}}, std::move(state), program);
 }
 
 Program program(const std::string &name, uint64_t arenaElements, std::vector<Instr> instrs) {
@@ -95,7 +103,7 @@ TEST(RanksExecutor, AllReduceOfAStateTensorOnTwoRanks) {
     ex.push_back(Executor::create(plan, r, error, comms[r].get()));
     ASSERT_TRUE(ex.back()) << error;
     for (int e = 0; e < 5; ++e)
-      ex[r]->stateData(0)[e] = static_cast<float>((r + 1) * 10 + e);
+      setStateAt(*ex[r], 0, e, static_cast<float>((r + 1) * 10 + e));
   }
   std::string errors[2];
   std::vector<std::thread> threads;
@@ -106,7 +114,7 @@ TEST(RanksExecutor, AllReduceOfAStateTensorOnTwoRanks) {
   for (uint32_t r = 0; r < 2; ++r) {
     EXPECT_EQ(errors[r], "");
     for (int e = 0; e < 5; ++e)
-      EXPECT_EQ(ex[r]->stateData(0)[e], 30.0f + 2 * e) << "rank " << r;
+      EXPECT_EQ(stateAt(*ex[r], 0, e), 30.0f + 2 * e) << "rank " << r;
   }
 }
 
@@ -144,7 +152,7 @@ TEST(RanksExecutor, EventCollectiveOverlapsLaterKernels) {
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 4; ++r)
     for (int e = 0; e < 4; ++e)
-      ranks->executor(r).stateData(0)[e] = static_cast<float>((r * 3 + e * 5) % 7);
+      setStateAt(ranks->executor(r), 0, e, static_cast<float>((r * 3 + e * 5) % 7));
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   for (int e = 0; e < 4; ++e) {
@@ -153,13 +161,13 @@ TEST(RanksExecutor, EventCollectiveOverlapsLaterKernels) {
       want = std::max(want, static_cast<float>((r * 3 + e * 5) % 7));
     EXPECT_EQ(ranks->output("step", "y")[e], want);
     for (uint32_t r = 0; r < 4; ++r) {
-      EXPECT_EQ(ranks->executor(r).stateData(1)[e], want);
-      EXPECT_EQ(ranks->executor(r).stateData(2)[e], 7.0f);
+      EXPECT_EQ(stateAt(ranks->executor(r), 1, e), want);
+      EXPECT_EQ(stateAt(ranks->executor(r), 2, e), 7.0f);
     }
   }
   // The checking rerun runs the collective synchronously: the same result.
   ASSERT_TRUE(ranks->run("step", StepContext{}, error, /*checkFinite=*/true)) << error;
-  EXPECT_EQ(ranks->executor(3).stateData(1)[0], ranks->executor(0).stateData(1)[0]);
+  EXPECT_EQ(stateAt(ranks->executor(3), 1, 0), stateAt(ranks->executor(0), 1, 0));
 }
 
 TEST(RanksExecutor, UnwaitedEventEndsWithItsProgram) {
@@ -172,12 +180,12 @@ TEST(RanksExecutor, UnwaitedEventEndsWithItsProgram) {
                                     {"event", int64_t(1)}})}));
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
-  ranks->executor(0).stateData(0)[1] = 2;
-  ranks->executor(1).stateData(0)[1] = 5;
+  setStateAt(ranks->executor(0), 0, 1, 2);
+  setStateAt(ranks->executor(1), 0, 1, 5);
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
-  EXPECT_EQ(ranks->executor(0).stateData(1)[1], 7.0f);
-  EXPECT_EQ(ranks->executor(1).stateData(1)[1], 7.0f);
+  EXPECT_EQ(stateAt(ranks->executor(0), 1, 1), 7.0f);
+  EXPECT_EQ(stateAt(ranks->executor(1), 1, 1), 7.0f);
 }
 
 TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
@@ -187,12 +195,12 @@ TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
       {kernel("shard_slice", {stateRef(0, 12)}, {arena(0, 6)},
               {{"group", std::string("tp")}, {"outer", int64_t(2)}, {"chunk", int64_t(3)}})});
   p.outputs.push_back({"y", DType::F32, {6}, {}, arena(0, 6)});
-  Plan plan = spmd(2, {tensor("x", {12})}, p, {{"tp", {0, 1}}});
+  Plan plan = spmd({{"tp", 2}}, {tensor("x", {12})}, p);
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 2; ++r)
     for (int e = 0; e < 12; ++e)
-      ranks->executor(r).stateData(0)[e] = static_cast<float>(e);
+      setStateAt(ranks->executor(r), 0, e, static_cast<float>(e));
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   const float want[2][6] = {{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}};
@@ -202,22 +210,27 @@ TEST(RanksExecutor, ShardSliceTakesTheRanksBlock) {
 }
 
 TEST(RanksExecutor, SendAndReceiveBetweenRanks) {
-  // Rank 0 sends its x to rank 1, which receives into y; programs differ by rank.
-  Plan plan = spmd(2, {tensor("x", {4}), tensor("y", {4})}, program("step", 0, {}));
-  plan.programs[0].instrs = {
-      kernel("send", {stateRef(0, 4)}, {},
-             {{"peer", int64_t(1)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
-  plan.programs[1].instrs = {
-      kernel("recv", {}, {stateRef(1, 4)},
-             {{"peer", int64_t(0)}, {"tag", int64_t(9)}, {"n", int64_t(4)}})};
+  // Rank 0 sends its x to rank 1, which receives into y; each is its own pipeline stage, so
+  // their programs differ. Peers are indices into the group.
+  Plan plan = spmd({{"pp", 2}}, {tensor("x", {4}), tensor("y", {4})}, program("step", 0, {}));
+  plan.programs[0].instrs = {kernel("send", {stateRef(0, 4)}, {},
+                                    {{"group", std::string("pp")},
+                                     {"peer", int64_t(1)},
+                                     {"tag", int64_t(9)},
+                                     {"n", int64_t(4)}})};
+  plan.programs[1].instrs = {kernel("recv", {}, {stateRef(1, 4)},
+                                    {{"group", std::string("pp")},
+                                     {"peer", int64_t(0)},
+                                     {"tag", int64_t(9)},
+                                     {"n", int64_t(4)}})};
   auto ranks = makeRanks(plan);
   ASSERT_TRUE(ranks);
   for (int e = 0; e < 4; ++e)
-    ranks->executor(0).stateData(0)[e] = 1.5f * e;
+    setStateAt(ranks->executor(0), 0, e, 1.5f * e);
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   for (int e = 0; e < 4; ++e)
-    EXPECT_EQ(ranks->executor(1).stateData(1)[e], 1.5f * e);
+    EXPECT_EQ(stateAt(ranks->executor(1), 1, e), 1.5f * e);
 }
 
 /// Ranks::create refuses `plan` with a message containing `expected`.
@@ -237,7 +250,7 @@ TEST(RanksExecutor, RefusesBadCollectivesAtLoad) {
                 "names group 'tp', which the plan does not have");
   expectRefused(reduce({world, sum, {"n", int64_t(5)}}), "input 0 needs 5 elements");
   expectRefused(reduce({world, {"op", std::string("mean")}, {"n", int64_t(4)}}),
-                "unknown reduction 'mean'");
+                "has op 'mean'; it takes sum, max");
   expectRefused(reduce({world, sum, {"n", int64_t(4)}}, stateRef(0, 4, 2)),
                 "overlaps its input without being it");
   expectRefused(reduce({world, sum, {"n", int64_t(4)}, {"event", int64_t(0)}}),
@@ -253,13 +266,16 @@ TEST(RanksExecutor, RefusesBadCollectivesAtLoad) {
                             {kernel("broadcast", {stateRef(0, 4)}, {stateRef(0, 4)},
                                     {world, {"root", int64_t(2)}, {"n", int64_t(4)}})}));
   expectRefused(bcast, "has root 2 outside its group of 2");
-  Plan self =
-      spmd(2, {tensor("a", {4})},
-           program("step", 0,
-                   {kernel("send", {stateRef(0, 4)}, {},
-                           {{"peer", int64_t(0)}, {"tag", int64_t(0)}, {"n", int64_t(4)}})}));
+  Plan self = spmd(
+      {{"pp", 2}}, {tensor("a", {4})},
+      program("step", 0,
+              {kernel("send", {stateRef(0, 4)}, {},
+                      {world, {"peer", int64_t(0)}, {"tag", int64_t(0)}, {"n", int64_t(4)}})}));
   self.programs[1].instrs.clear();
-  expectRefused(self, "has peer 0, which is not another rank");
+  expectRefused(self, "has peer 0, which is not another index of its group of 2");
+  Plan outside = self;
+  outside.programs[0].instrs[0].attrs[1].value = int64_t(2);
+  expectRefused(outside, "has peer 2, which is not another index of its group of 2");
 }
 
 TEST(RanksExecutor, RefusesEventsOutOfOrder) {
@@ -279,7 +295,7 @@ TEST(RanksExecutor, RefusesEventsOutOfOrder) {
   expectRefused(withEvents({reduce(1), wait(1), wait(1)}), "waits for event 1");
   expectRefused(withEvents({kernel("fill", {}, {stateRef(0, 4)},
                                    {{"n", int64_t(4)}, {"value", 0.0}, {"event", int64_t(1)}})}),
-                "only collectives and transfers take an 'event'");
+                "has parameter 'event', which it does not take");
   std::string error;
   EXPECT_TRUE(Ranks::create(withEvents({reduce(1), wait(1), reduce(1), wait(1)}), 1, error))
       << error;
@@ -298,7 +314,7 @@ Plan embeddingPlan() {
               {{"group", std::string("dp")}, {"op", std::string("sum")}, {"n", int64_t(12)}})});
   p.inputs.push_back({"tokens", DType::I32, {2, 3}, {"dp", ""}, arena(0, 6, DType::I32)});
   p.outputs.push_back({"y", DType::F32, {12}, {}, arena(32, 12)});
-  return spmd(2, {tensor("table", {4, 2})}, p, {{"dp", {0, 1}}});
+  return spmd(2, {tensor("table", {4, 2})}, p);
 }
 
 TEST(RanksExecutor, EachRankTakesItsBlockOfTheBatch) {
@@ -372,7 +388,7 @@ TEST(RanksExecutor, NonFiniteValueIsTracedToItsRank) {
 }
 
 TEST(RanksExecutor, RankWithoutItsCollectiveFailsThePeerInsteadOfHanging) {
-  Plan plan = spmd(2, {tensor("a", {4})}, program("step", 0, {}));
+  Plan plan = spmd({{"pp", 2}}, {tensor("a", {4})}, program("step", 0, {}));
   plan.programs[0].instrs = {
       kernel("all_reduce", {stateRef(0, 4)}, {stateRef(0, 4)},
              {{"group", std::string("world")}, {"op", std::string("sum")}, {"n", int64_t(4)}})};
@@ -386,8 +402,8 @@ TEST(RanksExecutor, RankWithoutItsCollectiveFailsThePeerInsteadOfHanging) {
 TEST(RanksExecutor, WholeStateIsAssembledFromBlocks) {
   // A mesh {dp = 2, tp = 2}: w [2, 3] per rank, split by rows over tp: [4, 3] in all,
   // replicated over dp.
-  Plan plan = spmd(4, {tensor("w", {2, 3}, {"tp", ""})}, program("step", 0, {}),
-                   {{"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}});
+  Plan plan =
+      spmd({{"dp", 2}, {"tp", 2}}, {tensor("w", {2, 3}, {"tp", ""})}, program("step", 0, {}));
   auto ranks = makeRanks(plan, 8);
   ASSERT_TRUE(ranks);
   EXPECT_EQ(ranks->threadsPerRank(), 2);
@@ -398,10 +414,10 @@ TEST(RanksExecutor, WholeStateIsAssembledFromBlocks) {
   ranks->setWholeState(0, whole.data());
   for (uint32_t r = 0; r < 4; ++r)
     for (int e = 0; e < 6; ++e)
-      EXPECT_EQ(ranks->executor(r).stateData(0)[e], static_cast<float>((r % 2) * 6 + e));
+      EXPECT_EQ(stateAt(ranks->executor(r), 0, e), static_cast<float>((r % 2) * 6 + e));
   // Replicas that disagree: the lowest rank holding a block provides it.
-  ranks->executor(2).stateData(0)[0] = -1;
-  ranks->executor(0).stateData(0)[0] = 100;
+  setStateAt(ranks->executor(2), 0, 0, -1);
+  setStateAt(ranks->executor(0), 0, 0, 100);
   std::vector<float> scratch;
   const float *back = ranks->wholeState(0, scratch);
   EXPECT_EQ(back[0], 100);
@@ -415,9 +431,10 @@ TEST(RanksExecutor, RefusesBlocksThatDoNotMakeUpTheTensor) {
   expectRefused(plan, "state tensor 'w': the ranks' blocks do not make up the whole tensor");
 }
 
-/// An all_reduce of `a` over `members` of "world", on the rank of each program.
+/// An all_reduce of `a` over `members` of "world", on the rank of each program (each rank its
+/// own pipeline stage).
 Plan membersPlan(const std::vector<std::vector<int64_t>> &members) {
-  Plan plan = spmd(4, {tensor("a", {3})}, program("step", 0, {}));
+  Plan plan = spmd({{"pp", 4}}, {tensor("a", {3})}, program("step", 0, {}));
   for (uint32_t r = 0; r < 4; ++r)
     plan.programs[r].instrs = {kernel("all_reduce", {stateRef(0, 3)}, {stateRef(0, 3)},
                                       {{"group", std::string("world")},
@@ -433,23 +450,23 @@ TEST(RanksExecutor, AllReduceOverMembersOfItsGroup) {
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 4; ++r)
     for (int e = 0; e < 3; ++e)
-      ranks->executor(r).stateData(0)[e] = static_cast<float>((r * r + 1) * 10 + e);
+      setStateAt(ranks->executor(r), 0, e, static_cast<float>((r * r + 1) * 10 + e));
   std::string error;
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
   for (int e = 0; e < 3; ++e) {
-    EXPECT_EQ(ranks->executor(0).stateData(0)[e], 110.0f + 2 * e); // 10 + 100
-    EXPECT_EQ(ranks->executor(3).stateData(0)[e], 110.0f + 2 * e);
-    EXPECT_EQ(ranks->executor(1).stateData(0)[e], 70.0f + 2 * e); // 20 + 50
-    EXPECT_EQ(ranks->executor(2).stateData(0)[e], 70.0f + 2 * e);
+    EXPECT_EQ(stateAt(ranks->executor(0), 0, e), 110.0f + 2 * e); // 10 + 100
+    EXPECT_EQ(stateAt(ranks->executor(3), 0, e), 110.0f + 2 * e);
+    EXPECT_EQ(stateAt(ranks->executor(1), 0, e), 70.0f + 2 * e); // 20 + 50
+    EXPECT_EQ(stateAt(ranks->executor(2), 0, e), 70.0f + 2 * e);
   }
   // Alone among its members: a copy.
   ranks = makeRanks(membersPlan({{0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}}));
   ASSERT_TRUE(ranks);
-  ranks->executor(0).stateData(0)[1] = 4;
-  ranks->executor(2).stateData(0)[1] = 5;
+  setStateAt(ranks->executor(0), 0, 1, 4);
+  setStateAt(ranks->executor(2), 0, 1, 5);
   ASSERT_TRUE(ranks->run("step", StepContext{}, error)) << error;
-  EXPECT_EQ(ranks->executor(0).stateData(0)[1], 4.0f);
-  EXPECT_EQ(ranks->executor(3).stateData(0)[1], 5.0f);
+  EXPECT_EQ(stateAt(ranks->executor(0), 0, 1), 4.0f);
+  EXPECT_EQ(stateAt(ranks->executor(3), 0, 1), 5.0f);
 }
 
 TEST(RanksExecutor, RefusesMembersThatDoNotFit) {

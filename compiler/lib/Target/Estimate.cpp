@@ -111,13 +111,9 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
   bool mixed = e.precision != "fp32";
   double elementBytes = mixed ? 2 : 4;
 
-  // Instances of a group name are equally large (validatePlan): one size per name.
-  std::map<std::string, double> groupSizes;
-  for (const pf::Group &g : plan.groups)
-    groupSizes.emplace(g.name, static_cast<double>(g.ranks.size()));
   auto groupSize = [&](const std::string &name) {
-    auto it = groupSizes.find(name);
-    return it == groupSizes.end() ? 1.0 : it->second;
+    const pf::Group *g = plan.groupNamed(name);
+    return g ? static_cast<double>(plan.groupSize(*g)) : 1.0;
   };
 
   // The micro-batches (of one model chunk) whose activations each pipeline rank holds at most.
@@ -171,7 +167,7 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     }
     std::map<std::string, double> bytesSent;
     for (const pf::Program &p : plan.programs) {
-      if (p.rank != rank)
+      if (p.stage != stage)
         continue;
       r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
       double runs = perMicroBatch.count(p.name)  ? static_cast<double>(e.accumulation)

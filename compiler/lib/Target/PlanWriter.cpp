@@ -8,9 +8,6 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <algorithm>
-#include <map>
-
 using namespace mlir;
 using namespace tessel;
 namespace pf = tessel::planfile;
@@ -53,77 +50,28 @@ void flatten(const std::string &prefix, DictionaryAttr dict, std::vector<pf::Att
   }
 }
 
-FailureOr<pf::Attr> kernelParam(Operation *op, NamedAttribute na) {
-  std::string name = na.getName().str();
-  Attribute a = na.getValue();
-  if (auto i = dyn_cast<IntegerAttr>(a))
-    return pf::Attr{name, i.getValue().getSExtValue()};
-  if (auto f = dyn_cast<FloatAttr>(a))
-    return pf::Attr{name, f.getValueAsDouble()};
-  if (auto s = dyn_cast<StringAttr>(a))
-    return pf::Attr{name, s.str()};
-  if (auto l = dyn_cast<DenseI64ArrayAttr>(a))
-    return pf::Attr{name, std::vector<int64_t>(l.asArrayRef().begin(), l.asArrayRef().end())};
-  return op->emitOpError() << "parameter '" << name << "' has an unsupported kind " << a;
-}
-
-FailureOr<pf::DType> dtypeOf(Operation *op, MemRefType t) {
-  if (t.getElementType().isF32())
-    return pf::DType::F32;
-  if (t.getElementType().isInteger(32))
-    return pf::DType::I32;
-  return op->emitOpError() << "has element type " << t.getElementType()
-                           << "; the CPU runtime computes in f32 with i32 ids";
-}
-
-/// One group per non-empty set of mesh axes (named by the axes, outermost first, joined by
-/// "_"), with an instance per combination of the other axes' coordinates, plus "world". Ranks
-/// are numbered row-major over the axes.
-std::vector<pf::Group> communicatorGroups(const graph::MeshLayout &mesh) {
+/// The mesh's axes, outermost first (ranks are numbered row-major over them), and one group
+/// per non-empty set of them (named by the axes, outermost first, joined by "_"), plus "world"
+/// over all of them.
+void describeMesh(const graph::MeshLayout &mesh, pf::Plan &plan) {
   auto axes = mesh.axes();
-  uint32_t world = static_cast<uint32_t>(mesh.worldSize());
-  std::vector<pf::Group> groups;
-  pf::Group all{"world", {}};
-  for (uint32_t r = 0; r < world; ++r)
-    all.ranks.push_back(r);
-  groups.push_back(all);
-  auto coordinates = [&](uint32_t rank) {
-    SmallVector<int64_t> c(axes.size());
-    for (int i = static_cast<int>(axes.size()) - 1; i >= 0; --i) {
-      c[i] = rank % axes[i].second;
-      rank /= axes[i].second;
-    }
-    return c;
-  };
+  std::vector<uint32_t> all;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    plan.mesh.push_back({axes[i].first, static_cast<uint32_t>(axes[i].second)});
+    all.push_back(static_cast<uint32_t>(i));
+  }
+  plan.groups.push_back({"world", all});
   for (unsigned mask = 1; mask < (1u << axes.size()); ++mask) {
     SmallVector<int16_t> members;
+    pf::Group group;
     for (size_t i = 0; i < axes.size(); ++i)
-      if (mask & (1u << i))
+      if (mask & (1u << i)) {
         members.push_back(static_cast<int16_t>(i));
-    std::string name = mesh.groupName(members);
-    std::map<SmallVector<int64_t>, std::vector<uint32_t>> instances;
-    for (uint32_t r = 0; r < world; ++r) {
-      SmallVector<int64_t> key = coordinates(r);
-      for (size_t i = 0; i < axes.size(); ++i)
-        if (mask & (1u << i))
-          key[i] = -1;
-      instances[key].push_back(r); // ascending rank = row-major over the group's axes
-    }
-    for (auto &[key, ranks] : instances)
-      groups.push_back({name, ranks});
+        group.axes.push_back(static_cast<uint32_t>(i));
+      }
+    group.name = mesh.groupName(members);
+    plan.groups.push_back(std::move(group));
   }
-  return groups;
-}
-
-/// The pipeline stage of `rank`: its coordinate along the `pp` axis (0 without one).
-int64_t pipelineStageOf(const graph::MeshLayout &mesh, uint32_t rank) {
-  auto axes = mesh.axes();
-  for (int i = static_cast<int>(axes.size()) - 1; i >= 0; --i) {
-    if (axes[i].first == "pp")
-      return rank % axes[i].second;
-    rank /= axes[i].second;
-  }
-  return 0;
 }
 
 } // namespace
@@ -141,18 +89,11 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     plan.config.push_back({"layers", layers.getInt()});
   graph::MeshLayout mesh = graph::MeshLayout::fromModule(module);
   plan.worldSize = static_cast<uint32_t>(mesh.worldSize());
-  plan.groups = communicatorGroups(mesh);
+  describeMesh(mesh, plan);
   // Every rank of a pipeline stage runs the same programs (what differs between them, which
   // block of a split tensor each holds, follows from its place in the communicator groups at
-  // run time), so the plan keeps one version per stage, on the stage's first rank.
-  plan.programsPerStage = true;
-  std::vector<uint32_t> firstRankOfStage;
-  for (uint32_t rank = 0; rank < plan.worldSize; ++rank) {
-    auto stage = static_cast<size_t>(pipelineStageOf(mesh, rank));
-    if (stage >= firstRankOfStage.size())
-      firstRankOfStage.resize(stage + 1, plan.worldSize);
-    firstRankOfStage[stage] = std::min(firstRankOfStage[stage], rank);
-  }
+  // run time), so the plan keeps one version per stage.
+  const uint32_t stages = plan.pipelineStages();
 
   llvm::StringMap<uint32_t> stateIndex;
   for (auto t : module.getOps<plan::TensorOp>()) {
@@ -161,7 +102,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     s.role = t.getRole().str();
     s.of = t.getOf().str();
     auto type = cast<MemRefType>(t.getType());
-    auto dtype = dtypeOf(t, type);
+    auto dtype = tessel::plan::planDType(t, type);
     if (failed(dtype))
       return failure();
     s.dtype = *dtype;
@@ -184,7 +125,6 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
   for (auto program : module.getOps<plan::ProgramOp>()) {
     pf::Program p;
     p.name = program.getName().str();
-    p.rank = static_cast<uint32_t>(program.getRank());
     if (!program.getArenaBytes())
       return program.emitOpError("has no memory plan; run -tessel-plan-memory first");
     p.arenaBytes = *program.getArenaBytes();
@@ -199,7 +139,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
       auto bufferOf = [&](Value v, pf::Storage storage, uint32_t state,
                           uint64_t offset) -> LogicalResult {
         auto type = cast<MemRefType>(v.getType());
-        auto dtype = dtypeOf(&op, type);
+        auto dtype = tessel::plan::planDType(&op, type);
         if (failed(dtype))
           return failure();
         refs[v] = pf::BufferRef{storage, state, offset,
@@ -265,7 +205,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                   instr.outputs.push_back(*r);
                 }
                 for (NamedAttribute na : k.getParams()) {
-                  auto a = kernelParam(k, na);
+                  auto a = tessel::plan::planParam(k, na);
                   if (failed(a))
                     return failure();
                   instr.attrs.push_back(*a);
@@ -292,10 +232,10 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
         return failure();
     }
     // A program of one pipeline stage, or of every stage.
-    for (size_t stage = 0; stage < firstRankOfStage.size(); ++stage) {
-      if (auto s = program.getStage(); s && static_cast<size_t>(*s) != stage)
+    for (uint32_t stage = 0; stage < stages; ++stage) {
+      if (auto s = program.getStage(); s && static_cast<uint32_t>(*s) != stage)
         continue;
-      p.rank = firstRankOfStage[stage];
+      p.stage = stage;
       plan.programs.push_back(p);
     }
   }

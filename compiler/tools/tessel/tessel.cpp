@@ -20,6 +20,8 @@
 #include "tessel/Target/PlanWriter.h"
 #include "tessel/Transforms/Passes.h"
 
+#include "common/KernelCatalogue.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -52,6 +54,12 @@ cl::SubCommand generateCommand("generate",
 cl::SubCommand estimateCommand("estimate",
                                "Print the memory per rank and the communication per step that a "
                                ".model file's layout implies");
+cl::SubCommand kernelsCommand("kernels",
+                              "List the kernels a plan calls: operands, parameters, what each "
+                              "computes (the kernel catalogue)");
+cl::opt<bool> kernelsMarkdown("markdown",
+                              cl::desc("Print the kernel tables of docs/plan-format.md"),
+                              cl::sub(kernelsCommand));
 cl::opt<bool> estimateJsonOutput("json", cl::desc("Print the estimate as JSON"),
                                  cl::sub(estimateCommand));
 cl::opt<std::string> estimateTrace("trace",
@@ -564,7 +572,8 @@ int main(int argc, char **argv) {
           "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
           "  tessel run FILE.model [OPTIONS]       compile and train now (OPTIONS as ./FILE "
           "--help)\n"
-          "  tessel generate FILE.model --checkpoint DIR [--prompt TEXT]  sample text\n\n"
+          "  tessel generate FILE.model --checkpoint DIR [--prompt TEXT]  sample text\n"
+          "  tessel kernels [--markdown]           the kernels a plan calls\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;
@@ -579,6 +588,10 @@ int main(int argc, char **argv) {
       return runRun(argv[0], {"--generate"});
     if (estimateCommand)
       return runEstimate(argv[0]);
+    if (kernelsCommand) {
+      outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
+      return 0;
+    }
   } catch (const std::bad_alloc &) {
     errs() << "tessel: out of memory\n";
     return 2;

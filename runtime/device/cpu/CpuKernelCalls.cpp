@@ -59,72 +59,82 @@ bool toStrides(KernelCall &c, const std::vector<int64_t> &in, size_t rank, cpu::
   return true;
 }
 
-bool fill(KernelCall &c) {
-  int64_t n = c.i("n");
-  float value = static_cast<float>(c.f("value"));
-  if (!c.arity(0, 1) || !c.needOut(0, n) || c.validating)
+cpu::BinaryKind binaryKind(catalogue::BinaryOp op) {
+  switch (op) {
+  case catalogue::BinaryOp::Add:
+    return cpu::BinaryKind::Add;
+  case catalogue::BinaryOp::Sub:
+    return cpu::BinaryKind::Sub;
+  case catalogue::BinaryOp::Mul:
+    return cpu::BinaryKind::Mul;
+  case catalogue::BinaryOp::Div:
+    return cpu::BinaryKind::Div;
+  }
+  return cpu::BinaryKind::Add;
+}
+
+cpu::UnaryKind unaryKind(catalogue::UnaryOp op) {
+  switch (op) {
+  case catalogue::UnaryOp::Neg:
+    return cpu::UnaryKind::Neg;
+  case catalogue::UnaryOp::Exp:
+    return cpu::UnaryKind::Exp;
+  case catalogue::UnaryOp::Log:
+    return cpu::UnaryKind::Log;
+  case catalogue::UnaryOp::Sqrt:
+    return cpu::UnaryKind::Sqrt;
+  case catalogue::UnaryOp::Rsqrt:
+    return cpu::UnaryKind::Rsqrt;
+  case catalogue::UnaryOp::Tanh:
+    return cpu::UnaryKind::Tanh;
+  case catalogue::UnaryOp::Gelu:
+    return cpu::UnaryKind::Gelu;
+  case catalogue::UnaryOp::Silu:
+    return cpu::UnaryKind::Silu;
+  case catalogue::UnaryOp::Relu:
+    return cpu::UnaryKind::Relu;
+  case catalogue::UnaryOp::Sigmoid:
+    return cpu::UnaryKind::Sigmoid;
+  }
+  return cpu::UnaryKind::Neg;
+}
+
+bool run(KernelCall &c, const catalogue::Fill &p) {
+  int64_t n = p.n;
+  float value = static_cast<float>(p.value);
+  if (!c.needOut(0, n) || c.validating)
     return c.error.empty();
   std::fill(c.fout(0), c.fout(0) + n, value);
   return true;
 }
 
-bool binary(KernelCall &c) {
-  static const std::map<std::string, cpu::BinaryKind> kinds = {{"add", cpu::BinaryKind::Add},
-                                                               {"sub", cpu::BinaryKind::Sub},
-                                                               {"mul", cpu::BinaryKind::Mul},
-                                                               {"div", cpu::BinaryKind::Div}};
-  const std::string &op = c.s("op");
-  const auto &sizes = c.v("shape"), &sa = c.v("a_strides"), &sb = c.v("b_strides");
+bool run(KernelCall &c, const catalogue::Binary &p) {
+  const auto &sizes = p.shape, &sa = p.a_strides, &sb = p.b_strides;
   cpu::Shape shape;
   cpu::Strides a, b;
-  auto kind = kinds.find(op);
-  if (!c.arity(2, 1) || !toShape(c, sizes, shape) || !toStrides(c, sa, sizes.size(), a) ||
+  if (!toShape(c, sizes, shape) || !toStrides(c, sa, sizes.size(), a) ||
       !toStrides(c, sb, sizes.size(), b))
     return false;
-  if (kind == kinds.end())
-    return c.fail("unknown binary op '" + op + "'");
   if (!c.needIn(0, reach(sizes, sa)) || !c.needIn(1, reach(sizes, sb)) ||
       !c.needOut(0, product(sizes)) || c.validating)
     return c.error.empty();
-  cpu::binary(kind->second, shape, c.fin(0), a, c.fin(1), b, c.fout(0));
+  cpu::binary(binaryKind(p.op), shape, c.fin(0), a, c.fin(1), b, c.fout(0));
   return true;
 }
 
-const std::map<std::string, cpu::UnaryKind> &unaryKinds() {
-  static const std::map<std::string, cpu::UnaryKind> kinds = {
-      {"neg", cpu::UnaryKind::Neg},     {"exp", cpu::UnaryKind::Exp},
-      {"log", cpu::UnaryKind::Log},     {"sqrt", cpu::UnaryKind::Sqrt},
-      {"rsqrt", cpu::UnaryKind::Rsqrt}, {"tanh", cpu::UnaryKind::Tanh},
-      {"gelu", cpu::UnaryKind::Gelu},   {"silu", cpu::UnaryKind::Silu},
-      {"relu", cpu::UnaryKind::Relu},   {"sigmoid", cpu::UnaryKind::Sigmoid}};
-  return kinds;
-}
-
-bool unary(KernelCall &c) {
-  const std::string &op = c.s("op");
-  int64_t n = c.i("n");
-  auto kind = unaryKinds().find(op);
-  if (!c.arity(1, 1))
-    return false;
-  if (kind == unaryKinds().end())
-    return c.fail("unknown unary op '" + op + "'");
+bool run(KernelCall &c, const catalogue::Unary &p) {
+  int64_t n = p.n;
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  cpu::unary(kind->second, n, c.fin(0), c.fout(0));
+  cpu::unary(unaryKind(p.op), n, c.fin(0), c.fout(0));
   return true;
 }
 
-bool unaryGrad(KernelCall &c) {
-  const std::string &op = c.s("op");
-  int64_t n = c.i("n");
-  auto kind = unaryKinds().find(op);
-  if (!c.arity(3, 1))
-    return false;
-  if (kind == unaryKinds().end())
-    return c.fail("unknown unary op '" + op + "'");
+bool run(KernelCall &c, const catalogue::UnaryGrad &p) {
+  int64_t n = p.n;
   if (!c.needIn(0, n) || !c.needIn(1, n) || !c.needIn(2, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  cpu::unaryGrad(kind->second, n, c.fin(0), c.fin(1), c.fin(2), c.fout(0));
+  cpu::unaryGrad(unaryKind(p.op), n, c.fin(0), c.fin(1), c.fin(2), c.fout(0));
   return true;
 }
 
@@ -133,12 +143,12 @@ bool unaryGrad(KernelCall &c) {
 /// commas) the group splitting it ("" for none), and micro-batch `micro` of `micro_batches`
 /// covers its part of dim `batch_dim` (-1: the tensor has no batch dim). So every layout and
 /// every accumulation drops the same elements as one rank with one micro-batch.
-bool dropout(KernelCall &c) {
-  const std::vector<int64_t> &shape = c.v("shape");
-  const std::string &groups = c.s("groups");
-  int64_t mask = c.i("mask"), batchDim = c.i("batch_dim"), microBatches = c.i("micro_batches");
-  double rate = c.f("rate");
-  if (!c.error.empty() || !c.arity(1, 1))
+bool run(KernelCall &c, const catalogue::Dropout &p) {
+  const std::vector<int64_t> &shape = p.shape;
+  const std::string &groups = p.groups;
+  int64_t mask = p.mask, batchDim = p.batch_dim, microBatches = p.micro_batches;
+  double rate = p.rate;
+  if (!c.error.empty())
     return false;
   std::vector<std::string> names(1);
   for (char ch : groups) {
@@ -185,24 +195,24 @@ bool dropout(KernelCall &c) {
   return true;
 }
 
-bool copy(KernelCall &c) {
-  const auto &sizes = c.v("shape"), &sx = c.v("x_strides");
+bool run(KernelCall &c, const catalogue::Copy &p) {
+  const auto &sizes = p.shape, &sx = p.x_strides;
   cpu::Shape shape;
   cpu::Strides x;
-  if (!c.arity(1, 1) || !toShape(c, sizes, shape) || !toStrides(c, sx, sizes.size(), x) ||
+  if (!toShape(c, sizes, shape) || !toStrides(c, sx, sizes.size(), x) ||
       !c.needIn(0, reach(sizes, sx)) || !c.needOut(0, product(sizes)) || c.validating)
     return c.error.empty();
   cpu::stridedCopy(shape, c.fin(0), x, c.fout(0));
   return true;
 }
 
-bool reduce(KernelCall &c) {
-  const auto &sizes = c.v("shape"), &sy = c.v("y_strides");
-  int64_t yElements = c.i("y_elements");
-  float scale = static_cast<float>(c.f("scale"));
+bool run(KernelCall &c, const catalogue::Reduce &p) {
+  const auto &sizes = p.shape, &sy = p.y_strides;
+  int64_t yElements = p.y_elements;
+  float scale = static_cast<float>(p.scale);
   cpu::Shape shape;
   cpu::Strides y;
-  if (!c.arity(1, 1) || !toShape(c, sizes, shape) || !toStrides(c, sy, sizes.size(), y) ||
+  if (!toShape(c, sizes, shape) || !toStrides(c, sy, sizes.size(), y) ||
       !c.needIn(0, product(sizes)) || !c.needOut(0, yElements) || !c.needOut(0, reach(sizes, sy)) ||
       c.validating)
     return c.error.empty();
@@ -210,20 +220,18 @@ bool reduce(KernelCall &c) {
   return true;
 }
 
-bool gemm(KernelCall &c) {
-  const auto &batch = c.v("batch_shape"), &sa = c.v("a_batch_strides"),
-             &sb = c.v("b_batch_strides"), &sc = c.v("c_batch_strides");
+bool run(KernelCall &c, const catalogue::Gemm &p) {
+  const auto &batch = p.batch_shape, &sa = p.a_batch_strides,
+             &sb = p.b_batch_strides, &sc = p.c_batch_strides;
   cpu::GemmArgs g;
-  g.m = c.i("m");
-  g.n = c.i("n");
-  g.k = c.i("k");
-  g.transA = c.i("trans_a") != 0;
-  g.transB = c.i("trans_b") != 0;
-  g.lda = c.i("lda");
-  g.ldb = c.i("ldb");
-  g.ldc = c.i("ldc");
-  if (!c.arity(2, 1))
-    return false;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.transA = p.trans_a != 0;
+  g.transB = p.trans_b != 0;
+  g.lda = p.lda;
+  g.ldb = p.ldb;
+  g.ldc = p.ldc;
   if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
     return c.fail("has batch strides that do not match its batch shape");
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
@@ -262,46 +270,47 @@ bool gemm(KernelCall &c) {
   return true;
 }
 
-bool rowsCols(KernelCall &c, int64_t &rows, int64_t &cols) {
-  rows = c.i("rows");
-  cols = c.i("cols");
-  if (c.error.empty() && (rows <= 0 || cols <= 0))
+/// Reads the `rows` and `cols` of a row-wise kernel, which must be positive.
+template <class P> bool rowsCols(KernelCall &c, const P &p, int64_t &rows, int64_t &cols) {
+  rows = p.rows;
+  cols = p.cols;
+  if (rows <= 0 || cols <= 0)
     return c.fail("has non-positive rows or cols");
-  return c.error.empty();
+  return true;
 }
 
-bool softmax(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::Softmax &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, rows, cols) || !c.arity(1, 1) || !c.needIn(0, rows * cols) ||
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::softmax(rows, cols, c.fin(0), c.fout(0));
   return true;
 }
 
-bool softmaxGrad(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, rows, cols) || !c.arity(2, 1) || !c.needIn(0, rows * cols) ||
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needIn(1, rows * cols) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::softmaxGrad(rows, cols, c.fin(0), c.fin(1), c.fout(0));
   return true;
 }
 
-bool layerNorm(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::LayerNorm &p) {
   int64_t rows, cols;
-  float eps = static_cast<float>(c.f("eps"));
-  if (!rowsCols(c, rows, cols) || !c.arity(3, 1) || !c.needIn(0, rows * cols) ||
+  float eps = static_cast<float>(p.eps);
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needIn(1, cols) || !c.needIn(2, cols) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::layerNorm(rows, cols, c.fin(0), c.fin(1), c.fin(2), eps, c.fout(0));
   return true;
 }
 
-bool layerNormGrad(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::LayerNormGrad &p) {
   int64_t rows, cols;
-  float eps = static_cast<float>(c.f("eps"));
-  if (!rowsCols(c, rows, cols) || !c.arity(3, 3) || !c.needIn(0, rows * cols) ||
+  float eps = static_cast<float>(p.eps);
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needIn(1, cols) || !c.needIn(2, rows * cols) || !c.needOut(0, rows * cols) ||
       !c.needOut(1, cols) || !c.needOut(2, cols) || c.validating)
     return c.error.empty();
@@ -310,20 +319,20 @@ bool layerNormGrad(KernelCall &c) {
   return true;
 }
 
-bool rmsNorm(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::RmsNorm &p) {
   int64_t rows, cols;
-  float eps = static_cast<float>(c.f("eps"));
-  if (!rowsCols(c, rows, cols) || !c.arity(2, 1) || !c.needIn(0, rows * cols) ||
+  float eps = static_cast<float>(p.eps);
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needIn(1, cols) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::rmsNorm(rows, cols, c.fin(0), c.fin(1), eps, c.fout(0));
   return true;
 }
 
-bool rmsNormGrad(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::RmsNormGrad &p) {
   int64_t rows, cols;
-  float eps = static_cast<float>(c.f("eps"));
-  if (!rowsCols(c, rows, cols) || !c.arity(3, 2) || !c.needIn(0, rows * cols) ||
+  float eps = static_cast<float>(p.eps);
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needIn(1, cols) || !c.needIn(2, rows * cols) || !c.needOut(0, rows * cols) ||
       !c.needOut(1, cols) || c.validating)
     return c.error.empty();
@@ -331,14 +340,15 @@ bool rmsNormGrad(KernelCall &c) {
   return true;
 }
 
-/// Where this rank's block of a dim split over the group named by string attr `attr` lies:
-/// [first, first + size) of `whole`. Without the attr the rank holds the whole dim.
-bool blockOfDim(KernelCall &c, const char *attr, int64_t size, int64_t &first, int64_t &whole) {
+/// Where this rank's block of a dim split over group `name` lies: [first, first + size) of
+/// `whole`. Without a group the rank holds the whole dim.
+bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &first,
+                int64_t &whole) {
   first = 0;
   whole = size;
-  if (!c.instr->find(attr))
-    return c.error.empty();
-  const CommGroup *g = c.group(c.s(attr));
+  if (!name)
+    return true;
+  const CommGroup *g = c.group(*name);
   if (!g)
     return false;
   first = static_cast<int64_t>(g->index) * size;
@@ -346,17 +356,16 @@ bool blockOfDim(KernelCall &c, const char *attr, int64_t size, int64_t &first, i
   return true;
 }
 
-bool embedding(KernelCall &c) {
-  int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols"), first, vocab;
-  if (!blockOfDim(c, "row_group", rows, first, vocab) || !c.arity(2, 1) ||
-      !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
+bool run(KernelCall &c, const catalogue::Embedding &p) {
+  int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
+  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) || !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
     return c.error.empty();
   return cpu::embeddingRows(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
-bool embeddingGrad(KernelCall &c) {
-  int64_t n = c.i("n"), rows = c.i("rows"), cols = c.i("cols"), first, vocab;
-  if (!blockOfDim(c, "row_group", rows, first, vocab) || !c.arity(2, 1) || !c.needIn(0, n * cols) ||
+bool run(KernelCall &c, const catalogue::EmbeddingGrad &p) {
+  int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
+  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) || !c.needIn(0, n * cols) ||
       !c.needIn(1, n) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   return cpu::embeddingGradRows(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
@@ -364,32 +373,30 @@ bool embeddingGrad(KernelCall &c) {
 }
 
 /// The optional `scale` of a loss: absent, the loss is the mean over rows.
-bool lossScale(KernelCall &c, bool &scaled, double &scale) {
-  scaled = c.instr->find("scale") != nullptr;
-  scale = scaled ? c.f("scale") : 0.0;
-  if (scaled && c.error.empty() && !std::isfinite(scale))
+template <class P> bool lossScale(KernelCall &c, const P &p, bool &scaled, double &scale) {
+  scaled = p.scale.has_value();
+  scale = p.scale.value_or(0.0);
+  if (scaled && !std::isfinite(scale))
     return c.fail("has a non-finite scale");
-  return c.error.empty();
+  return true;
 }
 
-bool crossEntropy(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::CrossEntropy &p) {
   int64_t rows, cols;
   bool scaled;
   double scale;
-  if (!rowsCols(c, rows, cols) || !lossScale(c, scaled, scale) || !c.arity(2, 1) ||
-      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needOut(0, 1) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needOut(0, 1) || c.validating)
     return c.error.empty();
   if (scaled)
     return cpu::crossEntropy(rows, cols, c.fin(0), c.ids(1), scale, c.fout(0), c.error);
   return cpu::crossEntropy(rows, cols, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
-bool crossEntropyGrad(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
   int64_t rows, cols;
   bool scaled;
   double scale;
-  if (!rowsCols(c, rows, cols) || !lossScale(c, scaled, scale) || !c.arity(3, 1) ||
-      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, 1) ||
+  if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, 1) ||
       !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   if (scaled)
@@ -398,30 +405,28 @@ bool crossEntropyGrad(KernelCall &c) {
   return cpu::crossEntropyGrad(rows, cols, c.fin(0), c.ids(1), c.fin(2), c.fout(0), c.error);
 }
 
-bool ceMax(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::CeMax &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, rows, cols) || !c.arity(1, 1) || !c.needIn(0, rows * cols) ||
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
       !c.needOut(0, rows) || c.validating)
     return c.error.empty();
   cpu::ceMax(rows, cols, c.fin(0), c.fout(0));
   return true;
 }
 
-bool ceSums(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::CeSums &p) {
   int64_t rows, cols, first, classes;
-  if (!rowsCols(c, rows, cols) || !blockOfDim(c, "col_group", cols, first, classes) ||
-      !c.arity(3, 2) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) ||
+  if (!rowsCols(c, p, rows, cols) || !blockOfDim(c, &p.col_group, cols, first, classes) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) ||
       !c.needOut(0, rows) || !c.needOut(1, rows) || c.validating)
     return c.error.empty();
   return cpu::ceSums(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2), c.fout(0), c.fout(1),
                      c.error);
 }
 
-bool ceLoss(KernelCall &c) {
-  int64_t rows = c.i("rows");
-  double scale = c.f("scale");
-  if (!c.arity(3, 1))
-    return false;
+bool run(KernelCall &c, const catalogue::CeLoss &p) {
+  int64_t rows = p.rows;
+  double scale = p.scale;
   if (rows <= 0 || !std::isfinite(scale))
     return c.fail("needs positive rows and a finite scale");
   if (!c.needIn(0, rows) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needOut(0, 1) ||
@@ -431,30 +436,29 @@ bool ceLoss(KernelCall &c) {
   return true;
 }
 
-bool ceGrad(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::CeGrad &p) {
   int64_t rows, cols, first, classes;
-  double scale = c.f("scale");
-  if (!rowsCols(c, rows, cols))
+  double scale = p.scale;
+  if (!rowsCols(c, p, rows, cols))
     return false;
   if (!std::isfinite(scale))
     return c.fail("has a non-finite scale");
-  if (!blockOfDim(c, "col_group", cols, first, classes) || !c.arity(5, 1) ||
-      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) ||
+  if (!blockOfDim(c, &p.col_group, cols, first, classes) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) ||
       !c.needIn(4, 1) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   return cpu::ceGrad(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2), c.fin(3), c.fin(4),
                      scale, c.fout(0), c.error);
 }
 
-bool attentionArgs(KernelCall &c, cpu::AttentionArgs &a) {
-  a.batch = c.i("batch");
-  a.seq = c.i("seq");
-  a.heads = c.i("heads");
-  a.kvSeq = c.i("kv_seq");
-  a.kvHeads = c.i("kv_heads");
-  a.head = c.i("head");
-  a.causal = c.i("causal") != 0;
-  a.scale = static_cast<float>(c.f("scale"));
+template <class P> bool attentionArgs(KernelCall &c, const P &p, cpu::AttentionArgs &a) {
+  a.batch = p.batch;
+  a.seq = p.seq;
+  a.heads = p.heads;
+  a.kvSeq = p.kv_seq;
+  a.kvHeads = p.kv_heads;
+  a.head = p.head;
+  a.causal = p.causal != 0;
+  a.scale = static_cast<float>(p.scale);
   if (!c.error.empty())
     return false;
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
@@ -463,9 +467,9 @@ bool attentionArgs(KernelCall &c, cpu::AttentionArgs &a) {
   return true;
 }
 
-bool attention(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::Attention &p) {
   cpu::AttentionArgs a;
-  if (!attentionArgs(c, a) || !c.arity(3, 1))
+  if (!attentionArgs(c, p, a))
     return false;
   int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.kvSeq * a.kvHeads * a.head;
   if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) || c.validating)
@@ -474,9 +478,9 @@ bool attention(KernelCall &c) {
   return true;
 }
 
-bool attentionGrad(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
   cpu::AttentionArgs a;
-  if (!attentionArgs(c, a) || !c.arity(4, 3))
+  if (!attentionArgs(c, p, a))
     return false;
   int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.kvSeq * a.kvHeads * a.head;
   if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
@@ -486,13 +490,11 @@ bool attentionGrad(KernelCall &c) {
   return true;
 }
 
-bool rope(KernelCall &c) {
-  int64_t batch = c.i("batch"), seq = c.i("seq"), heads = c.i("heads"), head = c.i("head");
-  float theta = static_cast<float>(c.f("theta"));
-  bool inverse = c.i("inverse") != 0;
+bool run(KernelCall &c, const catalogue::Rope &p) {
+  int64_t batch = p.batch, seq = p.seq, heads = p.heads, head = p.head;
+  float theta = static_cast<float>(p.theta);
+  bool inverse = p.inverse != 0;
   int64_t n = batch * seq * heads * head;
-  if (!c.arity(1, 1))
-    return false;
   if (head % 2 != 0 || n <= 0)
     return c.fail("needs positive sizes and an even head size");
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
@@ -501,9 +503,9 @@ bool rope(KernelCall &c) {
   return true;
 }
 
-bool accumulate(KernelCall &c) {
-  int64_t n = c.i("n");
-  if (!c.arity(1, 1) || !c.needIn(0, n) || !c.needOut(0, n) || c.validating)
+bool run(KernelCall &c, const catalogue::Accumulate &p) {
+  int64_t n = p.n;
+  if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
   cpu::Shape shape;
   shape.rank = 1;
@@ -513,8 +515,8 @@ bool accumulate(KernelCall &c) {
   return true;
 }
 
-bool globalNorm(KernelCall &c) {
-  if (!c.arity(c.in.size(), 1) || !c.needOut(0, 1) || c.validating)
+bool run(KernelCall &c, const catalogue::GlobalNorm &p) {
+  if (!c.needOut(0, 1) || c.validating)
     return c.error.empty();
   double sum = 0;
   for (size_t k = 0; k < c.in.size(); ++k)
@@ -523,10 +525,10 @@ bool globalNorm(KernelCall &c) {
   return true;
 }
 
-bool sumSquares(KernelCall &c) {
+bool run(KernelCall &c, const catalogue::SumSquares &p) {
   if (c.in.empty())
     return c.fail("needs at least one input");
-  if (!c.arity(c.in.size(), 1) || !c.needOut(0, 1) || c.validating)
+  if (!c.needOut(0, 1) || c.validating)
     return c.error.empty();
   // In input order, each input's sum in double: the same bits however the plan is run.
   double sum = 0;
@@ -536,9 +538,9 @@ bool sumSquares(KernelCall &c) {
   return true;
 }
 
-bool pack(KernelCall &c) {
-  int64_t ways = c.i("ways");
-  const auto &outers = c.v("outers"), &chunks = c.v("chunks");
+bool run(KernelCall &c, const catalogue::Pack &p) {
+  int64_t ways = p.ways;
+  const auto &outers = p.outers, &chunks = p.chunks;
   if (!c.error.empty())
     return false;
   if (c.in.empty() || outers.size() != c.in.size() || chunks.size() != c.in.size())
@@ -553,7 +555,7 @@ bool pack(KernelCall &c) {
       return false;
     part += outers[k] * chunks[k];
   }
-  if (!c.arity(c.in.size(), 1) || !c.needOut(0, ways * part) || c.validating)
+  if (!c.needOut(0, ways * part) || c.validating)
     return c.error.empty();
   std::vector<const float *> inputs;
   for (size_t k = 0; k < c.in.size(); ++k)
@@ -563,10 +565,10 @@ bool pack(KernelCall &c) {
   return true;
 }
 
-bool shardSlice(KernelCall &c) {
-  int64_t outer = c.i("outer"), chunk = c.i("chunk");
-  const CommGroup *g = c.group(c.s("group"));
-  if (!g || !c.arity(1, 1))
+bool run(KernelCall &c, const catalogue::ShardSlice &p) {
+  int64_t outer = p.outer, chunk = p.chunk;
+  const CommGroup *g = c.group(p.group);
+  if (!g)
     return false;
   if (outer <= 0 || chunk <= 0)
     return c.fail("has a non-positive outer or chunk size");
@@ -585,9 +587,9 @@ bool shardSlice(KernelCall &c) {
   return true;
 }
 
-bool clipCoefficient(KernelCall &c) {
-  float max = static_cast<float>(c.f("max"));
-  if (!c.arity(1, 1) || !c.needIn(0, 1) || !c.needOut(0, 1) || c.validating)
+bool run(KernelCall &c, const catalogue::ClipCoefficient &p) {
+  float max = static_cast<float>(p.max);
+  if (!c.needIn(0, 1) || !c.needOut(0, 1) || c.validating)
     return c.error.empty();
   // As torch.nn.utils.clip_grad_norm_: max / (norm + 1e-6), clamped at 1, in f32.
   float coefficient = max / (c.fin(0)[0] + 1e-6f);
@@ -595,39 +597,35 @@ bool clipCoefficient(KernelCall &c) {
   return true;
 }
 
-bool learningRate(KernelCall &c) {
-  const std::string &schedule = c.s("schedule");
-  double lr = c.f("lr"), minLr = c.f("min_lr");
-  int64_t warmup = c.i("warmup"), steps = c.i("steps");
-  if (!c.arity(0, 1) || !c.needOut(0, 1))
-    return false;
-  if (schedule != "constant" && schedule != "cosine" && schedule != "linear")
-    return c.fail("unknown schedule '" + schedule + "'");
-  if (c.validating)
-    return true;
+bool run(KernelCall &c, const catalogue::LearningRate &p) {
+  using catalogue::LrSchedule;
+  const double lr = p.lr, minLr = p.min_lr;
+  if (!c.needOut(0, 1) || c.validating)
+    return c.error.empty();
   double s = static_cast<double>(c.ctx->step), value = lr;
-  if (schedule != "constant") {
-    if (warmup > 0 && s <= static_cast<double>(warmup)) {
-      value = lr * s / static_cast<double>(warmup);
+  if (p.schedule != LrSchedule::Constant) {
+    if (p.warmup > 0 && s <= static_cast<double>(p.warmup)) {
+      value = lr * s / static_cast<double>(p.warmup);
     } else {
-      double span = static_cast<double>(std::max<int64_t>(steps - warmup, 1));
-      double p = std::min(1.0, (s - static_cast<double>(warmup)) / span);
-      value = schedule == "cosine" ? minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * p))
-                                   : lr + (minLr - lr) * p;
+      double span = static_cast<double>(std::max<int64_t>(p.steps - p.warmup, 1));
+      double done = std::min(1.0, (s - static_cast<double>(p.warmup)) / span);
+      value = p.schedule == LrSchedule::Cosine
+                  ? minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * done))
+                  : lr + (minLr - lr) * done;
     }
   }
   c.fout(0)[0] = static_cast<float>(value);
   return true;
 }
 
-bool adamw(KernelCall &c) {
-  int64_t n = c.i("n");
+bool run(KernelCall &c, const catalogue::AdamW &p) {
+  int64_t n = p.n;
   cpu::AdamWArgs a;
-  a.beta1 = static_cast<float>(c.f("beta1"));
-  a.beta2 = static_cast<float>(c.f("beta2"));
-  a.eps = static_cast<float>(c.f("eps"));
-  a.weightDecay = static_cast<float>(c.f("weight_decay"));
-  if (!c.arity(3, 3) || !c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
+  a.beta1 = static_cast<float>(p.beta1);
+  a.beta2 = static_cast<float>(p.beta2);
+  a.eps = static_cast<float>(p.eps);
+  a.weightDecay = static_cast<float>(p.weight_decay);
+  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
       !c.needOut(1, n) || !c.needOut(2, n) || c.validating)
     return c.error.empty();
   a.lr = c.fin(1)[0];
@@ -637,76 +635,42 @@ bool adamw(KernelCall &c) {
   return true;
 }
 
-bool sgd(KernelCall &c) {
-  int64_t n = c.i("n");
-  float momentum = static_cast<float>(c.f("momentum"));
-  float decay = static_cast<float>(c.f("weight_decay"));
-  if (!c.arity(3, 2) || !c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
+bool run(KernelCall &c, const catalogue::Sgd &p) {
+  int64_t n = p.n;
+  float momentum = static_cast<float>(p.momentum);
+  float decay = static_cast<float>(p.weight_decay);
+  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
       !c.needOut(1, n) || c.validating)
     return c.error.empty();
   // As torch.optim.SGD (no dampening, no Nesterov); the buffer starts at zero, so the first
   // step's buffer is the gradient itself.
   float lr = c.fin(1)[0], scale = c.fin(2)[0];
   const float *g = c.fin(0);
-  float *p = c.fout(0), *buf = c.fout(1);
+  float *param = c.fout(0), *buf = c.fout(1);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    float d = g[i] * scale + decay * p[i];
+    float d = g[i] * scale + decay * param[i];
     buf[i] = momentum * buf[i] + d;
-    p[i] -= lr * buf[i];
+    param[i] -= lr * buf[i];
   }
   return true;
 }
 
+/// Calls the handler of the kernel whose parameters are P.
+template <class P> bool dispatch(KernelCall &c, const catalogue::KernelParams &params) {
+  return run(c, *std::get_if<P>(&params));
+}
+
 } // namespace
 
-KernelFn findCpuKernel(const std::string &name) {
-  static const std::map<std::string, KernelFn> kernels = {
-      {"accumulate", accumulate},
-      {"adamw", adamw},
-      {"all_gather", allGatherCall},
-      {"all_reduce", allReduceCall},
-      {"all_to_all", allToAllCall},
-      {"attention", attention},
-      {"attention_grad", attentionGrad},
-      {"binary", binary},
-      {"broadcast", broadcastCall},
-      {"ce_grad", ceGrad},
-      {"ce_loss", ceLoss},
-      {"ce_max", ceMax},
-      {"ce_sums", ceSums},
-      {"clip_coefficient", clipCoefficient},
-      {"copy", copy},
-      {"cross_entropy", crossEntropy},
-      {"cross_entropy_grad", crossEntropyGrad},
-      {"dropout", dropout},
-      {"embedding", embedding},
-      {"embedding_grad", embeddingGrad},
-      {"fill", fill},
-      {"gemm", gemm},
-      {"global_norm", globalNorm},
-      {"layernorm", layerNorm},
-      {"layernorm_grad", layerNormGrad},
-      {"learning_rate", learningRate},
-      {"pack", pack},
-      {"recv", recvCall},
-      {"reduce", reduce},
-      {"reduce_scatter", reduceScatterCall},
-      {"rmsnorm", rmsNorm},
-      {"rmsnorm_grad", rmsNormGrad},
-      {"rope", rope},
-      {"send", sendCall},
-      {"sgd", sgd},
-      {"shard_slice", shardSlice},
-      {"softmax", softmax},
-      {"softmax_grad", softmaxGrad},
-      {"sum_squares", sumSquares},
-      {"unary", unary},
-      {"unary_grad", unaryGrad},
-      {"wait", waitCall},
+KernelFn cpuKernel(catalogue::KernelId id) {
+  // Every kernel of the catalogue has a handler here: one missing fails to compile.
+  static const KernelFn table[] = {
+#define TESSEL_KERNEL(Id, Name, Family, Doc) &dispatch<catalogue::Id>,
+#include "common/KernelCatalogue.def"
   };
-  auto it = kernels.find(name);
-  return it == kernels.end() ? nullptr : it->second;
+  static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
+  return table[static_cast<size_t>(id)];
 }
 
 } // namespace tessel::rt

@@ -9,9 +9,9 @@
 namespace tessel {
 
 /// Translates a memory-planned plan module (after -tessel-plan-memory) into the runtime's
-/// plan structure, carrying the module's dims and training settings as configuration. Its
-/// programs are kept once per pipeline stage (Plan::programsPerStage), so its size does not
-/// grow with dp or tp; serializePlan writes the per-rank file the runtime reads.
+/// plan structure, carrying the module's dims and training settings as configuration, the
+/// mesh and the groups it spans. Its programs are kept once per pipeline stage, so its size
+/// does not grow with dp or tp.
 mlir::FailureOr<planfile::Plan> translateToPlanFile(mlir::ModuleOp module);
 
 /// "file:line:col" of the innermost source location in `loc`, or "".

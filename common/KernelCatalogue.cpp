@@ -1,0 +1,412 @@
+//===- KernelCatalogue.cpp - The kernel table, decoding, docs ------------===//
+
+#include "common/KernelCatalogue.h"
+
+#include <map>
+#include <sstream>
+#include <type_traits>
+
+namespace tessel::catalogue {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Parameter types
+//===----------------------------------------------------------------------===//
+
+template <class E> struct EnumTraits;
+#define TESSEL_ENUM(Enum, Doc)                                                                    \
+  template <> struct EnumTraits<Enum> {                                                            \
+    static constexpr const char *name = #Enum;                                                     \
+    static const std::vector<std::string_view> &words();                                          \
+  };
+#include "common/KernelCatalogue.def"
+
+#define TESSEL_ENUM(Enum, Doc)                                                                    \
+  const std::vector<std::string_view> &EnumTraits<Enum>::words() {                                \
+    static const std::vector<std::string_view> w = {
+#define TESSEL_ENUM_VALUE(Enum, Value, Word) Word,
+#define TESSEL_ENUM_END(Enum)                                                                      \
+  }                                                                                                \
+  ;                                                                                                \
+  return w;                                                                                        \
+  }
+#include "common/KernelCatalogue.def"
+
+template <class T> constexpr ParamType paramTypeOf() {
+  if constexpr (std::is_same_v<T, I64>)
+    return ParamType::I64;
+  else if constexpr (std::is_same_v<T, F64>)
+    return ParamType::F64;
+  else if constexpr (std::is_same_v<T, Str>)
+    return ParamType::Str;
+  else if constexpr (std::is_same_v<T, I64List>)
+    return ParamType::I64List;
+  else if constexpr (std::is_same_v<T, Flag>)
+    return ParamType::Flag;
+  else
+    return ParamType::Enum;
+}
+
+template <class T> ParamInfo paramInfo(const char *name, ParamPresence presence, const char *doc) {
+  ParamInfo p{name, paramTypeOf<T>(), presence, nullptr, {}, doc};
+  if constexpr (std::is_enum_v<T>) {
+    p.enumName = EnumTraits<T>::name;
+    p.words = EnumTraits<T>::words();
+  }
+  return p;
+}
+
+std::vector<KernelInfo> buildTable() {
+  std::vector<KernelInfo> table;
+#define TESSEL_KERNEL(Id, Name, Fam, Doc)                                                         \
+  {                                                                                                \
+    KernelInfo k{KernelId::Id, Name, Family::Fam, Doc, {}, {}, {}};
+#define TESSEL_OPERAND(Id, Dir, Role, Types, Count)                                               \
+  (Direction::Dir == Direction::In ? k.ins : k.outs)                                               \
+      .push_back({#Role, OperandTypes::Types, OperandCount::Count});
+#define TESSEL_PARAM(Id, Name, Type, Presence, Doc)                                               \
+  k.params.push_back(paramInfo<Type>(#Name, ParamPresence::Presence, Doc));
+#define TESSEL_KERNEL_END(Id)                                                                      \
+  table.push_back(std::move(k));                                                                   \
+  }
+#include "common/KernelCatalogue.def"
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Decoding
+//===----------------------------------------------------------------------===//
+
+const char *typeWord(ParamType t) {
+  switch (t) {
+  case ParamType::I64:
+    return "an integer";
+  case ParamType::F64:
+    return "a float";
+  case ParamType::Str:
+    return "a string";
+  case ParamType::I64List:
+    return "an integer list";
+  case ParamType::Flag:
+    return "a flag (0 or 1)";
+  case ParamType::Enum:
+    return "a word";
+  }
+  return "?";
+}
+
+/// Reads the parameters of one instruction by name, remembering which it used.
+class Decoder {
+public:
+  Decoder(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs, std::string &error)
+      : kernel_(kernel), attrs_(attrs), used_(attrs.size(), false), error_(error) {}
+
+  template <class T> void get(const char *name, T &out) {
+    const planfile::Attr *a = find(name);
+    if (!a) {
+      fail("needs parameter '" + std::string(name) + "'");
+      return;
+    }
+    read(name, *a, out);
+  }
+  template <class T> void get(const char *name, std::optional<T> &out) {
+    if (const planfile::Attr *a = find(name)) {
+      T value{};
+      read(name, *a, value);
+      out = std::move(value);
+    }
+  }
+
+  /// False if a parameter failed, or one is present that the kernel does not take.
+  bool finish() {
+    for (size_t i = 0; i < attrs_.size() && error_.empty(); ++i)
+      if (!used_[i])
+        fail("has parameter '" + attrs_[i].name + "', which it does not take");
+    return error_.empty();
+  }
+
+private:
+  const planfile::Attr *find(const char *name) {
+    for (size_t i = 0; i < attrs_.size(); ++i)
+      if (attrs_[i].name == name) {
+        used_[i] = true;
+        return &attrs_[i];
+      }
+    return nullptr;
+  }
+  void fail(const std::string &why) {
+    if (error_.empty())
+      error_ = why;
+  }
+  void wrongType(const char *name, ParamType want) {
+    fail("has parameter '" + std::string(name) + "' of the wrong type; it takes " +
+         typeWord(want));
+  }
+
+  void read(const char *name, const planfile::Attr &a, I64 &out) {
+    if (auto *v = std::get_if<int64_t>(&a.value))
+      out = *v;
+    else
+      wrongType(name, ParamType::I64);
+  }
+  void read(const char *name, const planfile::Attr &a, F64 &out) {
+    if (auto *v = std::get_if<double>(&a.value))
+      out = *v;
+    else
+      wrongType(name, ParamType::F64);
+  }
+  void read(const char *name, const planfile::Attr &a, Str &out) {
+    if (auto *v = std::get_if<std::string>(&a.value))
+      out = *v;
+    else
+      wrongType(name, ParamType::Str);
+  }
+  void read(const char *name, const planfile::Attr &a, I64List &out) {
+    if (auto *v = std::get_if<std::vector<int64_t>>(&a.value))
+      out = *v;
+    else
+      wrongType(name, ParamType::I64List);
+  }
+  void read(const char *name, const planfile::Attr &a, Flag &out) {
+    auto *v = std::get_if<int64_t>(&a.value);
+    if (v && (*v == 0 || *v == 1))
+      out = *v == 1;
+    else
+      wrongType(name, ParamType::Flag);
+  }
+  template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+  void read(const char *name, const planfile::Attr &a, E &out) {
+    auto *v = std::get_if<std::string>(&a.value);
+    if (!v) {
+      wrongType(name, ParamType::Enum);
+      return;
+    }
+    const auto &words = EnumTraits<E>::words();
+    for (size_t i = 0; i < words.size(); ++i)
+      if (words[i] == *v) {
+        out = static_cast<E>(i);
+        return;
+      }
+    std::string known;
+    for (std::string_view w : words)
+      known += (known.empty() ? "" : ", ") + std::string(w);
+    fail("has " + std::string(name) + " '" + *v + "'; it takes " + known);
+  }
+
+  const KernelInfo &kernel_;
+  const std::vector<planfile::Attr> &attrs_;
+  std::vector<bool> used_;
+  std::string &error_;
+};
+
+bool accepts(OperandTypes types, planfile::DType t) {
+  switch (types) {
+  case OperandTypes::Float:
+    return planfile::isFloat(t);
+  case OperandTypes::Index:
+    return t == planfile::DType::I32;
+  case OperandTypes::AnyType:
+    return true;
+  }
+  return false;
+}
+
+const char *typesWord(OperandTypes types) {
+  switch (types) {
+  case OperandTypes::Float:
+    return "f32, bf16 or f16";
+  case OperandTypes::Index:
+    return "i32";
+  case OperandTypes::AnyType:
+    return "any element type";
+  }
+  return "?";
+}
+
+/// Matches the operands of one direction against their declarations.
+bool checkDirection(const std::vector<OperandInfo> &decl, const std::vector<planfile::DType> &got,
+                    const char *direction, std::string &error) {
+  size_t fixed = 0;
+  bool open = false;
+  for (const OperandInfo &o : decl) {
+    if (o.count == OperandCount::One)
+      ++fixed;
+    else
+      open = true;
+    if (o.count == OperandCount::OneOrMore)
+      ++fixed;
+  }
+  if (got.size() < fixed || (!open && got.size() != fixed)) {
+    error = std::string("takes ") + (open ? "at least " : "") + std::to_string(fixed) + " " +
+            direction + (fixed == 1 ? "" : "s") + ", not " + std::to_string(got.size());
+    return false;
+  }
+  // A variadic operand is the last of its direction: it takes what the fixed ones leave.
+  for (size_t k = 0; k < got.size(); ++k) {
+    const OperandInfo &o = decl[std::min(k, decl.size() - 1)];
+    if (!accepts(o.types, got[k])) {
+      error = std::string(direction) + " " + std::to_string(k) + " (`" + o.role + "`) is " +
+              planfile::dtypeName(got[k]) + "; it takes " + typesWord(o.types);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string operandList(const std::vector<OperandInfo> &decl) {
+  std::string s;
+  for (const OperandInfo &o : decl) {
+    s += (s.empty() ? "" : ", ") + std::string(o.role);
+    if (o.types == OperandTypes::Index)
+      s += " (i32)";
+    if (o.count == OperandCount::OneOrMore)
+      s += "…";
+    if (o.count == OperandCount::ZeroOrMore)
+      s += "… (optional)";
+  }
+  return s.empty() ? "—" : s;
+}
+
+/// A parameter's type in a few characters: i64, f64, str, i64[], 0/1, or its words.
+std::string shortType(const ParamInfo &p) {
+  switch (p.type) {
+  case ParamType::I64:
+    return "i64";
+  case ParamType::F64:
+    return "f64";
+  case ParamType::Str:
+    return "str";
+  case ParamType::I64List:
+    return "i64[]";
+  case ParamType::Flag:
+    return "0/1";
+  case ParamType::Enum:
+    break;
+  }
+  std::string s;
+  for (size_t i = 0; i < p.words.size(); ++i)
+    s += (i ? "/" : "") + std::string(p.words[i]);
+  return s;
+}
+
+std::string paramList(const KernelInfo &k) {
+  std::string s;
+  for (const ParamInfo &p : k.params)
+    s += (s.empty() ? "" : ", ") +
+         std::string(p.presence == ParamPresence::Optional ? "optional " : "") + "`" + p.name +
+         "` " + shortType(p);
+  return s.empty() ? "—" : s;
+}
+
+} // namespace
+
+#define TESSEL_ENUM(Enum, Doc)                                                                    \
+  std::string_view wordOf(Enum value) {                                                            \
+    return EnumTraits<Enum>::words().at(static_cast<size_t>(value));                              \
+  }
+#include "common/KernelCatalogue.def"
+
+const std::vector<KernelInfo> &kernels() {
+  static const std::vector<KernelInfo> table = buildTable();
+  return table;
+}
+
+const KernelInfo &kernelInfo(KernelId id) { return kernels()[static_cast<size_t>(id)]; }
+
+const KernelInfo *findKernel(std::string_view name) {
+  static const std::map<std::string_view, const KernelInfo *> byName = [] {
+    std::map<std::string_view, const KernelInfo *> m;
+    for (const KernelInfo &k : kernels())
+      m[k.name] = &k;
+    return m;
+  }();
+  auto it = byName.find(name);
+  return it == byName.end() ? nullptr : it->second;
+}
+
+bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
+                   const std::vector<planfile::DType> &outs, std::string &error) {
+  return checkDirection(kernel.ins, ins, "input", error) &&
+         checkDirection(kernel.outs, outs, "output", error);
+}
+
+bool decodeParams(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs,
+                  KernelParams &params, std::string &error) {
+  switch (kernel.id) {
+#define TESSEL_KERNEL(Id, Name, Family, Doc)                                                      \
+  case KernelId::Id: {                                                                             \
+    Id p;                                                                                          \
+    Decoder d(kernel, attrs, error);
+#define TESSEL_PARAM(Id, Name, Type, Presence, Doc) d.get(#Name, p.Name);
+#define TESSEL_KERNEL_END(Id)                                                                      \
+  if (!d.finish())                                                                                 \
+    return false;                                                                                  \
+  params = std::move(p);                                                                           \
+  return true;                                                                                     \
+  }
+#include "common/KernelCatalogue.def"
+  }
+  error = "is not in the kernel catalogue";
+  return false;
+}
+
+std::string markdownTable() {
+  std::ostringstream os;
+  const char *headings[] = {"Compute kernels", "Collectives and transfers", "Control"};
+  for (Family f : {Family::Compute, Family::Collective, Family::Control}) {
+    os << "\n#### " << headings[static_cast<int>(f)] << "\n\n";
+    os << "| kernel | ins → outs | params | what |\n|---|---|---|---|\n";
+    for (const KernelInfo &k : kernels()) {
+      if (k.family != f)
+        continue;
+      os << "| `" << k.name << "` | " << operandList(k.ins) << " → " << operandList(k.outs)
+         << " | " << paramList(k) << " | " << k.doc << " |\n";
+    }
+  }
+  return os.str();
+}
+
+namespace {
+
+const char *textType(ParamType t) {
+  switch (t) {
+  case ParamType::I64:
+    return "integer";
+  case ParamType::F64:
+    return "float";
+  case ParamType::Str:
+    return "string";
+  case ParamType::I64List:
+    return "integer list";
+  case ParamType::Flag:
+    return "0 or 1";
+  case ParamType::Enum:
+    break;
+  }
+  return "word";
+}
+
+} // namespace
+
+std::string textTable() {
+  std::ostringstream os;
+  for (const KernelInfo &k : kernels()) {
+    os << k.name << ": " << operandList(k.ins) << " -> " << operandList(k.outs) << "\n";
+    for (const ParamInfo &p : k.params) {
+      os << "    " << p.name << (p.presence == ParamPresence::Optional ? " (optional)" : "")
+         << ": ";
+      if (p.type == ParamType::Enum) {
+        for (size_t i = 0; i < p.words.size(); ++i)
+          os << (i ? " | " : "") << p.words[i];
+        os << "\n";
+        continue;
+      }
+      os << textType(p.type) << " — " << p.doc << "\n";
+    }
+    os << "    " << k.doc << "\n";
+  }
+  return os.str();
+}
+
+} // namespace tessel::catalogue

@@ -1,0 +1,128 @@
+//===- KernelCatalogue.h - The plan's kernels, from one declaration -*- C++ -*-===//
+//
+// What KernelCatalogue.def declares, as C++: an id per kernel, an enum per enumerated
+// parameter type, a struct per kernel holding its decoded parameters, and a table describing
+// every kernel (operands, parameters, documentation). The plan dialect checks `plan.kernel`
+// against the table; the runtime decodes each instruction's parameters once, at load, into
+// its kernel's struct, so a kernel call reads fields and never looks a parameter up by name;
+// `tessel kernels` prints the table that docs/plan-format.md holds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_COMMON_KERNELCATALOGUE_H
+#define TESSEL_COMMON_KERNELCATALOGUE_H
+
+#include "common/PlanFile.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace tessel::catalogue {
+
+enum class KernelId : uint16_t {
+#define TESSEL_KERNEL(Id, Name, Family, Doc) Id,
+#include "common/KernelCatalogue.def"
+};
+
+constexpr size_t kKernelCount = 0
+#define TESSEL_KERNEL(Id, Name, Family, Doc) +1
+#include "common/KernelCatalogue.def"
+    ;
+
+#define TESSEL_ENUM(Enum, Doc) enum class Enum : uint8_t {
+#define TESSEL_ENUM_VALUE(Enum, Value, Word) Value,
+#define TESSEL_ENUM_END(Enum) };
+#include "common/KernelCatalogue.def"
+
+//===----------------------------------------------------------------------===//
+// Parameter structs
+//===----------------------------------------------------------------------===//
+
+/// The C++ type of each parameter type the .def names.
+using I64 = int64_t;
+using F64 = double;
+using Str = std::string;
+using I64List = std::vector<int64_t>;
+using Flag = bool;
+template <class T> using Required = T;
+template <class T> using Optional = std::optional<T>;
+
+#define TESSEL_KERNEL(Id, Name, Family, Doc) struct Id {
+#define TESSEL_PARAM(Id, Name, Type, Presence, Doc) Presence<Type> Name{};
+#define TESSEL_KERNEL_END(Id) };
+#include "common/KernelCatalogue.def"
+
+/// One instruction's decoded parameters: the struct of its kernel.
+using KernelParams = std::variant<std::monostate
+#define TESSEL_KERNEL(Id, Name, Family, Doc) , Id
+#include "common/KernelCatalogue.def"
+                                  >;
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+enum class Family : uint8_t { Compute, Collective, Control };
+enum class Direction : uint8_t { In, Out };
+/// The element types an operand accepts: Float is f32, bf16 or f16; Index is i32.
+enum class OperandTypes : uint8_t { Float, Index, AnyType };
+enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore };
+enum class ParamPresence : uint8_t { Required, Optional };
+enum class ParamType : uint8_t { I64, F64, Str, I64List, Flag, Enum };
+
+struct OperandInfo {
+  const char *role;
+  OperandTypes types;
+  OperandCount count;
+};
+
+struct ParamInfo {
+  const char *name;
+  ParamType type;
+  ParamPresence presence;
+  const char *enumName;                 ///< For ParamType::Enum.
+  std::vector<std::string_view> words;  ///< For ParamType::Enum: the words, by value.
+  const char *doc;
+};
+
+struct KernelInfo {
+  KernelId id;
+  const char *name;
+  Family family;
+  const char *doc;
+  std::vector<OperandInfo> ins, outs;
+  std::vector<ParamInfo> params;
+};
+
+/// Every kernel, in declaration order (indexed by KernelId).
+const std::vector<KernelInfo> &kernels();
+const KernelInfo &kernelInfo(KernelId id);
+/// The kernel called `name` in a plan, or null.
+const KernelInfo *findKernel(std::string_view name);
+
+/// The word of an enum value, as a plan stores it.
+#define TESSEL_ENUM(Enum, Doc) std::string_view wordOf(Enum value);
+#include "common/KernelCatalogue.def"
+
+/// Checks an instruction's operand count and element types against `kernel`; false with the
+/// reason in `error` ("input 2 (`ids`) is f32; it takes i32").
+bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
+                   const std::vector<planfile::DType> &outs, std::string &error);
+
+/// Decodes an instruction's parameters into its kernel's struct: a required parameter that is
+/// missing, one of the wrong type, an enum word the kernel does not know, or a parameter the
+/// kernel does not take is refused with the reason in `error`.
+bool decodeParams(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs,
+                  KernelParams &params, std::string &error);
+
+/// The kernel table of docs/plan-format.md, in Markdown.
+std::string markdownTable();
+/// One line per kernel: its name, operands and parameters (`tessel kernels`).
+std::string textTable();
+
+} // namespace tessel::catalogue
+
+#endif // TESSEL_COMMON_KERNELCATALOGUE_H

@@ -1,0 +1,85 @@
+//===- Device.h - What the executor asks of a device -------------*- C++ -*-===//
+//
+// The executor never touches memory itself: it allocates buffers on a device, moves bytes
+// between the host and those buffers through the device, and launches each instruction as the
+// device's kernel for its catalogue entry on one of the device's streams. The CPU device
+// (device/cpu) implements this over host memory, OpenBLAS and OpenMP; a GPU device implements
+// the same interface over its own memory and streams, without changes to the executor.
+//
+// Addresses a device hands out (DeviceBuffer::address) are in the device's address space: the
+// executor computes operand addresses from them (base + offset) and gives them to kernels and
+// communicators, which belong to the same device, but never reads or writes through them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_DEVICE_DEVICE_H
+#define TESSEL_RUNTIME_DEVICE_DEVICE_H
+
+#include "runtime/core/KernelCall.h"
+
+#include "common/KernelCatalogue.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+/// A block of device memory, freed with the object.
+class DeviceBuffer {
+public:
+  virtual ~DeviceBuffer() = default;
+  /// Where the buffer starts, in the device's address space.
+  virtual void *address() const = 0;
+  virtual uint64_t bytes() const = 0;
+};
+
+/// A point in a stream's work: done once everything launched on the stream before it is.
+struct DeviceEvent {
+  uint32_t stream = 0;
+  uint64_t sequence = 0;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// "cpu", "cuda:0", ...
+  virtual std::string name() const = 0;
+
+  /// `bytes` of zeroed memory (at least one byte's worth of address); null with the reason.
+  virtual std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) = 0;
+
+  /// Host to device and back; `device` is an address inside a buffer of this device. Both wait
+  /// for the work launched before them on every stream, and are done when they return.
+  virtual void upload(void *device, const void *host, uint64_t bytes) = 0;
+  virtual void download(void *host, const void *device, uint64_t bytes) = 0;
+
+  /// The device's handler of `kernel` for operands of these element types; null, with the
+  /// reason, where the device does not run that combination (a bf16 operand on a device that
+  /// computes in f32).
+  virtual KernelFn kernel(const catalogue::KernelInfo &kernel,
+                          const std::vector<planfile::DType> &ins,
+                          const std::vector<planfile::DType> &outs, std::string &error) = 0;
+
+  /// The streams the device runs at once; an instruction's `stream` must be below it.
+  virtual uint32_t streams() const = 0;
+  /// Launches `fn` on `stream`, after what was launched there before. False, with the reason
+  /// in call.error, where the kernel failed (a device that runs launches later reports a
+  /// failure at the next synchronize).
+  virtual bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
+                      const catalogue::KernelParams &params) = 0;
+  /// Marks the current end of `stream`; `waitFor` makes another stream wait for it.
+  virtual DeviceEvent record(uint32_t stream) = 0;
+  virtual void waitFor(uint32_t stream, const DeviceEvent &event) = 0;
+  /// Waits for every stream; false with the first failure's reason.
+  virtual bool synchronize(std::string &error) = 0;
+};
+
+/// The CPU device: host memory, the kernels of kernels/cpu, one stream that runs each launch
+/// before returning.
+std::unique_ptr<Device> createCpuDevice();
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_DEVICE_DEVICE_H

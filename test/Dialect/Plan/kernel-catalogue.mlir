@@ -1,0 +1,98 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics
+// plan.kernel is checked against the kernel catalogue (common/KernelCatalogue.def): the kernel,
+// its operand count and element types, each parameter's presence, type and enum word, and no
+// parameter it does not take. The runtime refuses the same plans at load, from the same table.
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'plan.kernel' op calls 'nope', which is not in the kernel catalogue}}
+    plan.kernel "nope" outs(%a : memref<4xf32>) {}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %t = plan.alloc : memref<4x2xf32>
+    %i = plan.alloc : memref<4xf32>
+    %y = plan.alloc : memref<4x2xf32>
+    // expected-error @+1 {{'embedding' input 1 (`ids`) is f32; it takes i32}}
+    plan.kernel "embedding" ins(%t, %i : memref<4x2xf32>, memref<4xf32>) outs(%y : memref<4x2xf32>) {n = 4 : i64, rows = 4 : i64, cols = 2 : i64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'softmax' takes 1 input, not 2}}
+    plan.kernel "softmax" ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%a : memref<4xf32>) {rows = 1 : i64, cols = 4 : i64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'softmax' needs parameter 'cols'}}
+    plan.kernel "softmax" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) {rows = 1 : i64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'softmax' has parameter 'rows' of the wrong type; it takes an integer}}
+    plan.kernel "softmax" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) {rows = 1.0 : f64, cols = 4 : i64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'binary' has op 'pow'; it takes add, sub, mul, div}}
+    plan.kernel "binary" ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%a : memref<4xf32>) {op = "pow", shape = array<i64: 4>, a_strides = array<i64: 1>, b_strides = array<i64: 1>}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'fill' has parameter 'event', which it does not take}}
+    plan.kernel "fill" outs(%a : memref<4xf32>) {n = 4 : i64, value = 0.0 : f64, event = 1 : i64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<2x2xf32>
+    // expected-error @+1 {{'gemm' has parameter 'trans_a' of the wrong type; it takes a flag (0 or 1)}}
+    plan.kernel "gemm" ins(%a, %a : memref<2x2xf32>, memref<2x2xf32>) outs(%a : memref<2x2xf32>) {batch_shape = array<i64>, a_batch_strides = array<i64>, b_batch_strides = array<i64>, c_batch_strides = array<i64>, m = 2 : i64, n = 2 : i64, k = 2 : i64, trans_a = 2 : i64, trans_b = 0 : i64, lda = 2 : i64, ldb = 2 : i64, ldc = 2 : i64}
+  }
+}
+
+// -----
+
+// Variadic inputs, an optional parameter, and 16-bit floats are accepted.
+module {
+  plan.program "p" rank 0 {
+    %a = plan.alloc : memref<4xbf16>
+    %b = plan.alloc : memref<8xf16>
+    %n = plan.alloc : memref<1xf32>
+    plan.kernel "sum_squares" ins(%a, %b : memref<4xbf16>, memref<8xf16>) outs(%n : memref<1xf32>) {}
+    plan.kernel "all_reduce" ins(%n : memref<1xf32>) outs(%n : memref<1xf32>) {group = "dp", op = "sum", n = 1 : i64, event = 1 : i64}
+    plan.kernel "wait" {event = 1 : i64}
+  }
+}

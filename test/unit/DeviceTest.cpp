@@ -1,0 +1,141 @@
+//===- DeviceTest.cpp - The executor runs on the device interface ---------===//
+//
+// A device that wraps the CPU device and records every call shows that the executor allocates,
+// copies and launches only through the interface, and a plan with 16-bit operands is refused
+// by the CPU device at load, naming the instruction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/Executor.h"
+#include "runtime/device/Device.h"
+
+#include "test/unit/ExecutorState.h"
+#include "test/unit/PlanBuilders.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace tessel;
+using namespace tessel::planfile;
+using rt::Device;
+using rt::DeviceBuffer;
+using rt::DeviceEvent;
+using rt::Executor;
+using rt::KernelCall;
+using rt::KernelFn;
+
+namespace {
+
+/// The CPU device, counting what is asked of it.
+class RecordingDevice : public Device {
+public:
+  struct Counts {
+    int allocations = 0, uploads = 0, downloads = 0, launches = 0, synchronizes = 0;
+    std::vector<std::string> kernels;
+  };
+  explicit RecordingDevice(Counts &counts) : counts_(counts), cpu_(rt::createCpuDevice()) {}
+
+  std::string name() const override { return "recording"; }
+  std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) override {
+    ++counts_.allocations;
+    return cpu_->allocate(bytes, error);
+  }
+  void upload(void *device, const void *host, uint64_t bytes) override {
+    ++counts_.uploads;
+    cpu_->upload(device, host, bytes);
+  }
+  void download(void *host, const void *device, uint64_t bytes) override {
+    ++counts_.downloads;
+    cpu_->download(host, device, bytes);
+  }
+  KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<DType> &ins,
+                  const std::vector<DType> &outs, std::string &error) override {
+    counts_.kernels.push_back(kernel.name);
+    return cpu_->kernel(kernel, ins, outs, error);
+  }
+  uint32_t streams() const override { return 1; }
+  bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
+              const catalogue::KernelParams &params) override {
+    ++counts_.launches;
+    return cpu_->launch(stream, fn, call, params);
+  }
+  DeviceEvent record(uint32_t stream) override { return cpu_->record(stream); }
+  void waitFor(uint32_t stream, const DeviceEvent &event) override { cpu_->waitFor(stream, event); }
+  bool synchronize(std::string &error) override {
+    ++counts_.synchronizes;
+    return cpu_->synchronize(error);
+  }
+
+private:
+  Counts &counts_;
+  std::unique_ptr<Device> cpu_;
+};
+
+BufferRef arenaRef(uint64_t offset, uint64_t elements, DType type = DType::F32) {
+  return {Storage::Arena, 0, offset * 4, elements * 4, type};
+}
+
+/// One rank: y = exp(w) into the arena, then w = y + y; output "y".
+Plan twoKernels(DType type = DType::F32) {
+  Plan plan;
+  plan.model = "test";
+  StateTensor w;
+  w.name = "w";
+  w.role = "param";
+  w.shape = {4};
+  plan.state.push_back(w);
+  Program p;
+  p.name = "step";
+  p.arenaBytes = 16;
+  p.instrs.push_back(test::makeInstr("unary", {{Storage::State, 0, 0, 16, DType::F32}},
+                                     {arenaRef(0, 4, type)},
+                                     {{"op", std::string("exp")}, {"n", int64_t(4)}},
+                                     "test.model:2:3"));
+  p.instrs.push_back(test::makeInstr(
+      "binary", {arenaRef(0, 4, type), arenaRef(0, 4, type)}, {{Storage::State, 0, 0, 16, DType::F32}},
+      {{"op", std::string("add")},
+       {"shape", std::vector<int64_t>{4}},
+       {"a_strides", std::vector<int64_t>{1}},
+       {"b_strides", std::vector<int64_t>{1}}},
+      "test.model:3:3"));
+  p.outputs.push_back({"y", DType::F32, {4}, {}, arenaRef(0, 4)});
+  plan.programs.push_back(p);
+  return plan;
+}
+
+TEST(Device, ExecutorAllocatesCopiesAndLaunchesThroughTheDevice) {
+  RecordingDevice::Counts counts;
+  std::string error;
+  auto ex = Executor::create(twoKernels(), 0, error, nullptr,
+                             std::make_unique<RecordingDevice>(counts));
+  ASSERT_TRUE(ex) << error;
+  EXPECT_EQ(counts.allocations, 2); // The arena and the one state tensor.
+  EXPECT_EQ(counts.kernels, (std::vector<std::string>{"unary", "binary"}));
+
+  const float w[4] = {0, 1, 2, -1};
+  ASSERT_TRUE(ex->writeState(0, w));
+  EXPECT_EQ(counts.uploads, 1);
+  ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+  EXPECT_EQ(counts.launches, 2);
+  EXPECT_GE(counts.synchronizes, 1);
+
+  const float *y = ex->output("step", "y");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(counts.downloads, 1);
+  EXPECT_FLOAT_EQ(y[1], std::exp(1.0f));
+  ex->output("step", "y"); // Copied once per run.
+  EXPECT_EQ(counts.downloads, 1);
+  EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 2), 2 * std::exp(2.0f));
+}
+
+TEST(Device, CpuDeviceRefusesSixteenBitOperandsAtLoad) {
+  std::string error;
+  EXPECT_FALSE(Executor::create(twoKernels(DType::BF16), 0, error));
+  EXPECT_NE(error.find("instruction 0 of program 'step' (kernel 'unary', from test.model:2:3): "
+                      "output 0 is bf16; the cpu device computes in f32"),
+            std::string::npos)
+      << error;
+}
+
+} // namespace
