@@ -342,7 +342,7 @@ TEST(RanksExecutor, EachProcessTakesTheRowsOfItsRanks) {
   Program p = program("forward_backward", 16, {});
   p.inputs.push_back({"tokens", DType::I32, {2, 3}, {"dp", ""}, arena(0, 6, DType::I32)});
   p.inputs.push_back({"targets", DType::I32, {2, 3}, {"dp", ""}, arena(8, 6, DType::I32)});
-  Plan plan = spmd(4, {}, p, {{"tp", {0, 1}}, {"tp", {2, 3}}, {"dp", {0, 2}}, {"dp", {1, 3}}});
+  Plan plan = spmd({{"dp", 2}, {"tp", 2}}, {}, p);
   using Rows = std::vector<bool>;
   EXPECT_EQ(rt::dataRowsOf(plan, {0}, 4), (Rows{true, true, false, false}));
   EXPECT_EQ(rt::dataRowsOf(plan, {1}, 4), (Rows{true, true, false, false}));
@@ -350,12 +350,17 @@ TEST(RanksExecutor, EachProcessTakesTheRowsOfItsRanks) {
   EXPECT_EQ(rt::dataRowsOf(plan, {3}, 4), (Rows{false, false, true, true}));
   EXPECT_EQ(rt::dataRowsOf(plan, {0, 1, 2, 3}, 4), Rows(4, true));
   EXPECT_EQ(rt::dataRowsOf(plan, {0}, 8), Rows(8, false));
-  // A rank whose programs read no data (a middle pipeline stage) takes no rows; one that reads
-  // only the targets (the last stage) takes the rows of its targets.
-  plan.programs[2].inputs.clear();
-  plan.programs[3].inputs.erase(plan.programs[3].inputs.begin());
-  EXPECT_EQ(rt::dataRowsOf(plan, {2}, 4), Rows(4, false));
-  EXPECT_EQ(rt::dataRowsOf(plan, {3}, 4), (Rows{false, false, true, true}));
+  // A pipeline {pp = 3, dp = 2}: the first stage (ranks 0, 1) reads the tokens, the middle one
+  // (ranks 2, 3) no data, the last (ranks 4, 5) the targets.
+  Plan piped = spmd({{"pp", 3}, {"dp", 2}}, {}, p);
+  piped.programs[0].inputs.pop_back();
+  piped.programs[1].inputs.clear();
+  piped.programs[2].inputs.erase(piped.programs[2].inputs.begin());
+  EXPECT_EQ(rt::dataRowsOf(piped, {1}, 4), (Rows{false, false, true, true}));
+  EXPECT_EQ(rt::dataRowsOf(piped, {2}, 4), Rows(4, false));
+  EXPECT_EQ(rt::dataRowsOf(piped, {3}, 4), Rows(4, false));
+  EXPECT_EQ(rt::dataRowsOf(piped, {4}, 4), (Rows{true, true, false, false}));
+  EXPECT_EQ(rt::dataRowsOf(piped, {0, 1, 2, 3, 4, 5}, 4), Rows(4, true));
 }
 
 TEST(RanksExecutor, FailingRankIsNamedAndNoRankHangs) {
