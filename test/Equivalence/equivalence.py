@@ -115,12 +115,12 @@ def pairwise_layouts(varied):
     def pairs(c):
         return {((a, c[a]), (b, c[b])) for a, b in itertools.combinations(names, 2)}
 
-    todo = set().union(*(pairs(c) for c in configs))
+    uncovered = set().union(*(pairs(c) for c in configs))
     chosen = []
-    while todo:
-        best = max(configs, key=lambda c: (len(pairs(c) & todo), -ranks(c)))
+    while uncovered:
+        best = max(configs, key=lambda c: (len(pairs(c) & uncovered), -ranks(c)))
         chosen.append(best)
-        todo -= pairs(best)
+        uncovered -= pairs(best)
     return chosen
 
 
