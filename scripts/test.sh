@@ -15,8 +15,19 @@ lit_log=$(mktemp)
 /usr/lib/llvm-22/bin/lit -sv "$root/build/test" > "$lit_log" 2>&1 || failed=1
 grep -E '^(FAIL|XPASS|UNRESOLVED|TIMEOUT):|Failed Tests|^  Tessel ::' "$lit_log" || true
 if [ "$failed" -ne 0 ]; then
-  # What each failing test printed, so a failure on another machine can be read from the log.
-  awk '/^\*+ TEST .* FAILED \*+$/ {show=1; n=0} show && n++ < 80 {print} /^\*+$/ && show {show=0}' "$lit_log"
+  # What each failing test printed, so a failure on another machine can be read from the log:
+  # its first lines (the commands) and its last (what FileCheck or the test found wrong).
+  awk '
+    /^\*+ TEST .* FAILED \*+$/ { show = 1; n = 0; print; next }
+    show && /^\*+$/ {
+      for (i = (n > 100 ? n - 99 : 1); i <= n; i++) {
+        if (n > 100 && i == n - 99) print "[... " (n - 100) " lines left out ...]"
+        print line[i]
+      }
+      print; show = 0; next
+    }
+    show { line[++n] = $0 }
+  ' "$lit_log"
 fi
 count() { { grep -oE "^ *($1) *: *[0-9]+" "$lit_log" || true; } | { grep -oE '[0-9]+$' || true; } | awk '{s+=$1} END {print s+0}'; }
 lit_passed=$(count 'Passed')

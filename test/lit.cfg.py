@@ -11,6 +11,10 @@ config.test_exec_root = os.path.join(config.tessel_obj_root, "test")
 
 config.environment["PATH"] = os.pathsep.join(
     [config.tessel_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# glibc fills every allocation and every freed block with this byte, so code that reads
+# memory it never wrote (or after freeing it) fails the same way on every machine instead of
+# only where the allocator happens to hand out dirty memory.
+config.environment["MALLOC_PERTURB_"] = "165"
 config.substitutions.append(("%tessel_root", config.tessel_src_root))
 config.substitutions.append(("%tessel_build", config.tessel_obj_root))
 # Absolute tool paths, for programs that re-execute themselves (gtest death tests).
@@ -18,8 +22,12 @@ config.substitutions.append(("%tessel_bin", config.tessel_tools_dir))
 config.substitutions.append(("%examples", os.path.join(config.tessel_src_root, "examples")))
 # Debian's interpreter, which has torch and numpy (the parity tests' PyTorch reference).
 config.substitutions.append(("%python", "/usr/bin/python3"))
-# MPI jobs on this machine: more processes than cores, and CI runs as root.
-config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+# MPI jobs on this machine: more processes than cores, and CI runs as root. OpenMPI's launcher
+# itself reads memory it never wrote (it crashes with MALLOC_PERTURB_ set), so only the ranks,
+# Tessel's code, get the filled allocations.
+config.substitutions.append(
+    ("%mpirun", "env -u MALLOC_PERTURB_ mpirun --allow-run-as-root --oversubscribe "
+                "-x MALLOC_PERTURB_=" + config.environment["MALLOC_PERTURB_"]))
 lit_config.parallelism_groups["mpi"] = 1
 
 if config.have_cuda:
@@ -33,7 +41,7 @@ import shutil
 import subprocess
 
 netns_hosts = os.path.join(config.tessel_src_root, "scripts", "netns-hosts.sh")
-config.substitutions.append(("%netns_hosts", netns_hosts))
+config.substitutions.append(("%netns_hosts", "env -u MALLOC_PERTURB_ " + netns_hosts))
 missing_mpi = [tool for tool in ("mpirun", "mpicc") if shutil.which(tool) is None]
 if missing_mpi:
     lit_config.note("skipped: MPI tests need OpenMPI (%s not found; Debian: openmpi-bin, "

@@ -288,7 +288,11 @@ def main():
         return 1
     template = open(args.model).read()
     one = {"dp": 1, "tp": 1, "pp": 1, "sp": 0, "zero": 0, "acc": 1, "recompute": "none"}
-    ref = train(args, one, template)
+    try:
+        ref = train(args, one, template)
+    except (RuntimeError, KeyError, OSError) as e:
+        print(f"FAIL the one-rank reference: {e}")
+        return 1
     if len(ref[0]) != STEPS:
         print(f"the one-rank run logged {len(ref[0])} steps, not {STEPS}")
         return 1

@@ -142,14 +142,16 @@ FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
       OpBuilder b(op->getContext());
       b.setInsertionPointAfter(op);
       Operation *copy = b.clone(*op);
-      seg[copy] = seg[user];
+      // Read before inserting: inserting may grow the map and move its entries.
+      Segment where = seg.lookup(user);
+      seg[copy] = where;
       int64_t on = chunk;
       op->replaceUsesWithIf(copy->getResults(), [&](OpOperand &use) {
         return seg.count(use.getOwner()) && seg[use.getOwner()].chunk == on;
       });
     }
     if (first)
-      seg[op] = seg[first];
+      seg[op] = seg.lookup(first);
     else if (returned)
       seg[op] = {st.chunks() - 1, Phase::Forward};
     else
