@@ -825,6 +825,10 @@ LogicalResult Lowering::lower(Operation *op) {
         kernel(loc, "global_norm", ins, {r}, {});
         return success();
       })
+      .Case([&](graph::GuardFiniteOp o) {
+        kernel(loc, "guard_finite", {buffer(o.getValue())}, {}, {});
+        return success();
+      })
       .Case([&](graph::ClipCoefficientOp o) {
         Value r = define(o.getResult());
         kernel(loc, "clip_coefficient", {buffer(o.getNorm())}, {r},
