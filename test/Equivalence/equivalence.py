@@ -36,9 +36,9 @@ valid combination instead (--list prints the layouts without running them). The 
 A layout with pp > 1 takes, of the schedules its micro-batches allow (afab; 1f1b and zbh1 with
 at least pp micro-batches; interleaved, v = 2, with a multiple of pp), the one used least so
 far, so that the pipelined layouts of a covering array run every schedule; the schedules'
-pairs with the other settings are the threads suite's explicit pipeline layouts. (recompute
-is a setting the compiler accepts and records; the layouts check that it leaves training
-unchanged.)
+pairs with the other settings are the threads suite's explicit pipeline layouts. Recomputation
+(-tessel-recompute) computes the same values again in the backward pass, so it must leave the
+losses and parameters as they are.
 
 usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--layout SPEC]...
                       [--factors LIST] [--full] [--mpirun 'mpirun --oversubscribe ...']

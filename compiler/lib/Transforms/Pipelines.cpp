@@ -14,6 +14,7 @@ void tessel::buildShardingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createPipelineSchedule());
   pm.addPass(createPartition());
   pm.addPass(createVerifySharding());
+  pm.addPass(createRecompute());
   pm.addPass(createPipelineSplit());
   pm.addPass(createBucketGradients());
   pm.addPass(createVerifySharding());

@@ -111,6 +111,25 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::shard::ShardDialect"];
 }
 
+def Recompute : Pass<"tessel-recompute", "mlir::ModuleOp"> {
+  let summary = "Recomputes activations in the backward pass instead of storing them";
+  let description = [{
+    In `@forward_backward` (after partitioning, so that collectives are recomputed with what
+    they gather): with `full`, only each layer's input (a value read by another layer or by
+    what follows the layers) is kept for the backward pass; with `selective`, also the
+    results of contractions and attention. Every other forward value of a layer that a
+    backward op reads is recomputed right before its first backward use by clones of the ops
+    that made it (same attributes: layer, sharding, dropout mask numbers, so the same bits),
+    and the backward ops read the copies. `none` changes nothing. The mode is the spec's
+    `recompute` (the module's `tessel.parallel`) unless the `mode` option names one.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
+           "none, selective or full (default: the spec's)">
+  ];
+  let dependentDialects = ["::tessel::graph::GraphDialect"];
+}
+
 def VerifySharding : Pass<"tessel-verify-sharding", "mlir::ModuleOp"> {
   let summary = "Checks that a partitioned module uses every value as it is laid out";
   let description = [{
