@@ -109,9 +109,8 @@ Value Recomputer::recompute(Value v, Operation *at) {
   for (Value x : def->getOperands())
     recompute(x, at);
   OpBuilder b(at);
-  Operation *clone = b.clone(*def, copies_); // Maps the results into copies_ too.
+  b.clone(*def, copies_); // Maps the results into copies_ too.
   ++cloned_;
-  (void)clone;
   return copies_.lookup(v);
 }
 
