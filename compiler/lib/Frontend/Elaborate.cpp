@@ -555,8 +555,9 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       if (target->size != size) {
         error(to->loc, "'" + from + "' has size " + std::to_string(size) + " but '" +
                            target->name + "' has size " + std::to_string(target->size),
-              "a dim is renamed to another name of its size; declare one in dims: " +
-                  target->name + " = " + from);
+              "a dim is renamed to another name of its size; declare one in dims { ... }, "
+              "as in " +
+                  from + "_2 = " + from);
         ok = false;
         continue;
       }
