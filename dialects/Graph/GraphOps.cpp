@@ -219,9 +219,9 @@ LogicalResult WhereOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
     return failure();
-  return expectShape(
-      *this, whereShape(shapes->operands[0], shapes->operands[1], shapes->operands[2]),
-      shapes->result);
+  return expectShape(*this,
+                     whereShape(shapes->operands[0], shapes->operands[1], shapes->operands[2]),
+                     shapes->result);
 }
 
 LogicalResult PositionsOp::verify() {

@@ -194,8 +194,8 @@ void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent) 
   case UnaryKind::Pow:
     return unaryWith(lanes([exponent](float v) { return std::pow(v, exponent); }), n, x, y);
   case UnaryKind::GeluErf:
-    return unaryWith(lanes([](float v) { return 0.5f * v * (1.0f + std::erf(v * kSqrtHalf)); }),
-                     n, x, y);
+    return unaryWith(lanes([](float v) { return 0.5f * v * (1.0f + std::erf(v * kSqrtHalf)); }), n,
+                     x, y);
   }
 }
 

@@ -200,9 +200,9 @@ TEST(CpuKernelsElementwise, BinaryMatchesReference) {
     Floats b = randomFloats(c.sizeB, 0.5f, 2, seed++);
     for (size_t i = 0; i < b.size(); i += 2)
       b[i] = -b[i];
-    for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div,
-                            BinaryKind::Lt, BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge,
-                            BinaryKind::Eq, BinaryKind::Ne}) {
+    for (BinaryKind kind :
+         {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Lt,
+          BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge, BinaryKind::Eq, BinaryKind::Ne}) {
       const int64_t n = c.shape.numElements();
       Floats out(static_cast<size_t>(n), NAN);
       binary(kind, c.shape, a.data(), c.sa, b.data(), c.sb, out.data());
@@ -230,8 +230,8 @@ TEST(CpuKernelsElementwise, ComparisonsGiveOneOrZeroAndMeetAtEquality) {
          out.data());
   EXPECT_EQ(out, (Floats{1, 0, 0, 0, 1, 0, 0, 0, 1}));
   const Floats nan = {NAN};
-  binary(BinaryKind::Ne, makeShape({1}), nan.data(), makeStrides({1}), nan.data(),
-         makeStrides({1}), out.data());
+  binary(BinaryKind::Ne, makeShape({1}), nan.data(), makeStrides({1}), nan.data(), makeStrides({1}),
+         out.data());
   EXPECT_EQ(out[0], 1.0f); // NaN differs from everything, itself included, as in IEEE 754.
 }
 
@@ -267,9 +267,9 @@ TEST(CpuKernelsElementwise, BinarySubtractsInOperandOrder) {
 }
 
 const UnaryKind kAllUnary[] = {
-    UnaryKind::Neg,     UnaryKind::Exp,    UnaryKind::Log,  UnaryKind::Sqrt,   UnaryKind::Rsqrt,
-    UnaryKind::Tanh,    UnaryKind::Gelu,   UnaryKind::Silu, UnaryKind::Relu,   UnaryKind::Sigmoid,
-    UnaryKind::Square,  UnaryKind::Pow,    UnaryKind::GeluErf};
+    UnaryKind::Neg,    UnaryKind::Exp,  UnaryKind::Log,    UnaryKind::Sqrt, UnaryKind::Rsqrt,
+    UnaryKind::Tanh,   UnaryKind::Gelu, UnaryKind::Silu,   UnaryKind::Relu, UnaryKind::Sigmoid,
+    UnaryKind::Square, UnaryKind::Pow,  UnaryKind::GeluErf};
 
 /// The exponent the tests give pow (the other kinds ignore it).
 constexpr float kPowExponent = 1.5f;

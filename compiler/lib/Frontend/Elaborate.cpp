@@ -18,15 +18,14 @@ using namespace tessel::detail;
 
 namespace {
 
-const std::vector<std::string> kUnaryOps = {"exp",  "log",  "sqrt",    "rsqrt",  "tanh",
-                                            "gelu", "silu", "relu",    "sigmoid", "square",
-                                            "gelu_erf"};
+const std::vector<std::string> kUnaryOps = {"exp",  "log",  "sqrt",    "rsqrt",  "tanh",    "gelu",
+                                            "silu", "relu", "sigmoid", "square", "gelu_erf"};
 const std::vector<std::string> kBuiltins = {
-    "exp",       "log",       "sqrt",          "rsqrt",     "tanh",      "gelu",
-    "silu",      "relu",      "sigmoid",       "square",    "gelu_erf",  "pow",
-    "softmax",   "sum",       "mean",          "layernorm", "rmsnorm",   "embedding",
-    "cross_entropy", "attention", "rope",      "dropout",   "split",     "merge",
-    "permute",   "contract",  "where",         "positions", "rename"};
+    "exp",           "log",       "sqrt",    "rsqrt",     "tanh",     "gelu",
+    "silu",          "relu",      "sigmoid", "square",    "gelu_erf", "pow",
+    "softmax",       "sum",       "mean",    "layernorm", "rmsnorm",  "embedding",
+    "cross_entropy", "attention", "rope",    "dropout",   "split",    "merge",
+    "permute",       "contract",  "where",   "positions", "rename"};
 
 std::string joinPath(const std::vector<std::string> &parts, const std::string &last) {
   std::string out;
@@ -273,8 +272,8 @@ Value Sema::elementwise(const std::string &opName, const Value &a, const Value &
   const TensorType &tx = typeOf(x), &ty = typeOf(y);
   if (tx.dtype != ty.dtype || !isFloat(tx.dtype)) {
     error(loc, std::string(compares ? "comparisons need" : "arithmetic needs") +
-                   " floating-point tensors of one type, not " + dtypeName(tx.dtype) +
-                   " and " + dtypeName(ty.dtype));
+                   " floating-point tensors of one type, not " + dtypeName(tx.dtype) + " and " +
+                   dtypeName(ty.dtype));
     return Value::error();
   }
   ShapeResult r = broadcastShapes(tx.dims, ty.dims);
@@ -497,16 +496,14 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       if (typeOf(t).dtype != dtype) {
         error(args.positional[i]->loc, std::string("'where' selects between tensors of the "
                                                    "condition's element type, not ") +
-                                           dtypeName(typeOf(t).dtype) + " and " +
-                                           dtypeName(dtype));
+                                           dtypeName(typeOf(t).dtype) + " and " + dtypeName(dtype));
         return Value::error();
       }
       operands.push_back(t);
     }
     if (operands[1] < 0 || operands[2] < 0)
       return Value::error();
-    return finish(whereShape(typeOf(cond).dims, typeOf(operands[1]).dims,
-                             typeOf(operands[2]).dims),
+    return finish(whereShape(typeOf(cond).dims, typeOf(operands[1]).dims, typeOf(operands[2]).dims),
                   Op{}, operands);
   }
   if (fn == "positions") {
@@ -520,8 +517,8 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
   if (fn == "rename") {
     // rename(x, seq = seq_k, ...): the keywords are dims of x, their values the new names.
     if (args.positional.size() != 1) {
-      error(call.loc, "'rename' takes 1 positional argument, not " +
-                          std::to_string(args.positional.size()),
+      error(call.loc,
+            "'rename' takes 1 positional argument, not " + std::to_string(args.positional.size()),
             "rename(x, seq = seq_k)");
       return Value::error();
     }
@@ -553,8 +550,9 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       }
       int64_t size = shape[findDim(shape, from)].size;
       if (target->size != size) {
-        error(to->loc, "'" + from + "' has size " + std::to_string(size) + " but '" +
-                           target->name + "' has size " + std::to_string(target->size),
+        error(to->loc,
+              "'" + from + "' has size " + std::to_string(size) + " but '" + target->name +
+                  "' has size " + std::to_string(target->size),
               "a dim is renamed to another name of its size; declare one in dims { ... }, "
               "as in " +
                   from + "_2 = " + from);
@@ -909,8 +907,8 @@ Value Sema::evalTensorExpr(const ast::Expr &expr, Frame &frame) {
       return id < 0 ? Value::error() : Value::ofTensor(id);
     }
     static const std::map<std::string, std::string> names = {
-        {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"<", "lt"},  {"<=", "le"},
-        {">", "gt"},  {">=", "ge"}, {"==", "eq"}, {"!=", "ne"}};
+        {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"<", "lt"},
+        {"<=", "le"}, {">", "gt"},  {">=", "ge"}, {"==", "eq"}, {"!=", "ne"}};
     auto it = names.find(op);
     if (it == names.end()) {
       error(expr.loc, "'" + op + "' works on numbers, not tensors");

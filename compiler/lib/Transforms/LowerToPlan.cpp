@@ -727,8 +727,7 @@ LogicalResult Lowering::lower(Operation *op) {
       .Case([&](graph::SumOp o) { return reduce(o, false); })
       .Case([&](graph::MeanOp o) { return reduce(o, true); })
       .Case<graph::BroadcastOp, graph::PermuteOp>([&](Operation *o) { return copy(o); })
-      .Case<graph::SplitOp, graph::MergeOp, graph::RenameOp>(
-          [&](Operation *o) { return view(o); })
+      .Case<graph::SplitOp, graph::MergeOp, graph::RenameOp>([&](Operation *o) { return view(o); })
       .Case([&](graph::SoftmaxOp o) {
         return lowerAlongDims(o, "softmax", shapeOf(o.getInput()), {o.getDim().str()},
                               o->getOperands(), {true}, o->getResults(), {true}, {});
