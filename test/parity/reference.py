@@ -397,15 +397,17 @@ class MaskedAttention(nn.Module):
 
 
 class MaskedMlp(nn.Module):
-    """embed -> ffn, exact GELU, ffn -> embed, no biases."""
+    """A square mixing matrix embed -> embed, then embed -> ffn, exact GELU, ffn -> embed; no
+    biases."""
 
     def __init__(self, c: ModelConfig):
         super().__init__()
+        self.c_mix = _param(c.embed, c.embed)
         self.c_fc = _param(c.embed, c.ffn)
         self.c_proj = _param(c.ffn, c.embed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return gelu_erf(x @ self.c_fc) @ self.c_proj
+        return gelu_erf((x @ self.c_mix) @ self.c_fc) @ self.c_proj
 
 
 class HandRmsNorm(nn.Module):
