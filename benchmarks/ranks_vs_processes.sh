@@ -2,19 +2,23 @@
 # One model three ways on this machine: its four ranks (dp 2 x tp 2, sequence parallel,
 # ZeRO-1) as threads of one process, the same executable as four MPI processes (mpirun -np 4),
 # and the same model on one rank. Reports tokens per second (over the steps after the warm-up,
-# from the run's metrics), its ratio to the one-rank run, and each process's peak RSS (GNU
-# time around every process; under mpirun, around each rank's process).
+# from the run's metrics) and each process's peak RSS (GNU time around every process; under
+# mpirun, around each rank's process). Each of the three runs at every compute-thread count of
+# --threads-list (--threads, per rank), and the best of each is compared with the best one-rank
+# run. MPI processes try only counts that keep every thread on a core of its own, and 1: four
+# processes of two OpenMP threads each on 2 cores ran tiny_gpt 30 times slower (the threads
+# spin waiting for cores).
 #
 #   benchmarks/ranks_vs_processes.sh                 # tiny_gpt, then gpt_6x384 (10.8M)
 #   benchmarks/ranks_vs_processes.sh --quick         # tiny_gpt only, few steps
 #   benchmarks/ranks_vs_processes.sh --steps-tiny 200 --steps-large 30 --warmup 3
+#   benchmarks/ranks_vs_processes.sh --threads-list "1 2 4"   # default: 1 and the core count
 #
 # The models: examples/tiny_gpt.model against examples/tiny_gpt_parallel.model (0.8M
 # parameters, 16 x 64 tokens a step), and benchmarks/models/gpt_6x384.model (10.8M, 8 x 256)
 # against the same file with the parallel section of tiny_gpt_parallel (micro-batch 4 per dp
 # rank, so the global batch stays 8). Each run trains on the model's own data when it exists
-# (Debian's fortunes), else on test/parity/Inputs/text.txt, without evaluation, with the
-# default --threads (every core for the one process; under mpirun the cores shared out).
+# (Debian's fortunes), else on test/parity/Inputs/text.txt, without evaluation.
 # Runs from anywhere; needs a built tree, GNU time (/usr/bin/time) and OpenMPI's mpirun.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +27,7 @@ steps_tiny=200
 steps_large=20
 warmup=2
 large=1
+threads_list="1 $(nproc)"
 mpirun="mpirun --allow-run-as-root --oversubscribe"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,8 +36,9 @@ while [ $# -gt 0 ]; do
     --steps-large) steps_large=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --quick) steps_tiny=20; large=0; shift ;;
+    --threads-list) threads_list=$2; shift 2 ;;
     --mpirun) mpirun=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "ranks_vs_processes.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -77,11 +83,13 @@ mib() {
   awk -v sum="$1" '{ s += $1; if ($1 > m) m = $1 } END { printf "%.0f", (sum ? s : m) / 1024 }' "$2"
 }
 
-# run LABEL PROCESSES EXE STEPS DATA: trains and prints one row.
+# run LABEL PROCESSES EXE STEPS DATA THREADS: trains and prints one row; the tokens per second
+# are left in $tps.
 run() {
-  label=$1 processes=$2 exe=$3 steps=$4 data=$5
+  label=$1 processes=$2 exe=$3 steps=$4 data=$5 threads=$6
   rm -f "$work"/rss.* "$work/metrics.jsonl"
-  set -- "$exe" --data "$data" --steps "$steps" --eval-every 0 --quiet --metrics "$work/metrics.jsonl"
+  set -- "$exe" --data "$data" --steps "$steps" --eval-every 0 --quiet --threads "$threads" \
+    --metrics "$work/metrics.jsonl"
   start=$(date +%s.%N)
   if [ "$processes" -gt 1 ]; then
     # Each process under its own GNU time, writing rss.<rank>.
@@ -94,10 +102,22 @@ run() {
   wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   cat "$work"/rss.* > "$work/rss.all"
   tps=$(tokens_per_s "$work/metrics.jsonl" "$warmup")
-  [ -n "${one_tps:-}" ] || one_tps=$tps
-  printf '%-30s %9s %10s %6.2f %12s MiB %10s MiB %8.1f s\n' "$label" "$processes" "$tps" \
-    "$(awk -v a="$tps" -v b="$one_tps" 'BEGIN { print a / b }')" "$(mib 0 "$work/rss.all")" "$(mib 1 "$work/rss.all")" "$wall"
+  printf '%-30s %9s %7s %10s %12s MiB %10s MiB %8.1f s\n' "$label" "$processes" "$threads" \
+    "$tps" "$(mib 0 "$work/rss.all")" "$(mib 1 "$work/rss.all")" "$wall"
 }
+
+# peer LABEL PROCESSES EXE STEPS DATA: a row per compute-thread count of $threads_list; the
+# fastest run's tokens per second and thread count are left in $best and $best_threads.
+peer() {
+  best=0 best_threads=
+  for t in $threads_list; do
+    [ "$t" = 1 ] || [ $(($2 * t)) -le "$(nproc)" ] || continue
+    run "$1" "$2" "$3" "$4" "$5" "$t"
+    if awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=$tps best_threads=$t; fi
+  done
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # compare NAME ONE_RANK_MODEL FOUR_RANK_MODEL STEPS
 compare() {
@@ -107,12 +127,16 @@ compare() {
   "$tessel" compile "$one" -o "$work/one" > /dev/null
   "$tessel" compile "$par" -o "$work/par" > /dev/null
   echo "$name: $steps steps ($warmup warm-up), data $data"
-  printf '%-30s %9s %10s %6s %16s %14s %10s\n' "run" "processes" "tok/s" "ratio" \
+  printf '%-30s %9s %7s %10s %16s %14s %10s\n' "run" "processes" "threads" "tok/s" \
     "peak RSS/process" "RSS in all" "wall"
-  one_tps=
-  run "one rank" 1 "$work/one" "$steps" "$data"
-  run "4 ranks as threads" 1 "$work/par" "$steps" "$data"
-  run "4 ranks as MPI processes" 4 "$work/par" "$steps" "$data"
+  peer "one rank" 1 "$work/one" "$steps" "$data"
+  one_best=$best one_threads=$best_threads
+  peer "4 ranks as threads" 1 "$work/par" "$steps" "$data"
+  threads_best=$best threads_threads=$best_threads
+  peer "4 ranks as MPI processes" 4 "$work/par" "$steps" "$data"
+  echo "best of each (compute threads per rank): one rank $one_best tok/s ($one_threads);" \
+    "4 ranks as threads $threads_best tok/s ($threads_threads), $(ratio "$threads_best" "$one_best") x one rank;" \
+    "4 MPI processes $best tok/s ($best_threads), $(ratio "$best" "$one_best") x one rank"
   echo
 }
 

@@ -74,6 +74,7 @@ std::string tessel::graph::spelling(StringRef opName) {
       {"accumulate_grad", "the gradient accumulation"},
       {"grad", "a gradient"},
       {"zero_grad", "the clearing of a gradient"},
+      {"guard_finite", "the check that the gradients are finite"},
       {"clip_coefficient", "gradient clipping (train.clip)"},
       {"learning_rate", "the learning-rate schedule (train.schedule)"},
       {"adamw", "the optimizer's update (train.optimizer)"},

@@ -75,6 +75,40 @@ LogicalResult linearElementwise(Operation *op, const MeshLayout &mesh, ArrayRef<
   return success();
 }
 
+/// Elementwise ops linear in each operand alone (mul; div and unary_grad in one operand): a
+/// partial sum in exactly one of the `linear` operands passes through, x * (a + b) being
+/// x * a + x * b, when the others are whole sums and no dim is split over the partial axes.
+/// Gradients stay partial through the backward pass (linear in the incoming gradient) until
+/// an op needs them reduced or their accumulation takes them as they are.
+LogicalResult linearInOne(Operation *op, const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                          ShardingRule &rule, ArrayRef<unsigned> linear) {
+  int partialAt = -1;
+  for (auto [i, s] : llvm::enumerate(operands)) {
+    if (!s.isPartial())
+      continue;
+    if (partialAt >= 0 || !llvm::is_contained(linear, i))
+      return solveAll(op, mesh, operands, rule);
+    partialAt = static_cast<int>(i);
+  }
+  if (partialAt < 0)
+    return solveAll(op, mesh, operands, rule);
+  DimSolver solver(mesh);
+  for (auto [i, v, s] : llvm::enumerate(op->getOperands(), operands))
+    solver.addOperand(shapeOf(v), s, /*keepPartial=*/static_cast<int>(i) == partialAt);
+  ShardingRule tried;
+  solver.solve(tried);
+  const auto &partial = operands[partialAt].partial;
+  for (const Sharding &s : tried.operands)
+    for (const std::string &axis : partial)
+      if (llvm::is_contained(s.axes, axis))
+        return solveAll(op, mesh, operands, rule);
+  rule.operands = tried.operands;
+  Sharding r = solver.result(shapeOf(op->getResult(0)));
+  r.partial = partial;
+  rule.results.push_back(r);
+  return success();
+}
+
 /// Every operand exactly as it is (the per-rank ops the partition pass creates).
 void asTheyAre(ArrayRef<Sharding> operands, ShardingRule &rule) {
   rule.operands.assign(operands.begin(), operands.end());
@@ -142,8 +176,22 @@ LINEAR_RULE(SubOp)
                                   ShardingRule &rule) {                                            \
     return solveAll(*this, mesh, operands, rule);                                                  \
   }
-ELEMENTWISE_RULE(MulOp)
-ELEMENTWISE_RULE(DivOp)
+LogicalResult MulOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                   ShardingRule &rule) {
+  return linearInOne(*this, mesh, operands, rule, {0, 1});
+}
+
+LogicalResult DivOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                   ShardingRule &rule) {
+  return linearInOne(*this, mesh, operands, rule, {0});
+}
+
+// dx = dy * f'(x): linear in dy, the third operand.
+LogicalResult UnaryGradOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                         ShardingRule &rule) {
+  return linearInOne(*this, mesh, operands, rule, {2});
+}
+
 ELEMENTWISE_RULE(NegOp)
 ELEMENTWISE_RULE(ExpOp)
 ELEMENTWISE_RULE(LogOp)
@@ -164,7 +212,6 @@ ELEMENTWISE_RULE(GeOp)
 ELEMENTWISE_RULE(EqOp)
 ELEMENTWISE_RULE(NeOp)
 ELEMENTWISE_RULE(WhereOp)
-ELEMENTWISE_RULE(UnaryGradOp)
 ELEMENTWISE_RULE(BroadcastOp)
 ELEMENTWISE_RULE(PermuteOp)
 #undef ELEMENTWISE_RULE
@@ -176,7 +223,9 @@ LogicalResult PositionsOp::inferSharding(const MeshLayout &mesh, ArrayRef<Shardi
 }
 
 // A renamed dim is held whole on both sides of the rename: the rules that split `seq` say
-// nothing of `seq_k`, and keys are read along the whole sequence.
+// nothing of `seq_k`, and keys are read along the whole sequence. A rename moves no data, so
+// a partial sum passes through it (a gradient stays partial until an op needs it reduced)
+// when no dim is split over the partial axes.
 LogicalResult RenameOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                       ShardingRule &rule) {
   std::vector<std::string> whole;
@@ -185,7 +234,22 @@ LogicalResult RenameOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding>
       whole.push_back(from.name);
       whole.push_back(to.name);
     }
-  return solveAll(*this, mesh, operands, rule, whole);
+  if (!operands[0].isPartial())
+    return solveAll(*this, mesh, operands, rule, whole);
+  DimSolver solver(mesh);
+  solver.addOperand(shapeOf(getInput()), operands[0], /*keepPartial=*/true);
+  for (const std::string &w : whole)
+    solver.keepWhole(w);
+  ShardingRule tried;
+  solver.solve(tried);
+  for (const std::string &axis : operands[0].partial)
+    if (llvm::is_contained(tried.operands[0].axes, axis))
+      return solveAll(*this, mesh, operands, rule, whole);
+  rule.operands = tried.operands;
+  Sharding r = solver.result(shapeOf(getType()));
+  r.partial = operands[0].partial;
+  rule.results.push_back(r);
+  return success();
 }
 
 // Any split: the runtime draws each element's mask from its index in the whole tensor, so a
@@ -528,6 +592,13 @@ LogicalResult GlobalNormOp::partition(Partitioner &p, ArrayRef<Value> operands,
     total = total ? AddOp::create(b, loc, scalar, total, sum).getResult() : sum;
   }
   results.push_back(SqrtOp::create(b, loc, scalar, total));
+  return success();
+}
+
+LogicalResult GuardFiniteOp::inferSharding(const MeshLayout &, ArrayRef<Sharding> operands,
+                                           ShardingRule &rule) {
+  // Every rank must decide alike: the value is whole on each.
+  rule.operands.push_back(replicatedScalar(operands[0]));
   return success();
 }
 

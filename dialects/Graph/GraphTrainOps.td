@@ -50,6 +50,23 @@ def Graph_GlobalNormOp : Graph_Op<"global_norm", [DeclareOpInterfaceMethods<Grap
   let hasVerifier = 1;
 }
 
+def Graph_GuardFiniteOp : Graph_Op<"guard_finite", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Ends the program here when a value is not finite";
+  let description = [{
+    When any element of `value` is an infinity or NaN, nothing after this op runs. The
+    optimizer step guards its updates with the global gradient norm: a non-finite gradient
+    anywhere makes the norm non-finite on every rank alike (the norm is reduced over the
+    mesh), so every rank stops before any parameter, moment or gradient accumulator changes,
+    and the host, which reads the norm, reports the step with the state as it was.
+
+    ```mlir
+    graph.guard_finite %norm : tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "The factor that scales gradients to a norm of at most `max`";
   let description = [{

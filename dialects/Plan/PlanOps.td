@@ -37,22 +37,24 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
 
 def Plan_ProgramOp : Plan_Op<"program", [HasParent<"::mlir::ModuleOp">, NoTerminator,
                                          SingleBlock, IsolatedFromAbove]> {
-  let summary = "A straight-line program of one rank";
+  let summary = "A straight-line program, run by every rank it concerns";
   let description = [{
-    Runs its ops in order. `arena_bytes`, set by the memory planner, is the peak of the
-    arena this program needs; all programs of a rank share one arena. With a pipeline,
+    Runs its ops in order. A program is stored once and run by every rank of its stage, each
+    with its own groups (collectives name their group, which each rank resolves to its
+    instance from its mesh coordinates). `arena_bytes`, set by the memory planner, is the peak
+    of the arena this program needs; all programs of a rank share one arena. With a pipeline,
     `stage` says which pipeline stage's ranks run the program (absent: every rank); the
     programs of one name but different stages are the stages' versions of it.
 
     ```mlir
-    plan.program "forward_backward" rank 0 { ... }
-    plan.program "forward.1" rank 0 stage 1 { ... }
+    plan.program "forward_backward" { ... }
+    plan.program "forward.1" stage 1 { ... }
     ```
   }];
-  let arguments = (ins StrAttr:$name, I64Attr:$rank, OptionalAttr<I64Attr>:$arena_bytes,
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$arena_bytes,
                        OptionalAttr<I64Attr>:$stage);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$name `rank` $rank (`stage` $stage^)? attr-dict-with-keyword $body";
+  let assemblyFormat = "$name (`stage` $stage^)? attr-dict-with-keyword $body";
 }
 
 def Plan_StateOp : Plan_Op<"state", [Pure]> {

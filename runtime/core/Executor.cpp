@@ -193,8 +193,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
   std::string why;
   ex->arena_ = dev.allocate(ex->arenaBytes_, why);
   if (!ex->arena_) {
-    error = "allocating the arena of " + formatBytes(ex->arenaBytes_) + " on " + dev.name() +
-            ": " + why;
+    error = "allocating the arena of " + formatBytes(ex->arenaBytes_) + " on " + dev.name() + ": " +
+            why;
     return nullptr;
   }
   for (const planfile::StateTensor &t : ex->plan_.state) {
@@ -346,8 +346,7 @@ const float *Executor::output(const std::string &program, const std::string &por
       const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
       std::vector<float> &host = hostOutputs_[{program, port}];
       host.resize((b.bytes + 3) / 4);
-      device_->download(host.data(), static_cast<const char *>(base.address()) + b.offset,
-                        b.bytes);
+      device_->download(host.data(), static_cast<const char *>(base.address()) + b.offset, b.bytes);
       return host.data();
     }
   return nullptr;
@@ -363,6 +362,7 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
   RankContext &rc = *rankContext_;
   rc.synchronous = checkFinite;
   hostOutputs_.clear();
+  stoppedAt_.clear();
   bool ok = runInstructions(*p, ctx, error, checkFinite);
   std::string failed;
   if (ok && !device_->synchronize(failed)) {
@@ -387,6 +387,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     Decoded &d = const_cast<Decoded &>(p.instrs[n]);
     d.call.ctx = &ctx;
     d.call.error.clear();
+    d.call.stop = false;
     auto start = std::chrono::steady_clock::now();
     bool ok = device_->launch(d.stream, d.fn, d.call, d.params);
     if (profiling_) {
@@ -404,6 +405,12 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
               (d.call.instr->loc.empty() ? "" : " (from " + d.call.instr->loc + ")") + ": " +
               d.call.error;
       return false;
+    }
+    if (d.call.stop) {
+      stoppedAt_ = "kernel '" + d.call.instr->kernel + "'" +
+                   (d.call.instr->loc.empty() ? "" : " (from " + d.call.instr->loc + ")") +
+                   ", instruction " + std::to_string(n) + " of '" + name + "'";
+      return true;
     }
     if (!checkFinite)
       continue;

@@ -90,6 +90,11 @@ public:
   bool run(const std::string &program, const StepContext &ctx, std::string &error,
            bool checkFinite = false);
 
+  /// Where the last run ended early, when a `guard_finite` found a value that was not finite
+  /// ("kernel 'guard_finite' (from LOC), instruction N of 'PROGRAM'"); empty when the run went
+  /// to the end. Outputs computed before that point are valid; the others are not.
+  const std::string &stoppedAt() const { return stoppedAt_; }
+
   /// Times every kernel call from now on; `profile()` sums seconds and calls per kernel.
   void enableProfiling() { profiling_ = true; }
   struct KernelTime {
@@ -121,6 +126,7 @@ private:
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
   bool profiling_ = false;
   std::vector<KernelTime> times_;
+  std::string stoppedAt_;
 };
 
 } // namespace tessel::rt

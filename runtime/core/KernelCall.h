@@ -11,10 +11,10 @@
 #ifndef TESSEL_RUNTIME_CORE_KERNELCALL_H
 #define TESSEL_RUNTIME_CORE_KERNELCALL_H
 
-#include "runtime/comm/Communicator.h"
-#include "runtime/core/Executor.h"
 #include "common/KernelCatalogue.h"
 #include "common/PlanFile.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/Executor.h"
 
 #include <map>
 #include <string>
@@ -52,6 +52,9 @@ struct KernelCall {
   /// The sub-group of a collective with `members`, found when the call is validated.
   const CommGroup *subgroup = nullptr;
   bool validating = false;
+  /// Set by a kernel that ends its program early (guard_finite): the executor runs nothing
+  /// after it and reports where the program stopped.
+  bool stop = false;
   std::string error;
 
   float *fin(size_t k) { return static_cast<float *>(in[k]); }

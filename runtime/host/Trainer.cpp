@@ -2,17 +2,17 @@
 
 #include "runtime/host/Trainer.h"
 
-#include "runtime/support/AtomicFile.h"
-#include "runtime/core/Blocks.h"
-#include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/comm/MpiCommunicator.h"
 #include "common/Checksum.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/comm/MpiCommunicator.h"
+#include "runtime/core/Blocks.h"
+#include "runtime/core/Rng.h"
 #include "runtime/host/Data.h"
-#include "runtime/pipeline/PipelineReport.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/Ranks.h"
-#include "runtime/core/Rng.h"
-#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/pipeline/PipelineReport.h"
+#include "runtime/support/AtomicFile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -233,7 +233,13 @@ private:
   bool evaluate(double &mean);
   bool dumpTensors(const std::string &file, const std::string &role);
   int reportNonFinite(int64_t step, int64_t micro, const std::string &what);
-  /// What the host checks of the accumulated gradients before they reach the parameters.
+  /// After the optimizer step stopped at its guard (the gradient norm is not finite): names
+  /// the gradient that is not finite, or says that the norm overflowed.
+  int reportNonFiniteGradients(int64_t step);
+  /// Whether some parameter or optimizer state is not finite; if so, reports that the
+  /// optimizer's update of step `step` made it so. Every process calls it.
+  bool reportNonFiniteUpdate(int64_t step);
+  /// What the host finds in the accumulated gradients when their norm is not finite.
   struct GradientSummary {
     std::string nonFinite; ///< The first parameter with a non-finite gradient, or "".
     double largest = 0;    ///< The largest magnitude, and the parameter holding it.
@@ -253,8 +259,7 @@ private:
     progress_.reset();
     // Under MPI every process may report; each names its rank but the first.
     if (ranks_ && !ranks_->isMainProcess())
-      std::fprintf(stderr, "tessel: error: rank %u: %s\n", ranks_->processIndex(),
-                   message.c_str());
+      std::fprintf(stderr, "tessel: error: rank %u: %s\n", ranks_->processIndex(), message.c_str());
     else
       std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
     return false;
@@ -271,6 +276,8 @@ private:
   int64_t startStep_ = 0;
   int64_t lastSaved_ = -1;
   std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
+  /// The last optimizer step's gradient norm and learning rate, for messages.
+  float lastGradNorm_ = 0, lastLr_ = 0;
   std::vector<int32_t> tokens_, targets_;
   /// The rows of tokens_ and targets_ this process's ranks take, the only ones it reads.
   std::vector<bool> dataRows_;
@@ -386,8 +393,8 @@ bool Session::restore(const std::string &path) {
   if (static_cast<uint64_t>(seed) != s_.seed)
     return error("checkpoint " + ck->path + " was trained with seed " + std::to_string(seed) +
                  ", this run has seed " + std::to_string(s_.seed) +
-                 " (dropout and data order follow the seed: pass --seed " +
-                 std::to_string(seed) + " to continue it)");
+                 " (dropout and data order follow the seed: pass --seed " + std::to_string(seed) +
+                 " to continue it)");
   startStep_ = ck->step;
   lastCheckpoint_ = ck->path;
   if (startStep_ >= s_.steps)
@@ -478,12 +485,16 @@ bool Session::save(int64_t step) {
     }
   }
   std::string err;
-  if (!agree(bad.empty(), err))
-    return error("step " + std::to_string(step) + ": " +
-                 (bad.empty() ? err : "'" + bad + "' holds a non-finite value") +
-                 "; no checkpoint is saved" +
-                 (lastCheckpoint_.empty() ? std::string()
-                                          : " (" + lastCheckpoint_ + " is intact)"));
+  if (!agree(bad.empty(), err)) {
+    // The state was finite when it was loaded: an optimizer update made it otherwise.
+    if (reportNonFiniteUpdate(step))
+      return false;
+    return error(
+        "step " + std::to_string(step) + ": " +
+        (bad.empty() ? err : "'" + bad + "' holds a non-finite value") +
+        "; no checkpoint is saved" +
+        (lastCheckpoint_.empty() ? std::string() : " (" + lastCheckpoint_ + " is intact)"));
+  }
   Json extra = Json::object();
   extra.set("data_rng", rngToJson(dataRng_));
   extra.set("seed", static_cast<int64_t>(s_.seed));
@@ -751,6 +762,21 @@ Session::GradientSummary Session::summarizeGradients() {
 
 int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &what) {
   progress_.reset();
+  // Weights the last update made non-finite are where it came from (the state is not checked
+  // after each update: the next step's loss or a checkpoint finds it).
+  if (step > startStep_ + 1 && reportNonFiniteUpdate(step - 1))
+    return 1;
+  // Every process knows the same: the first speaks. Under MPI the checking rerun below ends
+  // every process once a rank finds the value (that rank names it), so the step is said first.
+  const bool speaks = ranks_->isMainProcess();
+  const bool processes = ranks_->processCount() > 1;
+  if (processes && speaks) {
+    std::fprintf(stderr,
+                 "tessel: error: step %lld: %s; the step is run again with every kernel's "
+                 "output checked to find where it started\n",
+                 static_cast<long long>(step), what.c_str());
+    reportIntactCheckpoint();
+  }
   std::string where;
   // Rerun the micro-batch (a pipeline: the whole step, whose micro-batches run together in
   // pieces on several stages) checking every kernel's output to find where it started.
@@ -765,10 +791,48 @@ int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &wha
     if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
       where = "; " + err;
   }
-  std::fprintf(stderr, "tessel: error: step %lld: %s%s\n", static_cast<long long>(step),
-               what.c_str(), where.c_str());
-  reportIntactCheckpoint();
+  if (!processes) {
+    std::fprintf(stderr, "tessel: error: step %lld: %s%s\n", static_cast<long long>(step),
+                 what.c_str(), where.c_str());
+    reportIntactCheckpoint();
+  }
   return 1;
+}
+
+int Session::reportNonFiniteGradients(int64_t step) {
+  // Every rank stopped at the guard, so parameters, moments and gradients are as the
+  // backward pass left them: find which gradient is not finite (read off the device only
+  // now, on the way out).
+  GradientSummary grads = summarizeGradients();
+  if (!grads.nonFinite.empty())
+    return reportNonFinite(step, s_.accumulation - 1,
+                           "the gradient of '" + grads.nonFinite + "' is not finite");
+  progress_.reset();
+  if (ranks_->isMainProcess()) {
+    std::fprintf(stderr,
+                 "tessel: error: step %lld: the gradients are finite but their norm, %g, "
+                 "does not fit in f32 (the largest gradient, %g, is in '%s')\n",
+                 static_cast<long long>(step), grads.norm, grads.largest, grads.largestIn.c_str());
+    reportIntactCheckpoint();
+  }
+  return 1;
+}
+
+bool Session::reportNonFiniteUpdate(int64_t step) {
+  std::string bad = firstNonFiniteState();
+  if (bad.empty())
+    return false;
+  progress_.reset();
+  if (ranks_->isMainProcess()) {
+    std::fprintf(stderr,
+                 "tessel: error: step %lld: the optimizer's update made %s non-finite "
+                 "although the gradients were finite (gradient norm %g, learning rate %g); "
+                 "lower the learning rate or clip the gradients\n",
+                 static_cast<long long>(step), bad.c_str(), static_cast<double>(lastGradNorm_),
+                 static_cast<double>(lastLr_));
+    reportIntactCheckpoint();
+  }
+  return true;
 }
 
 bool Session::writePipelineReport() {
@@ -835,47 +899,18 @@ int Session::run() {
     if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
         !dumpTensors("grads.safetensors", "grad"))
       return 1;
-    // A non-finite gradient must not reach the parameters: find where it came from instead.
-    GradientSummary grads = summarizeGradients();
-    if (!grads.nonFinite.empty())
-      return reportNonFinite(step, s_.accumulation - 1,
-                             "the gradient of '" + grads.nonFinite + "' is not finite");
-    if (grads.norm > std::numeric_limits<float>::max()) {
-      progress_.reset();
-      std::fprintf(stderr,
-                   "tessel: error: step %lld: the gradients are finite but their norm, %g, "
-                   "does not fit in f32 (the largest gradient, %g, is in '%s')\n",
-                   static_cast<long long>(step), grads.norm, grads.largest,
-                   grads.largestIn.c_str());
-      reportIntactCheckpoint();
-      return 1;
-    }
+    // The step's programs compute the gradient norm, reduced over the mesh, and stop before
+    // any update when it is not finite; the host reads scalars only.
     if (!ranks_->run("optimizer_step", StepContext{step, 0, s_.seed}, err)) {
       error("step " + std::to_string(step) + ": " + err);
       return 1;
     }
     float gradNorm = ranks_->output("optimizer_step", "grad_norm")[0];
+    if (!std::isfinite(gradNorm))
+      return reportNonFiniteGradients(step);
     float lr = ranks_->output("optimizer_step", "lr")[0];
-    if (!std::isfinite(gradNorm)) {
-      progress_.reset();
-      std::fprintf(stderr, "tessel: error: step %lld: the gradient norm is %f\n",
-                   static_cast<long long>(step), gradNorm);
-      reportIntactCheckpoint();
-      return 1;
-    }
-    // The gradients were finite, but the update may still overflow (a huge learning rate, no
-    // clipping): such weights must never be trained on or saved.
-    if (std::string bad = firstNonFiniteState(); !bad.empty()) {
-      progress_.reset();
-      std::fprintf(stderr,
-                   "tessel: error: step %lld: the optimizer's update made %s non-finite "
-                   "although the gradients were finite (gradient norm %g, learning rate %g); "
-                   "lower the learning rate or clip the gradients\n",
-                   static_cast<long long>(step), bad.c_str(), static_cast<double>(gradNorm),
-                   static_cast<double>(lr));
-      reportIntactCheckpoint();
-      return 1;
-    }
+    lastGradNorm_ = gradNorm;
+    lastLr_ = lr;
     double stepTime = now() - stepStart;
     double tokensPerSec =
         static_cast<double>(s_.batch * s_.seq * s_.accumulation) / std::max(stepTime, 1e-9);
@@ -902,6 +937,8 @@ int Session::run() {
       if (!evaluate(evalLoss))
         return 1;
       if (!std::isfinite(evalLoss)) {
+        if (reportNonFiniteUpdate(step))
+          return 1;
         progress_.reset();
         std::fprintf(stderr,
                      "tessel: error: step %lld: the evaluation loss is %g although the training "

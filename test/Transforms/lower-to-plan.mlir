@@ -42,7 +42,7 @@ module {
 // CHECK-NEXT: plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed", "ffn"] : memref<8x16xf32>
 // CHECK-NEXT: plan.tensor "adam_m.w" role "adam_m" of "w" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed", "ffn"] : memref<8x16xf32>
 // CHECK-NEXT: plan.tensor "adam_v.w" role "adam_v" of "w" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed", "ffn"] : memref<8x16xf32>
-// CHECK-NEXT: plan.program "forward_backward" rank 0 {
+// CHECK-NEXT: plan.program "forward_backward" {
 // CHECK-NEXT: %[[X:.*]] = plan.input "x" : memref<4x8xf32>
 // CHECK-NEXT: %[[B:.*]] = plan.state "bias" : memref<8xf32>
 // CHECK-NEXT: %[[W:.*]] = plan.state "w" : memref<8x16xf32>
@@ -66,7 +66,7 @@ module {
 // CHECK-NEXT: plan.kernel "accumulate" ins(%[[DW]] : memref<8x16xf32>) outs(%[[ACC]] : memref<8x16xf32>) {n = 128 : i64}
 // CHECK-NEXT: plan.output "loss", %[[L]] : memref<f32>
 // CHECK-NEXT: }
-// CHECK-NEXT: plan.program "optimizer_step" rank 0 {
+// CHECK-NEXT: plan.program "optimizer_step" {
 // CHECK-NEXT: %[[G:.*]] = plan.state "grad.w" : memref<8x16xf32>
 // CHECK-NEXT: %[[N:.*]] = plan.alloc : memref<f32>
 // CHECK-NEXT: plan.kernel "global_norm" ins(%[[G]] : memref<8x16xf32>) outs(%[[N]] : memref<f32>) {}
@@ -106,7 +106,7 @@ module {
   }
 }
 
-// CHECK: plan.program "eval" rank 0 {
+// CHECK: plan.program "eval" {
 // CHECK-NEXT: %[[X:.*]] = plan.input "x" : memref<2x8x4xf32>
 // CHECK-NEXT: %[[W:.*]] = plan.state "w" : memref<8x16xf32>
 // CHECK-NEXT: %[[XP:.*]] = plan.alloc : memref<2x4x8xf32>
@@ -157,7 +157,7 @@ module {
 // CHECK: plan.tensor "wte" role "param" init "normal"(0.000000e+00, 2.000000e-02) dims ["vocab", "embed"] : memref<16x8xf32>
 // CHECK-NEXT: plan.tensor "ln_g" role "param" init "ones"(0.000000e+00, 0.000000e+00) dims ["embed"] : memref<8xf32>
 // CHECK-NEXT: plan.tensor "ln_b" role "param" init "constant"(5.000000e-01, 0.000000e+00) dims ["embed"] : memref<8xf32>
-// CHECK-NEXT: plan.program "eval" rank 0 {
+// CHECK-NEXT: plan.program "eval" {
 // CHECK-NEXT: %[[TOK:.*]] = plan.input "tokens" : memref<2x4xi32>
 // CHECK-NEXT: %[[TGT:.*]] = plan.input "targets" : memref<2x4xi32>
 // CHECK-NEXT: %[[WTE:.*]] = plan.state "wte"
@@ -226,7 +226,7 @@ module {
 
 // CHECK: plan.tensor "g" role "param" init "ones"
 // CHECK-NEXT: plan.tensor "grad.g" role "grad" of "g" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed"] : memref<8xf32>
-// CHECK-NEXT: plan.program "forward_backward" rank 0 {
+// CHECK-NEXT: plan.program "forward_backward" {
 // CHECK-NEXT: %[[X:.*]] = plan.input "x" : memref<2x4x8xf32>
 // CHECK-NEXT: %[[Q:.*]] = plan.input "q" : memref<2x4x2x4xf32>
 // CHECK-NEXT: %[[K:.*]] = plan.input "k" : memref<2x3x2x4xf32>
@@ -286,7 +286,7 @@ module {
   }
 }
 
-// CHECK: plan.program "sample" rank 0 {
+// CHECK: plan.program "sample" {
 // CHECK: plan.kernel "binary" ins(%{{.*}}, %{{.*}} : memref<8xf32>, memref<4x8xf32>) outs(%[[R:.*]] : memref<8x4xf32>) {a_strides = array<i64: 1, 0>, b_strides = array<i64: 1, 8>, op = "mul", shape = array<i64: 8, 4>}
 // CHECK-NEXT: plan.output "logits", %[[R]] : memref<8x4xf32>
 

@@ -23,6 +23,7 @@ module attributes {tessel.train = {clip = 1.000000e+00 : f64, steps = 600 : i64,
 // CHECK-NEXT: %[[GB:.*]] = graph.grad "bias" : tensor<8xf32, #graph.dims<embed>>
 // CHECK-NEXT: %[[GW:.*]] = graph.grad "layers.0.w" : tensor<8x16xf32, #graph.dims<embed, ffn>>
 // CHECK-NEXT: %[[NORM:.*]] = graph.global_norm %[[GB]], %[[GW]] : tensor<8xf32, #graph.dims<embed>>, tensor<8x16xf32, #graph.dims<embed, ffn>> -> tensor<f32, #graph.dims<>>
+// CHECK-NEXT: graph.guard_finite %[[NORM]] : tensor<f32, #graph.dims<>>
 // CHECK-NEXT: %[[C:.*]] = graph.clip_coefficient %[[NORM]] max 1.000000e+00 : tensor<f32, #graph.dims<>>
 // CHECK-NEXT: %[[LR:.*]] = graph.learning_rate "cosine" lr 3.000000e-03 min_lr 3.000000e-04 warmup 50 steps 600 : tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.adamw "bias", %[[GB]], %[[LR]], %[[C]] beta1 8.500000e-01 beta2 0.98999999999999999 eps 9.9999999999999995E-8 weight_decay 1.000000e-02 : tensor<8xf32, #graph.dims<embed>>, tensor<f32, #graph.dims<>>, tensor<f32, #graph.dims<>>
@@ -50,6 +51,7 @@ module attributes {tessel.train = {clip = 0.000000e+00 : f64}} {
 // CHECK-LABEL: func.func @optimizer_step()
 // CHECK-NEXT: %[[G:.*]] = graph.grad "bias"
 // CHECK-NEXT: %[[NORM:.*]] = graph.global_norm %[[G]] : tensor<8xf32, #graph.dims<embed>> -> tensor<f32, #graph.dims<>>
+// CHECK-NEXT: graph.guard_finite %[[NORM]]
 // CHECK-NEXT: %[[ONE:.*]] = graph.constant 1.000000e+00 : tensor<f32, #graph.dims<>>
 // CHECK-NEXT: %[[LR:.*]] = graph.learning_rate "constant" lr 1.000000e-03 min_lr 0.000000e+00 warmup 0 steps 1 :
 // CHECK-NEXT: graph.adamw "bias", %[[G]], %[[LR]], %[[ONE]] beta1 9.000000e-01 beta2 0.99899999999999999 eps 1.000000e-08 weight_decay 0.000000e+00 :

@@ -14,8 +14,8 @@ module {
   // comes before the later ops: L, allocated after E's last use, does not take E's bytes
   // (128) but 256. All buffers are 128 bytes; lifetimes x [0,5], E [1,end], A [4,7],
   // B [6,9], L [8,end].
-  // CHECK-LABEL: plan.program "early_output" rank 0 attributes {arena_bytes = 384 : i64} {
-  plan.program "early_output" rank 0 {
+  // CHECK-LABEL: plan.program "early_output" attributes {arena_bytes = 384 : i64} {
+  plan.program "early_output" {
     // CHECK-NEXT: plan.input "x" offset 0 : memref<32xf32>
     %0 = plan.input "x" : memref<32xf32>
     // CHECK-NEXT: plan.alloc offset 128 : memref<32xf32>
@@ -36,8 +36,8 @@ module {
 
   // A view of a view: E is read through %3 by the add, so B (allocated before the add)
   // does not take E's bytes; R, allocated after it, does.
-  // CHECK-LABEL: plan.program "views" rank 0 attributes {arena_bytes = 384 : i64} {
-  plan.program "views" rank 0 {
+  // CHECK-LABEL: plan.program "views" attributes {arena_bytes = 384 : i64} {
+  plan.program "views" {
     // CHECK-NEXT: plan.input "x" offset 0 : memref<4x8xf32>
     %0 = plan.input "x" : memref<4x8xf32>
     // CHECK-NEXT: plan.alloc offset 128 : memref<4x8xf32>
@@ -59,8 +59,8 @@ module {
 
   // Every buffer rounds up to 64 bytes: 17 x i32 = 68 -> 128, 3 x f32 = 12 -> 64,
   // 5 x bf16 = 10 -> 64, 17 x f32 = 68 -> 128. All live together at the end.
-  // CHECK-LABEL: plan.program "sizes" rank 0 attributes {arena_bytes = 448 : i64} {
-  plan.program "sizes" rank 0 {
+  // CHECK-LABEL: plan.program "sizes" attributes {arena_bytes = 448 : i64} {
+  plan.program "sizes" {
     // CHECK-NEXT: plan.input "ids" offset 0 : memref<17xi32>
     %0 = plan.input "ids" : memref<17xi32>
     // CHECK-NEXT: plan.alloc offset 256 : memref<3xf32>

@@ -28,7 +28,7 @@ module {
   }
 }
 
-// CHECK: plan.program "eval" rank 0 attributes {arena_bytes = 896 : i64} {
+// CHECK: plan.program "eval" attributes {arena_bytes = 896 : i64} {
 // CHECK-NEXT: %[[X:.*]] = plan.input "x" offset 0 : memref<5xf32>
 // CHECK-NEXT: %[[Y:.*]] = plan.input "y" offset 448 : memref<20xf32>
 // CHECK-NEXT: %[[E:.*]] = plan.alloc offset 576 : memref<5xf32>
@@ -62,7 +62,7 @@ module {
   }
 }
 
-// CHECK: plan.program "eval" rank 0 attributes {arena_bytes = 384 : i64} {
+// CHECK: plan.program "eval" attributes {arena_bytes = 384 : i64} {
 // CHECK-NEXT: %[[X:.*]] = plan.input "x" offset 0 : memref<4x8xf32>
 // CHECK-NEXT: %[[A:.*]] = plan.alloc offset 128 : memref<4x8xf32>
 // CHECK-NEXT: plan.kernel "unary" ins(%[[X]] : {{.*}}) outs(%[[A]] :
@@ -93,7 +93,7 @@ module {
   }
 }
 
-// CHECK: plan.program "forward_backward" rank 0 attributes {arena_bytes = 320 : i64} {
+// CHECK: plan.program "forward_backward" attributes {arena_bytes = 320 : i64} {
 // CHECK-NEXT: plan.input "x" offset 0 : memref<4x8xf32>
 // CHECK-NEXT: %[[L:.*]] = plan.alloc offset 256 : memref<f32>
 // CHECK-NEXT: plan.kernel "reduce"
@@ -134,14 +134,14 @@ module {
 
 // targets 128, logits 204 -> 256, the product 256, the loss 64. The logits are dead once
 // multiplied, so the loss takes their first 64 bytes: the peak is 640.
-// CHECK: plan.program "forward_backward" rank 0 attributes {arena_bytes = 640 : i64} {
+// CHECK: plan.program "forward_backward" attributes {arena_bytes = 640 : i64} {
 // CHECK-NEXT: plan.input "targets" offset 512 : memref<17xi32>
 // CHECK-NEXT: plan.input "logits" offset 0 : memref<17x3xf32>
 // CHECK-NEXT: plan.state "w"
 // CHECK-NEXT: plan.alloc offset 256 : memref<17x3xf32>
 // CHECK: plan.alloc offset 0 : memref<f32>
 // Two scalars, both outputs.
-// CHECK: plan.program "optimizer_step" rank 0 attributes {arena_bytes = 128 : i64} {
+// CHECK: plan.program "optimizer_step" attributes {arena_bytes = 128 : i64} {
 // CHECK-NEXT: plan.state "grad.w"
 // CHECK-NEXT: plan.alloc offset 0 : memref<f32>
 // CHECK: plan.alloc offset 64 : memref<f32>

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/core/Executor.h"
 #include "runtime/device/Device.h"
+#include "runtime/core/Executor.h"
 
 #include "test/unit/ExecutorState.h"
 #include "test/unit/PlanBuilders.h"
@@ -88,17 +88,16 @@ Plan twoKernels(DType type = DType::F32) {
   Program p;
   p.name = "step";
   p.arenaBytes = 16;
-  p.instrs.push_back(test::makeInstr("unary", {{Storage::State, 0, 0, 16, DType::F32}},
-                                     {arenaRef(0, 4, type)},
-                                     {{"op", std::string("exp")}, {"n", int64_t(4)}},
-                                     "test.model:2:3"));
-  p.instrs.push_back(test::makeInstr(
-      "binary", {arenaRef(0, 4, type), arenaRef(0, 4, type)}, {{Storage::State, 0, 0, 16, DType::F32}},
-      {{"op", std::string("add")},
-       {"shape", std::vector<int64_t>{4}},
-       {"a_strides", std::vector<int64_t>{1}},
-       {"b_strides", std::vector<int64_t>{1}}},
-      "test.model:3:3"));
+  p.instrs.push_back(
+      test::makeInstr("unary", {{Storage::State, 0, 0, 16, DType::F32}}, {arenaRef(0, 4, type)},
+                      {{"op", std::string("exp")}, {"n", int64_t(4)}}, "test.model:2:3"));
+  p.instrs.push_back(test::makeInstr("binary", {arenaRef(0, 4, type), arenaRef(0, 4, type)},
+                                     {{Storage::State, 0, 0, 16, DType::F32}},
+                                     {{"op", std::string("add")},
+                                      {"shape", std::vector<int64_t>{4}},
+                                      {"a_strides", std::vector<int64_t>{1}},
+                                      {"b_strides", std::vector<int64_t>{1}}},
+                                     "test.model:3:3"));
   p.outputs.push_back({"y", DType::F32, {4}, {}, arenaRef(0, 4)});
   plan.programs.push_back(p);
   return plan;
@@ -107,8 +106,8 @@ Plan twoKernels(DType type = DType::F32) {
 TEST(Device, ExecutorAllocatesCopiesAndLaunchesThroughTheDevice) {
   RecordingDevice::Counts counts;
   std::string error;
-  auto ex = Executor::create(twoKernels(), 0, error, nullptr,
-                             std::make_unique<RecordingDevice>(counts));
+  auto ex =
+      Executor::create(twoKernels(), 0, error, nullptr, std::make_unique<RecordingDevice>(counts));
   ASSERT_TRUE(ex) << error;
   EXPECT_EQ(counts.allocations, 2); // The arena and the one state tensor.
   EXPECT_EQ(counts.kernels, (std::vector<std::string>{"unary", "binary"}));
@@ -133,9 +132,42 @@ TEST(Device, CpuDeviceRefusesSixteenBitOperandsAtLoad) {
   std::string error;
   EXPECT_FALSE(Executor::create(twoKernels(DType::BF16), 0, error));
   EXPECT_NE(error.find("instruction 0 of program 'step' (kernel 'unary', from test.model:2:3): "
-                      "output 0 is bf16; the cpu device computes in f32"),
+                       "output 0 is bf16; the cpu device computes in f32"),
             std::string::npos)
       << error;
+}
+
+// The optimizer step's guard: a value that is not finite ends the program before anything
+// after it runs, and the executor says where; a finite one lets it run to the end.
+TEST(Device, GuardFiniteEndsTheProgramBeforeLaterKernels) {
+  Plan plan = twoKernels();
+  Program &p = plan.programs[0];
+  p.instrs.insert(p.instrs.begin(),
+                  test::makeInstr("guard_finite", {{Storage::State, 0, 0, 16, DType::F32}}, {}, {},
+                                  "test.model:1:1"));
+  std::string error;
+  auto ex = Executor::create(plan, 0, error);
+  ASSERT_TRUE(ex) << error;
+
+  const float bad[4] = {1, std::nanf(""), 2, 3};
+  ASSERT_TRUE(ex->writeState(0, bad));
+  ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+  EXPECT_EQ(ex->stoppedAt(),
+            "kernel 'guard_finite' (from test.model:1:1), instruction 0 of 'step'");
+  EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 0), 1.0f); // Untouched.
+  EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 3), 3.0f);
+
+  const float infinite[4] = {1, 2, -INFINITY, 3};
+  ASSERT_TRUE(ex->writeState(0, infinite));
+  ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+  EXPECT_FALSE(ex->stoppedAt().empty());
+  EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 1), 2.0f);
+
+  const float good[4] = {0, 1, 2, -1};
+  ASSERT_TRUE(ex->writeState(0, good));
+  ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+  EXPECT_EQ(ex->stoppedAt(), "");
+  EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 2), 2 * std::exp(2.0f));
 }
 
 } // namespace

@@ -60,6 +60,9 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
     for (AccumulateGradOp acc : accumulators)
       grads.push_back(GradOp::create(b, acc.getLoc(), acc.getGrad().getType(), acc.getNameAttr()));
     Value norm = GlobalNormOp::create(b, loc, scalarType, grads);
+    // A non-finite gradient must not reach the parameters: the step ends before any update
+    // and the host, which reads the norm, reports it with the state untouched.
+    GuardFiniteOp::create(b, loc, norm);
     Value coefficient =
         s.clip > 0 ? ClipCoefficientOp::create(b, loc, scalarType, norm, b.getF64FloatAttr(s.clip))
                          .getResult()

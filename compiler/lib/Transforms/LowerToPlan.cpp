@@ -261,7 +261,7 @@ void Lowering::declareState() {
 LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) {
   b_.setInsertionPoint(func);
   auto program = plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName),
-                                         b_.getI64IntegerAttr(0), IntegerAttr(),
+                                         IntegerAttr(),
                                          func->getAttrOfType<IntegerAttr>("tessel.stage"));
   b_.setInsertionPointToStart(&program.getBody().emplaceBlock());
   buffers_.clear();
@@ -849,6 +849,10 @@ LogicalResult Lowering::lower(Operation *op) {
           ins.push_back(buffer(v));
         Value r = define(o.getResult());
         kernel(loc, "global_norm", ins, {r}, {});
+        return success();
+      })
+      .Case([&](graph::GuardFiniteOp o) {
+        kernel(loc, "guard_finite", {buffer(o.getValue())}, {}, {});
         return success();
       })
       .Case([&](graph::ClipCoefficientOp o) {

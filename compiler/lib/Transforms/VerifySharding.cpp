@@ -134,7 +134,7 @@ static bool isCommonFactor(const Sharding &scale, ArrayRef<std::string> axes) {
 /// that passed it on; or null.
 static Operation *partialSumOrigin(Value v) {
   Operation *def = v.getDefiningOp();
-  while (def && isa<AddOp, SubOp, MulOp, DivOp>(def)) {
+  while (def && isa<AddOp, SubOp, MulOp, DivOp, UnaryGradOp>(def)) {
     Value next;
     for (Value in : def->getOperands())
       if (auto s = recordedSharding(in); s && s->isPartial())
@@ -175,6 +175,9 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
                 samePartialResult;
     else if (isa<MulOp>(op) || (isa<DivOp>(op) && i == 0))
       allowed = samePartialResult && isCommonFactor(ins[1 - i], s.partial);
+    else if (isa<UnaryGradOp>(op) && i == 2) // dy * f'(x): linear in dy.
+      allowed = samePartialResult && isCommonFactor(ins[0], s.partial) &&
+                isCommonFactor(ins[1], s.partial);
     else if (auto acc = dyn_cast<AccumulateGradOp>(op))
       allowed = gradPartial_[acc.getName().str()] == s.partial;
     else if (isa<PackOp>(op))

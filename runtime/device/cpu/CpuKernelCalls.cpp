@@ -275,8 +275,8 @@ bool run(KernelCall &c, const catalogue::Reduce &p) {
 }
 
 bool run(KernelCall &c, const catalogue::Gemm &p) {
-  const auto &batch = p.batch_shape, &sa = p.a_batch_strides,
-             &sb = p.b_batch_strides, &sc = p.c_batch_strides;
+  const auto &batch = p.batch_shape, &sa = p.a_batch_strides, &sb = p.b_batch_strides,
+             &sc = p.c_batch_strides;
   cpu::GemmArgs g;
   g.m = p.m;
   g.n = p.n;
@@ -335,8 +335,8 @@ template <class P> bool rowsCols(KernelCall &c, const P &p, int64_t &rows, int64
 
 bool run(KernelCall &c, const catalogue::Softmax &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needOut(0, rows * cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols) ||
+      c.validating)
     return c.error.empty();
   cpu::softmax(rows, cols, c.fin(0), c.fout(0));
   return true;
@@ -344,8 +344,8 @@ bool run(KernelCall &c, const catalogue::Softmax &p) {
 
 bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, rows * cols) || !c.needOut(0, rows * cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, rows * cols) ||
+      !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::softmaxGrad(rows, cols, c.fin(0), c.fin(1), c.fout(0));
   return true;
@@ -354,8 +354,8 @@ bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
 bool run(KernelCall &c, const catalogue::LayerNorm &p) {
   int64_t rows, cols;
   float eps = static_cast<float>(p.eps);
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, cols) || !c.needIn(2, cols) || !c.needOut(0, rows * cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||
+      !c.needIn(2, cols) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::layerNorm(rows, cols, c.fin(0), c.fin(1), c.fin(2), eps, c.fout(0));
   return true;
@@ -364,9 +364,9 @@ bool run(KernelCall &c, const catalogue::LayerNorm &p) {
 bool run(KernelCall &c, const catalogue::LayerNormGrad &p) {
   int64_t rows, cols;
   float eps = static_cast<float>(p.eps);
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, cols) || !c.needIn(2, rows * cols) || !c.needOut(0, rows * cols) ||
-      !c.needOut(1, cols) || !c.needOut(2, cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||
+      !c.needIn(2, rows * cols) || !c.needOut(0, rows * cols) || !c.needOut(1, cols) ||
+      !c.needOut(2, cols) || c.validating)
     return c.error.empty();
   cpu::layerNormGrad(rows, cols, c.fin(0), c.fin(1), c.fin(2), eps, c.fout(0), c.fout(1),
                      c.fout(2));
@@ -376,8 +376,8 @@ bool run(KernelCall &c, const catalogue::LayerNormGrad &p) {
 bool run(KernelCall &c, const catalogue::RmsNorm &p) {
   int64_t rows, cols;
   float eps = static_cast<float>(p.eps);
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, cols) || !c.needOut(0, rows * cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||
+      !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   cpu::rmsNorm(rows, cols, c.fin(0), c.fin(1), eps, c.fout(0));
   return true;
@@ -386,9 +386,9 @@ bool run(KernelCall &c, const catalogue::RmsNorm &p) {
 bool run(KernelCall &c, const catalogue::RmsNormGrad &p) {
   int64_t rows, cols;
   float eps = static_cast<float>(p.eps);
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needIn(1, cols) || !c.needIn(2, rows * cols) || !c.needOut(0, rows * cols) ||
-      !c.needOut(1, cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||
+      !c.needIn(2, rows * cols) || !c.needOut(0, rows * cols) || !c.needOut(1, cols) ||
+      c.validating)
     return c.error.empty();
   cpu::rmsNormGrad(rows, cols, c.fin(0), c.fin(1), c.fin(2), eps, c.fout(0), c.fout(1));
   return true;
@@ -412,15 +412,16 @@ bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &f
 
 bool run(KernelCall &c, const catalogue::Embedding &p) {
   int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
-  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) || !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
+  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
     return c.error.empty();
   return cpu::embeddingRows(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
 bool run(KernelCall &c, const catalogue::EmbeddingGrad &p) {
   int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
-  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) || !c.needIn(0, n * cols) ||
-      !c.needIn(1, n) || !c.needOut(0, rows * cols) || c.validating)
+  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) ||
+      !c.needIn(0, n * cols) || !c.needIn(1, n) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   return cpu::embeddingGradRows(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
                                 c.error);
@@ -439,7 +440,8 @@ bool run(KernelCall &c, const catalogue::CrossEntropy &p) {
   int64_t rows, cols;
   bool scaled;
   double scale;
-  if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needOut(0, 1) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) ||
+      !c.needIn(1, rows) || !c.needOut(0, 1) || c.validating)
     return c.error.empty();
   if (scaled)
     return cpu::crossEntropy(rows, cols, c.fin(0), c.ids(1), scale, c.fout(0), c.error);
@@ -450,8 +452,8 @@ bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
   int64_t rows, cols;
   bool scaled;
   double scale;
-  if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, 1) ||
-      !c.needOut(0, rows * cols) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) ||
+      !c.needIn(1, rows) || !c.needIn(2, 1) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   if (scaled)
     return cpu::crossEntropyGrad(rows, cols, c.fin(0), c.ids(1), c.fin(2), scale, c.fout(0),
@@ -461,8 +463,8 @@ bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
 
 bool run(KernelCall &c, const catalogue::CeMax &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) ||
-      !c.needOut(0, rows) || c.validating)
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows) ||
+      c.validating)
     return c.error.empty();
   cpu::ceMax(rows, cols, c.fin(0), c.fout(0));
   return true;
@@ -497,8 +499,9 @@ bool run(KernelCall &c, const catalogue::CeGrad &p) {
     return false;
   if (!std::isfinite(scale))
     return c.fail("has a non-finite scale");
-  if (!blockOfDim(c, &p.col_group, cols, first, classes) || !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) ||
-      !c.needIn(4, 1) || !c.needOut(0, rows * cols) || c.validating)
+  if (!blockOfDim(c, &p.col_group, cols, first, classes) || !c.needIn(0, rows * cols) ||
+      !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) || !c.needIn(4, 1) ||
+      !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
   return cpu::ceGrad(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2), c.fin(3), c.fin(4),
                      scale, c.fout(0), c.error);
@@ -638,6 +641,20 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
   x.stride[0] = ways * chunk;
   x.stride[1] = 1;
   cpu::stridedCopy(shape, c.fin(0) + static_cast<int64_t>(g->index) * chunk, x, c.fout(0));
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::GuardFinite &) {
+  if (c.validating)
+    return true;
+  for (size_t k = 0; k < c.in.size() && !c.stop; ++k) {
+    const float *x = c.fin(k);
+    for (uint64_t e = 0; e < c.inElements[k]; ++e)
+      if (!std::isfinite(x[e])) {
+        c.stop = true;
+        break;
+      }
+  }
   return true;
 }
 

@@ -4,7 +4,7 @@
 // tessel-opt does not register the plan dialect yet (see test/Dialect/Plan/ops.mlir).
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4x8xf32>
     // expected-error @+1 {{'plan.view' op cannot view 'memref<4x8xf32>' as 'memref<33xf32>': a view keeps the element type and count}}
     %v = plan.view %a : memref<4x8xf32> to memref<33xf32>
@@ -14,7 +14,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4x8xf32>
     // expected-error @+1 {{'plan.view' op cannot view 'memref<4x8xf32>' as 'memref<32xi32>': a view keeps the element type and count}}
     %v = plan.view %a : memref<4x8xf32> to memref<32xi32>
@@ -25,7 +25,7 @@ module {
 
 func.func @program_outside_module() {
   // expected-error @+1 {{'plan.program' op expects parent op 'builtin.module'}}
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
   }
   return

@@ -4,7 +4,7 @@
 // parameter it does not take. The runtime refuses the same plans at load, from the same table.
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
     // expected-error @+1 {{'plan.kernel' op calls 'nope', which is not in the kernel catalogue}}
     plan.kernel "nope" outs(%a : memref<4xf32>) {}
@@ -14,7 +14,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %t = plan.alloc : memref<4x2xf32>
     %i = plan.alloc : memref<4xf32>
     %y = plan.alloc : memref<4x2xf32>
@@ -26,7 +26,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
     // expected-error @+1 {{'softmax' takes 1 input, not 2}}
     plan.kernel "softmax" ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%a : memref<4xf32>) {rows = 1 : i64, cols = 4 : i64}
@@ -36,7 +36,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
     // expected-error @+1 {{'softmax' needs parameter 'cols'}}
     plan.kernel "softmax" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) {rows = 1 : i64}
@@ -46,7 +46,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
     // expected-error @+1 {{'softmax' has parameter 'rows' of the wrong type; it takes an integer}}
     plan.kernel "softmax" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) {rows = 1.0 : f64, cols = 4 : i64}
@@ -56,7 +56,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
     // expected-error @+1 {{'binary' has op 'pow'; it takes add, sub, mul, div}}
     plan.kernel "binary" ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%a : memref<4xf32>) {op = "pow", shape = array<i64: 4>, a_strides = array<i64: 1>, b_strides = array<i64: 1>}
@@ -66,7 +66,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xf32>
     // expected-error @+1 {{'fill' has parameter 'event', which it does not take}}
     plan.kernel "fill" outs(%a : memref<4xf32>) {n = 4 : i64, value = 0.0 : f64, event = 1 : i64}
@@ -76,7 +76,7 @@ module {
 // -----
 
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<2x2xf32>
     // expected-error @+1 {{'gemm' has parameter 'trans_a' of the wrong type; it takes a flag (0 or 1)}}
     plan.kernel "gemm" ins(%a, %a : memref<2x2xf32>, memref<2x2xf32>) outs(%a : memref<2x2xf32>) {batch_shape = array<i64>, a_batch_strides = array<i64>, b_batch_strides = array<i64>, c_batch_strides = array<i64>, m = 2 : i64, n = 2 : i64, k = 2 : i64, trans_a = 2 : i64, trans_b = 0 : i64, lda = 2 : i64, ldb = 2 : i64, ldc = 2 : i64}
@@ -87,7 +87,7 @@ module {
 
 // Variadic inputs, an optional parameter, and 16-bit floats are accepted.
 module {
-  plan.program "p" rank 0 {
+  plan.program "p" {
     %a = plan.alloc : memref<4xbf16>
     %b = plan.alloc : memref<8xf16>
     %n = plan.alloc : memref<1xf32>

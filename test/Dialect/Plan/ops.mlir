@@ -22,8 +22,8 @@ module {
   // CHECK: plan.tensor "scale" role "param" init "constant"(5.000000e-01, 0.000000e+00) dims [] : memref<f32>
   plan.tensor "scale" role "param" init "constant"(0.5, 0.0) dims [] : memref<f32>
 
-  // CHECK: plan.program "forward_backward" rank 0 attributes {arena_bytes = 8192 : i64} {
-  plan.program "forward_backward" rank 0 attributes {arena_bytes = 8192 : i64} {
+  // CHECK: plan.program "forward_backward" attributes {arena_bytes = 8192 : i64} {
+  plan.program "forward_backward" attributes {arena_bytes = 8192 : i64} {
     // CHECK-NEXT: %[[T:.*]] = plan.input "tokens" offset 0 : memref<2x4xi32>
     %t = plan.input "tokens" offset 0 : memref<2x4xi32>
     // CHECK-NEXT: %[[W:.*]] = plan.state "wte" : memref<256x128xf32>
@@ -50,8 +50,8 @@ module {
   }
 
   // Before memory planning: no arena_bytes, no offsets.
-  // CHECK: plan.program "eval" rank 3 {
-  plan.program "eval" rank 3 {
+  // CHECK: plan.program "eval" {
+  plan.program "eval" {
     // CHECK-NEXT: %[[X:.*]] = plan.input "x" : memref<8xbf16>
     %x = plan.input "x" : memref<8xbf16>
     // CHECK-NEXT: %[[Y:.*]] = plan.alloc : memref<8xbf16>

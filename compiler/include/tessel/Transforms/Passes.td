@@ -25,7 +25,8 @@ def BuildOptimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
   let description = [{
     From the module's `tessel.train` settings and the parameters that `@forward_backward`
     accumulates gradients for, emits `@optimizer_step() -> (grad_norm, lr)`: the global
-    gradient norm, the clipping coefficient, the learning rate of the current step, one
+    gradient norm, a `graph.guard_finite` that ends the step before any update when the norm
+    is not finite, the clipping coefficient, the learning rate of the current step, one
     `graph.adamw` per parameter and the clearing of every accumulator.
   }];
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
