@@ -60,12 +60,14 @@ setting
   | key=ID '{' setting* '}' ','? ';'?  # groupSetting
   ;
 
-// Precedence, tightest first: call/primary, unary minus, * / // % @, + -.
+// Precedence, tightest first: call/primary, unary minus, * / // % @, + -, comparisons.
+// Comparisons do not chain (`a < b < c` is refused when the tree is built).
 expr
   : primary                                        # primaryExpr
   | op='-' expr                                    # negExpr
   | lhs=expr op=('*' | '/' | '//' | '%' | '@') rhs=expr  # mulExpr
   | lhs=expr op=('+' | '-') rhs=expr               # addExpr
+  | lhs=expr op=('<' | '<=' | '>' | '>=' | '==' | '!=') rhs=expr  # compareExpr
   ;
 
 primary

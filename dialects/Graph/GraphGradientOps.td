@@ -28,17 +28,20 @@ def Graph_UnaryGradOp : Graph_Op<"unary_grad",
   let summary = "The gradient of an elementwise function";
   let description = [{
     `dx = dy * f'(x)` for the function named by `fn` (the mnemonic of its forward op: exp,
-    log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid). `y` is the forward result, which
-    several derivatives read instead of recomputing f.
+    log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid, square, gelu_erf, pow). `y` is the
+    forward result, which several derivatives read instead of recomputing f. `pow` carries
+    its exponent.
 
     ```mlir
     %dx = graph.unary_grad "gelu" %x, %y, %dy : tensor<8x512xf32, #graph.dims<tokens, ffn>>
+    %dp = graph.unary_grad "pow" %x, %y, %dy exponent 3.000000e+00 : tensor<8xf32, #graph.dims<seq>>
     ```
   }];
   let arguments = (ins StrAttr:$fn, Graph_FloatTensor:$input, Graph_FloatTensor:$output,
-                       Graph_FloatTensor:$grad);
+                       Graph_FloatTensor:$grad, OptionalAttr<F64Attr>:$exponent);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$fn $input `,` $output `,` $grad attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$fn $input `,` $output `,` $grad (`exponent` $exponent^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

@@ -98,10 +98,11 @@ std::vector<std::string> dimsOnlyIn(const NamedShape &a, const NamedShape &b) {
 }
 
 LogicalResult unaryGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy,
-                            SmallVectorImpl<Value> &dx) {
+                            SmallVectorImpl<Value> &dx, FloatAttr exponent = {}) {
   Value x = op->getOperand(0), y = op->getResult(0);
   dx.push_back(UnaryGradOp::create(b, op->getLoc(), x.getType(),
-                                   b.getStringAttr(op->getName().stripDialect()), x, y, dy[0]));
+                                   b.getStringAttr(op->getName().stripDialect()), x, y, dy[0],
+                                   exponent));
   return success();
 }
 
@@ -172,7 +173,48 @@ TESSEL_UNARY_GRADIENT(GeluOp)
 TESSEL_UNARY_GRADIENT(SiluOp)
 TESSEL_UNARY_GRADIENT(ReluOp)
 TESSEL_UNARY_GRADIENT(SigmoidOp)
+TESSEL_UNARY_GRADIENT(SquareOp)
+TESSEL_UNARY_GRADIENT(GeluErfOp)
 #undef TESSEL_UNARY_GRADIENT
+
+LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
+  return unaryGradient(*this, b, dy, dx, getExponentAttr());
+}
+
+// Comparisons are piecewise constant: their operands take no gradient through them.
+#define TESSEL_NO_GRADIENT(Op)                                                                     \
+  LogicalResult Op::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &dx) {     \
+    dx.append(getOperation()->getNumOperands(), Value());                                          \
+    return success();                                                                              \
+  }
+TESSEL_NO_GRADIENT(LtOp)
+TESSEL_NO_GRADIENT(LeOp)
+TESSEL_NO_GRADIENT(GtOp)
+TESSEL_NO_GRADIENT(GeOp)
+TESSEL_NO_GRADIENT(EqOp)
+TESSEL_NO_GRADIENT(NeOp)
+TESSEL_NO_GRADIENT(PositionsOp)
+#undef TESSEL_NO_GRADIENT
+
+LogicalResult WhereOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
+                                      SmallVectorImpl<Value> &dx) {
+  // d where(c, a, b) / da = where(c, 1, 0), / db = where(c, 0, 1); `cond` takes none.
+  Location loc = getLoc();
+  Value zero = scalar(b, loc, dy[0], 0.0);
+  Type type = dy[0].getType();
+  Value toLhs = WhereOp::create(b, loc, type, getCond(), dy[0], zero);
+  Value toRhs = WhereOp::create(b, loc, type, getCond(), zero, dy[0]);
+  dx.push_back(Value());
+  dx.push_back(reduceTo(b, loc, toLhs, getLhs().getType()));
+  dx.push_back(reduceTo(b, loc, toRhs, getRhs().getType()));
+  return success();
+}
+
+LogicalResult RenameOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
+                                       SmallVectorImpl<Value> &dx) {
+  dx.push_back(RenameOp::create(b, getLoc(), getInput().getType(), dy[0]));
+  return success();
+}
 
 LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                         SmallVectorImpl<Value> &dx) {

@@ -11,6 +11,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::graph;
@@ -48,6 +50,12 @@ std::string tessel::graph::spelling(StringRef opName) {
       {"mul", "`*`"},
       {"div", "`/`"},
       {"neg", "unary `-`"},
+      {"lt", "`<`"},
+      {"le", "`<=`"},
+      {"gt", "`>`"},
+      {"ge", "`>=`"},
+      {"eq", "`==`"},
+      {"ne", "`!=`"},
       {"contract", "`@`"},
       {"param", "a parameter"},
       {"constant", "a constant"},
@@ -201,6 +209,46 @@ LogicalResult SubOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
 LogicalResult DivOp::verify() { return verifyBinary(*this); }
 
+LogicalResult LtOp::verify() { return verifyBinary(*this); }
+LogicalResult LeOp::verify() { return verifyBinary(*this); }
+LogicalResult GtOp::verify() { return verifyBinary(*this); }
+LogicalResult GeOp::verify() { return verifyBinary(*this); }
+LogicalResult EqOp::verify() { return verifyBinary(*this); }
+LogicalResult NeOp::verify() { return verifyBinary(*this); }
+
+LogicalResult WhereOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
+    return failure();
+  return expectShape(*this,
+                     whereShape(shapes->operands[0], shapes->operands[1], shapes->operands[2]),
+                     shapes->result);
+}
+
+LogicalResult PositionsOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  if (shapes->result.size() != 1)
+    return emitOpError() << "produces positions along one dim, not " << formatShape(shapes->result);
+  return success();
+}
+
+LogicalResult RenameOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
+    return failure();
+  const NamedShape &in = shapes->operands[0], &out = shapes->result;
+  if (in.size() != out.size())
+    return emitOpError() << "renames dims but changes the rank: " << formatShape(in) << " -> "
+                         << formatShape(out);
+  for (auto [a, r] : llvm::zip(in, out))
+    if (a.size != r.size)
+      return emitOpError() << "renames '" << a.name << "' (size " << a.size << ") to '" << r.name
+                           << "' of size " << r.size << "; sizes must agree";
+  return success();
+}
+
 LogicalResult NegOp::verify() { return verifyUnary(*this); }
 LogicalResult ExpOp::verify() { return verifyUnary(*this); }
 LogicalResult LogOp::verify() { return verifyUnary(*this); }
@@ -211,6 +259,13 @@ LogicalResult GeluOp::verify() { return verifyUnary(*this); }
 LogicalResult SiluOp::verify() { return verifyUnary(*this); }
 LogicalResult ReluOp::verify() { return verifyUnary(*this); }
 LogicalResult SigmoidOp::verify() { return verifyUnary(*this); }
+LogicalResult SquareOp::verify() { return verifyUnary(*this); }
+LogicalResult GeluErfOp::verify() { return verifyUnary(*this); }
+LogicalResult PowOp::verify() {
+  if (!std::isfinite(getExponent().convertToDouble()))
+    return emitOpError("exponent must be finite");
+  return verifyUnary(*this);
+}
 
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
@@ -390,10 +445,14 @@ static LogicalResult expectNamed(Operation *op) {
 LogicalResult UnaryGradOp::verify() {
   if (failed(expectNamed(*this)))
     return failure();
-  static const llvm::StringSet<> kFunctions = {"exp",  "log",  "sqrt", "rsqrt",  "tanh",
-                                               "gelu", "silu", "relu", "sigmoid"};
+  static const llvm::StringSet<> kFunctions = {"exp",     "log",    "sqrt",     "rsqrt",
+                                               "tanh",    "gelu",   "silu",     "relu",
+                                               "sigmoid", "square", "gelu_erf", "pow"};
   if (!kFunctions.contains(getFn()))
     return emitOpError() << "has no derivative for '" << getFn() << "'";
+  if ((getFn() == "pow") != getExponent().has_value())
+    return emitOpError(getFn() == "pow" ? "of pow needs the exponent"
+                                        : "carries an exponent only for pow");
   return sameTypes(*this, getType(), {getInput(), getOutput(), getGrad()}, "operand");
 }
 

@@ -85,6 +85,83 @@ def Graph_SubOp : Graph_BinaryOp<"sub", "difference">;
 def Graph_MulOp : Graph_BinaryOp<"mul", "product">;
 def Graph_DivOp : Graph_BinaryOp<"div", "quotient">;
 
+class Graph_CompareOp<string mnemonic, string what>
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "Elementwise comparison `" # what # "`, broadcasting by dim name";
+  let description = [{
+    1.0 where `lhs }] # what # [{ rhs` holds and 0.0 elsewhere, as a tensor of the operands'
+    element type (a mask that `where` selects with, or that multiplies). Dims combine as
+    for the arithmetic ops. A comparison is piecewise constant: no gradient flows through it.
+
+    ```mlir
+    %m = graph.}] # mnemonic # [{ %k, %q : (tensor<64xf32, #graph.dims<seq_k>>,
+        tensor<64xf32, #graph.dims<seq>>) -> tensor<64x64xf32, #graph.dims<seq_k, seq>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_LtOp : Graph_CompareOp<"lt", "<">;
+def Graph_LeOp : Graph_CompareOp<"le", "<=">;
+def Graph_GtOp : Graph_CompareOp<"gt", ">">;
+def Graph_GeOp : Graph_CompareOp<"ge", ">=">;
+def Graph_EqOp : Graph_CompareOp<"eq", "==">;
+def Graph_NeOp : Graph_CompareOp<"ne", "!=">;
+
+def Graph_WhereOp : Graph_Op<"where", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "Elementwise selection: `lhs` where `cond` is non-zero, else `rhs`";
+  let description = [{
+    The result has the dims of `lhs`, then those of `rhs` that `lhs` lacks, then those of
+    `cond` that neither has; every operand broadcasts by name. The gradient flows to `lhs`
+    where `cond` holds and to `rhs` elsewhere; `cond` takes none.
+
+    ```mlir
+    %s = graph.where %mask, %scores, %neg_inf : (tensor<64x64xf32, #graph.dims<seq_k, seq>>,
+        tensor<8x64x4x64xf32, #graph.dims<batch, seq, heads, seq_k>>, tensor<f32, #graph.dims<>>)
+        -> tensor<8x64x4x64xf32, #graph.dims<batch, seq, heads, seq_k>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$cond, Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$cond `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_PositionsOp : Graph_Op<"positions", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "The positions 0, 1, ..., n-1 along the result's one dim";
+  let description = [{
+    An iota: element i is i, as a float (exact up to 2^24). With comparisons and `where`
+    it builds masks (causal, sliding window) and position-dependent biases (ALiBi).
+
+    ```mlir
+    %p = graph.positions : tensor<64xf32, #graph.dims<seq>>
+    ```
+  }];
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_RenameOp : Graph_Op<"rename", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "The same tensor with some dims under other names of the same size";
+  let description = [{
+    Dim i of the result is dim i of the input; only names change (the data is not moved).
+    Renaming `seq` to `seq_k` lets keys and queries be distinct dims of one score tensor.
+
+    ```mlir
+    %k2 = graph.rename %k : tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>
+        -> tensor<8x64x4x32xf32, #graph.dims<batch, seq_k, heads, head>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 class Graph_UnaryOp<string mnemonic, string what>
     : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Elementwise " # what;
@@ -109,6 +186,23 @@ def Graph_GeluOp : Graph_UnaryOp<"gelu", "GELU (tanh approximation, as GPT-2)">;
 def Graph_SiluOp : Graph_UnaryOp<"silu", "SiLU, x * sigmoid(x)">;
 def Graph_ReluOp : Graph_UnaryOp<"relu", "rectifier">;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "logistic sigmoid">;
+def Graph_SquareOp : Graph_UnaryOp<"square", "square, x * x">;
+def Graph_GeluErfOp : Graph_UnaryOp<"gelu_erf", "exact GELU, x * (1 + erf(x / sqrt(2))) / 2">;
+
+def Graph_PowOp : Graph_Op<"pow", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "Elementwise power with a constant exponent";
+  let description = [{
+    `x^exponent` (NaN for a negative `x` and a non-integer exponent, as `torch.pow`).
+
+    ```mlir
+    %y = graph.pow %x exponent -5.000000e-01 : tensor<8x64xf32, #graph.dims<batch, seq>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$exponent);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `exponent` $exponent attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
 
 def Graph_DropoutOp
     : Graph_Op<"dropout", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {

@@ -202,9 +202,55 @@ ELEMENTWISE_RULE(GeluOp)
 ELEMENTWISE_RULE(SiluOp)
 ELEMENTWISE_RULE(ReluOp)
 ELEMENTWISE_RULE(SigmoidOp)
+ELEMENTWISE_RULE(SquareOp)
+ELEMENTWISE_RULE(GeluErfOp)
+ELEMENTWISE_RULE(PowOp)
+ELEMENTWISE_RULE(LtOp)
+ELEMENTWISE_RULE(LeOp)
+ELEMENTWISE_RULE(GtOp)
+ELEMENTWISE_RULE(GeOp)
+ELEMENTWISE_RULE(EqOp)
+ELEMENTWISE_RULE(NeOp)
+ELEMENTWISE_RULE(WhereOp)
 ELEMENTWISE_RULE(BroadcastOp)
 ELEMENTWISE_RULE(PermuteOp)
 #undef ELEMENTWISE_RULE
+
+// Every rank computes all the positions; an op that needs them split slices its part.
+LogicalResult PositionsOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                         ShardingRule &rule) {
+  return solveAll(*this, mesh, operands, rule, namesOf(shapeOf(getType())));
+}
+
+// A renamed dim is held whole on both sides of the rename: the rules that split `seq` say
+// nothing of `seq_k`, and keys are read along the whole sequence. A rename moves no data, so
+// a partial sum passes through it (a gradient stays partial until an op needs it reduced)
+// when no dim is split over the partial axes.
+LogicalResult RenameOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                      ShardingRule &rule) {
+  std::vector<std::string> whole;
+  for (auto [from, to] : llvm::zip(shapeOf(getInput()), shapeOf(getType())))
+    if (from.name != to.name) {
+      whole.push_back(from.name);
+      whole.push_back(to.name);
+    }
+  if (!operands[0].isPartial())
+    return solveAll(*this, mesh, operands, rule, whole);
+  DimSolver solver(mesh);
+  solver.addOperand(shapeOf(getInput()), operands[0], /*keepPartial=*/true);
+  for (const std::string &w : whole)
+    solver.keepWhole(w);
+  ShardingRule tried;
+  solver.solve(tried);
+  for (const std::string &axis : operands[0].partial)
+    if (llvm::is_contained(tried.operands[0].axes, axis))
+      return solveAll(*this, mesh, operands, rule, whole);
+  rule.operands = tried.operands;
+  Sharding r = solver.result(shapeOf(getType()));
+  r.partial = operands[0].partial;
+  rule.results.push_back(r);
+  return success();
+}
 
 // Any split: the runtime draws each element's mask from its index in the whole tensor, so a
 // rank's block drops what one rank would drop there.

@@ -47,21 +47,45 @@ Strides denseStrides(const Shape &shape);
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-enum class BinaryKind { Add, Sub, Mul, Div };
-enum class UnaryKind { Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Gelu, Silu, Relu, Sigmoid };
+/// Arithmetic, then comparisons (which give 1.0 where they hold and 0.0 elsewhere).
+enum class BinaryKind { Add, Sub, Mul, Div, Lt, Le, Gt, Ge, Eq, Ne };
+enum class UnaryKind {
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Gelu,
+  Silu,
+  Relu,
+  Sigmoid,
+  Square,
+  Pow,
+  GeluErf
+};
 
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.
 void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa, const float *b,
             const Strides &sb, float *out);
 
+/// out[i] = c[i . sc] != 0 ? a[i . sa] : b[i . sb] for every index i of `shape`; `out` is
+/// dense.
+void select(const Shape &shape, const float *c, const Strides &sc, const float *a,
+            const Strides &sa, const float *b, const Strides &sb, float *out);
+
+/// y[i] = i for i < n.
+void positions(int64_t n, float *y);
+
 /// y = f(x) elementwise. Gelu is the tanh approximation (GPT-2, PyTorch's
-/// gelu(approximate="tanh")).
-void unary(UnaryKind kind, int64_t n, const float *x, float *y);
+/// gelu(approximate="tanh")); GeluErf is the exact x * Phi(x) (PyTorch's gelu()). Pow raises
+/// to `exponent` (std::pow); the other kinds ignore it.
+void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent = 0.0f);
 
 /// dx = dy * f'(x). `y` is f(x) as the forward computed it; kernels use whichever of x and y
 /// gives the exact derivative cheapest (Exp, Tanh, Sigmoid, Sqrt, Rsqrt use y).
 void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
-               float *dx);
+               float *dx, float exponent = 0.0f);
 
 /// out[i] = x[i . sx] for every index i of `shape`: permutes, broadcasts and copies.
 void stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out);

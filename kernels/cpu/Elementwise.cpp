@@ -20,6 +20,14 @@ namespace {
 // sqrt(2 / pi) and the cubic coefficient of GPT-2's GELU, as PyTorch's gelu(approximate="tanh").
 constexpr float kGeluBeta = 0.7978845608028654f;
 constexpr float kGeluKappa = 0.044715f;
+// 1 / sqrt(2) and 1 / sqrt(2 pi), of the exact GELU x Phi(x) = x (1 + erf(x / sqrt 2)) / 2.
+constexpr float kSqrtHalf = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+/// The derivative of the exact GELU: Phi(x) + x phi(x).
+inline float geluErfSlope(float x) {
+  return 0.5f * (1.0f + std::erf(x * kSqrtHalf)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+}
 
 /// One run of `n` outputs; operand strides of 1 and 0 get their own loops so that the common
 /// cases (dense, and an operand broadcast along the run) vectorise.
@@ -108,10 +116,49 @@ void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &
     return binaryWith([](float p, float q) { return p * q; }, shape, a, sa, b, sb, out);
   case BinaryKind::Div:
     return binaryWith([](float p, float q) { return p / q; }, shape, a, sa, b, sb, out);
+  case BinaryKind::Lt:
+    return binaryWith([](float p, float q) { return p < q ? 1.0f : 0.0f; }, shape, a, sa, b, sb,
+                      out);
+  case BinaryKind::Le:
+    return binaryWith([](float p, float q) { return p <= q ? 1.0f : 0.0f; }, shape, a, sa, b, sb,
+                      out);
+  case BinaryKind::Gt:
+    return binaryWith([](float p, float q) { return p > q ? 1.0f : 0.0f; }, shape, a, sa, b, sb,
+                      out);
+  case BinaryKind::Ge:
+    return binaryWith([](float p, float q) { return p >= q ? 1.0f : 0.0f; }, shape, a, sa, b, sb,
+                      out);
+  case BinaryKind::Eq:
+    return binaryWith([](float p, float q) { return p == q ? 1.0f : 0.0f; }, shape, a, sa, b, sb,
+                      out);
+  case BinaryKind::Ne:
+    return binaryWith([](float p, float q) { return p != q ? 1.0f : 0.0f; }, shape, a, sa, b, sb,
+                      out);
   }
 }
 
-void unary(UnaryKind kind, int64_t n, const float *x, float *y) {
+void select(const Shape &shape, const float *c, const Strides &sc, const float *a,
+            const Strides &sa, const float *b, const Strides &sb, float *out) {
+  if (shape.numElements() == 0)
+    return;
+  const Strides *ops[3] = {&sc, &sa, &sb};
+  const Collapsed<3> col = collapse(shape, ops);
+  const int inner = col.rank - 1;
+  const int64_t ic = col.stride[0][inner], ia = col.stride[1][inner], ib = col.stride[2][inner];
+  forEachRun(col, [&](int64_t linear, const int64_t *at, int64_t n) {
+    const float *cp = c + at[0], *ap = a + at[1], *bp = b + at[2];
+    float *dst = out + linear;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = cp[i * ic] != 0.0f ? ap[i * ia] : bp[i * ib];
+  });
+}
+
+void positions(int64_t n, float *y) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(i);
+}
+
+void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent) {
   using detail::fastExp;
   using detail::fastSigmoid;
   switch (kind) {
@@ -142,11 +189,18 @@ void unary(UnaryKind kind, int64_t n, const float *x, float *y) {
     return unaryWith(lanes([](float v) { return v < 0.0f ? 0.0f : v; }), n, x, y);
   case UnaryKind::Sigmoid:
     return unaryWith([](auto v) { return fastSigmoid(v); }, n, x, y);
+  case UnaryKind::Square:
+    return unaryWith([](auto v) { return v * v; }, n, x, y);
+  case UnaryKind::Pow:
+    return unaryWith(lanes([exponent](float v) { return std::pow(v, exponent); }), n, x, y);
+  case UnaryKind::GeluErf:
+    return unaryWith(lanes([](float v) { return 0.5f * v * (1.0f + std::erf(v * kSqrtHalf)); }), n,
+                     x, y);
   }
 }
 
 void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
-               float *dx) {
+               float *dx, float exponent) {
   using detail::fastSigmoid;
   switch (kind) {
   case UnaryKind::Neg:
@@ -193,6 +247,34 @@ void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const 
         n, x, dy, dx);
   case UnaryKind::Sigmoid:
     return unaryGradWith([](auto fy, auto d) { return d * fy * (1.0f - fy); }, n, y, dy, dx);
+  case UnaryKind::Square:
+    return unaryGradWith([](auto fx, auto d) { return d * (fx + fx); }, n, x, dy, dx);
+  case UnaryKind::Pow:
+    // d/dx x^p = p x^(p-1), from x rather than y / x so that x = 0 gives 0 (p > 1), not NaN.
+    return unaryGradWith(
+        [exponent](auto fx, auto d) {
+          if constexpr (std::is_same_v<decltype(fx), float>) {
+            return d * exponent * std::pow(fx, exponent - 1.0f);
+          } else {
+            for (int i = 0; i < detail::kLanes; ++i)
+              fx[i] = exponent * std::pow(fx[i], exponent - 1.0f);
+            return d * fx;
+          }
+        },
+        n, x, dy, dx);
+  case UnaryKind::GeluErf:
+    // d/dx x Phi(x) = Phi(x) + x phi(x), phi the standard normal density.
+    return unaryGradWith(
+        [](auto fx, auto d) {
+          if constexpr (std::is_same_v<decltype(fx), float>) {
+            return d * geluErfSlope(fx);
+          } else {
+            for (int i = 0; i < detail::kLanes; ++i)
+              fx[i] = geluErfSlope(fx[i]);
+            return d * fx;
+          }
+        },
+        n, x, dy, dx);
   }
 }
 

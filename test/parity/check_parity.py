@@ -202,7 +202,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--exe", required=True, help="the compiled model (tessel compile M -o X)")
-    p.add_argument("--model-kind", required=True, choices=["gpt", "llama"])
+    p.add_argument("--model-kind", required=True, choices=["gpt", "llama", "masks"])
     p.add_argument("--model", required=True, help="the .model file the executable was built from")
     p.add_argument("--data", required=True, help="training text, passed to the executable")
     p.add_argument("--steps", type=int, default=5)

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 class ModelConfig:
     """The sizes a model needs; the names are the dim names of the .model file."""
 
-    kind: str  # "gpt" or "llama"
+    kind: str  # "gpt", "llama" or "masks"
     vocab: int
     seq: int
     embed: int
@@ -55,10 +55,13 @@ class ModelConfig:
     kv_heads: Optional[int] = None  # Llama only; GPT uses `heads` for keys and values too
     norm_eps: float = 1e-5  # layernorm / rmsnorm epsilon (std blocks use 1e-5)
     rope_theta: float = 10000.0
+    window: Optional[int] = None  # masks only: the sliding window of its attention
 
     def __post_init__(self):
-        if self.kind not in ("gpt", "llama"):
-            raise ValueError(f"unknown model kind {self.kind!r} (expected gpt or llama)")
+        if self.kind not in ("gpt", "llama", "masks"):
+            raise ValueError(f"unknown model kind {self.kind!r} (expected gpt, llama or masks)")
+        if self.kind == "masks" and self.window is None:
+            raise ValueError("a masks model needs window")
         if self.kind == "llama":
             if self.kv_heads is None:
                 raise ValueError("a llama model needs kv_heads")
@@ -72,7 +75,8 @@ class ModelConfig:
         """Builds a config from the module attribute `tessel.dims` and `tessel.layers`."""
         return ModelConfig(kind=kind, vocab=dims["vocab"], seq=dims["seq"], embed=dims["embed"],
                            heads=dims["heads"], head=dims["head"], ffn=dims["ffn"],
-                           layers=layers, kv_heads=dims.get("kv_heads"))
+                           layers=layers, kv_heads=dims.get("kv_heads"),
+                           window=dims.get("window"))
 
 
 @dataclass
@@ -137,6 +141,11 @@ def rmsnorm(x: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
 def gelu(x: torch.Tensor) -> torch.Tensor:
     """GELU, tanh approximation (GPT-2's)."""
     return F.gelu(x, approximate="tanh")
+
+
+def gelu_erf(x: torch.Tensor) -> torch.Tensor:
+    """GELU, exact: x * Phi(x) = x (1 + erf(x / sqrt 2)) / 2."""
+    return F.gelu(x)
 
 
 def rope(x: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
@@ -353,8 +362,103 @@ class Llama(nn.Module):
         return cross_entropy(logits, targets)
 
 
+# ---------------------------------------------------------------------------------------------
+# Masks (test/parity/masks_parity.model): attention, GELU and norms written from primitives
+# ---------------------------------------------------------------------------------------------
+
+
+class MaskedAttention(nn.Module):
+    """Attention by hand: scores scaled by head^-0.5, an ALiBi bias (head h's slope
+    2^(-8 (h + 1) / heads) times key position minus query position), and a causal sliding
+    window (a query sees keys k with q - window < k <= q)."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.heads, self.window = c.heads, c.window
+        self.wq = _param(c.embed, c.heads, c.head)
+        self.wk = _param(c.embed, c.heads, c.head)
+        self.wv = _param(c.embed, c.heads, c.head)
+        self.wo = _param(c.heads, c.head, c.embed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [batch, seq, embed]
+        q = torch.einsum("bse,ehd->bshd", x, self.wq)
+        k = torch.einsum("bse,ehd->bshd", x, self.wk)
+        v = torch.einsum("bse,ehd->bshd", x, self.wv)
+        s = torch.einsum("bqhd,bkhd->bqhk", q, k) * q.shape[-1] ** -0.5
+        pos = torch.arange(x.shape[1], dtype=x.dtype)
+        slope = torch.exp((torch.arange(self.heads, dtype=x.dtype) + 1)
+                          * (-8 * 0.6931471805599453 / self.heads))
+        alibi = slope[None, :, None] * (pos[None, None, :] - pos[:, None, None])  # [q, h, k]
+        seen = (pos[:, None] >= pos[None, :]) & (pos[:, None] - pos[None, :] < self.window)
+        s = torch.where(seen[:, None, :], s + alibi, torch.tensor(-1e30, dtype=x.dtype))
+        p = torch.softmax(s, dim=-1)
+        a = torch.einsum("bqhk,bkhd->bqhd", p, v)
+        return torch.einsum("bshd,hde->bse", a, self.wo)
+
+
+class MaskedMlp(nn.Module):
+    """A square mixing matrix embed -> embed, then embed -> ffn, exact GELU, ffn -> embed; no
+    biases."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.c_mix = _param(c.embed, c.embed)
+        self.c_fc = _param(c.embed, c.ffn)
+        self.c_proj = _param(c.ffn, c.embed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return gelu_erf((x @ self.c_mix) @ self.c_fc) @ self.c_proj
+
+
+class HandRmsNorm(nn.Module):
+    """x * (mean(x^2) + eps)^-0.5 * g, written with pow and square."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.eps = c.norm_eps
+        self.g = _param(c.embed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.pow(torch.square(x).mean(dim=-1, keepdim=True) + self.eps, -0.5) * self.g
+
+
+class MaskedBlock(nn.Module):
+    """Pre-norm masked attention and MLP; the block's second rms_norm call is `rms_norm_1`."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.rms_norm = HandRmsNorm(c)
+        self.masked_attention = MaskedAttention(c)
+        self.rms_norm_1 = HandRmsNorm(c)
+        self.masked_mlp = MaskedMlp(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.masked_attention(self.rms_norm(x))
+        return h + self.masked_mlp(self.rms_norm_1(h))
+
+
+class Masks(nn.Module):
+    """masks_parity.model's forward: token embedding (ALiBi gives positions), `layers`
+    masked_blocks, a final rms_norm, logits = x @ wte (tied head), mean cross entropy."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.config = c
+        self.wte = _param(c.vocab, c.embed)
+        self.layers = nn.ModuleList(
+            [nn.ModuleDict({"masked_block": MaskedBlock(c)}) for _ in range(c.layers)])
+        self.rms_norm = HandRmsNorm(c)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(tokens.long(), self.wte)
+        for layer in self.layers:
+            x = layer["masked_block"](x)
+        logits = torch.einsum("bse,ve->bsv", self.rms_norm(x), self.wte)
+        return cross_entropy(logits, targets)
+
+
 def build_model(c: ModelConfig) -> nn.Module:
-    return Gpt(c) if c.kind == "gpt" else Llama(c)
+    return {"gpt": Gpt, "llama": Llama, "masks": Masks}[c.kind](c)
 
 
 def load_params(model: nn.Module, params: Dict[str, np.ndarray], dtype=torch.float32) -> None:
@@ -381,7 +485,7 @@ def init_like_tessel(model: nn.Module, seed: int = 1337) -> None:
     normal(0.02)."""
     gen = torch.Generator().manual_seed(seed)
     layers = model.config.layers
-    gains = ("ln1_g", "ln2_g", "lnf_g", "attention_norm", "ffn_norm", "norm")
+    gains = ("ln1_g", "ln2_g", "lnf_g", "attention_norm", "ffn_norm", "norm", "g")
     biases = ("ln1_b", "ln2_b", "lnf_b", "bq", "bk", "bv", "bo", "b_fc", "b_proj")
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -644,12 +748,14 @@ class GraphInfo:
     params: List[Tuple[str, Tuple[int, ...], Tuple[str, ...]]]
 
     def kind(self) -> str:
-        """gpt or llama, from the parameter names the std blocks give."""
+        """gpt, llama or masks, from the parameter names their blocks give."""
         names = {p[0] for p in self.params}
         if any(".llama_block." in n for n in names):
             return "llama"
         if any(".gpt_block." in n for n in names):
             return "gpt"
+        if any(".masked_block." in n for n in names):
+            return "masks"
         return "unknown"
 
 

@@ -145,6 +145,18 @@ double applyBinary(BinaryKind kind, double a, double b) {
     return a * b;
   case BinaryKind::Div:
     return a / b;
+  case BinaryKind::Lt:
+    return a < b;
+  case BinaryKind::Le:
+    return a <= b;
+  case BinaryKind::Gt:
+    return a > b;
+  case BinaryKind::Ge:
+    return a >= b;
+  case BinaryKind::Eq:
+    return a == b;
+  case BinaryKind::Ne:
+    return a != b;
   }
   return 0;
 }
@@ -188,7 +200,9 @@ TEST(CpuKernelsElementwise, BinaryMatchesReference) {
     Floats b = randomFloats(c.sizeB, 0.5f, 2, seed++);
     for (size_t i = 0; i < b.size(); i += 2)
       b[i] = -b[i];
-    for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div}) {
+    for (BinaryKind kind :
+         {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Lt,
+          BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge, BinaryKind::Eq, BinaryKind::Ne}) {
       const int64_t n = c.shape.numElements();
       Floats out(static_cast<size_t>(n), NAN);
       binary(kind, c.shape, a.data(), c.sa, b.data(), c.sb, out.data());
@@ -199,6 +213,47 @@ TEST(CpuKernelsElementwise, BinaryMatchesReference) {
                   std::string(c.name) + " kind " + std::to_string(static_cast<int>(kind)));
     }
   }
+}
+
+TEST(CpuKernelsElementwise, ComparisonsGiveOneOrZeroAndMeetAtEquality) {
+  // A causal mask from positions: key position k (rows) <= query position q (columns).
+  const Shape s = makeShape({3, 3});
+  const Floats pos = {0, 1, 2};
+  Floats out(9);
+  binary(BinaryKind::Le, s, pos.data(), makeStrides({1, 0}), pos.data(), makeStrides({0, 1}),
+         out.data());
+  EXPECT_EQ(out, (Floats{1, 1, 1, 0, 1, 1, 0, 0, 1}));
+  binary(BinaryKind::Lt, s, pos.data(), makeStrides({1, 0}), pos.data(), makeStrides({0, 1}),
+         out.data());
+  EXPECT_EQ(out, (Floats{0, 1, 1, 0, 0, 1, 0, 0, 0}));
+  binary(BinaryKind::Eq, s, pos.data(), makeStrides({1, 0}), pos.data(), makeStrides({0, 1}),
+         out.data());
+  EXPECT_EQ(out, (Floats{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  const Floats nan = {NAN};
+  binary(BinaryKind::Ne, makeShape({1}), nan.data(), makeStrides({1}), nan.data(), makeStrides({1}),
+         out.data());
+  EXPECT_EQ(out[0], 1.0f); // NaN differs from everything, itself included, as in IEEE 754.
+}
+
+TEST(CpuKernelsElementwise, SelectBroadcastsEachOperand) {
+  // where(mask [3, 3], scores [2, 3, 3], -inf): the mask broadcast over the leading dim.
+  const Shape s = makeShape({2, 3, 3});
+  const Floats mask = {1, 1, 1, 0, 1, 1, 0, 0, 1};
+  Floats scores(18);
+  for (size_t i = 0; i < scores.size(); ++i)
+    scores[i] = static_cast<float>(i);
+  const Floats fill = {-INFINITY};
+  Floats out(18);
+  select(s, mask.data(), makeStrides({0, 3, 1}), scores.data(), denseStrides(s), fill.data(),
+         makeStrides({0, 0, 0}), out.data());
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(out[i], mask[i % 9] != 0 ? scores[i] : -INFINITY) << i;
+}
+
+TEST(CpuKernelsElementwise, PositionsCount) {
+  Floats out(5, NAN);
+  positions(5, out.data());
+  EXPECT_EQ(out, (Floats{0, 1, 2, 3, 4}));
 }
 
 TEST(CpuKernelsElementwise, BinarySubtractsInOperandOrder) {
@@ -212,8 +267,12 @@ TEST(CpuKernelsElementwise, BinarySubtractsInOperandOrder) {
 }
 
 const UnaryKind kAllUnary[] = {
-    UnaryKind::Neg,  UnaryKind::Exp,  UnaryKind::Log,  UnaryKind::Sqrt, UnaryKind::Rsqrt,
-    UnaryKind::Tanh, UnaryKind::Gelu, UnaryKind::Silu, UnaryKind::Relu, UnaryKind::Sigmoid};
+    UnaryKind::Neg,    UnaryKind::Exp,  UnaryKind::Log,    UnaryKind::Sqrt, UnaryKind::Rsqrt,
+    UnaryKind::Tanh,   UnaryKind::Gelu, UnaryKind::Silu,   UnaryKind::Relu, UnaryKind::Sigmoid,
+    UnaryKind::Square, UnaryKind::Pow,  UnaryKind::GeluErf};
+
+/// The exponent the tests give pow (the other kinds ignore it).
+constexpr float kPowExponent = 1.5f;
 
 double unaryRef(UnaryKind kind, double x) {
   switch (kind) {
@@ -237,14 +296,20 @@ double unaryRef(UnaryKind kind, double x) {
     return x > 0 ? x : 0;
   case UnaryKind::Sigmoid:
     return 1 / (1 + std::exp(-x));
+  case UnaryKind::Square:
+    return x * x;
+  case UnaryKind::Pow:
+    return std::pow(x, static_cast<double>(kPowExponent));
+  case UnaryKind::GeluErf:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   }
   return 0;
 }
 
 /// Inputs inside each function's domain, away from Relu's kink.
 Floats unaryInputs(UnaryKind kind, size_t n, uint32_t seed) {
-  const bool positive =
-      kind == UnaryKind::Log || kind == UnaryKind::Sqrt || kind == UnaryKind::Rsqrt;
+  const bool positive = kind == UnaryKind::Log || kind == UnaryKind::Sqrt ||
+                        kind == UnaryKind::Rsqrt || kind == UnaryKind::Pow;
   Floats x = positive ? randomFloats(n, 0.2f, 5, seed) : randomFloats(n, -4, 4, seed);
   for (float &v : x)
     if (std::fabs(v) < 1e-2f)
@@ -257,7 +322,7 @@ TEST(CpuKernelsElementwise, UnaryMatchesReference) {
   for (UnaryKind kind : kAllUnary) {
     const Floats x = unaryInputs(kind, 1001, seed++);
     Floats y(x.size());
-    unary(kind, static_cast<int64_t>(x.size()), x.data(), y.data());
+    unary(kind, static_cast<int64_t>(x.size()), x.data(), y.data(), kPowExponent);
     Doubles want(x.size());
     for (size_t i = 0; i < x.size(); ++i)
       want[i] = unaryRef(kind, x[i]);
@@ -271,6 +336,14 @@ TEST(CpuKernelsElementwise, GeluIsTheTanhApproximation) {
   float y = 0;
   unary(UnaryKind::Gelu, 1, &x, &y);
   EXPECT_NEAR(y, 0.8411920f, 2e-7f);
+}
+
+TEST(CpuKernelsElementwise, GeluErfIsTheExactForm) {
+  // gelu(1) = Phi(1) = 0.8413447 exactly; the tanh form gives 0.8411920.
+  const float x = 1.0f;
+  float y = 0;
+  unary(UnaryKind::GeluErf, 1, &x, &y);
+  EXPECT_NEAR(y, 0.8413447f, 2e-7f);
 }
 
 TEST(CpuKernelsElementwise, UnaryAtTheEndsOfTheFloatRange) {
@@ -329,8 +402,8 @@ TEST(CpuKernelsElementwise, UnaryGradMatchesFiniteDifferences) {
     const Floats dy = randomFloats(x.size(), -1, 1, seed++);
     const int64_t n = static_cast<int64_t>(x.size());
     Floats y(x.size()), dx(x.size());
-    unary(kind, n, x.data(), y.data());
-    unaryGrad(kind, n, x.data(), y.data(), dy.data(), dx.data());
+    unary(kind, n, x.data(), y.data(), kPowExponent);
+    unaryGrad(kind, n, x.data(), y.data(), dy.data(), dx.data(), kPowExponent);
     Doubles want(x.size());
     const double h = 1e-6;
     for (size_t i = 0; i < x.size(); ++i)

@@ -18,13 +18,14 @@ using namespace tessel::detail;
 
 namespace {
 
-const std::vector<std::string> kUnaryOps = {"exp",  "log",  "sqrt", "rsqrt",  "tanh",
-                                            "gelu", "silu", "relu", "sigmoid"};
+const std::vector<std::string> kUnaryOps = {"exp",  "log",  "sqrt",    "rsqrt",  "tanh",    "gelu",
+                                            "silu", "relu", "sigmoid", "square", "gelu_erf"};
 const std::vector<std::string> kBuiltins = {
-    "exp",       "log",     "sqrt",      "rsqrt",     "tanh",          "gelu",  "silu",
-    "relu",      "sigmoid", "softmax",   "sum",       "mean",          "layernorm",
-    "rmsnorm",   "embedding", "cross_entropy", "attention", "rope",    "dropout",
-    "split",     "merge",   "permute",   "contract"};
+    "exp",           "log",       "sqrt",    "rsqrt",     "tanh",     "gelu",
+    "silu",          "relu",      "sigmoid", "square",    "gelu_erf", "pow",
+    "softmax",       "sum",       "mean",    "layernorm", "rmsnorm",  "embedding",
+    "cross_entropy", "attention", "rope",    "dropout",   "split",    "merge",
+    "permute",       "contract",  "where",   "positions", "rename"};
 
 std::string joinPath(const std::vector<std::string> &parts, const std::string &last) {
   std::string out;
@@ -249,6 +250,8 @@ Value Sema::elementwise(const std::string &opName, const Value &a, const Value &
                         Frame &frame) {
   if (a.isError() || b.isError())
     return Value::error();
+  static const std::set<std::string> kComparisons = {"lt", "le", "gt", "ge", "eq", "ne"};
+  bool compares = kComparisons.count(opName) > 0;
   auto operandOf = [&](const Value &x, DType dtype) -> int {
     if (x.kind == Value::Tensor)
       return x.tensor;
@@ -259,7 +262,7 @@ Value Sema::elementwise(const std::string &opName, const Value &a, const Value &
   const Value &t = a.kind == Value::Tensor ? a : b;
   if ((a.kind != Value::Tensor && !a.isNumber()) || (b.kind != Value::Tensor && !b.isNumber())) {
     error(loc, "cannot combine " + std::string(kindName(a.kind)) + " and " + kindName(b.kind) +
-                   " with an arithmetic operator");
+                   (compares ? " with a comparison" : " with an arithmetic operator"));
     return Value::error();
   }
   DType dtype = typeOf(t.tensor).dtype;
@@ -268,14 +271,15 @@ Value Sema::elementwise(const std::string &opName, const Value &a, const Value &
     return Value::error();
   const TensorType &tx = typeOf(x), &ty = typeOf(y);
   if (tx.dtype != ty.dtype || !isFloat(tx.dtype)) {
-    error(loc, std::string("arithmetic needs floating-point tensors of one type, not ") +
-                   dtypeName(tx.dtype) + " and " + dtypeName(ty.dtype));
+    error(loc, std::string(compares ? "comparisons need" : "arithmetic needs") +
+                   " floating-point tensors of one type, not " + dtypeName(tx.dtype) + " and " +
+                   dtypeName(ty.dtype));
     return Value::error();
   }
   ShapeResult r = broadcastShapes(tx.dims, ty.dims);
   if (!r.ok()) {
-    error(loc, "cannot " + opName + " " + formatShape(tx.dims) + " and " +
-                   formatShape(ty.dims) + ": " + r.error);
+    error(loc, "cannot " + (compares ? std::string("compare") : opName) + " " +
+                   formatShape(tx.dims) + " and " + formatShape(ty.dims) + ": " + r.error);
     return Value::error();
   }
   Op op;
@@ -449,6 +453,117 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     if (x < 0)
       return Value::error();
     return finish({typeOf(x).dims, ""}, Op{}, {x});
+  }
+  if (fn == "pow") {
+    if (!signature(2, 2, {}))
+      return Value::error();
+    const Value &base = valueAt(0), &exponent = valueAt(1);
+    if (base.isError() || exponent.isError())
+      return Value::error();
+    if (!exponent.isNumber()) {
+      error(args.positional[1]->loc,
+            std::string("the exponent of 'pow' is a number, not ") + kindName(exponent.kind),
+            exponent.kind == Value::Tensor ? "for a tensor exponent write exp(y * log(x))" : "");
+      return Value::error();
+    }
+    if (base.isNumber())
+      return Value::ofFloat(std::pow(base.asDouble(), exponent.asDouble()));
+    int x = tensor(0);
+    if (x < 0)
+      return Value::error();
+    Op op;
+    op.attrs.push_back({"exponent", exponent.asDouble()});
+    return finish({typeOf(x).dims, ""}, std::move(op), {x});
+  }
+  if (fn == "where") {
+    if (!signature(3, 3, {}))
+      return Value::error();
+    int cond = tensor(0);
+    const Value &a = valueAt(1), &b = valueAt(2);
+    if (cond < 0 || a.isError() || b.isError())
+      return Value::error();
+    DType dtype = typeOf(cond).dtype;
+    std::vector<int> operands = {cond};
+    for (size_t i : {1, 2}) {
+      const Value &v = valueAt(i);
+      if (v.isNumber()) {
+        operands.push_back(scalarConstant(v.asDouble(), dtype, args.positional[i]->loc, frame));
+        continue;
+      }
+      int t = tensor(i);
+      if (t < 0)
+        return Value::error();
+      if (typeOf(t).dtype != dtype) {
+        error(args.positional[i]->loc, std::string("'where' selects between tensors of the "
+                                                   "condition's element type, not ") +
+                                           dtypeName(typeOf(t).dtype) + " and " + dtypeName(dtype));
+        return Value::error();
+      }
+      operands.push_back(t);
+    }
+    if (operands[1] < 0 || operands[2] < 0)
+      return Value::error();
+    return finish(whereShape(typeOf(cond).dims, typeOf(operands[1]).dims, typeOf(operands[2]).dims),
+                  Op{}, operands);
+  }
+  if (fn == "positions") {
+    if (!signature(1, 1, {}))
+      return Value::error();
+    auto dim = dimNamed(*args.positional[0]);
+    if (!dim)
+      return Value::error();
+    return finish({{*dim}, ""}, Op{}, {});
+  }
+  if (fn == "rename") {
+    // rename(x, seq = seq_k, ...): the keywords are dims of x, their values the new names.
+    if (args.positional.size() != 1) {
+      error(call.loc,
+            "'rename' takes 1 positional argument, not " + std::to_string(args.positional.size()),
+            "rename(x, seq = seq_k)");
+      return Value::error();
+    }
+    int x = tensor(0);
+    if (x < 0)
+      return Value::error();
+    if (args.keyword.empty()) {
+      error(call.loc, "'rename' names no dim to rename", "rename(x, seq = seq_k)");
+      return Value::error();
+    }
+    const NamedShape &shape = typeOf(x).dims;
+    std::vector<std::pair<std::string, NamedDim>> renames;
+    bool ok = true;
+    for (const auto &[from, to] : args.keyword) {
+      if (findDim(shape, from) < 0) {
+        std::vector<std::string> names;
+        for (const NamedDim &d : shape)
+          names.push_back(d.name);
+        std::string guess = closestMatch(from, names);
+        error(args.keywordLoc[from], "'" + from + "' is not a dim of " + formatShape(shape),
+              guess.empty() ? "" : "did you mean '" + guess + "'?");
+        ok = false;
+        continue;
+      }
+      auto target = dimNamed(*to);
+      if (!target) {
+        ok = false;
+        continue;
+      }
+      int64_t size = shape[findDim(shape, from)].size;
+      if (target->size != size) {
+        error(to->loc,
+              "'" + from + "' has size " + std::to_string(size) + " but '" + target->name +
+                  "' has size " + std::to_string(target->size),
+              "a dim is renamed to another name of its size; declare one in dims { ... }, "
+              "as in " +
+                  from + "_2 = " + from);
+        ok = false;
+        continue;
+      }
+      renames.push_back({from, *target});
+    }
+    if (!ok)
+      return Value::error();
+    return finish(renameShape(shape, renames), Op{}, {x});
   }
   if (fn == "softmax" || fn == "sum" || fn == "mean") {
     if (!signature(2, 2, {}))
@@ -792,7 +907,8 @@ Value Sema::evalTensorExpr(const ast::Expr &expr, Frame &frame) {
       return id < 0 ? Value::error() : Value::ofTensor(id);
     }
     static const std::map<std::string, std::string> names = {
-        {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}};
+        {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"<", "lt"},
+        {"<=", "le"}, {">", "gt"},  {">=", "ge"}, {"==", "eq"}, {"!=", "ne"}};
     auto it = names.find(op);
     if (it == names.end()) {
       error(expr.loc, "'" + op + "' works on numbers, not tensors");

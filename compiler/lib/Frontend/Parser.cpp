@@ -479,6 +479,13 @@ private:
       op = a->op;
       lhs = a->lhs;
       rhs = a->rhs;
+    } else if (auto *c = dynamic_cast<TesselParser::CompareExprContext *>(ctx)) {
+      op = c->op;
+      lhs = c->lhs;
+      rhs = c->rhs;
+      if (dynamic_cast<TesselParser::CompareExprContext *>(lhs) && op)
+        diags_.error(locs_.of(op), "comparisons do not chain",
+                     "combine masks with '*': (a < b) * (b < c)");
     }
     if (!op)
       return make(ast::ExprKind::Name, locs_.of(ctx->getStart()));

@@ -277,6 +277,20 @@ Value Sema::arithmetic(const std::string &op, const Value &a, const Value &b, So
     error(loc, "'@' contracts tensors; both sides here are numbers");
     return Value::error();
   }
+  if (isComparison(op)) {
+    // Integers compare exactly; a float on either side compares as doubles.
+    auto compare = [&](auto x, auto y) {
+      return op == "<"    ? x < y
+             : op == "<=" ? x <= y
+             : op == ">"  ? x > y
+             : op == ">=" ? x >= y
+             : op == "==" ? x == y
+                          : x != y;
+    };
+    if (a.kind == Value::Int && b.kind == Value::Int)
+      return Value::ofBool(compare(a.i, b.i));
+    return Value::ofBool(compare(a.asDouble(), b.asDouble()));
+  }
   if (a.kind == Value::Int && b.kind == Value::Int && op != "/") {
     int64_t r = 0;
     bool overflow = false;

@@ -40,6 +40,10 @@ struct Value {
 };
 
 const char *kindName(Value::Kind kind);
+/// Whether `op` is one of the comparison operators < <= > >= == !=.
+inline bool isComparison(const std::string &op) {
+  return op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=";
+}
 /// A number as a user would write it (`0`, `0.5`, `1e+12`), not std::to_string's `0.000000`.
 std::string formatNumber(double v);
 

@@ -134,6 +134,30 @@ private:
       return MulOp::create(b_, loc, type, in[0], in[1]);
     if (n == "div")
       return DivOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "lt")
+      return LtOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "le")
+      return LeOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "gt")
+      return GtOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "ge")
+      return GeOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "eq")
+      return EqOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "ne")
+      return NeOp::create(b_, loc, type, in[0], in[1]);
+    if (n == "where")
+      return WhereOp::create(b_, loc, type, in[0], in[1], in[2]);
+    if (n == "positions")
+      return PositionsOp::create(b_, loc, type);
+    if (n == "rename")
+      return RenameOp::create(b_, loc, type, in[0]);
+    if (n == "square")
+      return SquareOp::create(b_, loc, type, in[0]);
+    if (n == "gelu_erf")
+      return GeluErfOp::create(b_, loc, type, in[0]);
+    if (n == "pow")
+      return PowOp::create(b_, loc, type, in[0], f64("exponent"));
     if (n == "neg")
       return NegOp::create(b_, loc, type, in[0]);
     if (n == "exp")

@@ -54,6 +54,32 @@ ShapeResult broadcastShapes(const NamedShape &a, const NamedShape &b) {
   return {out, ""};
 }
 
+ShapeResult whereShape(const NamedShape &cond, const NamedShape &a, const NamedShape &b) {
+  ShapeResult values = broadcastShapes(a, b);
+  if (!values.ok())
+    return values;
+  return broadcastShapes(values.shape, cond);
+}
+
+ShapeResult renameShape(const NamedShape &x,
+                        const std::vector<std::pair<std::string, NamedDim>> &renames) {
+  NamedShape out = x;
+  for (const auto &[from, to] : renames) {
+    int i = findDim(x, from);
+    if (i < 0)
+      return ShapeResult::fail("'" + from + "' is not a dim of " + formatShape(x));
+    if (x[i].size != to.size)
+      return ShapeResult::fail("'" + from + "' has size " + std::to_string(x[i].size) + " but '" +
+                               to.name + "' has size " + std::to_string(to.size) +
+                               "; a dim is renamed only to a name of its size");
+    out[i].name = to.name;
+  }
+  std::string err = checkWellFormed(out);
+  if (!err.empty())
+    return ShapeResult::fail("the result " + formatShape(out) + " is not a shape: " + err);
+  return {out, ""};
+}
+
 ShapeResult contractShapes(const NamedShape &a, const NamedShape &b,
                            const std::vector<std::string> &over) {
   std::vector<std::string> summed = over;

@@ -674,14 +674,40 @@ LogicalResult Lowering::lower(Operation *op) {
       .Case([&](graph::SubOp o) { return binary(o, "sub"); })
       .Case([&](graph::MulOp o) { return binary(o, "mul"); })
       .Case([&](graph::DivOp o) { return binary(o, "div"); })
+      .Case<graph::LtOp, graph::LeOp, graph::GtOp, graph::GeOp, graph::EqOp, graph::NeOp>(
+          [&](Operation *o) { return binary(o, o->getName().stripDialect()); })
+      .Case([&](graph::WhereOp o) {
+        NamedShape out = shapeOf(o.getResult());
+        Value r = define(o.getResult());
+        kernel(loc, "where", {buffer(o.getCond()), buffer(o.getLhs()), buffer(o.getRhs())}, {r},
+               {list("shape", sizesOf(out)),
+                list("cond_strides", stridesIn(shapeOf(o.getCond()), out)),
+                list("a_strides", stridesIn(shapeOf(o.getLhs()), out)),
+                list("b_strides", stridesIn(shapeOf(o.getRhs()), out))});
+        return success();
+      })
+      .Case([&](graph::PositionsOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "positions", {}, {r}, {n(o.getResult())});
+        return success();
+      })
       .Case<graph::NegOp, graph::ExpOp, graph::LogOp, graph::SqrtOp, graph::RsqrtOp, graph::TanhOp,
-            graph::GeluOp, graph::SiluOp, graph::ReluOp, graph::SigmoidOp>(
-          [&](Operation *o) { return unary(o); })
+            graph::GeluOp, graph::SiluOp, graph::ReluOp, graph::SigmoidOp, graph::SquareOp,
+            graph::GeluErfOp>([&](Operation *o) { return unary(o); })
+      .Case([&](graph::PowOp o) {
+        Value r = define(o.getResult());
+        kernel(loc, "unary", {buffer(o.getInput())}, {r},
+               {str("op", "pow"), n(o.getResult()),
+                f64("exponent", o.getExponent().convertToDouble())});
+        return success();
+      })
       .Case([&](graph::UnaryGradOp o) {
         Value r = define(o.getResult());
+        SmallVector<NamedAttribute> params = {str("op", o.getFn()), n(o)};
+        if (std::optional<APFloat> e = o.getExponent())
+          params.push_back(f64("exponent", e->convertToDouble()));
         kernel(loc, "unary_grad",
-               {buffer(o.getInput()), buffer(o.getOutput()), buffer(o.getGrad())}, {r},
-               {str("op", o.getFn()), n(o)});
+               {buffer(o.getInput()), buffer(o.getOutput()), buffer(o.getGrad())}, {r}, params);
         return success();
       })
       .Case([&](graph::DropoutOp o) {
@@ -701,7 +727,7 @@ LogicalResult Lowering::lower(Operation *op) {
       .Case([&](graph::SumOp o) { return reduce(o, false); })
       .Case([&](graph::MeanOp o) { return reduce(o, true); })
       .Case<graph::BroadcastOp, graph::PermuteOp>([&](Operation *o) { return copy(o); })
-      .Case<graph::SplitOp, graph::MergeOp>([&](Operation *o) { return view(o); })
+      .Case<graph::SplitOp, graph::MergeOp, graph::RenameOp>([&](Operation *o) { return view(o); })
       .Case([&](graph::SoftmaxOp o) {
         return lowerAlongDims(o, "softmax", shapeOf(o.getInput()), {o.getDim().str()},
                               o->getOperands(), {true}, o->getResults(), {true}, {});

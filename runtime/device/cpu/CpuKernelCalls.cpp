@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace tessel::rt {
 
@@ -69,6 +70,18 @@ cpu::BinaryKind binaryKind(catalogue::BinaryOp op) {
     return cpu::BinaryKind::Mul;
   case catalogue::BinaryOp::Div:
     return cpu::BinaryKind::Div;
+  case catalogue::BinaryOp::Lt:
+    return cpu::BinaryKind::Lt;
+  case catalogue::BinaryOp::Le:
+    return cpu::BinaryKind::Le;
+  case catalogue::BinaryOp::Gt:
+    return cpu::BinaryKind::Gt;
+  case catalogue::BinaryOp::Ge:
+    return cpu::BinaryKind::Ge;
+  case catalogue::BinaryOp::Eq:
+    return cpu::BinaryKind::Eq;
+  case catalogue::BinaryOp::Ne:
+    return cpu::BinaryKind::Ne;
   }
   return cpu::BinaryKind::Add;
 }
@@ -95,6 +108,12 @@ cpu::UnaryKind unaryKind(catalogue::UnaryOp op) {
     return cpu::UnaryKind::Relu;
   case catalogue::UnaryOp::Sigmoid:
     return cpu::UnaryKind::Sigmoid;
+  case catalogue::UnaryOp::Square:
+    return cpu::UnaryKind::Square;
+  case catalogue::UnaryOp::Pow:
+    return cpu::UnaryKind::Pow;
+  case catalogue::UnaryOp::GeluErf:
+    return cpu::UnaryKind::GeluErf;
   }
   return cpu::UnaryKind::Neg;
 }
@@ -122,19 +141,54 @@ bool run(KernelCall &c, const catalogue::Binary &p) {
   return true;
 }
 
+/// pow's exponent, which it requires; 0 for the functions that have none.
+bool exponentOf(KernelCall &c, catalogue::UnaryOp op, const std::optional<double> &exponent,
+                float &out) {
+  out = static_cast<float>(exponent.value_or(0.0));
+  if (op == catalogue::UnaryOp::Pow && !exponent)
+    return c.fail("pow needs an exponent");
+  return true;
+}
+
 bool run(KernelCall &c, const catalogue::Unary &p) {
   int64_t n = p.n;
-  if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
+  float exponent = 0.0f;
+  if (!exponentOf(c, p.op, p.exponent, exponent) || !c.needIn(0, n) || !c.needOut(0, n) ||
+      c.validating)
     return c.error.empty();
-  cpu::unary(unaryKind(p.op), n, c.fin(0), c.fout(0));
+  cpu::unary(unaryKind(p.op), n, c.fin(0), c.fout(0), exponent);
   return true;
 }
 
 bool run(KernelCall &c, const catalogue::UnaryGrad &p) {
   int64_t n = p.n;
-  if (!c.needIn(0, n) || !c.needIn(1, n) || !c.needIn(2, n) || !c.needOut(0, n) || c.validating)
+  float exponent = 0.0f;
+  if (!exponentOf(c, p.op, p.exponent, exponent) || !c.needIn(0, n) || !c.needIn(1, n) ||
+      !c.needIn(2, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  cpu::unaryGrad(unaryKind(p.op), n, c.fin(0), c.fin(1), c.fin(2), c.fout(0));
+  cpu::unaryGrad(unaryKind(p.op), n, c.fin(0), c.fin(1), c.fin(2), c.fout(0), exponent);
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::Where &p) {
+  const auto &sizes = p.shape;
+  cpu::Shape shape;
+  cpu::Strides sc, sa, sb;
+  if (!toShape(c, sizes, shape) || !toStrides(c, p.cond_strides, sizes.size(), sc) ||
+      !toStrides(c, p.a_strides, sizes.size(), sa) || !toStrides(c, p.b_strides, sizes.size(), sb))
+    return false;
+  if (!c.needIn(0, reach(sizes, p.cond_strides)) || !c.needIn(1, reach(sizes, p.a_strides)) ||
+      !c.needIn(2, reach(sizes, p.b_strides)) || !c.needOut(0, product(sizes)) || c.validating)
+    return c.error.empty();
+  cpu::select(shape, c.fin(0), sc, c.fin(1), sa, c.fin(2), sb, c.fout(0));
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::Positions &p) {
+  int64_t n = p.n;
+  if (!c.needOut(0, n) || c.validating)
+    return c.error.empty();
+  cpu::positions(n, c.fout(0));
   return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -40,6 +41,15 @@ std::string checkWellFormed(const NamedShape &shape);
 /// Elementwise ops align dims by name: the result has `a`'s dims followed by those of `b` that
 /// `a` lacks. A name present in both must have one size.
 ShapeResult broadcastShapes(const NamedShape &a, const NamedShape &b);
+
+/// `where(cond, a, b)`: the result has `a`'s dims, then those of `b` that `a` lacks, then
+/// those of `cond` that neither has; a name in several operands has one size.
+ShapeResult whereShape(const NamedShape &cond, const NamedShape &a, const NamedShape &b);
+
+/// Gives dims of `x` new names, keeping their order and sizes: `renames` pairs an old name with
+/// its new one. The old names must be dims of `x` and the result's names unique.
+ShapeResult renameShape(const NamedShape &x,
+                        const std::vector<std::pair<std::string, NamedDim>> &renames);
 
 /// Contraction (`a @ b` and `contract`): sums over the dims in `over`, or over every dim the
 /// operands share when `over` is empty. Shared dims not summed are batch dims and kept once.
