@@ -154,12 +154,12 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethod
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, Graph_FloatTensor:$grad, UnitAttr:$causal,
-                       F64Attr:$scale);
+                       F64Attr:$scale, OptionalAttr<I64Attr>:$window);
   let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? `scale` $scale attr-dict `:`
-    functional-type(operands, results)
+    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`window` $window^)? `scale`
+    $scale attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

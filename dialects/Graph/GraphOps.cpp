@@ -341,6 +341,8 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (getScale().convertToDouble() <= 0.0)
     return emitOpError("scale must be positive");
+  if (auto w = getWindow(); w && (*w <= 0 || !getCausal()))
+    return emitOpError("a window must be positive and come with the causal mask");
   return expectShape(*this,
                      attentionShape(shapes->operands[0], shapes->operands[1], shapes->operands[2]),
                      shapes->result);
@@ -537,6 +539,8 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError() << r.error;
   if (getScale().convertToDouble() <= 0.0)
     return emitOpError("scale must be positive");
+  if (auto w = getWindow(); w && (*w <= 0 || !getCausal()))
+    return emitOpError("a window must be positive and come with the causal mask");
   return success();
 }
 

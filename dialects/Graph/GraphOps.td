@@ -370,7 +370,9 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
   let description = [{
     `q` is [..., seq, heads, head]; `k` and `v` are [..., kv_seq, kv_heads, head] with the
     same leading dims. When kv_heads is smaller than heads, each group of heads / kv_heads
-    query heads shares one key/value head. `causal` masks future positions.
+    query heads shares one key/value head. `causal` masks future positions; with it,
+    `window` W masks those W or more before the query too (a sliding window: query i sees
+    keys i - W + 1 .. i, as Mistral's).
 
     ```mlir
     %a = graph.attention %q, %k, %v causal scale 1.767767e-01
@@ -381,11 +383,12 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
-                       Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale);
+                       Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
+                       OptionalAttr<I64Attr>:$window);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale attr-dict `:`
-    functional-type(operands, results)
+    $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)? `scale` $scale
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

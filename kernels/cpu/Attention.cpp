@@ -5,7 +5,8 @@
 // products (SmallGemm.h) and a row softmax. The backward pass runs one (batch, kv head) pair
 // per task, so the query heads that share a kv head add into its dk and dv in head order, and
 // recomputes the probabilities exactly as the forward pass computed them. Causal attention
-// skips the keys after each block's last query.
+// skips the keys after each block's last query, and a sliding window those before its first
+// query's window: tiles no query of a block sees are never computed.
 //
 // This file is compiled once per instruction set (Isa.h): its functions live in
 // tessel::cpu::attention_isa::<set>, and AttentionDispatch.cpp calls the widest one the CPU
@@ -92,9 +93,12 @@ struct KvTile {
   }
 };
 
-/// Keys that query i sees.
+/// Keys that query i sees: [firstKey, keysFor).
 int64_t keysFor(const AttentionArgs &a, int64_t i) {
   return a.causal ? std::min(i + 1, a.kvSeq) : a.kvSeq;
+}
+int64_t firstKey(const AttentionArgs &a, int64_t i) {
+  return a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
 }
 
 /// Keys that any query of [q0 + rowBegin, q0 + rowEnd) sees: a block's column (or term) range.
@@ -107,20 +111,21 @@ int64_t keysForBlock(const AttentionArgs &a, int64_t q0, int64_t rowEnd) {
 void probabilities(const AttentionArgs &a, const float *q, const float *kt, int64_t q0,
                    int64_t rows, float *p) {
   const int64_t T = a.kvSeq, D = a.head, ldq = a.heads * D;
-  smallGemm<false>(rows, q, ldq, kt, T, p, T, [&](int64_t, int64_t rowEnd) {
-    return BlockRange{keysForBlock(a, q0, rowEnd), 0, D};
+  smallGemm<false>(rows, q, ldq, kt, T, p, T, [&](int64_t rowBegin, int64_t rowEnd) {
+    return BlockRange{keysForBlock(a, q0, rowEnd), 0, D, firstKey(a, q0 + rowBegin)};
   });
   const float scale = a.scale;
   for (int64_t r = 0; r < rows; ++r) {
-    float *pr = p + r * T;
-    const int64_t keys = keysFor(a, q0 + r);
-    detail::mapVec(keys, pr, pr, [scale](auto v) { return v * scale; });
-    const float max = detail::maxOf(keys, pr);
-    detail::mapVec(keys, pr, pr, [max](auto v) { return detail::fastExp(v - max); });
+    const int64_t begin = firstKey(a, q0 + r), keys = keysFor(a, q0 + r), n = keys - begin;
+    float *pr = p + r * T + begin;
+    detail::mapVec(n, pr, pr, [scale](auto v) { return v * scale; });
+    const float max = detail::maxOf(n, pr);
+    detail::mapVec(n, pr, pr, [max](auto v) { return detail::fastExp(v - max); });
     const float inv = static_cast<float>(
-        1.0 / detail::sumTerms(keys, [&](int64_t j, auto t) { return detail::load(pr + j, t); }));
-    detail::mapVec(keys, pr, pr, [inv](auto v) { return v * inv; });
-    zeroFloats(pr + keys, T - keys);
+        1.0 / detail::sumTerms(n, [&](int64_t j, auto t) { return detail::load(pr + j, t); }));
+    detail::mapVec(n, pr, pr, [inv](auto v) { return v * inv; });
+    zeroFloats(p + r * T, begin);
+    zeroFloats(p + r * T + keys, T - keys);
   }
 }
 
@@ -143,10 +148,11 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
         const int64_t first = ((b * S + q0) * H + h) * D;
         probabilities(a, q + first, tile.kt.data(), q0, rows, p.data());
         // out = p v, each query summing only the keys its block can see.
-        smallGemm<false>(rows, p.data(), T, tile.vr.data(), D, out + first, ld,
-                         [&](int64_t, int64_t rowEnd) {
-                           return BlockRange{D, 0, keysForBlock(a, q0, rowEnd)};
-                         });
+        smallGemm<false>(
+            rows, p.data(), T, tile.vr.data(), D, out + first, ld,
+            [&](int64_t rowBegin, int64_t rowEnd) {
+              return BlockRange{D, firstKey(a, q0 + rowBegin), keysForBlock(a, q0, rowEnd)};
+            });
       }
     }
   }
@@ -173,40 +179,49 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
           const int64_t rows = std::min(kQueryBlock, S - q0);
           const int64_t first = ((b * S + q0) * H + h) * D;
           probabilities(a, q + first, tile.kt.data(), q0, rows, p.data());
-          auto causalCols = [&](int64_t, int64_t rowEnd) {
-            return BlockRange{keysForBlock(a, q0, rowEnd), 0, D};
+          auto causalCols = [&](int64_t rowBegin, int64_t rowEnd) {
+            return BlockRange{keysForBlock(a, q0, rowEnd), 0, D, firstKey(a, q0 + rowBegin)};
           };
           // dp = dout v^T, then ds = p (dp - sum(p dp)) * scale, row by row.
           smallGemm<false>(rows, dout + first, ld, tile.vt.data(), T, ds.data(), T, causalCols);
           for (int64_t r = 0; r < rows; ++r) {
-            const float *pr = p.data() + r * T;
-            float *dsr = ds.data() + r * T;
-            const int64_t keys = keysFor(a, q0 + r);
-            const float dot = static_cast<float>(detail::sumTerms(keys, [&](int64_t j, auto t) {
+            const int64_t begin = firstKey(a, q0 + r), keys = keysFor(a, q0 + r);
+            const int64_t n = keys - begin;
+            const float *pr = p.data() + r * T + begin;
+            float *dsr = ds.data() + r * T + begin;
+            const float dot = static_cast<float>(detail::sumTerms(n, [&](int64_t j, auto t) {
               return detail::load(pr + j, t) * detail::load(dsr + j, t);
             }));
             const float scale = a.scale;
-            detail::mapVec2(keys, pr, dsr, dsr,
+            detail::mapVec2(n, pr, dsr, dsr,
                             [dot, scale](auto pv, auto dpv) { return pv * (dpv - dot) * scale; });
-            zeroFloats(dsr + keys, T - keys);
+            zeroFloats(ds.data() + r * T, begin);
+            zeroFloats(ds.data() + r * T + keys, T - keys);
           }
           // dq = ds k.
-          smallGemm<false>(rows, ds.data(), T, tile.kr.data(), D, dq + first, ld,
-                           [&](int64_t, int64_t rowEnd) {
-                             return BlockRange{D, 0, keysForBlock(a, q0, rowEnd)};
-                           });
-          // dk += ds^T q and dv += p^T dout, over the keys this block sees; key j only meets
-          // the queries from j on when causal.
-          const int64_t keys = keysForBlock(a, q0, rows);
-          detail::transpose(rows, keys, ds.data(), T, dst.data(), kQueryBlock);
-          detail::transpose(rows, keys, p.data(), T, pt.data(), kQueryBlock);
-          auto queriesFor = [&](int64_t keyBegin, int64_t) {
-            return BlockRange{D, a.causal ? std::max<int64_t>(0, keyBegin - q0) : 0, rows};
+          smallGemm<false>(
+              rows, ds.data(), T, tile.kr.data(), D, dq + first, ld,
+              [&](int64_t rowBegin, int64_t rowEnd) {
+                return BlockRange{D, firstKey(a, q0 + rowBegin), keysForBlock(a, q0, rowEnd)};
+              });
+          // dk += ds^T q and dv += p^T dout, over the keys [kb, ke) this block sees; key j
+          // only meets the queries from j on when causal, and with a window those before
+          // j + window.
+          const int64_t kb = firstKey(a, q0), ke = keysForBlock(a, q0, rows);
+          detail::transpose(rows, ke - kb, ds.data() + kb, T, dst.data(), kQueryBlock);
+          detail::transpose(rows, ke - kb, p.data() + kb, T, pt.data(), kQueryBlock);
+          auto queriesFor = [&](int64_t keyBegin, int64_t keyEnd) {
+            if (!a.causal)
+              return BlockRange{D, 0, rows};
+            const int64_t first = std::max<int64_t>(0, kb + keyBegin - q0);
+            const int64_t last =
+                a.window > 0 ? std::min(rows, kb + keyEnd - 1 + a.window - q0) : rows;
+            return BlockRange{D, first, std::max(first, last)};
           };
-          smallGemm<true>(keys, dst.data(), kQueryBlock, q + first, ld, dkAcc.data(), D,
+          smallGemm<true>(ke - kb, dst.data(), kQueryBlock, q + first, ld, dkAcc.data() + kb * D, D,
                           queriesFor);
-          smallGemm<true>(keys, pt.data(), kQueryBlock, dout + first, ld, dvAcc.data(), D,
-                          queriesFor);
+          smallGemm<true>(ke - kb, pt.data(), kQueryBlock, dout + first, ld, dvAcc.data() + kb * D,
+                          D, queriesFor);
         }
       }
       const int64_t stride = KH * D;

@@ -207,6 +207,8 @@ bool embeddingGradRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int
 struct AttentionArgs {
   int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, head = 0;
   bool causal = false;
+  /// With `causal`, a sliding window: query i sees keys i - window + 1 .. i (0: all before).
+  int64_t window = 0;
   float scale = 1.0f;
 };
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,

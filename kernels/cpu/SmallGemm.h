@@ -23,10 +23,12 @@
 namespace tessel::cpu::detail {
 inline namespace TESSEL_CPU_ISA {
 
-/// What a block of rows [rowBegin, rowEnd) needs: columns [0, cols) and terms [kBegin, kEnd).
+/// What a block of rows [rowBegin, rowEnd) needs: columns [colBegin, cols) and terms
+/// [kBegin, kEnd).
 /// Causal attention uses it to skip the keys after a block's last query.
 struct BlockRange {
   int64_t cols, kBegin, kEnd;
+  int64_t colBegin = 0; ///< Columns before it are left alone (keys before a sliding window).
 };
 
 #if defined(__AVX512F__)
@@ -56,7 +58,7 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
   for (int64_t i0 = 0; i0 < m; i0 += kRows) {
     const int64_t rows = std::min(kRows, m - i0);
     const BlockRange r = range(i0, i0 + rows);
-    int64_t j = 0;
+    int64_t j = r.colBegin;
     if (rows == kRows) {
       for (; j + kCols <= r.cols; j += kCols) {
         GemmVec s[kRows][2];

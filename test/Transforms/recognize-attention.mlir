@@ -48,6 +48,34 @@ func.func @unmasked(%q: !q, %k: !k, %v: !k) -> !q {
 
 // -----
 
+// A sliding window, causal * (query - key < 3): attention with window 3.
+
+!q = tensor<2x4x2x8xf32, #graph.dims<batch, seq, heads, head>>
+!k = tensor<2x4x2x8xf32, #graph.dims<batch, seq_k, heads, head>>
+!s = tensor<2x4x2x4xf32, #graph.dims<batch, seq, heads, seq_k>>
+!c = tensor<f32, #graph.dims<>>
+!m = tensor<4x4xf32, #graph.dims<seq_k, seq>>
+func.func @window(%q: !q, %k: !k, %v: !k) -> !q {
+  %s = graph.contract %q, %k sum ["head"] : (!q, !k) -> !s
+  %pk = graph.positions : tensor<4xf32, #graph.dims<seq_k>>
+  %pq = graph.positions : tensor<4xf32, #graph.dims<seq>>
+  %causal = graph.le %pk, %pq : (tensor<4xf32, #graph.dims<seq_k>>, tensor<4xf32, #graph.dims<seq>>) -> !m
+  %d = graph.sub %pq, %pk : (tensor<4xf32, #graph.dims<seq>>, tensor<4xf32, #graph.dims<seq_k>>) -> tensor<4x4xf32, #graph.dims<seq, seq_k>>
+  %three = graph.constant 3.0 : !c
+  %near = graph.lt %d, %three : (tensor<4x4xf32, #graph.dims<seq, seq_k>>, !c) -> tensor<4x4xf32, #graph.dims<seq, seq_k>>
+  %m = graph.mul %causal, %near : (!m, tensor<4x4xf32, #graph.dims<seq, seq_k>>) -> !m
+  %big = graph.constant -1.000000e+30 : !c
+  %w = graph.where %m, %s, %big : (!m, !s, !c) -> !s
+  %p = graph.softmax %w dim "seq_k" : !s
+  %a = graph.contract %p, %v sum ["seq_k"] : (!s, !k) -> !q
+  return %a : !q
+}
+// CHECK-LABEL: func.func @window(
+// CHECK-NEXT:  %[[A:.*]] = graph.attention %{{.*}}, %{{.*}}, %{{.*}} causal window 3 scale 1.000000e+00 :
+// CHECK-NEXT:  return %[[A]]
+
+// -----
+
 // Another mask (key < query: a row with no key at all) is not the attention op's: left as
 // written.
 

@@ -1042,7 +1042,7 @@ Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
         Doubles s(T, -INFINITY);
         double max = -INFINITY;
         for (int64_t j = 0; j < T; ++j) {
-          if (a.causal && j > i)
+          if (a.causal && (j > i || (a.window > 0 && i - j >= a.window)))
             continue;
           double acc = 0;
           for (int64_t d = 0; d < D; ++d)
@@ -1077,6 +1077,11 @@ AttentionArgs attentionArgs(int64_t batch, int64_t seq, int64_t heads, int64_t k
   return a;
 }
 
+AttentionArgs windowed(AttentionArgs a, int64_t window) {
+  a.window = window;
+  return a;
+}
+
 struct AttentionCase {
   const char *name;
   AttentionArgs args;
@@ -1089,6 +1094,7 @@ std::vector<AttentionCase> attentionCases() {
       {"gqa causal", attentionArgs(2, 6, 4, 6, 2, 6, true)},
       {"mqa", attentionArgs(1, 4, 3, 4, 1, 8, true)},
       {"cross", attentionArgs(2, 3, 4, 7, 2, 5, false)},
+      {"sliding window", windowed(attentionArgs(2, 7, 2, 7, 1, 4, true), 3)},
   };
 }
 
@@ -1165,24 +1171,25 @@ void attentionGradRef(const AttentionArgs &a, const Doubles &q, const Doubles &k
       auto kAt = [&](int64_t j, int64_t d) { return ((b * T + j) * KH + kh) * D + d; };
       for (int64_t i = 0; i < S; ++i) {
         const int64_t keys = a.causal ? std::min(i + 1, T) : T;
+        const int64_t begin = a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
         Doubles p(keys), dp(keys);
         double max = -INFINITY, sum = 0, pdp = 0;
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = begin; j < keys; ++j) {
           double s = 0;
           for (int64_t d = 0; d < D; ++d)
             s += q[qAt(i, d)] * k[kAt(j, d)];
           p[j] = s * a.scale;
           max = std::max(max, p[j]);
         }
-        for (int64_t j = 0; j < keys; ++j)
+        for (int64_t j = begin; j < keys; ++j)
           sum += (p[j] = std::exp(p[j] - max));
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = begin; j < keys; ++j) {
           p[j] /= sum;
           for (int64_t d = 0; d < D; ++d)
             dp[j] += w[qAt(i, d)] * v[kAt(j, d)];
           pdp += p[j] * dp[j];
         }
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = begin; j < keys; ++j) {
           const double ds = p[j] * (dp[j] - pdp) * a.scale;
           for (int64_t d = 0; d < D; ++d) {
             dq[qAt(i, d)] += ds * k[kAt(j, d)];
@@ -1201,6 +1208,10 @@ TEST(CpuKernelsAttention, LargerShapesMatchReference) {
       {"causal gqa", attentionArgs(2, 70, 4, 70, 2, 12, true)},
       {"non-causal", attentionArgs(1, 67, 2, 67, 2, 20, false)},
       {"cross", attentionArgs(1, 9, 3, 131, 1, 7, false)},
+      {"window 16", windowed(attentionArgs(2, 150, 4, 150, 2, 12, true), 16)},
+      {"window 70, blocks straddled", windowed(attentionArgs(1, 200, 2, 200, 1, 20, true), 70)},
+      {"window 1", windowed(attentionArgs(1, 70, 2, 70, 2, 8, true), 1)},
+      {"window past the start", windowed(attentionArgs(1, 40, 2, 40, 2, 8, true), 500)},
   };
   uint32_t seed = 750;
   for (const AttentionCase &c : cases) {

@@ -151,8 +151,8 @@ std::optional<InitSpec> Sema::evalInit(const ast::Expr *expr) {
     if (v.isError())
       return std::nullopt;
     if (!v.isNumber()) {
-      error(expr->operands[i]->loc, std::string("initialiser arguments are numbers, not ") +
-                                        kindName(v.kind));
+      error(expr->operands[i]->loc,
+            std::string("initialiser arguments are numbers, not ") + kindName(v.kind));
       return std::nullopt;
     }
     if (expr->keys[i].empty())
@@ -170,9 +170,9 @@ std::optional<InitSpec> Sema::evalInit(const ast::Expr *expr) {
       }
     size_t n = args.size() + named.size();
     if (n < lo || n > hi) {
-      error(expr->loc, "'" + fn + "' takes " + std::to_string(lo) +
-                           (hi > lo ? " to " + std::to_string(hi) : "") + " argument" +
-                           (hi == 1 ? "" : "s"),
+      error(expr->loc,
+            "'" + fn + "' takes " + std::to_string(lo) +
+                (hi > lo ? " to " + std::to_string(hi) : "") + " argument" + (hi == 1 ? "" : "s"),
             hint);
       return false;
     }
@@ -353,12 +353,11 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       }
     size_t n = args.positional.size();
     if (n < minPos || n > maxPos) {
-      error(call.loc, "'" + fn + "' takes " +
-                          (minPos == maxPos ? std::to_string(minPos)
-                                            : std::to_string(minPos) + " to " +
-                                                  std::to_string(maxPos)) +
-                          " positional argument" + (maxPos == 1 ? "" : "s") + ", not " +
-                          std::to_string(n));
+      error(call.loc,
+            "'" + fn + "' takes " +
+                (minPos == maxPos ? std::to_string(minPos)
+                                  : std::to_string(minPos) + " to " + std::to_string(maxPos)) +
+                " positional argument" + (maxPos == 1 ? "" : "s") + ", not " + std::to_string(n));
       return false;
     }
     return true;
@@ -380,10 +379,10 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
       return -1;
     }
     if (wantFloat != isFloat(typeOf(v.tensor).dtype)) {
-      error(args.positional[i]->loc,
-            "argument " + std::to_string(i + 1) + " of '" + fn + "' must be " +
-                (wantFloat ? "floating-point" : "integer (i32)") + ", not " +
-                dtypeName(typeOf(v.tensor).dtype));
+      error(args.positional[i]->loc, "argument " + std::to_string(i + 1) + " of '" + fn +
+                                         "' must be " +
+                                         (wantFloat ? "floating-point" : "integer (i32)") +
+                                         ", not " + dtypeName(typeOf(v.tensor).dtype));
       return -1;
     }
     return v.tensor;
@@ -629,7 +628,7 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     return finish(r, std::move(op), {logits, targets});
   }
   if (fn == "attention") {
-    if (!signature(3, 3, {"causal", "scale"}))
+    if (!signature(3, 3, {"causal", "scale", "window"}))
       return Value::error();
     int q = tensor(0), k = tensor(1), v = tensor(2);
     if (q < 0 || k < 0 || v < 0)
@@ -652,9 +651,27 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
                           /*aboveLo=*/true);
     if (!ok)
       return Value::error();
+    // A sliding window: query i sees keys i - window + 1 .. i.
+    int64_t window = 0;
+    if (const ast::Expr *e = keyword("window")) {
+      Value w = evalConstant(*e);
+      if (w.isError())
+        return w;
+      if (w.kind != Value::Int || w.i <= 0) {
+        error(e->loc, "window is a positive whole number of positions");
+        return Value::error();
+      }
+      if (!causal) {
+        error(e->loc, "a sliding window needs causal = true: it keeps the last `window` "
+                      "positions up to the query");
+        return Value::error();
+      }
+      window = w.i;
+    }
     Op op;
     op.attrs.push_back({"causal", causal});
     op.attrs.push_back({"scale", scale});
+    op.attrs.push_back({"window", window});
     return finish(r, std::move(op), {q, k, v});
   }
   if (fn == "rope") {
@@ -887,8 +904,9 @@ Value Sema::evalTensorExpr(const ast::Expr &expr, Frame &frame) {
       }
       ShapeResult r = contractShapes(ta.dims, tb.dims, {});
       if (!r.ok()) {
-        error(expr.loc, "cannot contract " + formatShape(ta.dims) + " @ " +
-                            formatShape(tb.dims) + ": " + r.error,
+        error(expr.loc,
+              "cannot contract " + formatShape(ta.dims) + " @ " + formatShape(tb.dims) + ": " +
+                  r.error,
               r.error.find("share no dim") != std::string::npos
                   ? "'@' sums over the dims both sides share; rename or split a dim first"
                   : "");
@@ -979,7 +997,8 @@ void Sema::execBody(const std::vector<ast::StmtPtr> &body, Frame &frame) {
     case ast::StmtKind::Assign: {
       const std::string &name = stmt->name.name;
       if (definitions_.count(name) || name == "batch") {
-        error(stmt->name.loc, "'" + name + "' is a dim or constant of the model; choose another name");
+        error(stmt->name.loc,
+              "'" + name + "' is a dim or constant of the model; choose another name");
         break;
       }
       frame.vars[name] = evalTensorExpr(*stmt->value, frame);
@@ -1006,8 +1025,7 @@ void Sema::execBody(const std::vector<ast::StmtPtr> &body, Frame &frame) {
         program_.layers = *count;
         program_.layersLoc = stmt->value->loc;
       }
-      std::string segment =
-          stmt->value->kind == ast::ExprKind::Name ? stmt->value->text : "repeat";
+      std::string segment = stmt->value->kind == ast::ExprKind::Name ? stmt->value->text : "repeat";
       int savedLayer = frame.layer;
       for (int64_t i = 0; i < *count && !elaborationAborted_; ++i) {
         unsigned errorsBefore = diags_.errorCount();
@@ -1121,7 +1139,8 @@ void Sema::elaborateForward() {
       continue;
     }
     program_.forward.inputs.push_back({arg.name.name, *type, arg.name.loc});
-    frame.vars[arg.name.name] = Value::ofTensor(static_cast<int>(program_.forward.inputs.size()) - 1);
+    frame.vars[arg.name.name] =
+        Value::ofTensor(static_cast<int>(program_.forward.inputs.size()) - 1);
   }
   if (fwd.result.name != "loss")
     error(fwd.result.loc, "forward returns the loss: write '-> loss'");
@@ -1134,7 +1153,8 @@ void Sema::elaborateForward() {
   if (elaborationAborted_)
     return;
   if (!frame.returned) {
-    error(fwd.loc, "forward ends without 'return'", "return the loss: return cross_entropy(logits, targets)");
+    error(fwd.loc, "forward ends without 'return'",
+          "return the loss: return cross_entropy(logits, targets)");
     return;
   }
   const Value &r = frame.result;
@@ -1142,8 +1162,9 @@ void Sema::elaborateForward() {
     return;
   if (r.kind != Value::Tensor || !typeOf(r.tensor).dims.empty() ||
       !isFloat(typeOf(r.tensor).dtype)) {
-    std::string what = r.kind == Value::Tensor ? "a tensor of shape " + formatShape(typeOf(r.tensor).dims)
-                                               : std::string(kindName(r.kind));
+    std::string what = r.kind == Value::Tensor
+                           ? "a tensor of shape " + formatShape(typeOf(r.tensor).dims)
+                           : std::string(kindName(r.kind));
     error(fwd.body.empty() ? fwd.loc : fwd.body.back()->loc,
           "forward must return a scalar loss, not " + what,
           "reduce it with cross_entropy(logits, targets)");
@@ -1164,9 +1185,9 @@ void Sema::elaborateForward() {
     for (const Op &op : program_.forward.ops)
       if (op.name == "embedding" && !program_.forward.typeOf(op.operands[0]).dims.empty() &&
           program_.forward.typeOf(op.operands[0]).dims[0].size < 256) {
-        error(op.loc, "the byte tokenizer produces ids up to 255 but this table has " +
-                          std::to_string(program_.forward.typeOf(op.operands[0]).dims[0].size) +
-                          " rows",
+        error(op.loc,
+              "the byte tokenizer produces ids up to 255 but this table has " +
+                  std::to_string(program_.forward.typeOf(op.operands[0]).dims[0].size) + " rows",
               "make the vocabulary dim at least 256");
         break;
       }

@@ -121,7 +121,8 @@ private:
     auto f64 = [&](StringRef name) { return b_.getF64FloatAttr(attr<double>(op, name)); };
     if (n == "param") {
       const InitSpec &init = attr<InitSpec>(op, "init");
-      auto initAttr = InitAttr::get(&ctx_, initKindName(init.kind), APFloat(init.a), APFloat(init.b));
+      auto initAttr =
+          InitAttr::get(&ctx_, initKindName(init.kind), APFloat(init.a), APFloat(init.b));
       return ParamOp::create(b_, loc, type, attr<std::string>(op, "name"), initAttr);
     }
     if (n == "constant")
@@ -184,9 +185,11 @@ private:
       return ContractOp::create(b_, loc, type, in[0], in[1],
                                 strings(attr<std::vector<std::string>>(op, "sum")));
     if (n == "sum")
-      return SumOp::create(b_, loc, type, in[0], strings(attr<std::vector<std::string>>(op, "dims")));
+      return SumOp::create(b_, loc, type, in[0],
+                           strings(attr<std::vector<std::string>>(op, "dims")));
     if (n == "mean")
-      return MeanOp::create(b_, loc, type, in[0], strings(attr<std::vector<std::string>>(op, "dims")));
+      return MeanOp::create(b_, loc, type, in[0],
+                            strings(attr<std::vector<std::string>>(op, "dims")));
     if (n == "softmax")
       return SoftmaxOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"));
     if (n == "layernorm")
@@ -200,15 +203,18 @@ private:
                                     b_.getStringAttr(attr<std::string>(op, "dim")),
                                     /*scale=*/FloatAttr());
     if (n == "attention")
-      return AttentionOp::create(b_, loc, type, in[0], in[1], in[2],
-                                 attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(),
-                                 f64("scale"));
+      return AttentionOp::create(
+          b_, loc, type, in[0], in[1], in[2],
+          attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(), f64("scale"),
+          attr<int64_t>(op, "window") > 0 ? b_.getI64IntegerAttr(attr<int64_t>(op, "window"))
+                                          : IntegerAttr());
     if (n == "rope")
       return RopeOp::create(b_, loc, type, in[0], f64("theta"));
     if (n == "split")
       return SplitOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"));
     if (n == "merge")
-      return MergeOp::create(b_, loc, type, in[0], strings(attr<std::vector<std::string>>(op, "dims")));
+      return MergeOp::create(b_, loc, type, in[0],
+                             strings(attr<std::vector<std::string>>(op, "dims")));
     if (n == "permute")
       return PermuteOp::create(b_, loc, type, in[0]);
     llvm::report_fatal_error("no graph op for '" + Twine(n) + "'");
@@ -233,8 +239,8 @@ private:
         b_.getNamedAttr("sequence_parallel", b_.getBoolAttr(p.sequenceParallel.value)),
         b_.getNamedAttr("zero", b_.getI64IntegerAttr(p.zero.value)),
         b_.getNamedAttr("schedule", b_.getStringAttr(p.schedule.value)),
-        b_.getNamedAttr("microbatches", b_.getI64IntegerAttr(p.microbatches.value
-                                                                  ? p.microbatches.value
+        b_.getNamedAttr("microbatches",
+                        b_.getI64IntegerAttr(p.microbatches.value ? p.microbatches.value
                                                                   : program_.train.accumulation)),
         b_.getNamedAttr("virtual_stages", b_.getI64IntegerAttr(p.virtualStages.value)),
         b_.getNamedAttr("recompute", b_.getStringAttr(p.recompute.value)),

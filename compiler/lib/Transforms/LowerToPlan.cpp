@@ -260,9 +260,9 @@ void Lowering::declareState() {
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) {
   b_.setInsertionPoint(func);
-  auto program = plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName),
-                                         IntegerAttr(),
-                                         func->getAttrOfType<IntegerAttr>("tessel.stage"));
+  auto program =
+      plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName), IntegerAttr(),
+                              func->getAttrOfType<IntegerAttr>("tessel.stage"));
   b_.setInsertionPointToStart(&program.getBody().emplaceBlock());
   buffers_.clear();
 
@@ -560,10 +560,11 @@ LogicalResult Lowering::lower(Operation *op) {
       names.push_back(d.name);
     return names;
   };
-  auto attentionParams = [&](Value q, Value k, bool causal, double scale) {
+  auto attentionParams = [&](Value q, Value k, bool causal, double scale,
+                             std::optional<uint64_t> window) {
     NamedShape qs = shapeOf(q), ks = shapeOf(k);
     size_t r = qs.size();
-    return SmallVector<NamedAttribute>{
+    SmallVector<NamedAttribute> params{
         i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
         i64("seq", qs[r - 3].size),
         i64("heads", qs[r - 2].size),
@@ -572,6 +573,9 @@ LogicalResult Lowering::lower(Operation *op) {
         i64("head", qs[r - 1].size),
         i64("causal", causal),
         f64("scale", scale)};
+    if (window)
+      params.push_back(i64("window", static_cast<int64_t>(*window)));
+    return params;
   };
 
   waitFor(op);
@@ -800,7 +804,7 @@ LogicalResult Lowering::lower(Operation *op) {
         kernel(loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())},
                {r},
                attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
-                               o.getScale().convertToDouble()));
+                               o.getScale().convertToDouble(), o.getWindow()));
         return success();
       })
       .Case([&](graph::AttentionGradOp o) {
@@ -810,8 +814,8 @@ LogicalResult Lowering::lower(Operation *op) {
             loc, "attention_grad",
             {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue()), buffer(o.getGrad())},
             {dq, dk, dv},
-            attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
-                            o.getScale().convertToDouble()));
+            attentionParams(o.getQuery(), o.getKey(), o.getCausal(), o.getScale().convertToDouble(),
+                            o.getWindow()));
         return success();
       })
       .Case([&](graph::RopeOp o) {

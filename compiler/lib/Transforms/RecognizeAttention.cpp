@@ -24,6 +24,8 @@
 
 #include "llvm/ADT/SetVector.h"
 
+#include <cmath>
+
 namespace tessel {
 #define GEN_PASS_DEF_RECOGNIZEATTENTION
 #include "tessel/Transforms/Passes.h.inc"
@@ -68,6 +70,43 @@ bool isCausalMask(Value mask, StringRef queries, StringRef keys) {
   if (isa<GeOp>(op))
     return a->name == queries && b->name == keys;
   return false;
+}
+
+/// The window W if `term` is (query position - key position) < W, W a positive whole number.
+std::optional<int64_t> windowOf(Value term, StringRef queries, StringRef keys) {
+  auto lt = term.getDefiningOp<LtOp>();
+  auto sub = lt ? lt.getLhs().getDefiningOp<SubOp>() : SubOp();
+  std::optional<double> w = lt ? scalarConstant(lt.getRhs()) : std::nullopt;
+  if (!sub || !w || !(*w >= 1) || *w != std::floor(*w) || *w > 1e15)
+    return std::nullopt;
+  auto q = positionsOf(sub.getLhs()), k = positionsOf(sub.getRhs());
+  if (!q || !k || q->name != queries || k->name != keys)
+    return std::nullopt;
+  return static_cast<int64_t>(*w);
+}
+
+/// The mask's meaning for attention: causal (window 0), causal with a sliding window W
+/// (causal * (q - k < W), either order), or nothing attention can do.
+std::optional<int64_t> causalWindowOf(Value mask, StringRef queries, StringRef keys) {
+  if (isCausalMask(mask, queries, keys))
+    return 0;
+  auto mul = mask.getDefiningOp<MulOp>();
+  if (!mul)
+    return std::nullopt;
+  for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())})
+    if (isCausalMask(a, queries, keys))
+      if (std::optional<int64_t> w = windowOf(b, queries, keys))
+        return w;
+  return std::nullopt;
+}
+
+/// `op` and the ops its operands come from, each before those it reads (the order in which
+/// they can go once unused).
+void collectTree(Operation *op, llvm::SetVector<Operation *> &out) {
+  if (!op || !out.insert(op))
+    return;
+  for (Value x : op->getOperands())
+    collectTree(x.getDefiningOp(), out);
 }
 
 std::optional<std::string> singleSummedDim(ContractOp c) {
@@ -146,9 +185,11 @@ struct ContractSoftmaxContract : OpRewritePattern<ContractOp> {
       if (!((*qShape)[i] == (*kShape)[i]))
         return failure();
     bool causal = false;
+    std::optional<int64_t> window;
     if (mask) {
-      if (!isCausalMask(mask, queryDim.name, *keys) || queryDim.size != (*kShape)[n - 3].size)
-        return rewriter.notifyMatchFailure(out, "a mask other than the causal one");
+      window = causalWindowOf(mask, queryDim.name, *keys);
+      if (!window || queryDim.size != (*kShape)[n - 3].size)
+        return rewriter.notifyMatchFailure(out, "a mask other than the causal one or a window");
       causal = true;
     }
     // What the attention op replaces, from the softmax back to the scores: each goes once
@@ -166,17 +207,23 @@ struct ContractSoftmaxContract : OpRewritePattern<ContractOp> {
       if (auto mul = dyn_cast<MulOp>(op); mul && scalarConstant(mul.getLhs()))
         break; // c * s: the scores are the second operand.
     }
-    if (mask)
-      for (Value x : mask.getDefiningOp()->getOperands())
-        replaced.insert(x.getDefiningOp());
+    if (mask) {
+      replaced.remove(mask.getDefiningOp());
+      collectTree(mask.getDefiningOp(), replaced);
+    }
     replaced.insert(qk);
     auto attention = rewriter.replaceOpWithNewOp<AttentionOp>(
         out, out.getType(), q, k, v, causal ? rewriter.getUnitAttr() : UnitAttr(),
-        rewriter.getF64FloatAttr(scale));
+        rewriter.getF64FloatAttr(scale),
+        window && *window > 0 ? rewriter.getI64IntegerAttr(*window) : IntegerAttr());
     if (Attribute layer = out->getAttr("graph.layer"))
       attention->setAttr("graph.layer", layer);
-    for (Operation *op : replaced)
-      if (op && op->use_empty())
+    // Users before what they read: the last in the block first.
+    SmallVector<Operation *> gone(replaced.begin(), replaced.end());
+    llvm::erase(gone, nullptr);
+    llvm::sort(gone, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+    for (Operation *op : gone)
+      if (op->use_empty())
         rewriter.eraseOp(op);
     return success();
   }

@@ -516,8 +516,11 @@ template <class P> bool attentionArgs(KernelCall &c, const P &p, cpu::AttentionA
   a.head = p.head;
   a.causal = p.causal != 0;
   a.scale = static_cast<float>(p.scale);
+  a.window = p.window.value_or(0);
   if (!c.error.empty())
     return false;
+  if (a.window < 0 || (a.window > 0 && !a.causal))
+    return c.fail("has a sliding window that is negative or without the causal mask");
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
       a.heads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
     return c.fail("has inconsistent attention sizes");
