@@ -260,9 +260,9 @@ void Lowering::declareState() {
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) {
   b_.setInsertionPoint(func);
-  auto program = plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName),
-                                         IntegerAttr(),
-                                         func->getAttrOfType<IntegerAttr>("tessel.stage"));
+  auto program =
+      plan::ProgramOp::create(b_, func.getLoc(), b_.getStringAttr(programName), IntegerAttr(),
+                              func->getAttrOfType<IntegerAttr>("tessel.stage"));
   b_.setInsertionPointToStart(&program.getBody().emplaceBlock());
   buffers_.clear();
 
@@ -684,6 +684,23 @@ LogicalResult Lowering::lower(Operation *op) {
                 list("cond_strides", stridesIn(shapeOf(o.getCond()), out)),
                 list("a_strides", stridesIn(shapeOf(o.getLhs()), out)),
                 list("b_strides", stridesIn(shapeOf(o.getRhs()), out))});
+        return success();
+      })
+      .Case([&](graph::FusedElementwiseOp o) {
+        // Inputs are read through strides over the results' dims, as `binary` reads its
+        // operands; the results are dense.
+        NamedShape out = shapeOf(o.getResult(0));
+        SmallVector<Value> ins, outs;
+        SmallVector<int64_t> strides;
+        for (Value v : o.getInputs()) {
+          ins.push_back(buffer(v));
+          llvm::append_range(strides, stridesIn(shapeOf(v), out));
+        }
+        for (Value r : o.getResults())
+          outs.push_back(define(r));
+        kernel(loc, "fused_elementwise", ins, outs,
+               {str("body", o.getBody()), list("outputs", o.getOutputs()),
+                list("shape", sizesOf(out)), list("x_strides", strides)});
         return success();
       })
       .Case([&](graph::PositionsOp o) {
