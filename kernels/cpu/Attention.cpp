@@ -1,4 +1,4 @@
-//===- Attention.cpp - Scaled dot-product attention and rotary embedding ---===//
+//===- Attention.cpp - Scaled dot-product attention -----------------------===//
 //
 // Attention runs one (batch, head) pair per task: the pair's keys and values are copied into
 // small contiguous tiles, and blocks of up to kQueryBlock queries go through register-blocked
@@ -7,18 +7,26 @@
 // recomputes the probabilities exactly as the forward pass computed them. Causal attention
 // skips the keys after each block's last query.
 //
+// This file is compiled once per instruction set (Isa.h): its functions live in
+// tessel::cpu::attention_isa::<set>, and AttentionDispatch.cpp calls the widest one the CPU
+// runs. Nothing here instantiates a standard-library template that is not inlined (buffers are
+// this file's own), so no code compiled for wide vectors is shared with the baseline's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Loops.h"
 #include "kernels/cpu/Simd.h"
 #include "kernels/cpu/SmallGemm.h"
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
-namespace tessel::cpu {
+namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA {
 
 using detail::BlockRange;
 using detail::kParallelGrain;
@@ -29,29 +37,57 @@ namespace {
 /// Queries per block: bounds the score buffers at kQueryBlock x kvSeq floats per thread.
 constexpr int64_t kQueryBlock = 64;
 
-std::vector<float> buffer(int64_t n) { return std::vector<float>(static_cast<size_t>(n)); }
+/// A float buffer of this file's own (see the header).
+class Floats {
+public:
+  Floats() = default;
+  explicit Floats(int64_t n) { resize(n); }
+  Floats(const Floats &) = delete;
+  Floats &operator=(const Floats &) = delete;
+  ~Floats() { std::free(data_); }
+  void resize(int64_t n) {
+    if (n <= capacity_)
+      return;
+    std::free(data_);
+    data_ = static_cast<float *>(std::malloc(static_cast<size_t>(n) * sizeof(float)));
+    if (!data_)
+      throw std::bad_alloc();
+    capacity_ = n;
+  }
+  float *data() { return data_; }
+  const float *data() const { return data_; }
+
+private:
+  float *data_ = nullptr;
+  int64_t capacity_ = 0;
+};
+
+void copyFloats(const float *from, int64_t n, float *to) {
+  std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+}
+void zeroFloats(float *p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
 
 /// One (batch, kv head) pair's keys and values, copied out of the strided inputs: kt and vt
 /// are [head, kvSeq] (transposed), kr and vr [kvSeq, head]; only the ones asked for are filled.
 struct KvTile {
-  std::vector<float> kt, kr, vr, vt;
+  Floats kt, kr, vr, vt;
 
   void load(const AttentionArgs &a, const float *k, const float *v, int64_t b, int64_t kh,
             bool forward) {
     const int64_t T = a.kvSeq, D = a.head, stride = a.kvHeads * D;
     const int64_t first = (b * T * a.kvHeads + kh) * D;
-    kt.resize(static_cast<size_t>(T * D));
+    kt.resize(T * D);
     detail::transpose(T, D, k + first, stride, kt.data(), T);
     if (forward) {
-      vr.resize(static_cast<size_t>(T * D));
+      vr.resize(T * D);
       for (int64_t j = 0; j < T; ++j)
-        std::copy(v + first + j * stride, v + first + j * stride + D, vr.data() + j * D);
+        copyFloats(v + first + j * stride, D, vr.data() + j * D);
       return;
     }
-    kr.resize(static_cast<size_t>(T * D));
-    vt.resize(static_cast<size_t>(T * D));
+    kr.resize(T * D);
+    vt.resize(T * D);
     for (int64_t j = 0; j < T; ++j)
-      std::copy(k + first + j * stride, k + first + j * stride + D, kr.data() + j * D);
+      copyFloats(k + first + j * stride, D, kr.data() + j * D);
     detail::transpose(T, D, v + first, stride, vt.data(), T);
   }
 };
@@ -84,7 +120,7 @@ void probabilities(const AttentionArgs &a, const float *q, const float *kt, int6
     const float inv = static_cast<float>(
         1.0 / detail::sumTerms(keys, [&](int64_t j, auto t) { return detail::load(pr + j, t); }));
     detail::mapVec(keys, pr, pr, [inv](auto v) { return v * inv; });
-    std::fill(pr + keys, pr + T, 0.0f);
+    zeroFloats(pr + keys, T - keys);
   }
 }
 
@@ -97,7 +133,7 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
 #pragma omp parallel if (pairs * S * T * D >= kParallelGrain && pairs > 1)
   {
     KvTile tile;
-    std::vector<float> p = buffer(kQueryBlock * T);
+    Floats p(kQueryBlock * T);
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / H, h = pair % H;
@@ -124,15 +160,14 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
 #pragma omp parallel if (a.batch * H * S * T * D >= kParallelGrain && pairs > 1)
   {
     KvTile tile;
-    std::vector<float> p = buffer(kQueryBlock * T), ds = buffer(kQueryBlock * T);
-    std::vector<float> pt = buffer(T * kQueryBlock), dst = buffer(T * kQueryBlock);
-    std::vector<float> dkAcc = buffer(T * D), dvAcc = buffer(T * D);
+    Floats p(kQueryBlock * T), ds(kQueryBlock * T), pt(T * kQueryBlock), dst(T * kQueryBlock);
+    Floats dkAcc(T * D), dvAcc(T * D);
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / KH, kh = pair % KH;
       tile.load(a, k, v, b, kh, false);
-      std::fill(dkAcc.begin(), dkAcc.end(), 0.0f);
-      std::fill(dvAcc.begin(), dvAcc.end(), 0.0f);
+      zeroFloats(dkAcc.data(), T * D);
+      zeroFloats(dvAcc.data(), T * D);
       for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
         for (int64_t q0 = 0; q0 < S; q0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, S - q0);
@@ -153,7 +188,7 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
             const float scale = a.scale;
             detail::mapVec2(keys, pr, dsr, dsr,
                             [dot, scale](auto pv, auto dpv) { return pv * (dpv - dot) * scale; });
-            std::fill(dsr + keys, dsr + T, 0.0f);
+            zeroFloats(dsr + keys, T - keys);
           }
           // dq = ds k.
           smallGemm<false>(rows, ds.data(), T, tile.kr.data(), D, dq + first, ld,
@@ -177,42 +212,11 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
       const int64_t stride = KH * D;
       for (int64_t j = 0; j < T; ++j) {
         const int64_t row = (b * T + j) * stride + kh * D;
-        std::copy(dkAcc.data() + j * D, dkAcc.data() + (j + 1) * D, dk + row);
-        std::copy(dvAcc.data() + j * D, dvAcc.data() + (j + 1) * D, dv + row);
+        copyFloats(dkAcc.data() + j * D, D, dk + row);
+        copyFloats(dvAcc.data() + j * D, D, dv + row);
       }
     }
   }
 }
 
-void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-          const float *x, float *y) {
-  const int64_t half = head / 2;
-  // cos and sin of pos * theta^(-2i/head), computed in double and rounded once.
-  std::vector<float> cosines(static_cast<size_t>(seq * half)), sines(cosines.size());
-  for (int64_t pos = 0; pos < seq; ++pos)
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle =
-          static_cast<double>(pos) *
-          std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / head);
-      cosines[pos * half + i] = static_cast<float>(std::cos(angle));
-      sines[pos * half + i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
-    }
-  const int64_t rows = batch * seq;
-#pragma omp parallel for schedule(static) if (rows * heads * head >= kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pos = r % seq;
-    const float *c = cosines.data() + pos * half;
-    const float *s = sines.data() + pos * half;
-    for (int64_t h = 0; h < heads; ++h) {
-      const float *xh = x + (r * heads + h) * head;
-      float *yh = y + (r * heads + h) * head;
-      for (int64_t i = 0; i < half; ++i) {
-        const float lo = xh[i], hi = xh[i + half];
-        yh[i] = lo * c[i] - hi * s[i];
-        yh[i + half] = hi * c[i] + lo * s[i];
-      }
-    }
-  }
-}
-
-} // namespace tessel::cpu
+} // namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA

@@ -235,6 +235,9 @@ void attention(const AttentionArgs &args, const float *q, const float *k, const 
 /// Recomputes the probabilities from q and k, then writes dq, dk, dv.
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
                    const float *dout, float *dq, float *dk, float *dv);
+/// The instruction set the attention kernels run with: "baseline", "avx2" or "avx512" (the
+/// widest the CPU supports, or the one TESSEL_CPU_ISA names); every one gives the same bits.
+const char *attentionVariant();
 
 /// Rotary embedding on [batch, seq, heads, head] (head even), in the "rotate half" layout:
 /// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).

@@ -8,12 +8,15 @@
 #ifndef TESSEL_KERNELS_CPU_LOOPS_H
 #define TESSEL_KERNELS_CPU_LOOPS_H
 
+#include "kernels/cpu/Isa.h"
+
 #include "kernels/cpu/CpuKernels.h"
 
 #include <algorithm>
 #include <cstdint>
 
 namespace tessel::cpu::detail {
+inline namespace TESSEL_CPU_ISA {
 
 /// Elementwise work below this many elements runs on one thread: a parallel region costs a
 /// few microseconds, which is more than the work itself.
@@ -108,6 +111,7 @@ template <int N, class Body> void forEachRun(const Collapsed<N> &c, Body body) {
   }
 }
 
+} // namespace TESSEL_CPU_ISA
 } // namespace tessel::cpu::detail
 
 #endif // TESSEL_KERNELS_CPU_LOOPS_H

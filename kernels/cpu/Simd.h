@@ -18,10 +18,13 @@
 #ifndef TESSEL_KERNELS_CPU_SIMD_H
 #define TESSEL_KERNELS_CPU_SIMD_H
 
+#include "kernels/cpu/Isa.h"
+
 #include <cstdint>
 #include <cstring>
 
 namespace tessel::cpu::detail {
+inline namespace TESSEL_CPU_ISA {
 
 constexpr int kLanes = 4;
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
@@ -164,6 +167,7 @@ inline float maxOf(int64_t n, const float *x) {
   return m;
 }
 
+} // namespace TESSEL_CPU_ISA
 } // namespace tessel::cpu::detail
 
 #endif // TESSEL_KERNELS_CPU_SIMD_H

@@ -5,6 +5,7 @@
 #include "mlir/Pass/PassManager.h"
 
 void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createRecognizeAttention());
   pm.addPass(createAutodiff());
   pm.addPass(createBuildOptimizer());
   pm.addPass(createDeriveSampler());

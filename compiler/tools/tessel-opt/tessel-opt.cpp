@@ -2,6 +2,10 @@
 //
 // For FileCheck tests and for users who want to inspect one pass at a time:
 //   tessel-opt model.mlir --mlir-print-ir-after-all
+//   tessel-opt graph.mlir --tessel-training-pipeline --tessel-sharding-pipeline
+//
+// The pipelines `tessel compile` runs are registered by name, so the IR between them can be
+// taken apart and fed back: --emit=graph, then each pipeline in turn.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +15,7 @@
 #include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -24,6 +29,17 @@ int main(int argc, char **argv) {
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
   tessel::registerTesselPasses();
+  mlir::PassPipelineRegistration<>(
+      "tessel-training-pipeline",
+      "Graph IR from the front end to the training functions (as tessel compile --emit=train)",
+      tessel::buildTrainingPipeline);
+  mlir::PassPipelineRegistration<>(
+      "tessel-sharding-pipeline",
+      "The training functions laid over the mesh (as tessel compile --emit=sharded)",
+      tessel::buildShardingPipeline);
+  mlir::PassPipelineRegistration<>(
+      "tessel-plan-pipeline", "Sharded graph IR to a memory-planned plan module (--emit=plan)",
+      tessel::buildPlanPipeline);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessel optimizer driver\n", registry));
 }

@@ -20,6 +20,21 @@ def Autodiff : Pass<"tessel-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
 }
 
+def RecognizeAttention : Pass<"tessel-recognize-attention", "mlir::ModuleOp"> {
+  let summary = "Replaces attention written from primitives by the attention op";
+  let description = [{
+    `contract(softmax(where(mask, contract(q, k, over head) * scale, -big), seq_k), v, over
+    seq_k)` (the scaling written as a division or product by a constant, or absent; the
+    mask absent or the causal one, key position <= query position) computes what
+    `graph.attention` computes without ever holding the seq x seq scores, and its backward
+    recomputes them. Where q is [..., seq, heads, head], k and v [..., seq_k, heads, head] with
+    the same leading dims and the result is in q's layout, the pattern becomes that op; the
+    ops it replaced go where nothing else reads them. Other masks, dropout on the
+    probabilities and other layouts are left as written.
+  }];
+  let dependentDialects = ["::tessel::graph::GraphDialect"];
+}
+
 def BuildOptimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
   let summary = "Builds @optimizer_step: clipping, learning-rate schedule, AdamW or SGD";
   let description = [{
