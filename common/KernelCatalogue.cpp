@@ -15,15 +15,15 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 template <class E> struct EnumTraits;
-#define TESSEL_ENUM(Enum, Doc)                                                                    \
+#define TESSEL_ENUM(Enum, Doc)                                                                     \
   template <> struct EnumTraits<Enum> {                                                            \
     static constexpr const char *name = #Enum;                                                     \
-    static const std::vector<std::string_view> &words();                                          \
+    static const std::vector<std::string_view> &words();                                           \
   };
 #include "common/KernelCatalogue.def"
 
-#define TESSEL_ENUM(Enum, Doc)                                                                    \
-  const std::vector<std::string_view> &EnumTraits<Enum>::words() {                                \
+#define TESSEL_ENUM(Enum, Doc)                                                                     \
+  const std::vector<std::string_view> &EnumTraits<Enum>::words() {                                 \
     static const std::vector<std::string_view> w = {
 #define TESSEL_ENUM_VALUE(Enum, Value, Word) Word,
 #define TESSEL_ENUM_END(Enum)                                                                      \
@@ -44,6 +44,8 @@ template <class T> constexpr ParamType paramTypeOf() {
     return ParamType::I64List;
   else if constexpr (std::is_same_v<T, Flag>)
     return ParamType::Flag;
+  else if constexpr (std::is_same_v<T, ElementwiseBody>)
+    return ParamType::Body;
   else
     return ParamType::Enum;
 }
@@ -59,13 +61,13 @@ template <class T> ParamInfo paramInfo(const char *name, ParamPresence presence,
 
 std::vector<KernelInfo> buildTable() {
   std::vector<KernelInfo> table;
-#define TESSEL_KERNEL(Id, Name, Fam, Doc)                                                         \
+#define TESSEL_KERNEL(Id, Name, Fam, Doc)                                                          \
   {                                                                                                \
     KernelInfo k{KernelId::Id, Name, Family::Fam, Doc, {}, {}, {}};
-#define TESSEL_OPERAND(Id, Dir, Role, Types, Count)                                               \
+#define TESSEL_OPERAND(Id, Dir, Role, Types, Count)                                                \
   (Direction::Dir == Direction::In ? k.ins : k.outs)                                               \
       .push_back({#Role, OperandTypes::Types, OperandCount::Count});
-#define TESSEL_PARAM(Id, Name, Type, Presence, Doc)                                               \
+#define TESSEL_PARAM(Id, Name, Type, Presence, Doc)                                                \
   k.params.push_back(paramInfo<Type>(#Name, ParamPresence::Presence, Doc));
 #define TESSEL_KERNEL_END(Id)                                                                      \
   table.push_back(std::move(k));                                                                   \
@@ -78,16 +80,19 @@ std::vector<KernelInfo> buildTable() {
 // Decoding
 //===----------------------------------------------------------------------===//
 
-
 /// How each parameter type is spelled: in an error ("it takes an integer"), in the docs'
 /// tables ("i64") and in `tessel kernels` ("integer"). Indexed by ParamType.
 struct TypeNames {
   const char *error, *table, *text;
 };
 constexpr TypeNames kTypeNames[] = {
-    {"an integer", "i64", "integer"},       {"a float", "f64", "float"},
-    {"a string", "str", "string"},          {"an integer list", "i64[]", "integer list"},
-    {"a flag (0 or 1)", "0/1", "0 or 1"},   {"a word", "", "word"},
+    {"an integer", "i64", "integer"},
+    {"a float", "f64", "float"},
+    {"a string", "str", "string"},
+    {"an integer list", "i64[]", "integer list"},
+    {"a flag (0 or 1)", "0/1", "0 or 1"},
+    {"a program (a string)", "program", "program"},
+    {"a word", "", "word"},
 };
 const TypeNames &namesOf(ParamType t) { return kTypeNames[static_cast<size_t>(t)]; }
 const char *typeWord(ParamType t) { return namesOf(t).error; }
@@ -136,8 +141,7 @@ private:
       error_ = why;
   }
   void wrongType(const char *name, ParamType want) {
-    fail("has parameter '" + std::string(name) + "' of the wrong type; it takes " +
-         typeWord(want));
+    fail("has parameter '" + std::string(name) + "' of the wrong type; it takes " + typeWord(want));
   }
 
   void read(const char *name, const planfile::Attr &a, I64 &out) {
@@ -170,6 +174,16 @@ private:
       out = *v == 1;
     else
       wrongType(name, ParamType::Flag);
+  }
+  void read(const char *name, const planfile::Attr &a, ElementwiseBody &out) {
+    auto *v = std::get_if<std::string>(&a.value);
+    if (!v) {
+      wrongType(name, ParamType::Body);
+      return;
+    }
+    std::string why;
+    if (!parseElementwiseBody(*v, out, why))
+      fail("has a " + std::string(name) + " it cannot run: " + why);
   }
   template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
   void read(const char *name, const planfile::Attr &a, E &out) {
@@ -285,9 +299,9 @@ std::string paramList(const KernelInfo &k) {
 
 } // namespace
 
-#define TESSEL_ENUM(Enum, Doc)                                                                    \
+#define TESSEL_ENUM(Enum, Doc)                                                                     \
   std::string_view wordOf(Enum value) {                                                            \
-    return EnumTraits<Enum>::words().at(static_cast<size_t>(value));                              \
+    return EnumTraits<Enum>::words().at(static_cast<size_t>(value));                               \
   }
 #include "common/KernelCatalogue.def"
 
@@ -318,7 +332,7 @@ bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> 
 bool decodeParams(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs,
                   KernelParams &params, std::string &error) {
   switch (kernel.id) {
-#define TESSEL_KERNEL(Id, Name, Family, Doc)                                                      \
+#define TESSEL_KERNEL(Id, Name, Family, Doc)                                                       \
   case KernelId::Id: {                                                                             \
     Id p;                                                                                          \
     Decoder d(kernel, attrs, error);
@@ -344,8 +358,8 @@ std::string markdownTable() {
     for (const KernelInfo &k : kernels()) {
       if (k.family != f)
         continue;
-      os << "| `" << k.name << "` | " << operandList(k.ins) << " → " << operandList(k.outs)
-         << " | " << paramList(k) << " | " << k.doc << " |\n";
+      os << "| `" << k.name << "` | " << operandList(k.ins) << " → " << operandList(k.outs) << " | "
+         << paramList(k) << " | " << k.doc << " |\n";
     }
   }
   return os.str();

@@ -34,8 +34,48 @@ constexpr size_t kKernelCount = 0
 
 #define TESSEL_ENUM(Enum, Doc) enum class Enum : uint8_t {
 #define TESSEL_ENUM_VALUE(Enum, Value, Word) Value,
-#define TESSEL_ENUM_END(Enum) };
+#define TESSEL_ENUM_END(Enum)                                                                      \
+  }                                                                                                \
+  ;
 #include "common/KernelCatalogue.def"
+
+//===----------------------------------------------------------------------===//
+// The body of a fused elementwise kernel
+//===----------------------------------------------------------------------===//
+
+/// An operand of a body step: input `index` of the kernel, or the value of step `index`.
+struct BodyReg {
+  bool input = true;
+  int32_t index = 0;
+};
+
+/// One step of a fused elementwise body; each computes one value per element.
+struct BodyStep {
+  enum class Kind : uint8_t { Const, Unary, UnaryGrad, Binary, Where };
+  Kind kind = Kind::Const;
+  UnaryOp unary{};   ///< Unary, UnaryGrad: the function.
+  BinaryOp binary{}; ///< Binary.
+  BodyReg args[3];   ///< Unary: x; UnaryGrad: x, y, dy; Binary: a, b; Where: cond, a, b.
+  double value = 0;  ///< Const: the value; Unary and UnaryGrad of pow: the exponent.
+};
+
+/// The program `fused_elementwise` runs per element (its `body` parameter): steps in order,
+/// each reading the kernel's inputs and earlier steps. In a plan it is text, one step per
+/// `;`: `const V`, a `unary` word and its operand (`pow x0 2`), a `binary` word and two
+/// operands (`mul x0 t1`), `unary_grad FN X Y DY` (pow: then the exponent) or
+/// `where C A B`, where `xK` is input K and `tK` the value of step K (an earlier one).
+struct ElementwiseBody {
+  std::vector<BodyStep> steps;
+  int32_t inputs = 0; ///< One more than the highest input a step reads.
+};
+
+/// At most this many steps in a body (the runtime keeps a tile of every step's values).
+constexpr size_t kMaxBodySteps = 64;
+
+/// Parses a body; false with the reason in `error` ("step 3: t5 is not an earlier step").
+bool parseElementwiseBody(std::string_view text, ElementwiseBody &body, std::string &error);
+/// The text of a body, which parseElementwiseBody reads back to the same steps.
+std::string formatElementwiseBody(const ElementwiseBody &body);
 
 //===----------------------------------------------------------------------===//
 // Parameter structs
@@ -47,12 +87,15 @@ using F64 = double;
 using Str = std::string;
 using I64List = std::vector<int64_t>;
 using Flag = bool;
+// ElementwiseBody (above) is a parameter type too: text in the plan, parsed when decoded.
 template <class T> using Required = T;
 template <class T> using Optional = std::optional<T>;
 
 #define TESSEL_KERNEL(Id, Name, Family, Doc) struct Id {
 #define TESSEL_PARAM(Id, Name, Type, Presence, Doc) Presence<Type> Name{};
-#define TESSEL_KERNEL_END(Id) };
+#define TESSEL_KERNEL_END(Id)                                                                      \
+  }                                                                                                \
+  ;
 #include "common/KernelCatalogue.def"
 
 /// One instruction's decoded parameters: the struct of its kernel.
@@ -71,7 +114,7 @@ enum class Direction : uint8_t { In, Out };
 enum class OperandTypes : uint8_t { Float, Index, AnyType };
 enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore };
 enum class ParamPresence : uint8_t { Required, Optional };
-enum class ParamType : uint8_t { I64, F64, Str, I64List, Flag, Enum };
+enum class ParamType : uint8_t { I64, F64, Str, I64List, Flag, Body, Enum };
 
 struct OperandInfo {
   const char *role;
@@ -83,8 +126,8 @@ struct ParamInfo {
   const char *name;
   ParamType type;
   ParamPresence presence;
-  const char *enumName;                 ///< For ParamType::Enum.
-  std::vector<std::string_view> words;  ///< For ParamType::Enum: the words, by value.
+  const char *enumName;                ///< For ParamType::Enum.
+  std::vector<std::string_view> words; ///< For ParamType::Enum: the words, by value.
   const char *doc;
 };
 

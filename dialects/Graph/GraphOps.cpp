@@ -7,6 +7,8 @@
 
 #include "Graph/GraphOps.h"
 
+#include "common/KernelCatalogue.h"
+
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -272,6 +274,46 @@ LogicalResult DropoutOp::verify() {
   if (rate < 0.0 || rate >= 1.0)
     return emitOpError() << "rate must lie in [0, 1), not " << rate;
   return verifyUnary(*this);
+}
+
+/// The body must be one the plan's `fused_elementwise` runs (the same parser), its results
+/// one type, and each input a broadcast of it by dim name.
+LogicalResult FusedElementwiseOp::verify() {
+  if (getResults().empty())
+    return emitOpError("has no results");
+  Type type = getResult(0).getType();
+  for (Value r : getResults())
+    if (r.getType() != type)
+      return emitOpError() << "results must share one type; " << r.getType() << " is not " << type;
+  auto shape = getNamedShape(type);
+  if (!shape)
+    return emitOpError() << "result type " << type << " must have named dims";
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    auto in = getNamedShape(v.getType());
+    if (!in)
+      return emitOpError() << "input #" << i << " type must have named dims";
+    for (const NamedDim &d : *in) {
+      int at = findDim(*shape, d.name);
+      if (at < 0 || (*shape)[at].size != d.size)
+        return emitOpError() << "input #" << i << " has dim " << d.name << " of size " << d.size
+                             << ", which the results do not have";
+    }
+  }
+  catalogue::ElementwiseBody body;
+  std::string why;
+  if (!catalogue::parseElementwiseBody(getBody().str(), body, why))
+    return emitOpError() << "body: " << why;
+  if (body.inputs > static_cast<int32_t>(getInputs().size()))
+    return emitOpError() << "body reads x" << body.inputs - 1 << " of " << getInputs().size()
+                         << " inputs";
+  if (getOutputs().size() != getNumResults())
+    return emitOpError() << "has " << getOutputs().size() << " outputs for " << getNumResults()
+                         << " results";
+  for (int64_t o : getOutputs())
+    if (o < 0 || o >= static_cast<int64_t>(body.steps.size()))
+      return emitOpError() << "output step " << o << " is not a step of the body ("
+                           << body.steps.size() << " steps)";
+  return success();
 }
 
 LogicalResult ContractOp::verify() {

@@ -458,6 +458,37 @@ def Graph_PermuteOp : Graph_Op<"permute", [DeclareOpInterfaceMethods<Graph_Shard
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused
+//===----------------------------------------------------------------------===//
+
+def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
+  let summary = "A group of elementwise ops computed in one pass over memory";
+  let description = [{
+    Made by `-tessel-fuse-elementwise` from a chain or tree of elementwise ops of one result
+    type. `body` is the group's program (the text `fused_elementwise` carries in the plan,
+    docs/plan-format.md): one step per `;`, each a `unary`/`binary` word, `const`, `unary_grad`
+    or `where` with its operands, `xK` the K-th input and `tK` the value of step K. Result i is
+    the value of step `outputs[i]`. Every result has the type of the group's values; an input
+    has a subset of its dims (by name) and is broadcast over the others. The location fuses the
+    locations of the ops it replaces.
+
+    ```mlir
+    %y:2 = graph.fused_elementwise %h, %b body "add x0 x1; gelu t0" outputs [0, 1]
+        : (tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>, tensor<512xf32, #graph.dims<ffn>>)
+        -> (tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>,
+            tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>)
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$inputs, StrAttr:$body,
+                       DenseI64ArrayAttr:$outputs);
+  let results = (outs Variadic<Graph_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `body` $body `outputs` $outputs attr-dict `:` functional-type($inputs, results)
+  }];
+  let hasVerifier = 1;
+}
+
 include "GraphGradientOps.td"
 include "GraphTrainOps.td"
 include "GraphParallelOps.td"

@@ -87,6 +87,27 @@ void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent =
 void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
                float *dx, float exponent = 0.0f);
 
+/// One step of a fused elementwise program: a value per element, from the operands `args`
+/// (value numbers: the inputs first, 0 .. inputs - 1, then the steps in order).
+struct FusedStep {
+  enum class Kind { Const, Unary, UnaryGrad, Binary, Where };
+  Kind kind = Kind::Const;
+  UnaryKind unary = UnaryKind::Neg;
+  BinaryKind binary = BinaryKind::Add;
+  int32_t args[3] = {0, 0, 0}; ///< Unary: x; UnaryGrad: x, y, dy; Binary: a, b; Where: c, a, b.
+  float value = 0;             ///< Const: the value; pow (Unary, UnaryGrad): the exponent.
+};
+
+/// Runs `steps` for every index i of `shape` in one pass over memory: input k is read at
+/// i . inStrides[k]; output o (dense) gets the value of step outSteps[o]. The element range is
+/// cut into tiles spread over threads; in a tile every step runs over the tile's elements as
+/// its own kernel (unary, unaryGrad, binary, select) runs, so each element's value has the same
+/// bits as the unfused kernels give. Every step index in outSteps and args must be valid.
+void fusedElementwise(const Shape &shape, const std::vector<FusedStep> &steps,
+                      const std::vector<const float *> &inputs,
+                      const std::vector<Strides> &inStrides, const std::vector<float *> &outputs,
+                      const std::vector<int32_t> &outSteps);
+
 /// out[i] = x[i . sx] for every index i of `shape`: permutes, broadcasts and copies.
 void stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out);
 

@@ -1,6 +1,7 @@
 //===- Elementwise.cpp - Binary, unary, copies and scaling ----------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/ElementwiseRuns.h"
 #include "kernels/cpu/Loops.h"
 #include "kernels/cpu/Simd.h"
 
@@ -65,26 +66,44 @@ void binaryWith(Op op, const Shape &shape, const float *a, const Strides &sa, co
   });
 }
 
+/// 1 where the comparison `kind` holds, else 0.
+inline float compare(BinaryKind kind, float p, float q) {
+  switch (kind) {
+  case BinaryKind::Lt:
+    return p < q ? 1.0f : 0.0f;
+  case BinaryKind::Le:
+    return p <= q ? 1.0f : 0.0f;
+  case BinaryKind::Gt:
+    return p > q ? 1.0f : 0.0f;
+  case BinaryKind::Ge:
+    return p >= q ? 1.0f : 0.0f;
+  case BinaryKind::Eq:
+    return p == q ? 1.0f : 0.0f;
+  default:
+    return p != q ? 1.0f : 0.0f;
+  }
+}
+
 /// Elements per parallel task of the vectorised maps (a multiple of the vector width).
 constexpr int64_t kMapChunk = 8192;
 
-/// y[i] = f(x[i]); f is generic over float and Vec.
+/// y[i] = f(x[i]) on one thread; f is generic over float and Vec.
 template <class F> void unaryWith(F f, int64_t n, const float *x, float *y) {
-  const int64_t chunks = (n + kMapChunk - 1) / kMapChunk;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kMapChunk;
-    detail::mapVec(std::min(kMapChunk, n - begin), x + begin, y + begin, f);
-  }
+  detail::mapVec(n, x, y, f);
 }
 
 /// dx[i] = g(in[i], dy[i]), where `in` is x or y, whichever the derivative needs.
 template <class G> void unaryGradWith(G g, int64_t n, const float *in, const float *dy, float *dx) {
+  detail::mapVec2(n, in, dy, dx, g);
+}
+
+/// Runs `run(begin, length)` over [0, n) in chunks of kMapChunk, over threads when n is large.
+template <class Run> void inChunks(int64_t n, Run run) {
   const int64_t chunks = (n + kMapChunk - 1) / kMapChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kMapChunk;
-    detail::mapVec2(std::min(kMapChunk, n - begin), in + begin, dy + begin, dx + begin, g);
+    run(begin, std::min(kMapChunk, n - begin));
   }
 }
 
@@ -158,7 +177,9 @@ void positions(int64_t n, float *y) {
     y[i] = static_cast<float>(i);
 }
 
-void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent) {
+namespace detail {
+
+void unaryRun(UnaryKind kind, int64_t n, const float *x, float *y, float exponent) {
   using detail::fastExp;
   using detail::fastSigmoid;
   switch (kind) {
@@ -199,8 +220,8 @@ void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent) 
   }
 }
 
-void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
-               float *dx, float exponent) {
+void unaryGradRun(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
+                  float *dx, float exponent) {
   using detail::fastSigmoid;
   switch (kind) {
   case UnaryKind::Neg:
@@ -276,6 +297,42 @@ void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const 
         },
         n, x, dy, dx);
   }
+}
+
+void binaryRun(BinaryKind kind, int64_t n, const float *a, const float *b, float *out) {
+  switch (kind) {
+  case BinaryKind::Add:
+    return ::tessel::cpu::binaryRun([](float p, float q) { return p + q; }, n, a, 1, b, 1, out);
+  case BinaryKind::Sub:
+    return ::tessel::cpu::binaryRun([](float p, float q) { return p - q; }, n, a, 1, b, 1, out);
+  case BinaryKind::Mul:
+    return ::tessel::cpu::binaryRun([](float p, float q) { return p * q; }, n, a, 1, b, 1, out);
+  case BinaryKind::Div:
+    return ::tessel::cpu::binaryRun([](float p, float q) { return p / q; }, n, a, 1, b, 1, out);
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = compare(kind, a[i], b[i]);
+  }
+}
+
+void selectRun(int64_t n, const float *c, const float *a, const float *b, float *out) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = c[i] != 0.0f ? a[i] : b[i];
+}
+
+} // namespace detail
+
+void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent) {
+  inChunks(n, [&](int64_t begin, int64_t length) {
+    detail::unaryRun(kind, length, x + begin, y + begin, exponent);
+  });
+}
+
+void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
+               float *dx, float exponent) {
+  inChunks(n, [&](int64_t begin, int64_t length) {
+    detail::unaryGradRun(kind, length, x + begin, y + begin, dy + begin, dx + begin, exponent);
+  });
 }
 
 void stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out) {

@@ -229,10 +229,11 @@ def train(args, c, template, mpirun=None):
     if mpirun:
         # One compute thread per process: the processes already outnumber the cores.
         exe = os.path.join(work, "model")
-        run_command([args.tessel, "compile", model, "-o", exe], name_of(c))
+        run_command([args.tessel, "compile", model, "-o", exe] + args.tessel_arg, name_of(c))
         run_command(mpirun + ["-np", str(ranks(c)), exe, "--threads", "1"] + options, name_of(c))
     else:
-        run_command([args.tessel, "run", model, "--", "--threads", "2"] + options, name_of(c))
+        run_command([args.tessel, "run", model] + args.tessel_arg + ["--", "--threads", "2"] + options,
+                    name_of(c))
     losses = {}
     with open(metrics) as f:
         for line in f:
@@ -262,6 +263,8 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--layout", action="append", default=[])
+    ap.add_argument("--tessel-arg", action="append", default=[],
+                    help="an option for every tessel compile / run (e.g. --fuse=off)")
     ap.add_argument("--factors", default=DEFAULT_FACTORS,
                     help="the factors the layouts vary, of " + ",".join(FACTORS))
     ap.add_argument("--full", action="store_true",

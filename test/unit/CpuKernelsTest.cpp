@@ -1498,3 +1498,84 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
 }
 
 } // namespace
+
+TEST(CpuKernelsElementwise, FusedGivesTheBitsOfTheUnfusedKernels) {
+  // Every step kind over several tiles (and threads): a dense input, a bias read through
+  // strides and a permuted one; each step's value must equal, bit for bit, what its own
+  // kernel gives on the whole tensor.
+  const Shape shape = makeShape({7, 9, 531});
+  const int64_t n = shape.numElements();
+  const Floats x = randomFloats(static_cast<size_t>(n), -3, 3, 70);
+  const Floats bias = randomFloats(531, -1, 1, 71);
+  const Floats perm = randomFloats(static_cast<size_t>(n), -2, 2, 72); // [531, 7, 9]
+  const Strides dense = denseStrides(shape), sBias = makeStrides({0, 0, 1}),
+                sPerm = makeStrides({9, 1, 63});
+  std::vector<FusedStep> steps;
+  std::vector<Floats> want;
+  auto add = [&](FusedStep s, Floats value) {
+    steps.push_back(s);
+    want.push_back(std::move(value));
+  };
+  auto step = [](FusedStep::Kind kind, int32_t a, int32_t b = 0, int32_t c = 0) {
+    FusedStep s;
+    s.kind = kind;
+    s.args[0] = a, s.args[1] = b, s.args[2] = c;
+    return s;
+  };
+  const int32_t kInputs = 3; // x0 = x, x1 = bias, x2 = perm; step j is value kInputs + j.
+  Floats h(static_cast<size_t>(n));
+  binary(BinaryKind::Add, shape, x.data(), dense, bias.data(), sBias, h.data());
+  FusedStep s0 = step(FusedStep::Kind::Binary, 0, 1);
+  add(s0, h);
+  Floats p(static_cast<size_t>(n));
+  stridedCopy(shape, perm.data(), sPerm, p.data());
+  const std::vector<UnaryKind> kinds = {
+      UnaryKind::Neg,    UnaryKind::Exp,  UnaryKind::Log,    UnaryKind::Sqrt, UnaryKind::Rsqrt,
+      UnaryKind::Tanh,   UnaryKind::Gelu, UnaryKind::Silu,   UnaryKind::Relu, UnaryKind::Sigmoid,
+      UnaryKind::Square, UnaryKind::Pow,  UnaryKind::GeluErf};
+  for (UnaryKind kind : kinds) {
+    const float e = kind == UnaryKind::Pow ? 2.5f : 0.0f;
+    Floats y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+    unary(kind, n, h.data(), y.data(), e);
+    FusedStep u = step(FusedStep::Kind::Unary, kInputs);
+    u.unary = kind, u.value = e;
+    add(u, y);
+    const int32_t yValue = kInputs + static_cast<int32_t>(steps.size()) - 1;
+    unaryGrad(kind, n, h.data(), y.data(), p.data(), dx.data(), e);
+    FusedStep g = step(FusedStep::Kind::UnaryGrad, kInputs, yValue, 2);
+    g.unary = kind, g.value = e;
+    add(g, dx);
+  }
+  for (BinaryKind kind : {BinaryKind::Sub, BinaryKind::Div, BinaryKind::Lt, BinaryKind::Ne}) {
+    Floats y(static_cast<size_t>(n));
+    binary(kind, shape, h.data(), dense, perm.data(), sPerm, y.data());
+    FusedStep b = step(FusedStep::Kind::Binary, kInputs, 2);
+    b.binary = kind;
+    add(b, y);
+  }
+  FusedStep c = step(FusedStep::Kind::Const, 0);
+  c.value = -0.75f;
+  add(c, Floats(static_cast<size_t>(n), -0.75f));
+  const int32_t lt = kInputs + static_cast<int32_t>(steps.size()) - 3,
+                constant = kInputs + static_cast<int32_t>(steps.size()) - 1;
+  Floats sel(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    sel[i] = want[lt - kInputs][i] != 0.0f ? h[i] : -0.75f;
+  add(step(FusedStep::Kind::Where, lt, kInputs, constant), sel);
+
+  // Every step is an output, and the last one twice (the second is copied, not computed).
+  std::vector<Floats> outs(steps.size() + 1, Floats(static_cast<size_t>(n), NAN));
+  std::vector<float *> outPtrs;
+  std::vector<int32_t> outSteps;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    outPtrs.push_back(outs[j].data());
+    outSteps.push_back(static_cast<int32_t>(std::min(j, steps.size() - 1)));
+  }
+  fusedElementwise(shape, steps, {x.data(), bias.data(), perm.data()}, {dense, sBias, sPerm},
+                   outPtrs, outSteps);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const Floats &w = want[outSteps[j]];
+    EXPECT_EQ(0, std::memcmp(outs[j].data(), w.data(), w.size() * sizeof(float)))
+        << "step " << outSteps[j];
+  }
+}

@@ -690,6 +690,23 @@ LogicalResult Lowering::lower(Operation *op) {
                 list("b_strides", stridesIn(shapeOf(o.getRhs()), out))});
         return success();
       })
+      .Case([&](graph::FusedElementwiseOp o) {
+        // Inputs are read through strides over the results' dims, as `binary` reads its
+        // operands; the results are dense.
+        NamedShape out = shapeOf(o.getResult(0));
+        SmallVector<Value> ins, outs;
+        SmallVector<int64_t> strides;
+        for (Value v : o.getInputs()) {
+          ins.push_back(buffer(v));
+          llvm::append_range(strides, stridesIn(shapeOf(v), out));
+        }
+        for (Value r : o.getResults())
+          outs.push_back(define(r));
+        kernel(loc, "fused_elementwise", ins, outs,
+               {str("body", o.getBody()), list("outputs", o.getOutputs()),
+                list("shape", sizesOf(out)), list("x_strides", strides)});
+        return success();
+      })
       .Case([&](graph::PositionsOp o) {
         Value r = define(o.getResult());
         kernel(loc, "positions", {}, {r}, {n(o.getResult())});

@@ -21,7 +21,11 @@ void tessel::buildShardingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createVerifySharding());
 }
 
-void tessel::buildPlanPipeline(mlir::OpPassManager &pm) {
+void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options) {
+  // Ops are per-rank and final here (sharded, recomputed, split into pipeline pieces), so a
+  // fused group is exactly what one rank runs.
+  if (options.fuseElementwise)
+    pm.addPass(createFuseElementwise());
   pm.addPass(createLowerToPlan());
   pm.addPass(createPlanMemory());
 }

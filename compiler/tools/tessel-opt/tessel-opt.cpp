@@ -15,11 +15,22 @@
 #include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+
+namespace {
+
+/// The plan pipeline's options, as `--tessel-plan-pipeline="fuse=false"` spells them.
+struct PlanPipelineFlags : mlir::PassPipelineOptions<PlanPipelineFlags> {
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse chains of elementwise ops (tessel --fuse=on|off)"),
+                    llvm::cl::init(true)};
+};
+
+} // namespace
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
@@ -37,9 +48,11 @@ int main(int argc, char **argv) {
       "tessel-sharding-pipeline",
       "The training functions laid over the mesh (as tessel compile --emit=sharded)",
       tessel::buildShardingPipeline);
-  mlir::PassPipelineRegistration<>(
+  mlir::PassPipelineRegistration<PlanPipelineFlags>(
       "tessel-plan-pipeline", "Sharded graph IR to a memory-planned plan module (--emit=plan)",
-      tessel::buildPlanPipeline);
+      [](mlir::OpPassManager &pm, const PlanPipelineFlags &flags) {
+        tessel::buildPlanPipeline(pm, tessel::PlanPipelineOptions{flags.fuse});
+      });
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessel optimizer driver\n", registry));
 }

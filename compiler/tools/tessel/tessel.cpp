@@ -89,6 +89,15 @@ cl::opt<int64_t> ranks("ranks",
                        cl::sub(runCommand), cl::sub(generateCommand), cl::sub(estimateCommand),
                        cl::cat(category));
 
+enum class Fuse { On, Off };
+cl::opt<Fuse> fuse("fuse",
+                   cl::desc("Fuse chains of elementwise ops into one kernel each (default: on)"),
+                   cl::init(Fuse::On),
+                   cl::values(clEnumValN(Fuse::On, "on", "fuse (-tessel-fuse-elementwise)"),
+                              clEnumValN(Fuse::Off, "off", "one kernel per elementwise op")),
+                   cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
+                   cl::sub(generateCommand), cl::sub(estimateCommand), cl::cat(category));
+
 enum class Emit { Ast, Graph, Train, Sharded, Plan, PlanFile, Exe };
 cl::opt<Emit> emit(
     "emit", cl::desc("What to produce (default: an executable with -o, else graph IR on stdout)"),
@@ -189,8 +198,7 @@ std::string humanCount(double n) {
   return buf;
 }
 
-int lower(const Program &program, Frontend &fe, Emit until, raw_ostream *os,
-          planfile::Plan *plan);
+int lower(const Program &program, Frontend &fe, Emit until, raw_ostream *os, planfile::Plan *plan);
 
 int runCheck(const char *argv0) {
   Frontend fe;
@@ -243,7 +251,7 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
   if (until != Emit::Train)
     buildShardingPipeline(pm);
   if (until != Emit::Train && until != Emit::Sharded)
-    buildPlanPipeline(pm);
+    buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On});
   if (failed(pm.run(*module)))
     return 1; // The passes reported why, at the spec's locations.
   if (until == Emit::Train || until == Emit::Sharded || until == Emit::Plan) {
@@ -329,9 +337,8 @@ void printPlanSummary(const planfile::Plan &plan, StringRef path) {
   for (const planfile::StateTensor &t : plan.state)
     state += t.bytes();
   auto mib = [](uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  outs() << "wrote " << path << ": " << plan.programs.size() << " programs for "
-         << plan.worldSize << (plan.worldSize == 1 ? " rank, " : " ranks, ") << calls
-         << " kernel calls; arena ";
+  outs() << "wrote " << path << ": " << plan.programs.size() << " programs for " << plan.worldSize
+         << (plan.worldSize == 1 ? " rank, " : " ranks, ") << calls << " kernel calls; arena ";
   outs() << format("%.1f", peak ? mib(peak->arenaBytes) : 0.0) << " MiB at the peak of '"
          << (peak ? peak->name : "") << "', state " << format("%.1f", mib(state))
          << " MiB (parameters, gradients, optimizer)\n";

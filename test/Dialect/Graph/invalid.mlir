@@ -480,3 +480,35 @@ func.func @permute_element_type(%x: tensor<2x4xi32, #graph.dims<batch, seq>>) {
   %0 = graph.permute %x : tensor<2x4xi32, #graph.dims<batch, seq>> -> tensor<4x2xf32, #graph.dims<seq, batch>>
   return
 }
+
+// -----
+
+func.func @fused_body(%x: tensor<2x4xf32, #graph.dims<batch, seq>>) {
+  // expected-error @+1 {{'graph.fused_elementwise' op body: step 1 has an unknown operation 'gulp'}}
+  %0 = graph.fused_elementwise %x body "exp x0; gulp t0" outputs [1] : (tensor<2x4xf32, #graph.dims<batch, seq>>) -> tensor<2x4xf32, #graph.dims<batch, seq>>
+  return
+}
+
+// -----
+
+func.func @fused_inputs(%x: tensor<2x4xf32, #graph.dims<batch, seq>>) {
+  // expected-error @+1 {{'graph.fused_elementwise' op body reads x1 of 1 inputs}}
+  %0 = graph.fused_elementwise %x body "add x0 x1" outputs [0] : (tensor<2x4xf32, #graph.dims<batch, seq>>) -> tensor<2x4xf32, #graph.dims<batch, seq>>
+  return
+}
+
+// -----
+
+func.func @fused_outputs(%x: tensor<2x4xf32, #graph.dims<batch, seq>>) {
+  // expected-error @+1 {{'graph.fused_elementwise' op output step 2 is not a step of the body (2 steps)}}
+  %0 = graph.fused_elementwise %x body "exp x0; neg t0" outputs [2] : (tensor<2x4xf32, #graph.dims<batch, seq>>) -> tensor<2x4xf32, #graph.dims<batch, seq>>
+  return
+}
+
+// -----
+
+func.func @fused_not_broadcast(%x: tensor<2x4xf32, #graph.dims<batch, seq>>) {
+  // expected-error @+1 {{'graph.fused_elementwise' op input #0 has dim seq of size 4, which the results do not have}}
+  %0 = graph.fused_elementwise %x body "exp x0" outputs [0] : (tensor<2x4xf32, #graph.dims<batch, seq>>) -> tensor<2xf32, #graph.dims<batch>>
+  return
+}

@@ -143,3 +143,10 @@ func.func @quoted_names(%x: tensor<2x3xf32, #graph.dims<"kv heads", "1st">>) -> 
   %0 = graph.gelu %x : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
   return %0 : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
 }
+
+// CHECK-LABEL: func.func @fused
+// CHECK: graph.fused_elementwise %arg0, %arg1 body "add x0 x1; gelu t0" outputs [0, 1] : (tensor<8x16xf32, #graph.dims<batch, ffn>>, tensor<16xf32, #graph.dims<ffn>>) -> (tensor<8x16xf32, #graph.dims<batch, ffn>>, tensor<8x16xf32, #graph.dims<batch, ffn>>)
+func.func @fused(%x: tensor<8x16xf32, #graph.dims<batch, ffn>>, %b: tensor<16xf32, #graph.dims<ffn>>) {
+  %0:2 = graph.fused_elementwise %x, %b body "add x0 x1; gelu t0" outputs [0, 1] : (tensor<8x16xf32, #graph.dims<batch, ffn>>, tensor<16xf32, #graph.dims<ffn>>) -> (tensor<8x16xf32, #graph.dims<batch, ffn>>, tensor<8x16xf32, #graph.dims<batch, ffn>>)
+  return
+}

@@ -96,3 +96,34 @@ module {
     plan.kernel "wait" {event = 1 : i64}
   }
 }
+
+// -----
+
+// A fused elementwise body is parsed by the verifier as the runtime parses it at load.
+module {
+  plan.program "p" {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'fused_elementwise' has a body it cannot run: step 1 reads t3, which is not an earlier step}}
+    plan.kernel "fused_elementwise" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) {body = "exp x0; mul t3 x0", outputs = array<i64: 1>, shape = array<i64: 4>, x_strides = array<i64: 1>}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error @+1 {{'fused_elementwise' has a body it cannot run: step 0 'pow' takes 1 operand and an exponent}}
+    plan.kernel "fused_elementwise" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) {body = "pow x0", outputs = array<i64: 0>, shape = array<i64: 4>, x_strides = array<i64: 1>}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %a = plan.alloc : memref<4xf32>
+    %b = plan.alloc : memref<4xf32>
+    plan.kernel "fused_elementwise" ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {body = "const 2; pow x0 0.5; unary_grad sqrt x0 t1 t0; where x0 t2 t0; lt t3 x0", outputs = array<i64: 4>, shape = array<i64: 4>, x_strides = array<i64: 1>}
+  }
+}

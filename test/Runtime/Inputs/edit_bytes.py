@@ -17,6 +17,8 @@ plans, executables and checkpoints in precise ways.
                                            [A, B] (two i64 after the u64 count 2) with [C, D] and
                                            write the header's checksum anew, so only the
                                            reader's bounds can refuse it
+  edit_bytes.py plan-text FILE OLD NEW     in a plan, replace the first occurrence of the text
+                                           OLD by NEW (as long) and write the checksum anew
 
 Every command fails loudly (exit 1) when the file is shorter than the edit needs, so a test
 cannot pass by editing nothing.
@@ -47,6 +49,14 @@ def offset_in(data, text, width=1):
     if offset < 0 or offset + width > len(data):
         die("offset %s lies outside the %d-byte file" % (text, len(data)))
     return offset
+
+
+def rechecksum(data):
+    """Writes the FNV-1a 64 of a plan's payload into its header."""
+    h = 14695981039346656037
+    for byte in data[32:]:
+        h = ((h ^ byte) * 1099511628211) % (1 << 64)
+    data[24:32] = struct.pack("<Q", h)
 
 
 def main(argv):
@@ -119,10 +129,18 @@ def main(argv):
         if at < 0:
             die("no shape [%d, %d] in the plan" % tuple(old))
         data[at:at + len(pattern)] = struct.pack("<Qqq", 2, *new)
-        h = 14695981039346656037
-        for byte in data[32:]:
-            h = ((h ^ byte) * 1099511628211) % (1 << 64)
-        data[24:32] = struct.pack("<Q", h)
+        rechecksum(data)
+        write(path, data)
+    elif command == "plan-text":
+        data = read(path)
+        old, new = argv[3].encode(), argv[4].encode()
+        if len(old) != len(new):
+            die("plan-text replaces a text by one as long")
+        at = bytes(data).find(old, 32)
+        if at < 0:
+            die("no text '%s' in the plan" % argv[3])
+        data[at:at + len(old)] = new
+        rechecksum(data)
         write(path, data)
     else:
         die("unknown command " + command)

@@ -30,8 +30,15 @@ void buildTrainingPipeline(mlir::OpPassManager &pm);
 /// and collectives), its verifier, and gradient bucketing.
 void buildShardingPipeline(mlir::OpPassManager &pm);
 
-/// Adds the passes from (partitioned) training graph IR to a memory-planned plan module.
-void buildPlanPipeline(mlir::OpPassManager &pm);
+/// Settings of the plan pipeline.
+struct PlanPipelineOptions {
+  /// Groups elementwise ops into fused ops (`tessel --fuse=off` turns it off).
+  bool fuseElementwise = true;
+};
+
+/// Adds the passes from (partitioned) training graph IR to a memory-planned plan module:
+/// elementwise fusion, lowering to the plan dialect, memory planning.
+void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options = {});
 
 } // namespace tessel
 

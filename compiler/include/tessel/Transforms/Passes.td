@@ -169,6 +169,21 @@ def BucketGradients : Pass<"tessel-bucket-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::shard::ShardDialect"];
 }
 
+def FuseElementwise : Pass<"tessel-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Groups chains and trees of elementwise ops into fused ops";
+  let description = [{
+    In every function (per-rank and final: after partitioning, recomputation and the pipeline
+    split), maximal connected groups of elementwise ops with one result type — add, sub, mul,
+    div, the comparisons, where, the unary functions, pow and unary_grad — become one
+    `graph.fused_elementwise` whose body lists them as steps. Operands from outside are its
+    inputs (a broadcast read only by the group is read through strides; scalar constants
+    become steps); every value read outside the group is one of its results. An op joins a
+    group only if no value of the group is read outside it before the op, so an op between
+    them (a contraction, a norm) keeps two chains apart. Groups of one op are left alone.
+  }];
+  let dependentDialects = ["::tessel::graph::GraphDialect"];
+}
+
 def LowerToPlan : Pass<"tessel-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "Lowers the training functions to plan programs of kernel calls";
   let description = [{
