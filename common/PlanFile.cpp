@@ -383,6 +383,8 @@ private:
 };
 
 constexpr size_t kHeaderBytes = 32;
+/// Instruction flags: bit 0, the instruction recomputes in the backward pass.
+constexpr uint32_t kInstrRecomputed = 1;
 
 } // namespace
 
@@ -429,6 +431,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
       w.vec(i.attrs, [&](const Attr &a) { w.attr(a); });
       w.str(i.loc);
       w.u32(i.stream);
+      w.u32(i.recomputed ? kInstrRecomputed : 0);
     });
   });
 
@@ -525,6 +528,10 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
       r.vec(i.attrs, 10, [&] { return r.attr(); });
       i.loc = r.str();
       i.stream = r.u32();
+      const uint32_t flags = r.u32();
+      if (flags & ~kInstrRecomputed)
+        r.fail("an instruction has unknown flags " + std::to_string(flags));
+      i.recomputed = (flags & kInstrRecomputed) != 0;
       return i;
     });
     return p;

@@ -25,7 +25,7 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 4;
+constexpr uint32_t kPlanVersion = 5;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
 /// Element types of buffers, ports and state. Floating-point kernels take f32, bf16 or f16
@@ -59,6 +59,9 @@ struct Instr {
   std::vector<Attr> attrs;
   std::string loc;     ///< The spec location it came from, "file:line:col".
   uint32_t stream = 0; ///< Issue order within a stream is program order.
+  /// Recomputes in the backward pass what the forward pass computed (recompute = selective or
+  /// full): profiles count its time apart.
+  bool recomputed = false;
 
   const Attr *find(const std::string &name) const;
 };

@@ -393,10 +393,12 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     if (profiling_) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      auto it = std::find_if(times_.begin(), times_.end(),
-                             [&](const KernelTime &t) { return t.kernel == d.call.instr->kernel; });
+      const bool recomputed = d.call.instr->recomputed;
+      auto it = std::find_if(times_.begin(), times_.end(), [&](const KernelTime &t) {
+        return t.kernel == d.call.instr->kernel && t.recomputed == recomputed;
+      });
       if (it == times_.end())
-        it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0});
+        it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0, recomputed});
       it->seconds += seconds;
       ++it->calls;
     }

@@ -101,6 +101,7 @@ public:
     std::string kernel;
     double seconds = 0;
     int64_t calls = 0;
+    bool recomputed = false; ///< Calls that recompute in the backward pass, counted apart.
   };
   std::vector<KernelTime> profile() const;
 

@@ -982,10 +982,20 @@ int Session::run() {
     // Rank 0's kernels: the ranks run the same programs at once.
     for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
       total += t.seconds;
-    std::printf("%-20s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
-    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
-      std::printf("%-20s %10.3f %8lld %6.1f%%\n", t.kernel.c_str(), t.seconds,
+    std::printf("%-32s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
+    double recomputed = 0;
+    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile()) {
+      std::printf("%-32s %10.3f %8lld %6.1f%%\n",
+                  (t.kernel + (t.recomputed ? " (recomputed)" : "")).c_str(), t.seconds,
                   static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
+      if (t.recomputed)
+        recomputed += t.seconds;
+    }
+    // What recompute = selective or full costs: the kernels that compute again in the
+    // backward pass what the forward pass computed.
+    if (recomputed > 0)
+      std::printf("recomputation: %.3f s of %.3f s in kernels (%.1f%%)\n", recomputed, total,
+                  100 * recomputed / std::max(total, 1e-12));
   }
   if (!options_.quiet) {
     std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),

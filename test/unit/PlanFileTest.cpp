@@ -1,8 +1,11 @@
 //===- PlanFileTest.cpp - The binary plan format --------------------------===//
 
 #include "common/PlanFile.h"
+#include "common/Checksum.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 using namespace tessel::planfile;
 
@@ -58,14 +61,33 @@ TEST(PlanFile, RoundTrips) {
   EXPECT_EQ(serializePlan(back), bytes);
 }
 
+TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
+  Plan p = samplePlan();
+  p.programs[0].instrs[0].recomputed = true;
+  std::vector<uint8_t> bytes = serializePlan(p);
+  Plan back;
+  std::string error;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_TRUE(back.programs[0].instrs[0].recomputed);
+  // The flags are the instruction's last u32 before the end of the payload: set bit 1, which
+  // no version 5 writer sets, and fix the checksum so that only the flags are wrong.
+  const size_t flags = bytes.size() - 4;
+  ASSERT_EQ(bytes[flags], 1);
+  bytes[flags] = 3;
+  const uint64_t sum = tessel::fnv1a64(bytes.data() + 32, bytes.size() - 32);
+  std::memcpy(bytes.data() + 24, &sum, sizeof sum);
+  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
+  EXPECT_NE(error.find("an instruction has unknown flags 3"), std::string::npos) << error;
+}
+
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 4);
-  bytes[8] = 3; // Version 3 listed each group's instances and each rank's programs.
+  ASSERT_EQ(bytes[8], 5);
+  bytes[8] = 4; // Version 4 had no instruction flags.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 3, this runtime reads 4: recompile the model");
+  EXPECT_EQ(error, "plan version 4, this runtime reads 5: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {

@@ -192,6 +192,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                 pf::Instr instr;
                 instr.kernel = k.getName().str();
                 instr.loc = formatSourceLocation(k.getLoc());
+                instr.recomputed = k->hasAttr("plan.recomputed");
                 for (Value v : k.getIns()) {
                   auto r = refOf(k, v);
                   if (failed(r))

@@ -262,6 +262,9 @@ void Fuser::fuse(const Group &group) {
       b.getStringAttr(cat::formatElementwiseBody(body)), b.getDenseI64ArrayAttr(outputs));
   if (Attribute layer = last->getAttr("graph.layer"))
     fused->setAttr("graph.layer", layer);
+  // Recomputation (-tessel-recompute) is told apart in profiles when the whole group is one.
+  if (llvm::all_of(group, [](Operation *op) { return op->hasAttr("graph.recomputed"); }))
+    fused->setAttr("graph.recomputed", b.getUnitAttr());
   for (auto [r, f] : llvm::zip(results, fused.getResults()))
     r.replaceUsesWithIf(f, [&](OpOperand &use) { return !members.count(use.getOwner()); });
   for (Operation *op : llvm::reverse(group))

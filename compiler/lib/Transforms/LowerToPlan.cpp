@@ -277,9 +277,17 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, StringRef programName) 
     buffers_[arg] = plan::InputOp::create(b_, arg.getLoc(), memrefType(arg.getType()), name,
                                           IntegerAttr(), split);
   }
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : body.without_terminator()) {
+    Block *block = b_.getInsertionBlock();
+    Operation *before = block->empty() ? nullptr : &block->back();
     if (failed(lower(&op)))
       return failure();
+    // The kernels of an op -tessel-recompute cloned carry its mark, for profiles.
+    if (op.hasAttr("graph.recomputed"))
+      for (Operation *n = before ? before->getNextNode() : &block->front(); n; n = n->getNextNode())
+        if (isa<plan::KernelOp>(n))
+          n->setAttr("plan.recomputed", b_.getUnitAttr());
+  }
 
   // Results are named by what each function computes.
   static const std::map<std::string, std::vector<std::string>> kResultNames = {

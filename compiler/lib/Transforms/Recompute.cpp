@@ -10,6 +10,8 @@
 // the forward pass. Clones keep their attributes: the same layer and sharding, and the same
 // dropout mask numbers, so they compute the same bits. Collectives the partition pass put in
 // the layer are recomputed with it, as Megatron-LM re-gathers sequence-parallel activations.
+// The clones are marked `graph.recomputed`; the plan keeps the mark on their kernels, and
+// `--profile` reports their time apart.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +36,8 @@ using namespace mlir;
 using namespace tessel;
 
 namespace {
+
+constexpr const char kRecomputedAttr[] = "graph.recomputed";
 
 enum class Mode { None, Selective, Full };
 
@@ -109,7 +113,9 @@ Value Recomputer::recompute(Value v, Operation *at) {
   for (Value x : def->getOperands())
     recompute(x, at);
   OpBuilder b(at);
-  b.clone(*def, copies_); // Maps the results into copies_ too.
+  Operation *clone = b.clone(*def, copies_); // Maps the results into copies_ too.
+  // Kept to the plan, so a profile can tell what recomputation costs.
+  clone->setAttr(kRecomputedAttr, b.getUnitAttr());
   ++cloned_;
   return copies_.lookup(v);
 }

@@ -9,11 +9,22 @@ shift 3
 job=$!
 for _ in $(seq 600); do [ -f "$ckdir/latest" ] && break; sleep 0.1; done
 [ -f "$ckdir/latest" ] || { echo "no checkpoint appeared"; kill -9 $job; exit 1; }
+# Whether process $1 descends from this job's mpirun: only its ranks are candidates, never those
+# of another MPI job that happens to run on the machine.
+descends_from_job() {
+  local p=$1
+  while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+    [ "$p" = "$job" ] && return 0
+    p=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+  done
+  return 1
+}
 victim=""
 for env in /proc/[0-9]*/environ; do
   pid=${env#/proc/}; pid=${pid%/environ}
   [ "$pid" = "$job" ] && continue
-  if tr '\0' '\n' < "$env" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
+  if tr '\0' '\n' < "$env" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" &&
+     descends_from_job "$pid"; then
     victim=$pid
   fi
 done
