@@ -11,7 +11,9 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#ifdef TESSEL_HAVE_BLAS
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 
@@ -26,12 +28,28 @@ constexpr int64_t kSliceWork = int64_t(1) << 21;
 constexpr int64_t kMaxSlices = 8;
 constexpr int64_t kMinSlice = 64;
 
+#ifdef TESSEL_HAVE_BLAS
 void sgemm(const GemmArgs &g, int64_t m, int64_t n, const float *a, const float *b, float *c) {
   cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
               g.transB ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(g.k), g.alpha, a, static_cast<int>(g.lda), b,
               static_cast<int>(g.ldb), g.beta, c, static_cast<int>(g.ldc));
 }
+#else
+/// Without a BLAS (a runner built for a GPU machine, whose CPU backend is only a reference):
+/// the product in plain loops, each element summing its k terms in order.
+void sgemm(const GemmArgs &g, int64_t m, int64_t n, const float *a, const float *b, float *c) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < g.k; ++k)
+        s += (g.transA ? a[k * g.lda + i] : a[i * g.lda + k]) *
+             (g.transB ? b[j * g.ldb + k] : b[k * g.ldb + j]);
+      float &out = c[i * g.ldc + j];
+      out = g.alpha * s + (g.beta == 0.0f ? 0.0f : g.beta * out);
+    }
+}
+#endif
 
 /// One product with m rows, split into slices over the larger of m and n.
 void sliced(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c) {
@@ -70,8 +88,10 @@ void gemm(const GemmArgs &g, const float *a, const float *b, float *c) {
     return;
   if (g.k <= 0)
     return scaleOnly(g, c);
+#ifdef TESSEL_HAVE_BLAS
   if (openblas_get_num_threads() != 1)
     openblas_set_num_threads(1);
+#endif
   // A batch of row-major A blocks against one shared B, writing contiguous C blocks, is one
   // product with batch * m rows (the [batch, seq, embed] x [embed, out] of every linear layer).
   if (g.batch > 1 && g.strideB == 0 && !g.transA && g.strideA == g.m * g.lda &&
