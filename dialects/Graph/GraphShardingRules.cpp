@@ -389,8 +389,7 @@ static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
 /// The per-rank attention names the axis its query heads are split over when the kv heads
 /// are whole.
 static LogicalResult partitionAttention(Operation *op, Partitioner &p, ArrayRef<Value> operands,
-                                        const ShardingRule &rule,
-                                        SmallVectorImpl<Value> &results) {
+                                        const ShardingRule &rule, SmallVectorImpl<Value> &results) {
   if (failed(partitionByCloning(op, p, operands, rule, results)))
     return failure();
   if (std::string axis = headsOverAxis(op, rule); !axis.empty())

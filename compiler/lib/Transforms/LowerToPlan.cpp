@@ -561,8 +561,7 @@ LogicalResult Lowering::lower(Operation *op) {
     return names;
   };
   auto attentionParams = [&](Value q, Value k, bool causal, double scale,
-                             std::optional<uint64_t> window,
-                             std::optional<StringRef> headsOver) {
+                             std::optional<uint64_t> window, std::optional<StringRef> headsOver) {
     NamedShape qs = shapeOf(q), ks = shapeOf(k);
     size_t r = qs.size();
     SmallVector<NamedAttribute> params{
@@ -824,8 +823,7 @@ LogicalResult Lowering::lower(Operation *op) {
         kernel(loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())},
                {r},
                attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
-                               o.getScale().convertToDouble(), o.getWindow(),
-                               o.getHeadsOver()));
+                               o.getScale().convertToDouble(), o.getWindow(), o.getHeadsOver()));
         return success();
       })
       .Case([&](graph::AttentionGradOp o) {

@@ -79,8 +79,8 @@ private:
   std::map<std::string, Value> memo_;
 
   /// Warns (once per dim) when an op needs a dim whole that the spec's rules split and an
-  /// operand holds split: the layout then loses that parallelism there, e.g. attention whose
-  /// key/value heads the tp size does not divide.
+  /// operand holds split: the layout then loses that parallelism there, e.g. attention under
+  /// context parallelism, which reads whole sequences.
   void warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual, const ShardingRule &rule);
 };
 
@@ -97,8 +97,8 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
           !warnedDims_.insert(dim).second)
         continue;
       std::string what = spelling(op->getName().getStringRef());
-      op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
-                        << what << " needs it whole here, so it is gathered and " << what
+      op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but " << what
+                        << " needs it whole here, so it is gathered and " << what
                         << " runs unsplit on every " << axis << " rank";
     }
   }
