@@ -217,8 +217,8 @@ ShapeResult ropeShape(const NamedShape &x) {
   if (x.size() < 3)
     return ShapeResult::fail("rope needs [..., seq, heads, head], not " + formatShape(x));
   if (x.back().size % 2 != 0)
-    return ShapeResult::fail("rope rotates pairs: the head size " + std::to_string(x.back().size) +
-                             " must be even");
+    return ShapeResult::fail("rope rotates pairs: the head size " +
+                             std::to_string(x.back().size) + " must be even");
   return {x, ""};
 }
 
@@ -261,8 +261,8 @@ ShapeResult mergeShape(const NamedShape &x, const std::vector<std::string> &part
     product *= x[i].size;
   }
   if (product != into.size)
-    return ShapeResult::fail("dims multiply to " + std::to_string(product) + " but '" + into.name +
-                             "' has size " + std::to_string(into.size));
+    return ShapeResult::fail("dims multiply to " + std::to_string(product) + " but '" +
+                             into.name + "' has size " + std::to_string(into.size));
   NamedShape out(x.begin(), x.begin() + first);
   out.push_back(into);
   out.insert(out.end(), x.begin() + first + parts.size(), x.end());

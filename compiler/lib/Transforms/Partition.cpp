@@ -97,8 +97,8 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
           !warnedDims_.insert(dim).second)
         continue;
       std::string what = spelling(op->getName().getStringRef());
-      op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but " << what
-                        << " needs it whole here, so it is gathered and " << what
+      op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
+                        << what << " needs it whole here, so it is gathered and " << what
                         << " runs unsplit on every " << axis << " rank";
     }
   }
