@@ -125,12 +125,12 @@ void probabilities(const AttentionArgs &a, const float *q, const float *kt, int6
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t begin = firstKey(a, q0 + r), keys = keysFor(a, q0 + r), n = keys - begin;
     float *pr = p + r * T + begin;
-    detail::mapVec(n, pr, pr, [scale](auto v) { return v * scale; });
+    detail::mapWide(n, pr, pr, [scale](auto v) { return v * scale; });
     const float max = detail::maxOf(n, pr);
-    detail::mapVec(n, pr, pr, [max](auto v) { return detail::fastExp(v - max); });
+    detail::mapWide(n, pr, pr, [max](auto v) { return detail::fastExp(v - max); });
     const float inv = static_cast<float>(
         1.0 / detail::sumTerms(n, [&](int64_t j, auto t) { return detail::load(pr + j, t); }));
-    detail::mapVec(n, pr, pr, [inv](auto v) { return v * inv; });
+    detail::mapWide(n, pr, pr, [inv](auto v) { return v * inv; });
     zeroFloats(p + r * T, begin);
     zeroFloats(p + r * T + keys, T - keys);
   }
@@ -172,7 +172,7 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
 #pragma omp parallel if (a.batch * H * S * T * D >= kParallelGrain && pairs > 1)
   {
     KvTile tile;
-    Floats p(kQueryBlock * T), ds(kQueryBlock * T), pt(T * kQueryBlock), dst(T * kQueryBlock);
+    Floats p(kQueryBlock * T), ds(kQueryBlock * T);
     Floats dkAcc(T * D), dvAcc(T * D);
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < pairs; ++pair) {
@@ -202,8 +202,8 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
               return detail::load(pr + j, t) * detail::load(dsr + j, t);
             }));
             const float scale = a.scale;
-            detail::mapVec2(n, pr, dsr, dsr,
-                            [dot, scale](auto pv, auto dpv) { return pv * (dpv - dot) * scale; });
+            detail::mapWide2(n, pr, dsr, dsr,
+                             [dot, scale](auto pv, auto dpv) { return pv * (dpv - dot) * scale; });
             zeroFloats(ds.data() + r * T, begin);
             zeroFloats(ds.data() + r * T + keys, T - keys);
           }
@@ -217,8 +217,6 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
           // only meets the queries from j on when causal, and with a window those before
           // j + window.
           const int64_t kb = firstKey(a, q0), ke = keysForBlock(a, q0, rows);
-          detail::transpose(rows, ke - kb, ds.data() + kb, T, dst.data(), kQueryBlock);
-          detail::transpose(rows, ke - kb, p.data() + kb, T, pt.data(), kQueryBlock);
           auto queriesFor = [&](int64_t keyBegin, int64_t keyEnd) {
             if (!a.causal)
               return BlockRange{D, 0, rows};
@@ -227,10 +225,11 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
                 a.window > 0 ? std::min(rows, kb + keyEnd - 1 + a.window - q0) : rows;
             return BlockRange{D, first, std::max(first, last)};
           };
-          smallGemm<true>(ke - kb, dst.data(), kQueryBlock, q + first, ld, dkAcc.data() + kb * D, D,
-                          queriesFor);
-          smallGemm<true>(ke - kb, pt.data(), kQueryBlock, dout + first, ld, dvAcc.data() + kb * D,
-                          D, queriesFor);
+          // ds and p read transposed, in place.
+          smallGemm<true, decltype(queriesFor), /*TransA=*/true>(
+              ke - kb, ds.data() + kb, T, q + first, ld, dkAcc.data() + kb * D, D, queriesFor);
+          smallGemm<true, decltype(queriesFor), /*TransA=*/true>(
+              ke - kb, p.data() + kb, T, dout + first, ld, dvAcc.data() + kb * D, D, queriesFor);
         }
       }
       const int64_t stride = KH * D;

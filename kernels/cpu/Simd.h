@@ -45,6 +45,36 @@ inline float bitsToFloat(int32_t bits) {
 }
 inline Vec bitsToFloat(VecInt bits) { return (Vec)bits; }
 
+/// The widest vector of the instruction set the file is compiled for (Isa.h): 4 floats on the
+/// baseline (then it is Vec), 8 with AVX, 16 with AVX-512. Elementwise code may run on it and
+/// give the bits of Vec; sums keep Vec's order (sumTerms).
+#if defined(__AVX512F__)
+constexpr int kWideLanes = 16;
+#elif defined(__AVX__)
+constexpr int kWideLanes = 8;
+#else
+constexpr int kWideLanes = 4;
+#endif
+#if defined(__AVX__)
+typedef float WideVec __attribute__((vector_size(kWideLanes * sizeof(float))));
+typedef int32_t WideVecInt __attribute__((vector_size(kWideLanes * sizeof(int32_t))));
+inline WideVec clampTo(WideVec x, float lo, float hi) {
+  const WideVec l = WideVec{} + lo, h = WideVec{} + hi;
+  x = x < l ? l : x;
+  return x > h ? h : x;
+}
+inline WideVecInt truncToInt(WideVec x) { return __builtin_convertvector(x, WideVecInt); }
+inline WideVec bitsToFloat(WideVecInt bits) { return (WideVec)bits; }
+#else
+typedef Vec WideVec;
+#endif
+inline WideVec loadWide(const float *p) {
+  WideVec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void storeWide(float *p, WideVec v) { std::memcpy(p, &v, sizeof v); }
+
 /// e^x for every x (NaN stays NaN); Real is float or Vec.
 template <class Real> inline Real fastExp(Real x) {
   // e^-104 rounds to 0 and e^88.8 overflows to infinity, so clamping to them changes nothing
@@ -94,6 +124,26 @@ template <class F> inline void mapVec2(int64_t n, const float *a, const float *b
     storeVec(out + i, f(loadVec(a + i), loadVec(b + i)));
   for (; i < n; ++i)
     out[i] = f(a[i], b[i]);
+}
+
+/// mapVec on the widest vectors, then Vec and float for the tail: the same operations per
+/// element, so the same bits as mapVec.
+template <class F> inline void mapWide(int64_t n, const float *x, float *y, F f) {
+  int64_t i = 0;
+  if constexpr (kWideLanes > kLanes)
+    for (; i + kWideLanes <= n; i += kWideLanes)
+      storeWide(y + i, f(loadWide(x + i)));
+  mapVec(n - i, x + i, y + i, f);
+}
+
+/// mapVec2 on the widest vectors.
+template <class F>
+inline void mapWide2(int64_t n, const float *a, const float *b, float *out, F f) {
+  int64_t i = 0;
+  if constexpr (kWideLanes > kLanes)
+    for (; i + kWideLanes <= n; i += kWideLanes)
+      storeWide(out + i, f(loadWide(a + i), loadWide(b + i)));
+  mapVec2(n - i, a + i, b + i, out + i, f);
 }
 
 /// A float or a vector loaded from p, as `tag`'s type says (for code written over Real).
@@ -151,16 +201,17 @@ template <class Term> inline double sumTerms(int64_t n, Term term) {
   return sum;
 }
 
-/// The largest of x[0 .. n) (n > 0); -inf if all are -inf.
+/// The largest of x[0 .. n) (n > 0); -inf if all are -inf. (A maximum does not depend on the
+/// order it is taken in, so any vector width gives the same.)
 inline float maxOf(int64_t n, const float *x) {
-  Vec best = Vec{} - __builtin_inff();
+  WideVec best = WideVec{} - __builtin_inff();
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const Vec v = loadVec(x + i);
+  for (; i + kWideLanes <= n; i += kWideLanes) {
+    const WideVec v = loadWide(x + i);
     best = v > best ? v : best;
   }
   float m = -__builtin_inff();
-  for (int l = 0; l < kLanes; ++l)
+  for (int l = 0; l < kWideLanes; ++l)
     m = best[l] > m ? best[l] : m;
   for (; i < n; ++i)
     m = x[i] > m ? x[i] : m;

@@ -51,9 +51,14 @@ inline void storeGemmVec(float *p, GemmVec v) { std::memcpy(p, &v, sizeof v); }
 /// C[i][j] = (Accumulate ? C[i][j] : 0) + sum over k of A[i][k] B[k][j], for i < m and the
 /// columns and terms `range(rowBegin, rowEnd)` gives each block of rows; other elements of C
 /// are left alone. A, B and C are row-major with leading dimensions lda, ldb, ldc.
-template <bool Accumulate, class Range>
+///
+/// With TransA, A is read transposed: A[i][k] is a[k * lda + i] (the gradients of attention's
+/// keys and values multiply the transposes of the probabilities and their gradients, read in
+/// place). The sums are the same either way.
+template <bool Accumulate, class Range, bool TransA = false>
 void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                int64_t ldc, Range range) {
+  auto at = [a, lda](int64_t i, int64_t k) { return TransA ? a[k * lda + i] : a[i * lda + k]; };
   constexpr int64_t kRows = kGemmRows, kCols = 2 * kGemmLanes;
   for (int64_t i0 = 0; i0 < m; i0 += kRows) {
     const int64_t rows = std::min(kRows, m - i0);
@@ -72,7 +77,7 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
           const GemmVec b1 = loadGemmVec(b + k * ldb + j + kGemmLanes);
 #pragma GCC unroll 16
           for (int64_t i = 0; i < kRows; ++i) {
-            const float x = a[(i0 + i) * lda + k];
+            const float x = at(i0 + i, k);
             s[i][0] += x * b0;
             s[i][1] += x * b1;
           }
@@ -86,25 +91,24 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
     }
     // The columns left over, and blocks of fewer than kRows rows: one row at a time.
     for (int64_t i = i0; i < i0 + rows; ++i) {
-      const float *ai = a + i * lda;
       float *ci = c + i * ldc;
       int64_t jj = j;
       for (; jj + kGemmLanes <= r.cols; jj += kGemmLanes) {
         GemmVec s = Accumulate ? loadGemmVec(ci + jj) : GemmVec{};
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += ai[k] * loadGemmVec(b + k * ldb + jj);
+          s += at(i, k) * loadGemmVec(b + k * ldb + jj);
         storeGemmVec(ci + jj, s);
       }
       for (; jj + kLanes <= r.cols; jj += kLanes) {
         Vec s = Accumulate ? loadVec(ci + jj) : Vec{};
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += ai[k] * loadVec(b + k * ldb + jj);
+          s += at(i, k) * loadVec(b + k * ldb + jj);
         storeVec(ci + jj, s);
       }
       for (; jj < r.cols; ++jj) {
         float s = Accumulate ? ci[jj] : 0.0f;
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += ai[k] * b[k * ldb + jj];
+          s += at(i, k) * b[k * ldb + jj];
         ci[jj] = s;
       }
     }
