@@ -769,7 +769,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
         error = what + " uses stream " + std::to_string(in.stream);
         return false;
       }
-      for (const char *key : {"group", "row_group", "col_group"}) {
+      for (const char *key : {"group", "row_group", "col_group", "head_group"}) {
         const Attr *a = in.find(key);
         if (a && std::holds_alternative<std::string>(a->value) &&
             !plan.groupNamed(std::get<std::string>(a->value))) {

@@ -184,9 +184,9 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
 /// multiply to worldSize; each group is named once and spans known axes in ascending order;
 /// every operand lies inside the arena or its state tensor, and the state tensor is one the
 /// program's pipeline stage holds; every group an instruction (`group`, `row_group`,
-/// `col_group`) or a `split` names exists; a (program, stage) pair appears once, a program
-/// without a chunk is on every stage, and a pipeline program of chunk c is on stage
-/// c % stages and no other.
+/// `col_group`, `head_group`) or a `split` names exists; a (program, stage) pair appears
+/// once, a program without a chunk is on every stage, and a pipeline program of chunk c is on
+/// stage c % stages and no other.
 bool validatePlan(const Plan &plan, std::string &error);
 
 } // namespace tessel::planfile

@@ -386,7 +386,8 @@ LogicalResult AttentionOp::verify() {
   if (auto w = getWindow(); w && (*w <= 0 || !getCausal()))
     return emitOpError("a window must be positive and come with the causal mask");
   return expectShape(*this,
-                     attentionShape(shapes->operands[0], shapes->operands[1], shapes->operands[2]),
+                     attentionShape(shapes->operands[0], shapes->operands[1], shapes->operands[2],
+                                    getHeadsOver().has_value()),
                      shapes->result);
 }
 
@@ -576,7 +577,7 @@ LogicalResult AttentionGradOp::verify() {
        v = getNamedShape(getValue().getType());
   if (!q || !k || !v)
     return emitOpError("operands need #graph.dims encodings");
-  ShapeResult r = attentionShape(*q, *k, *v);
+  ShapeResult r = attentionShape(*q, *k, *v, getHeadsOver().has_value());
   if (!r.ok())
     return emitOpError() << r.error;
   if (getScale().convertToDouble() <= 0.0)

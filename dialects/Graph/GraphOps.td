@@ -365,7 +365,7 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [DeclareOpInterfaceMethods<
   let hasVerifier = 1;
 }
 
-def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Scaled dot-product attention, multi-head or grouped-query";
   let description = [{
     `q` is [..., seq, heads, head]; `k` and `v` are [..., kv_seq, kv_heads, head] with the
@@ -373,6 +373,12 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
     query heads shares one key/value head. `causal` masks future positions; with it,
     `window` W masks those W or more before the query too (a sliding window: query i sees
     keys i - W + 1 .. i, as Mistral's).
+
+    With `heads_over` A (set by the partition pass when the mesh axis A splits the query
+    heads but does not divide the kv heads, as multi-query attention under tensor
+    parallelism), `q` holds this rank's block of the query heads and `k`, `v` every kv head:
+    query head h of the block is head `index(A) * heads + h` of the whole and reads kv head
+    `(index(A) * heads + h) / (heads * size(A) / kv_heads)`.
 
     ```mlir
     %a = graph.attention %q, %k, %v causal scale 1.767767e-01
@@ -384,11 +390,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
-                       OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)? `scale` $scale
-    attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)?
+    (`heads_over` $heads_over^)? `scale` $scale attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -280,7 +280,7 @@ void DimSolver::solve(ShardingRule &rule) {
     usedAxes.insert(c.axis);
   }
   // A tied dim follows its leader, or the leader may not be split.
-  for (const auto &[leader, follower] : ties_) {
+  for (const auto &[leader, follower, followerMayStayWhole] : ties_) {
     auto it = chosen_.find(leader);
     if (it == chosen_.end())
       continue;
@@ -292,6 +292,8 @@ void DimSolver::solve(ShardingRule &rule) {
         size = shape[at].size;
     if (size > 0 && size % mesh_.size(it->second) == 0 && !chosen_.count(follower)) {
       chosen_[follower] = it->second;
+    } else if (followerMayStayWhole && !chosen_.count(follower)) {
+      continue;
     } else {
       chosen_.erase(it);
       chosen_.erase(follower);

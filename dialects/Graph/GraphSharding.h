@@ -115,9 +115,11 @@ public:
   /// dim no operand has, such as the rows of a gradient table.
   void prefer(llvm::StringRef dim, int64_t size);
   /// Ties `follower` to `leader`: when `leader` is split, `follower` is split the same way
-  /// (grouped-query attention's key heads follow its query heads).
-  void tie(llvm::StringRef leader, llvm::StringRef follower) {
-    ties_.push_back({leader.str(), follower.str()});
+  /// (grouped-query attention's key heads follow its query heads). When the leader's axis
+  /// does not divide the follower, the leader stays whole too, unless `followerMayStayWhole`:
+  /// then the follower alone stays whole (every rank holds all of it).
+  void tie(llvm::StringRef leader, llvm::StringRef follower, bool followerMayStayWhole = false) {
+    ties_.push_back({leader.str(), follower.str(), followerMayStayWhole});
   }
   /// Fills `rule.operands` (one per addOperand, in order).
   void solve(ShardingRule &rule);
@@ -130,7 +132,11 @@ private:
   llvm::SmallVector<std::pair<NamedShape, Sharding>> operands_;
   llvm::SmallVector<llvm::SmallVector<std::string, 2>> keptPartial_;
   llvm::SmallVector<std::string> whole_;
-  llvm::SmallVector<std::pair<std::string, std::string>> ties_;
+  struct Tie {
+    std::string leader, follower;
+    bool followerMayStayWhole;
+  };
+  llvm::SmallVector<Tie> ties_;
   llvm::SmallVector<NamedDim> preferred_;
   std::map<std::string, std::string> chosen_; ///< dim -> axis
 };

@@ -352,29 +352,70 @@ LogicalResult RMSNormGradOp::inferSharding(const MeshLayout &mesh, ArrayRef<Shar
   return normGradRule(*this, mesh, operands, rule);
 }
 
+/// The axis splitting attention's query heads but not its kv heads under `rule`, or "".
+static std::string headsOverAxis(Operation *op, const ShardingRule &rule) {
+  NamedShape q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
+  size_t r = q.size();
+  if (q[r - 2].name == k[r - 2].name || !rule.operands[1].axes[r - 2].empty())
+    return "";
+  return rule.operands[0].axes[r - 2];
+}
+
 /// Attention reads whole sequences and whole heads; it splits over heads (and batch). Key
 /// and value heads are tied to query heads: each rank keeps the key/value heads its query
-/// heads read (grouped-query attention keeps groups whole this way).
+/// heads read (grouped-query attention keeps groups whole this way). When the axis
+/// splitting the query heads does not divide the kv heads (multi-query attention, or more
+/// tp ranks than kv heads), every rank holds every kv head and reads those its block of query
+/// heads needs (`heads_over`); the key and value gradients are then partial sums over that
+/// axis, each rank adding into the kv heads its query heads read.
 static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
-                                   ArrayRef<Sharding> operands, ShardingRule &rule) {
+                                   ArrayRef<Sharding> operands, ShardingRule &rule, bool grad) {
   NamedShape q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
   size_t r = q.size();
   std::vector<std::string> whole = {q[r - 3].name, k[r - 3].name, q[r - 1].name, k[r - 1].name};
   std::string heads = q[r - 2].name, kvHeads = k[r - 2].name;
-  return solveAll(op, mesh, operands, rule, whole, {}, [&](DimSolver &s) {
-    if (heads != kvHeads)
-      s.tie(heads, kvHeads);
-  });
+  if (failed(solveAll(op, mesh, operands, rule, whole, {}, [&](DimSolver &s) {
+        if (heads != kvHeads)
+          s.tie(heads, kvHeads, /*followerMayStayWhole=*/true);
+      })))
+    return failure();
+  std::string axis = headsOverAxis(op, rule);
+  if (grad && !axis.empty())
+    for (size_t i = 1; i < rule.results.size(); ++i)
+      rule.results[i].addPartial(axis);
+  return success();
+}
+
+/// The per-rank attention names the axis its query heads are split over when the kv heads
+/// are whole.
+static LogicalResult partitionAttention(Operation *op, Partitioner &p, ArrayRef<Value> operands,
+                                        const ShardingRule &rule, SmallVectorImpl<Value> &results) {
+  if (failed(partitionByCloning(op, p, operands, rule, results)))
+    return failure();
+  if (std::string axis = headsOverAxis(op, rule); !axis.empty())
+    setAttrOn(results, "heads_over", p.builder().getStringAttr(axis));
+  return success();
 }
 
 LogicalResult AttentionOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                          ShardingRule &rule) {
-  return attentionRule(*this, mesh, operands, rule);
+  return attentionRule(*this, mesh, operands, rule, /*grad=*/false);
+}
+
+LogicalResult AttentionOp::partition(Partitioner &p, ArrayRef<Value> operands,
+                                     const ShardingRule &rule, SmallVectorImpl<Value> &results) {
+  return partitionAttention(*this, p, operands, rule, results);
 }
 
 LogicalResult AttentionGradOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                              ShardingRule &rule) {
-  return attentionRule(*this, mesh, operands, rule);
+  return attentionRule(*this, mesh, operands, rule, /*grad=*/true);
+}
+
+LogicalResult AttentionGradOp::partition(Partitioner &p, ArrayRef<Value> operands,
+                                         const ShardingRule &rule,
+                                         SmallVectorImpl<Value> &results) {
+  return partitionAttention(*this, p, operands, rule, results);
 }
 
 // Rotation angles depend on the position in the whole sequence.

@@ -6,7 +6,9 @@
 // per task, so the query heads that share a kv head add into its dk and dv in head order, and
 // recomputes the probabilities exactly as the forward pass computed them. Causal attention
 // skips the keys after each block's last query, and a sliding window those before its first
-// query's window: tiles no query of a block sees are never computed.
+// query's window: tiles no query of a block sees are never computed. A rank may hold a block
+// of the query heads with every kv head (AttentionArgs::firstHead, under tensor parallelism
+// over fewer kv heads than ranks): kv heads that no query head here reads get zero gradients.
 //
 // This file is compiled once per instruction set (Isa.h): its functions live in
 // tessel::cpu::attention_isa::<set>, and AttentionDispatch.cpp calls the widest one the CPU
@@ -93,6 +95,11 @@ struct KvTile {
   }
 };
 
+/// Query heads per kv head.
+int64_t groupOf(const AttentionArgs &a) { return a.group > 0 ? a.group : a.heads / a.kvHeads; }
+/// The kv head that query head `h` here reads.
+int64_t kvHeadOf(const AttentionArgs &a, int64_t h) { return (a.firstHead + h) / groupOf(a); }
+
 /// Keys that query i sees: [firstKey, keysFor).
 int64_t keysFor(const AttentionArgs &a, int64_t i) {
   return a.causal ? std::min(i + 1, a.kvSeq) : a.kvSeq;
@@ -133,7 +140,6 @@ void probabilities(const AttentionArgs &a, const float *q, const float *kt, int6
 
 void attention(const AttentionArgs &a, const float *q, const float *k, const float *v, float *out) {
   const int64_t S = a.seq, T = a.kvSeq, D = a.head, H = a.heads, ld = H * D;
-  const int64_t group = H / a.kvHeads;
   const int64_t pairs = a.batch * H;
 #pragma omp parallel if (pairs * S * T * D >= kParallelGrain && pairs > 1)
   {
@@ -142,7 +148,7 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / H, h = pair % H;
-      tile.load(a, k, v, b, h / group, true);
+      tile.load(a, k, v, b, kvHeadOf(a, h), true);
       for (int64_t q0 = 0; q0 < S; q0 += kQueryBlock) {
         const int64_t rows = std::min(kQueryBlock, S - q0);
         const int64_t first = ((b * S + q0) * H + h) * D;
@@ -161,7 +167,7 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
 void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const float *v,
                    const float *dout, float *dq, float *dk, float *dv) {
   const int64_t S = a.seq, T = a.kvSeq, D = a.head, H = a.heads, KH = a.kvHeads, ld = H * D;
-  const int64_t group = H / KH;
+  const int64_t group = groupOf(a);
   const int64_t pairs = a.batch * KH;
 #pragma omp parallel if (a.batch * H * S * T * D >= kParallelGrain && pairs > 1)
   {
@@ -174,7 +180,10 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
       tile.load(a, k, v, b, kh, false);
       zeroFloats(dkAcc.data(), T * D);
       zeroFloats(dvAcc.data(), T * D);
-      for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+      // The query heads here that read kv head kh (none leaves its dk and dv zero).
+      const int64_t hBegin = std::max<int64_t>(0, kh * group - a.firstHead);
+      const int64_t hEnd = std::min<int64_t>(H, (kh + 1) * group - a.firstHead);
+      for (int64_t h = hBegin; h < hEnd; ++h) {
         for (int64_t q0 = 0; q0 < S; q0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, S - q0);
           const int64_t first = ((b * S + q0) * H + h) * D;

@@ -231,6 +231,10 @@ struct AttentionArgs {
   /// With `causal`, a sliding window: query i sees keys i - window + 1 .. i (0: all before).
   int64_t window = 0;
   float scale = 1.0f;
+  /// A block of the query heads of a wider attention whose kv heads are all here (tensor
+  /// parallelism over fewer kv heads than ranks): query head h is head firstHead + h of the
+  /// whole, and reads kv head (firstHead + h) / group. A group of 0 means heads / kvHeads.
+  int64_t firstHead = 0, group = 0;
 };
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                float *out);

@@ -1235,6 +1235,72 @@ TEST(CpuKernelsAttention, LargerShapesMatchReference) {
   }
 }
 
+TEST(CpuKernelsAttention, BlockOfQueryHeadsReadsTheirKvHeads) {
+  // Tensor parallelism over more ranks than kv heads: each rank holds a block of the query
+  // heads (firstHead, group) and every kv head. Its outputs and dq are its block of the whole
+  // attention's, and the ranks' dk and dv add up to the whole's, each zero at the kv heads
+  // its query heads do not read. 6 query heads in 2 groups over 3 ranks straddle a group.
+  struct Split {
+    const char *name;
+    AttentionArgs whole;
+    int64_t ranks;
+  };
+  const Split splits[] = {
+      {"mqa over 2", attentionArgs(2, 9, 4, 9, 1, 6, true), 2},
+      {"mqa over 4", attentionArgs(1, 70, 4, 70, 1, 8, true), 4},
+      {"gqa 8/2 over 4", windowed(attentionArgs(2, 11, 8, 11, 2, 4, true), 5), 4},
+      {"gqa 6/2 over 3", attentionArgs(2, 7, 6, 7, 2, 4, false), 3},
+  };
+  uint32_t seed = 780;
+  for (const Split &c : splits) {
+    const AttentionArgs &w = c.whole;
+    const int64_t S = w.seq, H = w.heads, D = w.head, local = H / c.ranks;
+    const size_t qSize = static_cast<size_t>(w.batch * S * H * D);
+    const size_t kSize = static_cast<size_t>(w.batch * w.kvSeq * w.kvHeads * D);
+    const Floats q = randomFloats(qSize, -2, 2, seed++), k = randomFloats(kSize, -2, 2, seed++),
+                 v = randomFloats(kSize, -1, 1, seed++), dout = randomFloats(qSize, -1, 1, seed++);
+    const Doubles wantOut = attentionRef(w, toDoubles(q), toDoubles(k), toDoubles(v));
+    Doubles wantQ, wantK, wantV;
+    attentionGradRef(w, toDoubles(q), toDoubles(k), toDoubles(v), toDoubles(dout), wantQ, wantK,
+                     wantV);
+    Doubles sumK(kSize, 0.0), sumV(kSize, 0.0);
+    for (int64_t r = 0; r < c.ranks; ++r) {
+      AttentionArgs a = w;
+      a.heads = local;
+      a.firstHead = r * local;
+      a.group = H / w.kvHeads;
+      // This rank's block of the query heads, [batch, seq, local, head].
+      auto block = [&](const auto &x) {
+        std::vector<typename std::decay_t<decltype(x)>::value_type> out;
+        for (int64_t row = 0; row < w.batch * S; ++row)
+          out.insert(out.end(), x.begin() + (row * H + r * local) * D,
+                     x.begin() + (row * H + (r + 1) * local) * D);
+        return out;
+      };
+      const Floats qr = block(q), doutr = block(dout);
+      Floats out(qr.size(), NAN), dq(qr.size(), NAN), dk(kSize, NAN), dv(kSize, NAN);
+      attention(a, qr.data(), k.data(), v.data(), out.data());
+      attentionGrad(a, qr.data(), k.data(), v.data(), doutr.data(), dq.data(), dk.data(),
+                    dv.data());
+      const std::string name = std::string(c.name) + " rank " + std::to_string(r);
+      expectClose(out, block(wantOut), 1e-5, 1e-6, name + " out");
+      expectClose(dq, block(wantQ), 1e-4, 1e-5, name + " dq");
+      for (size_t i = 0; i < kSize; ++i) {
+        const int64_t kh = static_cast<int64_t>(i) / D % w.kvHeads;
+        const bool read = kh * a.group < (r + 1) * local && (kh + 1) * a.group > r * local;
+        if (!read) {
+          EXPECT_EQ(dk[i], 0.0f) << name << " dk " << i;
+          EXPECT_EQ(dv[i], 0.0f) << name << " dv " << i;
+        }
+        sumK[i] += dk[i];
+        sumV[i] += dv[i];
+      }
+    }
+    expectClose(Floats(sumK.begin(), sumK.end()), wantK, 1e-4, 1e-5, std::string(c.name) + " dk");
+    expectClose(Floats(sumV.begin(), sumV.end()), wantV, 1e-4, 1e-5, std::string(c.name) + " dv");
+  }
+}
+
 Doubles ropeRef(int64_t batch, int64_t seq, int64_t heads, int64_t head, double theta, bool inverse,
                 const Doubles &x) {
   Doubles y(x.size());

@@ -207,7 +207,8 @@ private:
           b_, loc, type, in[0], in[1], in[2],
           attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(), f64("scale"),
           attr<int64_t>(op, "window") > 0 ? b_.getI64IntegerAttr(attr<int64_t>(op, "window"))
-                                          : IntegerAttr());
+                                          : IntegerAttr(),
+          /*heads_over=*/StringAttr());
     if (n == "rope")
       return RopeOp::create(b_, loc, type, in[0], f64("theta"));
     if (n == "split")

@@ -179,7 +179,8 @@ ShapeResult crossEntropyShape(const NamedShape &logits, const NamedShape &target
   return {{}, ""};
 }
 
-ShapeResult attentionShape(const NamedShape &q, const NamedShape &k, const NamedShape &v) {
+ShapeResult attentionShape(const NamedShape &q, const NamedShape &k, const NamedShape &v,
+                           bool blockOfHeads) {
   if (q.size() < 3)
     return ShapeResult::fail("the query must be [..., seq, heads, head], not " + formatShape(q));
   if (k.size() != q.size())
@@ -198,6 +199,8 @@ ShapeResult attentionShape(const NamedShape &q, const NamedShape &k, const Named
     return ShapeResult::fail("the last dim of queries and keys (the head size) must match: '" +
                              qHead.name + "' vs '" + kHead.name + "'");
   const NamedDim &heads = q[n - 2], &kvHeads = k[n - 2];
+  if (blockOfHeads)
+    return {q, ""};
   if (heads.size % kvHeads.size != 0)
     return ShapeResult::fail("kv heads '" + kvHeads.name + "' (" + std::to_string(kvHeads.size) +
                              ") must divide query heads '" + heads.name + "' (" +

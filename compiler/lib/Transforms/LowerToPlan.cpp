@@ -569,7 +569,7 @@ LogicalResult Lowering::lower(Operation *op) {
     return names;
   };
   auto attentionParams = [&](Value q, Value k, bool causal, double scale,
-                             std::optional<uint64_t> window) {
+                             std::optional<uint64_t> window, std::optional<StringRef> headsOver) {
     NamedShape qs = shapeOf(q), ks = shapeOf(k);
     size_t r = qs.size();
     SmallVector<NamedAttribute> params{
@@ -583,6 +583,8 @@ LogicalResult Lowering::lower(Operation *op) {
         f64("scale", scale)};
     if (window)
       params.push_back(i64("window", static_cast<int64_t>(*window)));
+    if (headsOver)
+      params.push_back(str("head_group", *headsOver));
     return params;
   };
 
@@ -829,7 +831,7 @@ LogicalResult Lowering::lower(Operation *op) {
         kernel(loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())},
                {r},
                attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
-                               o.getScale().convertToDouble(), o.getWindow()));
+                               o.getScale().convertToDouble(), o.getWindow(), o.getHeadsOver()));
         return success();
       })
       .Case([&](graph::AttentionGradOp o) {
@@ -840,7 +842,7 @@ LogicalResult Lowering::lower(Operation *op) {
             {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue()), buffer(o.getGrad())},
             {dq, dk, dv},
             attentionParams(o.getQuery(), o.getKey(), o.getCausal(), o.getScale().convertToDouble(),
-                            o.getWindow()));
+                            o.getWindow(), o.getHeadsOver()));
         return success();
       })
       .Case([&](graph::RopeOp o) {

@@ -79,8 +79,8 @@ private:
   std::map<std::string, Value> memo_;
 
   /// Warns (once per dim) when an op needs a dim whole that the spec's rules split and an
-  /// operand holds split: the layout then loses that parallelism there, e.g. attention whose
-  /// key/value heads the tp size does not divide.
+  /// operand holds split: the layout then loses that parallelism there, e.g. attention under
+  /// context parallelism, which reads whole sequences.
   void warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual, const ShardingRule &rule);
 };
 

@@ -215,7 +215,8 @@ struct ContractSoftmaxContract : OpRewritePattern<ContractOp> {
     auto attention = rewriter.replaceOpWithNewOp<AttentionOp>(
         out, out.getType(), q, k, v, causal ? rewriter.getUnitAttr() : UnitAttr(),
         rewriter.getF64FloatAttr(scale),
-        window && *window > 0 ? rewriter.getI64IntegerAttr(*window) : IntegerAttr());
+        window && *window > 0 ? rewriter.getI64IntegerAttr(*window) : IntegerAttr(),
+        /*heads_over=*/StringAttr());
     if (Attribute layer = out->getAttr("graph.layer"))
       attention->setAttr("graph.layer", layer);
     // Users before what they read: the last in the block first.

@@ -576,13 +576,18 @@ template <class P> bool attentionArgs(KernelCall &c, const P &p, cpu::AttentionA
   a.causal = p.causal != 0;
   a.scale = static_cast<float>(p.scale);
   a.window = p.window.value_or(0);
+  // Under a head group this rank holds a block of the query heads and every kv head.
+  int64_t wholeHeads = a.heads;
+  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
+    return false;
   if (!c.error.empty())
     return false;
   if (a.window < 0 || (a.window > 0 && !a.causal))
     return c.fail("has a sliding window that is negative or without the causal mask");
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
-      a.heads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
+      wholeHeads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
     return c.fail("has inconsistent attention sizes");
+  a.group = wholeHeads / a.kvHeads;
   return true;
 }
 

@@ -327,6 +327,15 @@ func.func @attention_gqa_heads(%q: tensor<2x4x4x8xf32, #graph.dims<batch, seq, h
 
 // -----
 
+func.func @attention_block_of_heads(%q: tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>, %k: tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>) {
+  // Fewer query heads than kv heads only as a rank's block of them (heads_over).
+  // expected-error @+1 {{'graph.attention' op kv heads 'kv_heads' (2) must divide query heads 'heads' (1)}}
+  %0 = graph.attention %q, %k, %k causal scale 0.125 : (tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>) -> tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>
+  return
+}
+
+// -----
+
 func.func @attention_key_value(%q: tensor<2x4x4x8xf32, #graph.dims<batch, seq, heads, head>>, %k: tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>) {
   // expected-error @+1 {{'graph.attention' op keys [batch=2, seq=4, kv_heads=2, head=8] and values [batch=2, seq=4, heads=4, head=8] must have the same shape}}
   %0 = graph.attention %q, %k, %q scale 0.125 : (tensor<2x4x4x8xf32, #graph.dims<batch, seq, heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>, tensor<2x4x4x8xf32, #graph.dims<batch, seq, heads, head>>) -> tensor<2x4x4x8xf32, #graph.dims<batch, seq, heads, head>>

@@ -121,6 +121,17 @@ func.func @attention(%q: !h, %k: !kv) -> !h {
   return %1 : !h
 }
 
+// One tp rank's block of the query heads (one of four) with both key/value heads: the heads
+// are not compared, and the gradient op carries the axis too.
+// CHECK-LABEL: func.func @attention_heads_over
+func.func @attention_heads_over(%q: tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>, %k: tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>) {
+  // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} causal heads_over "tp" scale 1.250000e-01 :
+  %0 = graph.attention %q, %k, %k causal heads_over "tp" scale 0.125 : (tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>) -> tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>
+  // CHECK: graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal heads_over "tp" scale 1.250000e-01 :
+  %dq, %dk, %dv = graph.attention_grad %q, %k, %k, %0 causal heads_over "tp" scale 0.125 : (tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>, tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>) -> (tensor<2x4x1x8xf32, #graph.dims<batch, seq, heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>, tensor<2x4x2x8xf32, #graph.dims<batch, seq, kv_heads, head>>)
+  return
+}
+
 // CHECK-LABEL: func.func @layout
 func.func @layout(%x: tensor<8x128xf32, #graph.dims<batch, embed>>, %t: tensor<8x64xi32, #graph.dims<batch, seq>>)
     -> (tensor<8x128xf32, #graph.dims<batch, embed>>, tensor<64x8xi32, #graph.dims<seq, batch>>) {

@@ -74,8 +74,11 @@ ShapeResult crossEntropyShape(const NamedShape &logits, const NamedShape &target
 
 /// Scaled dot-product attention. `q` is [..., seq, heads, head]; `k` and `v` are
 /// [..., kv_seq, kv_heads, head] with the same leading dims; kv_heads divides heads (grouped
-/// query attention when smaller). The result has `q`'s shape.
-ShapeResult attentionShape(const NamedShape &q, const NamedShape &k, const NamedShape &v);
+/// query attention when smaller). The result has `q`'s shape. With `blockOfHeads`, `q`
+/// holds one rank's block of the query heads and `k`, `v` every kv head (tensor parallelism
+/// over more ranks than kv heads): the heads are then not compared.
+ShapeResult attentionShape(const NamedShape &q, const NamedShape &k, const NamedShape &v,
+                           bool blockOfHeads = false);
 
 /// Rotary embedding on [..., seq, heads, head] with an even head size; shape-preserving.
 ShapeResult ropeShape(const NamedShape &x);
