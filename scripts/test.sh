@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Tessel needs, builds it, and runs every test: the lit suite (compiler,
-# diagnostics, dialects, examples) and a bounded fuzzing run of the front end.
+# diagnostics, dialects, examples), the runtime-only build with its unit tests, and a bounded
+# fuzzing run of the front end.
 # Usage: scripts/test.sh            (FUZZ_SECONDS=90 by default)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,13 +39,28 @@ lit_skipped=$(count 'Unsupported')
 grep -E 'note: skipped' "$lit_log" || true
 echo "lit: ${lit_passed} passed, ${lit_failed} failed, ${lit_skipped} skipped"
 
+# The build a GPU machine makes: the runtime, the runner and the unit tests without MLIR, ANTLR
+# or OpenBLAS (TESSEL_RUNTIME_ONLY; the products then run in plain loops).
+echo "== runtime-only build"
+runtime_failed=0
+runtime_build="$root/build-runtime-only"
+{
+  [ -f "$runtime_build/build.ninja" ] ||
+    cmake -G Ninja -S "$root" -B "$runtime_build" -DCMAKE_BUILD_TYPE=Release \
+      -DTESSEL_RUNTIME_ONLY=ON -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON > /dev/null
+  ninja -C "$runtime_build" > "$runtime_build.log" 2>&1 &&
+    "$runtime_build/bin/tessel-unit-tests" --gtest_brief=1 >> "$runtime_build.log" 2>&1
+} || { runtime_failed=1; tail -40 "$runtime_build.log"; }
+[ "$runtime_failed" -eq 0 ] || failed=1
+echo "runtime-only build and unit tests: $([ "$runtime_failed" -eq 0 ] && echo passed || echo failed)"
+
 echo "== fuzz"
 fuzz_failed=0
 "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-90}" || fuzz_failed=1
 [ "$fuzz_failed" -eq 0 ] || failed=1
 
-total_passed=$(( lit_passed + (1 - fuzz_failed) ))
-total_failed=$(( lit_failed + fuzz_failed ))
+total_passed=$(( lit_passed + (1 - fuzz_failed) + (1 - runtime_failed) ))
+total_failed=$(( lit_failed + fuzz_failed + runtime_failed ))
 echo
 echo "${total_passed} passed, ${total_failed} failed$([ "$lit_skipped" -eq 0 ] || echo ", ${lit_skipped} skipped")"
 exit "$failed"
