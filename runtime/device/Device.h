@@ -3,8 +3,9 @@
 // The executor never touches memory itself: it allocates buffers on a device, moves bytes
 // between the host and those buffers through the device, and launches each instruction as the
 // device's kernel for its catalogue entry on one of the device's streams. The CPU device
-// (device/cpu) implements this over host memory, OpenBLAS and OpenMP; a GPU device implements
-// the same interface over its own memory and streams, without changes to the executor.
+// (device/cpu) implements this over host memory, OpenBLAS and OpenMP; the CUDA device
+// (device/cuda) implements the same interface over GPU memory and streams, without changes to
+// the executor.
 //
 // Addresses a device hands out (DeviceBuffer::address) are in the device's address space: the
 // executor computes operand addresses from them (base + offset) and gives them to kernels and
@@ -79,6 +80,13 @@ public:
 /// The CPU device: host memory, the kernels of kernels/cpu, one stream that runs each launch
 /// before returning.
 std::unique_ptr<Device> createCpuDevice();
+
+/// CUDA GPU `ordinal` (device/cuda); null with the reason where there is none: a runtime built
+/// without the CUDA toolkit, no driver, the toolkit's stub driver, no GPU, or no such ordinal.
+std::unique_ptr<Device> createCudaDevice(int ordinal, std::string &error);
+/// How many CUDA GPUs this process sees; 0, with the reason, where it sees none (for the same
+/// reasons as createCudaDevice).
+int cudaDeviceCount(std::string &error);
 
 } // namespace tessel::rt
 

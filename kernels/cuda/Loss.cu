@@ -1,0 +1,117 @@
+//===- Loss.cu - Cross entropy over the last dim and its logit gradient ---===//
+//
+// The loss: one block per row writes the row's -log softmax[target], then one block adds the
+// rows in a fixed order (in double, as the CPU does) and scales the total. The gradient is one
+// block per row. kernels/cpu/Loss.cpp is the reference.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/Common.cuh"
+
+namespace tessel::cuda {
+
+namespace {
+
+using detail::kRowThreads;
+
+/// The row's max and log of the sum of exp(x - max).
+template <class T>
+__device__ inline float2 rowLogSumExp(int64_t cols, const T *xr, float *scratch) {
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    max = fmaxf(max, detail::load(xr + j));
+  max = detail::blockMax(max, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += expf(detail::load(xr + j) - max);
+  return make_float2(max, detail::blockSum(sum, scratch));
+}
+
+template <class T>
+__global__ void rowLosses(int64_t cols, const T *logits, const int32_t *targets, float *perRow,
+                          IdError *idError) {
+  __shared__ float scratch[32];
+  const T *xr = logits + blockIdx.x * cols;
+  const int32_t target = targets[blockIdx.x];
+  const float2 s = rowLogSumExp(cols, xr, scratch);
+  if (threadIdx.x != 0)
+    return;
+  if (target < 0 || target >= cols) {
+    detail::reportBadId(idError, target, blockIdx.x, cols);
+    perRow[blockIdx.x] = NAN;
+    return;
+  }
+  perRow[blockIdx.x] = s.x + logf(s.y) - detail::load(xr + target);
+}
+
+/// loss = factor * the sum of perRow, in double; factor = 1 / rows, or scale when scaled.
+__global__ void sumRows(int64_t rows, const float *perRow, bool scaled, double scale, float *loss) {
+  __shared__ double partial[kRowThreads];
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    sum += perRow[r];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width)
+      partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    loss[0] =
+        static_cast<float>(scaled ? partial[0] * scale : partial[0] / static_cast<double>(rows));
+}
+
+template <class T>
+__global__ void rowGrads(int64_t rows, int64_t cols, const T *logits, const int32_t *targets,
+                         const float *dloss, bool scaled, double scale, T *dlogits,
+                         IdError *idError) {
+  __shared__ float scratch[32];
+  const T *xr = logits + blockIdx.x * cols;
+  T *dr = dlogits + blockIdx.x * cols;
+  const int32_t target = targets[blockIdx.x];
+  // As the CPU: dloss / rows in f32, or dloss * scale in double, rounded once.
+  const float factor = scaled ? static_cast<float>(static_cast<double>(dloss[0]) * scale)
+                              : dloss[0] / static_cast<float>(rows);
+  const float2 s = rowLogSumExp(cols, xr, scratch);
+  const float inv = 1.0f / s.y;
+  const bool valid = target >= 0 && target < cols;
+  if (!valid && threadIdx.x == 0)
+    detail::reportBadId(idError, target, blockIdx.x, cols);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float p = expf(detail::load(xr + j) - s.x) * inv;
+    // (p - 1) is exact near p = 1, where p * factor - factor would cancel.
+    if (j == target)
+      p -= 1.0f;
+    detail::store(dr + j, p * factor);
+  }
+}
+
+} // namespace
+
+int64_t crossEntropyWorkspace(int64_t rows) { return rows; }
+
+cudaError_t crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+                         bool scaled, double scale, float *loss, float *workspace, IdError *idError,
+                         cudaStream_t stream) {
+  if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !workspace || !idError)
+    return cudaErrorInvalidValue;
+  rowLosses<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, logits, targets,
+                                                                     workspace, idError);
+  if (cudaError_t e = detail::launched(); e != cudaSuccess)
+    return e;
+  sumRows<<<1, kRowThreads, 0, stream>>>(rows, workspace, scaled, scale, loss);
+  return detail::launched();
+}
+
+cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, const float *logits,
+                             const int32_t *targets, const float *dloss, bool scaled, double scale,
+                             float *dlogits, IdError *idError, cudaStream_t stream) {
+  if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !idError)
+    return cudaErrorInvalidValue;
+  rowGrads<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      rows, cols, logits, targets, dloss, scaled, scale, dlogits, idError);
+  return detail::launched();
+}
+
+} // namespace tessel::cuda

@@ -1,0 +1,201 @@
+//===- Norm.cu - LayerNorm and RMSNorm, forward and backward --------------===//
+//
+// One block per row computes the row's statistics and its outputs; the backward pass keeps
+// each row's statistics in the workspace, and a second kernel sums the parameter gradients
+// over rows: a block owns 32 columns, its 8 thread rows take every 8th row, and their partial
+// sums are added in a fixed order, so the sums never change between runs.
+// kernels/cpu/Norm.cpp is the reference.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/Common.cuh"
+
+namespace tessel::cuda {
+
+namespace {
+
+using detail::kRowThreads;
+
+constexpr int kColumnTile = 32, kRowLanes = 8;
+
+/// The mean and 1 / sqrt(var + eps) of a row (two passes: the variance from the deviations).
+template <class T>
+__device__ inline float2 layerNormStats(int64_t cols, const T *xr, float eps, float *scratch) {
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += detail::load(xr + j);
+  const float mean = detail::blockSum(sum, scratch) / static_cast<float>(cols);
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float d = detail::load(xr + j) - mean;
+    squares += d * d;
+  }
+  const float var = detail::blockSum(squares, scratch) / static_cast<float>(cols);
+  return make_float2(mean, 1.0f / sqrtf(var + eps));
+}
+
+/// 1 / sqrt(mean(x^2) + eps) of a row.
+template <class T>
+__device__ inline float rmsFactor(int64_t cols, const T *xr, float eps, float *scratch) {
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float v = detail::load(xr + j);
+    squares += v * v;
+  }
+  return 1.0f / sqrtf(detail::blockSum(squares, scratch) / static_cast<float>(cols) + eps);
+}
+
+template <class T>
+__global__ void layerNormKernel(int64_t cols, const T *x, const T *g, const T *b, float eps, T *y) {
+  __shared__ float scratch[32];
+  const T *xr = x + blockIdx.x * cols;
+  T *yr = y + blockIdx.x * cols;
+  const float2 s = layerNormStats(cols, xr, eps, scratch);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    detail::store(yr + j,
+                  (detail::load(xr + j) - s.x) * s.y * detail::load(g + j) + detail::load(b + j));
+}
+
+/// dx of one row, and the row's (mean, rstd) into stats.
+template <class T>
+__global__ void layerNormGradRows(int64_t cols, const T *x, const T *g, const T *dy, float eps,
+                                  T *dx, float2 *stats) {
+  __shared__ float scratch[32];
+  const T *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
+  T *dxr = dx + blockIdx.x * cols;
+  const float2 s = layerNormStats(cols, xr, eps, scratch);
+  if (threadIdx.x == 0)
+    stats[blockIdx.x] = s;
+  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g.
+  float d = 0.0f, dxh = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float dxhat = detail::load(dyr + j) * detail::load(g + j);
+    d += dxhat;
+    dxh += dxhat * (detail::load(xr + j) - s.x) * s.y;
+  }
+  const float meanD = detail::blockSum(d, scratch) / static_cast<float>(cols);
+  const float meanDX = detail::blockSum(dxh, scratch) / static_cast<float>(cols);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float xhat = (detail::load(xr + j) - s.x) * s.y;
+    const float dxhat = detail::load(dyr + j) * detail::load(g + j);
+    detail::store(dxr + j, (dxhat - meanD - xhat * meanDX) * s.y);
+  }
+}
+
+template <class T>
+__global__ void rmsNormKernel(int64_t cols, const T *x, const T *g, float eps, T *y) {
+  __shared__ float scratch[32];
+  const T *xr = x + blockIdx.x * cols;
+  T *yr = y + blockIdx.x * cols;
+  const float f = rmsFactor(cols, xr, eps, scratch);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    detail::store(yr + j, detail::load(xr + j) * f * detail::load(g + j));
+}
+
+/// dx of one row, and the row's (0, factor) into stats.
+template <class T>
+__global__ void rmsNormGradRows(int64_t cols, const T *x, const T *g, const T *dy, float eps, T *dx,
+                                float2 *stats) {
+  __shared__ float scratch[32];
+  const T *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
+  T *dxr = dx + blockIdx.x * cols;
+  const float f = rmsFactor(cols, xr, eps, scratch);
+  if (threadIdx.x == 0)
+    stats[blockIdx.x] = make_float2(0.0f, f);
+  // dx = f g dy - x f^3 mean(dy g x).
+  float dot = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    dot += detail::load(dyr + j) * detail::load(g + j) * detail::load(xr + j);
+  const float c = detail::blockSum(dot, scratch) / static_cast<float>(cols) * f * f * f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    detail::store(dxr + j,
+                  detail::load(g + j) * detail::load(dyr + j) * f - detail::load(xr + j) * c);
+}
+
+/// dg[j] = sum over rows of dy * (x - mean) * rstd (RMSNorm: mean 0, rstd the factor) and,
+/// if db is set, db[j] = sum over rows of dy. Block (kColumnTile, kRowLanes).
+template <class T>
+__global__ void normParamGrads(int64_t rows, int64_t cols, const T *x, const T *dy,
+                               const float2 *stats, T *dg, T *db) {
+  __shared__ float partG[kRowLanes][kColumnTile + 1], partB[kRowLanes][kColumnTile + 1];
+  const int64_t j = blockIdx.x * int64_t(kColumnTile) + threadIdx.x;
+  float sumG = 0.0f, sumB = 0.0f;
+  if (j < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
+      const float d = detail::load(dy + r * cols + j);
+      const float2 s = stats[r];
+      sumG += d * ((detail::load(x + r * cols + j) - s.x) * s.y);
+      sumB += d;
+    }
+  partG[threadIdx.y][threadIdx.x] = sumG;
+  partB[threadIdx.y][threadIdx.x] = sumB;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= cols)
+    return;
+  for (int lane = 1; lane < kRowLanes; ++lane) {
+    sumG += partG[lane][threadIdx.x];
+    sumB += partB[lane][threadIdx.x];
+  }
+  detail::store(dg + j, sumG);
+  if (db)
+    detail::store(db + j, sumB);
+}
+
+cudaError_t launchParamGrads(int64_t rows, int64_t cols, const float *x, const float *dy,
+                             const float2 *stats, float *dg, float *db, cudaStream_t stream) {
+  const unsigned tiles = static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
+  normParamGrads<<<tiles, dim3(kColumnTile, kRowLanes), 0, stream>>>(rows, cols, x, dy, stats, dg,
+                                                                     db);
+  return detail::launched();
+}
+
+bool validNorm(int64_t rows, int64_t cols) {
+  return detail::validRows(rows, cols) && (cols + kColumnTile - 1) / kColumnTile <= 0x7fffffff;
+}
+
+} // namespace
+
+int64_t normGradWorkspace(int64_t rows) { return 2 * rows; }
+
+cudaError_t layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const float *b,
+                      float eps, float *y, cudaStream_t stream) {
+  if (!validNorm(rows, cols))
+    return cudaErrorInvalidValue;
+  layerNormKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, b, eps, y);
+  return detail::launched();
+}
+
+cudaError_t layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
+                          const float *dy, float eps, float *dx, float *dg, float *db,
+                          float *workspace, cudaStream_t stream) {
+  if (!validNorm(rows, cols) || !workspace)
+    return cudaErrorInvalidValue;
+  float2 *stats = reinterpret_cast<float2 *>(workspace);
+  layerNormGradRows<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, dy, eps,
+                                                                             dx, stats);
+  if (cudaError_t e = detail::launched(); e != cudaSuccess)
+    return e;
+  return launchParamGrads(rows, cols, x, dy, stats, dg, db, stream);
+}
+
+cudaError_t rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float eps, float *y,
+                    cudaStream_t stream) {
+  if (!validNorm(rows, cols))
+    return cudaErrorInvalidValue;
+  rmsNormKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, eps, y);
+  return detail::launched();
+}
+
+cudaError_t rmsNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, const float *dy,
+                        float eps, float *dx, float *dg, float *workspace, cudaStream_t stream) {
+  if (!validNorm(rows, cols) || !workspace)
+    return cudaErrorInvalidValue;
+  float2 *stats = reinterpret_cast<float2 *>(workspace);
+  rmsNormGradRows<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx,
+                                                                           stats);
+  if (cudaError_t e = detail::launched(); e != cudaSuccess)
+    return e;
+  return launchParamGrads(rows, cols, x, dy, stats, dg, nullptr, stream);
+}
+
+} // namespace tessel::cuda

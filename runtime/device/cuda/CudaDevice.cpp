@@ -1,0 +1,323 @@
+//===- CudaDevice.cpp - The device that is one CUDA GPU -------------------===//
+//
+// Buffers are cudaMalloc allocations; the device runs kStreams non-blocking streams, events
+// are CUDA events, and launches return as soon as the work is queued: a kernel that faults is
+// reported at the next synchronize. Copies to and from the host first wait for every stream,
+// then copy and wait for the copy. Kernels compute in f32 (with i32 ids) for now; the handlers
+// are in CudaKernelCalls.cpp, and a kernel without one is refused when the plan is loaded.
+//
+// The runtime API is linked statically (cudart_static loads libcuda.so.1 when first called),
+// so a binary with this device starts on a machine without a driver or a GPU and only
+// createCudaDevice says there is none.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/Device.h"
+#include "runtime/device/cuda/CudaLaunch.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+namespace tessel::rt {
+
+namespace {
+
+thread_local CudaLaunch *current = nullptr;
+
+/// Streams of one device: enough for compute, collectives and copies to overlap.
+constexpr uint32_t kStreams = 4;
+
+std::string cudaMessage(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+/// Why there is no usable GPU, in words a user can act on.
+std::string noGpu(cudaError_t e) {
+  switch (e) {
+  case cudaErrorNoDevice:
+    return "no GPU: the CUDA driver sees no device";
+  case cudaErrorInsufficientDriver:
+    return "no GPU: no NVIDIA driver is installed, or it is older than this build's CUDA runtime";
+  case cudaErrorStubLibrary:
+    return "no GPU: libcuda.so.1 is the toolkit's stub library, not a driver";
+  default:
+    return "no GPU: " + cudaMessage(e);
+  }
+}
+
+class CudaBuffer : public DeviceBuffer {
+public:
+  CudaBuffer(int ordinal, void *data, uint64_t bytes)
+      : ordinal_(ordinal), data_(data), bytes_(bytes) {}
+  ~CudaBuffer() override {
+    cudaSetDevice(ordinal_);
+    cudaFree(data_);
+  }
+  void *address() const override { return data_; }
+  uint64_t bytes() const override { return bytes_; }
+
+private:
+  int ordinal_;
+  void *data_;
+  uint64_t bytes_;
+};
+
+class CudaDevice : public Device, private CudaLaunch {
+public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal_);
+    for (cudaStream_t s : streams_)
+      cudaStreamSynchronize(s);
+    for (auto &[sequence, event] : recorded_)
+      cudaEventDestroy(event);
+    for (cudaEvent_t event : freeEvents_)
+      cudaEventDestroy(event);
+    for (Scratch &s : scratch_)
+      cudaFree(s.data);
+    cudaFree(idError_);
+    for (cudaStream_t s : streams_)
+      cudaStreamDestroy(s);
+  }
+
+  /// Creates the streams and the id-error record; false with the reason.
+  bool start(std::string &error) {
+    cudaError_t e = cudaSetDevice(ordinal_);
+    for (uint32_t s = 0; s < kStreams && e == cudaSuccess; ++s) {
+      cudaStream_t stream = nullptr;
+      e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      if (e == cudaSuccess)
+        streams_.push_back(stream);
+    }
+    if (e == cudaSuccess)
+      e = cudaMalloc(reinterpret_cast<void **>(&idError_), sizeof(cuda::IdError));
+    if (e == cudaSuccess)
+      e = cudaMemset(idError_, 0, sizeof(cuda::IdError));
+    if (e == cudaSuccess)
+      e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      error = "starting " + name() + ": " + cudaMessage(e);
+      return false;
+    }
+    scratch_.resize(kStreams);
+    return true;
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
+
+  std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) override {
+    cudaSetDevice(ordinal_);
+    const uint64_t rounded = (bytes + 255) / 256 * 256 + 256;
+    void *data = nullptr;
+    cudaError_t e = cudaMalloc(&data, rounded);
+    if (e == cudaSuccess)
+      e = cudaMemset(data, 0, rounded);
+    if (e == cudaSuccess)
+      e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      cudaFree(data);
+      error = "allocating " + std::to_string(bytes) + " bytes on " + name() + ": " + cudaMessage(e);
+      return nullptr;
+    }
+    return std::make_unique<CudaBuffer>(ordinal_, data, bytes);
+  }
+
+  void upload(void *device, const void *host, uint64_t bytes) override {
+    copy(device, host, bytes, cudaMemcpyHostToDevice, "upload");
+  }
+  void download(void *host, const void *device, uint64_t bytes) override {
+    copy(host, device, bytes, cudaMemcpyDeviceToHost, "download");
+  }
+
+  KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<planfile::DType> &ins,
+                  const std::vector<planfile::DType> &outs, std::string &error) override {
+    auto f32Only = [&](const std::vector<planfile::DType> &types, const char *direction) {
+      for (size_t k = 0; k < types.size(); ++k)
+        if (types[k] == planfile::DType::BF16 || types[k] == planfile::DType::F16) {
+          error = std::string(direction) + " " + std::to_string(k) + " is " +
+                  planfile::dtypeName(types[k]) + "; the cuda device has only f32 kernels so far";
+          return false;
+        }
+      return true;
+    };
+    if (!f32Only(ins, "input") || !f32Only(outs, "output"))
+      return nullptr;
+    KernelFn fn = cudaKernel(kernel.id);
+    if (!fn)
+      error = std::string("the cuda device has no '") + kernel.name +
+              "' kernel yet (the CUDA backend is being built, issue 16); run on the cpu device";
+    return fn;
+  }
+
+  uint32_t streams() const override { return kStreams; }
+
+  bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
+              const catalogue::KernelParams &params) override {
+    cudaSetDevice(ordinal_);
+    launching_ = stream % kStreams;
+    current = this;
+    const bool ok = fn(call, params);
+    current = nullptr;
+    return ok;
+  }
+
+  DeviceEvent record(uint32_t stream) override {
+    cudaSetDevice(ordinal_);
+    cudaEvent_t event = nullptr;
+    if (!freeEvents_.empty()) {
+      event = freeEvents_.back();
+      freeEvents_.pop_back();
+    } else if (cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+               e != cudaSuccess) {
+      fail("creating an event: " + cudaMessage(e));
+      return DeviceEvent{stream, 0};
+    }
+    const uint64_t sequence = ++sequence_;
+    if (cudaError_t e = cudaEventRecord(event, streams_[stream % kStreams]); e != cudaSuccess)
+      fail("recording an event: " + cudaMessage(e));
+    recorded_[sequence] = event;
+    return DeviceEvent{stream, sequence};
+  }
+
+  void waitFor(uint32_t stream, const DeviceEvent &event) override {
+    // An event no longer recorded was passed by a synchronize: nothing is left to wait for.
+    auto it = recorded_.find(event.sequence);
+    if (it == recorded_.end())
+      return;
+    cudaSetDevice(ordinal_);
+    if (cudaError_t e = cudaStreamWaitEvent(streams_[stream % kStreams], it->second, 0);
+        e != cudaSuccess)
+      fail("waiting for an event: " + cudaMessage(e));
+  }
+
+  bool synchronize(std::string &error) override {
+    cudaSetDevice(ordinal_);
+    waitForStreams();
+    for (auto &[sequence, event] : recorded_)
+      freeEvents_.push_back(event);
+    recorded_.clear();
+    cuda::IdError bad{};
+    if (cudaError_t e = cudaMemcpy(&bad, idError_, sizeof bad, cudaMemcpyDeviceToHost);
+        e != cudaSuccess)
+      fail("reading the kernels' id check: " + cudaMessage(e));
+    else if (bad.flag) {
+      fail("token id " + std::to_string(bad.id) + " at position " + std::to_string(bad.position) +
+           " is outside the vocabulary of " + std::to_string(bad.limit));
+      cudaMemset(idError_, 0, sizeof(cuda::IdError));
+      cudaDeviceSynchronize();
+    }
+    if (failure_.empty())
+      return true;
+    error = failure_;
+    failure_.clear();
+    return false;
+  }
+
+private:
+  struct Scratch {
+    void *data = nullptr;
+    uint64_t bytes = 0;
+  };
+
+  // CudaLaunch, for the handler of the launch in progress.
+  cudaStream_t stream() const override { return streams_[launching_]; }
+  cuda::IdError *idError() const override { return idError_; }
+  void *scratch(uint64_t bytes, std::string &error) override {
+    Scratch &s = scratch_[launching_];
+    if (s.bytes >= bytes && s.data)
+      return s.data;
+    // Grown rarely (the first step): wait for the stream's kernels that still use the old one.
+    cudaStreamSynchronize(streams_[launching_]);
+    cudaFree(s.data);
+    s = Scratch{};
+    const uint64_t grown = std::max<uint64_t>(bytes, 1 << 20);
+    if (cudaError_t e = cudaMalloc(&s.data, grown); e != cudaSuccess) {
+      s.data = nullptr;
+      error = "allocating " + std::to_string(grown) + " bytes on " + name() + ": " + cudaMessage(e);
+      return nullptr;
+    }
+    s.bytes = grown;
+    return s.data;
+  }
+
+  /// Keeps the first failure for the next synchronize.
+  void fail(const std::string &why) {
+    if (failure_.empty())
+      failure_ = why;
+  }
+
+  void waitForStreams() {
+    for (cudaStream_t s : streams_)
+      if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
+        fail("a kernel failed on " + name() + ": " + cudaMessage(e));
+  }
+
+  void copy(void *to, const void *from, uint64_t bytes, cudaMemcpyKind kind, const char *what) {
+    if (!bytes)
+      return;
+    cudaSetDevice(ordinal_);
+    waitForStreams();
+    // On one of the device's streams, then waited for: a plain cudaMemcpy from pageable memory
+    // may return before the data has arrived.
+    cudaError_t e = cudaMemcpyAsync(to, from, bytes, kind, streams_[0]);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(streams_[0]);
+    if (e != cudaSuccess)
+      fail(std::string(what) + " of " + std::to_string(bytes) + " bytes on " + name() + ": " +
+           cudaMessage(e));
+  }
+
+  int ordinal_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<Scratch> scratch_;
+  std::map<uint64_t, cudaEvent_t> recorded_;
+  std::vector<cudaEvent_t> freeEvents_;
+  cuda::IdError *idError_ = nullptr;
+  uint64_t sequence_ = 0;
+  uint32_t launching_ = 0;
+  std::string failure_;
+};
+
+} // namespace
+
+CudaLaunch *currentCudaLaunch() { return current; }
+
+std::unique_ptr<Device> createCudaDevice(int ordinal, std::string &error) {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError(); // not sticky: leave no error behind for later calls
+    error = noGpu(e);
+    return nullptr;
+  }
+  if (count == 0) {
+    error = noGpu(cudaErrorNoDevice);
+    return nullptr;
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    error = "there is no CUDA device " + std::to_string(ordinal) + "; this machine has " +
+            std::to_string(count);
+    return nullptr;
+  }
+  auto device = std::make_unique<CudaDevice>(ordinal);
+  if (!device->start(error))
+    return nullptr;
+  return device;
+}
+
+int cudaDeviceCount(std::string &error) {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();
+    error = noGpu(e);
+    return 0;
+  }
+  if (count == 0)
+    error = noGpu(cudaErrorNoDevice);
+  return count;
+}
+
+} // namespace tessel::rt

@@ -1,0 +1,41 @@
+//===- CudaLaunch.h - What a CUDA kernel call runs with ---------*- C++ -*-===//
+//
+// Private to device/cuda. A kernel handler has the signature every device shares (KernelFn);
+// what it needs of the CUDA device beyond its operands (the stream, scratch memory, where a
+// bad id is recorded) the device hands it for the length of one launch, through a pointer
+// local to the launching thread. Validation at load runs the handlers without it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
+#define TESSEL_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
+
+#include "runtime/core/KernelCall.h"
+
+#include "kernels/cuda/CudaKernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace tessel::rt {
+
+class CudaLaunch {
+public:
+  virtual ~CudaLaunch() = default;
+  virtual cudaStream_t stream() const = 0;
+  /// `bytes` of device memory that only this stream's kernels use, valid until the next call
+  /// on the same stream; null (with the reason) if it cannot be had.
+  virtual void *scratch(uint64_t bytes, std::string &error) = 0;
+  /// The device's record of the first out-of-range id, read at synchronize.
+  virtual cuda::IdError *idError() const = 0;
+};
+
+/// The launch in progress on this thread; null outside CudaDevice::launch.
+CudaLaunch *currentCudaLaunch();
+
+/// The CUDA handler of kernel `id`, or null where the CUDA backend has none yet.
+KernelFn cudaKernel(catalogue::KernelId id);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
