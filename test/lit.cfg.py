@@ -30,8 +30,35 @@ config.substitutions.append(
                 "-x MALLOC_PERTURB_=" + config.environment["MALLOC_PERTURB_"]))
 lit_config.parallelism_groups["mpi"] = 1
 
+# CUDA: 'cuda-toolkit' where the build has the CUDA backend (tessel-cuda-tests exists), 'cuda'
+# where this machine also has a GPU its driver can open. Without one, the GPU tests are reported
+# UNSUPPORTED, the reason is printed here, and cuda-skipped.test checks that each of them says
+# "skipped: no CUDA device" rather than passing.
+def cuda_devices():
+    """The number of CUDA devices the driver sees, and why there are none."""
+    import ctypes
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as error:
+        return 0, "no NVIDIA driver (%s)" % error
+    if driver.cuInit(0) != 0:
+        return 0, "the driver did not initialise (no device, or a stub library)"
+    count = ctypes.c_int(0)
+    if driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return 0, "the driver sees no device"
+    return count.value, ""
+
 if config.have_cuda:
     config.available_features.add("cuda-toolkit")
+    gpus, why = cuda_devices()
+    if gpus:
+        config.available_features.add("cuda")
+    else:
+        lit_config.note("skipped: no CUDA device (%s): the GPU tests (REQUIRES: cuda) are "
+                        "unsupported here; on a GPU machine run scripts/gpu-check.sh" % why)
+else:
+    lit_config.note("skipped: no CUDA backend in this build (CMake found no CUDA toolkit): "
+                    "the GPU tests are neither built nor run")
 
 # MPI tests (test/MPI: ranks as processes; test/MultiHost: MPI jobs across "hosts" made as
 # network namespaces by scripts/netns-hosts.sh). Where OpenMPI is missing, the runtime was built

@@ -171,3 +171,20 @@ TEST(Device, GuardFiniteEndsTheProgramBeforeLaterKernels) {
 }
 
 } // namespace
+
+// A runtime built with or without CUDA starts on a machine without a GPU: asking for the CUDA
+// device then gives no device and a reason, never a crash.
+TEST(Device, CudaDeviceSaysWhyThereIsNone) {
+  std::string why;
+  auto device = rt::createCudaDevice(0, why);
+  if (device) {
+    EXPECT_EQ(device->name(), "cuda:0");
+    return;
+  }
+  EXPECT_TRUE(why.find("no GPU") != std::string::npos ||
+              why.find("built without CUDA") != std::string::npos)
+      << why;
+  std::string countWhy;
+  EXPECT_EQ(rt::cudaDeviceCount(countWhy), 0);
+  EXPECT_FALSE(countWhy.empty());
+}
