@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The one command a session with a GPU runs: configures the runtime-only build with the CUDA
+# backend (no MLIR, ANTLR or OpenBLAS needed), builds it, runs the CUDA tests and the unit
+# tests, and prints what passed, failed and was skipped. On a GPU machine a skipped CUDA test
+# means the GPU could not be used, so it fails the check too.
+#
+# Usage: scripts/gpu-check.sh [build-dir]        (default: build-gpu in the repository)
+# Environment:
+#   GTEST_SOURCE_DIR  GoogleTest sources to build where none is installed (e.g. a copy of the
+#                     build machine's /usr/src/googletest carried along); /usr/src/googletest
+#                     is used when it exists.
+#   OUT               if set, the logs and the tests' JSON reports are also written there.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+out=${OUT:-}
+
+echo "== GPU"
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
+    echo "nvidia-smi failed"
+else
+  echo "nvidia-smi not found"
+fi
+
+echo "== configure ($build)"
+gtest_args=()
+gtest_src=${GTEST_SOURCE_DIR:-}
+[ -z "$gtest_src" ] && [ -f /usr/src/googletest/CMakeLists.txt ] && gtest_src=/usr/src/googletest
+[ -n "$gtest_src" ] && gtest_args=(-DTESSEL_GTEST_SOURCE_DIR="$gtest_src")
+generator=()
+command -v ninja > /dev/null && generator=(-G Ninja)
+if ! cmake "${generator[@]}" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DTESSEL_RUNTIME_ONLY=ON -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON "${gtest_args[@]}" \
+    > "$build.configure.log" 2>&1; then
+  tail -40 "$build.configure.log"
+  echo "gpu-check: configure failed"
+  exit 1
+fi
+grep -E "^-- Tessel" "$build.configure.log"
+if ! grep -q "CUDA TRUE" "$build.configure.log"; then
+  echo "gpu-check: CMake found no CUDA toolkit (set CUDAToolkit_ROOT); nothing to check"
+  exit 1
+fi
+if ! grep -q "GTest TRUE" "$build.configure.log"; then
+  echo "gpu-check: no GoogleTest (install it, or set GTEST_SOURCE_DIR to a copy of its sources)"
+  exit 1
+fi
+
+echo "== build"
+if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner \
+    > "$build.build.log" 2>&1; then
+  grep -E "error|Error" "$build.build.log" | head -40
+  echo "gpu-check: build failed (log: $build.build.log)"
+  exit 1
+fi
+
+json() { [ -n "$out" ] && echo "--gtest_output=json:$out/$1.json"; }
+[ -n "$out" ] && mkdir -p "$out"
+
+echo "== CUDA tests (tessel-cuda-tests)"
+"$build/bin/tessel-cuda-tests" $(json cuda-tests) 2>&1 | tee "$build.cuda-tests.log"
+cuda_rc=${PIPESTATUS[0]}
+echo "== unit tests (tessel-unit-tests)"
+"$build/bin/tessel-unit-tests" --gtest_brief=1 $(json unit-tests) 2>&1 |
+  tee "$build.unit-tests.log" | tail -5
+unit_rc=${PIPESTATUS[0]}
+[ -n "$out" ] && cp "$build".*.log "$out/" 2> /dev/null
+
+count() { grep -E "^\[  $1 *\] [0-9]+ tests?" "$2" | head -1 | grep -oE "[0-9]+" | head -1; }
+passed=$(count PASSED "$build.cuda-tests.log")
+skipped=$(count SKIPPED "$build.cuda-tests.log")
+failed=$(count FAILED "$build.cuda-tests.log")
+echo "== summary"
+echo "CUDA tests: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+echo "unit tests: $([ "$unit_rc" -eq 0 ] && echo passed || echo failed)"
+if [ "${skipped:-0}" -gt 0 ]; then
+  echo "gpu-check: CUDA tests were skipped: no usable GPU here (see the reasons above)"
+  exit 1
+fi
+[ "$cuda_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] || exit 1
+echo "gpu-check: all passed"
