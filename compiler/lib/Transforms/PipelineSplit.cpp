@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessel/Transforms/ForwardPass.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "Graph/GraphOps.h"
@@ -83,20 +84,8 @@ FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   DenseSet<Operation *> forward;
-  if (training) {
-    SmallVector<Operation *> work;
-    for (Value v : ret->getOperands())
-      if (Operation *d = v.getDefiningOp())
-        work.push_back(d);
-    while (!work.empty()) {
-      Operation *op = work.pop_back_val();
-      if (!forward.insert(op).second)
-        continue;
-      for (Value x : op->getOperands())
-        if (Operation *d = x.getDefiningOp())
-          work.push_back(d);
-    }
-  }
+  if (training)
+    forward = forwardPass(body);
   Placement seg;
   SmallVector<Operation *> deferred;
   int64_t layers = static_cast<int64_t>(st.chunkOfLayer.size());
