@@ -21,6 +21,7 @@
 #include "Graph/GraphOps.h"
 #include "Graph/GraphSharding.h"
 #include "Sched/SchedDialect.h"
+#include "common/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -561,7 +562,9 @@ struct PipelineSplit : tessel::impl::PipelineSplitBase<PipelineSplit> {
     Stages st;
     st.p = pipeline.getStages();
     st.v = pipeline.getVirtualStages();
-    st.zeroBubble = pipeline.getSchedule() == "zbh1";
+    tessel::pipeline::ScheduleKind kind = tessel::pipeline::ScheduleKind::OneFOneB;
+    tessel::pipeline::parseScheduleKind(pipeline.getSchedule().str(), kind); // The op verified it.
+    st.zeroBubble = kind == tessel::pipeline::ScheduleKind::ZBH1;
     if (auto runs = pipeline.getLayers())
       for (size_t c = 0; 2 * c + 1 < runs->size(); ++c)
         for (int64_t i = 0; i < (*runs)[2 * c + 1]; ++i)
