@@ -2,6 +2,8 @@
 
 #include "Sched/SchedDialect.h"
 
+#include "common/Schedule.h"
+
 #include <set>
 
 using namespace mlir;
@@ -21,10 +23,11 @@ void SchedDialect::initialize() {
 LogicalResult PipelineOp::verify() {
   int64_t p = static_cast<int64_t>(getStages()), m = static_cast<int64_t>(getMicrobatches()),
           v = static_cast<int64_t>(getVirtualStages());
-  StringRef s = getSchedule();
-  if (s != "afab" && s != "1f1b" && s != "interleaved" && s != "zbh1")
-    return emitOpError() << "unknown schedule '" << s << "'; expected afab, 1f1b, interleaved "
-                         << "or zbh1";
+  // The schedules are common/Schedule.h's, which also builds their action lists.
+  tessel::pipeline::ScheduleKind kind;
+  if (!tessel::pipeline::parseScheduleKind(getSchedule().str(), kind))
+    return emitOpError() << "unknown schedule '" << getSchedule()
+                         << "'; expected afab, 1f1b, interleaved or zbh1";
   if (p < 1 || m < 1 || v < 1)
     return emitOpError("needs stages, microbatches and virtual of at least 1");
   std::set<int64_t> ranks;

@@ -31,22 +31,9 @@ struct BlockRange {
   int64_t colBegin = 0; ///< Columns before it are left alone (keys before a sliding window).
 };
 
-#if defined(__AVX512F__)
-constexpr int kGemmLanes = 16;
-#elif defined(__AVX__)
-constexpr int kGemmLanes = 8;
-#else
-constexpr int kGemmLanes = 4;
-#endif
-/// Rows of a register block: with AVX-512's 32 vector registers, 8 rows of two vectors.
-constexpr int64_t kGemmRows = kGemmLanes == 16 ? 8 : 4;
-typedef float GemmVec __attribute__((vector_size(kGemmLanes * sizeof(float))));
-inline GemmVec loadGemmVec(const float *p) {
-  GemmVec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void storeGemmVec(float *p, GemmVec v) { std::memcpy(p, &v, sizeof v); }
+/// Rows of a register block of two of the widest vectors (Simd.h): with AVX-512's 32 vector
+/// registers, 8 rows.
+constexpr int64_t kGemmRows = kWideLanes == 16 ? 8 : 4;
 
 /// C[i][j] = (Accumulate ? C[i][j] : 0) + sum over k of A[i][k] B[k][j], for i < m and the
 /// columns and terms `range(rowBegin, rowEnd)` gives each block of rows; other elements of C
@@ -59,22 +46,22 @@ template <bool Accumulate, class Range, bool TransA = false>
 void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                int64_t ldc, Range range) {
   auto at = [a, lda](int64_t i, int64_t k) { return TransA ? a[k * lda + i] : a[i * lda + k]; };
-  constexpr int64_t kRows = kGemmRows, kCols = 2 * kGemmLanes;
+  constexpr int64_t kRows = kGemmRows, kCols = 2 * kWideLanes;
   for (int64_t i0 = 0; i0 < m; i0 += kRows) {
     const int64_t rows = std::min(kRows, m - i0);
     const BlockRange r = range(i0, i0 + rows);
     int64_t j = r.colBegin;
     if (rows == kRows) {
       for (; j + kCols <= r.cols; j += kCols) {
-        GemmVec s[kRows][2];
+        WideVec s[kRows][2];
 #pragma GCC unroll 16
         for (int64_t i = 0; i < kRows; ++i) {
-          s[i][0] = Accumulate ? loadGemmVec(c + (i0 + i) * ldc + j) : GemmVec{};
-          s[i][1] = Accumulate ? loadGemmVec(c + (i0 + i) * ldc + j + kGemmLanes) : GemmVec{};
+          s[i][0] = Accumulate ? loadWide(c + (i0 + i) * ldc + j) : WideVec{};
+          s[i][1] = Accumulate ? loadWide(c + (i0 + i) * ldc + j + kWideLanes) : WideVec{};
         }
         for (int64_t k = r.kBegin; k < r.kEnd; ++k) {
-          const GemmVec b0 = loadGemmVec(b + k * ldb + j);
-          const GemmVec b1 = loadGemmVec(b + k * ldb + j + kGemmLanes);
+          const WideVec b0 = loadWide(b + k * ldb + j);
+          const WideVec b1 = loadWide(b + k * ldb + j + kWideLanes);
 #pragma GCC unroll 16
           for (int64_t i = 0; i < kRows; ++i) {
             const float x = at(i0 + i, k);
@@ -84,8 +71,8 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
         }
 #pragma GCC unroll 16
         for (int64_t i = 0; i < kRows; ++i) {
-          storeGemmVec(c + (i0 + i) * ldc + j, s[i][0]);
-          storeGemmVec(c + (i0 + i) * ldc + j + kGemmLanes, s[i][1]);
+          storeWide(c + (i0 + i) * ldc + j, s[i][0]);
+          storeWide(c + (i0 + i) * ldc + j + kWideLanes, s[i][1]);
         }
       }
     }
@@ -93,11 +80,11 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
     for (int64_t i = i0; i < i0 + rows; ++i) {
       float *ci = c + i * ldc;
       int64_t jj = j;
-      for (; jj + kGemmLanes <= r.cols; jj += kGemmLanes) {
-        GemmVec s = Accumulate ? loadGemmVec(ci + jj) : GemmVec{};
+      for (; jj + kWideLanes <= r.cols; jj += kWideLanes) {
+        WideVec s = Accumulate ? loadWide(ci + jj) : WideVec{};
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += at(i, k) * loadGemmVec(b + k * ldb + jj);
-        storeGemmVec(ci + jj, s);
+          s += at(i, k) * loadWide(b + k * ldb + jj);
+        storeWide(ci + jj, s);
       }
       for (; jj + kLanes <= r.cols; jj += kLanes) {
         Vec s = Accumulate ? loadVec(ci + jj) : Vec{};

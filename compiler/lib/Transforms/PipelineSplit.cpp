@@ -15,11 +15,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessel/Transforms/ForwardPass.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "Graph/GraphOps.h"
 #include "Graph/GraphSharding.h"
 #include "Sched/SchedDialect.h"
+#include "common/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -83,20 +85,8 @@ FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   DenseSet<Operation *> forward;
-  if (training) {
-    SmallVector<Operation *> work;
-    for (Value v : ret->getOperands())
-      if (Operation *d = v.getDefiningOp())
-        work.push_back(d);
-    while (!work.empty()) {
-      Operation *op = work.pop_back_val();
-      if (!forward.insert(op).second)
-        continue;
-      for (Value x : op->getOperands())
-        if (Operation *d = x.getDefiningOp())
-          work.push_back(d);
-    }
-  }
+  if (training)
+    forward = forwardPass(body);
   Placement seg;
   SmallVector<Operation *> deferred;
   int64_t layers = static_cast<int64_t>(st.chunkOfLayer.size());
@@ -572,7 +562,9 @@ struct PipelineSplit : tessel::impl::PipelineSplitBase<PipelineSplit> {
     Stages st;
     st.p = pipeline.getStages();
     st.v = pipeline.getVirtualStages();
-    st.zeroBubble = pipeline.getSchedule() == "zbh1";
+    tessel::pipeline::ScheduleKind kind = tessel::pipeline::ScheduleKind::OneFOneB;
+    tessel::pipeline::parseScheduleKind(pipeline.getSchedule().str(), kind); // The op verified it.
+    st.zeroBubble = kind == tessel::pipeline::ScheduleKind::ZBH1;
     if (auto runs = pipeline.getLayers())
       for (size_t c = 0; 2 * c + 1 < runs->size(); ++c)
         for (int64_t i = 0; i < (*runs)[2 * c + 1]; ++i)

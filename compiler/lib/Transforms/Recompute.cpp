@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessel/Transforms/ForwardPass.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "Graph/GraphOps.h"
@@ -122,20 +123,7 @@ Value Recomputer::recompute(Value v, Operation *at) {
 
 int64_t Recomputer::run() {
   Block &body = func_.getBody().front();
-  Operation *ret = body.getTerminator();
-  // Forward: what the returned loss depends on (as the pipeline split places ops).
-  SmallVector<Operation *> work;
-  for (Value v : ret->getOperands())
-    if (Operation *d = v.getDefiningOp())
-      work.push_back(d);
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (!forward_.insert(op).second)
-      continue;
-    for (Value x : op->getOperands())
-      if (Operation *d = x.getDefiningOp())
-        work.push_back(d);
-  }
+  forward_ = forwardPass(body);
   SmallVector<Operation *> backward;
   for (Operation &op : body.without_terminator())
     if (!forward_.contains(&op))
