@@ -2,8 +2,10 @@
 
 #include "runtime/host/Ranks.h"
 
-#include "runtime/core/HostMemory.h"
+#include "runtime/device/Device.h"
+
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/core/HostMemory.h"
 
 #include <algorithm>
 #include <cstring>
@@ -48,10 +50,11 @@ std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint3
   return taken;
 }
 
-std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error) {
+std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error,
+                                     const std::string &device) {
   // Out of memory or threads while setting up is a message, never an escaping exception.
   try {
-    return createRanks(plan, threads, error);
+    return createRanks(plan, threads, error, device);
   } catch (const std::bad_alloc &) {
     error = "out of memory while setting up the ranks";
   } catch (const std::system_error &e) {
@@ -62,9 +65,19 @@ std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, st
 }
 
 std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int threads,
-                                          std::string &error) {
+                                          std::string &error, const std::string &device) {
   if (!planfile::validatePlan(plan, error))
     return nullptr;
+  if (device != "cpu" && device != "cuda") {
+    error = "unknown device '" + device + "'; expected cpu or cuda";
+    return nullptr;
+  }
+  int gpus = 0;
+  if (device == "cuda" && (gpus = cudaDeviceCount(error)) <= 0) {
+    if (error.empty())
+      error = "no GPU: no CUDA device is visible";
+    return nullptr;
+  }
   const uint32_t size = plan.worldSize;
   std::unique_ptr<Ranks> ranks(new Ranks(plan));
   ranks->comms_.resize(size);
@@ -114,7 +127,14 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
       ranks->comms_[r] = std::move(world[r]);
   }
   for (uint32_t r : ranks->local_) {
-    auto ex = Executor::create(plan, r, error, ranks->comms_[r].get());
+    // On CUDA the process's ranks take its GPUs in turn; several ranks may share one.
+    std::unique_ptr<Device> onDevice =
+        device == "cuda"
+            ? createCudaDevice(static_cast<int>(r % static_cast<uint32_t>(gpus)), error)
+            : createCpuDevice();
+    if (!onDevice)
+      return nullptr;
+    auto ex = Executor::create(plan, r, error, ranks->comms_[r].get(), std::move(onDevice));
     if (!ex) {
       if (size > 1)
         error = "rank " + std::to_string(r) + ": " + error;
@@ -388,8 +408,7 @@ void Ranks::setWholeState(size_t index, const float *whole) {
 }
 
 bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
-                            std::vector<float> &losses, std::string &error,
-                            bool checkFinite) {
+                            std::vector<float> &losses, std::string &error, bool checkFinite) {
   if (!pipeline_) {
     error = "the plan has no pipeline";
     return false;

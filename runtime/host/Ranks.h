@@ -23,13 +23,13 @@
 #ifndef TESSEL_RUNTIME_HOST_RANKS_H
 #define TESSEL_RUNTIME_HOST_RANKS_H
 
-#include "runtime/core/Blocks.h"
-#include "runtime/comm/Communicator.h"
-#include "runtime/core/Executor.h"
 #include "common/PipelineLayout.h"
-#include "runtime/pipeline/PipelineRank.h"
 #include "common/PlanFile.h"
 #include "common/Timeline.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/Blocks.h"
+#include "runtime/core/Executor.h"
+#include "runtime/pipeline/PipelineRank.h"
 
 #include <condition_variable>
 #include <functional>
@@ -55,7 +55,12 @@ public:
   /// max(1, threads / ranks) to each rank. Fails if an Executor cannot be created, the blocks
   /// of a state tensor that its holders hold do not make up the whole tensor, or the plan's
   /// pipeline is inconsistent (PipelineLayout::create, PipelineRank::create).
-  static std::unique_ptr<Ranks> create(const planfile::Plan &plan, int threads, std::string &error);
+  ///
+  /// `device` is where the ranks compute: "cpu", or "cuda" (this process's ranks share its
+  /// GPUs in turn; without a GPU, or with a kernel the CUDA device lacks, creation fails with
+  /// the reason).
+  static std::unique_ptr<Ranks> create(const planfile::Plan &plan, int threads, std::string &error,
+                                       const std::string &device = "cpu");
   ~Ranks();
   Ranks(const Ranks &) = delete;
   Ranks &operator=(const Ranks &) = delete;
@@ -139,7 +144,7 @@ private:
 
   explicit Ranks(const planfile::Plan &plan) : plan_(plan) {}
   static std::unique_ptr<Ranks> createRanks(const planfile::Plan &plan, int threads,
-                                            std::string &error);
+                                            std::string &error, const std::string &device);
   void serve(uint32_t rank);
   /// Runs `work` on every local rank at once; the first failure as run() reports it.
   bool runOnEveryRank(const Work &work, std::string &error);

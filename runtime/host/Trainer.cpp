@@ -291,7 +291,7 @@ bool Session::setUp() {
     return error("--dump-dir writes the tensors of a run on one rank; this plan has " +
                  std::to_string(plan_.worldSize) + " ranks (compile the model without a " +
                  "parallel layout to compare it with other frameworks)");
-  ranks_ = Ranks::create(plan_, computeThreads(options_), err);
+  ranks_ = Ranks::create(plan_, computeThreads(options_), err, options_.device);
   if (!ranks_)
     return error("the plan cannot run: " + err);
   if (options_.profile)
@@ -1037,7 +1037,7 @@ int generate(const Plan &plan, const RunOptions &options) {
       return 1;
     }
   // Every rank samples: the sample program is SPMD like the others, its logits replicated.
-  auto ranks = Ranks::create(plan, computeThreads(options), err);
+  auto ranks = Ranks::create(plan, computeThreads(options), err, options.device);
   if (!ranks) {
     std::fprintf(stderr, "tessel: error: the plan cannot run: %s\n", err.c_str());
     return 1;

@@ -27,10 +27,11 @@ namespace tessel::rt {
 struct RunOptions {
   std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
   std::optional<std::string> data, checkpointDir;
-  int threads = 0;         ///< 0: every core; shared out between the ranks.
-  std::string metricsPath; ///< JSON lines; "" for none.
-  std::string resume;      ///< A checkpoint or run directory to continue from.
-  std::string dumpDir;     ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
+  int threads = 0;            ///< 0: every core; shared out between the ranks.
+  std::string device = "cpu"; ///< Where the ranks compute: cpu or cuda.
+  std::string metricsPath;    ///< JSON lines; "" for none.
+  std::string resume;         ///< A checkpoint or run directory to continue from.
+  std::string dumpDir; ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
   bool quiet = false;
   bool profile = false; ///< Print the time spent in each kernel at the end.
   /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.

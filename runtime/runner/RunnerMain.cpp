@@ -39,6 +39,9 @@ Training:
                          model's own step count)
   --data PATH            a text file, a directory of text files, or a uint16 .bin token file
   --seed N               seed for initialisation, data order and dropout
+  --device cpu|cuda      where the ranks compute (default cpu); with cuda a process's ranks
+                         take its GPUs in turn, and a plan whose kernels the CUDA device
+                         does not all have yet is refused at load, naming the kernel
   --threads N            CPU threads, 1 to 1024 (default: every core), shared out between
                          the ranks of a plan that has several; under mpirun, threads per
                          process (default: the cores shared by the processes on the host)
@@ -230,6 +233,10 @@ static int runnerMain(int argc, char **argv) {
     } else if (arg == "--checkpoint-dir") {
       ok = next(text);
       o.checkpointDir = text;
+    } else if (arg == "--device") {
+      ok = next(o.device);
+      if (ok && o.device != "cpu" && o.device != "cuda")
+        return usageError(argv[0], "--device " + o.device + ": expected cpu or cuda");
     } else if (arg == "--metrics") {
       ok = next(o.metricsPath);
     } else if (arg == "--resume") {
