@@ -71,6 +71,20 @@ __device__ inline float blockMax(float v, float *scratch) {
   return warpMax(v);
 }
 
+/// The block's row `xr` of `cols` elements: its maximum and the sum of exp(x - max), the two
+/// halves of a softmax's (and a cross entropy's) normaliser; every thread gets both.
+template <class T>
+__device__ inline float2 rowMaxAndSumExp(int64_t cols, const T *xr, float *scratch) {
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    max = fmaxf(max, load(xr + j));
+  max = blockMax(max, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += expf(load(xr + j) - max);
+  return make_float2(max, blockSum(sum, scratch));
+}
+
 /// Whether a [rows, cols] buffer can run as one block per row.
 inline bool validRows(int64_t rows, int64_t cols) {
   return rows > 0 && cols > 0 && rows <= 0x7fffffff;

@@ -14,26 +14,13 @@ namespace {
 
 using detail::kRowThreads;
 
-/// The row's max and log of the sum of exp(x - max).
-template <class T>
-__device__ inline float2 rowLogSumExp(int64_t cols, const T *xr, float *scratch) {
-  float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    max = fmaxf(max, detail::load(xr + j));
-  max = detail::blockMax(max, scratch);
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    sum += expf(detail::load(xr + j) - max);
-  return make_float2(max, detail::blockSum(sum, scratch));
-}
-
 template <class T>
 __global__ void rowLosses(int64_t cols, const T *logits, const int32_t *targets, float *perRow,
                           IdError *idError) {
   __shared__ float scratch[32];
   const T *xr = logits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
-  const float2 s = rowLogSumExp(cols, xr, scratch);
+  const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
   if (threadIdx.x != 0)
     return;
   if (target < 0 || target >= cols) {
@@ -73,7 +60,7 @@ __global__ void rowGrads(int64_t rows, int64_t cols, const T *logits, const int3
   // As the CPU: dloss / rows in f32, or dloss * scale in double, rounded once.
   const float factor = scaled ? static_cast<float>(static_cast<double>(dloss[0]) * scale)
                               : dloss[0] / static_cast<float>(rows);
-  const float2 s = rowLogSumExp(cols, xr, scratch);
+  const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
   const float inv = 1.0f / s.y;
   const bool valid = target >= 0 && target < cols;
   if (!valid && threadIdx.x == 0)

@@ -17,14 +17,8 @@ template <class T> __global__ void softmaxKernel(int64_t cols, const T *x, T *y)
   __shared__ float scratch[32];
   const T *xr = x + blockIdx.x * cols;
   T *yr = y + blockIdx.x * cols;
-  float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    max = fmaxf(max, detail::load(xr + j));
-  max = detail::blockMax(max, scratch);
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    sum += expf(detail::load(xr + j) - max);
-  const float inv = 1.0f / detail::blockSum(sum, scratch);
+  const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
+  const float max = s.x, inv = 1.0f / s.y;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     detail::store(yr + j, expf(detail::load(xr + j) - max) * inv);
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -27,14 +28,7 @@ namespace {
 using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 
-Floats randomFloats(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using tessel::test::randomFloats;
 
 std::vector<int32_t> randomIds(size_t n, int32_t limit, uint32_t seed) {
   std::mt19937 rng(seed);

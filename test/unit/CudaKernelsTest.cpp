@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cpu/CpuKernels.h"
+#include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
 
@@ -37,14 +38,7 @@ std::string noDevice() {
   return count > 0 ? "" : "the CUDA driver sees no device";
 }
 
-Floats randomFloats(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using tessel::test::randomFloats;
 
 /// A device copy of a host vector, freed with the object.
 template <class T> class DeviceArray {
