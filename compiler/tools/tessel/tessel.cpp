@@ -18,6 +18,7 @@
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
+#include "tessel/Pipelines/Pipelines.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "common/KernelCatalogue.h"

@@ -184,19 +184,6 @@ def FuseElementwise : Pass<"tessel-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
 
-def LowerToPlan : Pass<"tessel-lower-to-plan", "mlir::ModuleOp"> {
-  let summary = "Lowers the training functions to plan programs of kernel calls";
-  let description = [{
-    Each function becomes a `plan.program` (`forward` is named `eval`): every tensor value
-    gets a buffer (a `plan.alloc`, or `plan.state` for parameters, gradients and moments),
-    and every graph op one or more `plan.kernel` calls whose parameters resolve the named
-    dims into sizes and strides. A contraction becomes a strided batched GEMM; an operand
-    whose layout no GEMM can read is first copied into one it can. Splits and merges are
-    views of the same bytes. The graph functions are removed.
-  }];
-  let dependentDialects = ["::tessel::plan::PlanDialect", "::mlir::memref::MemRefDialect"];
-}
-
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets from liveness";
   let description = [{

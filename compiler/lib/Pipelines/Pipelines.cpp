@@ -1,8 +1,8 @@
 //===- Pipelines.cpp - Pass pipelines of the driver -----------------------===//
 
+#include "tessel/Pipelines/Pipelines.h"
+#include "tessel/Conversion/Passes.h"
 #include "tessel/Transforms/Passes.h"
-
-#include "mlir/Pass/PassManager.h"
 
 void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createRecognizeAttention());
