@@ -55,7 +55,7 @@ struct UnaryGradPattern : PlanPattern<graph::UnaryGradOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::UnaryGradOp op, Adaptor adaptor, PlanEmitter &emit) const override {
     Value r = emit.define(op.getResult());
-    SmallVector<NamedAttribute> params = {emit.str("op", op.getFn()),
+    SmallVector<NamedAttribute> params = {emit.str("op", graph::stringifyUnaryFn(op.getFn())),
                                           emit.i64("n", numElements(shapeOf(op.getResult())))};
     if (std::optional<APFloat> e = op.getExponent())
       params.push_back(emit.f64("exponent", e->convertToDouble()));
