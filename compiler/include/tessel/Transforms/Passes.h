@@ -13,8 +13,15 @@
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
+#include <optional>
 
 namespace tessel {
+
+/// What -tessel-recompute keeps for the backward pass (its `mode` option).
+enum class RecomputeMode { Spec, None, Selective, Full };
+
+/// The mode a spec's `recompute` word names (none, selective, full); nullopt for any other.
+std::optional<RecomputeMode> parseRecomputeMode(llvm::StringRef word);
 
 #define GEN_PASS_DECL
 #include "tessel/Transforms/Passes.h.inc"

@@ -139,8 +139,15 @@ def Recompute : Pass<"tessel-recompute", "mlir::ModuleOp"> {
     `recompute` (the module's `tessel.parallel`) unless the `mode` option names one.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
-           "none, selective or full (default: the spec's)">
+    Option<"mode", "mode", "::tessel::RecomputeMode", /*default=*/"::tessel::RecomputeMode::Spec",
+           "What to keep for the backward pass (default: the spec's `recompute`)", [{
+             ::llvm::cl::values(
+               clEnumValN(::tessel::RecomputeMode::Spec, "spec", "the spec's recompute mode"),
+               clEnumValN(::tessel::RecomputeMode::None, "none", "keep every activation"),
+               clEnumValN(::tessel::RecomputeMode::Selective, "selective",
+                          "keep layer inputs and contraction and attention results"),
+               clEnumValN(::tessel::RecomputeMode::Full, "full", "keep only layer inputs"))
+           }]>
   ];
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
