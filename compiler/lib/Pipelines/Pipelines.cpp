@@ -27,5 +27,7 @@ void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOption
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwise());
   pm.addPass(createLowerToPlan());
+  // Before memory planning, so the gradient buffers the GEMMs no longer write are not placed.
+  pm.addPass(createFoldAccumulate());
   pm.addPass(createPlanMemory());
 }

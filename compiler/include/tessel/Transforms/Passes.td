@@ -191,6 +191,30 @@ def FuseElementwise : Pass<"tessel-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
 
+def FoldAccumulate : Pass<"tessel-fold-accumulate", "mlir::ModuleOp"> {
+  let summary = "Lets the kernel that computes a gradient add it into its accumulator";
+  let description = [{
+    A parameter's gradient is summed into its accumulator (`grad.NAME` state) by an
+    `accumulate` kernel. When the gradient is a buffer that one `gemm` (a weight's gradient)
+    or `reduce` (a bias's) writes whole and only that `accumulate` reads, the kernel adds its
+    result into the accumulator itself (its `accumulate` parameter; for a GEMM, BLAS beta =
+    1): the buffer, the kernel and a pass over the gradient's memory go. A program that reads
+    or writes the same accumulator between the two keeps both, so sums are never reordered.
+    A reduce adds its rounded sum as `accumulate` did, so the bits are the same; a GEMM adds
+    its product inside BLAS, the same bits when the accumulator holds zero (one micro-batch
+    per step) and within rounding otherwise.
+
+    ```mlir
+    plan.kernel "gemm" ins(%x, %dy : ...) outs(%g : memref<384x1536xf32>) {...}
+    %s = plan.state "grad.w" : memref<384x1536xf32>
+    plan.kernel "accumulate" ins(%g : ...) outs(%s : ...) {n = 589824 : i64}
+    // becomes
+    %s = plan.state "grad.w" : memref<384x1536xf32>
+    plan.kernel "gemm" ins(%x, %dy : ...) outs(%s : memref<384x1536xf32>) {accumulate = 1 : i64, ...}
+    ```
+  }];
+}
+
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets from liveness";
   let description = [{
