@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessel/Transforms/Passes.h"
+
+#include "LowerLinearCrossEntropy.h"
 #include "tessel/Transforms/TrainSettings.h"
 
 #include "Graph/GraphOps.h"
@@ -825,6 +827,14 @@ LogicalResult Lowering::lower(Operation *op) {
           params.push_back(f64("scale", scale.getValueAsDouble()));
         return lowerAlongDims(o, grad ? "cross_entropy_grad" : "cross_entropy", ls, {dim},
                               o->getOperands(), rowIns, o->getResults(), {grad}, params);
+      })
+      .Case<graph::LinearCrossEntropyOp, graph::LinearCrossEntropyGradOp>([&](Operation *o) {
+        SmallVector<Value> ins, outs;
+        for (Value v : o->getOperands())
+          ins.push_back(buffer(v));
+        for (Value r : o->getResults())
+          outs.push_back(define(r));
+        return lowerLinearCrossEntropy(b_, o, ins, outs);
       })
       .Case([&](graph::AttentionOp o) {
         Value r = define(o.getResult());
