@@ -12,7 +12,7 @@
 // Training, a tied head [vocab, embed]: the head, the loss, its gradient and the two
 // contractions reading the logits' gradient become one op where the gradient was computed.
 // The chunk is at most the 16 rows; automatically, Liger-Kernel's rule gives 8 rows (16
-// rows over ceil(48 / 16) = 3, rounded up to a power of two) when allowed fewer than 64.
+// rows over ceil(48 / 16) = 3, rounded up to a power of two) when allowed fewer than 256.
 // CHECK-LABEL: func.func @train_tied
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<2x8x16xf32, {{.*}}>, %[[W:[^:]*]]: tensor<48x16xf32, {{.*}}>, %[[T:[^:]*]]: tensor<2x8xi32
 // CHECK-NEXT: %[[ONE:.*]] = graph.constant

@@ -109,7 +109,7 @@ cl::opt<Fuse> fuseLoss(
     cl::sub(estimateCommand), cl::cat(category));
 cl::opt<int64_t> lossChunk("loss-chunk",
                            cl::desc("Rows of logits the fused output head computes at a time "
-                                    "(default 0: about the input's size, at least 64 rows)"),
+                                    "(default 0: about the input's size, at least 256 rows)"),
                            cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
                            cl::sub(runCommand), cl::sub(generateCommand), cl::sub(estimateCommand),
                            cl::cat(category));

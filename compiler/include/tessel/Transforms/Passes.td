@@ -203,7 +203,7 @@ def FuseLinearCrossEntropy : Pass<"tessel-fuse-linear-cross-entropy", "mlir::Mod
     Option<"chunk", "chunk", "int64_t", /*default=*/"0",
            "rows of logits computed at a time (0: about the input's size in logits, "
            "Liger-Kernel's rule, and at least min-chunk rows)">,
-    Option<"minChunk", "min-chunk", "int64_t", /*default=*/"64",
+    Option<"minChunk", "min-chunk", "int64_t", /*default=*/"256",
            "the fewest rows an automatic chunk has, so its GEMMs stay efficient">
   ];
   let dependentDialects = ["::tessel::graph::GraphDialect"];
