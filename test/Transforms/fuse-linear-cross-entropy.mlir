@@ -194,3 +194,33 @@ func.func @classes_first(%x: tensor<16x16xf32, #x>, %w: tensor<48x16xf32, #w>, %
   %loss = graph.cross_entropy %l, %t dim "vocab" : (tensor<48x16xf32, #graph.dims<vocab, tokens>>, tensor<16xi32, #t>) -> tensor<f32, #s>
   return %loss : tensor<f32, #s>
 }
+
+// -----
+
+#x = #graph.dims<tokens, embed>
+#w = #graph.dims<vocab, embed>
+#l = #graph.dims<tokens, vocab>
+#t = #graph.dims<tokens>
+#s = #graph.dims<>
+
+// ZeRO-3: the backward pass gathers the table again for the input gradient; the fused op
+// reads the forward pass's gather, and the second gather, read by nothing else, goes.
+// CHECK-LABEL: func.func @zero3_regather
+// CHECK: %[[G:.*]] = shard.all_gather %arg1
+// CHECK-NEXT: graph.constant
+// CHECK-NEXT: graph.linear_cross_entropy_grad %arg0, %[[G]], %arg2
+// CHECK-NOT: shard.all_gather
+// CHECK: return
+shard.grid @mesh(shape = 2)
+func.func @zero3_regather(%x: tensor<16x16xf32, #x>, %ws: tensor<24x16xf32, #w>, %t: tensor<16xi32, #t>)
+    -> (tensor<f32, #s>, tensor<16x16xf32, #x>, tensor<48x16xf32, #w>) {
+  %w = shard.all_gather %ws on @mesh grid_axes = [0] gather_axis = 0 : tensor<24x16xf32, #w> -> tensor<48x16xf32, #w>
+  %l = graph.contract %x, %w sum ["embed"] : (tensor<16x16xf32, #x>, tensor<48x16xf32, #w>) -> tensor<16x48xf32, #l>
+  %loss = graph.cross_entropy %l, %t dim "vocab" : (tensor<16x48xf32, #l>, tensor<16xi32, #t>) -> tensor<f32, #s>
+  %one = graph.constant 1.000000e+00 : tensor<f32, #s>
+  %dl = graph.cross_entropy_grad %l, %t, %one dim "vocab" : (tensor<16x48xf32, #l>, tensor<16xi32, #t>, tensor<f32, #s>) -> tensor<16x48xf32, #l>
+  %w2 = shard.all_gather %ws on @mesh grid_axes = [0] gather_axis = 0 : tensor<24x16xf32, #w> -> tensor<48x16xf32, #w>
+  %dx = graph.contract %dl, %w2 sum ["vocab"] : (tensor<16x48xf32, #l>, tensor<48x16xf32, #w>) -> tensor<16x16xf32, #x>
+  %dw = graph.contract %dl, %x sum ["tokens"] : (tensor<16x48xf32, #l>, tensor<16x16xf32, #x>) -> tensor<48x16xf32, #w>
+  return %loss, %dx, %dw : tensor<f32, #s>, tensor<16x16xf32, #x>, tensor<48x16xf32, #w>
+}

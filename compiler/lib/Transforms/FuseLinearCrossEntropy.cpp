@@ -73,6 +73,8 @@ struct Match {
   Operation *gradOp = nullptr;
   Value lossGrad; ///< The loss gradient it was computed for.
   graph::ContractOp inputGrad, weightGrad;
+  /// The backward pass's own gather of the weight (ZeRO-3), which the fused op no longer needs.
+  Operation *weightRegather = nullptr;
   llvm::SetVector<Operation *> ops; ///< Every op replaced.
 };
 
@@ -100,6 +102,17 @@ bool matchHead(graph::ContractOp head, Match &m) {
     return true;
   }
   return false;
+}
+
+/// Whether `a` and `b` hold the same values: one value, or two all-gathers of one value alike
+/// (ZeRO-3 gathers a parameter again for the backward pass).
+bool sameValue(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto ga = a.getDefiningOp<shard::AllGatherOp>(), gb = b.getDefiningOp<shard::AllGatherOp>();
+  return ga && gb && ga->getOperands() == gb->getOperands() && a.getType() == b.getType() &&
+         ga->getDiscardableAttrDictionary() == gb->getDiscardableAttrDictionary() &&
+         ga.getProperties() == gb.getProperties();
 }
 
 /// The only user of `v`, if it is an OpTy.
@@ -221,10 +234,13 @@ bool matchGradients(Match &m) {
     Value other = otherOperand(c, dl);
     std::vector<std::string> sum = sumOf(c);
     llvm::sort(sum);
-    if (other == m.weight && sum == std::vector<std::string>{m.classDim} &&
-        c.getType() == m.input.getType() && !m.inputGrad)
+    if (other && sameValue(other, m.weight) && sum == std::vector<std::string>{m.classDim} &&
+        c.getType() == m.input.getType() && !m.inputGrad) {
       m.inputGrad = c;
-    else if (other == m.input && sum == rows && c.getType() == m.weight.getType() && !m.weightGrad)
+      if (other != m.weight)
+        m.weightRegather = other.getDefiningOp();
+    } else if (other == m.input && sum == rows && c.getType() == m.weight.getType() &&
+               !m.weightGrad)
       m.weightGrad = c;
     else
       return false;
@@ -286,6 +302,8 @@ void replace(Match &m, int64_t chunk) {
   llvm::sort(dead, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
   for (Operation *op : dead)
     op->erase();
+  if (m.weightRegather && m.weightRegather->use_empty())
+    m.weightRegather->erase();
 }
 
 class FuseLinearCrossEntropyPass
