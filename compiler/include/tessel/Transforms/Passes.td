@@ -194,11 +194,12 @@ def FuseLinearCrossEntropy : Pass<"tessel-fuse-linear-cross-entropy", "mlir::Mod
     `graph.ce_max`, `graph.ce_sums`, `graph.ce_grad` and the all-reduces between them) is
     replaced: by `graph.linear_cross_entropy` where only the loss is computed (evaluation), by
     `graph.linear_cross_entropy_grad` where the logits' gradient is read by exactly the two
-    contractions that give x's and w's gradients (training), which that op then computes (the input gradient's contraction may read
-    the backward pass's own all-gather of w under ZeRO-3; that gather then goes). The
-    plan runs it `chunk` rows at a time, so neither the logits nor their gradient ever exist
-    whole. Logits read by anything else (sampling, a second head) are left alone, as are
-    functions where the forward and backward halves are apart (a pipeline's last stage).
+    contractions that give x's and w's gradients (training), which that op then computes (the
+    input gradient's contraction may read the backward pass's own all-gather of w under ZeRO-3;
+    that gather then goes). The plan runs it `chunk` rows at a time, so neither the logits nor
+    their gradient ever exist whole. Logits read by anything else (sampling, a second head) are
+    left alone, as are functions where the forward and backward halves are apart (a pipeline's
+    last stage).
   }];
   let options = [
     Option<"chunk", "chunk", "int64_t", /*default=*/"0",
