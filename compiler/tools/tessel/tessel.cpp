@@ -98,6 +98,22 @@ cl::opt<Fuse> fuse("fuse",
                               clEnumValN(Fuse::Off, "off", "one kernel per elementwise op")),
                    cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
                    cl::sub(generateCommand), cl::sub(estimateCommand), cl::cat(category));
+cl::opt<Fuse> fuseLoss(
+    "fuse-loss",
+    cl::desc("Fuse the output head's contraction with cross-entropy, computed a chunk of rows "
+             "at a time so the logits never exist whole (default: on; --fuse=off turns it off "
+             "too)"),
+    cl::init(Fuse::On),
+    cl::values(clEnumValN(Fuse::On, "on", "fuse (-tessel-fuse-linear-cross-entropy)"),
+               clEnumValN(Fuse::Off, "off", "the head's logits and their gradient whole")),
+    cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand), cl::sub(generateCommand),
+    cl::sub(estimateCommand), cl::cat(category));
+cl::opt<int64_t> lossChunk("loss-chunk",
+                           cl::desc("Rows of logits the fused output head computes at a time "
+                                    "(default 0: about the input's size, at least 256 rows)"),
+                           cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
+                           cl::sub(runCommand), cl::sub(generateCommand), cl::sub(estimateCommand),
+                           cl::cat(category));
 
 enum class Emit { Ast, Graph, Train, Sharded, Plan, PlanFile, Exe };
 cl::opt<Emit> emit(
@@ -252,7 +268,8 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
   if (until != Emit::Train)
     buildShardingPipeline(pm);
   if (until != Emit::Train && until != Emit::Sharded)
-    buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On});
+    buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On,
+                                              fuse == Fuse::On && fuseLoss == Fuse::On, lossChunk});
   if (failed(pm.run(*module)))
     return 1; // The passes reported why, at the spec's locations.
   if (until == Emit::Train || until == Emit::Sharded || until == Emit::Plan) {
