@@ -43,6 +43,11 @@ double costOf(Action::Kind kind, const Costs &costs) {
 
 Timeline simulate(ScheduleKind kind, int p, int m, int v,
                   const std::vector<std::vector<Action>> &lists, const Costs &costs) {
+  return simulate(kind, p, m, v, lists, std::vector<Costs>(static_cast<size_t>(p * v), costs));
+}
+
+Timeline simulate(ScheduleKind, int p, int m, int v, const std::vector<std::vector<Action>> &lists,
+                  const std::vector<Costs> &chunkCosts) {
   int ranks = static_cast<int>(lists.size());
   int stages = p * v;
   // When each message is there, by [gradient][micro-batch * stages + consuming stage]; NaN
@@ -79,6 +84,10 @@ Timeline simulate(ScheduleKind kind, int p, int m, int v,
             start = std::max(start, *message);
           }
         }
+        // Chunk c of rank r is the model's chunk c * p + r.
+        size_t chunk =
+            static_cast<size_t>(a.chunk) * static_cast<size_t>(p) + static_cast<size_t>(r);
+        const Costs &costs = chunkCosts[std::min(chunk, chunkCosts.size() - 1)];
         double end = start + costOf(a.kind, costs);
         if (detail::isSend(a.kind))
           *message = end;

@@ -11,6 +11,7 @@
 
 #include "PassDiagnostics.h"
 
+#include "common/Cluster.h"
 #include "common/Executable.h"
 #include "common/Schedule.h"
 #include "common/Timeline.h"
@@ -18,6 +19,7 @@
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
+#include "tessel/Target/StepTime.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "common/KernelCatalogue.h"
@@ -66,6 +68,11 @@ cl::opt<std::string> estimateTrace("trace",
                                    cl::desc("Write the predicted pipeline schedule as a Chrome "
                                             "trace (opens in Perfetto)"),
                                    cl::value_desc("file.json"), cl::sub(estimateCommand));
+cl::opt<std::string> estimateCluster(
+    "cluster",
+    cl::desc("Predict the step time on this cluster: a .cluster file or a shipped preset "
+             "(a100-80gb-sxm, h100-sxm, h200; docs/planning.md)"),
+    cl::value_desc("name|file.cluster"), cl::sub(estimateCommand));
 cl::opt<std::string> estimateSvg("svg", cl::desc("Write the predicted pipeline schedule as an SVG"),
                                  cl::value_desc("file.svg"), cl::sub(estimateCommand));
 
@@ -424,15 +431,58 @@ int compileToPlan(const char *argv0, planfile::Plan &plan) {
   return lower(*program, fe, Emit::PlanFile, nullptr, &plan);
 }
 
+/// Reads the cluster `spec` names: a file, or a preset of the library's clusters/ folder.
+/// Prints why and returns false when there is none or it is malformed.
+bool loadCluster(const char *argv0, const std::string &spec, cluster::Cluster &out) {
+  std::string path = spec;
+  if (!sys::fs::exists(path)) {
+    SmallString<256> preset(libraryRoot(argv0));
+    sys::path::append(preset, "clusters", spec + ".cluster");
+    if (!sys::fs::exists(preset)) {
+      errs() << "tessel: error: no cluster '" << spec << "': neither a file nor a preset in "
+             << sys::path::parent_path(preset) << "\n";
+      return false;
+    }
+    path = std::string(preset);
+  }
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    errs() << "tessel: error: cannot read '" << path << "': " << buffer.getError().message()
+           << "\n";
+    return false;
+  }
+  std::string error;
+  if (!cluster::parseCluster((*buffer)->getBuffer().str(), path, out, error)) {
+    errs() << error << "\n";
+    return false;
+  }
+  return true;
+}
+
 /// Compiles the model to a plan and prints what it needs per rank.
 int runEstimate(const char *argv0) {
   if (!prepareOutputPath(estimateTrace) || !prepareOutputPath(estimateSvg))
     return 2;
+  cluster::Cluster cluster;
+  if (!estimateCluster.empty() && !loadCluster(argv0, estimateCluster, cluster))
+    return 1;
   planfile::Plan plan;
   if (int rc = compileToPlan(argv0, plan))
     return rc;
   PlanEstimate e = estimatePlan(plan);
-  outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
+  if (estimateCluster.empty()) {
+    outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
+  } else {
+    StepPrediction prediction = predictStep(plan, cluster);
+    if (estimateJsonOutput) {
+      std::string json = estimateJson(e);
+      // The estimate's object with the prediction as one more member.
+      json.erase(json.find_last_of('}'));
+      outs() << json << ",\n \"prediction\": " << predictionJson(prediction) << "}\n";
+    } else {
+      outs() << formatEstimate(e) << formatPrediction(prediction, e.worldSize);
+    }
+  }
   if (estimateTrace.empty() && estimateSvg.empty())
     return 0;
   // The predicted timeline: the schedule's action lists under unit costs (forward 1,
