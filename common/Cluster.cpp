@@ -146,8 +146,11 @@ struct Parser {
                                   ")" + (unit.empty() ? "" : ", not '" + unit + "'"));
       out *= it->scale;
     }
-    if (!(out > 0))
-      return fail(at, std::string(key.name) + " must be positive");
+    // An overhead may be nothing; every other figure must be there.
+    bool overhead = std::string(key.name).rfind("overhead.", 0) == 0;
+    if (overhead ? !(out >= 0) : !(out > 0))
+      return fail(at, std::string(key.name) +
+                          (overhead ? " must not be negative" : " must be positive"));
     if (key.quantity == Quantity::Fraction && out > 1)
       return fail(at, std::string(key.name) + " is a fraction of the peak, in (0, 1]");
     return true;

@@ -56,6 +56,22 @@ cl::SubCommand generateCommand("generate",
 cl::SubCommand estimateCommand("estimate",
                                "Print the memory per rank and the communication per step that a "
                                ".model file's layout implies");
+cl::SubCommand calibrateCommand("calibrate",
+                                "Measure this machine (GEMM, attention, memory bandwidth, "
+                                "collectives) and write it as a cluster file");
+cl::opt<std::string> calibrateOutput("o", cl::desc("Write the cluster file here (default: stdout)"),
+                                     cl::value_desc("file.cluster"), cl::init("-"),
+                                     cl::sub(calibrateCommand));
+cl::opt<int> calibrateThreads("threads",
+                              cl::desc("Compute threads per rank to measure with (default: every "
+                                       "core)"),
+                              cl::init(0), cl::sub(calibrateCommand));
+cl::opt<bool> calibrateQuick("quick", cl::desc("Shorter measurements (less accurate)"),
+                             cl::sub(calibrateCommand));
+cl::opt<bool> calibrateMpi("mpi",
+                           cl::desc("Also measure the MPI communicator (2 processes under "
+                                    "mpirun) as the inter-node link"),
+                           cl::sub(calibrateCommand));
 cl::SubCommand kernelsCommand("kernels",
                               "List the kernels a plan calls: operands, parameters, what each "
                               "computes (the kernel catalogue)");
@@ -128,6 +144,14 @@ std::string runnerPath(const char *argv0) {
   std::string exe = sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&runnerPath));
   SmallString<256> path(sys::path::parent_path(exe));
   sys::path::append(path, "tessel-runner");
+  return std::string(path);
+}
+
+/// A program installed beside this binary.
+std::string siblingPath(const char *argv0, StringRef name) {
+  std::string exe = sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&siblingPath));
+  SmallString<256> path(sys::path::parent_path(exe));
+  sys::path::append(path, name);
   return std::string(path);
 }
 
@@ -513,6 +537,85 @@ int runEstimate(const char *argv0) {
   return 0;
 }
 
+/// Runs `args` (args[0] the program) with its standard output into `out`; returns false
+/// (having said why) when it cannot be started or fails.
+bool capture(ArrayRef<StringRef> args, std::string &out) {
+  SmallString<128> path;
+  if (std::error_code ec = sys::fs::createTemporaryFile("tessel-calibrate", "txt", path)) {
+    errs() << "tessel: error: cannot create a temporary file: " << ec.message() << "\n";
+    return false;
+  }
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(path), std::nullopt};
+  std::string error;
+  int rc = sys::ExecuteAndWait(args[0], args, std::nullopt, redirects, 0, 0, &error);
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (buffer)
+    out = (*buffer)->getBuffer().str();
+  sys::fs::remove(path);
+  if (rc != 0) {
+    errs() << "tessel: error: '" << args[0] << "' "
+           << (rc < 0 ? "could not run: " + error : "failed with status " + std::to_string(rc))
+           << "\n";
+    return false;
+  }
+  return true;
+}
+
+/// Measures this machine with tessel-calibrate (beside this binary: the runtime's kernels and
+/// communicators, which the compiler does not link) and writes the cluster file.
+int runCalibrate(const char *argv0) {
+  if (!prepareOutputPath(calibrateOutput))
+    return 2;
+  std::string tool = siblingPath(argv0, "tessel-calibrate");
+  std::vector<std::string> words = {tool};
+  if (calibrateThreads > 0)
+    words.insert(words.end(), {"--threads", std::to_string(calibrateThreads)});
+  if (calibrateQuick)
+    words.push_back("--quick");
+  std::vector<StringRef> args(words.begin(), words.end());
+  std::string text;
+  if (!capture(args, text))
+    return 2;
+  cluster::Cluster measured;
+  std::string error;
+  if (!cluster::parseCluster(text, tool, measured, error)) {
+    errs() << "tessel: internal error: tessel-calibrate wrote a bad cluster file: " << error
+           << "\n";
+    return 2;
+  }
+  std::string note = "Measured by `tessel calibrate` on this machine with the CPU backend's "
+                     "kernels and communicators.\nintra: the local communicator (ranks as "
+                     "threads of one process); ";
+  if (calibrateMpi) {
+    auto mpirun = sys::findProgramByName("mpirun");
+    std::string line;
+    if (!mpirun) {
+      errs() << "tessel: error: --mpi needs mpirun on the PATH\n";
+      return 2;
+    }
+    std::vector<StringRef> mpiArgs = {
+        *mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2", tool, "--mpi"};
+    if (!capture(mpiArgs, line))
+      return 2;
+    double latency = 0, bandwidth = 0;
+    if (std::sscanf(line.c_str(), "mpi %lf %lf", &latency, &bandwidth) != 2) {
+      errs() << "tessel: error: tessel-calibrate --mpi printed '" << line << "'\n";
+      return 2;
+    }
+    measured.inter = {bandwidth, latency};
+    note += "inter: the MPI communicator between 2 processes.";
+  } else {
+    note += "inter: the same (one host; --mpi measures the MPI communicator).";
+  }
+  std::string file = cluster::formatCluster(measured, note);
+  std::vector<uint8_t> bytes(file.begin(), file.end());
+  if (calibrateOutput == "-") {
+    outs() << file;
+    return 0;
+  }
+  return writeOutput(calibrateOutput, bytes, false) ? 0 : 2;
+}
+
 /// Compiles the model to a temporary plan and runs the runner on it with `extraArgs` first.
 int runRun(const char *argv0, ArrayRef<StringRef> extraArgs) {
   planfile::Plan plan;
@@ -630,6 +733,8 @@ int main(int argc, char **argv) {
           "  tessel run FILE.model [OPTIONS]       compile and train now (OPTIONS as ./FILE "
           "--help)\n"
           "  tessel generate FILE.model --checkpoint DIR [--prompt TEXT]  sample text\n"
+          "  tessel estimate FILE.model --cluster h100-sxm  predicted step time, MFU\n"
+          "  tessel calibrate -o cpu.cluster       measure this machine as a cluster file\n"
           "  tessel kernels [--markdown]           the kernels a plan calls\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
@@ -645,6 +750,8 @@ int main(int argc, char **argv) {
       return runRun(argv[0], {"--generate"});
     if (estimateCommand)
       return runEstimate(argv[0]);
+    if (calibrateCommand)
+      return runCalibrate(argv[0]);
     if (kernelsCommand) {
       outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
       return 0;
