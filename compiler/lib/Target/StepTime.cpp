@@ -2,6 +2,8 @@
 
 #include "tessel/Target/StepTime.h"
 
+#include "tessel/Target/CostModel.h"
+
 #include "common/PipelineLayout.h"
 #include "common/Schedule.h"
 
@@ -96,61 +98,48 @@ public:
     return g ? static_cast<double>(plan_.groupSize(*g)) : 1.0;
   }
 
-  /// α–β time of one collective on `rank`: ring, or a tree where that is cheaper (latency-
-  /// bound small all-reduces), over the link its group crosses.
+  /// α–β time of one collective on `rank`, over the link its group crosses.
   double collectiveTime(const pf::Instr &in, uint32_t rank) {
     std::string group = stringAttr(in, "group");
     double k = groupSize(in, group);
     if (in.kernel == "recv" || k <= 1)
       return 0; // a receive is timed by its send; a group of one moves nothing
     const cl::Link &link = linkOf(group, rank);
-    double a = link.latency, b = link.bandwidth, eb = elementBytes_;
-    double steps = std::ceil(std::log2(k));
-    double t = 0;
-    if (in.kernel == "all_reduce") {
-      double bytes = static_cast<double>(intAttr(in, "n")) * eb;
-      double ring = 2 * (k - 1) * a + 2 * (k - 1) / k * bytes / b;
-      double tree = 2 * steps * a + 2 * bytes / b;
-      t = std::min(ring, tree);
-    } else if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" ||
-               in.kernel == "all_to_all") {
-      double whole = static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb;
-      t = (k - 1) * a + (k - 1) / k * whole / b;
-    } else if (in.kernel == "broadcast") {
-      t = steps * a + static_cast<double>(intAttr(in, "n")) * eb / b;
-    } else if (in.kernel == "send") {
-      t = a + static_cast<double>(intAttr(in, "n")) * eb / b;
-    }
-    return t + c_.collectiveOverhead;
+    double eb = elementBytes_;
+    if (in.kernel == "all_reduce")
+      return cost::allReduce(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
+    if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" || in.kernel == "all_to_all")
+      return cost::gather(c_, link, k,
+                          static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb);
+    if (in.kernel == "broadcast")
+      return cost::broadcast(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
+    if (in.kernel == "send")
+      return cost::send(c_, link, static_cast<double>(intAttr(in, "n")) * eb);
+    return 0;
   }
 
   /// Roofline time of one kernel call; `flops` receives its GEMM and attention FLOPs.
   double kernelTime(const pf::Instr &in, double &flops) {
     flops = 0;
-    double peak = c_.peak(elementBytes_);
     if (in.kernel == "gemm") {
       double m = static_cast<double>(intAttr(in, "m")), n = static_cast<double>(intAttr(in, "n")),
-             k = static_cast<double>(intAttr(in, "k"));
-      flops = 2 * m * n * k * product(in, "batch_shape");
-      double eff = c_.gemm.at(std::min({m, n, k}));
-      double bytes = (m * k + k * n + m * n) * product(in, "batch_shape") * elementBytes_;
-      return std::max(flops / (peak * eff), bytes / c_.memoryBandwidth) + c_.kernelOverhead;
+             k = static_cast<double>(intAttr(in, "k")), batch = product(in, "batch_shape");
+      flops = cost::gemmFlops(m, n, k, batch);
+      return cost::gemm(c_, m, n, k, batch, elementBytes_);
     }
     if (in.kernel == "attention" || in.kernel == "attention_grad") {
-      double b = static_cast<double>(intAttr(in, "batch")),
-             s = static_cast<double>(intAttr(in, "seq")),
-             h = static_cast<double>(intAttr(in, "heads")),
-             kv = static_cast<double>(intAttr(in, "kv_seq")),
-             d = static_cast<double>(intAttr(in, "head"));
+      double kv = static_cast<double>(intAttr(in, "kv_seq"));
       double visible = kv;
       if (intAttr(in, "causal")) {
         double window = static_cast<double>(intAttr(in, "window", 0));
         visible = window > 0 ? std::min(window, kv) : kv / 2;
       }
-      // Two GEMMs forward (q kᵀ and p v); the backward pass (FlashAttention) recomputes q kᵀ
-      // and computes three more: 2.5 times the forward.
-      flops = 4 * b * h * s * visible * d * (in.kernel == "attention" ? 1.0 : 2.5);
-      return flops / (peak * c_.attention.at(kv)) + c_.kernelOverhead;
+      flops = cost::attentionFlops(static_cast<double>(intAttr(in, "batch")),
+                                   static_cast<double>(intAttr(in, "seq")),
+                                   static_cast<double>(intAttr(in, "heads")), visible,
+                                   static_cast<double>(intAttr(in, "head")),
+                                   in.kernel == "attention_grad");
+      return cost::attention(c_, flops, kv, elementBytes_);
     }
     // Memory-bound: every operand read or written once, at the precision's element size (ids
     // stay 4 bytes).
@@ -164,7 +153,7 @@ public:
     };
     add(in.inputs);
     add(in.outputs);
-    return bytes / (c_.memoryBandwidth * c_.memoryEfficiency) + c_.kernelOverhead;
+    return cost::memoryBound(c_, bytes);
   }
 
   /// Runs `program` on a compute stream and a communication stream: a collective with an
