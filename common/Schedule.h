@@ -87,6 +87,11 @@ Timeline simulate(ScheduleKind kind, int stages, int microbatches, int virtualSt
 Timeline simulate(ScheduleKind kind, int stages, int microbatches, int virtualStages,
                   const std::vector<std::vector<Action>> &lists,
                   const std::vector<Costs> &chunkCosts);
+/// The makespan that simulate() would give (its actions start at 0), without recording the
+/// timeline: what a search over thousands of layouts needs.
+double simulateMakespan(int stages, int microbatches, int virtualStages,
+                        const std::vector<std::vector<Action>> &lists,
+                        const std::vector<Costs> &chunkCosts);
 
 /// The textbook bubble relative to the ideal compute time: (p-1)/m for AFAB and 1F1B,
 /// (p-1)/(v*m) for interleaved 1F1B; NaN for ZB-H1, which has no closed form here (its

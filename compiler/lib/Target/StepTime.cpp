@@ -109,8 +109,8 @@ public:
     if (in.kernel == "all_reduce")
       return cost::allReduce(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
     if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" || in.kernel == "all_to_all")
-      return cost::gather(c_, link, k,
-                          static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb);
+      return cost::gather(
+          c_, link, k, static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb);
     if (in.kernel == "broadcast")
       return cost::broadcast(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
     if (in.kernel == "send")
@@ -134,11 +134,10 @@ public:
         double window = static_cast<double>(intAttr(in, "window", 0));
         visible = window > 0 ? std::min(window, kv) : kv / 2;
       }
-      flops = cost::attentionFlops(static_cast<double>(intAttr(in, "batch")),
-                                   static_cast<double>(intAttr(in, "seq")),
-                                   static_cast<double>(intAttr(in, "heads")), visible,
-                                   static_cast<double>(intAttr(in, "head")),
-                                   in.kernel == "attention_grad");
+      flops = cost::attentionFlops(
+          static_cast<double>(intAttr(in, "batch")), static_cast<double>(intAttr(in, "seq")),
+          static_cast<double>(intAttr(in, "heads")), visible,
+          static_cast<double>(intAttr(in, "head")), in.kernel == "attention_grad");
       return cost::attention(c_, flops, kv, elementBytes_);
     }
     // Memory-bound: every operand read or written once, at the precision's element size (ids

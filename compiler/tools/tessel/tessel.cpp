@@ -20,6 +20,7 @@
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
 #include "tessel/Target/StepTime.h"
+#include "tessel/Target/Tune.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "common/KernelCatalogue.h"
@@ -72,6 +73,25 @@ cl::opt<bool> calibrateMpi("mpi",
                            cl::desc("Also measure the MPI communicator (2 processes under "
                                     "mpirun) as the inter-node link"),
                            cl::sub(calibrateCommand));
+cl::SubCommand tuneCommand("tune",
+                           "Search the parallel layouts of N accelerators of a cluster for the "
+                           "fastest step that fits in memory");
+cl::opt<std::string> tuneCluster("cluster", cl::desc("The cluster (as estimate --cluster)"),
+                                 cl::value_desc("name|file.cluster"), cl::Required,
+                                 cl::sub(tuneCommand));
+cl::opt<int> tuneGpus("gpus", cl::desc("Accelerators to lay the model over"), cl::Required,
+                      cl::sub(tuneCommand));
+cl::opt<unsigned> tuneTop("top", cl::desc("Layouts to print (default 10)"), cl::init(10),
+                          cl::sub(tuneCommand));
+cl::opt<bool> tuneJson("json", cl::desc("Print the layouts as JSON"), cl::sub(tuneCommand));
+cl::opt<std::string> tuneLayout(
+    "layout",
+    cl::desc("Predict this layout only, e.g. \"dp=16 tp=8 pp=8 interleaved v=2 sp zero=1 mb=1 "
+             "recompute=selective\""),
+    cl::sub(tuneCommand));
+cl::opt<std::string> tuneWrite("write",
+                               cl::desc("Write the best layout as a `parallel` section here"),
+                               cl::value_desc("file"), cl::sub(tuneCommand));
 cl::SubCommand kernelsCommand("kernels",
                               "List the kernels a plan calls: operands, parameters, what each "
                               "computes (the kernel catalogue)");
@@ -95,7 +115,7 @@ cl::opt<std::string> estimateSvg("svg", cl::desc("Write the predicted pipeline s
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
                                cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
                                cl::sub(generateCommand), cl::sub(estimateCommand),
-                               cl::cat(category));
+                               cl::sub(tuneCommand), cl::cat(category));
 cl::list<std::string> runnerArgs(cl::Positional,
                                  cl::desc("[options of the compiled model, e.g. --steps 100 "
                                           "or --checkpoint DIR --prompt TEXT]"),
@@ -105,7 +125,7 @@ cl::list<std::string> importDirs("I", cl::desc("Add a directory to search for im
                                  cl::value_desc("dir"), cl::Prefix, cl::sub(checkCommand),
                                  cl::sub(compileCommand), cl::sub(runCommand),
                                  cl::sub(generateCommand), cl::sub(estimateCommand),
-                                 cl::cat(category));
+                                 cl::sub(tuneCommand), cl::cat(category));
 cl::opt<int64_t> ranks("ranks",
                        cl::desc("Number of ranks the run will have; the mesh must match it"),
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
@@ -616,6 +636,81 @@ int runCalibrate(const char *argv0) {
   return writeOutput(calibrateOutput, bytes, false) ? 0 : 2;
 }
 
+/// Searches the layouts of --gpus accelerators of --cluster for the model (compiled once with
+/// its own layout, for its dims and parameter count) and prints the fastest.
+int runTune(const char *argv0) {
+  if (!prepareOutputPath(tuneWrite))
+    return 2;
+  if (tuneGpus < 1) {
+    errs() << "tessel: error: --gpus must be positive\n";
+    return 2;
+  }
+  cluster::Cluster cluster;
+  if (!loadCluster(argv0, tuneCluster, cluster))
+    return 1;
+  Layout only;
+  std::string error;
+  if (!tuneLayout.empty() && !parseLayout(tuneLayout, only, error)) {
+    errs() << "tessel: error: --layout: " << error << "\n";
+    return 2;
+  }
+  planfile::Plan plan;
+  if (int rc = compileToPlan(argv0, plan))
+    return rc;
+  TransformerShape shape;
+  if (!readTransformerShape(plan, estimatePlan(plan).parameterCount, shape, error)) {
+    errs() << "tessel: error: " << inputFile << ": " << error << "\n";
+    return 1;
+  }
+  std::vector<Candidate> candidates;
+  size_t overMemory = 0;
+  if (!tuneLayout.empty()) {
+    if (only.dp * only.tp * only.pp * only.cp != tuneGpus) {
+      errs() << "tessel: error: --layout " << only.describe() << " has "
+             << only.dp * only.tp * only.pp * only.cp << " ranks, not --gpus " << tuneGpus << "\n";
+      return 2;
+    }
+    LayoutCost cost = evaluateLayout(shape, only, cluster, error);
+    if (!error.empty()) {
+      errs() << "tessel: error: --layout " << only.describe() << ": " << error << "\n";
+      return 1;
+    }
+    candidates.push_back({only, cost});
+  } else {
+    candidates = searchLayouts(shape, cluster, tuneGpus, overMemory);
+  }
+  if (candidates.empty()) {
+    errs() << "tessel: error: no layout of " << tuneGpus << " accelerators can run " << shape.model
+           << (overMemory ? " within their memory" : "") << "\n";
+    return 1;
+  }
+  outs() << (tuneJson ? candidatesJson(candidates, tuneTop)
+                      : formatCandidates(candidates, tuneTop, overMemory, shape, cluster));
+  if (!tuneJson) {
+    const Candidate &best = candidates.front();
+    outs() << "\nbest: " << best.layout.describe() << "\n"
+           << formatPrediction(StepPrediction{cluster.name,
+                                              best.cost.step,
+                                              0,
+                                              best.cost.tokensPerSecond,
+                                              0,
+                                              0,
+                                              best.cost.mfu,
+                                              best.cost.hfu,
+                                              0,
+                                              best.cost.breakdown,
+                                              {},
+                                              best.layout.pp > 1},
+                               tuneGpus);
+  }
+  if (!tuneWrite.empty()) {
+    std::string text = parallelSection(candidates.front().layout, shape);
+    if (!writeOutput(tuneWrite, std::vector<uint8_t>(text.begin(), text.end()), false))
+      return 2;
+  }
+  return 0;
+}
+
 /// Compiles the model to a temporary plan and runs the runner on it with `extraArgs` first.
 int runRun(const char *argv0, ArrayRef<StringRef> extraArgs) {
   planfile::Plan plan;
@@ -735,6 +830,7 @@ int main(int argc, char **argv) {
           "  tessel generate FILE.model --checkpoint DIR [--prompt TEXT]  sample text\n"
           "  tessel estimate FILE.model --cluster h100-sxm  predicted step time, MFU\n"
           "  tessel calibrate -o cpu.cluster       measure this machine as a cluster file\n"
+          "  tessel tune FILE.model --cluster h100-sxm --gpus 1024  the fastest layouts\n"
           "  tessel kernels [--markdown]           the kernels a plan calls\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
@@ -752,6 +848,8 @@ int main(int argc, char **argv) {
       return runEstimate(argv[0]);
     if (calibrateCommand)
       return runCalibrate(argv[0]);
+    if (tuneCommand)
+      return runTune(argv[0]);
     if (kernelsCommand) {
       outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
       return 0;
