@@ -462,7 +462,10 @@ std::string tessel::formatCandidates(const std::vector<Candidate> &all, size_t t
                                      const cl::Cluster &c) {
   std::ostringstream os;
   char line[256];
-  os << s.model << ": " << all.size() + overMemory << " layouts, " << all.size() << " fit in "
+  size_t fitting = 0;
+  for (const Candidate &x : all)
+    fitting += x.cost.fits;
+  os << s.model << ": " << all.size() + overMemory << " layouts, " << fitting << " fit in "
      << gib(c.memory) << " of " << c.name << "\n\n";
   std::snprintf(line, sizeof line, "%-3s %-72s %10s %12s %6s %10s %8s\n", "#", "layout", "step",
                 "tokens/s", "MFU", "memory", "bubble");

@@ -688,20 +688,16 @@ int runTune(const char *argv0) {
                       : formatCandidates(candidates, tuneTop, overMemory, shape, cluster));
   if (!tuneJson) {
     const Candidate &best = candidates.front();
-    outs() << "\nbest: " << best.layout.describe() << "\n"
-           << formatPrediction(StepPrediction{cluster.name,
-                                              best.cost.step,
-                                              0,
-                                              best.cost.tokensPerSecond,
-                                              0,
-                                              0,
-                                              best.cost.mfu,
-                                              best.cost.hfu,
-                                              0,
-                                              best.cost.breakdown,
-                                              {},
-                                              best.layout.pp > 1},
-                               tuneGpus);
+    StepPrediction p;
+    p.cluster = cluster.name;
+    p.step = best.cost.step;
+    p.tokensPerSecond = best.cost.tokensPerSecond;
+    p.mfu = best.cost.mfu;
+    p.hfu = best.cost.hfu;
+    p.flopsPerRank = best.cost.hfu * cluster.peak(shape.elementBytes);
+    p.breakdown = best.cost.breakdown;
+    p.pipelined = best.layout.pp > 1;
+    outs() << "\nbest: " << best.layout.describe() << "\n" << formatPrediction(p, tuneGpus);
   }
   if (!tuneWrite.empty()) {
     std::string text = parallelSection(candidates.front().layout, shape);
