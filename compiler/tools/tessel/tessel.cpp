@@ -514,10 +514,11 @@ int runEstimate(const char *argv0) {
   if (int rc = compileToPlan(argv0, plan))
     return rc;
   PlanEstimate e = estimatePlan(plan);
+  StepPrediction prediction;
   if (estimateCluster.empty()) {
     outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
   } else {
-    StepPrediction prediction = predictStep(plan, cluster);
+    prediction = predictStep(plan, cluster);
     if (estimateJsonOutput) {
       std::string json = estimateJson(e);
       // The estimate's object with the prediction as one more member.
@@ -541,11 +542,16 @@ int runEstimate(const char *argv0) {
   int p = static_cast<int>(e.stages), m = static_cast<int>(e.microbatches),
       v = static_cast<int>(e.virtualStages);
   auto lists = pipeline::buildSchedule(kind, p, m, v, error);
-  pipeline::Timeline timeline = pipeline::simulate(kind, p, m, v, lists, pipeline::Costs());
+  // With a cluster, the step-time model's timeline: each stage's predicted forward, backward
+  // and transfer times, in seconds.
+  pipeline::Timeline timeline = estimateCluster.empty()
+                                    ? pipeline::simulate(kind, p, m, v, lists, pipeline::Costs())
+                                    : prediction.timeline;
   std::string title = e.model + ": " + e.schedule + ", " + std::to_string(p) + " stages, " +
                       std::to_string(m) + " micro-batches" +
                       (v > 1 ? ", " + std::to_string(v) + " virtual" : std::string()) +
-                      " (predicted)";
+                      (estimateCluster.empty() ? " (predicted, unit costs)"
+                                               : " (predicted on " + cluster.name + ")");
   auto write = [&](const std::string &path, const std::string &text) {
     std::vector<uint8_t> bytes(text.begin(), text.end());
     return writeOutput(path, bytes, false);
