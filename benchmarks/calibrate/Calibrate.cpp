@@ -3,6 +3,7 @@
 // Measures what the step-time model needs to know of this CPU, with the runtime's own CPU
 // kernels and communicators, and prints it as a cluster file (common/Cluster.h):
 //
+// Each figure is the median of repeated runs (what the machine sustains, load included).
 //   - the fp32 GEMM rate of kernels/cpu's gemm on square products of 64 .. 1024 and on the
 //     shapes of a transformer layer: the best rate is the peak, each size's rate over it the
 //     GEMM efficiency table;
@@ -44,18 +45,22 @@ namespace {
 
 double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
-/// The best time of `fn` over repetitions filling about `budget` seconds (at least 3 runs).
-template <typename Fn> double bestTime(Fn fn, double budget) {
+/// The median time of `fn` over repetitions filling about `budget` seconds (at least 5 runs).
+/// The median, not the best: a training run lasts long enough to see what the machine
+/// sustains, interruptions by other work included, not its best moment.
+template <typename Fn> double medianTime(Fn fn, double budget) {
   fn(); // warm caches, thread pools, page mappings
-  double best = 1e30, start = now();
-  for (int i = 0; i < 3 || now() - start < budget; ++i) {
+  std::vector<double> times;
+  double start = now();
+  for (int i = 0; i < 5 || now() - start < budget; ++i) {
     double t0 = now();
     fn();
-    best = std::min(best, now() - t0);
+    times.push_back(now() - t0);
     if (i > 1000)
       break;
   }
-  return best;
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 std::vector<float> filled(size_t n) {
@@ -70,7 +75,7 @@ double gemmRate(int64_t m, int64_t n, int64_t k, double budget) {
   std::vector<float> c(static_cast<size_t>(m * n));
   cpu::GemmArgs g;
   g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
-  double t = bestTime([&] { cpu::gemm(g, a.data(), b.data(), c.data()); }, budget);
+  double t = medianTime([&] { cpu::gemm(g, a.data(), b.data(), c.data()); }, budget);
   return 2.0 * static_cast<double>(m * n * k) / t;
 }
 
@@ -82,7 +87,7 @@ double attentionRate(int64_t seq, double budget) {
   auto q = filled(n), k = filled(n), v = filled(n);
   std::vector<float> o(n);
   double t =
-      bestTime([&] { cpu::attention(args, q.data(), k.data(), v.data(), o.data()); }, budget);
+      medianTime([&] { cpu::attention(args, q.data(), k.data(), v.data(), o.data()); }, budget);
   // As the model counts it: 4 b h s (s / 2) d for a causal forward.
   return 4.0 * 4 * static_cast<double>(seq) * (static_cast<double>(seq) / 2) * 64 / t;
 }
@@ -97,8 +102,8 @@ double localAllReduce(uint32_t ranks, int64_t n, double budget) {
     groups[r].index = r;
   }
   std::vector<std::vector<float>> x(ranks, filled(static_cast<size_t>(n))), y = x;
-  double best = 1e30;
-  for (int round = 0, rounds = std::max(3, static_cast<int>(budget / 0.01)); round < rounds;
+  std::vector<double> rates;
+  for (int round = 0, rounds = std::max(5, static_cast<int>(budget / 0.01)); round < rounds;
        ++round) {
     std::vector<double> took(ranks);
     std::vector<std::thread> threads;
@@ -112,9 +117,10 @@ double localAllReduce(uint32_t ranks, int64_t n, double budget) {
       });
     for (auto &t : threads)
       t.join();
-    best = std::min(best, *std::max_element(took.begin(), took.end()));
+    rates.push_back(*std::max_element(took.begin(), took.end()));
   }
-  return best;
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 /// Latency and bandwidth from the all-reduce times of a tiny and a large message on k ranks,
@@ -220,13 +226,13 @@ int main(int argc, char **argv) {
     shape.size[0] = n;
     cpu::Strides one;
     one.stride[0] = 1;
-    double t = bestTime(
+    double t = medianTime(
         [&] { cpu::binary(cpu::BinaryKind::Add, shape, a.data(), one, b.data(), one, y.data()); },
         budget);
     c.memoryBandwidth = 3.0 * 4 * static_cast<double>(n) / t;
     c.memoryEfficiency = 1; // the bandwidth is what such a kernel reaches
     float x1 = 1, y1 = 0;
-    double call = bestTime(
+    double call = medianTime(
         [&] {
           for (int i = 0; i < 1000; ++i)
             cpu::unary(cpu::UnaryKind::Exp, 1, &x1, &y1);
