@@ -62,7 +62,9 @@ std::string Layout::describe() const {
   std::ostringstream os;
   os << "dp=" << dp << " tp=" << tp << " pp=" << pp << " cp=" << cp;
   if (pp > 1)
-    os << " " << schedule << " v=" << virtualStages;
+    os << " " << schedule;
+  if (virtualStages > 1)
+    os << " v=" << virtualStages;
   os << (sp ? " sp" : "") << " zero=" << zero << " mb=" << microBatch << " recompute=" << recompute;
   return os.str();
 }
@@ -365,7 +367,10 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   double lastBackward = 0;
   for (int k = 0; k < chunks; k += l.pp)
     lastBackward += costs[static_cast<size_t>(k)].backward;
-  double dpExposed = std::max(0.0, dpTime - lastBackward) + zero3;
+  // As the plan lowering does it: without a pipeline, ZeRO 0, 2 and 3 reduce every
+  // micro-batch's gradients, ZeRO 1 accumulates them and reduces once.
+  double reductions = l.pp == 1 && l.zero != 1 ? static_cast<double>(micro) : 1.0;
+  double dpExposed = reductions * std::max(0.0, dpTime - lastBackward) + zero3;
   double optimizerElements = stageParams / (l.zero >= 1 ? l.dp : 1);
   double optimizer = cost::memoryBound(c, optimizerElements * 28);
 
@@ -386,7 +391,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
     b.exposed["pp"] = 2 * mb * l.virtualStages * transfer;
   if (dpExposed > 0)
     b.exposed["dp"] = dpExposed;
-  b.hidden = dpTime - std::max(0.0, dpTime - lastBackward);
+  b.hidden = reductions * (dpTime - std::max(0.0, dpTime - lastBackward));
   b.optimizer = optimizer;
   double busy = b.compute + b.recompute + optimizer;
   for (const auto &[axis, x] : b.exposed)
