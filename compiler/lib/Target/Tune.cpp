@@ -549,3 +549,70 @@ std::string tessel::parallelSection(const Layout &l, const TransformerShape &s) 
   os << "  recompute = " << l.recompute << "\n  overlap = true\n}\n";
   return os.str();
 }
+
+std::string tessel::candidatesSvg(const std::vector<Candidate> &all, const std::string &title,
+                                  double memoryLimit) {
+  // Memory (x) against predicted step time (y) of every candidate; the best is marked.
+  const double width = 760, height = 480, left = 80, right = 30, top = 50, bottom = 60;
+  double maxMemory = memoryLimit, minStep = 1e300, maxStep = 0;
+  for (const Candidate &x : all) {
+    maxMemory = std::max(maxMemory, x.cost.memory);
+    minStep = std::min(minStep, x.cost.step);
+    maxStep = std::max(maxStep, x.cost.step);
+  }
+  if (all.empty() || !(maxStep > 0))
+    minStep = 0, maxStep = 1;
+  if (maxStep <= minStep)
+    maxStep = minStep * 1.1 + 1e-9;
+  double plotW = width - left - right, plotH = height - top - bottom;
+  auto px = [&](double memory) { return left + plotW * memory / maxMemory; };
+  auto py = [&](double step) { return top + plotH * (1 - (step - minStep) / (maxStep - minStep)); };
+  std::ostringstream os;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
+                "xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
+                "fill=\"white\"/>\n",
+                width, height);
+  os << buf;
+  std::string escaped;
+  for (char ch : title)
+    escaped += ch == '<' ? "&lt;" : ch == '&' ? "&amp;" : std::string(1, ch);
+  std::snprintf(buf, sizeof buf, "<text x=\"%.0f\" y=\"28\" font-size=\"15\">%s</text>\n", left,
+                escaped.c_str());
+  os << buf;
+  std::snprintf(buf, sizeof buf,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                "stroke=\"#888\"/>\n",
+                left, top, plotW, plotH);
+  os << buf;
+  // The memory limit.
+  std::snprintf(buf, sizeof buf,
+                "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"#c00\" stroke-dasharray=\"4 3\"/>\n",
+                px(memoryLimit), top, px(memoryLimit), top + plotH);
+  os << buf;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Candidate &x = all[i];
+    std::snprintf(buf, sizeof buf,
+                  "<circle class=\"candidate\" cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" "
+                  "fill=\"%s\" fill-opacity=\"0.6\"><title>%s: %.3f s, %.1f GiB</title></circle>\n",
+                  px(x.cost.memory), py(x.cost.step), i == 0 ? "6" : "2.5",
+                  i == 0 ? "#d62728" : "#1f77b4", x.layout.describe().c_str(), x.cost.step,
+                  x.cost.memory / 1073741824.0);
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">memory per "
+                "rank, 0 to %.1f GiB (dashed: the limit)</text>\n",
+                left + plotW / 2, height - 20, maxMemory / 1073741824.0);
+  os << buf;
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"20\" y=\"%.1f\" font-size=\"12\" transform=\"rotate(-90 20 %.1f)\" "
+                "text-anchor=\"middle\">step %.3f s to %.3f s</text>\n",
+                top + plotH / 2, top + plotH / 2, minStep, maxStep);
+  os << buf;
+  os << "</svg>\n";
+  return os.str();
+}

@@ -92,6 +92,9 @@ cl::opt<std::string> tuneLayout(
 cl::opt<std::string> tuneWrite("write",
                                cl::desc("Write the best layout as a `parallel` section here"),
                                cl::value_desc("file"), cl::sub(tuneCommand));
+cl::opt<std::string> tuneSvg("svg",
+                             cl::desc("Draw the candidates (memory against step time) as an SVG"),
+                             cl::value_desc("file.svg"), cl::sub(tuneCommand));
 cl::SubCommand kernelsCommand("kernels",
                               "List the kernels a plan calls: operands, parameters, what each "
                               "computes (the kernel catalogue)");
@@ -645,7 +648,7 @@ int runCalibrate(const char *argv0) {
 /// Searches the layouts of --gpus accelerators of --cluster for the model (compiled once with
 /// its own layout, for its dims and parameter count) and prints the fastest.
 int runTune(const char *argv0) {
-  if (!prepareOutputPath(tuneWrite))
+  if (!prepareOutputPath(tuneWrite) || !prepareOutputPath(tuneSvg))
     return 2;
   if (tuneGpus < 1) {
     errs() << "tessel: error: --gpus must be positive\n";
@@ -704,6 +707,15 @@ int runTune(const char *argv0) {
     p.breakdown = best.cost.breakdown;
     p.pipelined = best.layout.pp > 1;
     outs() << "\nbest: " << best.layout.describe() << "\n" << formatPrediction(p, tuneGpus);
+  }
+  if (!tuneSvg.empty()) {
+    std::string svg =
+        candidatesSvg(candidates,
+                      shape.model + " on " + std::to_string(tuneGpus) + " x " + cluster.name +
+                          ": " + std::to_string(candidates.size()) + " layouts that fit",
+                      cluster.memory);
+    if (!writeOutput(tuneSvg, std::vector<uint8_t>(svg.begin(), svg.end()), false))
+      return 2;
   }
   if (!tuneWrite.empty()) {
     std::string text = parallelSection(candidates.front().layout, shape);

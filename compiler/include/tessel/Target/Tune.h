@@ -82,6 +82,10 @@ std::string formatCandidates(const std::vector<Candidate> &candidates, size_t to
                              const cluster::Cluster &c);
 std::string candidatesJson(const std::vector<Candidate> &candidates, size_t top);
 std::string parallelSection(const Layout &l, const TransformerShape &s);
+/// A chart of the candidates as an SVG: memory per rank against predicted step time, one dot
+/// per layout (the best larger), the memory limit dashed.
+std::string candidatesSvg(const std::vector<Candidate> &candidates, const std::string &title,
+                          double memoryLimit);
 
 } // namespace tessel
 
