@@ -318,7 +318,7 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       const cl::Link &link = model.linkOf("pp", rank);
       if (elements > 0)
         k.transfer =
-            link.latency + static_cast<double>(elements) * model.elementBytes() / link.bandwidth;
+            cost::send(cluster, link, static_cast<double>(elements) * model.elementBytes());
     }
     std::vector<std::vector<pipeline::Action>> lists;
     for (int s = 0; s < p; ++s)
