@@ -3,6 +3,7 @@
 #define TESSEL_GRAPH_ATTRS
 
 include "GraphDialect.td"
+include "GraphEnums.td"
 include "mlir/IR/AttrTypeBase.td"
 
 class Graph_Attr<string name, string attrMnemonic, list<Trait> traits = []>

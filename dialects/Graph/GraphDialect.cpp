@@ -13,6 +13,8 @@ using namespace tessel::graph;
 
 #include "Graph/GraphOpsDialect.cpp.inc"
 
+#include "Graph/GraphEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "Graph/GraphAttrs.cpp.inc"
 

@@ -8,6 +8,8 @@
 
 #include "Graph/GraphOpsDialect.h.inc"
 
+#include "Graph/GraphEnums.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "Graph/GraphAttrs.h.inc"
 

@@ -33,11 +33,11 @@ def Graph_UnaryGradOp : Graph_Op<"unary_grad",
     its exponent.
 
     ```mlir
-    %dx = graph.unary_grad "gelu" %x, %y, %dy : tensor<8x512xf32, #graph.dims<tokens, ffn>>
-    %dp = graph.unary_grad "pow" %x, %y, %dy exponent 3.000000e+00 : tensor<8xf32, #graph.dims<seq>>
+    %dx = graph.unary_grad gelu %x, %y, %dy : tensor<8x512xf32, #graph.dims<tokens, ffn>>
+    %dp = graph.unary_grad pow %x, %y, %dy exponent 3.000000e+00 : tensor<8xf32, #graph.dims<seq>>
     ```
   }];
-  let arguments = (ins StrAttr:$fn, Graph_FloatTensor:$input, Graph_FloatTensor:$output,
+  let arguments = (ins Graph_UnaryFnAttr:$fn, Graph_FloatTensor:$input, Graph_FloatTensor:$output,
                        Graph_FloatTensor:$grad, OptionalAttr<F64Attr>:$exponent);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =

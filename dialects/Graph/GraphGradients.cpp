@@ -100,9 +100,12 @@ std::vector<std::string> dimsOnlyIn(const NamedShape &a, const NamedShape &b) {
 LogicalResult unaryGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy,
                             SmallVectorImpl<Value> &dx, FloatAttr exponent = {}) {
   Value x = op->getOperand(0), y = op->getResult(0);
+  // The functions with a derivative rule are the cases of UnaryFn, named by the forward op.
+  std::optional<UnaryFn> fn = symbolizeUnaryFn(op->getName().stripDialect());
+  if (!fn)
+    return op->emitOpError("has no unary_grad function");
   dx.push_back(UnaryGradOp::create(b, op->getLoc(), x.getType(),
-                                   b.getStringAttr(op->getName().stripDialect()), x, y, dy[0],
-                                   exponent));
+                                   UnaryFnAttr::get(b.getContext(), *fn), x, y, dy[0], exponent));
   return success();
 }
 

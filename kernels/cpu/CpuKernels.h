@@ -119,11 +119,12 @@ void scale(int64_t n, const float *x, float scale, float *y);
 //===----------------------------------------------------------------------===//
 
 /// Sums `x` (dense, of shape `shape`) into `out`: element i of x adds to out[i . so], where
-/// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten; the
-/// sum is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
+/// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten (with
+/// `accumulate`, added to: out += float(sum), the same bits as a separate addition); the sum
+/// is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
 /// increasing index order.
 void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t outElements,
-               float scale, float *out);
+               float scale, float *out, bool accumulate = false);
 
 /// The sum of squares of x, accumulated in double in index order.
 double sumOfSquares(int64_t n, const float *x);

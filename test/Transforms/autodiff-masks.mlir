@@ -34,9 +34,9 @@ module {
 // CHECK-NEXT: %[[SQ:.*]] = graph.square %[[P]]
 // CHECK-NEXT: %[[G:.*]] = graph.gelu_erf %[[SQ]]
 // CHECK: %[[DY:.*]] = graph.broadcast
-// CHECK-NEXT: %[[DSQ:.*]] = graph.unary_grad "gelu_erf" %[[SQ]], %[[G]], %[[DY]] :
-// CHECK-NEXT: %[[DP:.*]] = graph.unary_grad "square" %[[P]], %[[SQ]], %[[DSQ]] :
-// CHECK-NEXT: %[[DR:.*]] = graph.unary_grad "pow" %[[R]], %[[P]], %[[DP]] exponent 3.000000e+00 :
+// CHECK-NEXT: %[[DSQ:.*]] = graph.unary_grad gelu_erf %[[SQ]], %[[G]], %[[DY]] :
+// CHECK-NEXT: %[[DP:.*]] = graph.unary_grad square %[[P]], %[[SQ]], %[[DSQ]] :
+// CHECK-NEXT: %[[DR:.*]] = graph.unary_grad pow %[[R]], %[[P]], %[[DP]] exponent 3.000000e+00 :
 // CHECK-NEXT: %[[DS:.*]] = graph.rename %[[DR]] : tensor<2x4xf32, #graph.dims<seq2, seq_k>> -> tensor<2x4xf32, #graph.dims<seq, seq_k>>
 // CHECK-NEXT: %[[ZERO:.*]] = graph.constant 0.000000e+00
 // CHECK-NEXT: %[[DW:.*]] = graph.where %[[M]], %[[DS]], %[[ZERO]] :

@@ -89,7 +89,7 @@ module {
 
 // -----
 
-// Every elementwise function: unary_grad "fn" reads the forward input and output.
+// Every elementwise function: unary_grad fn reads the forward input and output.
 
 !x = tensor<4x8xf32, #graph.dims<batch, embed>>
 !s = tensor<f32, #graph.dims<>>
@@ -127,15 +127,15 @@ module {
 // CHECK-NEXT: graph.sum %[[Y9]]
 // CHECK-NEXT: graph.constant 1.000000e+00
 // CHECK-NEXT: %[[G9:.*]] = graph.broadcast
-// CHECK-NEXT: %[[G8:.*]] = graph.unary_grad "sigmoid" %[[Y8]], %[[Y9]], %[[G9]] : tensor<4x8xf32, #graph.dims<batch, embed>>
-// CHECK-NEXT: %[[G7:.*]] = graph.unary_grad "relu" %[[Y7]], %[[Y8]], %[[G8]]
-// CHECK-NEXT: %[[G6:.*]] = graph.unary_grad "silu" %[[Y6]], %[[Y7]], %[[G7]]
-// CHECK-NEXT: %[[G5:.*]] = graph.unary_grad "gelu" %[[Y5]], %[[Y6]], %[[G6]]
-// CHECK-NEXT: %[[G4:.*]] = graph.unary_grad "tanh" %[[Y4]], %[[Y5]], %[[G5]]
-// CHECK-NEXT: %[[G3:.*]] = graph.unary_grad "rsqrt" %[[Y3]], %[[Y4]], %[[G4]]
-// CHECK-NEXT: %[[G2:.*]] = graph.unary_grad "sqrt" %[[Y2]], %[[Y3]], %[[G3]]
-// CHECK-NEXT: %[[G1:.*]] = graph.unary_grad "log" %[[Y1]], %[[Y2]], %[[G2]]
-// CHECK-NEXT: %[[G0:.*]] = graph.unary_grad "exp" %[[Y0]], %[[Y1]], %[[G1]]
+// CHECK-NEXT: %[[G8:.*]] = graph.unary_grad sigmoid %[[Y8]], %[[Y9]], %[[G9]] : tensor<4x8xf32, #graph.dims<batch, embed>>
+// CHECK-NEXT: %[[G7:.*]] = graph.unary_grad relu %[[Y7]], %[[Y8]], %[[G8]]
+// CHECK-NEXT: %[[G6:.*]] = graph.unary_grad silu %[[Y6]], %[[Y7]], %[[G7]]
+// CHECK-NEXT: %[[G5:.*]] = graph.unary_grad gelu %[[Y5]], %[[Y6]], %[[G6]]
+// CHECK-NEXT: %[[G4:.*]] = graph.unary_grad tanh %[[Y4]], %[[Y5]], %[[G5]]
+// CHECK-NEXT: %[[G3:.*]] = graph.unary_grad rsqrt %[[Y3]], %[[Y4]], %[[G4]]
+// CHECK-NEXT: %[[G2:.*]] = graph.unary_grad sqrt %[[Y2]], %[[Y3]], %[[G3]]
+// CHECK-NEXT: %[[G1:.*]] = graph.unary_grad log %[[Y1]], %[[Y2]], %[[G2]]
+// CHECK-NEXT: %[[G0:.*]] = graph.unary_grad exp %[[Y0]], %[[Y1]], %[[G1]]
 // CHECK-NEXT: %[[DW:.*]] = graph.mul %[[G0]], %[[X]]
 // CHECK-NEXT: graph.accumulate_grad %[[DW]] to "w"
 // CHECK-NEXT: return

@@ -47,8 +47,8 @@ func.func @tree(%a: tensor<8x16xf32, #bf>, %b: tensor<8x16xf32, #bf>) -> tensor<
 // CHECK: graph.fused_elementwise %arg0, %arg1, %arg2 body "pow x0 3; unary_grad pow x0 t0 x1 3; unary_grad gelu x0 x2 t1; add t2 x1" outputs [3]
 func.func @gradients(%x: tensor<8x16xf32, #bf>, %dy: tensor<8x16xf32, #bf>, %g: tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf> {
   %p = graph.pow %x exponent 3.000000e+00 : tensor<8x16xf32, #bf>
-  %dp = graph.unary_grad "pow" %x, %p, %dy exponent 3.000000e+00 : tensor<8x16xf32, #bf>
-  %dg = graph.unary_grad "gelu" %x, %g, %dp : tensor<8x16xf32, #bf>
+  %dp = graph.unary_grad pow %x, %p, %dy exponent 3.000000e+00 : tensor<8x16xf32, #bf>
+  %dg = graph.unary_grad gelu %x, %g, %dp : tensor<8x16xf32, #bf>
   %r = graph.add %dg, %dy : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
   return %r : tensor<8x16xf32, #bf>
 }

@@ -25,7 +25,7 @@ module attributes {tessel.train = {clip = 1.000000e+00 : f64, steps = 600 : i64,
 // CHECK-NEXT: %[[NORM:.*]] = graph.global_norm %[[GB]], %[[GW]] : tensor<8xf32, #graph.dims<embed>>, tensor<8x16xf32, #graph.dims<embed, ffn>> -> tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.guard_finite %[[NORM]] : tensor<f32, #graph.dims<>>
 // CHECK-NEXT: %[[C:.*]] = graph.clip_coefficient %[[NORM]] max 1.000000e+00 : tensor<f32, #graph.dims<>>
-// CHECK-NEXT: %[[LR:.*]] = graph.learning_rate "cosine" lr 3.000000e-03 min_lr 3.000000e-04 warmup 50 steps 600 : tensor<f32, #graph.dims<>>
+// CHECK-NEXT: %[[LR:.*]] = graph.learning_rate cosine lr 3.000000e-03 min_lr 3.000000e-04 warmup 50 steps 600 : tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.adamw "bias", %[[GB]], %[[LR]], %[[C]] beta1 8.500000e-01 beta2 0.98999999999999999 eps 9.9999999999999995E-8 weight_decay 1.000000e-02 : tensor<8xf32, #graph.dims<embed>>, tensor<f32, #graph.dims<>>, tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.adamw "layers.0.w", %[[GW]], %[[LR]], %[[C]] beta1 8.500000e-01 beta2 0.98999999999999999 eps 9.9999999999999995E-8 weight_decay 1.000000e-02 : tensor<8x16xf32, #graph.dims<embed, ffn>>, tensor<f32, #graph.dims<>>, tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.zero_grad "bias"
@@ -53,7 +53,7 @@ module attributes {tessel.train = {clip = 0.000000e+00 : f64}} {
 // CHECK-NEXT: %[[NORM:.*]] = graph.global_norm %[[G]] : tensor<8xf32, #graph.dims<embed>> -> tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.guard_finite %[[NORM]]
 // CHECK-NEXT: %[[ONE:.*]] = graph.constant 1.000000e+00 : tensor<f32, #graph.dims<>>
-// CHECK-NEXT: %[[LR:.*]] = graph.learning_rate "constant" lr 1.000000e-03 min_lr 0.000000e+00 warmup 0 steps 1 :
+// CHECK-NEXT: %[[LR:.*]] = graph.learning_rate constant lr 1.000000e-03 min_lr 0.000000e+00 warmup 0 steps 1 :
 // CHECK-NEXT: graph.adamw "bias", %[[G]], %[[LR]], %[[ONE]] beta1 9.000000e-01 beta2 0.99899999999999999 eps 1.000000e-08 weight_decay 0.000000e+00 :
 // CHECK-NEXT: graph.zero_grad "bias"
 // CHECK-NEXT: return %[[NORM]], %[[LR]]
@@ -74,7 +74,7 @@ module attributes {tessel.train = {optimizer = {kind = "adam", lr = 5.000000e-01
 }
 
 // CHECK-LABEL: func.func @optimizer_step()
-// CHECK: graph.learning_rate "constant" lr 5.000000e-01
+// CHECK: graph.learning_rate constant lr 5.000000e-01
 // CHECK: graph.adamw "bias", {{.*}} weight_decay 0.000000e+00
 
 // -----
@@ -90,7 +90,7 @@ module attributes {tessel.train = {optimizer = {kind = "sgd", lr = 1.000000e-01 
 
 // CHECK-LABEL: func.func @optimizer_step()
 // CHECK: %[[G:.*]] = graph.grad "bias"
-// CHECK: %[[LR:.*]] = graph.learning_rate "constant" lr 1.000000e-01
+// CHECK: %[[LR:.*]] = graph.learning_rate constant lr 1.000000e-01
 // CHECK-NEXT: graph.sgd "bias", %[[G]], %[[LR]], %{{.*}} momentum 9.000000e-01 weight_decay 1.000000e-04
 // CHECK-NOT: graph.adamw
 // CHECK: graph.zero_grad "bias"

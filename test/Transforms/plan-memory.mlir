@@ -125,7 +125,7 @@ module {
   func.func @optimizer_step() -> (!s, !s) {
     %0 = graph.grad "w" : !l
     %1 = graph.global_norm %0 : !l -> !s
-    %2 = graph.learning_rate "constant" lr 1.0e-3 min_lr 0.0 warmup 0 steps 1 : !s
+    %2 = graph.learning_rate constant lr 1.0e-3 min_lr 0.0 warmup 0 steps 1 : !s
     graph.adamw "w", %0, %2, %1 beta1 0.9 beta2 0.999 eps 1.0e-8 weight_decay 0.0 : !l, !s, !s
     graph.zero_grad "w"
     return %1, %2 : !s, !s

@@ -40,6 +40,12 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
                          << "'; expected adamw, adam or sgd";
       return signalPassFailure();
     }
+    std::optional<LrSchedule> schedule = symbolizeLrSchedule(s.schedule);
+    if (!schedule) {
+      module.emitError() << "unknown learning-rate schedule '" << s.schedule
+                         << "'; expected constant, cosine or linear";
+      return signalPassFailure();
+    }
     SmallVector<AccumulateGradOp> accumulators;
     fb.walk([&](AccumulateGradOp op) { accumulators.push_back(op); });
     if (accumulators.empty()) {
@@ -67,7 +73,7 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
         s.clip > 0 ? ClipCoefficientOp::create(b, loc, scalarType, norm, b.getF64FloatAttr(s.clip))
                          .getResult()
                    : ConstantOp::create(b, loc, scalarType, b.getF64FloatAttr(1.0)).getResult();
-    Value lr = LearningRateOp::create(b, loc, scalarType, b.getStringAttr(s.schedule),
+    Value lr = LearningRateOp::create(b, loc, scalarType, LrScheduleAttr::get(ctx, *schedule),
                                       b.getF64FloatAttr(s.lr), b.getF64FloatAttr(s.minLr),
                                       b.getI64IntegerAttr(s.warmup), b.getI64IntegerAttr(s.steps));
     for (auto [acc, grad] : llvm::zip(accumulators, grads)) {

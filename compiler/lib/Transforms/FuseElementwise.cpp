@@ -226,7 +226,7 @@ void Fuser::fuse(const Group &group) {
         })
         .Case([&](graph::UnaryGradOp o) {
           s.kind = cat::BodyStep::Kind::UnaryGrad;
-          s.unary = *unaryOf(o.getFn());
+          s.unary = *unaryOf(graph::stringifyUnaryFn(o.getFn()));
           if (std::optional<APFloat> e = o.getExponent())
             s.value = e->convertToDouble();
           args(o->getOperands());

@@ -40,7 +40,7 @@ namespace {
 
 constexpr const char kRecomputedAttr[] = "graph.recomputed";
 
-enum class Mode { None, Selective, Full };
+using Mode = tessel::RecomputeMode;
 
 class Recomputer {
 public:
@@ -135,31 +135,25 @@ int64_t Recomputer::run() {
   return cloned_;
 }
 
-Mode parseMode(StringRef word) {
-  return llvm::StringSwitch<Mode>(word)
-      .Case("selective", Mode::Selective)
-      .Case("full", Mode::Full)
-      .Default(Mode::None);
-}
-
 struct Recompute : tessel::impl::RecomputeBase<Recompute> {
   using RecomputeBase::RecomputeBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::string word = mode;
-    if (word.empty())
+    Mode m = mode;
+    if (m == Mode::Spec) {
+      m = Mode::None;
       if (auto parallel = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
-        if (auto r = parallel.getAs<StringAttr>("recompute"))
-          word = r.str();
-    if (word.empty())
-      word = "none";
-    if (word != "none" && word != "selective" && word != "full") {
-      module.emitError() << "unknown recompute mode '" << word
-                         << "'; expected none, selective or full";
-      return signalPassFailure();
+        if (auto r = parallel.getAs<StringAttr>("recompute")) {
+          std::optional<Mode> spec = parseRecomputeMode(r.getValue());
+          if (!spec) {
+            module.emitError() << "unknown recompute mode '" << r.getValue()
+                               << "'; expected none, selective or full";
+            return signalPassFailure();
+          }
+          m = *spec;
+        }
     }
-    Mode m = parseMode(word);
     if (m == Mode::None)
       return;
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
@@ -170,3 +164,11 @@ struct Recompute : tessel::impl::RecomputeBase<Recompute> {
 };
 
 } // namespace
+
+std::optional<tessel::RecomputeMode> tessel::parseRecomputeMode(StringRef word) {
+  return llvm::StringSwitch<std::optional<Mode>>(word)
+      .Case("none", Mode::None)
+      .Case("selective", Mode::Selective)
+      .Case("full", Mode::Full)
+      .Default(std::nullopt);
+}

@@ -12,6 +12,8 @@
 #include "Graph/GraphDialect.h"
 #include "Plan/PlanDialect.h"
 #include "Sched/SchedDialect.h"
+#include "tessel/Conversion/Passes.h"
+#include "tessel/Pipelines/Pipelines.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -40,6 +42,7 @@ int main(int argc, char **argv) {
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
   tessel::registerTesselPasses();
+  tessel::registerTesselConversionPasses();
   mlir::PassPipelineRegistration<>(
       "tessel-training-pipeline",
       "Graph IR from the front end to the training functions (as tessel compile --emit=train)",

@@ -19,6 +19,7 @@
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
+#include "tessel/Pipelines/Pipelines.h"
 #include "tessel/Target/StepTime.h"
 #include "tessel/Target/Tune.h"
 #include "tessel/Transforms/Passes.h"

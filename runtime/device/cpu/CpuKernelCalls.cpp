@@ -290,7 +290,7 @@ bool run(KernelCall &c, const catalogue::Reduce &p) {
       !c.needIn(0, product(sizes)) || !c.needOut(0, yElements) || !c.needOut(0, reach(sizes, sy)) ||
       c.validating)
     return c.error.empty();
-  cpu::reduceSum(shape, c.fin(0), y, yElements, scale, c.fout(0));
+  cpu::reduceSum(shape, c.fin(0), y, yElements, scale, c.fout(0), p.accumulate.value_or(false));
   return true;
 }
 
@@ -306,6 +306,7 @@ bool run(KernelCall &c, const catalogue::Gemm &p) {
   g.lda = p.lda;
   g.ldb = p.ldb;
   g.ldc = p.ldc;
+  g.beta = p.accumulate.value_or(false) ? 1.0f : 0.0f;
   if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
     return c.fail("has batch strides that do not match its batch shape");
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)

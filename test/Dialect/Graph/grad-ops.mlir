@@ -21,24 +21,24 @@ func.func @gradients(%x: !x, %g: !e, %l: !l, %ids: !ids, %dl: !s) -> !x {
   %b2 = graph.broadcast %x : !x -> tensor<128x3x8xf32, #graph.dims<embed, k, tokens>>
   // CHECK: graph.broadcast %[[DL]] : tensor<f32, #graph.dims<>> -> tensor<8x128xf32, #graph.dims<tokens, embed>>
   %b3 = graph.broadcast %dl : !s -> !x
-  // CHECK: %[[UG:.*]] = graph.unary_grad "gelu" %[[X]], %[[B]], %[[X]] : tensor<8x128xf32, #graph.dims<tokens, embed>>
-  %ug = graph.unary_grad "gelu" %x, %b, %x : !x
-  // CHECK: graph.unary_grad "exp"
-  %u0 = graph.unary_grad "exp" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "log"
-  %u1 = graph.unary_grad "log" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "sqrt"
-  %u2 = graph.unary_grad "sqrt" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "rsqrt"
-  %u3 = graph.unary_grad "rsqrt" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "tanh"
-  %u4 = graph.unary_grad "tanh" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "silu"
-  %u5 = graph.unary_grad "silu" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "relu"
-  %u6 = graph.unary_grad "relu" %x, %x, %x : !x
-  // CHECK: graph.unary_grad "sigmoid"
-  %u7 = graph.unary_grad "sigmoid" %x, %x, %x : !x
+  // CHECK: %[[UG:.*]] = graph.unary_grad gelu %[[X]], %[[B]], %[[X]] : tensor<8x128xf32, #graph.dims<tokens, embed>>
+  %ug = graph.unary_grad gelu %x, %b, %x : !x
+  // CHECK: graph.unary_grad exp
+  %u0 = graph.unary_grad exp %x, %x, %x : !x
+  // CHECK: graph.unary_grad log
+  %u1 = graph.unary_grad log %x, %x, %x : !x
+  // CHECK: graph.unary_grad sqrt
+  %u2 = graph.unary_grad sqrt %x, %x, %x : !x
+  // CHECK: graph.unary_grad rsqrt
+  %u3 = graph.unary_grad rsqrt %x, %x, %x : !x
+  // CHECK: graph.unary_grad tanh
+  %u4 = graph.unary_grad tanh %x, %x, %x : !x
+  // CHECK: graph.unary_grad silu
+  %u5 = graph.unary_grad silu %x, %x, %x : !x
+  // CHECK: graph.unary_grad relu
+  %u6 = graph.unary_grad relu %x, %x, %x : !x
+  // CHECK: graph.unary_grad sigmoid
+  %u7 = graph.unary_grad sigmoid %x, %x, %x : !x
   // CHECK: %[[SG:.*]] = graph.softmax_grad %[[X]], %[[UG]] dim "embed" : tensor<8x128xf32, #graph.dims<tokens, embed>>
   %sg = graph.softmax_grad %x, %ug dim "embed" : !x
   // CHECK: %[[LDX:[^ ,]+]], %[[LDG:[^ ,]+]], %[[LDB:[^ ,]+]] = graph.layernorm_grad %[[X]], %[[G]], %[[SG]] eps 1.000000e-05 : (tensor<8x128xf32, #graph.dims<tokens, embed>>, tensor<128xf32, #graph.dims<embed>>, tensor<8x128xf32, #graph.dims<tokens, embed>>) -> (tensor<8x128xf32, #graph.dims<tokens, embed>>, tensor<128xf32, #graph.dims<embed>>, tensor<128xf32, #graph.dims<embed>>)
@@ -81,10 +81,10 @@ func.func @training_state(%dw: !t, %db: !e) -> (!s, !s) {
   %n = graph.global_norm %gw, %gb : !t, !e -> !s
   // CHECK: %[[C:.*]] = graph.clip_coefficient %[[N]] max 1.000000e+00 : tensor<f32, #graph.dims<>>
   %c = graph.clip_coefficient %n max 1.0 : !s
-  // CHECK: %[[LR:.*]] = graph.learning_rate "cosine" lr 3.000000e-03 min_lr 3.000000e-04 warmup 50 steps 600 : tensor<f32, #graph.dims<>>
-  %lr = graph.learning_rate "cosine" lr 3.0e-3 min_lr 3.0e-4 warmup 50 steps 600 : !s
-  // CHECK: graph.learning_rate "constant" lr 1.000000e-01 min_lr 0.000000e+00 warmup 0 steps 1 : tensor<f32, #graph.dims<>>
-  %lr2 = graph.learning_rate "constant" lr 0.1 min_lr 0.0 warmup 0 steps 1 : !s
+  // CHECK: %[[LR:.*]] = graph.learning_rate cosine lr 3.000000e-03 min_lr 3.000000e-04 warmup 50 steps 600 : tensor<f32, #graph.dims<>>
+  %lr = graph.learning_rate cosine lr 3.0e-3 min_lr 3.0e-4 warmup 50 steps 600 : !s
+  // CHECK: graph.learning_rate constant lr 1.000000e-01 min_lr 0.000000e+00 warmup 0 steps 1 : tensor<f32, #graph.dims<>>
+  %lr2 = graph.learning_rate constant lr 0.1 min_lr 0.0 warmup 0 steps 1 : !s
   // CHECK: graph.adamw "wte", %[[GW]], %[[LR]], %[[C]] beta1 9.000000e-01 beta2 0.94999999999999996 eps 1.000000e-08 weight_decay 1.000000e-02 : tensor<256x128xf32, #graph.dims<vocab, embed>>, tensor<f32, #graph.dims<>>, tensor<f32, #graph.dims<>>
   graph.adamw "wte", %gw, %lr, %c beta1 0.9 beta2 0.95 eps 1.0e-8 weight_decay 0.01 : !t, !s, !s
   // CHECK: graph.zero_grad "wte"

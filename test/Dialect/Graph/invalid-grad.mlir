@@ -22,14 +22,15 @@ func.func @broadcast_element_type(%v: tensor<128xbf16, #graph.dims<embed>>) {
 }
 // -----
 func.func @unary_grad_neg(%x: tensor<8x128xf32, #graph.dims<tokens, embed>>) {
-  // expected-error @+1 {{'graph.unary_grad' op has no derivative for 'neg'}}
-  %0 = graph.unary_grad "neg" %x, %x, %x : tensor<8x128xf32, #graph.dims<tokens, embed>>
+  // expected-error @+2 {{expected ::tessel::graph::UnaryFn to be one of: exp, log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid, square, gelu_erf, pow}}
+  // expected-error @+1 {{failed to parse Graph_UnaryFnAttr}}
+  %0 = graph.unary_grad neg %x, %x, %x : tensor<8x128xf32, #graph.dims<tokens, embed>>
   return
 }
 // -----
 func.func @unary_grad_types(%x: tensor<8x128xf32, #graph.dims<tokens, embed>>, %y: tensor<8x128xf32, #graph.dims<tokens, ffn>>) {
   // expected-error @+1 {{'graph.unary_grad' op failed to verify that all of {input, output, grad, result} have same type}}
-  %0 = "graph.unary_grad"(%x, %x, %y) {fn = "exp"} : (tensor<8x128xf32, #graph.dims<tokens, embed>>, tensor<8x128xf32, #graph.dims<tokens, embed>>, tensor<8x128xf32, #graph.dims<tokens, ffn>>) -> tensor<8x128xf32, #graph.dims<tokens, embed>>
+  %0 = "graph.unary_grad"(%x, %x, %y) {fn = #graph<unary_fn exp>} : (tensor<8x128xf32, #graph.dims<tokens, embed>>, tensor<8x128xf32, #graph.dims<tokens, embed>>, tensor<8x128xf32, #graph.dims<tokens, ffn>>) -> tensor<8x128xf32, #graph.dims<tokens, embed>>
   return
 }
 // -----
@@ -138,26 +139,27 @@ func.func @attention_grad_heads(%q: !h, %k: !kv) {
 }
 // -----
 func.func @learning_rate_schedule() {
-  // expected-error @+1 {{'graph.learning_rate' op unknown schedule 'step'; expected constant, cosine or linear}}
-  %0 = graph.learning_rate "step" lr 1.0e-3 min_lr 0.0 warmup 0 steps 10 : tensor<f32, #graph.dims<>>
+  // expected-error @+2 {{expected ::tessel::graph::LrSchedule to be one of: constant, cosine, linear}}
+  // expected-error @+1 {{failed to parse Graph_LrScheduleAttr}}
+  %0 = graph.learning_rate step lr 1.0e-3 min_lr 0.0 warmup 0 steps 10 : tensor<f32, #graph.dims<>>
   return
 }
 // -----
 func.func @learning_rate_steps() {
   // expected-error @+1 {{'graph.learning_rate' op needs warmup >= 0 and steps >= 1}}
-  %0 = graph.learning_rate "cosine" lr 1.0e-3 min_lr 0.0 warmup 10 steps 0 : tensor<f32, #graph.dims<>>
+  %0 = graph.learning_rate cosine lr 1.0e-3 min_lr 0.0 warmup 10 steps 0 : tensor<f32, #graph.dims<>>
   return
 }
 // -----
 func.func @learning_rate_warmup() {
   // expected-error @+1 {{'graph.learning_rate' op needs warmup >= 0 and steps >= 1}}
-  %0 = graph.learning_rate "cosine" lr 1.0e-3 min_lr 0.0 warmup -1 steps 10 : tensor<f32, #graph.dims<>>
+  %0 = graph.learning_rate cosine lr 1.0e-3 min_lr 0.0 warmup -1 steps 10 : tensor<f32, #graph.dims<>>
   return
 }
 // -----
 func.func @learning_rate_scalar() {
   // expected-error @+1 {{'graph.learning_rate' op the result must be a scalar tensor, not 'tensor<4xf32, #graph.dims<embed>>'}}
-  %0 = graph.learning_rate "constant" lr 1.0e-3 min_lr 0.0 warmup 0 steps 1 : tensor<4xf32, #graph.dims<embed>>
+  %0 = graph.learning_rate constant lr 1.0e-3 min_lr 0.0 warmup 0 steps 1 : tensor<4xf32, #graph.dims<embed>>
   return
 }
 
@@ -182,7 +184,7 @@ func.func @global_norm_scalar(%g: tensor<4xf32, #graph.dims<embed>>) {
 // -----
 func.func @unary_grad_unnamed(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{'graph.unary_grad' op operand type 'tensor<4x8xf32>' needs a #graph.dims encoding}}
-  %0 = graph.unary_grad "exp" %x, %x, %x : tensor<4x8xf32>
+  %0 = graph.unary_grad exp %x, %x, %x : tensor<4x8xf32>
   return
 }
 // -----

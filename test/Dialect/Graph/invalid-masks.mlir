@@ -68,7 +68,7 @@ func.func @pow_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
 
 func.func @pow_grad_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
   // expected-error @+1 {{'graph.unary_grad' op of pow needs the exponent}}
-  %0 = graph.unary_grad "pow" %x, %x, %x : tensor<4xf32, #graph.dims<seq>>
+  %0 = graph.unary_grad pow %x, %x, %x : tensor<4xf32, #graph.dims<seq>>
   return
 }
 
@@ -76,6 +76,6 @@ func.func @pow_grad_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
 
 func.func @exponent_without_pow(%x: tensor<4xf32, #graph.dims<seq>>) {
   // expected-error @+1 {{'graph.unary_grad' op carries an exponent only for pow}}
-  %0 = graph.unary_grad "square" %x, %x, %x exponent 2.0 : tensor<4xf32, #graph.dims<seq>>
+  %0 = graph.unary_grad square %x, %x, %x exponent 2.0 : tensor<4xf32, #graph.dims<seq>>
   return
 }

@@ -47,9 +47,9 @@ func.func @powers(%x: !v) -> (!v, !v, !v) {
   %1 = graph.pow %0 exponent -5.0e-01 : !v
   // CHECK: graph.gelu_erf %[[P]] : tensor<2x8x4x16xf32
   %2 = graph.gelu_erf %1 : !v
-  // CHECK: graph.unary_grad "pow" %[[SQ]], %[[P]], %{{.*}} exponent -5.000000e-01 :
-  %3 = graph.unary_grad "pow" %0, %1, %x exponent -5.0e-01 : !v
-  // CHECK: graph.unary_grad "gelu_erf"
-  %4 = graph.unary_grad "gelu_erf" %1, %2, %x : !v
+  // CHECK: graph.unary_grad pow %[[SQ]], %[[P]], %{{.*}} exponent -5.000000e-01 :
+  %3 = graph.unary_grad pow %0, %1, %x exponent -5.0e-01 : !v
+  // CHECK: graph.unary_grad gelu_erf
+  %4 = graph.unary_grad gelu_erf %1, %2, %x : !v
   return %2, %3, %4 : !v, !v, !v
 }

@@ -13,32 +13,21 @@
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
+#include <optional>
 
 namespace tessel {
+
+/// What -tessel-recompute keeps for the backward pass (its `mode` option).
+enum class RecomputeMode { Spec, None, Selective, Full };
+
+/// The mode a spec's `recompute` word names (none, selective, full); nullopt for any other.
+std::optional<RecomputeMode> parseRecomputeMode(llvm::StringRef word);
 
 #define GEN_PASS_DECL
 #include "tessel/Transforms/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "tessel/Transforms/Passes.h.inc"
-
-/// Adds the passes that turn graph IR from the front end into the training functions:
-/// autodiff, optimizer and sampler.
-void buildTrainingPipeline(mlir::OpPassManager &pm);
-
-/// Adds the passes that lay the training functions over the mesh: partition (per-rank types
-/// and collectives), its verifier, and gradient bucketing.
-void buildShardingPipeline(mlir::OpPassManager &pm);
-
-/// Settings of the plan pipeline.
-struct PlanPipelineOptions {
-  /// Groups elementwise ops into fused ops (`tessel --fuse=off` turns it off).
-  bool fuseElementwise = true;
-};
-
-/// Adds the passes from (partitioned) training graph IR to a memory-planned plan module:
-/// elementwise fusion, lowering to the plan dialect, memory planning.
-void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options = {});
 
 } // namespace tessel
 

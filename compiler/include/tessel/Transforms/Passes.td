@@ -139,8 +139,15 @@ def Recompute : Pass<"tessel-recompute", "mlir::ModuleOp"> {
     `recompute` (the module's `tessel.parallel`) unless the `mode` option names one.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
-           "none, selective or full (default: the spec's)">
+    Option<"mode", "mode", "::tessel::RecomputeMode", /*default=*/"::tessel::RecomputeMode::Spec",
+           "What to keep for the backward pass (default: the spec's `recompute`)", [{
+             ::llvm::cl::values(
+               clEnumValN(::tessel::RecomputeMode::Spec, "spec", "the spec's recompute mode"),
+               clEnumValN(::tessel::RecomputeMode::None, "none", "keep every activation"),
+               clEnumValN(::tessel::RecomputeMode::Selective, "selective",
+                          "keep layer inputs and contraction and attention results"),
+               clEnumValN(::tessel::RecomputeMode::Full, "full", "keep only layer inputs"))
+           }]>
   ];
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
@@ -184,17 +191,28 @@ def FuseElementwise : Pass<"tessel-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
 
-def LowerToPlan : Pass<"tessel-lower-to-plan", "mlir::ModuleOp"> {
-  let summary = "Lowers the training functions to plan programs of kernel calls";
+def FoldAccumulate : Pass<"tessel-fold-accumulate", "mlir::ModuleOp"> {
+  let summary = "Lets the kernel that computes a gradient add it into its accumulator";
   let description = [{
-    Each function becomes a `plan.program` (`forward` is named `eval`): every tensor value
-    gets a buffer (a `plan.alloc`, or `plan.state` for parameters, gradients and moments),
-    and every graph op one or more `plan.kernel` calls whose parameters resolve the named
-    dims into sizes and strides. A contraction becomes a strided batched GEMM; an operand
-    whose layout no GEMM can read is first copied into one it can. Splits and merges are
-    views of the same bytes. The graph functions are removed.
+    A parameter's gradient is summed into its accumulator (`grad.NAME` state) by an
+    `accumulate` kernel. When the gradient is a buffer that one `gemm` (a weight's gradient)
+    or `reduce` (a bias's) writes whole and only that `accumulate` reads, the kernel adds its
+    result into the accumulator itself (its `accumulate` parameter; for a GEMM, BLAS beta =
+    1): the buffer, the kernel and a pass over the gradient's memory go. A program that reads
+    or writes the same accumulator between the two keeps both, so sums are never reordered.
+    A reduce adds its rounded sum as `accumulate` did, so the bits are the same; a GEMM adds
+    its product inside BLAS, the same bits when the accumulator holds zero (one micro-batch
+    per step) and within rounding otherwise.
+
+    ```mlir
+    plan.kernel "gemm" ins(%x, %dy : ...) outs(%g : memref<384x1536xf32>) {...}
+    %s = plan.state "grad.w" : memref<384x1536xf32>
+    plan.kernel "accumulate" ins(%g : ...) outs(%s : ...) {n = 589824 : i64}
+    // becomes
+    %s = plan.state "grad.w" : memref<384x1536xf32>
+    plan.kernel "gemm" ins(%x, %dy : ...) outs(%s : memref<384x1536xf32>) {accumulate = 1 : i64, ...}
+    ```
   }];
-  let dependentDialects = ["::tessel::plan::PlanDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {

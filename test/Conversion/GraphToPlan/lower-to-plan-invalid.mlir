@@ -66,3 +66,21 @@ module {
     return %0 : !x
   }
 }
+
+// -----
+
+// Every op that cannot be lowered is reported in one run, not only the first.
+!l = tensor<2x4x16xf32, #graph.dims<batch, seq, vocab>>
+!t = tensor<4x2xi32, #graph.dims<seq, batch>>
+!x = tensor<4xf32, #graph.dims<batch>>
+module {
+  func.func private @helper(!x) -> !x
+  func.func @forward(%l: !l {graph.name = "logits"}, %t: !t {graph.name = "targets"},
+                     %x: !x {graph.name = "x"}) -> tensor<f32, #graph.dims<>> {
+    // expected-error @+1 {{'func.call' op has no lowering to the plan dialect}}
+    %0 = func.call @helper(%x) : (!x) -> !x
+    // expected-error @+1 {{'graph.cross_entropy' op targets [seq=4, batch=2] must list the logits' other dims}}
+    %1 = graph.cross_entropy %l, %t dim "vocab" : (!l, !t) -> tensor<f32, #graph.dims<>>
+    return %1 : tensor<f32, #graph.dims<>>
+  }
+}

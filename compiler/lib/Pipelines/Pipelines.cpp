@@ -1,8 +1,8 @@
 //===- Pipelines.cpp - Pass pipelines of the driver -----------------------===//
 
+#include "tessel/Pipelines/Pipelines.h"
+#include "tessel/Conversion/Passes.h"
 #include "tessel/Transforms/Passes.h"
-
-#include "mlir/Pass/PassManager.h"
 
 void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createRecognizeAttention());
@@ -27,5 +27,7 @@ void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOption
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwise());
   pm.addPass(createLowerToPlan());
+  // Before memory planning, so the gradient buffers the GEMMs no longer write are not placed.
+  pm.addPass(createFoldAccumulate());
   pm.addPass(createPlanMemory());
 }

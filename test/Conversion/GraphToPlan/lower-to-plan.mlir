@@ -27,7 +27,7 @@ module {
     %0 = graph.grad "w" : !w
     %1 = graph.global_norm %0 : !w -> !s
     %2 = graph.clip_coefficient %1 max 1.0 : !s
-    %3 = graph.learning_rate "cosine" lr 1.0e-3 min_lr 1.0e-4 warmup 2 steps 10 : !s
+    %3 = graph.learning_rate cosine lr 1.0e-3 min_lr 1.0e-4 warmup 2 steps 10 : !s
     graph.adamw "w", %0, %3, %2 beta1 0.5 beta2 0.75 eps 1.0e-8 weight_decay 0.25 : !w, !s, !s
     graph.zero_grad "w"
     return %1, %3 : !s, !s
@@ -209,7 +209,7 @@ module {
     %dp = graph.softmax_grad %p, %x dim "embed" : !x
     %dx, %dg, %db = graph.layernorm_grad %x, %g, %dp eps 1.0e-05 : (!x, !e, !x) -> (!x, !e, !e)
     %rx, %rg = graph.rmsnorm_grad %x, %g, %dx eps 1.0e-05 : (!x, !e, !x) -> (!x, !e)
-    %u = graph.unary_grad "tanh" %x, %rx, %dx : !x
+    %u = graph.unary_grad tanh %x, %rx, %dx : !x
     %dq, %dk, %dv = graph.attention_grad %q, %k, %k, %q scale 0.25 : (!h, !k, !k, !h) -> (!h, !k, !k)
     %two = graph.constant 2.0 : !s
     %dl = graph.cross_entropy_grad %lg, %tgt, %two dim "vocab" : (!l, !ids, !s) -> !l

@@ -1,0 +1,34 @@
+//===- Pipelines.h - The pass pipelines of the driver -----------*- C++ -*-===//
+//
+// `tessel compile` runs these three in turn; tessel-opt registers each by name
+// (--tessel-training-pipeline, --tessel-sharding-pipeline, --tessel-plan-pipeline).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_PIPELINES_PIPELINES_H
+#define TESSEL_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+
+namespace tessel {
+
+/// Adds the passes that turn graph IR from the front end into the training functions:
+/// autodiff, optimizer and sampler.
+void buildTrainingPipeline(mlir::OpPassManager &pm);
+
+/// Adds the passes that lay the training functions over the mesh: partition (per-rank types
+/// and collectives), its verifier, and gradient bucketing.
+void buildShardingPipeline(mlir::OpPassManager &pm);
+
+/// Settings of the plan pipeline.
+struct PlanPipelineOptions {
+  /// Groups elementwise ops into fused ops (`tessel --fuse=off` turns it off).
+  bool fuseElementwise = true;
+};
+
+/// Adds the passes from (partitioned) training graph IR to a memory-planned plan module:
+/// elementwise fusion, lowering to the plan dialect, memory planning.
+void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options = {});
+
+} // namespace tessel
+
+#endif // TESSEL_PIPELINES_PIPELINES_H
