@@ -380,6 +380,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
     query head h of the block is head `index(A) * heads + h` of the whole and reads kv head
     `(index(A) * heads + h) / (heads * size(A) / kv_heads)`.
 
+    With `seq_over` A (set by the partition pass under context parallelism, A being `cp`),
+    `q` and the result hold this rank's head-tail block of the sequence (chunks `index(A)` and
+    `2 * size(A) - 1 - index(A)` of its 2 * size(A) chunks) and `k`, `v` the whole sequence:
+    the causal mask compares the queries' places in the whole sequence with the keys'.
+
     ```mlir
     %a = graph.attention %q, %k, %v causal scale 1.767767e-01
         : (tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>,
@@ -390,11 +395,13 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
-                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over);
+                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over,
+                       OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)?
-    (`heads_over` $heads_over^)? `scale` $scale attr-dict `:` functional-type(operands, results)
+    (`heads_over` $heads_over^)? (`seq_over` $seq_over^)? `scale` $scale attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

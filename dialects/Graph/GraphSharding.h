@@ -82,8 +82,8 @@ public:
   ///   moments split over dp; stage 2: gradients split too; stage 3: the parameter as well.
   Sharding stateSharding(const NamedShape &paramShape, StateRole role) const;
   /// The sharding a partial value is reduced to when nothing asks for a particular one: a
-  /// reduce-scatter onto `seq` for tp partial sums under sequence parallelism, otherwise an
-  /// all-reduce.
+  /// reduce-scatter onto `seq` for tp partial sums under sequence parallelism and onto the dim
+  /// the spec splits over cp for cp partial sums, otherwise an all-reduce.
   Sharding reducedForm(const NamedShape &globalShape, const Sharding &s) const;
 
 private:

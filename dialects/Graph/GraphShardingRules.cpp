@@ -9,6 +9,8 @@
 
 #include "Graph/GraphOps.h"
 
+#include "common/HeadTail.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <set>
@@ -368,6 +370,11 @@ static std::string headsOverAxis(Operation *op, const ShardingRule &rule) {
 /// tp ranks than kv heads), every rank holds every kv head and reads those its block of query
 /// heads needs (`heads_over`); the key and value gradients are then partial sums over that
 /// axis, each rank adding into the kv heads its query heads read.
+///
+/// Under context parallelism (the spec splits the queries' sequence over cp) the queries,
+/// the output and their gradients keep this rank's head-tail block of the sequence, and the
+/// keys and values are gathered whole (`seq_over`): each rank attends its queries to every
+/// key, and the key and value gradients are its addends, reduce-scattered back over cp.
 static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
                                    ArrayRef<Sharding> operands, ShardingRule &rule, bool grad) {
   NamedShape q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
@@ -383,7 +390,24 @@ static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
   if (grad && !axis.empty())
     for (size_t i = 1; i < rule.results.size(); ++i)
       rule.results[i].addPartial(axis);
+  std::string seqAxis = std::string(headtail::kAxis);
+  if (mesh.size(seqAxis) > 1 && mesh.ruleFor(q[r - 3].name) == seqAxis &&
+      q[r - 3].size % (2 * mesh.size(seqAxis)) == 0) {
+    rule.operands[0].axes[r - 3] = seqAxis;
+    rule.results[0].axes[r - 3] = seqAxis;
+    if (grad) {
+      rule.operands[3].axes[r - 3] = seqAxis;
+      for (size_t i = 1; i < rule.results.size(); ++i)
+        rule.results[i].addPartial(seqAxis);
+    }
+  }
   return success();
+}
+
+/// The axis splitting attention's queries' sequence (and not its keys') under `rule`, or "".
+static std::string seqOverAxis(Operation *op, const ShardingRule &rule) {
+  size_t r = shapeOf(op->getOperand(0)).size();
+  return rule.operands[1].axes[r - 3].empty() ? rule.operands[0].axes[r - 3] : "";
 }
 
 /// The per-rank attention names the axis its query heads are split over when the kv heads
@@ -394,6 +418,8 @@ static LogicalResult partitionAttention(Operation *op, Partitioner &p, ArrayRef<
     return failure();
   if (std::string axis = headsOverAxis(op, rule); !axis.empty())
     setAttrOn(results, "heads_over", p.builder().getStringAttr(axis));
+  if (std::string axis = seqOverAxis(op, rule); !axis.empty())
+    setAttrOn(results, "seq_over", p.builder().getStringAttr(axis));
   return success();
 }
 

@@ -235,6 +235,10 @@ struct AttentionArgs {
   /// parallelism over fewer kv heads than ranks): query head h is head firstHead + h of the
   /// whole, and reads kv head (firstHead + h) / group. A group of 0 means heads / kvHeads.
   int64_t firstHead = 0, group = 0;
+  /// Context parallelism with every key here: the queries are the two chunks of a head-tail
+  /// split (common/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
+  /// tailStart + i - seq / 2 of the kvSeq keys. Negative: query i is at position i.
+  int64_t headStart = -1, tailStart = -1;
 };
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                float *out);
@@ -260,10 +264,12 @@ void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, 
 void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y);
 /// Dropout on this rank's block of a split tensor: `shape` is the block, starting at `offset`
 /// in a whole tensor of `wholeShape`; each element gets the mask of its place in the whole
-/// tensor, so the result is the block of the whole tensor's dropout.
+/// tensor, so the result is the block of the whole tensor's dropout. Where `tail[d]` is not
+/// negative, dim d is split head-tail (common/HeadTail.h): the second half of the block starts
+/// at `tail[d]` in the whole.
 void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
-                  const std::vector<int64_t> &wholeShape, float rate, uint64_t seed, const float *x,
-                  float *y);
+                  const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
+                  float rate, uint64_t seed, const float *x, float *y);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

@@ -569,10 +569,18 @@ void Sema::checkParallelAgainstModel() {
     int64_t size = it->second.size;
     if (ds.dim == "batch")
       size = train.microBatch.value * dp; // The global micro-batch.
+    int64_t cp = std::count(ds.axes.begin(), ds.axes.end(), "cp") ? cfg.axisSize("cp") : 1;
     if (size % ways != 0)
       error(ds.loc, "dim '" + ds.dim + "' (" + std::to_string(size) +
                         ") is not divisible by its " + std::to_string(ways) + " shards",
             "each shard must hold a whole number of elements; change the dim or the axis size");
+    else if (cp > 1 && size % (2 * ways) != 0)
+      error(ds.loc,
+            "dim '" + ds.dim + "' (" + std::to_string(size) + ") does not split into the " +
+                std::to_string(2 * ways) +
+                " chunks context parallelism over cp = " + std::to_string(cp) + " needs",
+            "each cp rank holds one chunk from the head of the sequence and one from its tail "
+            "(so that causal attention costs every rank the same): 2 x cp must divide it");
   }
   for (const MeshAxis &a : cfg.mesh)
     if (a.size > 1 && (a.name == "tp" || a.name == "cp" || a.name == "dp") && !usedAxes.count(a.name))

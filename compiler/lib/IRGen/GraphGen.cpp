@@ -208,7 +208,7 @@ private:
           attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(), f64("scale"),
           attr<int64_t>(op, "window") > 0 ? b_.getI64IntegerAttr(attr<int64_t>(op, "window"))
                                           : IntegerAttr(),
-          /*heads_over=*/StringAttr());
+          /*heads_over=*/StringAttr(), /*seq_over=*/StringAttr());
     if (n == "rope")
       return RopeOp::create(b_, loc, type, in[0], f64("theta"));
     if (n == "split")

@@ -569,7 +569,8 @@ LogicalResult Lowering::lower(Operation *op) {
     return names;
   };
   auto attentionParams = [&](Value q, Value k, bool causal, double scale,
-                             std::optional<uint64_t> window, std::optional<StringRef> headsOver) {
+                             std::optional<uint64_t> window, std::optional<StringRef> headsOver,
+                             std::optional<StringRef> seqOver) {
     NamedShape qs = shapeOf(q), ks = shapeOf(k);
     size_t r = qs.size();
     SmallVector<NamedAttribute> params{
@@ -585,6 +586,8 @@ LogicalResult Lowering::lower(Operation *op) {
       params.push_back(i64("window", static_cast<int64_t>(*window)));
     if (headsOver)
       params.push_back(str("head_group", *headsOver));
+    if (seqOver)
+      params.push_back(str("seq_group", *seqOver));
     return params;
   };
 
@@ -828,10 +831,10 @@ LogicalResult Lowering::lower(Operation *op) {
       })
       .Case([&](graph::AttentionOp o) {
         Value r = define(o.getResult());
-        kernel(loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())},
-               {r},
-               attentionParams(o.getQuery(), o.getKey(), o.getCausal(),
-                               o.getScale().convertToDouble(), o.getWindow(), o.getHeadsOver()));
+        kernel(
+            loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())}, {r},
+            attentionParams(o.getQuery(), o.getKey(), o.getCausal(), o.getScale().convertToDouble(),
+                            o.getWindow(), o.getHeadsOver(), o.getSeqOver()));
         return success();
       })
       .Case([&](graph::AttentionGradOp o) {
@@ -842,7 +845,7 @@ LogicalResult Lowering::lower(Operation *op) {
             {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue()), buffer(o.getGrad())},
             {dq, dk, dv},
             attentionParams(o.getQuery(), o.getKey(), o.getCausal(), o.getScale().convertToDouble(),
-                            o.getWindow(), o.getHeadsOver()));
+                            o.getWindow(), o.getHeadsOver(), o.getSeqOver()));
         return success();
       })
       .Case([&](graph::RopeOp o) {
