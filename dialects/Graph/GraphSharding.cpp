@@ -145,6 +145,8 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
     m.sequenceParallel_ = sp.getValue() && m.size("tp") > 1;
   if (auto zero = par.getAs<IntegerAttr>("zero"))
     m.zero_ = m.size("dp") > 1 ? static_cast<int>(zero.getInt()) : 0;
+  if (auto context = par.getAs<StringAttr>("context"))
+    m.contextRing_ = context.getValue() == "ring";
   return m;
 }
 

@@ -70,6 +70,9 @@ public:
   void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
   bool sequenceParallel() const { return sequenceParallel_; }
   int zeroStage() const { return zero_; }
+  /// Whether attention under context parallelism passes keys and values around the cp ring
+  /// (`context = ring`) rather than all-gathering them.
+  bool contextRing() const { return contextRing_; }
   bool isTrivial() const { return axes_.empty(); }
 
   /// The rules applied to `shape`: each dim split over its axis when the axis divides it.
@@ -91,6 +94,7 @@ private:
   std::map<std::string, std::string> rules_;
   bool sequenceParallel_ = false;
   int zero_ = 0;
+  bool contextRing_ = false;
 };
 
 /// An op's sharding rule: the sharding each operand must have, and those of the results.

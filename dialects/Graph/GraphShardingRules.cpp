@@ -372,9 +372,11 @@ static std::string headsOverAxis(Operation *op, const ShardingRule &rule) {
 /// axis, each rank adding into the kv heads its query heads read.
 ///
 /// Under context parallelism (the spec splits the queries' sequence over cp) the queries,
-/// the output and their gradients keep this rank's head-tail block of the sequence, and the
-/// keys and values are gathered whole (`seq_over`): each rank attends its queries to every
-/// key, and the key and value gradients are its addends, reduce-scattered back over cp.
+/// the output and their gradients keep this rank's head-tail block of the sequence
+/// (`seq_over`). With `context = allgather` the keys and values are gathered whole: each rank
+/// attends its queries to every key, and the key and value gradients are its addends,
+/// reduce-scattered back over cp. With `context = ring` the keys and values keep their blocks
+/// too, and so do their gradients: the lowering passes the blocks around the cp ring.
 static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
                                    ArrayRef<Sharding> operands, ShardingRule &rule, bool grad) {
   NamedShape q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
@@ -395,19 +397,25 @@ static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
       q[r - 3].size % (2 * mesh.size(seqAxis)) == 0) {
     rule.operands[0].axes[r - 3] = seqAxis;
     rule.results[0].axes[r - 3] = seqAxis;
-    if (grad) {
+    if (grad)
       rule.operands[3].axes[r - 3] = seqAxis;
-      for (size_t i = 1; i < rule.results.size(); ++i)
+    for (size_t i = 1; i < rule.results.size(); ++i) {
+      if (!mesh.contextRing())
         rule.results[i].addPartial(seqAxis);
+      else
+        rule.results[i].axes[r - 3] = seqAxis;
     }
+    if (mesh.contextRing())
+      rule.operands[1].axes[r - 3] = rule.operands[2].axes[r - 3] = seqAxis;
   }
   return success();
 }
 
-/// The axis splitting attention's queries' sequence (and not its keys') under `rule`, or "".
+/// The axis splitting attention's queries' sequence head-tail under `rule`, or "".
 static std::string seqOverAxis(Operation *op, const ShardingRule &rule) {
   size_t r = shapeOf(op->getOperand(0)).size();
-  return rule.operands[1].axes[r - 3].empty() ? rule.operands[0].axes[r - 3] : "";
+  const std::string &axis = rule.operands[0].axes[r - 3];
+  return axis == headtail::kAxis ? axis : "";
 }
 
 /// The per-rank attention names the axis its query heads are split over when the kv heads

@@ -245,6 +245,27 @@ void attention(const AttentionArgs &args, const float *q, const float *k, const 
 /// Recomputes the probabilities from q and k, then writes dq, dk, dv.
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
                    const float *dout, float *dq, float *dk, float *dv);
+/// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
+/// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
+/// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`
+/// gives the sizes, scale, causal flag and query-head block (kvSeq and window unused).
+struct RingBlockArgs {
+  AttentionArgs attention;
+  int64_t queryIndex = 0, keyIndex = 0, ways = 1;
+  /// Places in the whole sequence of query i and key j here.
+  int64_t queryPosition(int64_t i) const;
+  int64_t keyPosition(int64_t j) const;
+};
+/// Merges the block's attention into the running output `out` [batch, seq, heads, head] and
+/// log-sum-exp `lse` [batch, seq, heads] (set to 0 and −inf first when `first`).
+void attentionBlock(const RingBlockArgs &args, const float *q, const float *k, const float *v,
+                    bool first, float *out, float *lse);
+/// Adds the block's terms of the gradients to dq, dk, dv (zeroed first when `first`), from the
+/// whole attention's `out` and `lse`.
+void attentionBlockGrad(const RingBlockArgs &args, const float *q, const float *k, const float *v,
+                        const float *dout, const float *out, const float *lse, bool first,
+                        float *dq, float *dk, float *dv);
+
 /// The instruction set the attention kernels run with: "baseline", "avx2" or "avx512" (the
 /// widest the CPU supports, or the one TESSEL_CPU_ISA names); every one gives the same bits.
 const char *attentionVariant();

@@ -113,10 +113,13 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
 /// The peer of a send or receive: another rank of its group, by its index in the group (so a
 /// program says "stage 2 of my pipeline" rather than a world rank, and one program serves every
 /// rank of its stage).
-bool peerOf(KernelCall &c, const std::string &group, int64_t p, uint32_t &peer) {
+bool peerOf(KernelCall &c, const std::string &group, int64_t p, bool relative, uint32_t &peer) {
   const CommGroup *g = c.group(group);
   if (!g || !c.error.empty())
     return false;
+  // A ring's peer is an offset from this rank, so that one program serves every rank.
+  if (relative)
+    p = ((g->index + p) % g->size() + g->size()) % g->size();
   if (p < 0 || p >= g->size() || p == g->index)
     return c.fail("has peer " + std::to_string(p) +
                   ", which is not another index of its group of " + std::to_string(g->size()));
@@ -211,7 +214,8 @@ bool run(KernelCall &c, const catalogue::Broadcast &p) {
 bool run(KernelCall &c, const catalogue::Send &p) {
   const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needIn(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {n}) ||
+      !c.needIn(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Send;
@@ -225,7 +229,8 @@ bool run(KernelCall &c, const catalogue::Send &p) {
 bool run(KernelCall &c, const catalogue::Recv &p) {
   const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needOut(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {n}) ||
+      !c.needOut(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Recv;

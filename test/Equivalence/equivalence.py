@@ -44,7 +44,8 @@ usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--lay
                       [--factors LIST] [--full] [--mpirun 'mpirun --oversubscribe ...']
 A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]]], e.g.
 2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full, and may
-end with named fields: cp=N for context parallelism (shard { seq = cp }), e.g. 1,2,1,0,1,cp=2.
+end with named fields: cp=N for context parallelism (shard { seq = cp }) and context=ring for
+ring attention rather than all-gathered keys, e.g. 1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring.
 """
 import argparse
 import itertools
@@ -132,6 +133,7 @@ def parse_layout(spec):
     names = ["dp", "tp", "sp", "zero", "acc"]
     c = dict(zip(names, map(int, fields[:5])))
     c["cp"] = int(named.get("cp", 1))
+    c["context"] = named.get("context", "allgather")
     c["pp"] = int(fields[5]) if len(fields) > 5 else 1
     c["schedule"] = fields[6] if len(fields) > 6 else "1f1b"
     c["virtual"] = int(fields[7]) if len(fields) > 7 else 1
@@ -149,6 +151,8 @@ def parallel_section(c):
     lines = [f"mesh {{ {', '.join(axes)} }}", f"shard {{ {', '.join(shard)} }}"]
     if c["sp"]:
         lines.append("sequence_parallel = true")
+    if c.get("context", "allgather") != "allgather":
+        lines.append(f"context = {c['context']}")
     if c["zero"]:
         lines.append(f"zero = {c['zero']}")
     if pp > 1:
@@ -163,6 +167,8 @@ def name_of(c):
     name = f"dp{c['dp']}-tp{c['tp']}-sp{c['sp']}-zero{c['zero']}-acc{c['acc']}"
     if c.get("cp", 1) > 1:
         name += f"-cp{c['cp']}"
+        if c.get("context", "allgather") != "allgather":
+            name += f"-{c['context']}"
     if c.get("pp", 1) > 1:
         name += f"-pp{c['pp']}-{c['schedule']}"
         if c.get("virtual", 1) > 1:

@@ -138,8 +138,8 @@ void Sema::readSections() {
 void Sema::readParallel(const ast::Section &section) {
   ParallelConfig &cfg = program_.parallel;
   SettingGroup top(*this, section.settings, "parallel",
-                   {"mesh", "shard", "sequence_parallel", "zero", "pipeline", "recompute",
-                    "bucket", "overlap"});
+                   {"mesh", "shard", "sequence_parallel", "zero", "pipeline", "recompute", "bucket",
+                    "overlap", "context"});
   auto readBool = [&](const ast::Expr *e, Located<bool> &out, const char *what) {
     if (!e)
       return;
@@ -244,6 +244,9 @@ void Sema::readParallel(const ast::Section &section) {
   if (const ast::Expr *e = top.value("recompute"))
     if (auto w = readWord(*this, *e, "recompute mode", {"none", "selective", "full"}))
       cfg.recompute = {*w, e->loc};
+  if (const ast::Expr *e = top.value("context"))
+    if (auto w = readWord(*this, *e, "context parallel attention", {"allgather", "ring"}))
+      cfg.context = {*w, e->loc};
   if (const ast::Expr *e = top.value("bucket"))
     if (auto n = evalInt(*e, "bucket", 1))
       cfg.bucketBytes = {*n, e->loc};

@@ -245,6 +245,7 @@ private:
                                                                   : program_.train.accumulation)),
         b_.getNamedAttr("virtual_stages", b_.getI64IntegerAttr(p.virtualStages.value)),
         b_.getNamedAttr("recompute", b_.getStringAttr(p.recompute.value)),
+        b_.getNamedAttr("context", b_.getStringAttr(p.context.value)),
         b_.getNamedAttr("bucket_bytes", b_.getI64IntegerAttr(p.bucketBytes.value)),
         b_.getNamedAttr("overlap", b_.getBoolAttr(p.overlap.value))};
     if (!p.stageMap.value.empty()) {

@@ -11,6 +11,8 @@
 #include "Graph/GraphOps.h"
 #include "Plan/PlanDialect.h"
 
+#include "common/HeadTail.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -30,6 +32,11 @@ using namespace tessel;
 namespace {
 
 using Strides = SmallVector<int64_t>;
+
+/// The tags of ring attention's messages (keys, values, then their gradients). The cp ring's
+/// messages are the only ones between cp neighbours; the tags stay under the 16383 that every
+/// MPI carries (half of the guaranteed tag bound).
+constexpr int64_t kRingTag = 0x2500;
 
 NamedShape shapeOf(Value v) { return *graph::getNamedShape(v.getType()); }
 
@@ -203,6 +210,18 @@ private:
 
   /// Lowers the collectives of the upstream shard dialect.
   LogicalResult lowerCollective(Operation *op);
+  /// Ring attention (context = ring): attention whose keys and values hold this rank's
+  /// head-tail block, like its queries.
+  static bool isRingAttention(Operation *op);
+  LogicalResult lowerRingAttention(graph::AttentionOp op);
+  LogicalResult lowerRingAttentionGrad(graph::AttentionGradOp op);
+  /// The forward ring: the running output and log-sum-exp of `q` against every block of keys.
+  void ringForward(Operation *op, Value q, Value k, Value v, Value out, Value lse);
+  /// Sends `values` to the next rank of the cp ring and receives as many from the previous
+  /// one into fresh buffers, asynchronously: returns the buffers and the events to wait for.
+  std::pair<SmallVector<Value>, SmallVector<int64_t>> ringShift(Location loc, ValueRange values,
+                                                                int64_t tag);
+  SmallVector<NamedAttribute> ringParams(Operation *op, int64_t step);
   /// Before an op reads a value an asynchronous collective produces, waits for it.
   void waitFor(Operation *op);
 
@@ -392,6 +411,127 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
     pending_[out] = std::make_shared<Pending>(Pending{events_, {buffer(in), r}});
   }
   kernel(op->getLoc(), name, {buffer(in)}, {r}, params);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention
+//===----------------------------------------------------------------------===//
+
+bool Lowering::isRingAttention(Operation *op) {
+  if (!op->hasAttr("seq_over"))
+    return false;
+  NamedShape q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
+  return q[q.size() - 3].size == k[k.size() - 3].size;
+}
+
+SmallVector<NamedAttribute> Lowering::ringParams(Operation *op, int64_t step) {
+  NamedShape qs = shapeOf(op->getOperand(0)), ks = shapeOf(op->getOperand(1));
+  size_t r = qs.size();
+  SmallVector<NamedAttribute> params{
+      i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
+      i64("seq", qs[r - 3].size),
+      i64("heads", qs[r - 2].size),
+      i64("kv_heads", ks[r - 2].size),
+      i64("head", qs[r - 1].size),
+      i64("causal", op->hasAttr("causal")),
+      f64("scale", op->getAttrOfType<FloatAttr>("scale").getValueAsDouble()),
+      str("group", op->getAttrOfType<StringAttr>("seq_over").getValue()),
+      i64("step", step)};
+  if (auto heads = op->getAttrOfType<StringAttr>("heads_over"))
+    params.push_back(str("head_group", heads.getValue()));
+  return params;
+}
+
+std::pair<SmallVector<Value>, SmallVector<int64_t>>
+Lowering::ringShift(Location loc, ValueRange values, int64_t tag) {
+  StringRef group = headtail::kAxis.data();
+  SmallVector<Value> received;
+  SmallVector<int64_t> events;
+  for (auto [i, v] : llvm::enumerate(values)) {
+    auto type = cast<MemRefType>(v.getType());
+    int64_t n = type.getNumElements();
+    kernel(loc, "send", {v}, {},
+           {str("group", group), i64("peer", 1), i64("relative", 1), i64("tag", tag + i),
+            i64("n", n), i64("event", ++events_)});
+    events.push_back(events_);
+    Value next = plan::AllocOp::create(b_, loc, type, IntegerAttr());
+    kernel(loc, "recv", {}, {next},
+           {str("group", group), i64("peer", -1), i64("relative", 1), i64("tag", tag + i),
+            i64("n", n), i64("event", ++events_)});
+    events.push_back(events_);
+    received.push_back(next);
+  }
+  return {received, events};
+}
+
+void Lowering::ringForward(Operation *op, Value q, Value k, Value v, Value out, Value lse) {
+  Location loc = op->getLoc();
+  int64_t ways = mesh_.size(headtail::kAxis);
+  Value kc = k, vc = v;
+  for (int64_t step = 0; step < ways; ++step) {
+    // The next block travels while this one is computed.
+    SmallVector<Value> next;
+    SmallVector<int64_t> events;
+    if (step + 1 < ways)
+      std::tie(next, events) = ringShift(loc, {kc, vc}, kRingTag);
+    kernel(loc, "attention_block", {q, kc, vc}, {out, lse}, ringParams(op, step));
+    for (int64_t e : events)
+      kernel(loc, "wait", {kc, vc, next[0], next[1]}, {}, {i64("event", e)});
+    if (!next.empty())
+      kc = next[0], vc = next[1];
+  }
+}
+
+LogicalResult Lowering::lowerRingAttention(graph::AttentionOp op) {
+  Location loc = op.getLoc();
+  NamedShape qs = shapeOf(op.getQuery());
+  Type element = cast<RankedTensorType>(op.getType()).getElementType();
+  Value lse = plan::AllocOp::create(
+      b_, loc, MemRefType::get({numElements(qs) / qs.back().size}, element), IntegerAttr());
+  ringForward(op, buffer(op.getQuery()), buffer(op.getKey()), buffer(op.getValue()),
+              define(op.getResult()), lse);
+  return success();
+}
+
+LogicalResult Lowering::lowerRingAttentionGrad(graph::AttentionGradOp op) {
+  // The forward ring again, for each query's output and log-sum-exp over every key (the
+  // per-rank attention keeps neither), then the backward ring: the key and value blocks travel
+  // with the gradients every rank adds into them, and after the last step one more hop takes
+  // each block's gradients home.
+  Location loc = op.getLoc();
+  NamedShape qs = shapeOf(op.getQuery());
+  Type element = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
+  Value q = buffer(op.getQuery()), dout = buffer(op.getGrad());
+  Value out = alloc(op.getQuery().getType(), loc);
+  Value lse = plan::AllocOp::create(
+      b_, loc, MemRefType::get({numElements(qs) / qs.back().size}, element), IntegerAttr());
+  ringForward(op, q, buffer(op.getKey()), buffer(op.getValue()), out, lse);
+  int64_t ways = mesh_.size(headtail::kAxis);
+  Value dq = define(op.getQueryGrad());
+  Value kc = buffer(op.getKey()), vc = buffer(op.getValue());
+  Value dk = alloc(op.getKeyGrad().getType(), loc), dv = alloc(op.getValueGrad().getType(), loc);
+  for (int64_t step = 0; step < ways; ++step) {
+    SmallVector<Value> next;
+    SmallVector<int64_t> events;
+    if (step + 1 < ways)
+      std::tie(next, events) = ringShift(loc, {kc, vc}, kRingTag);
+    kernel(loc, "attention_block_grad", {q, kc, vc, dout, out, lse}, {dq, dk, dv},
+           ringParams(op, step));
+    auto [grads, gradEvents] = ringShift(loc, {dk, dv}, kRingTag + 2);
+    events.append(gradEvents);
+    SmallVector<Value> live = {kc, vc, dk, dv};
+    live.append(next);
+    live.append(grads);
+    for (int64_t e : events)
+      kernel(loc, "wait", live, {}, {i64("event", e)});
+    if (!next.empty())
+      kc = next[0], vc = next[1];
+    dk = grads[0], dv = grads[1];
+  }
+  // After the last hop these are this rank's own blocks' gradients.
+  buffers_[op.getKeyGrad()] = dk;
+  buffers_[op.getValueGrad()] = dv;
   return success();
 }
 
@@ -830,6 +970,8 @@ LogicalResult Lowering::lower(Operation *op) {
                               o->getOperands(), rowIns, o->getResults(), {grad}, params);
       })
       .Case([&](graph::AttentionOp o) {
+        if (isRingAttention(o))
+          return lowerRingAttention(o);
         Value r = define(o.getResult());
         kernel(
             loc, "attention", {buffer(o.getQuery()), buffer(o.getKey()), buffer(o.getValue())}, {r},
@@ -838,6 +980,8 @@ LogicalResult Lowering::lower(Operation *op) {
         return success();
       })
       .Case([&](graph::AttentionGradOp o) {
+        if (isRingAttention(o))
+          return lowerRingAttentionGrad(o);
         Value dq = define(o.getQueryGrad()), dk = define(o.getKeyGrad()),
               dv = define(o.getValueGrad());
         kernel(
