@@ -484,6 +484,9 @@ void Lowering::ringForward(Operation *op, Value q, Value k, Value v, Value out, 
 }
 
 LogicalResult Lowering::lowerRingAttention(graph::AttentionOp op) {
+  if (op.getWindow())
+    return op.emitOpError("with a sliding window cannot run as ring attention; use "
+                          "context = allgather");
   Location loc = op.getLoc();
   NamedShape qs = shapeOf(op.getQuery());
   Type element = cast<RankedTensorType>(op.getType()).getElementType();
@@ -499,6 +502,9 @@ LogicalResult Lowering::lowerRingAttentionGrad(graph::AttentionGradOp op) {
   // per-rank attention keeps neither), then the backward ring: the key and value blocks travel
   // with the gradients every rank adds into them, and after the last step one more hop takes
   // each block's gradients home.
+  if (op.getWindow())
+    return op.emitOpError("with a sliding window cannot run as ring attention; use "
+                          "context = allgather");
   Location loc = op.getLoc();
   NamedShape qs = shapeOf(op.getQuery());
   Type element = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
