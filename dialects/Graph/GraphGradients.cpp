@@ -310,7 +310,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(RopeOp::create(b, getLoc(), getType(), dy[0], getThetaAttr(),
-                              getInverse() ? UnitAttr() : b.getUnitAttr()));
+                              getInverse() ? UnitAttr() : b.getUnitAttr(), getSeqOverAttr()));
   return success();
 }
 

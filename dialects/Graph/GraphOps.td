@@ -407,19 +407,25 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
 }
 
 def Graph_RopeOp : Graph_Op<"rope",
-    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Rotary position embedding on [..., seq, heads, head]";
   let description = [{
     Feature i < head/2 pairs with i + head/2 and turns by pos * theta^(-2i/head).
-    `inverse` turns the other way: a rotation's gradient is its inverse.
+    `inverse` turns the other way: a rotation's gradient is its inverse. With `seq_over` A
+    (context parallelism, set by the partition pass) the input holds this rank's head-tail
+    block of the sequence over axis A, and each position turns by its place in the whole.
 
     ```mlir
     %r = graph.rope %q theta 1.000000e+04 : tensor<8x64x8x16xf32, #graph.dims<batch, seq, heads, head>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $input `theta` $theta (`inverse` $inverse^)? (`seq_over` $seq_over^)? attr-dict `:`
+    type($result)
+  }];
   let hasVerifier = 1;
 }
 

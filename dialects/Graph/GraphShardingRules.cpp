@@ -452,12 +452,30 @@ LogicalResult AttentionGradOp::partition(Partitioner &p, ArrayRef<Value> operand
   return partitionAttention(*this, p, operands, rule, results);
 }
 
-// Rotation angles depend on the position in the whole sequence.
+// Rotation angles depend on the position in the whole sequence: the sequence stays whole,
+// except under context parallelism, where each rank turns its head-tail block by the
+// positions it holds (`seq_over`).
 LogicalResult RopeOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                     ShardingRule &rule) {
   NamedShape x = shapeOf(getInput());
   size_t r = x.size();
-  return solveAll(*this, mesh, operands, rule, {x[r - 3].name, x[r - 1].name});
+  if (failed(solveAll(*this, mesh, operands, rule, {x[r - 3].name, x[r - 1].name})))
+    return failure();
+  std::string cp(headtail::kAxis);
+  if (mesh.size(cp) > 1 && mesh.ruleFor(x[r - 3].name) == cp &&
+      x[r - 3].size % (2 * mesh.size(cp)) == 0)
+    rule.operands[0].axes[r - 3] = rule.results[0].axes[r - 3] = cp;
+  return success();
+}
+
+LogicalResult RopeOp::partition(Partitioner &p, ArrayRef<Value> operands, const ShardingRule &rule,
+                                SmallVectorImpl<Value> &results) {
+  if (failed(partitionByCloning(*this, p, operands, rule, results)))
+    return failure();
+  size_t r = shapeOf(getInput()).size();
+  if (const std::string &axis = rule.operands[0].axes[r - 3]; !axis.empty())
+    setAttrOn(results, "seq_over", p.builder().getStringAttr(axis));
+  return success();
 }
 
 LogicalResult SplitOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,

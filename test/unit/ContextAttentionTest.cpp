@@ -173,3 +173,27 @@ TEST(ContextAttention, RingStepsMatchWholeAttention) {
 }
 
 } // namespace
+
+namespace {
+
+// Rope on a rank's head-tail block turns each position as rope on the whole sequence does.
+TEST(ContextAttention, RopeOnHeadTailBlock) {
+  const int64_t batch = 2, seq = 12, heads = 3, head = 8, width = heads * head;
+  const Floats x = randomFloats(batch * seq * width, -1, 1, 990);
+  for (bool inverse : {false, true})
+    for (int64_t ways : {2, 3}) {
+      Floats whole(x.size());
+      rope(batch, seq, heads, head, 10000.0f, inverse, x.data(), whole.data());
+      const int64_t local = seq / ways;
+      for (int64_t r = 0; r < ways; ++r) {
+        Floats block = blockOf(x, batch, seq, width, r, ways), out(block.size());
+        rope(batch, local, heads, head, 10000.0f, inverse, block.data(), out.data(),
+             tessel::headtail::chunkOf(r, ways, 0) * (local / 2),
+             tessel::headtail::chunkOf(r, ways, 1) * (local / 2));
+        expectNear(out, blockOf(whole, batch, seq, width, r, ways),
+                   "rope ways " + std::to_string(ways) + " rank " + std::to_string(r));
+      }
+    }
+}
+
+} // namespace

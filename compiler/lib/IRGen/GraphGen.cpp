@@ -210,7 +210,8 @@ private:
                                           : IntegerAttr(),
           /*heads_over=*/StringAttr(), /*seq_over=*/StringAttr());
     if (n == "rope")
-      return RopeOp::create(b_, loc, type, in[0], f64("theta"));
+      return RopeOp::create(b_, loc, type, in[0], f64("theta"), /*inverse=*/UnitAttr(),
+                            /*seq_over=*/StringAttr());
     if (n == "split")
       return SplitOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"));
     if (n == "merge")

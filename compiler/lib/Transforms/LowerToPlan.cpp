@@ -1002,10 +1002,16 @@ LogicalResult Lowering::lower(Operation *op) {
         NamedShape s = shapeOf(o.getInput());
         size_t r = s.size();
         Value y = define(o.getResult());
-        kernel(loc, "rope", {buffer(o.getInput())}, {y},
-               {i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
-                i64("seq", s[r - 3].size), i64("heads", s[r - 2].size), i64("head", s[r - 1].size),
-                f64("theta", o.getTheta().convertToDouble()), i64("inverse", o.getInverse())});
+        SmallVector<NamedAttribute> params = {
+            i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
+            i64("seq", s[r - 3].size),
+            i64("heads", s[r - 2].size),
+            i64("head", s[r - 1].size),
+            f64("theta", o.getTheta().convertToDouble()),
+            i64("inverse", o.getInverse())};
+        if (std::optional<StringRef> group = o.getSeqOver())
+          params.push_back(str("seq_group", *group));
+        kernel(loc, "rope", {buffer(o.getInput())}, {y}, params);
         return success();
       })
       .Case([&](graph::AccumulateGradOp o) {

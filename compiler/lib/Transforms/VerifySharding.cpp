@@ -230,7 +230,7 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
   // Attention under context parallelism reads its rank's block of the queries' sequence
   // against every key: keys and values (and their gradients) are held whole, and checked
   // apart from the queries.
-  bool wholeKeys = op->hasAttr("seq_over");
+  bool wholeKeys = isa<AttentionOp, AttentionGradOp>(op) && op->hasAttr("seq_over");
   auto isKeySide = [&](size_t i) { return wholeKeys && (i == 1 || i == 2); };
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (!isKeySide(i) && failed(check(v, ins[i], "operand", i)))

@@ -662,9 +662,22 @@ bool run(KernelCall &c, const catalogue::Rope &p) {
   int64_t n = batch * seq * heads * head;
   if (head % 2 != 0 || n <= 0)
     return c.fail("needs positive sizes and an even head size");
+  // Under a sequence group the positions here are a head-tail block of the whole.
+  int64_t headStart = -1, tailStart = -1;
+  if (p.seq_group) {
+    int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
+    if (!c.error.empty())
+      return false;
+    if (ways > 1 && seq % 2 != 0)
+      return c.fail("splits its positions head-tail into an odd block");
+    if (ways > 1) {
+      headStart = headtail::chunkOf(index, ways, 0) * (seq / 2);
+      tailStart = headtail::chunkOf(index, ways, 1) * (seq / 2);
+    }
+  }
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0));
+  cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0), headStart, tailStart);
   return true;
 }
 
