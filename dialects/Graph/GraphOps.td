@@ -380,6 +380,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
     query head h of the block is head `index(A) * heads + h` of the whole and reads kv head
     `(index(A) * heads + h) / (heads * size(A) / kv_heads)`.
 
+    With `seq_over` A (set by the partition pass under context parallelism, A being `cp`),
+    `q` and the result hold this rank's head-tail block of the sequence (chunks `index(A)` and
+    `2 * size(A) - 1 - index(A)` of its 2 * size(A) chunks) and `k`, `v` the whole sequence:
+    the causal mask compares the queries' places in the whole sequence with the keys'.
+
     ```mlir
     %a = graph.attention %q, %k, %v causal scale 1.767767e-01
         : (tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>,
@@ -390,29 +395,37 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
-                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over);
+                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over,
+                       OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)?
-    (`heads_over` $heads_over^)? `scale` $scale attr-dict `:` functional-type(operands, results)
+    (`heads_over` $heads_over^)? (`seq_over` $seq_over^)? `scale` $scale attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
 
 def Graph_RopeOp : Graph_Op<"rope",
-    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Rotary position embedding on [..., seq, heads, head]";
   let description = [{
     Feature i < head/2 pairs with i + head/2 and turns by pos * theta^(-2i/head).
-    `inverse` turns the other way: a rotation's gradient is its inverse.
+    `inverse` turns the other way: a rotation's gradient is its inverse. With `seq_over` A
+    (context parallelism, set by the partition pass) the input holds this rank's head-tail
+    block of the sequence over axis A, and each position turns by its place in the whole.
 
     ```mlir
     %r = graph.rope %q theta 1.000000e+04 : tensor<8x64x8x16xf32, #graph.dims<batch, seq, heads, head>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $input `theta` $theta (`inverse` $inverse^)? (`seq_over` $seq_over^)? attr-dict `:`
+    type($result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -11,6 +11,8 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#include "common/HeadTail.h"
+
 #include <cmath>
 #include <map>
 #include <optional>
@@ -238,7 +240,7 @@ bool run(KernelCall &c, const catalogue::Dropout &p) {
                   std::to_string(shape.size()));
   if (batchDim < -1 || batchDim >= static_cast<int64_t>(shape.size()) || microBatches < 1)
     return c.fail("batch_dim must name a dim (or be -1) and micro_batches be positive");
-  std::vector<int64_t> offset(shape.size(), 0), whole(shape);
+  std::vector<int64_t> offset(shape.size(), 0), tail(shape.size(), -1), whole(shape);
   int64_t n = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] <= 0)
@@ -251,6 +253,12 @@ bool run(KernelCall &c, const catalogue::Dropout &p) {
       return false;
     offset[d] = index * shape[d];
     whole[d] = size * shape[d];
+    if (headtail::isHeadTail(names[d]) && size > 1) {
+      if (shape[d] % 2 != 0)
+        return c.fail("splits dim " + std::to_string(d) + " head-tail into an odd block");
+      offset[d] = headtail::chunkOf(index, size, 0) * (shape[d] / 2);
+      tail[d] = headtail::chunkOf(index, size, 1) * (shape[d] / 2);
+    }
   }
   if (!c.needIn(0, n) || !c.needOut(0, n))
     return false;
@@ -265,7 +273,8 @@ bool run(KernelCall &c, const catalogue::Dropout &p) {
   // One mask per (seed, step, dropout op): the backward pass reproduces it.
   uint64_t seed = c.ctx->seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(c.ctx->step) << 20 ^
                   static_cast<uint64_t>(mask);
-  cpu::dropoutBlock(shape, offset, whole, static_cast<float>(rate), seed, c.fin(0), c.fout(0));
+  cpu::dropoutBlock(shape, offset, tail, whole, static_cast<float>(rate), seed, c.fin(0),
+                    c.fout(0));
   return true;
 }
 
@@ -546,8 +555,23 @@ template <class P> bool attentionArgs(KernelCall &c, const P &p, cpu::AttentionA
     return false;
   if (a.window < 0 || (a.window > 0 && !a.causal))
     return c.fail("has a sliding window that is negative or without the causal mask");
+  // Under a sequence group the queries are this rank's head and tail chunks of the keys'
+  // whole sequence.
+  int64_t wholeSeq = a.seq;
+  if (p.seq_group) {
+    int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
+    if (!c.error.empty())
+      return false;
+    if (ways > 1) {
+      if (a.seq % 2 != 0)
+        return c.fail("splits its queries head-tail into an odd block");
+      wholeSeq = a.seq * ways;
+      a.headStart = headtail::chunkOf(index, ways, 0) * (a.seq / 2);
+      a.tailStart = headtail::chunkOf(index, ways, 1) * (a.seq / 2);
+    }
+  }
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
-      wholeHeads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
+      wholeHeads % a.kvHeads != 0 || ((a.causal || a.headStart >= 0) && a.kvSeq != wholeSeq))
     return c.fail("has inconsistent attention sizes");
   a.group = wholeHeads / a.kvHeads;
   return true;
@@ -576,6 +600,62 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
   return true;
 }
 
+/// The sizes of a ring attention step and the places of its query and key blocks.
+template <class P> bool ringBlockArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
+  cpu::AttentionArgs &a = r.attention;
+  a.batch = p.batch;
+  a.seq = a.kvSeq = p.seq;
+  a.heads = p.heads;
+  a.kvHeads = p.kv_heads;
+  a.head = p.head;
+  a.causal = p.causal != 0;
+  a.scale = static_cast<float>(p.scale);
+  int64_t wholeHeads = a.heads, step = p.step;
+  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
+    return false;
+  r.ways = c.groupSize(p.group);
+  r.queryIndex = c.groupIndex(p.group);
+  if (!c.error.empty())
+    return false;
+  if (a.batch <= 0 || a.seq <= 0 || a.seq % 2 != 0 || a.heads <= 0 || a.kvHeads <= 0 ||
+      a.head <= 0 || wholeHeads % a.kvHeads != 0)
+    return c.fail("has inconsistent attention sizes (the block of the sequence must be even)");
+  if (step < 0 || step >= r.ways)
+    return c.fail("has step " + std::to_string(step) + " outside its ring of " +
+                  std::to_string(r.ways));
+  a.group = wholeHeads / a.kvHeads;
+  r.keyIndex = (r.queryIndex - step + r.ways) % r.ways;
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
+  cpu::RingBlockArgs r;
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  const cpu::AttentionArgs &a = r.attention;
+  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
+      !c.needOut(1, q / a.head) || c.validating)
+    return c.error.empty();
+  cpu::attentionBlock(r, c.fin(0), c.fin(1), c.fin(2), p.step == 0, c.fout(0), c.fout(1));
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
+  cpu::RingBlockArgs r;
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  const cpu::AttentionArgs &a = r.attention;
+  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
+      !c.needIn(4, q) || !c.needIn(5, q / a.head) || !c.needOut(0, q) || !c.needOut(1, kv) ||
+      !c.needOut(2, kv) || c.validating)
+    return c.error.empty();
+  cpu::attentionBlockGrad(r, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4), c.fin(5),
+                          p.step == 0, c.fout(0), c.fout(1), c.fout(2));
+  return true;
+}
+
 bool run(KernelCall &c, const catalogue::Rope &p) {
   int64_t batch = p.batch, seq = p.seq, heads = p.heads, head = p.head;
   float theta = static_cast<float>(p.theta);
@@ -583,9 +663,22 @@ bool run(KernelCall &c, const catalogue::Rope &p) {
   int64_t n = batch * seq * heads * head;
   if (head % 2 != 0 || n <= 0)
     return c.fail("needs positive sizes and an even head size");
+  // Under a sequence group the positions here are a head-tail block of the whole.
+  int64_t headStart = -1, tailStart = -1;
+  if (p.seq_group) {
+    int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
+    if (!c.error.empty())
+      return false;
+    if (ways > 1 && seq % 2 != 0)
+      return c.fail("splits its positions head-tail into an odd block");
+    if (ways > 1) {
+      headStart = headtail::chunkOf(index, ways, 0) * (seq / 2);
+      tailStart = headtail::chunkOf(index, ways, 1) * (seq / 2);
+    }
+  }
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0));
+  cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0), headStart, tailStart);
   return true;
 }
 
@@ -661,12 +754,30 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
   const int64_t ways = g->size();
   if (!c.needIn(0, outer * ways * chunk) || !c.needOut(0, outer * chunk) || c.validating)
     return c.error.empty();
-  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
   cpu::Shape shape;
+  cpu::Strides x;
+  if (headtail::isHeadTail(p.group) && ways > 1) {
+    // A head-tail dim: y[o, h, :] = chunk headtail::chunkOf(me, ways, h) of x[o], for the
+    // head (h = 0) and the tail (h = 1) halves of this rank's block.
+    if (chunk % 2 != 0)
+      return c.fail("splits a dim head-tail but its chunk of " + std::to_string(chunk) +
+                    " elements is odd");
+    const int64_t half = chunk / 2, me = g->index;
+    const int64_t head = headtail::chunkOf(me, ways, 0), tail = headtail::chunkOf(me, ways, 1);
+    shape.rank = 3;
+    shape.size[0] = outer;
+    shape.size[1] = 2;
+    shape.size[2] = half;
+    x.stride[0] = ways * chunk;
+    x.stride[1] = (tail - head) * half;
+    x.stride[2] = 1;
+    cpu::stridedCopy(shape, c.fin(0) + head * half, x, c.fout(0));
+    return true;
+  }
+  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
   shape.rank = 2;
   shape.size[0] = outer;
   shape.size[1] = chunk;
-  cpu::Strides x;
   x.stride[0] = ways * chunk;
   x.stride[1] = 1;
   cpu::stridedCopy(shape, c.fin(0) + static_cast<int64_t>(g->index) * chunk, x, c.fout(0));
