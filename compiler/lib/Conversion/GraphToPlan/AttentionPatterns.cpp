@@ -18,23 +18,32 @@ using namespace tessel::plan_lowering;
 
 namespace {
 
-/// The parameters the attention and attention_grad kernels share.
-template <typename OpTy> SmallVector<NamedAttribute> attentionParams(OpTy op, PlanEmitter &emit) {
+/// The sizes and options every attention kernel takes (attention, attention_grad and the
+/// ring's blocks): q, k, v as [..., seq, heads, head], leading dims folded into a batch.
+template <typename OpTy>
+SmallVector<NamedAttribute> commonAttentionParams(OpTy op, PlanEmitter &emit) {
   NamedShape qs = shapeOf(op.getQuery()), ks = shapeOf(op.getKey());
   size_t r = qs.size();
   SmallVector<NamedAttribute> params{
       emit.i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
       emit.i64("seq", qs[r - 3].size),
       emit.i64("heads", qs[r - 2].size),
-      emit.i64("kv_seq", ks[r - 3].size),
       emit.i64("kv_heads", ks[r - 2].size),
       emit.i64("head", qs[r - 1].size),
       emit.i64("causal", op.getCausal()),
       emit.f64("scale", op.getScale().convertToDouble())};
-  if (std::optional<uint64_t> window = op.getWindow())
-    params.push_back(emit.i64("window", static_cast<int64_t>(*window)));
   if (std::optional<StringRef> headsOver = op.getHeadsOver())
     params.push_back(emit.str("head_group", *headsOver));
+  return params;
+}
+
+/// The parameters of the attention and attention_grad kernels.
+template <typename OpTy> SmallVector<NamedAttribute> attentionParams(OpTy op, PlanEmitter &emit) {
+  SmallVector<NamedAttribute> params = commonAttentionParams(op, emit);
+  NamedShape ks = shapeOf(op.getKey());
+  params.push_back(emit.i64("kv_seq", ks[ks.size() - 3].size));
+  if (std::optional<uint64_t> window = op.getWindow())
+    params.push_back(emit.i64("window", static_cast<int64_t>(*window)));
   if (std::optional<StringRef> seqOver = op.getSeqOver())
     params.push_back(emit.str("seq_group", *seqOver));
   return params;
@@ -58,22 +67,12 @@ template <typename OpTy> bool isRingAttention(OpTy op) {
   return q[q.size() - 3].size == k[k.size() - 3].size;
 }
 
+/// The parameters of a ring step's attention_block(_grad).
 template <typename OpTy>
 SmallVector<NamedAttribute> ringParams(OpTy op, PlanEmitter &emit, int64_t step) {
-  NamedShape qs = shapeOf(op.getQuery()), ks = shapeOf(op.getKey());
-  size_t r = qs.size();
-  SmallVector<NamedAttribute> params{
-      emit.i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
-      emit.i64("seq", qs[r - 3].size),
-      emit.i64("heads", qs[r - 2].size),
-      emit.i64("kv_heads", ks[r - 2].size),
-      emit.i64("head", qs[r - 1].size),
-      emit.i64("causal", op.getCausal()),
-      emit.f64("scale", op.getScale().convertToDouble()),
-      emit.str("group", *op.getSeqOver()),
-      emit.i64("step", step)};
-  if (std::optional<StringRef> headsOver = op.getHeadsOver())
-    params.push_back(emit.str("head_group", *headsOver));
+  SmallVector<NamedAttribute> params = commonAttentionParams(op, emit);
+  params.push_back(emit.str("group", *op.getSeqOver()));
+  params.push_back(emit.i64("step", step));
   return params;
 }
 
