@@ -20,14 +20,20 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace tessel::cuda {
 
 // The shapes, strides and operation kinds are the CPU backend's.
+using cpu::AttentionArgs;
 using cpu::BinaryKind;
+using cpu::FusedStep;
+using cpu::GemmArgs;
 using cpu::kMaxRank;
 using cpu::Shape;
 using cpu::Strides;
@@ -130,6 +136,141 @@ struct AdamWArgs {
 /// One AdamW step over n elements, as cpu::adamw.
 cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
                   float *v, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Matrix products through cuBLASLt (Gemm.cu)
+//===----------------------------------------------------------------------===//
+
+/// What a product runs with: the cuBLASLt handle and a workspace that only the products of
+/// one stream use (cuBLASLt's workspace must not be shared by concurrent products). The
+/// device owns both (created once).
+struct BlasContext {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// Lets f32 products multiply in TF32 (about 10 bits of mantissa, much faster on tensor
+  /// cores). Off by default, so that f32 results stay comparable with the CPU backend's.
+  bool allowTf32 = false;
+};
+
+/// The cuBLASLt workspace a stream's products are given: 32 MiB, what NVIDIA recommends on
+/// Hopper (smaller workspaces rule out some of the fastest algorithms there).
+constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
+
+/// C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for b < args.batch, row-major as cpu::gemm
+/// (GemmArgs: lda/ldb/ldc are row strides, batch b's matrices start at A + b * strideA, a
+/// stride of 0 reuses one matrix; with strideC == 0 every batch writes the same C, in order).
+/// f32 in and out, f32 accumulation. Returns cuBLASLt's status (CUBLAS_STATUS_INVALID_VALUE
+/// for sizes that do not fit cuBLASLt's 32-bit dims or a batch that is not positive).
+cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
+                    float *c, cudaStream_t stream);
+/// The same with bf16 A and B and an f32 C, accumulated in f32: the product of mixed precision
+/// (bf16 compute with f32 results). Not called by any plan yet.
+cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
+                        const __nv_bfloat16 *b, float *c, cudaStream_t stream);
+
+/// Converts n floats to bf16 (round to nearest even), for the bf16 products' operands.
+cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Embedding (Embedding.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::embeddingRows: out[i, :] = table[ids[i] - first, :] where that row is one of the
+/// table's `rows` here, a zero row where it is another rank's. An id outside [0, vocab) is
+/// recorded in `idError` and gives a zero row.
+cudaError_t embedding(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                      const float *table, const int32_t *ids, float *out, IdError *idError,
+                      cudaStream_t stream);
+/// Bytes of workspace embeddingGrad needs for n ids and `rows` rows.
+size_t embeddingGradWorkspace(int64_t n, int64_t rows);
+/// As cpu::embeddingGradRows: dtable = 0, then each row of the table here gets the sum of the
+/// dout rows of its ids, added in increasing i in f64 (the CPU's order and precision, so the
+/// bits are the CPU's). The positions are grouped by row with a stable radix sort; ids of
+/// other ranks' rows are skipped, ids outside [0, vocab) recorded in `idError` and skipped.
+cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                          const float *dout, const int32_t *ids, float *dtable, void *workspace,
+                          size_t workspaceBytes, IdError *idError, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Rotary embedding (Rope.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::rope: [batch, seq, heads, head] in the rotate-half layout; the angles' cosines and
+/// sines computed in f64 and rounded once, as the CPU does. `inverse` turns back.
+cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
+                 const float *x, float *y, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Attention (Attention.cu)
+//===----------------------------------------------------------------------===//
+
+/// The largest head size the attention kernels take.
+constexpr int64_t kMaxAttentionHead = 128;
+
+/// As cpu::attention (the same AttentionArgs: causal, sliding window, GQA, a block of query
+/// heads): a FlashAttention-2 style kernel in f32, one block per (batch, head, 32 queries),
+/// over tiles of 32 keys with an online softmax; the probabilities are never stored.
+cudaError_t attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                      float *out, cudaStream_t stream);
+/// Floats of workspace attentionGrad needs: the recomputed output and, per query row, its
+/// log-sum-exp and sum(dout * out).
+int64_t attentionGradWorkspace(const AttentionArgs &args);
+/// As cpu::attentionGrad: recomputes the forward pass (output and log-sum-exp), then dk and dv
+/// one block per (batch, kv head, 32 keys) over the query heads that read the kv head, and dq
+/// one block per (batch, head, 32 queries): no atomics, so the result is the same every run.
+cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                          const float *dout, float *dq, float *dk, float *dv, float *workspace,
+                          cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Reductions, buckets, dropout (Reduce.cu, Dropout.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::reduceSum: out[i . so] = scale * the sum of x over the dims where `so` is 0, each
+/// output summing its inputs in increasing index order in f64 (the CPU's order and precision).
+cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, float scale,
+                      float *out, cudaStream_t stream);
+
+/// As cpu::pack, one launch per input.
+cudaError_t pack(int64_t count, const float *const *inputs, const int64_t *outers,
+                 const int64_t *chunks, int64_t ways, float *y, cudaStream_t stream);
+
+/// As cpu::dropoutBlock (the same counter-based generator, so the same mask as the CPU).
+/// Shapes of at most kMaxRank dims.
+cudaError_t dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
+                         const std::vector<int64_t> &wholeShape, float rate, uint64_t seed,
+                         const float *x, float *y, cudaStream_t stream);
+
+/// Doubles of workspace sumOfSquares needs for `inputs` inputs.
+int64_t sumOfSquaresWorkspace(int64_t inputs);
+/// out[0] = the sum of squares of every element of every input (its square root with
+/// `root`): each input's in f64 over a fixed grid, then the inputs' sums in input order.
+cudaError_t sumOfSquares(int64_t count, const float *const *inputs, const int64_t *sizes, bool root,
+                         float *out, double *workspace, cudaStream_t stream);
+/// *flag = 1 if any element of x (n elements) is not finite; the flag is only ever set.
+cudaError_t findNonFinite(int64_t n, const float *x, int *flag, cudaStream_t stream);
+/// c[0] = min(1, max / (norm[0] + 1e-6)) in f32, as the CPU's clip_coefficient.
+cudaError_t clipCoefficient(const float *norm, float max, float *c, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Fused elementwise (FusedElementwise.cu)
+//===----------------------------------------------------------------------===//
+
+/// The most steps, inputs and outputs a fused body may have on the GPU (a kernel parameter
+/// holds the whole program).
+constexpr int kMaxFusedSteps = 48;
+constexpr int kMaxFusedInputs = 12;
+constexpr int kMaxFusedOutputs = 6;
+
+/// As cpu::fusedElementwise: each element runs the steps in order, each as its unfused kernel
+/// computes (the same device functions), so the values are those of the unfused CUDA kernels.
+/// The body is interpreted per element (no code generated at load yet).
+cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &steps,
+                             const std::vector<const float *> &inputs,
+                             const std::vector<Strides> &inStrides,
+                             const std::vector<float *> &outputs,
+                             const std::vector<int32_t> &outSteps, cudaStream_t stream);
 
 } // namespace tessel::cuda
 

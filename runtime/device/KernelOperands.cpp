@@ -2,6 +2,8 @@
 
 #include "runtime/device/KernelOperands.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace tessel::rt {
@@ -41,6 +43,124 @@ bool toStrides(KernelCall &c, const std::vector<int64_t> &in, size_t rank, cpu::
     if (in[i] < 0)
       return c.fail("has a negative stride");
     out.stride[i] = in[i];
+  }
+  return true;
+}
+
+double scheduledLearningRate(const catalogue::LearningRate &p, int64_t step) {
+  using catalogue::LrSchedule;
+  const double lr = p.lr, minLr = p.min_lr;
+  if (p.schedule == LrSchedule::Constant)
+    return lr;
+  const double s = static_cast<double>(step);
+  if (p.warmup > 0 && s <= static_cast<double>(p.warmup))
+    return lr * s / static_cast<double>(p.warmup);
+  const double span = static_cast<double>(std::max<int64_t>(p.steps - p.warmup, 1));
+  const double done = std::min(1.0, (s - static_cast<double>(p.warmup)) / span);
+  return p.schedule == LrSchedule::Cosine
+             ? minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * done))
+             : lr + (minLr - lr) * done;
+}
+
+bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &first,
+                int64_t &whole) {
+  first = 0;
+  whole = size;
+  if (!name)
+    return true;
+  const CommGroup *g = c.group(*name);
+  if (!g)
+    return false;
+  first = static_cast<int64_t>(g->index) * size;
+  whole = size * g->size();
+  return true;
+}
+
+namespace {
+
+template <class P> bool attentionArgsOf(KernelCall &c, const P &p, cpu::AttentionArgs &a) {
+  a.batch = p.batch;
+  a.seq = p.seq;
+  a.heads = p.heads;
+  a.kvSeq = p.kv_seq;
+  a.kvHeads = p.kv_heads;
+  a.head = p.head;
+  a.causal = p.causal != 0;
+  a.scale = static_cast<float>(p.scale);
+  a.window = p.window.value_or(0);
+  // Under a head group this rank holds a block of the query heads and every kv head.
+  int64_t wholeHeads = a.heads;
+  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
+    return false;
+  if (!c.error.empty())
+    return false;
+  if (a.window < 0 || (a.window > 0 && !a.causal))
+    return c.fail("has a sliding window that is negative or without the causal mask");
+  if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
+      wholeHeads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
+    return c.fail("has inconsistent attention sizes");
+  a.group = wholeHeads / a.kvHeads;
+  return true;
+}
+
+} // namespace
+
+bool attentionArgs(KernelCall &c, const catalogue::Attention &p, cpu::AttentionArgs &a) {
+  return attentionArgsOf(c, p, a);
+}
+bool attentionArgs(KernelCall &c, const catalogue::AttentionGrad &p, cpu::AttentionArgs &a) {
+  return attentionArgsOf(c, p, a);
+}
+
+uint64_t dropoutSeed(const KernelCall &c, int64_t mask) {
+  return c.ctx->seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(c.ctx->step) << 20 ^
+         static_cast<uint64_t>(mask);
+}
+
+bool dropoutBlock(KernelCall &c, const catalogue::Dropout &p, std::vector<int64_t> &offset,
+                  std::vector<int64_t> &whole, int64_t &n) {
+  const std::vector<int64_t> &shape = p.shape;
+  const std::string &groups = p.groups;
+  const int64_t batchDim = p.batch_dim, microBatches = p.micro_batches;
+  const double rate = p.rate;
+  if (!c.error.empty())
+    return false;
+  std::vector<std::string> names(1);
+  for (char ch : groups) {
+    if (ch == ',')
+      names.emplace_back();
+    else
+      names.back().push_back(ch);
+  }
+  if (shape.empty() && names.size() == 1 && names[0].empty())
+    names.clear();
+  if (names.size() != shape.size())
+    return c.fail("groups names " + std::to_string(names.size()) + " dims, shape " +
+                  std::to_string(shape.size()));
+  if (batchDim < -1 || batchDim >= static_cast<int64_t>(shape.size()) || microBatches < 1)
+    return c.fail("batch_dim must name a dim (or be -1) and micro_batches be positive");
+  offset.assign(shape.size(), 0);
+  whole = shape;
+  n = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] <= 0)
+      return c.fail("shape sizes must be positive");
+    n *= shape[d];
+    if (names[d].empty())
+      continue;
+    int64_t index = c.groupIndex(names[d]), size = c.groupSize(names[d]);
+    if (!c.error.empty())
+      return false;
+    offset[d] = index * shape[d];
+    whole[d] = size * shape[d];
+  }
+  if (!c.needIn(0, n) || !c.needOut(0, n))
+    return false;
+  if (!(rate >= 0 && rate < 1))
+    return c.fail("rate must lie in [0, 1)");
+  if (!c.validating && batchDim >= 0) {
+    offset[batchDim] += c.ctx->micro * whole[batchDim];
+    whole[batchDim] *= microBatches;
   }
   return true;
 }
