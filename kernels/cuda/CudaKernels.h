@@ -122,7 +122,24 @@ cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, const float *logits,
                              float *dlogits, IdError *idError, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
-// Optimizer (AdamW.cu)
+// Cross entropy over classes split between ranks (ShardedLoss.cu)
+//===----------------------------------------------------------------------===//
+// As kernels/cpu/CpuKernels.h's ceMax .. ceGrad: logits is this rank's [rows, cols] block,
+// global columns [first, first + cols) of `classes`. A target outside [0, classes) is recorded
+// in `idError` (and counts as no column here).
+
+cudaError_t ceMax(int64_t rows, int64_t cols, const float *logits, float *m, cudaStream_t stream);
+cudaError_t ceSums(int64_t rows, int64_t cols, int64_t first, int64_t classes, const float *logits,
+                   const int32_t *targets, const float *m, float *s, float *t, IdError *idError,
+                   cudaStream_t stream);
+cudaError_t ceLoss(int64_t rows, const float *m, const float *s, const float *t, double scale,
+                   float *loss, cudaStream_t stream);
+cudaError_t ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, const float *logits,
+                   const int32_t *targets, const float *m, const float *s, const float *dloss,
+                   double scale, float *dlogits, IdError *idError, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Optimizers (AdamW.cu, Sgd.cu)
 //===----------------------------------------------------------------------===//
 
 /// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
@@ -136,6 +153,11 @@ struct AdamWArgs {
 /// One AdamW step over n elements, as cpu::adamw.
 cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
                   float *v, cudaStream_t stream);
+/// One SGD step with momentum over n elements, as the CPU's sgd: buf = momentum buf + g scale
+/// + weightDecay param; param -= lr buf. `lr` and `gradScale` are one element each.
+cudaError_t sgd(int64_t n, float momentum, float weightDecay, const float *lr,
+                const float *gradScale, const float *grad, float *param, float *momentumBuffer,
+                cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Matrix products through cuBLASLt (Gemm.cu)

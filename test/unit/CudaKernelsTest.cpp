@@ -829,6 +829,70 @@ TEST_F(CudaKernels, FindNonFiniteSeesNanAndInfinity) {
   EXPECT_EQ(flag2.host()[0], 1);
 }
 
+TEST_F(CudaKernels, ShardedCrossEntropyMatchesCpu) {
+  // This rank holds classes [40, 77) of 101; targets fall here and elsewhere.
+  const int64_t rows = 29, cols = 37, first = 40, classes = 101;
+  const Floats logits = randomFloats(rows * cols, -4, 4, 660);
+  std::mt19937 rng(661);
+  std::vector<int32_t> targets(rows);
+  for (int32_t &t : targets)
+    t = static_cast<int32_t>(rng() % classes);
+  targets[0] = 40;
+  targets[1] = 76;
+  const Floats dloss = {0.5f};
+  const double scale = 1.0 / 512;
+  Floats m(rows), s(rows), t(rows), dlogits(rows * cols);
+  float loss = 0;
+  std::string error;
+  cpu::ceMax(rows, cols, logits.data(), m.data());
+  ASSERT_TRUE(cpu::ceSums(rows, cols, first, classes, logits.data(), targets.data(), m.data(),
+                          s.data(), t.data(), error));
+  cpu::ceLoss(rows, m.data(), s.data(), t.data(), scale, &loss);
+  ASSERT_TRUE(cpu::ceGrad(rows, cols, first, classes, logits.data(), targets.data(), m.data(),
+                          s.data(), dloss.data(), scale, dlogits.data(), error));
+  DeviceArray<float> gl(logits), gm(rows), gs(rows), gt(rows), gloss(1), gd(rows * cols),
+      gdloss(dloss);
+  DeviceArray<int32_t> gtargets(targets);
+  DeviceArray<cuda::IdError> bad(1);
+  ASSERT_EQ(cuda::ceMax(rows, cols, gl.get(), gm.get(), stream), cudaSuccess);
+  ASSERT_EQ(cuda::ceSums(rows, cols, first, classes, gl.get(), gtargets.get(), gm.get(), gs.get(),
+                         gt.get(), bad.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::ceLoss(rows, gm.get(), gs.get(), gt.get(), scale, gloss.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::ceGrad(rows, cols, first, classes, gl.get(), gtargets.get(), gm.get(), gs.get(),
+                         gdloss.get(), scale, gd.get(), bad.get(), stream),
+            cudaSuccess);
+  expectClose(m, gm.host(), "ce_max", 0, 0);
+  expectClose(s, gs.host(), "ce_sums s", 1e-6f, 1e-5f);
+  expectClose(t, gt.host(), "ce_sums t", 0, 0);
+  expectClose({loss}, gloss.host(), "ce_loss", 1e-6f, 1e-5f);
+  expectClose(dlogits, gd.host(), "ce_grad", 1e-8f, 1e-5f);
+  EXPECT_EQ(bad.host()[0].flag, 0);
+}
+
+TEST_F(CudaKernels, SgdFollowsTheCpuFormulaOverSteps) {
+  const int64_t n = 1001;
+  const float lr = 0.05f, scale = 0.5f, momentum = 0.9f, decay = 0.01f;
+  Floats param = randomFloats(n, -1, 1, 670), buf(n, 0.0f);
+  DeviceArray<float> gp(param), gbuf(buf), glr(Floats{lr}), gscale(Floats{scale});
+  for (int step = 1; step <= 3; ++step) {
+    const Floats grad = randomFloats(n, -1, 1, 670 + static_cast<uint32_t>(step));
+    // The CPU handler's loop (runtime/device/cpu/CpuKernelCalls.cpp).
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = grad[i] * scale + decay * param[i];
+      buf[i] = momentum * buf[i] + d;
+      param[i] -= lr * buf[i];
+    }
+    DeviceArray<float> gg(grad);
+    ASSERT_EQ(cuda::sgd(n, momentum, decay, glr.get(), gscale.get(), gg.get(), gp.get(), gbuf.get(),
+                        stream),
+              cudaSuccess);
+    expectClose(param, gp.host(), "sgd param after step " + std::to_string(step), 1e-7f, 1e-6f);
+    expectClose(buf, gbuf.host(), "sgd buffer after step " + std::to_string(step), 1e-7f, 1e-6f);
+  }
+}
+
 TEST_F(CudaKernels, LaunchersRefuseBadShapes) {
   DeviceArray<float> x(4), y(4);
   EXPECT_EQ(cuda::softmax(0, 4, x.get(), y.get(), stream), cudaErrorInvalidValue);

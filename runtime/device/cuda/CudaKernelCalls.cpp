@@ -609,6 +609,60 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
                                        c.fout(0), stream()));
 }
 
+bool run(KernelCall &c, const catalogue::Sgd &p) {
+  const int64_t n = p.n;
+  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
+      !c.needOut(1, n) || c.validating)
+    return c.error.empty();
+  return launched(c,
+                  cuda::sgd(n, static_cast<float>(p.momentum), static_cast<float>(p.weight_decay),
+                            c.fin(1), c.fin(2), c.fin(0), c.fout(0), c.fout(1), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeMax &p) {
+  int64_t rows, cols;
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows) ||
+      c.validating)
+    return c.error.empty();
+  return launched(c, cuda::ceMax(rows, cols, c.fin(0), c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeSums &p) {
+  int64_t rows, cols, first, classes;
+  if (!rowsCols(c, p, rows, cols) || !blockOfDim(c, &p.col_group, cols, first, classes) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) ||
+      !c.needOut(0, rows) || !c.needOut(1, rows) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::ceSums(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2),
+                                  c.fout(0), c.fout(1), currentCudaLaunch()->idError(), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeLoss &p) {
+  const int64_t rows = p.rows;
+  if (rows <= 0 || !std::isfinite(p.scale))
+    return c.fail("needs positive rows and a finite scale");
+  if (!c.needIn(0, rows) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needOut(0, 1) ||
+      c.validating)
+    return c.error.empty();
+  return launched(c,
+                  cuda::ceLoss(rows, c.fin(0), c.fin(1), c.fin(2), p.scale, c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeGrad &p) {
+  int64_t rows, cols, first, classes;
+  if (!rowsCols(c, p, rows, cols))
+    return false;
+  if (!std::isfinite(p.scale))
+    return c.fail("has a non-finite scale");
+  if (!blockOfDim(c, &p.col_group, cols, first, classes) || !c.needIn(0, rows * cols) ||
+      !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) || !c.needIn(4, 1) ||
+      !c.needOut(0, rows * cols) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::ceGrad(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2),
+                                  c.fin(3), c.fin(4), p.scale, c.fout(0),
+                                  currentCudaLaunch()->idError(), stream()));
+}
+
 /// Calls the handler of the kernel whose parameters are P.
 template <class P> bool dispatch(KernelCall &c, const catalogue::KernelParams &params) {
   return run(c, *std::get_if<P>(&params));
@@ -654,6 +708,11 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(ClipCoefficient)
     TESSEL_CUDA_KERNEL(LearningRate)
     TESSEL_CUDA_KERNEL(ShardSlice)
+    TESSEL_CUDA_KERNEL(Sgd)
+    TESSEL_CUDA_KERNEL(CeMax)
+    TESSEL_CUDA_KERNEL(CeSums)
+    TESSEL_CUDA_KERNEL(CeLoss)
+    TESSEL_CUDA_KERNEL(CeGrad)
 #undef TESSEL_CUDA_KERNEL
   default:
     return nullptr;
