@@ -20,7 +20,8 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
-#include <cublasLt.h>
+#include "kernels/cuda/BlasLt.h"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -163,10 +164,11 @@ cudaError_t sgd(int64_t n, float momentum, float weightDecay, const float *lr,
 // Matrix products through cuBLASLt (Gemm.cu)
 //===----------------------------------------------------------------------===//
 
-/// What a product runs with: the cuBLASLt handle and a workspace that only the products of
-/// one stream use (cuBLASLt's workspace must not be shared by concurrent products). The
-/// device owns both (created once).
+/// What a product runs with: cuBLASLt's functions (BlasLt.h), its handle and a workspace that
+/// only the products of one stream use (cuBLASLt's workspace must not be shared by concurrent
+/// products). The device owns them (created once).
 struct BlasContext {
+  const BlasLt *lt = nullptr;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;

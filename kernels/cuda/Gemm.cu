@@ -21,8 +21,6 @@
 
 #include "kernels/cuda/Common.cuh"
 
-#include <cublasLt.h>
-
 #include <climits>
 #include <cstdint>
 
@@ -44,20 +42,22 @@ bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 /// Destroys what one product created, whatever happened.
 struct Descriptors {
+  explicit Descriptors(const BlasLt &lt) : lt(lt) {}
+  const BlasLt &lt;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
   ~Descriptors() {
     if (preference)
-      cublasLtMatmulPreferenceDestroy(preference);
+      lt.cublasLtMatmulPreferenceDestroy(preference);
     if (c)
-      cublasLtMatrixLayoutDestroy(c);
+      lt.cublasLtMatrixLayoutDestroy(c);
     if (b)
-      cublasLtMatrixLayoutDestroy(b);
+      lt.cublasLtMatrixLayoutDestroy(b);
     if (a)
-      cublasLtMatrixLayoutDestroy(a);
+      lt.cublasLtMatrixLayoutDestroy(a);
     if (op)
-      cublasLtMatmulDescDestroy(op);
+      lt.cublasLtMatmulDescDestroy(op);
   }
 };
 
@@ -70,15 +70,15 @@ struct Descriptors {
 
 /// A column-major layout of rows x cols with leading dimension ld, `batch` matrices `stride`
 /// elements apart.
-cublasStatus_t makeLayout(cublasLtMatrixLayout_t &layout, cudaDataType_t type, int64_t rows,
-                          int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
-  TESSEL_BLAS_TRY(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
-                                             static_cast<uint64_t>(cols), ld));
+cublasStatus_t makeLayout(const BlasLt &lt, cublasLtMatrixLayout_t &layout, cudaDataType_t type,
+                          int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  TESSEL_BLAS_TRY(lt.cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
+                                                static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
-    TESSEL_BLAS_TRY(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                     &count, sizeof count));
-    TESSEL_BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
+    TESSEL_BLAS_TRY(lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof count));
+    TESSEL_BLAS_TRY(lt.cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
   }
   return CUBLAS_STATUS_SUCCESS;
@@ -91,47 +91,50 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
                       float *c, cudaStream_t stream) {
   if (!fitsInt(m) || !fitsInt(g.n) || !fitsInt(g.k) || !fitsInt(batch))
     return CUBLAS_STATUS_INVALID_VALUE;
-  Descriptors d;
-  TESSEL_BLAS_TRY(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
+  if (!blas.lt || !blas.handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  const BlasLt &lt = *blas.lt;
+  Descriptors d(lt);
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
   // cuBLASLt's first operand is the plan's B, its second the plan's A (see the top).
   const cublasOperation_t opFirst = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opSecond = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TESSEL_BLAS_TRY(
-      cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof opFirst));
-  TESSEL_BLAS_TRY(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
-                                                 sizeof opSecond));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst,
+                                                    sizeof opFirst));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
+                                                    sizeof opSecond));
   // Stored (column-major) shapes: B is n x k (k x n when transposed), A is k x m (m x k).
+  TESSEL_BLAS_TRY(makeLayout(lt, d.a, abType, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb,
+                             batch, strideB));
   TESSEL_BLAS_TRY(
-      makeLayout(d.a, abType, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb, batch, strideB));
-  TESSEL_BLAS_TRY(
-      makeLayout(d.b, abType, g.transA ? m : g.k, g.transA ? g.k : m, g.lda, batch, strideA));
-  TESSEL_BLAS_TRY(makeLayout(d.c, CUDA_R_32F, g.n, m, g.ldc, batch, strideC));
+      makeLayout(lt, d.b, abType, g.transA ? m : g.k, g.transA ? g.k : m, g.lda, batch, strideA));
+  TESSEL_BLAS_TRY(makeLayout(lt, d.c, CUDA_R_32F, g.n, m, g.ldc, batch, strideC));
 
-  TESSEL_BLAS_TRY(cublasLtMatmulPreferenceCreate(&d.preference));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceCreate(&d.preference));
   const uint64_t workspace = blas.workspaceBytes;
-  TESSEL_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
   const uint32_t alignFirst = alignmentOf(b, strideB, abBytes);
   const uint32_t alignSecond = alignmentOf(a, strideA, abBytes);
   const uint32_t alignC = alignmentOf(c, strideC, sizeof(float));
-  TESSEL_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignFirst, sizeof alignFirst));
-  TESSEL_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignSecond, sizeof alignSecond));
-  TESSEL_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC));
-  TESSEL_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
 
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
-  TESSEL_BLAS_TRY(cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
-                                                 d.preference, 1, &heuristic, &found));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
+                                                    d.preference, 1, &heuristic, &found));
   if (found == 0)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   const float alpha = g.alpha, beta = g.beta;
-  return cublasLtMatmul(blas.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
-                        &heuristic.algo, blas.workspace, blas.workspaceBytes, stream);
+  return lt.cublasLtMatmul(blas.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
+                           &heuristic.algo, blas.workspace, blas.workspaceBytes, stream);
 }
 
 /// cpu::gemm's batching (see the top) over matmul.

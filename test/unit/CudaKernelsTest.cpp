@@ -13,7 +13,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -97,13 +96,18 @@ protected:
   }
   void TearDown() override {
     if (blas_.handle)
-      cublasLtDestroy(blas_.handle);
+      blas_.lt->cublasLtDestroy(blas_.handle);
     cudaFree(blas_.workspace);
   }
-  /// A cuBLASLt handle and workspace, as the device makes them, created on first use.
+  /// cuBLASLt, a handle and a workspace, as the device makes them, created on first use.
   const cuda::BlasContext &blas() {
     if (!blas_.handle) {
-      EXPECT_EQ(cublasLtCreate(&blas_.handle), CUBLAS_STATUS_SUCCESS);
+      std::string why;
+      blas_.lt = cuda::loadBlasLt(why);
+      EXPECT_TRUE(blas_.lt) << why;
+      if (!blas_.lt)
+        return blas_;
+      EXPECT_EQ(blas_.lt->cublasLtCreate(&blas_.handle), CUBLAS_STATUS_SUCCESS);
       blas_.workspaceBytes = cuda::kBlasWorkspaceBytes;
       EXPECT_EQ(cudaMalloc(&blas_.workspace, blas_.workspaceBytes), cudaSuccess);
     }

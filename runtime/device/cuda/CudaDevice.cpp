@@ -5,7 +5,8 @@
 // reported at the next synchronize. Copies to and from the host first wait for every stream,
 // then copy and wait for the copy. Kernels compute in f32 (with i32 ids) for now; the handlers
 // are in CudaKernelCalls.cpp, and a kernel without one is refused when the plan is loaded.
-// The device creates one cuBLASLt handle and, per stream, a workspace of
+// The device loads cuBLASLt (kernels/cuda/BlasLt.h: opened with dlopen, so that a runner on
+// the CPU device never maps it) and creates one handle and, per stream, a workspace of
 // cuda::kBlasWorkspaceBytes, so products on different streams never share one; f32 products
 // do not use TF32 unless TESSEL_CUDA_TF32=1 is set (results then differ from the CPU's in the
 // fourth significant digit).
@@ -89,7 +90,7 @@ public:
     for (cuda::BlasContext &b : blas_)
       cudaFree(b.workspace);
     if (blasHandle_)
-      cublasLtDestroy(blasHandle_);
+      blasLt_->cublasLtDestroy(blasHandle_);
     for (cudaStream_t s : streams_)
       cudaStreamDestroy(s);
   }
@@ -124,12 +125,21 @@ public:
       error = "starting " + name() + ": " + cudaMessage(e);
       return false;
     }
-    if (cublasStatus_t b = cublasLtCreate(&blasHandle_); b != CUBLAS_STATUS_SUCCESS) {
-      error = "starting " + name() + ": cublasLtCreate: " + cublasLtGetStatusString(b);
+    std::string why;
+    blasLt_ = cuda::loadBlasLt(why);
+    if (!blasLt_) {
+      error = "starting " + name() + ": " + why;
       return false;
     }
-    for (cuda::BlasContext &b : blas_)
+    if (cublasStatus_t b = blasLt_->cublasLtCreate(&blasHandle_); b != CUBLAS_STATUS_SUCCESS) {
+      blasHandle_ = nullptr;
+      error = "starting " + name() + ": cublasLtCreate: " + blasLt_->cublasLtGetStatusString(b);
+      return false;
+    }
+    for (cuda::BlasContext &b : blas_) {
+      b.lt = blasLt_;
       b.handle = blasHandle_;
+    }
     scratch_.resize(kStreams);
     return true;
   }
@@ -305,6 +315,7 @@ private:
   std::map<uint64_t, cudaEvent_t> recorded_;
   std::vector<cudaEvent_t> freeEvents_;
   cuda::IdError *idError_ = nullptr;
+  const cuda::BlasLt *blasLt_ = nullptr; ///< Loaded by start, for the life of the process.
   cublasLtHandle_t blasHandle_ = nullptr;
   std::vector<cuda::BlasContext> blas_; ///< One per stream, sharing blasHandle_.
   uint64_t sequence_ = 0;

@@ -272,7 +272,8 @@ bool run(KernelCall &c, const catalogue::AdamW &p) {
 bool multiplied(KernelCall &c, cublasStatus_t s) {
   if (s == CUBLAS_STATUS_SUCCESS)
     return true;
-  return c.fail(std::string("cuBLASLt product failed: ") + cublasLtGetStatusString(s));
+  return c.fail(std::string("cuBLASLt product failed: ") +
+                currentCudaLaunch()->blas().lt->cublasLtGetStatusString(s));
 }
 
 /// `bytes` of the launch's scratch memory; null with the call's error.
