@@ -5,6 +5,7 @@
 # GPU and on the CPU and compares their losses (as test/Runtime/cuda-train.test does where the
 # compiler and a GPU are on one machine), and prints what passed, failed and was skipped. On a
 # GPU machine a skipped CUDA test means the GPU could not be used, so it fails the check too.
+# Last it prints the CUDA kernels' rates (tessel-cuda-rate), for benchmarks/RESULTS.md.
 #
 # Usage: scripts/gpu-check.sh [build-dir]        (default: build-gpu in the repository)
 # Environment:
@@ -53,7 +54,7 @@ if ! grep -q "GTest TRUE" "$build.configure.log"; then
 fi
 
 echo "== build"
-if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner \
+if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner tessel-cuda-rate \
     > "$build.build.log" 2>&1; then
   grep -E "error|Error" "$build.build.log" | head -40
   echo "gpu-check: build failed (log: $build.build.log)"
@@ -99,6 +100,11 @@ if [ "$trained" -eq 0 ]; then
   echo "no plans in $plans (make them on the build machine with scripts/gpu-plans.sh)"
   train_rc=1
 fi
+
+# Figures for benchmarks/RESULTS.md (the check does not depend on them).
+echo "== kernel rates (tessel-cuda-rate)"
+timeout 300 "$build/bin/tessel-cuda-rate" 2>&1 | tee "$build.cuda-rate.log" ||
+  echo "tessel-cuda-rate failed or timed out"
 [ -n "$out" ] && cp "$build".*.log "$out/" 2> /dev/null
 
 count() { grep -E "^\[  $1 *\] [0-9]+ tests?" "$2" | head -1 | grep -oE "[0-9]+" | head -1; }
