@@ -193,6 +193,12 @@ cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *
 cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
                         const __nv_bfloat16 *b, float *c, cudaStream_t stream);
 
+/// The same f32 product with a plain tiled kernel (16 x 16 outputs per block through shared
+/// memory), what gemm falls back to where cuBLASLt offers no algorithm. Slow; every output
+/// sums its k terms in order.
+cudaError_t gemmSimple(const GemmArgs &args, const float *a, const float *b, float *c,
+                       cudaStream_t stream);
+
 /// Converts n floats to bf16 (round to nearest even), for the bf16 products' operands.
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream);
 

@@ -15,7 +15,9 @@
 // f32 products use CUBLAS_COMPUTE_32F (no TF32) unless the context allows TF32; the bf16
 // entry point multiplies bf16 and accumulates in f32. The algorithm is cuBLASLt's first
 // heuristic choice for the shape, the operands' alignment and the stream's workspace,
-// asked on every call (descriptors are not cached yet).
+// asked on every call (descriptors are not cached yet). Where cuBLASLt has none (operands
+// misaligned for every algorithm, say), an f32 product runs the plain tiled kernel
+// gemmSimple instead of failing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +41,38 @@ uint32_t alignmentOf(const void *base, int64_t strideElements, size_t elementByt
 }
 
 bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/// Tile of the plain product kernel: kSimpleTile x kSimpleTile outputs per block, one per
+/// thread, over k in steps of kSimpleTile through shared memory.
+constexpr int kSimpleTile = 16;
+
+/// C[b] = alpha op(A[b]) op(B[b]) + beta C[b], row-major as cpu::gemm; grid (column tiles, row
+/// tiles, batches), each output summing its k terms in order.
+__global__ void simpleGemmKernel(GemmArgs g, int64_t batchBase, const float *a, const float *b,
+                                 float *c) {
+  __shared__ float as[kSimpleTile][kSimpleTile + 1], bs[kSimpleTile][kSimpleTile + 1];
+  const int64_t batch = batchBase + blockIdx.z;
+  const int64_t row = int64_t(blockIdx.y) * kSimpleTile + threadIdx.y;
+  const int64_t col = int64_t(blockIdx.x) * kSimpleTile + threadIdx.x;
+  const float *ab = a + batch * g.strideA, *bb = b + batch * g.strideB;
+  float sum = 0.0f;
+  for (int64_t k0 = 0; k0 < g.k; k0 += kSimpleTile) {
+    // as[y][x] = op(A)[row, k0 + x]; bs[y][x] = op(B)[k0 + y, col].
+    const int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+    as[threadIdx.y][threadIdx.x] =
+        row < g.m && ka < g.k ? (g.transA ? ab[ka * g.lda + row] : ab[row * g.lda + ka]) : 0.0f;
+    bs[threadIdx.y][threadIdx.x] =
+        col < g.n && kb < g.k ? (g.transB ? bb[col * g.ldb + kb] : bb[kb * g.ldb + col]) : 0.0f;
+    __syncthreads();
+    for (int t = 0; t < kSimpleTile; ++t)
+      sum += as[threadIdx.y][t] * bs[t][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < g.m && col < g.n) {
+    float &out = c[batch * g.strideC + row * g.ldc + col];
+    out = g.alpha * sum + (g.beta == 0.0f ? 0.0f : g.beta * out);
+  }
+}
 
 /// Destroys what one product created, whatever happened.
 struct Descriptors {
@@ -130,8 +164,21 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
   int found = 0;
   TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
                                                     d.preference, 1, &heuristic, &found));
-  if (found == 0)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (found == 0) {
+    // No cuBLASLt algorithm for this shape and alignment: f32 products take the plain kernel.
+    if (abType != CUDA_R_32F)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    GemmArgs one = g;
+    one.m = m;
+    one.batch = batch;
+    one.strideA = strideA;
+    one.strideB = strideB;
+    one.strideC = strideC;
+    return gemmSimple(one, static_cast<const float *>(a), static_cast<const float *>(b), c,
+                      stream) == cudaSuccess
+               ? CUBLAS_STATUS_SUCCESS
+               : CUBLAS_STATUS_EXECUTION_FAILED;
+  }
   const float alpha = g.alpha, beta = g.beta;
   return lt.cublasLtMatmul(blas.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
                            &heuristic.algo, blas.workspace, blas.workspaceBytes, stream);
@@ -166,6 +213,28 @@ __global__ void toBf16Kernel(int64_t n, const float *x, __nv_bfloat16 *y) {
 }
 
 } // namespace
+
+cudaError_t gemmSimple(const GemmArgs &g, const float *a, const float *b, float *c,
+                       cudaStream_t stream) {
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0)
+    return cudaErrorInvalidValue;
+  const dim3 threads(kSimpleTile, kSimpleTile);
+  const int64_t colTiles = (g.n + kSimpleTile - 1) / kSimpleTile;
+  const int64_t rowTiles = (g.m + kSimpleTile - 1) / kSimpleTile;
+  if (rowTiles > 65535)
+    return cudaErrorInvalidValue;
+  // Batches in order, at most 65535 a launch; with strideC == 0 the last one's product stays.
+  const int64_t perLaunch = g.strideC == 0 ? 1 : 65535;
+  for (int64_t first = 0; first < g.batch; first += perLaunch) {
+    const int64_t count = std::min(perLaunch, g.batch - first);
+    const dim3 grid(static_cast<unsigned>(colTiles), static_cast<unsigned>(rowTiles),
+                    static_cast<unsigned>(count));
+    simpleGemmKernel<<<grid, threads, 0, stream>>>(g, first, a, b, c);
+    if (cudaError_t e = detail::launched(); e != cudaSuccess)
+      return e;
+  }
+  return cudaSuccess;
+}
 
 cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
                     float *c, cudaStream_t stream) {

@@ -447,6 +447,23 @@ TEST_F(CudaKernels, GemmMatchesCpuInEveryLayout) {
   checkGemm(blas(), gemmArgs(2, 129, 257, 65, false, false, 0), seed += 3);
 }
 
+TEST_F(CudaKernels, PlainGemmMatchesCpuInEveryLayout) {
+  uint32_t seed = 150;
+  for (bool transA : {false, true})
+    for (bool transB : {false, true})
+      for (const cpu::GemmArgs &g : {gemmArgs(1, 37, 53, 29, transA, transB, 3),
+                                     gemmArgs(3, 17, 9, 131, transA, transB, 0)}) {
+        const GemmExtents e = extentsOf(g);
+        const Floats a = randomFloats(e.a, -1, 1, seed), b = randomFloats(e.b, -1, 1, seed + 1);
+        Floats c = randomFloats(e.c, -1, 1, seed + 2);
+        seed += 3;
+        DeviceArray<float> ga(a), gb(b), gc(c);
+        cpu::gemm(g, a.data(), b.data(), c.data());
+        ASSERT_EQ(cuda::gemmSimple(g, ga.get(), gb.get(), gc.get(), stream), cudaSuccess);
+        expectClose(c, gc.host(), "plain " + describe(g), 2e-5f, 1e-4f);
+      }
+}
+
 TEST_F(CudaKernels, GemmSharesAMatrixWhereAStrideIsZero) {
   uint32_t seed = 200;
   // One B for every batch, A and C contiguous blocks: folded into one product.
@@ -480,7 +497,11 @@ float roundToBf16(float x) {
 }
 
 TEST_F(CudaKernels, Bf16GemmAccumulatesInF32) {
-  cpu::GemmArgs g = gemmArgs(2, 33, 45, 97, false, true, 0);
+  // Rows and batches 16-byte aligned, as bf16 tensor-core products want them.
+  cpu::GemmArgs g = gemmArgs(2, 32, 48, 96, false, true, 0);
+  g.strideA = g.m * g.lda;
+  g.strideB = g.n * g.ldb;
+  g.strideC = g.m * g.ldc;
   const GemmExtents e = extentsOf(g);
   Floats a = randomFloats(e.a, -1, 1, 300), b = randomFloats(e.b, -1, 1, 301);
   DeviceArray<float> fa(a), fb(b), gc(e.c);
