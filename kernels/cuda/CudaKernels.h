@@ -25,7 +25,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace tessel::cuda {
@@ -167,8 +169,23 @@ cudaError_t sgd(int64_t n, float momentum, float weightDecay, const float *lr,
 /// What a product runs with: cuBLASLt's functions (BlasLt.h), its handle and a workspace that
 /// only the products of one stream use (cuBLASLt's workspace must not be shared by concurrent
 /// products). The device owns them (created once).
+/// The algorithms cuBLASLt chose for the products met so far, by everything the choice depends
+/// on (sizes, strides, transposes, types, operand alignment, workspace): asking its heuristic
+/// costs more host time than a small product runs.
+struct BlasPlans {
+  using Key = std::array<int64_t, 18>;
+  struct Choice {
+    bool found = false; ///< False: cuBLASLt has none (the plain kernel runs).
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<Key, Choice> choices;
+};
+
 struct BlasContext {
   const BlasLt *lt = nullptr;
+  /// Where chosen algorithms are kept (owned by the device, one per stream); null: choose on
+  /// every call.
+  BlasPlans *plans = nullptr;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;

@@ -15,7 +15,8 @@
 // f32 products use CUBLAS_COMPUTE_32F (no TF32) unless the context allows TF32; the bf16
 // entry point multiplies bf16 and accumulates in f32. The algorithm is cuBLASLt's first
 // heuristic choice for the shape, the operands' alignment and the stream's workspace,
-// asked on every call (descriptors are not cached yet). Where cuBLASLt has none (operands
+// asked once per product shape where the context keeps BlasPlans (descriptors are still made
+// on every call). Where cuBLASLt has none (operands
 // misaligned for every algorithm, say), an f32 product runs the plain tiled kernel
 // gemmSimple instead of failing.
 //
@@ -160,11 +161,29 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
 
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
-                                                    d.preference, 1, &heuristic, &found));
-  if (found == 0) {
+  const BlasPlans::Key key = {
+      m,       g.n,     g.k,        batch,       strideA,  strideB,
+      strideC, g.lda,   g.ldb,      g.ldc,       g.transA, g.transB,
+      abType,  compute, alignFirst, alignSecond, alignC,   static_cast<int64_t>(workspace)};
+  BlasPlans::Choice choice;
+  const BlasPlans::Choice *known = nullptr;
+  if (blas.plans)
+    if (auto it = blas.plans->choices.find(key); it != blas.plans->choices.end())
+      known = &it->second;
+  if (known) {
+    choice = *known;
+  } else {
+    cublasLtMatmulHeuristicResult_t heuristic = {};
+    int count = 0;
+    TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
+                                                      d.preference, 1, &heuristic, &count));
+    choice.found = count > 0;
+    choice.algo = heuristic.algo;
+    if (blas.plans)
+      blas.plans->choices[key] = choice;
+  }
+  const bool found = choice.found;
+  if (!found) {
     // No cuBLASLt algorithm for this shape and alignment: f32 products take the plain kernel.
     if (abType != CUDA_R_32F)
       return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -181,7 +200,7 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
   }
   const float alpha = g.alpha, beta = g.beta;
   return lt.cublasLtMatmul(blas.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
-                           &heuristic.algo, blas.workspace, blas.workspaceBytes, stream);
+                           &choice.algo, blas.workspace, blas.workspaceBytes, stream);
 }
 
 /// cpu::gemm's batching (see the top) over matmul.

@@ -112,7 +112,10 @@ public:
       const char *tf32 = std::getenv("TESSEL_CUDA_TF32");
       const bool allowTf32 = tf32 && std::strcmp(tf32, "1") == 0;
       blas_.resize(streams_.size());
-      for (cuda::BlasContext &b : blas_) {
+      blasPlans_.resize(streams_.size());
+      for (size_t s = 0; s < blas_.size(); ++s) {
+        cuda::BlasContext &b = blas_[s];
+        b.plans = &blasPlans_[s];
         b.workspaceBytes = cuda::kBlasWorkspaceBytes;
         b.allowTf32 = allowTf32;
         if (e == cudaSuccess)
@@ -317,7 +320,8 @@ private:
   cuda::IdError *idError_ = nullptr;
   const cuda::BlasLt *blasLt_ = nullptr; ///< Loaded by start, for the life of the process.
   cublasLtHandle_t blasHandle_ = nullptr;
-  std::vector<cuda::BlasContext> blas_; ///< One per stream, sharing blasHandle_.
+  std::vector<cuda::BlasContext> blas_;    ///< One per stream, sharing blasHandle_.
+  std::vector<cuda::BlasPlans> blasPlans_; ///< One per stream: blas_[s].plans.
   uint64_t sequence_ = 0;
   uint32_t launching_ = 0;
   std::string failure_;
