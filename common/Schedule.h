@@ -81,6 +81,17 @@ struct Costs {
 /// never run (a list that deadlocks) are left out.
 Timeline simulate(ScheduleKind kind, int stages, int microbatches, int virtualStages,
                   const std::vector<std::vector<Action>> &lists, const Costs &costs = Costs());
+/// The same with costs per model chunk (`chunkCosts[c]` for chunk c, which runs on rank
+/// c % stages; p * v entries): a step-time prediction gives each stage its own predicted
+/// costs, so a stage with the embedding or the loss head takes longer.
+Timeline simulate(ScheduleKind kind, int stages, int microbatches, int virtualStages,
+                  const std::vector<std::vector<Action>> &lists,
+                  const std::vector<Costs> &chunkCosts);
+/// The makespan that simulate() would give (its actions start at 0), without recording the
+/// timeline: what a search over thousands of layouts needs.
+double simulateMakespan(int stages, int microbatches, int virtualStages,
+                        const std::vector<std::vector<Action>> &lists,
+                        const std::vector<Costs> &chunkCosts);
 
 /// The textbook bubble relative to the ideal compute time: (p-1)/m for AFAB and 1F1B,
 /// (p-1)/(v*m) for interleaved 1F1B; NaN for ZB-H1, which has no closed form here (its

@@ -43,6 +43,14 @@ double costOf(Action::Kind kind, const Costs &costs) {
 
 Timeline simulate(ScheduleKind kind, int p, int m, int v,
                   const std::vector<std::vector<Action>> &lists, const Costs &costs) {
+  return simulate(kind, p, m, v, lists, std::vector<Costs>(static_cast<size_t>(p * v), costs));
+}
+
+namespace {
+
+/// Runs the lists; records each action into `timed` unless it is null. Returns the latest end.
+double run(int p, int m, int v, const std::vector<std::vector<Action>> &lists,
+           const std::vector<Costs> &chunkCosts, std::vector<TimedAction> *timed) {
   int ranks = static_cast<int>(lists.size());
   int stages = p * v;
   // When each message is there, by [gradient][micro-batch * stages + consuming stage]; NaN
@@ -59,7 +67,7 @@ Timeline simulate(ScheduleKind kind, int p, int m, int v,
     return &arrival[key.gradient][static_cast<size_t>(key.microbatch) * stages + key.destination];
   };
 
-  std::vector<TimedAction> timed;
+  double latest = 0;
   std::vector<size_t> next(ranks, 0);
   std::vector<double> clock(ranks, 0.0);
   for (bool progress = true; progress;) {
@@ -79,15 +87,35 @@ Timeline simulate(ScheduleKind kind, int p, int m, int v,
             start = std::max(start, *message);
           }
         }
+        // Chunk c of rank r is the model's chunk c * p + r.
+        size_t chunk =
+            static_cast<size_t>(a.chunk) * static_cast<size_t>(p) + static_cast<size_t>(r);
+        const Costs &costs = chunkCosts[std::min(chunk, chunkCosts.size() - 1)];
         double end = start + costOf(a.kind, costs);
         if (detail::isSend(a.kind))
           *message = end;
         clock[r] = end;
-        timed.push_back({r, a, start, end});
+        latest = std::max(latest, end);
+        if (timed)
+          timed->push_back({r, a, start, end});
       }
     }
   }
-  return summarizeTimeline(ranks, std::move(timed));
+  return latest;
+}
+
+} // namespace
+
+Timeline simulate(ScheduleKind, int p, int m, int v, const std::vector<std::vector<Action>> &lists,
+                  const std::vector<Costs> &chunkCosts) {
+  std::vector<TimedAction> timed;
+  run(p, m, v, lists, chunkCosts, &timed);
+  return summarizeTimeline(static_cast<int>(lists.size()), std::move(timed));
+}
+
+double simulateMakespan(int p, int m, int v, const std::vector<std::vector<Action>> &lists,
+                        const std::vector<Costs> &chunkCosts) {
+  return run(p, m, v, lists, chunkCosts, nullptr);
 }
 
 } // namespace tessel::pipeline

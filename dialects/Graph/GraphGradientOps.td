@@ -147,7 +147,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethod
     Recomputes the attention probabilities from `query` and `key` rather than storing them,
     as flash attention does. `heads_over` is as `graph.attention`'s; `key_grad` and
     `value_grad` are then this rank's addends: zero at the kv heads its query heads do not
-    read.
+    read. `seq_over` is as `graph.attention`'s too: `key_grad` and `value_grad` then cover the
+    whole sequence and are this rank's addends, from its queries.
 
     ```mlir
     %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal scale 1.767767e-01
@@ -157,12 +158,13 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethod
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, Graph_FloatTensor:$grad, UnitAttr:$causal,
                        F64Attr:$scale, OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<StrAttr>:$heads_over);
+                       OptionalAttr<StrAttr>:$heads_over, OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`window` $window^)?
-    (`heads_over` $heads_over^)? `scale` $scale attr-dict `:` functional-type(operands, results)
+    (`heads_over` $heads_over^)? (`seq_over` $seq_over^)? `scale` $scale attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

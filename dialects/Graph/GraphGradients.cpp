@@ -303,17 +303,17 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                           SmallVectorImpl<Value> &dx) {
-  auto grad =
-      AttentionGradOp::create(b, getLoc(), getQuery().getType(), getKey().getType(),
-                              getValue().getType(), getQuery(), getKey(), getValue(), dy[0],
-                              getCausalAttr(), getScaleAttr(), getWindowAttr(), getHeadsOverAttr());
+  auto grad = AttentionGradOp::create(b, getLoc(), getQuery().getType(), getKey().getType(),
+                                      getValue().getType(), getQuery(), getKey(), getValue(), dy[0],
+                                      getCausalAttr(), getScaleAttr(), getWindowAttr(),
+                                      getHeadsOverAttr(), getSeqOverAttr());
   dx.append({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   return success();
 }
 
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(RopeOp::create(b, getLoc(), getType(), dy[0], getThetaAttr(),
-                              getInverse() ? UnitAttr() : b.getUnitAttr()));
+                              getInverse() ? UnitAttr() : b.getUnitAttr(), getSeqOverAttr()));
   return success();
 }
 

@@ -67,6 +67,9 @@ std::string tessel::graph::spelling(StringRef opName) {
       {"ce_sums", "`cross_entropy` over split classes"},
       {"ce_loss", "`cross_entropy` over split classes"},
       {"ce_grad", "the gradient of `cross_entropy` over split classes"},
+      {"linear_cross_entropy", "the output head's `@` and `cross_entropy`"},
+      {"linear_cross_entropy_grad",
+       "the output head's `@` and `cross_entropy` and their gradients"},
       {"sum_squares", "the gradient norm"},
       {"global_norm", "the gradient norm"},
       {"assign_param", "the parameter update"},
@@ -774,4 +777,60 @@ LogicalResult UnpackOp::verify() {
     return emitOpError() << "needs a one-dim operand of " << total
                          << " elements, the results' total";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused linear cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// The shape rule of both linear cross-entropy ops: input [rows..., K] (f32), weight holding
+/// K and the classes `dim` in either order (f32), targets [rows...], a positive chunk and a
+/// finite positive scale.
+static LogicalResult verifyLinearCrossEntropy(Operation *op, Value input, Value weight,
+                                              Value targets, StringRef dim, int64_t chunk,
+                                              double scale) {
+  auto x = getNamedShape(input.getType());
+  auto w = getNamedShape(weight.getType());
+  auto t = getNamedShape(targets.getType());
+  if (!x || !w || !t)
+    return op->emitOpError("operands need #graph.dims encodings");
+  for (Value v : {input, weight})
+    if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
+      return op->emitOpError("needs f32 input and weight (the weight gradient accumulates in f32)");
+  if (x->empty())
+    return op->emitOpError("needs an input with a contracted last dim");
+  const NamedDim &k = x->back();
+  if (w->size() != 2 || k.name == dim.str() || findDim(*w, k.name) < 0 ||
+      findDim(*w, dim.str()) < 0)
+    return op->emitOpError() << "needs a weight with the dims '" << k.name << "' and '" << dim
+                             << "', not " << formatShape(*w);
+  if ((*w)[findDim(*w, k.name)].size != k.size)
+    return op->emitOpError() << "contracts '" << k.name << "' of size " << k.size
+                             << " with a weight " << formatShape(*w);
+  NamedShape rows(x->begin(), x->end() - 1);
+  if (!(rows == *t))
+    return op->emitOpError() << "targets must be " << formatShape(rows)
+                             << ", the input's rows, not " << formatShape(*t);
+  if (chunk <= 0)
+    return op->emitOpError("needs a positive chunk");
+  if (!std::isfinite(scale) || scale <= 0)
+    return op->emitOpError("needs a finite positive scale");
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(expectScalar(*this, getType(), "the result")))
+    return failure();
+  return verifyLinearCrossEntropy(*this, getInput(), getWeight(), getTargets(), getDim(),
+                                  getChunk(), getScale().convertToDouble());
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (failed(expectScalar(*this, getLoss().getType(), "the loss")) ||
+      failed(expectScalar(*this, getGrad().getType(), "the loss gradient")) ||
+      failed(sameTypes(*this, getInput().getType(), {getInputGrad()}, "input gradient")) ||
+      failed(sameTypes(*this, getWeight().getType(), {getWeightGrad()}, "weight gradient")))
+    return failure();
+  return verifyLinearCrossEntropy(*this, getInput(), getWeight(), getTargets(), getDim(),
+                                  getChunk(), getScale().convertToDouble());
 }

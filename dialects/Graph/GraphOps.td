@@ -380,6 +380,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
     query head h of the block is head `index(A) * heads + h` of the whole and reads kv head
     `(index(A) * heads + h) / (heads * size(A) / kv_heads)`.
 
+    With `seq_over` A (set by the partition pass under context parallelism, A being `cp`),
+    `q` and the result hold this rank's head-tail block of the sequence (chunks `index(A)` and
+    `2 * size(A) - 1 - index(A)` of its 2 * size(A) chunks) and `k`, `v` the whole sequence:
+    the causal mask compares the queries' places in the whole sequence with the keys'.
+
     ```mlir
     %a = graph.attention %q, %k, %v causal scale 1.767767e-01
         : (tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>,
@@ -390,29 +395,37 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
-                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over);
+                       OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over,
+                       OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)?
-    (`heads_over` $heads_over^)? `scale` $scale attr-dict `:` functional-type(operands, results)
+    (`heads_over` $heads_over^)? (`seq_over` $seq_over^)? `scale` $scale attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
 
 def Graph_RopeOp : Graph_Op<"rope",
-    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Rotary position embedding on [..., seq, heads, head]";
   let description = [{
     Feature i < head/2 pairs with i + head/2 and turns by pos * theta^(-2i/head).
-    `inverse` turns the other way: a rotation's gradient is its inverse.
+    `inverse` turns the other way: a rotation's gradient is its inverse. With `seq_over` A
+    (context parallelism, set by the partition pass) the input holds this rank's head-tail
+    block of the sequence over axis A, and each position turns by its place in the whole.
 
     ```mlir
     %r = graph.rope %q theta 1.000000e+04 : tensor<8x64x8x16xf32, #graph.dims<batch, seq, heads, head>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $input `theta` $theta (`inverse` $inverse^)? (`seq_over` $seq_over^)? attr-dict `:`
+    type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -491,6 +504,74 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [Pure]> {
   let results = (outs Variadic<Graph_FloatTensor>:$results);
   let assemblyFormat = [{
     $inputs `body` $body `outputs` $outputs attr-dict `:` functional-type($inputs, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_LinearCrossEntropyOp : Graph_Op<"linear_cross_entropy", [Pure]> {
+  let summary = "Cross-entropy of a linear output head, computed a chunk of rows at a time";
+  let description = [{
+    `cross_entropy(contract(input, weight, sum [K]), targets)` without the logits: made by
+    `-tessel-fuse-linear-cross-entropy`. `input` is [rows..., K], `weight` holds the dims K
+    and `dim` (the classes) in either order, `targets` is [rows...]. The result is `scale`
+    times the sum over rows of `-log softmax(logits)[target]`. The plan computes `chunk` rows'
+    logits at a time into a scratch buffer of chunk x classes, so the whole logits tensor
+    never exists.
+
+    With `axis`, `weight` holds this rank's block of the classes (vocabulary parallelism):
+    each chunk's row maxima and softmax sums are all-reduced over `axis`, as
+    `graph.ce_max` / `graph.ce_sums` do.
+
+    ```mlir
+    %loss = graph.linear_cross_entropy %x, %wte, %targets dim "vocab" scale 6.250000e-02
+        chunk 8 : (tensor<2x8x16xf32, #graph.dims<batch, seq, embed>>,
+                   tensor<48x16xf32, #graph.dims<vocab, embed>>,
+                   tensor<2x8xi32, #graph.dims<batch, seq>>) -> tensor<f32, #graph.dims<>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
+                       Graph_IdTensor:$targets, StrAttr:$dim, OptionalAttr<StrAttr>:$axis,
+                       F64Attr:$scale, I64Attr:$chunk);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $targets `dim` $dim (`axis` $axis^)? `scale` $scale `chunk` $chunk
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_LinearCrossEntropyGradOp : Graph_Op<"linear_cross_entropy_grad", [Pure]> {
+  let summary = "The loss of a linear output head and its input and weight gradients";
+  let description = [{
+    What `graph.linear_cross_entropy` computes, together with the gradients of `input` and
+    `weight` for the loss gradient `grad`: per chunk of rows, the logits are computed into a
+    scratch buffer, turned into their gradient `(softmax - onehot(target)) * grad * scale` in
+    place, multiplied into the chunk's rows of `input_grad` and added into `weight_grad`
+    (f32). The backward pass needs the logits at the point where the loss is computed, so
+    both happen here, as Liger-Kernel's fused linear cross-entropy does; the logits and their
+    gradient never exist whole.
+
+    With `axis` (vocabulary parallelism), `weight` and `weight_grad` hold this rank's classes
+    and `input_grad` is this rank's addend: the sum over `axis` is the gradient.
+
+    ```mlir
+    %loss, %dx, %dw = graph.linear_cross_entropy_grad %x, %wte, %targets, %dloss dim "vocab"
+        scale 6.250000e-02 chunk 8
+        : (tensor<2x8x16xf32, #graph.dims<batch, seq, embed>>,
+           tensor<48x16xf32, #graph.dims<vocab, embed>>, tensor<2x8xi32, #graph.dims<batch, seq>>,
+           tensor<f32, #graph.dims<>>)
+        -> (tensor<f32, #graph.dims<>>, tensor<2x8x16xf32, #graph.dims<batch, seq, embed>>,
+            tensor<48x16xf32, #graph.dims<vocab, embed>>)
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
+                       Graph_IdTensor:$targets, Graph_FloatTensor:$grad, StrAttr:$dim,
+                       OptionalAttr<StrAttr>:$axis, F64Attr:$scale, I64Attr:$chunk);
+  let results = (outs Graph_FloatTensor:$loss, Graph_FloatTensor:$input_grad,
+                      Graph_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $targets `,` $grad `dim` $dim (`axis` $axis^)? `scale` $scale
+    `chunk` $chunk attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

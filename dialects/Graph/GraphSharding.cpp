@@ -2,6 +2,8 @@
 
 #include "Graph/GraphOps.h"
 
+#include "common/HeadTail.h"
+
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
@@ -143,6 +145,8 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
     m.sequenceParallel_ = sp.getValue() && m.size("tp") > 1;
   if (auto zero = par.getAs<IntegerAttr>("zero"))
     m.zero_ = m.size("dp") > 1 ? static_cast<int>(zero.getInt()) : 0;
+  if (auto context = par.getAs<StringAttr>("context"))
+    m.contextRing_ = context.getValue() == "ring";
   return m;
 }
 
@@ -206,6 +210,12 @@ int MeshLayout::zeroDim(const NamedShape &globalShape, const Sharding &s) const 
 
 Sharding MeshLayout::stateSharding(const NamedShape &paramShape, StateRole role) const {
   Sharding p = byRules(paramShape);
+  // Context parallelism splits activations, not state: a parameter along the sequence (learned
+  // positions) is held whole and sliced where it meets the split activations (a head-tail
+  // block would not be one checkpoint shard either).
+  for (std::string &axis : p.axes)
+    if (axis == headtail::kAxis)
+      axis.clear();
   if (zero_ == 0)
     return p;
   Sharding z = p;
@@ -228,6 +238,16 @@ Sharding MeshLayout::stateSharding(const NamedShape &paramShape, StateRole role)
 Sharding MeshLayout::reducedForm(const NamedShape &globalShape, const Sharding &s) const {
   Sharding out = s;
   out.partial.clear();
+  // Context parallelism: the key and value gradients of every cp rank's queries are
+  // reduce-scattered back onto the sequence the spec splits over cp.
+  std::string cp(headtail::kAxis);
+  if (s.isPartialOver(cp) && !llvm::is_contained(s.axes, cp))
+    for (size_t d = 0; d < globalShape.size(); ++d)
+      if (ruleFor(globalShape[d].name) == cp && s.axes[d].empty() &&
+          globalShape[d].size % (2 * size(cp)) == 0) {
+        out.axes[d] = cp;
+        break;
+      }
   if (sequenceParallel_ && s.isPartialOver("tp") && !llvm::is_contained(s.axes, "tp")) {
     int seq = findDim(globalShape, "seq");
     if (seq >= 0 && s.axes[seq].empty() && globalShape[seq].size % size("tp") == 0)

@@ -70,6 +70,9 @@ public:
   void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
   bool sequenceParallel() const { return sequenceParallel_; }
   int zeroStage() const { return zero_; }
+  /// Whether attention under context parallelism passes keys and values around the cp ring
+  /// (`context = ring`) rather than all-gathering them.
+  bool contextRing() const { return contextRing_; }
   bool isTrivial() const { return axes_.empty(); }
 
   /// The rules applied to `shape`: each dim split over its axis when the axis divides it.
@@ -82,8 +85,8 @@ public:
   ///   moments split over dp; stage 2: gradients split too; stage 3: the parameter as well.
   Sharding stateSharding(const NamedShape &paramShape, StateRole role) const;
   /// The sharding a partial value is reduced to when nothing asks for a particular one: a
-  /// reduce-scatter onto `seq` for tp partial sums under sequence parallelism, otherwise an
-  /// all-reduce.
+  /// reduce-scatter onto `seq` for tp partial sums under sequence parallelism and onto the dim
+  /// the spec splits over cp for cp partial sums, otherwise an all-reduce.
   Sharding reducedForm(const NamedShape &globalShape, const Sharding &s) const;
 
 private:
@@ -91,6 +94,7 @@ private:
   std::map<std::string, std::string> rules_;
   bool sequenceParallel_ = false;
   int zero_ = 0;
+  bool contextRing_ = false;
 };
 
 /// An op's sharding rule: the sharding each operand must have, and those of the results.

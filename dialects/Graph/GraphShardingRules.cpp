@@ -9,6 +9,8 @@
 
 #include "Graph/GraphOps.h"
 
+#include "common/HeadTail.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <set>
@@ -368,6 +370,13 @@ static std::string headsOverAxis(Operation *op, const ShardingRule &rule) {
 /// tp ranks than kv heads), every rank holds every kv head and reads those its block of query
 /// heads needs (`heads_over`); the key and value gradients are then partial sums over that
 /// axis, each rank adding into the kv heads its query heads read.
+///
+/// Under context parallelism (the spec splits the queries' sequence over cp) the queries,
+/// the output and their gradients keep this rank's head-tail block of the sequence
+/// (`seq_over`). With `context = allgather` the keys and values are gathered whole: each rank
+/// attends its queries to every key, and the key and value gradients are its addends,
+/// reduce-scattered back over cp. With `context = ring` the keys and values keep their blocks
+/// too, and so do their gradients: the lowering passes the blocks around the cp ring.
 static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
                                    ArrayRef<Sharding> operands, ShardingRule &rule, bool grad) {
   NamedShape q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
@@ -383,7 +392,30 @@ static LogicalResult attentionRule(Operation *op, const MeshLayout &mesh,
   if (grad && !axis.empty())
     for (size_t i = 1; i < rule.results.size(); ++i)
       rule.results[i].addPartial(axis);
+  std::string seqAxis = std::string(headtail::kAxis);
+  if (mesh.size(seqAxis) > 1 && mesh.ruleFor(q[r - 3].name) == seqAxis &&
+      q[r - 3].size % (2 * mesh.size(seqAxis)) == 0) {
+    rule.operands[0].axes[r - 3] = seqAxis;
+    rule.results[0].axes[r - 3] = seqAxis;
+    if (grad)
+      rule.operands[3].axes[r - 3] = seqAxis;
+    for (size_t i = 1; i < rule.results.size(); ++i) {
+      if (!mesh.contextRing())
+        rule.results[i].addPartial(seqAxis);
+      else
+        rule.results[i].axes[r - 3] = seqAxis;
+    }
+    if (mesh.contextRing())
+      rule.operands[1].axes[r - 3] = rule.operands[2].axes[r - 3] = seqAxis;
+  }
   return success();
+}
+
+/// The axis splitting attention's queries' sequence head-tail under `rule`, or "".
+static std::string seqOverAxis(Operation *op, const ShardingRule &rule) {
+  size_t r = shapeOf(op->getOperand(0)).size();
+  const std::string &axis = rule.operands[0].axes[r - 3];
+  return axis == headtail::kAxis ? axis : "";
 }
 
 /// The per-rank attention names the axis its query heads are split over when the kv heads
@@ -394,6 +426,8 @@ static LogicalResult partitionAttention(Operation *op, Partitioner &p, ArrayRef<
     return failure();
   if (std::string axis = headsOverAxis(op, rule); !axis.empty())
     setAttrOn(results, "heads_over", p.builder().getStringAttr(axis));
+  if (std::string axis = seqOverAxis(op, rule); !axis.empty())
+    setAttrOn(results, "seq_over", p.builder().getStringAttr(axis));
   return success();
 }
 
@@ -418,12 +452,30 @@ LogicalResult AttentionGradOp::partition(Partitioner &p, ArrayRef<Value> operand
   return partitionAttention(*this, p, operands, rule, results);
 }
 
-// Rotation angles depend on the position in the whole sequence.
+// Rotation angles depend on the position in the whole sequence: the sequence stays whole,
+// except under context parallelism, where each rank turns its head-tail block by the
+// positions it holds (`seq_over`).
 LogicalResult RopeOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                     ShardingRule &rule) {
   NamedShape x = shapeOf(getInput());
   size_t r = x.size();
-  return solveAll(*this, mesh, operands, rule, {x[r - 3].name, x[r - 1].name});
+  if (failed(solveAll(*this, mesh, operands, rule, {x[r - 3].name, x[r - 1].name})))
+    return failure();
+  std::string cp(headtail::kAxis);
+  if (mesh.size(cp) > 1 && mesh.ruleFor(x[r - 3].name) == cp &&
+      x[r - 3].size % (2 * mesh.size(cp)) == 0)
+    rule.operands[0].axes[r - 3] = rule.results[0].axes[r - 3] = cp;
+  return success();
+}
+
+LogicalResult RopeOp::partition(Partitioner &p, ArrayRef<Value> operands, const ShardingRule &rule,
+                                SmallVectorImpl<Value> &results) {
+  if (failed(partitionByCloning(*this, p, operands, rule, results)))
+    return failure();
+  size_t r = shapeOf(getInput()).size();
+  if (const std::string &axis = rule.operands[0].axes[r - 3]; !axis.empty())
+    setAttrOn(results, "seq_over", p.builder().getStringAttr(axis));
+  return success();
 }
 
 LogicalResult SplitOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,

@@ -9,6 +9,9 @@
 // query's window: tiles no query of a block sees are never computed. A rank may hold a block
 // of the query heads with every kv head (AttentionArgs::firstHead, under tensor parallelism
 // over fewer kv heads than ranks): kv heads that no query head here reads get zero gradients.
+// Under context parallelism the queries are two runs of positions (AttentionArgs::headStart):
+// each run goes through the same blocks with its positions shifted, which is all the causal
+// mask needs.
 //
 // This file is compiled once per instruction set (Isa.h): its functions live in
 // tessel::cpu::attention_isa::<set>, and AttentionDispatch.cpp calls the widest one the CPU
@@ -100,7 +103,22 @@ int64_t groupOf(const AttentionArgs &a) { return a.group > 0 ? a.group : a.heads
 /// The kv head that query head `h` here reads.
 int64_t kvHeadOf(const AttentionArgs &a, int64_t h) { return (a.firstHead + h) / groupOf(a); }
 
-/// Keys that query i sees: [firstKey, keysFor).
+/// The runs of queries with consecutive positions: [begin, end) here, at position i + shift.
+struct QueryRun {
+  int64_t begin, end, shift;
+};
+int queryRuns(const AttentionArgs &a, QueryRun runs[2]) {
+  if (a.headStart < 0) {
+    runs[0] = {0, a.seq, 0};
+    return 1;
+  }
+  const int64_t half = a.seq / 2;
+  runs[0] = {0, half, a.headStart};
+  runs[1] = {half, a.seq, a.tailStart - half};
+  return 2;
+}
+
+/// Keys that the query at position i sees: [firstKey, keysFor).
 int64_t keysFor(const AttentionArgs &a, int64_t i) {
   return a.causal ? std::min(i + 1, a.kvSeq) : a.kvSeq;
 }
@@ -108,13 +126,15 @@ int64_t firstKey(const AttentionArgs &a, int64_t i) {
   return a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
 }
 
-/// Keys that any query of [q0 + rowBegin, q0 + rowEnd) sees: a block's column (or term) range.
+/// Keys that any query at positions [q0 + rowBegin, q0 + rowEnd) sees: a block's column (or
+/// term) range.
 int64_t keysForBlock(const AttentionArgs &a, int64_t q0, int64_t rowEnd) {
   return a.causal ? std::min(q0 + rowEnd, a.kvSeq) : a.kvSeq;
 }
 
-/// p[r][:] = softmax(scale * q[q0 + r] . k[:]) for r < rows, with the masked keys 0 (up to
-/// kvSeq). q points at query q0 of the pair; p is [rows, kvSeq].
+/// p[r][:] = softmax(scale * q[r] . k[:]) for r < rows, with the masked keys 0 (up to kvSeq),
+/// row r being the query at position q0 + r. q points at the block's first query; p is
+/// [rows, kvSeq].
 void probabilities(const AttentionArgs &a, const float *q, const float *kt, int64_t q0,
                    int64_t rows, float *p) {
   const int64_t T = a.kvSeq, D = a.head, ldq = a.heads * D;
@@ -149,17 +169,19 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / H, h = pair % H;
       tile.load(a, k, v, b, kvHeadOf(a, h), true);
-      for (int64_t q0 = 0; q0 < S; q0 += kQueryBlock) {
-        const int64_t rows = std::min(kQueryBlock, S - q0);
-        const int64_t first = ((b * S + q0) * H + h) * D;
-        probabilities(a, q + first, tile.kt.data(), q0, rows, p.data());
-        // out = p v, each query summing only the keys its block can see.
-        smallGemm<false>(
-            rows, p.data(), T, tile.vr.data(), D, out + first, ld,
-            [&](int64_t rowBegin, int64_t rowEnd) {
-              return BlockRange{D, firstKey(a, q0 + rowBegin), keysForBlock(a, q0, rowEnd)};
-            });
-      }
+      QueryRun runs[2];
+      for (int run = 0, nRuns = queryRuns(a, runs); run < nRuns; ++run)
+        for (int64_t q0 = runs[run].begin; q0 < runs[run].end; q0 += kQueryBlock) {
+          const int64_t rows = std::min(kQueryBlock, runs[run].end - q0);
+          const int64_t first = ((b * S + q0) * H + h) * D, p0 = q0 + runs[run].shift;
+          probabilities(a, q + first, tile.kt.data(), p0, rows, p.data());
+          // out = p v, each query summing only the keys its block can see.
+          smallGemm<false>(
+              rows, p.data(), T, tile.vr.data(), D, out + first, ld,
+              [&](int64_t rowBegin, int64_t rowEnd) {
+                return BlockRange{D, firstKey(a, p0 + rowBegin), keysForBlock(a, p0, rowEnd)};
+              });
+        }
     }
   }
 }
@@ -183,54 +205,58 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
       // The query heads here that read kv head kh (none leaves its dk and dv zero).
       const int64_t hBegin = std::max<int64_t>(0, kh * group - a.firstHead);
       const int64_t hEnd = std::min<int64_t>(H, (kh + 1) * group - a.firstHead);
+      QueryRun runs[2];
+      const int nRuns = queryRuns(a, runs);
       for (int64_t h = hBegin; h < hEnd; ++h) {
-        for (int64_t q0 = 0; q0 < S; q0 += kQueryBlock) {
-          const int64_t rows = std::min(kQueryBlock, S - q0);
-          const int64_t first = ((b * S + q0) * H + h) * D;
-          probabilities(a, q + first, tile.kt.data(), q0, rows, p.data());
-          auto causalCols = [&](int64_t rowBegin, int64_t rowEnd) {
-            return BlockRange{keysForBlock(a, q0, rowEnd), 0, D, firstKey(a, q0 + rowBegin)};
-          };
-          // dp = dout v^T, then ds = p (dp - sum(p dp)) * scale, row by row.
-          smallGemm<false>(rows, dout + first, ld, tile.vt.data(), T, ds.data(), T, causalCols);
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t begin = firstKey(a, q0 + r), keys = keysFor(a, q0 + r);
-            const int64_t n = keys - begin;
-            const float *pr = p.data() + r * T + begin;
-            float *dsr = ds.data() + r * T + begin;
-            const float dot = static_cast<float>(detail::sumTerms(n, [&](int64_t j, auto t) {
-              return detail::load(pr + j, t) * detail::load(dsr + j, t);
-            }));
-            const float scale = a.scale;
-            detail::mapWide2(n, pr, dsr, dsr,
-                             [dot, scale](auto pv, auto dpv) { return pv * (dpv - dot) * scale; });
-            zeroFloats(ds.data() + r * T, begin);
-            zeroFloats(ds.data() + r * T + keys, T - keys);
-          }
-          // dq = ds k.
-          smallGemm<false>(
-              rows, ds.data(), T, tile.kr.data(), D, dq + first, ld,
-              [&](int64_t rowBegin, int64_t rowEnd) {
-                return BlockRange{D, firstKey(a, q0 + rowBegin), keysForBlock(a, q0, rowEnd)};
+        for (int run = 0; run < nRuns; ++run)
+          for (int64_t q0 = runs[run].begin; q0 < runs[run].end; q0 += kQueryBlock) {
+            const int64_t rows = std::min(kQueryBlock, runs[run].end - q0);
+            const int64_t first = ((b * S + q0) * H + h) * D, p0 = q0 + runs[run].shift;
+            probabilities(a, q + first, tile.kt.data(), p0, rows, p.data());
+            auto causalCols = [&](int64_t rowBegin, int64_t rowEnd) {
+              return BlockRange{keysForBlock(a, p0, rowEnd), 0, D, firstKey(a, p0 + rowBegin)};
+            };
+            // dp = dout v^T, then ds = p (dp - sum(p dp)) * scale, row by row.
+            smallGemm<false>(rows, dout + first, ld, tile.vt.data(), T, ds.data(), T, causalCols);
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t begin = firstKey(a, p0 + r), keys = keysFor(a, p0 + r);
+              const int64_t n = keys - begin;
+              const float *pr = p.data() + r * T + begin;
+              float *dsr = ds.data() + r * T + begin;
+              const float dot = static_cast<float>(detail::sumTerms(n, [&](int64_t j, auto t) {
+                return detail::load(pr + j, t) * detail::load(dsr + j, t);
+              }));
+              const float scale = a.scale;
+              detail::mapWide2(n, pr, dsr, dsr, [dot, scale](auto pv, auto dpv) {
+                return pv * (dpv - dot) * scale;
               });
-          // dk += ds^T q and dv += p^T dout, over the keys [kb, ke) this block sees; key j
-          // only meets the queries from j on when causal, and with a window those before
-          // j + window.
-          const int64_t kb = firstKey(a, q0), ke = keysForBlock(a, q0, rows);
-          auto queriesFor = [&](int64_t keyBegin, int64_t keyEnd) {
-            if (!a.causal)
-              return BlockRange{D, 0, rows};
-            const int64_t first = std::max<int64_t>(0, kb + keyBegin - q0);
-            const int64_t last =
-                a.window > 0 ? std::min(rows, kb + keyEnd - 1 + a.window - q0) : rows;
-            return BlockRange{D, first, std::max(first, last)};
-          };
-          // ds and p read transposed, in place.
-          smallGemm<true, decltype(queriesFor), /*TransA=*/true>(
-              ke - kb, ds.data() + kb, T, q + first, ld, dkAcc.data() + kb * D, D, queriesFor);
-          smallGemm<true, decltype(queriesFor), /*TransA=*/true>(
-              ke - kb, p.data() + kb, T, dout + first, ld, dvAcc.data() + kb * D, D, queriesFor);
-        }
+              zeroFloats(ds.data() + r * T, begin);
+              zeroFloats(ds.data() + r * T + keys, T - keys);
+            }
+            // dq = ds k.
+            smallGemm<false>(
+                rows, ds.data(), T, tile.kr.data(), D, dq + first, ld,
+                [&](int64_t rowBegin, int64_t rowEnd) {
+                  return BlockRange{D, firstKey(a, p0 + rowBegin), keysForBlock(a, p0, rowEnd)};
+                });
+            // dk += ds^T q and dv += p^T dout, over the keys [kb, ke) this block sees; key j
+            // only meets the queries from j on when causal, and with a window those before
+            // j + window.
+            const int64_t kb = firstKey(a, p0), ke = keysForBlock(a, p0, rows);
+            auto queriesFor = [&](int64_t keyBegin, int64_t keyEnd) {
+              if (!a.causal)
+                return BlockRange{D, 0, rows};
+              const int64_t first = std::max<int64_t>(0, kb + keyBegin - p0);
+              const int64_t last =
+                  a.window > 0 ? std::min(rows, kb + keyEnd - 1 + a.window - p0) : rows;
+              return BlockRange{D, first, std::max(first, last)};
+            };
+            // ds and p read transposed, in place.
+            smallGemm<true, decltype(queriesFor), /*TransA=*/true>(
+                ke - kb, ds.data() + kb, T, q + first, ld, dkAcc.data() + kb * D, D, queriesFor);
+            smallGemm<true, decltype(queriesFor), /*TransA=*/true>(
+                ke - kb, p.data() + kb, T, dout + first, ld, dvAcc.data() + kb * D, D, queriesFor);
+          }
       }
       const int64_t stride = KH * D;
       for (int64_t j = 0; j < T; ++j) {

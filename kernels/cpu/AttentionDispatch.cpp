@@ -46,11 +46,11 @@ const Variant &chosen() {
     const Variant all[] = {
 #ifdef TESSEL_CPU_HAVE_AVX512
         {"avx512", attention_isa::avx512::attention, attention_isa::avx512::attentionGrad,
-         __builtin_cpu_supports("avx512f") != 0},
+         __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("fma") != 0},
 #endif
 #ifdef TESSEL_CPU_HAVE_AVX2
         {"avx2", attention_isa::avx2::attention, attention_isa::avx2::attentionGrad,
-         __builtin_cpu_supports("avx2") != 0},
+         __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0},
 #endif
         {"baseline", attention_isa::baseline::attention, attention_isa::baseline::attentionGrad,
          true},

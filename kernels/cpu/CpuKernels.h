@@ -119,11 +119,12 @@ void scale(int64_t n, const float *x, float scale, float *y);
 //===----------------------------------------------------------------------===//
 
 /// Sums `x` (dense, of shape `shape`) into `out`: element i of x adds to out[i . so], where
-/// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten; the
-/// sum is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
+/// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten (with
+/// `accumulate`, added to: out += float(sum), the same bits as a separate addition); the sum
+/// is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
 /// increasing index order.
 void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t outElements,
-               float scale, float *out);
+               float scale, float *out, bool accumulate = false);
 
 /// The sum of squares of x, accumulated in double in index order.
 double sumOfSquares(int64_t n, const float *x);
@@ -235,21 +236,48 @@ struct AttentionArgs {
   /// parallelism over fewer kv heads than ranks): query head h is head firstHead + h of the
   /// whole, and reads kv head (firstHead + h) / group. A group of 0 means heads / kvHeads.
   int64_t firstHead = 0, group = 0;
+  /// Context parallelism with every key here: the queries are the two chunks of a head-tail
+  /// split (common/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
+  /// tailStart + i - seq / 2 of the kvSeq keys. Negative: query i is at position i.
+  int64_t headStart = -1, tailStart = -1;
 };
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                float *out);
 /// Recomputes the probabilities from q and k, then writes dq, dk, dv.
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
                    const float *dout, float *dq, float *dk, float *dv);
+/// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
+/// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
+/// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`
+/// gives the sizes, scale, causal flag and query-head block (kvSeq and window unused).
+struct RingBlockArgs {
+  AttentionArgs attention;
+  int64_t queryIndex = 0, keyIndex = 0, ways = 1;
+  /// Places in the whole sequence of query i and key j here.
+  int64_t queryPosition(int64_t i) const;
+  int64_t keyPosition(int64_t j) const;
+};
+/// Merges the block's attention into the running output `out` [batch, seq, heads, head] and
+/// log-sum-exp `lse` [batch, seq, heads] (set to 0 and −inf first when `first`).
+void attentionBlock(const RingBlockArgs &args, const float *q, const float *k, const float *v,
+                    bool first, float *out, float *lse);
+/// Adds the block's terms of the gradients to dq, dk, dv (zeroed first when `first`), from the
+/// whole attention's `out` and `lse`.
+void attentionBlockGrad(const RingBlockArgs &args, const float *q, const float *k, const float *v,
+                        const float *dout, const float *out, const float *lse, bool first,
+                        float *dq, float *dk, float *dv);
+
 /// The instruction set the attention kernels run with: "baseline", "avx2" or "avx512" (the
 /// widest the CPU supports, or the one TESSEL_CPU_ISA names); every one gives the same bits.
 const char *attentionVariant();
 
 /// Rotary embedding on [batch, seq, heads, head] (head even), in the "rotate half" layout:
 /// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).
-/// `inverse` turns the other way (the gradient of the forward rotation).
+/// `inverse` turns the other way (the gradient of the forward rotation). With `headStart` ≥ 0
+/// the positions here are two runs (a head-tail block, common/HeadTail.h): [0, seq / 2) at
+/// headStart + p, the rest at tailStart + p − seq / 2.
 void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-          const float *x, float *y);
+          const float *x, float *y, int64_t headStart = -1, int64_t tailStart = -1);
 
 //===----------------------------------------------------------------------===//
 // Dropout
@@ -260,10 +288,12 @@ void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, 
 void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y);
 /// Dropout on this rank's block of a split tensor: `shape` is the block, starting at `offset`
 /// in a whole tensor of `wholeShape`; each element gets the mask of its place in the whole
-/// tensor, so the result is the block of the whole tensor's dropout.
+/// tensor, so the result is the block of the whole tensor's dropout. Where `tail[d]` is not
+/// negative, dim d is split head-tail (common/HeadTail.h): the second half of the block starts
+/// at `tail[d]` in the whole.
 void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
-                  const std::vector<int64_t> &wholeShape, float rate, uint64_t seed, const float *x,
-                  float *y);
+                  const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
+                  float rate, uint64_t seed, const float *x, float *y);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

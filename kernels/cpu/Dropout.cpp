@@ -40,8 +40,8 @@ void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y) {
 }
 
 void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
-                  const std::vector<int64_t> &wholeShape, float rate, uint64_t seed, const float *x,
-                  float *y) {
+                  const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
+                  float rate, uint64_t seed, const float *x, float *y) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -53,7 +53,8 @@ void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> 
     // tensor over ranks drops the same elements.
     int64_t rest = i, whole = 0, stride = 1;
     for (int d = rank - 1; d >= 0; --d) {
-      whole += (offset[d] + rest % shape[d]) * stride;
+      const int64_t i = rest % shape[d], half = shape[d] / 2;
+      whole += (tail[d] >= 0 && i >= half ? tail[d] + i - half : offset[d] + i) * stride;
       rest /= shape[d];
       stride *= wholeShape[d];
     }

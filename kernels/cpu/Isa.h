@@ -5,8 +5,8 @@
 // each copy with TESSEL_CPU_ISA naming its instruction set; everything the private headers
 // define lives in an inline namespace of that name, so no function compiled with wide
 // instructions is shared with (or picked by the linker for) the baseline's callers. Floating
-// point contraction is off in every copy: the same additions and multiplications in the same
-// order, so the copies give the same bits and the choice (made at run time from what the CPU
+// point contraction is off in every copy: the same additions, multiplications and explicit fused
+// multiply-adds (Simd.h's mulAdd) in the same order, so the copies give the same bits and the choice (made at run time from what the CPU
 // supports, or forced with TESSEL_CPU_ISA=baseline|avx2|avx512) never changes a result.
 //
 //===----------------------------------------------------------------------===//

@@ -66,9 +66,10 @@ struct ReducePlan {
 } // namespace
 
 void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t outElements,
-               float scale, float *out) {
+               float scale, float *out, bool accumulate) {
   if (shape.numElements() == 0) {
-    std::fill(out, out + outElements, 0.0f);
+    if (!accumulate)
+      std::fill(out, out + outElements, 0.0f);
     return;
   }
   const Strides *ops[1] = {&so};
@@ -123,8 +124,10 @@ void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t ou
           sums[j] += row[j];
       });
       float *ob = out + outBase + first * outStep;
-      for (int64_t j = 0; j < width; ++j)
-        ob[j * outStep] = static_cast<float>(sums[j] * scale);
+      for (int64_t j = 0; j < width; ++j) {
+        const float sum = static_cast<float>(sums[j] * scale);
+        ob[j * outStep] = accumulate ? ob[j * outStep] + sum : sum;
+      }
     }
     return;
   }
@@ -146,7 +149,8 @@ void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t ou
       for (int64_t j = 0; j < run; ++j)
         acc += row[j];
     });
-    out[outBase] = static_cast<float>(acc * scale);
+    const float sum = static_cast<float>(acc * scale);
+    out[outBase] = accumulate ? out[outBase] + sum : sum;
   }
 }
 

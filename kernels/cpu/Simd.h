@@ -10,8 +10,9 @@
 // within about 2 ulp over the whole float range, subnormal results and the overflow to
 // infinity included; glibc's expf and tanhf are scalar calls, and they dominated GELU, softmax
 // and cross entropy. Code over `Real` (float or Vec) does the same IEEE operations in every
-// lane and in the scalar tail, without fused multiply-adds, so an element's result does not
-// depend on where it falls in a loop, and so on how the work is split over threads.
+// lane and in the scalar tail, without fused multiply-adds (mulAdd, below, is fused the same
+// way in every lane, tail and copy), so an element's result does not depend on where it falls
+// in a loop, and so on how the work is split over threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +21,13 @@
 
 #include "kernels/cpu/Isa.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 namespace tessel::cpu::detail {
 inline namespace TESSEL_CPU_ISA {
@@ -68,6 +74,37 @@ inline WideVec bitsToFloat(WideVecInt bits) { return (WideVec)bits; }
 #else
 typedef Vec WideVec;
 #endif
+/// s + x·b rounded once: the products of attention (SmallGemm.h) accumulate with fused
+/// multiply-adds. The AVX2 and AVX-512 copies (built with FMA) issue one instruction per
+/// vector; the baseline computes the same correctly rounded result lane by lane with std::fma,
+/// slower but the same bits, so the copies still agree.
+inline float mulAdd(float x, float b, float s) { return std::fma(x, b, s); }
+#if defined(__FMA__)
+inline Vec mulAdd(float x, Vec b, Vec s) {
+  return (Vec)_mm_fmadd_ps(_mm_set1_ps(x), (__m128)b, (__m128)s);
+}
+#else
+inline Vec mulAdd(float x, Vec b, Vec s) {
+  Vec r;
+  for (int l = 0; l < kLanes; ++l)
+    r[l] = std::fma(x, b[l], s[l]);
+  return r;
+}
+#endif
+#if defined(__AVX512F__)
+inline WideVec mulAdd(float x, WideVec b, WideVec s) {
+  return (WideVec)_mm512_fmadd_ps(_mm512_set1_ps(x), (__m512)b, (__m512)s);
+}
+#elif defined(__AVX__)
+static_assert(sizeof(WideVec) == 32);
+#if !defined(__FMA__)
+#error "the AVX2 copy of the kernels is built with FMA (kernels/cpu/CMakeLists.txt)"
+#endif
+inline WideVec mulAdd(float x, WideVec b, WideVec s) {
+  return (WideVec)_mm256_fmadd_ps(_mm256_set1_ps(x), (__m256)b, (__m256)s);
+}
+#endif
+
 inline WideVec loadWide(const float *p) {
   WideVec v;
   std::memcpy(&v, p, sizeof v);

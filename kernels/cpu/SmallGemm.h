@@ -5,8 +5,9 @@
 // cost more in overhead (and must not run threaded inside an OpenMP region). Blocks of 4 rows
 // (8 with AVX-512) by two vectors of columns live in registers, the vectors as wide as the
 // instruction set the file is compiled for allows (4 floats on the baseline, 8 with AVX2, 16 with
-// AVX-512); every element sums its k terms in increasing order in float, the same way in the
-// blocked and the tail loops and at every width, so the widths give the same bits.
+// AVX-512); every element sums its k terms in increasing order in float with fused
+// multiply-adds (Simd.h's mulAdd), the same way in the blocked and the tail loops and at every
+// width, so the widths give the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,8 +66,8 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
 #pragma GCC unroll 16
           for (int64_t i = 0; i < kRows; ++i) {
             const float x = at(i0 + i, k);
-            s[i][0] += x * b0;
-            s[i][1] += x * b1;
+            s[i][0] = mulAdd(x, b0, s[i][0]);
+            s[i][1] = mulAdd(x, b1, s[i][1]);
           }
         }
 #pragma GCC unroll 16
@@ -83,19 +84,19 @@ void smallGemm(int64_t m, const float *a, int64_t lda, const float *b, int64_t l
       for (; jj + kWideLanes <= r.cols; jj += kWideLanes) {
         WideVec s = Accumulate ? loadWide(ci + jj) : WideVec{};
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += at(i, k) * loadWide(b + k * ldb + jj);
+          s = mulAdd(at(i, k), loadWide(b + k * ldb + jj), s);
         storeWide(ci + jj, s);
       }
       for (; jj + kLanes <= r.cols; jj += kLanes) {
         Vec s = Accumulate ? loadVec(ci + jj) : Vec{};
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += at(i, k) * loadVec(b + k * ldb + jj);
+          s = mulAdd(at(i, k), loadVec(b + k * ldb + jj), s);
         storeVec(ci + jj, s);
       }
       for (; jj < r.cols; ++jj) {
         float s = Accumulate ? ci[jj] : 0.0f;
         for (int64_t k = r.kBegin; k < r.kEnd; ++k)
-          s += at(i, k) * b[k * ldb + jj];
+          s = mulAdd(at(i, k), b[k * ldb + jj], s);
         ci[jj] = s;
       }
     }

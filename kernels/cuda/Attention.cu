@@ -44,17 +44,31 @@ __device__ inline int64_t groupOf(const AttentionArgs &a) {
   return a.group > 0 ? a.group : a.heads / a.kvHeads;
 }
 
+/// The position of query i in the keys' sequence: i, or under context parallelism (a
+/// head-tail block, AttentionArgs::headStart) in one of its two runs.
+__device__ inline int64_t positionOf(const AttentionArgs &a, int64_t i) {
+  if (a.headStart < 0)
+    return i;
+  return i < a.seq / 2 ? a.headStart + i : a.tailStart + i - a.seq / 2;
+}
+
 /// Whether query i sees key j (both inside the sequences).
 __device__ inline bool visible(const AttentionArgs &a, int64_t i, int64_t j) {
   if (i >= a.seq || j >= a.kvSeq)
     return false;
   if (!a.causal)
     return true;
-  return j <= i && (a.window <= 0 || j > i - a.window);
+  const int64_t p = positionOf(a, i);
+  return j <= p && (a.window <= 0 || j > p - a.window);
 }
 
 /// The key tiles queries [q0, q0 + kTile) see: [first tile's start, end).
 __device__ inline void keyRange(const AttentionArgs &a, int64_t q0, int64_t &begin, int64_t &end) {
+  if (a.headStart >= 0) { // two runs of positions: every tile, the mask decides
+    begin = 0;
+    end = a.kvSeq;
+    return;
+  }
   const int64_t last = imin(q0 + kTile, a.seq) - 1;
   end = a.causal ? imin(last + 1, a.kvSeq) : a.kvSeq;
   begin = a.causal && a.window > 0 ? imax(0, q0 - a.window + 1) : 0;
@@ -64,6 +78,11 @@ __device__ inline void keyRange(const AttentionArgs &a, int64_t q0, int64_t &beg
 /// The query tiles that see keys [j0, j0 + kTile): [first tile's start, end).
 __device__ inline void queryRange(const AttentionArgs &a, int64_t j0, int64_t &begin,
                                   int64_t &end) {
+  if (a.headStart >= 0) {
+    begin = 0;
+    end = a.seq;
+    return;
+  }
   begin = a.causal ? j0 / kTile * kTile : 0;
   const int64_t lastKey = imin(j0 + kTile, a.kvSeq) - 1;
   end = a.causal && a.window > 0 ? imin(a.seq, lastKey + a.window) : a.seq;
@@ -326,7 +345,11 @@ __global__ void __launch_bounds__(kThreads)
 bool valid(const AttentionArgs &a) {
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
       a.head > kMaxAttentionHead || a.window < 0 || (a.window > 0 && !a.causal) ||
-      (a.causal && a.kvSeq != a.seq) || a.firstHead < 0)
+      (a.causal && a.headStart < 0 && a.kvSeq != a.seq) || a.firstHead < 0)
+    return false;
+  // Head-tail queries: two runs of seq / 2 positions inside the keys' sequence.
+  if (a.headStart >= 0 && (a.seq % 2 != 0 || a.tailStart < 0 || a.headStart + a.seq / 2 > a.kvSeq ||
+                           a.tailStart + a.seq / 2 > a.kvSeq))
     return false;
   const int64_t group = a.group > 0 ? a.group : a.heads / a.kvHeads;
   if (group <= 0 || (a.firstHead + a.heads - 1) / group >= a.kvHeads)

@@ -245,8 +245,10 @@ cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, 
 
 /// As cpu::rope: [batch, seq, heads, head] in the rotate-half layout; the angles' cosines and
 /// sines computed in f64 and rounded once, as the CPU does. `inverse` turns back.
+/// With headStart >= 0 the rows' positions are two runs (a head-tail block), as cpu::rope's.
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-                 const float *x, float *y, cudaStream_t stream);
+                 const float *x, float *y, cudaStream_t stream, int64_t headStart = -1,
+                 int64_t tailStart = -1);
 
 //===----------------------------------------------------------------------===//
 // Attention (Attention.cu)
@@ -276,8 +278,9 @@ cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float
 
 /// As cpu::reduceSum: out[i . so] = scale * the sum of x over the dims where `so` is 0, each
 /// output summing its inputs in increasing index order in f64 (the CPU's order and precision).
+/// With `accumulate` the scaled sum (rounded to f32) is added to out, as the CPU does.
 cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, float scale,
-                      float *out, cudaStream_t stream);
+                      float *out, cudaStream_t stream, bool accumulate = false);
 
 /// As cpu::pack, one launch per input.
 cudaError_t pack(int64_t count, const float *const *inputs, const int64_t *outers,
@@ -286,8 +289,8 @@ cudaError_t pack(int64_t count, const float *const *inputs, const int64_t *outer
 /// As cpu::dropoutBlock (the same counter-based generator, so the same mask as the CPU).
 /// Shapes of at most kMaxRank dims.
 cudaError_t dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
-                         const std::vector<int64_t> &wholeShape, float rate, uint64_t seed,
-                         const float *x, float *y, cudaStream_t stream);
+                         const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
+                         float rate, uint64_t seed, const float *x, float *y, cudaStream_t stream);
 
 /// Doubles of workspace sumOfSquares needs for `inputs` inputs.
 int64_t sumOfSquaresWorkspace(int64_t inputs);

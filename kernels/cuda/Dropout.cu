@@ -16,7 +16,7 @@ namespace {
 /// The block's place in the whole tensor, by value into the kernel.
 struct Block {
   int rank = 0;
-  int64_t size[kMaxRank] = {}, offset[kMaxRank] = {}, whole[kMaxRank] = {};
+  int64_t size[kMaxRank] = {}, offset[kMaxRank] = {}, tail[kMaxRank] = {}, whole[kMaxRank] = {};
 };
 
 /// As kernels/cpu/Dropout.cpp's splitmix64.
@@ -33,7 +33,10 @@ __global__ void dropoutKernel(int64_t n, Block block, float rate, float keepScal
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rest = i, whole = 0, stride = 1;
     for (int d = block.rank - 1; d >= 0; --d) {
-      whole += (block.offset[d] + rest % block.size[d]) * stride;
+      // Under a head-tail split the block's second half is the tail chunk.
+      const int64_t i = rest % block.size[d], half = block.size[d] / 2;
+      whole += (block.tail[d] >= 0 && i >= half ? block.tail[d] + i - half : block.offset[d] + i) *
+               stride;
       rest /= block.size[d];
       stride *= block.whole[d];
     }
@@ -46,10 +49,11 @@ __global__ void dropoutKernel(int64_t n, Block block, float rate, float keepScal
 } // namespace
 
 cudaError_t dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
-                         const std::vector<int64_t> &wholeShape, float rate, uint64_t seed,
-                         const float *x, float *y, cudaStream_t stream) {
+                         const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
+                         float rate, uint64_t seed, const float *x, float *y, cudaStream_t stream) {
   if (shape.size() > static_cast<size_t>(kMaxRank) || offset.size() != shape.size() ||
-      wholeShape.size() != shape.size() || !(rate >= 0.0f && rate < 1.0f))
+      wholeShape.size() != shape.size() || tail.size() != shape.size() ||
+      !(rate >= 0.0f && rate < 1.0f))
     return cudaErrorInvalidValue;
   Block block;
   block.rank = static_cast<int>(shape.size());
@@ -59,6 +63,7 @@ cudaError_t dropoutBlock(const std::vector<int64_t> &shape, const std::vector<in
       return cudaErrorInvalidValue;
     block.size[d] = shape[d];
     block.offset[d] = offset[d];
+    block.tail[d] = tail[d];
     block.whole[d] = wholeShape[d];
     n *= shape[d];
   }

@@ -24,7 +24,8 @@ struct ReducePlan {
   int64_t outputs = 1, terms = 1;
 };
 
-__global__ void reduceKernel(ReducePlan plan, const float *x, float scale, float *out) {
+__global__ void reduceKernel(ReducePlan plan, const float *x, float scale, bool accumulate,
+                             float *out) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < plan.outputs;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t rest = o, xBase = 0, outOffset = 0;
@@ -48,14 +49,15 @@ __global__ void reduceKernel(ReducePlan plan, const float *x, float scale, float
         index[d] = 0;
       }
     }
-    out[outOffset] = static_cast<float>(sum * scale);
+    const float scaled = static_cast<float>(sum * scale);
+    out[outOffset] = accumulate ? out[outOffset] + scaled : scaled;
   }
 }
 
 } // namespace
 
 cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, float scale,
-                      float *out, cudaStream_t stream) {
+                      float *out, cudaStream_t stream, bool accumulate) {
   if (shape.rank < 0 || shape.rank > kMaxRank)
     return cudaErrorInvalidValue;
   ReducePlan plan;
@@ -87,8 +89,8 @@ cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, flo
     plan.summedSize[d] = summedSize[plan.summedRank - 1 - d];
     plan.summedX[d] = summedX[plan.summedRank - 1 - d];
   }
-  reduceKernel<<<detail::mapBlocks(plan.outputs), detail::kMapThreads, 0, stream>>>(plan, x, scale,
-                                                                                    out);
+  reduceKernel<<<detail::mapBlocks(plan.outputs), detail::kMapThreads, 0, stream>>>(
+      plan, x, scale, accumulate, out);
   return detail::launched();
 }
 

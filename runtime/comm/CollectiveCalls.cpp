@@ -2,7 +2,10 @@
 
 #include "runtime/comm/CollectiveCalls.h"
 
+#include "common/HeadTail.h"
+
 #include <cstring>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -46,8 +49,27 @@ bool copyAlone(KernelCall &c, int64_t elements) {
   return true;
 }
 
+/// Between the group-index order of the ranks' blocks, [outer, ways, 2, half], and the order
+/// of a head-tail dim's chunks in the whole, [outer, 2 * ways, half] (common/HeadTail.h).
+void headTailOrder(const char *from, char *to, int64_t outer, int64_t ways, int64_t half,
+                   bool toWhole) {
+  const size_t bytes = static_cast<size_t>(half) * 4;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < ways; ++r)
+      for (int64_t h = 0; h < 2; ++h) {
+        const int64_t block = (o * ways + r) * 2 + h;
+        const int64_t whole = o * 2 * ways + headtail::chunkOf(r, ways, h);
+        if (toWhole)
+          std::memcpy(to + whole * bytes, from + block * bytes, bytes);
+        else
+          std::memcpy(to + block * bytes, from + whole * bytes, bytes);
+      }
+}
+
 /// The kind of all_gather, reduce_scatter and all_to_all: x and y of [outer, ways, chunk] or
-/// [outer, chunk].
+/// [outer, chunk]. Along a head-tail dim (a group splitting a sequence for context
+/// parallelism) a rank's chunk is two chunks of the whole: the whole side is reordered
+/// through a buffer of its own, and the collective runs at once, whatever its event.
 template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind kind) {
   const int64_t outer = p.outer, chunk = p.chunk;
   const CommGroup *g = c.group(p.group);
@@ -56,6 +78,10 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
   const int64_t ways = g->size(), slice = outer * chunk, whole = outer * ways * chunk;
   const int64_t in = kind == CommOp::Kind::AllGather ? slice : whole;
   const int64_t out = kind == CommOp::Kind::ReduceScatter ? slice : whole;
+  const bool headTail = headtail::isHeadTail(p.group) && ways > 1 && kind != CommOp::Kind::AllToAll;
+  if (headTail && chunk % 2 != 0)
+    return c.fail("splits a dim head-tail over group " + p.group + " but its chunk of " +
+                  std::to_string(chunk) + " elements is odd");
   if (!c.needIn(0, in) || !c.needOut(0, out) || !separate(c, in, out, false) || c.validating)
     return c.error.empty();
   if (ways == 1)
@@ -67,16 +93,33 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
   op.chunk = chunk;
   op.x = c.in[0];
   op.y = c.out[0];
-  return issue(c, op, p.event);
+  if (!headTail)
+    return issue(c, op, p.event);
+  if (!c.comm)
+    return c.fail("needs a communicator, which a world of one rank does not have");
+  std::vector<char> blocks(static_cast<size_t>(whole) * 4);
+  if (kind == CommOp::Kind::ReduceScatter) {
+    headTailOrder(static_cast<const char *>(c.in[0]), blocks.data(), outer, ways, chunk / 2, false);
+    op.x = blocks.data();
+    return c.comm->run(op, c.error);
+  }
+  op.y = blocks.data();
+  if (!c.comm->run(op, c.error))
+    return false;
+  headTailOrder(blocks.data(), static_cast<char *>(c.out[0]), outer, ways, chunk / 2, true);
+  return true;
 }
 
 /// The peer of a send or receive: another rank of its group, by its index in the group (so a
 /// program says "stage 2 of my pipeline" rather than a world rank, and one program serves every
 /// rank of its stage).
-bool peerOf(KernelCall &c, const std::string &group, int64_t p, uint32_t &peer) {
+bool peerOf(KernelCall &c, const std::string &group, int64_t p, bool relative, uint32_t &peer) {
   const CommGroup *g = c.group(group);
   if (!g || !c.error.empty())
     return false;
+  // A ring's peer is an offset from this rank, so that one program serves every rank.
+  if (relative)
+    p = ((g->index + p) % g->size() + g->size()) % g->size();
   if (p < 0 || p >= g->size() || p == g->index)
     return c.fail("has peer " + std::to_string(p) +
                   ", which is not another index of its group of " + std::to_string(g->size()));
@@ -171,7 +214,8 @@ bool run(KernelCall &c, const catalogue::Broadcast &p) {
 bool run(KernelCall &c, const catalogue::Send &p) {
   const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needIn(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {n}) ||
+      !c.needIn(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Send;
@@ -185,7 +229,8 @@ bool run(KernelCall &c, const catalogue::Send &p) {
 bool run(KernelCall &c, const catalogue::Recv &p) {
   const int64_t n = p.n, tag = p.tag;
   uint32_t peer = 0;
-  if (!peerOf(c, p.group, p.peer, peer) || !positive(c, {n}) || !c.needOut(0, n) || c.validating)
+  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {n}) ||
+      !c.needOut(0, n) || c.validating)
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Recv;

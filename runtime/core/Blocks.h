@@ -4,7 +4,9 @@
 // group that splits it (`split`). A rank at index i of a group of k ranks holds block i of each
 // dim that group splits, so the whole dim is k times the rank's. The host works with whole
 // tensors — it samples whole batches, initialises and checkpoints whole parameters — and these
-// functions cut them into the ranks' blocks and put them back together.
+// functions cut them into the ranks' blocks and put them back together. Under context
+// parallelism a rank's block of the sequence is two chunks, one from the head and one from the
+// tail (common/HeadTail.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_CORE_BLOCKS_H
@@ -19,8 +21,10 @@
 namespace tessel::rt {
 
 /// One rank's block: its shape, the whole tensor's, and where the block starts in each dim.
+/// A dim split head-tail (common/HeadTail.h) holds two chunks: the first half of the block
+/// starts at `offset`, the second at `tail` (-1 in every other dim).
 struct Block {
-  std::vector<int64_t> local, whole, offset;
+  std::vector<int64_t> local, whole, offset, tail;
   int64_t localElements() const;
   int64_t wholeElements() const;
 };

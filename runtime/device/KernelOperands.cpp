@@ -2,6 +2,8 @@
 
 #include "runtime/device/KernelOperands.h"
 
+#include "common/HeadTail.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -96,8 +98,23 @@ template <class P> bool attentionArgsOf(KernelCall &c, const P &p, cpu::Attentio
     return false;
   if (a.window < 0 || (a.window > 0 && !a.causal))
     return c.fail("has a sliding window that is negative or without the causal mask");
+  // Under a sequence group the queries are this rank's head and tail chunks of the keys'
+  // whole sequence.
+  int64_t wholeSeq = a.seq;
+  if (p.seq_group) {
+    int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
+    if (!c.error.empty())
+      return false;
+    if (ways > 1) {
+      if (a.seq % 2 != 0)
+        return c.fail("splits its queries head-tail into an odd block");
+      wholeSeq = a.seq * ways;
+      a.headStart = headtail::chunkOf(index, ways, 0) * (a.seq / 2);
+      a.tailStart = headtail::chunkOf(index, ways, 1) * (a.seq / 2);
+    }
+  }
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
-      wholeHeads % a.kvHeads != 0 || (a.causal && a.kvSeq != a.seq))
+      wholeHeads % a.kvHeads != 0 || ((a.causal || a.headStart >= 0) && a.kvSeq != wholeSeq))
     return c.fail("has inconsistent attention sizes");
   a.group = wholeHeads / a.kvHeads;
   return true;
@@ -112,13 +129,61 @@ bool attentionArgs(KernelCall &c, const catalogue::AttentionGrad &p, cpu::Attent
   return attentionArgsOf(c, p, a);
 }
 
+bool ropePositions(KernelCall &c, const catalogue::Rope &p, int64_t &headStart,
+                   int64_t &tailStart) {
+  headStart = tailStart = -1;
+  if (!p.seq_group)
+    return true;
+  const int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
+  if (!c.error.empty())
+    return false;
+  if (ways > 1 && p.seq % 2 != 0)
+    return c.fail("splits its positions head-tail into an odd block");
+  if (ways > 1) {
+    headStart = headtail::chunkOf(index, ways, 0) * (p.seq / 2);
+    tailStart = headtail::chunkOf(index, ways, 1) * (p.seq / 2);
+  }
+  return true;
+}
+
+bool shardSliceView(KernelCall &c, const catalogue::ShardSlice &p, const CommGroup &g,
+                    cpu::Shape &shape, cpu::Strides &x, int64_t &offset) {
+  const int64_t outer = p.outer, chunk = p.chunk, ways = g.size();
+  if (headtail::isHeadTail(p.group) && ways > 1) {
+    // A head-tail dim: y[o, h, :] = chunk headtail::chunkOf(me, ways, h) of x[o], for the
+    // head (h = 0) and the tail (h = 1) halves of this rank's block.
+    if (chunk % 2 != 0)
+      return c.fail("splits a dim head-tail but its chunk of " + std::to_string(chunk) +
+                    " elements is odd");
+    const int64_t half = chunk / 2, me = g.index;
+    const int64_t head = headtail::chunkOf(me, ways, 0), tail = headtail::chunkOf(me, ways, 1);
+    shape.rank = 3;
+    shape.size[0] = outer;
+    shape.size[1] = 2;
+    shape.size[2] = half;
+    x.stride[0] = ways * chunk;
+    x.stride[1] = (tail - head) * half;
+    x.stride[2] = 1;
+    offset = head * half;
+    return true;
+  }
+  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
+  shape.rank = 2;
+  shape.size[0] = outer;
+  shape.size[1] = chunk;
+  x.stride[0] = ways * chunk;
+  x.stride[1] = 1;
+  offset = static_cast<int64_t>(g.index) * chunk;
+  return true;
+}
+
 uint64_t dropoutSeed(const KernelCall &c, int64_t mask) {
   return c.ctx->seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(c.ctx->step) << 20 ^
          static_cast<uint64_t>(mask);
 }
 
 bool dropoutBlock(KernelCall &c, const catalogue::Dropout &p, std::vector<int64_t> &offset,
-                  std::vector<int64_t> &whole, int64_t &n) {
+                  std::vector<int64_t> &tail, std::vector<int64_t> &whole, int64_t &n) {
   const std::vector<int64_t> &shape = p.shape;
   const std::string &groups = p.groups;
   const int64_t batchDim = p.batch_dim, microBatches = p.micro_batches;
@@ -140,6 +205,7 @@ bool dropoutBlock(KernelCall &c, const catalogue::Dropout &p, std::vector<int64_
   if (batchDim < -1 || batchDim >= static_cast<int64_t>(shape.size()) || microBatches < 1)
     return c.fail("batch_dim must name a dim (or be -1) and micro_batches be positive");
   offset.assign(shape.size(), 0);
+  tail.assign(shape.size(), -1);
   whole = shape;
   n = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -153,6 +219,12 @@ bool dropoutBlock(KernelCall &c, const catalogue::Dropout &p, std::vector<int64_
       return false;
     offset[d] = index * shape[d];
     whole[d] = size * shape[d];
+    if (headtail::isHeadTail(names[d]) && size > 1) {
+      if (shape[d] % 2 != 0)
+        return c.fail("splits dim " + std::to_string(d) + " head-tail into an odd block");
+      offset[d] = headtail::chunkOf(index, size, 0) * (shape[d] / 2);
+      tail[d] = headtail::chunkOf(index, size, 1) * (shape[d] / 2);
+    }
   }
   if (!c.needIn(0, n) || !c.needOut(0, n))
     return false;

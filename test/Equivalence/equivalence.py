@@ -43,7 +43,9 @@ losses and parameters as they are.
 usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--layout SPEC]...
                       [--factors LIST] [--full] [--mpirun 'mpirun --oversubscribe ...']
 A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]]], e.g.
-2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full.
+2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full, and may
+end with named fields: cp=N for context parallelism (shard { seq = cp }) and context=ring for
+ring attention rather than all-gathered keys, e.g. 1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring.
 """
 import argparse
 import itertools
@@ -67,7 +69,7 @@ RUN_TIMEOUT_S = 300
 
 
 def ranks(c):
-    return c["dp"] * c["tp"] * c.get("pp", 1)
+    return c["dp"] * c["tp"] * c.get("pp", 1) * c.get("cp", 1)
 
 
 def valid(c):
@@ -125,9 +127,13 @@ def pairwise_layouts(varied):
 
 
 def parse_layout(spec):
-    fields = spec.split(",")
+    # Named fields (cp=2) may follow the positional ones.
+    named = dict(f.split("=", 1) for f in spec.split(",") if "=" in f)
+    fields = [f for f in spec.split(",") if "=" not in f]
     names = ["dp", "tp", "sp", "zero", "acc"]
     c = dict(zip(names, map(int, fields[:5])))
+    c["cp"] = int(named.get("cp", 1))
+    c["context"] = named.get("context", "allgather")
     c["pp"] = int(fields[5]) if len(fields) > 5 else 1
     c["schedule"] = fields[6] if len(fields) > 6 else "1f1b"
     c["virtual"] = int(fields[7]) if len(fields) > 7 else 1
@@ -137,12 +143,16 @@ def parse_layout(spec):
 
 def parallel_section(c):
     pp = c.get("pp", 1)
+    cp = c.get("cp", 1)
     axes = ([f"pp = {pp}"] if pp > 1 else []) + [f"dp = {c['dp']}"] + (
-        [f"tp = {c['tp']}"] if c["tp"] > 1 else [])
-    shard = ["batch = dp"] + (["heads = tp", "ffn = tp", "vocab = tp"] if c["tp"] > 1 else [])
+        [f"cp = {cp}"] if cp > 1 else []) + ([f"tp = {c['tp']}"] if c["tp"] > 1 else [])
+    shard = ["batch = dp"] + (["heads = tp", "ffn = tp", "vocab = tp"] if c["tp"] > 1 else []) + (
+        ["seq = cp"] if cp > 1 else [])
     lines = [f"mesh {{ {', '.join(axes)} }}", f"shard {{ {', '.join(shard)} }}"]
     if c["sp"]:
         lines.append("sequence_parallel = true")
+    if c.get("context", "allgather") != "allgather":
+        lines.append(f"context = {c['context']}")
     if c["zero"]:
         lines.append(f"zero = {c['zero']}")
     if pp > 1:
@@ -155,6 +165,10 @@ def parallel_section(c):
 
 def name_of(c):
     name = f"dp{c['dp']}-tp{c['tp']}-sp{c['sp']}-zero{c['zero']}-acc{c['acc']}"
+    if c.get("cp", 1) > 1:
+        name += f"-cp{c['cp']}"
+        if c.get("context", "allgather") != "allgather":
+            name += f"-{c['context']}"
     if c.get("pp", 1) > 1:
         name += f"-pp{c['pp']}-{c['schedule']}"
         if c.get("virtual", 1) > 1:

@@ -3,9 +3,7 @@
 // (an output in the middle of a program, a view of a view, sub-64-byte buffers of several
 // element types).
 //
-// tessel-opt does not register the plan dialect yet, so this file does not parse (see
-// test/Dialect/Plan/ops.mlir); plan-memory.mlir covers the pass through the lowering. The
-// offsets below were computed with the pass's algorithm (largest first, lowest free
+// plan-memory.mlir covers the pass through the lowering. The offsets below were computed with the pass's algorithm (largest first, lowest free
 // 64-byte-aligned offset over each buffer's lifetime) and agree with the pass on every
 // program of the examples.
 

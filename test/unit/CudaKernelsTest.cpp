@@ -431,8 +431,9 @@ void checkGemm(const cuda::BlasContext &blas, const cpu::GemmArgs &g, uint32_t s
   Floats c = randomFloats(e.c, -1, 1, seed + 2);
   DeviceArray<float> ga(a), gb(b), gc(c);
   cpu::gemm(g, a.data(), b.data(), c.data());
-  // Twice: the second product runs the algorithm the first chose (BlasPlans).
-  for (int run = 0; run < 2; ++run)
+  // Twice where the product overwrites C: the second runs the algorithm the first chose
+  // (BlasPlans). Once where it adds to C.
+  for (int run = 0; run < (g.beta == 0.0f ? 2 : 1); ++run)
     ASSERT_EQ(cuda::gemm(blas, g, ga.get(), gb.get(), gc.get(), nullptr), CUBLAS_STATUS_SUCCESS)
         << describe(g);
   expectClose(c, gc.host(), describe(g), 2e-5f, 1e-4f);
@@ -446,6 +447,10 @@ TEST_F(CudaKernels, GemmMatchesCpuInEveryLayout) {
         checkGemm(blas(), gemmArgs(1, 37, 53, 29, transA, transB, pad), seed += 3);
         checkGemm(blas(), gemmArgs(3, 17, 9, 131, transA, transB, pad), seed += 3);
       }
+  // Accumulating into C (the plan's `accumulate`: beta = 1).
+  cpu::GemmArgs adding = gemmArgs(2, 19, 23, 41, false, true, 1);
+  adding.beta = 1.0f;
+  checkGemm(blas(), adding, seed += 3);
   // A long contraction and a wide one, in the sizes of a model's layers.
   checkGemm(blas(), gemmArgs(1, 64, 96, 1031, false, true, 0), seed += 3);
   checkGemm(blas(), gemmArgs(2, 129, 257, 65, false, false, 0), seed += 3);
@@ -610,6 +615,18 @@ TEST_F(CudaKernels, RopeAndItsInverseMatchCpu) {
               cudaSuccess);
     expectClose(y, gy.host(), inverse ? "rope inverse" : "rope", 1e-6f, 1e-6f);
   }
+  // A head-tail block: positions 8..25 and 56..73 of a longer sequence (seq 36 here).
+  {
+    const int64_t s2 = 36, n2 = batch * s2 * heads * head;
+    const Floats x2 = randomFloats(n2, -2, 2, 421);
+    Floats y2(n2);
+    cpu::rope(batch, s2, heads, head, 10000.0f, false, x2.data(), y2.data(), 8, 56);
+    DeviceArray<float> gx2(x2), gy2(n2);
+    ASSERT_EQ(
+        cuda::rope(batch, s2, heads, head, 10000.0f, false, gx2.get(), gy2.get(), stream, 8, 56),
+        cudaSuccess);
+    expectClose(y2, gy2.host(), "rope head-tail", 1e-6f, 1e-6f);
+  }
   DeviceArray<float> gx(x), gy(n);
   EXPECT_EQ(cuda::rope(batch, seq, heads, 7, 10000.0f, false, gx.get(), gy.get(), stream),
             cudaErrorInvalidValue);
@@ -698,6 +715,20 @@ TEST_F(CudaKernels, AttentionMatchesCpuOnABlockOfQueryHeads) {
   checkAttention(a, 590);
 }
 
+TEST_F(CudaKernels, AttentionMatchesCpuOnHeadTailQueries) {
+  // Context parallelism, rank 1 of 2: 24 queries, chunks 1 and 2 (positions 12..23 and 24..35)
+  // of a 48-long key sequence.
+  cpu::AttentionArgs a = attentionOf(2, 24, 2, 48, 1, 16, true, 0);
+  a.headStart = 12;
+  a.tailStart = 24;
+  checkAttention(a, 595);
+  // Rank 0 of 2: chunks 0 and 3, with a sliding window.
+  a.headStart = 0;
+  a.tailStart = 36;
+  a.window = 7;
+  checkAttention(a, 597);
+}
+
 TEST_F(CudaKernels, AttentionRefusesHeadsItCannotTake) {
   DeviceArray<float> x(1024);
   EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 2, 1, 129, true, 0), x.get(), x.get(), x.get(),
@@ -724,12 +755,18 @@ TEST_F(CudaKernels, ReduceMatchesCpuBitForBit) {
                                                     {stridesOf({1, 0, 5, 0}), 45}};
   int index = 0;
   for (const auto &[so, elements] : cases) {
-    Floats ref(elements), got(elements);
+    Floats ref(elements);
     cpu::reduceSum(shape, x.data(), so, elements, 0.25f, ref.data());
     DeviceArray<float> gout(elements);
     ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gout.get(), stream), cudaSuccess);
     // The CPU's order and precision (f64, increasing index): the same bits.
-    expectClose(ref, gout.host(), "reduce case " + std::to_string(index++), 0, 0);
+    expectClose(ref, gout.host(), "reduce case " + std::to_string(index), 0, 0);
+    // Added to what is there, as the CPU adds it.
+    Floats before = randomFloats(elements, -1, 1, 601 + index), refSum = before;
+    cpu::reduceSum(shape, x.data(), so, elements, 0.25f, refSum.data(), true);
+    DeviceArray<float> gsum(before);
+    ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gsum.get(), stream, true), cudaSuccess);
+    expectClose(refSum, gsum.host(), "reduce accumulating case " + std::to_string(index++), 0, 0);
   }
 }
 
@@ -757,18 +794,25 @@ TEST_F(CudaKernels, PackMatchesCpu) {
 }
 
 TEST_F(CudaKernels, DropoutDropsTheCpusElements) {
-  // A [3, 10, 6] block at offset [3, 0, 12] of a [12, 10, 24] tensor.
-  const std::vector<int64_t> shape = {3, 10, 6}, offset = {3, 0, 12}, whole = {12, 10, 24};
+  // A [3, 10, 6] block at offset [3, 0, 12] of a [12, 10, 24] tensor; then with its last dim
+  // split head-tail: positions 6..8 and 18..20 of 24.
+  const std::vector<int64_t> shape = {3, 10, 6}, whole = {12, 10, 24};
+  const std::vector<int64_t> offsets[] = {{3, 0, 12}, {3, 0, 6}};
+  const std::vector<int64_t> tails[] = {{-1, -1, -1}, {-1, -1, 18}};
   const Floats x = randomFloats(180, 0.5f, 1.5f, 620);
-  for (float rate : {0.0f, 0.1f, 0.5f}) {
-    Floats ref(180);
-    cpu::dropoutBlock(shape, offset, whole, rate, 0x1234abcdull, x.data(), ref.data());
-    DeviceArray<float> gx(x), gy(180);
-    ASSERT_EQ(
-        cuda::dropoutBlock(shape, offset, whole, rate, 0x1234abcdull, gx.get(), gy.get(), stream),
-        cudaSuccess);
-    expectClose(ref, gy.host(), "dropout at rate " + std::to_string(rate), 0, 0);
-  }
+  for (int layout = 0; layout < 2; ++layout)
+    for (float rate : {0.0f, 0.1f, 0.5f}) {
+      Floats ref(180);
+      cpu::dropoutBlock(shape, offsets[layout], tails[layout], whole, rate, 0x1234abcdull, x.data(),
+                        ref.data());
+      DeviceArray<float> gx(x), gy(180);
+      ASSERT_EQ(cuda::dropoutBlock(shape, offsets[layout], tails[layout], whole, rate,
+                                   0x1234abcdull, gx.get(), gy.get(), stream),
+                cudaSuccess);
+      expectClose(ref, gy.host(),
+                  "dropout layout " + std::to_string(layout) + " rate " + std::to_string(rate), 0,
+                  0);
+    }
 }
 
 TEST_F(CudaKernels, FusedElementwiseMatchesCpu) {

@@ -170,6 +170,56 @@ TEST(Device, GuardFiniteEndsTheProgramBeforeLaterKernels) {
   EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 2), 2 * std::exp(2.0f));
 }
 
+// `gemm` with `accumulate` adds its product into its output (the fused output head's weight
+// gradient, summed over chunks of rows); without it, it overwrites.
+TEST(Device, GemmAccumulateAddsIntoItsOutput) {
+  Plan plan;
+  plan.model = "test";
+  StateTensor a;
+  a.name = "a";
+  a.role = "param";
+  a.shape = {2, 2};
+  plan.state.push_back(a);
+  Program p;
+  p.name = "step";
+  p.arenaBytes = 16;
+  BufferRef state{Storage::State, 0, 0, 16, DType::F32};
+  auto gemm = [&](bool accumulate) {
+    std::vector<planfile::Attr> attrs = {{"batch_shape", std::vector<int64_t>{}},
+                                         {"a_batch_strides", std::vector<int64_t>{}},
+                                         {"b_batch_strides", std::vector<int64_t>{}},
+                                         {"c_batch_strides", std::vector<int64_t>{}},
+                                         {"m", int64_t(2)},
+                                         {"n", int64_t(2)},
+                                         {"k", int64_t(2)},
+                                         {"trans_a", int64_t(0)},
+                                         {"trans_b", int64_t(0)},
+                                         {"lda", int64_t(2)},
+                                         {"ldb", int64_t(2)},
+                                         {"ldc", int64_t(2)}};
+    if (accumulate)
+      attrs.push_back({"accumulate", int64_t(1)});
+    return test::makeInstr("gemm", {state, state}, {arenaRef(0, 4)}, attrs, "test.model:1:1");
+  };
+  p.instrs.push_back(gemm(false));
+  p.instrs.push_back(gemm(true));
+  p.instrs.push_back(gemm(true));
+  p.outputs.push_back({"c", DType::F32, {2, 2}, {}, arenaRef(0, 4)});
+  plan.programs.push_back(p);
+
+  std::string error;
+  auto ex = Executor::create(plan, 0, error);
+  ASSERT_TRUE(ex) << error;
+  const float m[4] = {1, 2, 3, 4}; // m * m = {7, 10, 15, 22}
+  ASSERT_TRUE(ex->writeState(0, m));
+  for (int run = 0; run < 2; ++run) { // The first gemm overwrites what the last run left.
+    ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+    const float *c = ex->output("step", "c");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(std::vector<float>(c, c + 4), (std::vector<float>{21, 30, 45, 66}));
+  }
+}
+
 } // namespace
 
 // A runtime built with or without CUDA starts on a machine without a GPU: asking for the CUDA

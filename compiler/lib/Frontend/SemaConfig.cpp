@@ -138,8 +138,8 @@ void Sema::readSections() {
 void Sema::readParallel(const ast::Section &section) {
   ParallelConfig &cfg = program_.parallel;
   SettingGroup top(*this, section.settings, "parallel",
-                   {"mesh", "shard", "sequence_parallel", "zero", "pipeline", "recompute",
-                    "bucket", "overlap"});
+                   {"mesh", "shard", "sequence_parallel", "zero", "pipeline", "recompute", "bucket",
+                    "overlap", "context"});
   auto readBool = [&](const ast::Expr *e, Located<bool> &out, const char *what) {
     if (!e)
       return;
@@ -244,6 +244,9 @@ void Sema::readParallel(const ast::Section &section) {
   if (const ast::Expr *e = top.value("recompute"))
     if (auto w = readWord(*this, *e, "recompute mode", {"none", "selective", "full"}))
       cfg.recompute = {*w, e->loc};
+  if (const ast::Expr *e = top.value("context"))
+    if (auto w = readWord(*this, *e, "context parallel attention", {"allgather", "ring"}))
+      cfg.context = {*w, e->loc};
   if (const ast::Expr *e = top.value("bucket"))
     if (auto n = evalInt(*e, "bucket", 1))
       cfg.bucketBytes = {*n, e->loc};
@@ -569,10 +572,18 @@ void Sema::checkParallelAgainstModel() {
     int64_t size = it->second.size;
     if (ds.dim == "batch")
       size = train.microBatch.value * dp; // The global micro-batch.
+    int64_t cp = std::count(ds.axes.begin(), ds.axes.end(), "cp") ? cfg.axisSize("cp") : 1;
     if (size % ways != 0)
       error(ds.loc, "dim '" + ds.dim + "' (" + std::to_string(size) +
                         ") is not divisible by its " + std::to_string(ways) + " shards",
             "each shard must hold a whole number of elements; change the dim or the axis size");
+    else if (cp > 1 && size % (2 * ways) != 0)
+      error(ds.loc,
+            "dim '" + ds.dim + "' (" + std::to_string(size) + ") does not split into the " +
+                std::to_string(2 * ways) +
+                " chunks context parallelism over cp = " + std::to_string(cp) + " needs",
+            "each cp rank holds one chunk from the head of the sequence and one from its tail "
+            "(so that causal attention costs every rank the same): 2 x cp must divide it");
   }
   for (const MeshAxis &a : cfg.mesh)
     if (a.size > 1 && (a.name == "tp" || a.name == "cp" || a.name == "dp") && !usedAxes.count(a.name))

@@ -208,9 +208,10 @@ private:
           attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(), f64("scale"),
           attr<int64_t>(op, "window") > 0 ? b_.getI64IntegerAttr(attr<int64_t>(op, "window"))
                                           : IntegerAttr(),
-          /*heads_over=*/StringAttr());
+          /*heads_over=*/StringAttr(), /*seq_over=*/StringAttr());
     if (n == "rope")
-      return RopeOp::create(b_, loc, type, in[0], f64("theta"));
+      return RopeOp::create(b_, loc, type, in[0], f64("theta"), /*inverse=*/UnitAttr(),
+                            /*seq_over=*/StringAttr());
     if (n == "split")
       return SplitOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"));
     if (n == "merge")
@@ -245,6 +246,7 @@ private:
                                                                   : program_.train.accumulation)),
         b_.getNamedAttr("virtual_stages", b_.getI64IntegerAttr(p.virtualStages.value)),
         b_.getNamedAttr("recompute", b_.getStringAttr(p.recompute.value)),
+        b_.getNamedAttr("context", b_.getStringAttr(p.context.value)),
         b_.getNamedAttr("bucket_bytes", b_.getI64IntegerAttr(p.bucketBytes.value)),
         b_.getNamedAttr("overlap", b_.getBoolAttr(p.overlap.value))};
     if (!p.stageMap.value.empty()) {

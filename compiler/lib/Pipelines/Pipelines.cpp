@@ -24,8 +24,15 @@ void tessel::buildShardingPipeline(mlir::OpPassManager &pm) {
 void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options) {
   // Ops are per-rank and final here (sharded, recomputed, split into pipeline pieces), so a
   // fused group is exactly what one rank runs.
+  if (options.fuseLinearCrossEntropy) {
+    FuseLinearCrossEntropyOptions lce;
+    lce.chunk = options.lossChunk;
+    pm.addPass(createFuseLinearCrossEntropy(lce));
+  }
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwise());
   pm.addPass(createLowerToPlan());
+  // Before memory planning, so the gradient buffers the GEMMs no longer write are not placed.
+  pm.addPass(createFoldAccumulate());
   pm.addPass(createPlanMemory());
 }

@@ -15,6 +15,8 @@
 
 #include "Graph/GraphOps.h"
 
+#include "common/HeadTail.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <map>
@@ -86,6 +88,14 @@ private:
 
 void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
                                 const ShardingRule &rule) {
+  // A dim some operand keeps split (attention's queries under context parallelism, whose
+  // keys are gathered) keeps its parallelism.
+  std::set<std::pair<std::string, std::string>> keptSplit;
+  for (auto [v, need] : llvm::zip(op->getOperands(), rule.operands))
+    if (auto shape = getNamedShape(v.getType()))
+      for (size_t d = 0; d < shape->size(); ++d)
+        if (!need.axes[d].empty())
+          keptSplit.insert({(*shape)[d].name, need.axes[d]});
   for (auto [v, have, need] : llvm::zip(op->getOperands(), actual, rule.operands)) {
     auto shape = getNamedShape(v.getType());
     if (!shape)
@@ -93,8 +103,10 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
     for (size_t d = 0; d < shape->size(); ++d) {
       const std::string &dim = (*shape)[d].name;
       std::string axis = mesh_.ruleFor(dim);
-      if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis ||
-          !warnedDims_.insert(dim).second)
+      // State is never split over cp (MeshLayout::stateSharding): nothing is lost there.
+      bool wholeState = axis == headtail::kAxis && isa<AccumulateGradOp>(op);
+      if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis || wholeState ||
+          keptSplit.count({dim, axis}) || !warnedDims_.insert(dim).second)
         continue;
       std::string what = spelling(op->getName().getStringRef());
       op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
@@ -153,7 +165,8 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
     v = result;
   };
   // Partial sums: onto a dim the target splits over the same axis, a reduce-scatter; the
-  // rest in one all-reduce.
+  // rest in one all-reduce after them (a value reduce-scattered over one axis stays partial
+  // over the others until then).
   SmallVector<std::string> allReduce;
   for (const std::string &axis : from.partial) {
     if (to.isPartialOver(axis))
@@ -162,11 +175,11 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
     for (size_t i = 0; i < to.axes.size(); ++i)
       if (to.axes[i] == axis && cur.axes[i].empty() && !llvm::is_contained(cur.axes, axis))
         dim = static_cast<int>(i);
-    llvm::erase(cur.partial, axis);
     if (dim < 0) {
       allReduce.push_back(axis);
       continue;
     }
+    llvm::erase(cur.partial, axis);
     cur.axes[dim] = axis;
     emitted(shard::ReduceScatterOp::create(
         b_, loc, localType(globalType, cur), FlatSymbolRefAttr::get(b_.getContext(), kGridName),
@@ -174,6 +187,8 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
         shard::ReductionKindAttr::get(b_.getContext(), shard::ReductionKind::Sum),
         b_.getIndexAttr(dim)));
   }
+  for (const std::string &axis : allReduce)
+    llvm::erase(cur.partial, axis);
   if (!allReduce.empty())
     emitted(shard::AllReduceOp::create(b_, loc, localType(globalType, cur), kGridName,
                                        gridAxes(allReduce), v, shard::ReductionKind::Sum));

@@ -216,7 +216,7 @@ struct ContractSoftmaxContract : OpRewritePattern<ContractOp> {
         out, out.getType(), q, k, v, causal ? rewriter.getUnitAttr() : UnitAttr(),
         rewriter.getF64FloatAttr(scale),
         window && *window > 0 ? rewriter.getI64IntegerAttr(*window) : IntegerAttr(),
-        /*heads_over=*/StringAttr());
+        /*heads_over=*/StringAttr(), /*seq_over=*/StringAttr());
     if (Attribute layer = out->getAttr("graph.layer"))
       attention->setAttr("graph.layer", layer);
     // Users before what they read: the last in the block first.

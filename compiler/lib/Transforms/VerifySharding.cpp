@@ -164,7 +164,8 @@ static std::string describeSum(Operation *origin) {
 LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
                                           ArrayRef<Sharding> outs) {
   // Partial sums only where the op is linear in them.
-  bool linear = isa<AddOp, SubOp, TiedGradSumOp>(op);
+  // A rename moves no data, so it is linear in its operand too.
+  bool linear = isa<AddOp, SubOp, TiedGradSumOp, RenameOp>(op);
   for (auto [i, s] : llvm::enumerate(ins)) {
     if (!s.isPartial())
       continue;
@@ -226,11 +227,23 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
     }
     return success();
   };
+  // Attention under context parallelism reads its rank's block of the queries' sequence
+  // against every key: keys and values (and their gradients) are held whole, and checked
+  // apart from the queries.
+  bool wholeKeys = isa<AttentionOp, AttentionGradOp>(op) && op->hasAttr("seq_over");
+  auto isKeySide = [&](size_t i) { return wholeKeys && (i == 1 || i == 2); };
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
-    if (failed(check(v, ins[i], "operand", i)))
+    if (!isKeySide(i) && failed(check(v, ins[i], "operand", i)))
       return failure();
   for (auto [i, v] : llvm::enumerate(op->getResults()))
-    if (failed(check(v, outs[i], "result", i)))
+    if (!isKeySide(i) && failed(check(v, outs[i], "result", i)))
+      return failure();
+  if (!wholeKeys)
+    return success();
+  split.clear();
+  for (size_t i : {1, 2})
+    if (failed(check(op->getOperand(i), ins[i], "operand", i)) ||
+        (op->getNumResults() > i && failed(check(op->getResult(i), outs[i], "result", i))))
       return failure();
   return success();
 }

@@ -30,6 +30,13 @@ struct PlanPipelineFlags : mlir::PassPipelineOptions<PlanPipelineFlags> {
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse chains of elementwise ops (tessel --fuse=on|off)"),
                     llvm::cl::init(true)};
+  Option<bool> fuseLoss{*this, "fuse-loss",
+                        llvm::cl::desc("Fuse the output head with cross-entropy (tessel "
+                                       "--fuse-loss=on|off)"),
+                        llvm::cl::init(true)};
+  Option<int64_t> lossChunk{*this, "loss-chunk",
+                            llvm::cl::desc("Rows of logits at a time (tessel --loss-chunk)"),
+                            llvm::cl::init(0)};
 };
 
 } // namespace
@@ -54,7 +61,9 @@ int main(int argc, char **argv) {
   mlir::PassPipelineRegistration<PlanPipelineFlags>(
       "tessel-plan-pipeline", "Sharded graph IR to a memory-planned plan module (--emit=plan)",
       [](mlir::OpPassManager &pm, const PlanPipelineFlags &flags) {
-        tessel::buildPlanPipeline(pm, tessel::PlanPipelineOptions{flags.fuse});
+        tessel::buildPlanPipeline(
+            pm,
+            tessel::PlanPipelineOptions{flags.fuse, flags.fuse && flags.fuseLoss, flags.lossChunk});
       });
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessel optimizer driver\n", registry));

@@ -11,6 +11,7 @@
 
 #include "PassDiagnostics.h"
 
+#include "common/Cluster.h"
 #include "common/Executable.h"
 #include "common/Schedule.h"
 #include "common/Timeline.h"
@@ -19,6 +20,8 @@
 #include "tessel/Target/Estimate.h"
 #include "tessel/Target/PlanWriter.h"
 #include "tessel/Pipelines/Pipelines.h"
+#include "tessel/Target/StepTime.h"
+#include "tessel/Target/Tune.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "common/KernelCatalogue.h"
@@ -55,6 +58,44 @@ cl::SubCommand generateCommand("generate",
 cl::SubCommand estimateCommand("estimate",
                                "Print the memory per rank and the communication per step that a "
                                ".model file's layout implies");
+cl::SubCommand calibrateCommand("calibrate",
+                                "Measure this machine (GEMM, attention, memory bandwidth, "
+                                "collectives) and write it as a cluster file");
+cl::opt<std::string> calibrateOutput("o", cl::desc("Write the cluster file here (default: stdout)"),
+                                     cl::value_desc("file.cluster"), cl::init("-"),
+                                     cl::sub(calibrateCommand));
+cl::opt<int> calibrateThreads("threads",
+                              cl::desc("Compute threads per rank to measure with (default: every "
+                                       "core)"),
+                              cl::init(0), cl::sub(calibrateCommand));
+cl::opt<bool> calibrateQuick("quick", cl::desc("Shorter measurements (less accurate)"),
+                             cl::sub(calibrateCommand));
+cl::opt<bool> calibrateMpi("mpi",
+                           cl::desc("Also measure the MPI communicator (2 processes under "
+                                    "mpirun) as the inter-node link"),
+                           cl::sub(calibrateCommand));
+cl::SubCommand tuneCommand("tune",
+                           "Search the parallel layouts of N accelerators of a cluster for the "
+                           "fastest step that fits in memory");
+cl::opt<std::string> tuneCluster("cluster", cl::desc("The cluster (as estimate --cluster)"),
+                                 cl::value_desc("name|file.cluster"), cl::Required,
+                                 cl::sub(tuneCommand));
+cl::opt<int> tuneGpus("gpus", cl::desc("Accelerators to lay the model over"), cl::Required,
+                      cl::sub(tuneCommand));
+cl::opt<unsigned> tuneTop("top", cl::desc("Layouts to print (default 10)"), cl::init(10),
+                          cl::sub(tuneCommand));
+cl::opt<bool> tuneJson("json", cl::desc("Print the layouts as JSON"), cl::sub(tuneCommand));
+cl::opt<std::string> tuneLayout(
+    "layout",
+    cl::desc("Predict this layout only, e.g. \"dp=16 tp=8 pp=8 interleaved v=2 sp zero=1 mb=1 "
+             "recompute=selective\""),
+    cl::sub(tuneCommand));
+cl::opt<std::string> tuneWrite("write",
+                               cl::desc("Write the best layout as a `parallel` section here"),
+                               cl::value_desc("file"), cl::sub(tuneCommand));
+cl::opt<std::string> tuneSvg("svg",
+                             cl::desc("Draw the candidates (memory against step time) as an SVG"),
+                             cl::value_desc("file.svg"), cl::sub(tuneCommand));
 cl::SubCommand kernelsCommand("kernels",
                               "List the kernels a plan calls: operands, parameters, what each "
                               "computes (the kernel catalogue)");
@@ -67,13 +108,18 @@ cl::opt<std::string> estimateTrace("trace",
                                    cl::desc("Write the predicted pipeline schedule as a Chrome "
                                             "trace (opens in Perfetto)"),
                                    cl::value_desc("file.json"), cl::sub(estimateCommand));
+cl::opt<std::string> estimateCluster(
+    "cluster",
+    cl::desc("Predict the step time on this cluster: a .cluster file or a shipped preset "
+             "(a100-80gb-sxm, h100-sxm, h200; docs/planning.md)"),
+    cl::value_desc("name|file.cluster"), cl::sub(estimateCommand));
 cl::opt<std::string> estimateSvg("svg", cl::desc("Write the predicted pipeline schedule as an SVG"),
                                  cl::value_desc("file.svg"), cl::sub(estimateCommand));
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
                                cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
                                cl::sub(generateCommand), cl::sub(estimateCommand),
-                               cl::cat(category));
+                               cl::sub(tuneCommand), cl::cat(category));
 cl::list<std::string> runnerArgs(cl::Positional,
                                  cl::desc("[options of the compiled model, e.g. --steps 100 "
                                           "or --checkpoint DIR --prompt TEXT]"),
@@ -83,7 +129,7 @@ cl::list<std::string> importDirs("I", cl::desc("Add a directory to search for im
                                  cl::value_desc("dir"), cl::Prefix, cl::sub(checkCommand),
                                  cl::sub(compileCommand), cl::sub(runCommand),
                                  cl::sub(generateCommand), cl::sub(estimateCommand),
-                                 cl::cat(category));
+                                 cl::sub(tuneCommand), cl::cat(category));
 cl::opt<int64_t> ranks("ranks",
                        cl::desc("Number of ranks the run will have; the mesh must match it"),
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
@@ -98,6 +144,22 @@ cl::opt<Fuse> fuse("fuse",
                               clEnumValN(Fuse::Off, "off", "one kernel per elementwise op")),
                    cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
                    cl::sub(generateCommand), cl::sub(estimateCommand), cl::cat(category));
+cl::opt<Fuse> fuseLoss(
+    "fuse-loss",
+    cl::desc("Fuse the output head's contraction with cross-entropy, computed a chunk of rows "
+             "at a time so the logits never exist whole (default: on; --fuse=off turns it off "
+             "too)"),
+    cl::init(Fuse::On),
+    cl::values(clEnumValN(Fuse::On, "on", "fuse (-tessel-fuse-linear-cross-entropy)"),
+               clEnumValN(Fuse::Off, "off", "the head's logits and their gradient whole")),
+    cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand), cl::sub(generateCommand),
+    cl::sub(estimateCommand), cl::cat(category));
+cl::opt<int64_t> lossChunk("loss-chunk",
+                           cl::desc("Rows of logits the fused output head computes at a time "
+                                    "(default 0: about the input's size, at least 256 rows)"),
+                           cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
+                           cl::sub(runCommand), cl::sub(generateCommand), cl::sub(estimateCommand),
+                           cl::cat(category));
 
 enum class Emit { Ast, Graph, Train, Sharded, Plan, PlanFile, Exe };
 cl::opt<Emit> emit(
@@ -122,6 +184,14 @@ std::string runnerPath(const char *argv0) {
   std::string exe = sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&runnerPath));
   SmallString<256> path(sys::path::parent_path(exe));
   sys::path::append(path, "tessel-runner");
+  return std::string(path);
+}
+
+/// A program installed beside this binary.
+std::string siblingPath(const char *argv0, StringRef name) {
+  std::string exe = sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&siblingPath));
+  SmallString<256> path(sys::path::parent_path(exe));
+  sys::path::append(path, name);
   return std::string(path);
 }
 
@@ -252,7 +322,8 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
   if (until != Emit::Train)
     buildShardingPipeline(pm);
   if (until != Emit::Train && until != Emit::Sharded)
-    buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On});
+    buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On,
+                                              fuse == Fuse::On && fuseLoss == Fuse::On, lossChunk});
   if (failed(pm.run(*module)))
     return 1; // The passes reported why, at the spec's locations.
   if (until == Emit::Train || until == Emit::Sharded || until == Emit::Plan) {
@@ -425,15 +496,59 @@ int compileToPlan(const char *argv0, planfile::Plan &plan) {
   return lower(*program, fe, Emit::PlanFile, nullptr, &plan);
 }
 
+/// Reads the cluster `spec` names: a file, or a preset of the library's clusters/ folder.
+/// Prints why and returns false when there is none or it is malformed.
+bool loadCluster(const char *argv0, const std::string &spec, cluster::Cluster &out) {
+  std::string path = spec;
+  if (!sys::fs::exists(path)) {
+    SmallString<256> preset(libraryRoot(argv0));
+    sys::path::append(preset, "clusters", spec + ".cluster");
+    if (!sys::fs::exists(preset)) {
+      errs() << "tessel: error: no cluster '" << spec << "': neither a file nor a preset in "
+             << sys::path::parent_path(preset) << "\n";
+      return false;
+    }
+    path = std::string(preset);
+  }
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    errs() << "tessel: error: cannot read '" << path << "': " << buffer.getError().message()
+           << "\n";
+    return false;
+  }
+  std::string error;
+  if (!cluster::parseCluster((*buffer)->getBuffer().str(), path, out, error)) {
+    errs() << error << "\n";
+    return false;
+  }
+  return true;
+}
+
 /// Compiles the model to a plan and prints what it needs per rank.
 int runEstimate(const char *argv0) {
   if (!prepareOutputPath(estimateTrace) || !prepareOutputPath(estimateSvg))
     return 2;
+  cluster::Cluster cluster;
+  if (!estimateCluster.empty() && !loadCluster(argv0, estimateCluster, cluster))
+    return 1;
   planfile::Plan plan;
   if (int rc = compileToPlan(argv0, plan))
     return rc;
   PlanEstimate e = estimatePlan(plan);
-  outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
+  StepPrediction prediction;
+  if (estimateCluster.empty()) {
+    outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
+  } else {
+    prediction = predictStep(plan, cluster);
+    if (estimateJsonOutput) {
+      std::string json = estimateJson(e);
+      // The estimate's object with the prediction as one more member.
+      json.erase(json.find_last_of('}'));
+      outs() << json << ",\n \"prediction\": " << predictionJson(prediction) << "}\n";
+    } else {
+      outs() << formatEstimate(e) << formatPrediction(prediction, e.worldSize);
+    }
+  }
   if (estimateTrace.empty() && estimateSvg.empty())
     return 0;
   // The predicted timeline: the schedule's action lists under unit costs (forward 1,
@@ -448,11 +563,16 @@ int runEstimate(const char *argv0) {
   int p = static_cast<int>(e.stages), m = static_cast<int>(e.microbatches),
       v = static_cast<int>(e.virtualStages);
   auto lists = pipeline::buildSchedule(kind, p, m, v, error);
-  pipeline::Timeline timeline = pipeline::simulate(kind, p, m, v, lists, pipeline::Costs());
+  // With a cluster, the step-time model's timeline: each stage's predicted forward, backward
+  // and transfer times, in seconds.
+  pipeline::Timeline timeline = estimateCluster.empty()
+                                    ? pipeline::simulate(kind, p, m, v, lists, pipeline::Costs())
+                                    : prediction.timeline;
   std::string title = e.model + ": " + e.schedule + ", " + std::to_string(p) + " stages, " +
                       std::to_string(m) + " micro-batches" +
                       (v > 1 ? ", " + std::to_string(v) + " virtual" : std::string()) +
-                      " (predicted)";
+                      (estimateCluster.empty() ? " (predicted, unit costs)"
+                                               : " (predicted on " + cluster.name + ")");
   auto write = [&](const std::string &path, const std::string &text) {
     std::vector<uint8_t> bytes(text.begin(), text.end());
     return writeOutput(path, bytes, false);
@@ -461,6 +581,165 @@ int runEstimate(const char *argv0) {
     return 2;
   if (!estimateSvg.empty() && !write(estimateSvg, pipeline::scheduleSvg(timeline, title)))
     return 2;
+  return 0;
+}
+
+/// Runs `args` (args[0] the program) with its standard output into `out`; returns false
+/// (having said why) when it cannot be started or fails.
+bool capture(ArrayRef<StringRef> args, std::string &out) {
+  SmallString<128> path;
+  if (std::error_code ec = sys::fs::createTemporaryFile("tessel-calibrate", "txt", path)) {
+    errs() << "tessel: error: cannot create a temporary file: " << ec.message() << "\n";
+    return false;
+  }
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(path), std::nullopt};
+  std::string error;
+  int rc = sys::ExecuteAndWait(args[0], args, std::nullopt, redirects, 0, 0, &error);
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (buffer)
+    out = (*buffer)->getBuffer().str();
+  sys::fs::remove(path);
+  if (rc != 0) {
+    errs() << "tessel: error: '" << args[0] << "' "
+           << (rc < 0 ? "could not run: " + error : "failed with status " + std::to_string(rc))
+           << "\n";
+    return false;
+  }
+  return true;
+}
+
+/// Measures this machine with tessel-calibrate (beside this binary: the runtime's kernels and
+/// communicators, which the compiler does not link) and writes the cluster file.
+int runCalibrate(const char *argv0) {
+  if (!prepareOutputPath(calibrateOutput))
+    return 2;
+  std::string tool = siblingPath(argv0, "tessel-calibrate");
+  std::vector<std::string> words = {tool};
+  if (calibrateThreads > 0)
+    words.insert(words.end(), {"--threads", std::to_string(calibrateThreads)});
+  if (calibrateQuick)
+    words.push_back("--quick");
+  std::vector<StringRef> args(words.begin(), words.end());
+  std::string text;
+  if (!capture(args, text))
+    return 2;
+  cluster::Cluster measured;
+  std::string error;
+  if (!cluster::parseCluster(text, tool, measured, error)) {
+    errs() << "tessel: internal error: tessel-calibrate wrote a bad cluster file: " << error
+           << "\n";
+    return 2;
+  }
+  std::string note = "Measured by `tessel calibrate` on this machine with the CPU backend's "
+                     "kernels and communicators.\nintra: the local communicator (ranks as "
+                     "threads of one process); ";
+  if (calibrateMpi) {
+    auto mpirun = sys::findProgramByName("mpirun");
+    std::string line;
+    if (!mpirun) {
+      errs() << "tessel: error: --mpi needs mpirun on the PATH\n";
+      return 2;
+    }
+    std::vector<StringRef> mpiArgs = {
+        *mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2", tool, "--mpi"};
+    if (!capture(mpiArgs, line))
+      return 2;
+    double latency = 0, bandwidth = 0;
+    if (std::sscanf(line.c_str(), "mpi %lf %lf", &latency, &bandwidth) != 2) {
+      errs() << "tessel: error: tessel-calibrate --mpi printed '" << line << "'\n";
+      return 2;
+    }
+    measured.inter = {bandwidth, latency};
+    note += "inter: the MPI communicator between 2 processes.";
+  } else {
+    note += "inter: the same (one host; --mpi measures the MPI communicator).";
+  }
+  std::string file = cluster::formatCluster(measured, note);
+  std::vector<uint8_t> bytes(file.begin(), file.end());
+  if (calibrateOutput == "-") {
+    outs() << file;
+    return 0;
+  }
+  return writeOutput(calibrateOutput, bytes, false) ? 0 : 2;
+}
+
+/// Searches the layouts of --gpus accelerators of --cluster for the model (compiled once with
+/// its own layout, for its dims and parameter count) and prints the fastest.
+int runTune(const char *argv0) {
+  if (!prepareOutputPath(tuneWrite) || !prepareOutputPath(tuneSvg))
+    return 2;
+  if (tuneGpus < 1) {
+    errs() << "tessel: error: --gpus must be positive\n";
+    return 2;
+  }
+  cluster::Cluster cluster;
+  if (!loadCluster(argv0, tuneCluster, cluster))
+    return 1;
+  Layout only;
+  std::string error;
+  if (!tuneLayout.empty() && !parseLayout(tuneLayout, only, error)) {
+    errs() << "tessel: error: --layout: " << error << "\n";
+    return 2;
+  }
+  planfile::Plan plan;
+  if (int rc = compileToPlan(argv0, plan))
+    return rc;
+  TransformerShape shape;
+  if (!readTransformerShape(plan, estimatePlan(plan).parameterCount, shape, error)) {
+    errs() << "tessel: error: " << inputFile << ": " << error << "\n";
+    return 1;
+  }
+  std::vector<Candidate> candidates;
+  size_t overMemory = 0;
+  if (!tuneLayout.empty()) {
+    if (only.dp * only.tp * only.pp * only.cp != tuneGpus) {
+      errs() << "tessel: error: --layout " << only.describe() << " has "
+             << only.dp * only.tp * only.pp * only.cp << " ranks, not --gpus " << tuneGpus << "\n";
+      return 2;
+    }
+    LayoutCost cost = evaluateLayout(shape, only, cluster, error);
+    if (!error.empty()) {
+      errs() << "tessel: error: --layout " << only.describe() << ": " << error << "\n";
+      return 1;
+    }
+    candidates.push_back({only, cost});
+  } else {
+    candidates = searchLayouts(shape, cluster, tuneGpus, overMemory);
+  }
+  if (candidates.empty()) {
+    errs() << "tessel: error: no layout of " << tuneGpus << " accelerators can run " << shape.model
+           << (overMemory ? " within their memory" : "") << "\n";
+    return 1;
+  }
+  outs() << (tuneJson ? candidatesJson(candidates, tuneTop)
+                      : formatCandidates(candidates, tuneTop, overMemory, shape, cluster));
+  if (!tuneJson) {
+    const Candidate &best = candidates.front();
+    StepPrediction p;
+    p.cluster = cluster.name;
+    p.step = best.cost.step;
+    p.tokensPerSecond = best.cost.tokensPerSecond;
+    p.mfu = best.cost.mfu;
+    p.hfu = best.cost.hfu;
+    p.flopsPerRank = best.cost.hfu * cluster.peak(shape.elementBytes);
+    p.breakdown = best.cost.breakdown;
+    p.pipelined = best.layout.pp > 1;
+    outs() << "\nbest: " << best.layout.describe() << "\n" << formatPrediction(p, tuneGpus);
+  }
+  if (!tuneSvg.empty()) {
+    std::string svg =
+        candidatesSvg(candidates,
+                      shape.model + " on " + std::to_string(tuneGpus) + " x " + cluster.name +
+                          ": " + std::to_string(candidates.size()) + " layouts that fit",
+                      cluster.memory);
+    if (!writeOutput(tuneSvg, std::vector<uint8_t>(svg.begin(), svg.end()), false))
+      return 2;
+  }
+  if (!tuneWrite.empty()) {
+    std::string text = parallelSection(candidates.front().layout, shape);
+    if (!writeOutput(tuneWrite, std::vector<uint8_t>(text.begin(), text.end()), false))
+      return 2;
+  }
   return 0;
 }
 
@@ -581,6 +860,9 @@ int main(int argc, char **argv) {
           "  tessel run FILE.model [OPTIONS]       compile and train now (OPTIONS as ./FILE "
           "--help)\n"
           "  tessel generate FILE.model --checkpoint DIR [--prompt TEXT]  sample text\n"
+          "  tessel estimate FILE.model --cluster h100-sxm  predicted step time, MFU\n"
+          "  tessel calibrate -o cpu.cluster       measure this machine as a cluster file\n"
+          "  tessel tune FILE.model --cluster h100-sxm --gpus 1024  the fastest layouts\n"
           "  tessel kernels [--markdown]           the kernels a plan calls\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
@@ -596,6 +878,10 @@ int main(int argc, char **argv) {
       return runRun(argv[0], {"--generate"});
     if (estimateCommand)
       return runEstimate(argv[0]);
+    if (calibrateCommand)
+      return runCalibrate(argv[0]);
+    if (tuneCommand)
+      return runTune(argv[0]);
     if (kernelsCommand) {
       outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
       return 0;

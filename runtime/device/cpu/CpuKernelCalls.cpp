@@ -11,6 +11,8 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#include "common/HeadTail.h"
+
 #include <cmath>
 #include <map>
 #include <optional>
@@ -218,12 +220,12 @@ bool run(KernelCall &c, const catalogue::Positions &p) {
 /// covers its part of dim `batch_dim` (-1: the tensor has no batch dim). So every layout and
 /// every accumulation drops the same elements as one rank with one micro-batch.
 bool run(KernelCall &c, const catalogue::Dropout &p) {
-  std::vector<int64_t> offset, whole;
+  std::vector<int64_t> offset, tail, whole;
   int64_t n = 0;
-  if (!dropoutBlock(c, p, offset, whole, n) || c.validating)
+  if (!dropoutBlock(c, p, offset, tail, whole, n) || c.validating)
     return c.error.empty();
-  cpu::dropoutBlock(p.shape, offset, whole, static_cast<float>(p.rate), dropoutSeed(c, p.mask),
-                    c.fin(0), c.fout(0));
+  cpu::dropoutBlock(p.shape, offset, tail, whole, static_cast<float>(p.rate),
+                    dropoutSeed(c, p.mask), c.fin(0), c.fout(0));
   return true;
 }
 
@@ -248,7 +250,7 @@ bool run(KernelCall &c, const catalogue::Reduce &p) {
       !c.needIn(0, product(sizes)) || !c.needOut(0, yElements) || !c.needOut(0, reach(sizes, sy)) ||
       c.validating)
     return c.error.empty();
-  cpu::reduceSum(shape, c.fin(0), y, yElements, scale, c.fout(0));
+  cpu::reduceSum(shape, c.fin(0), y, yElements, scale, c.fout(0), p.accumulate.value_or(false));
   return true;
 }
 
@@ -264,6 +266,7 @@ bool run(KernelCall &c, const catalogue::Gemm &p) {
   g.lda = p.lda;
   g.ldb = p.ldb;
   g.ldc = p.ldc;
+  g.beta = p.accumulate.value_or(false) ? 1.0f : 0.0f;
   if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
     return c.fail("has batch strides that do not match its batch shape");
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
@@ -492,6 +495,62 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
   return true;
 }
 
+/// The sizes of a ring attention step and the places of its query and key blocks.
+template <class P> bool ringBlockArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
+  cpu::AttentionArgs &a = r.attention;
+  a.batch = p.batch;
+  a.seq = a.kvSeq = p.seq;
+  a.heads = p.heads;
+  a.kvHeads = p.kv_heads;
+  a.head = p.head;
+  a.causal = p.causal != 0;
+  a.scale = static_cast<float>(p.scale);
+  int64_t wholeHeads = a.heads, step = p.step;
+  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
+    return false;
+  r.ways = c.groupSize(p.group);
+  r.queryIndex = c.groupIndex(p.group);
+  if (!c.error.empty())
+    return false;
+  if (a.batch <= 0 || a.seq <= 0 || a.seq % 2 != 0 || a.heads <= 0 || a.kvHeads <= 0 ||
+      a.head <= 0 || wholeHeads % a.kvHeads != 0)
+    return c.fail("has inconsistent attention sizes (the block of the sequence must be even)");
+  if (step < 0 || step >= r.ways)
+    return c.fail("has step " + std::to_string(step) + " outside its ring of " +
+                  std::to_string(r.ways));
+  a.group = wholeHeads / a.kvHeads;
+  r.keyIndex = (r.queryIndex - step + r.ways) % r.ways;
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
+  cpu::RingBlockArgs r;
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  const cpu::AttentionArgs &a = r.attention;
+  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
+      !c.needOut(1, q / a.head) || c.validating)
+    return c.error.empty();
+  cpu::attentionBlock(r, c.fin(0), c.fin(1), c.fin(2), p.step == 0, c.fout(0), c.fout(1));
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
+  cpu::RingBlockArgs r;
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  const cpu::AttentionArgs &a = r.attention;
+  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
+      !c.needIn(4, q) || !c.needIn(5, q / a.head) || !c.needOut(0, q) || !c.needOut(1, kv) ||
+      !c.needOut(2, kv) || c.validating)
+    return c.error.empty();
+  cpu::attentionBlockGrad(r, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4), c.fin(5),
+                          p.step == 0, c.fout(0), c.fout(1), c.fout(2));
+  return true;
+}
+
 bool run(KernelCall &c, const catalogue::Rope &p) {
   int64_t batch = p.batch, seq = p.seq, heads = p.heads, head = p.head;
   float theta = static_cast<float>(p.theta);
@@ -499,9 +558,13 @@ bool run(KernelCall &c, const catalogue::Rope &p) {
   int64_t n = batch * seq * heads * head;
   if (head % 2 != 0 || n <= 0)
     return c.fail("needs positive sizes and an even head size");
+  // Under a sequence group the positions here are a head-tail block of the whole.
+  int64_t headStart = -1, tailStart = -1;
+  if (!ropePositions(c, p, headStart, tailStart))
+    return false;
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0));
+  cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0), headStart, tailStart);
   return true;
 }
 
@@ -577,15 +640,12 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
   const int64_t ways = g->size();
   if (!c.needIn(0, outer * ways * chunk) || !c.needOut(0, outer * chunk) || c.validating)
     return c.error.empty();
-  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
   cpu::Shape shape;
-  shape.rank = 2;
-  shape.size[0] = outer;
-  shape.size[1] = chunk;
   cpu::Strides x;
-  x.stride[0] = ways * chunk;
-  x.stride[1] = 1;
-  cpu::stridedCopy(shape, c.fin(0) + static_cast<int64_t>(g->index) * chunk, x, c.fout(0));
+  int64_t offset = 0;
+  if (!shardSliceView(c, p, *g, shape, x, offset))
+    return false;
+  cpu::stridedCopy(shape, c.fin(0) + offset, x, c.fout(0));
   return true;
 }
 

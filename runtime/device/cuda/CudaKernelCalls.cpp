@@ -297,6 +297,7 @@ bool run(KernelCall &c, const catalogue::Gemm &p) {
   g.lda = p.lda;
   g.ldb = p.ldb;
   g.ldc = p.ldc;
+  g.beta = p.accumulate.value_or(false) ? 1.0f : 0.0f;
   if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
     return c.fail("has batch strides that do not match its batch shape");
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
@@ -367,10 +368,14 @@ bool run(KernelCall &c, const catalogue::Rope &p) {
   const int64_t n = p.batch * p.seq * p.heads * p.head;
   if (p.head % 2 != 0 || p.batch <= 0 || p.seq <= 0 || p.heads <= 0 || p.head <= 0)
     return c.fail("needs positive sizes and an even head size");
+  int64_t headStart = -1, tailStart = -1;
+  if (!ropePositions(c, p, headStart, tailStart))
+    return false;
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::rope(p.batch, p.seq, p.heads, p.head, static_cast<float>(p.theta),
-                                p.inverse != 0, c.fin(0), c.fout(0), stream()));
+  return launched(c,
+                  cuda::rope(p.batch, p.seq, p.heads, p.head, static_cast<float>(p.theta),
+                             p.inverse != 0, c.fin(0), c.fout(0), stream(), headStart, tailStart));
 }
 
 /// The attention sizes the CUDA kernels take beyond the CPU's: a head of at most
@@ -417,8 +422,8 @@ bool run(KernelCall &c, const catalogue::Reduce &p) {
       !c.needIn(0, product(sizes)) || !c.needOut(0, p.y_elements) ||
       !c.needOut(0, reach(sizes, sy)) || c.validating)
     return c.error.empty();
-  return launched(
-      c, cuda::reduceSum(shape, c.fin(0), y, static_cast<float>(p.scale), c.fout(0), stream()));
+  return launched(c, cuda::reduceSum(shape, c.fin(0), y, static_cast<float>(p.scale), c.fout(0),
+                                     stream(), p.accumulate.value_or(false)));
 }
 
 bool run(KernelCall &c, const catalogue::Pack &p) {
@@ -448,16 +453,16 @@ bool run(KernelCall &c, const catalogue::Pack &p) {
 }
 
 bool run(KernelCall &c, const catalogue::Dropout &p) {
-  std::vector<int64_t> offset, whole;
+  std::vector<int64_t> offset, tail, whole;
   int64_t n = 0;
-  if (!dropoutBlock(c, p, offset, whole, n))
+  if (!dropoutBlock(c, p, offset, tail, whole, n))
     return false;
   if (p.shape.size() > static_cast<size_t>(cuda::kMaxRank))
     return c.fail("has rank " + std::to_string(p.shape.size()) + "; at most " +
                   std::to_string(cuda::kMaxRank) + " is supported");
   if (c.validating)
     return true;
-  return launched(c, cuda::dropoutBlock(p.shape, offset, whole, static_cast<float>(p.rate),
+  return launched(c, cuda::dropoutBlock(p.shape, offset, tail, whole, static_cast<float>(p.rate),
                                         dropoutSeed(c, p.mask), c.fin(0), c.fout(0), stream()));
 }
 
@@ -598,16 +603,12 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
   const int64_t ways = g->size();
   if (!c.needIn(0, outer * ways * chunk) || !c.needOut(0, outer * chunk) || c.validating)
     return c.error.empty();
-  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
   cuda::Shape shape;
-  shape.rank = 2;
-  shape.size[0] = outer;
-  shape.size[1] = chunk;
   cuda::Strides x;
-  x.stride[0] = ways * chunk;
-  x.stride[1] = 1;
-  return launched(c, cuda::stridedCopy(shape, c.fin(0) + static_cast<int64_t>(g->index) * chunk, x,
-                                       c.fout(0), stream()));
+  int64_t offset = 0;
+  if (!shardSliceView(c, p, *g, shape, x, offset))
+    return false;
+  return launched(c, cuda::stridedCopy(shape, c.fin(0) + offset, x, c.fout(0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Sgd &p) {

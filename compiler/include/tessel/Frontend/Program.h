@@ -101,6 +101,9 @@ struct ParallelConfig {
   /// Explicit layer indices per stage; empty for a balanced split.
   Located<std::vector<std::vector<int64_t>>> stageMap;
   Located<std::string> recompute{"none", {}}; ///< none, selective, full.
+  /// How attention meets the keys of other cp ranks: allgather (gather them whole) or ring
+  /// (pass them around the cp ring).
+  Located<std::string> context{"allgather", {}};
   Located<int64_t> bucketBytes{25ll << 20, {}};
   Located<bool> overlap{true, {}};
 

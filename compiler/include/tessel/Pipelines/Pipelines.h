@@ -23,10 +23,16 @@ void buildShardingPipeline(mlir::OpPassManager &pm);
 struct PlanPipelineOptions {
   /// Groups elementwise ops into fused ops (`tessel --fuse=off` turns it off).
   bool fuseElementwise = true;
+  /// Fuses the output head with its cross-entropy (`tessel --fuse-loss=off` or `--fuse=off`
+  /// turn it off).
+  bool fuseLinearCrossEntropy = true;
+  /// Rows of logits the fused head computes at a time (0: the pass's automatic choice).
+  int64_t lossChunk = 0;
 };
 
 /// Adds the passes from (partitioned) training graph IR to a memory-planned plan module:
-/// elementwise fusion, lowering to the plan dialect, memory planning.
+/// the output head's fusion with its loss, elementwise fusion, lowering to the plan dialect,
+/// memory planning.
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options = {});
 
 } // namespace tessel

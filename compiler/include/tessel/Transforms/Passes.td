@@ -191,6 +191,57 @@ def FuseElementwise : Pass<"tessel-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
 
+def FuseLinearCrossEntropy : Pass<"tessel-fuse-linear-cross-entropy", "mlir::ModuleOp"> {
+  let summary = "Fuses the output head's contraction with cross-entropy, chunked over rows";
+  let description = [{
+    In every function (per-rank and final, as `-tessel-fuse-elementwise` sees them), a
+    contraction `logits = contract(x, w, sum [K])` — x [rows..., K], w holding K and the class
+    dim, logits [rows..., classes] — whose only readers are the cross-entropy that takes it
+    (`graph.cross_entropy` and `graph.cross_entropy_grad`, or under vocabulary parallelism
+    `graph.ce_max`, `graph.ce_sums`, `graph.ce_grad` and the all-reduces between them) is
+    replaced: by `graph.linear_cross_entropy` where only the loss is computed (evaluation), by
+    `graph.linear_cross_entropy_grad` where the logits' gradient is read by exactly the two
+    contractions that give x's and w's gradients (training), which that op then computes (the
+    input gradient's contraction may read the backward pass's own all-gather of w under ZeRO-3;
+    that gather then goes). The plan runs it `chunk` rows at a time, so neither the logits nor
+    their gradient ever exist whole. Logits read by anything else (sampling, a second head) are
+    left alone, as are functions where the forward and backward halves are apart (a pipeline's
+    last stage).
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", /*default=*/"0",
+           "rows of logits computed at a time (0: about the input's size in logits, "
+           "Liger-Kernel's rule, and at least min-chunk rows)">,
+    Option<"minChunk", "min-chunk", "int64_t", /*default=*/"256",
+           "the fewest rows an automatic chunk has, so its GEMMs stay efficient">
+  ];
+  let dependentDialects = ["::tessel::graph::GraphDialect"];
+}
+
+def FoldAccumulate : Pass<"tessel-fold-accumulate", "mlir::ModuleOp"> {
+  let summary = "Lets the kernel that computes a gradient add it into its accumulator";
+  let description = [{
+    A parameter's gradient is summed into its accumulator (`grad.NAME` state) by an
+    `accumulate` kernel. When the gradient is a buffer that one `gemm` (a weight's gradient)
+    or `reduce` (a bias's) writes whole and only that `accumulate` reads, the kernel adds its
+    result into the accumulator itself (its `accumulate` parameter; for a GEMM, BLAS beta =
+    1): the buffer, the kernel and a pass over the gradient's memory go. A program that reads
+    or writes the same accumulator between the two keeps both, so sums are never reordered.
+    A reduce adds its rounded sum as `accumulate` did, so the bits are the same; a GEMM adds
+    its product inside BLAS, the same bits when the accumulator holds zero (one micro-batch
+    per step) and within rounding otherwise.
+
+    ```mlir
+    plan.kernel "gemm" ins(%x, %dy : ...) outs(%g : memref<384x1536xf32>) {...}
+    %s = plan.state "grad.w" : memref<384x1536xf32>
+    plan.kernel "accumulate" ins(%g : ...) outs(%s : ...) {n = 589824 : i64}
+    // becomes
+    %s = plan.state "grad.w" : memref<384x1536xf32>
+    plan.kernel "gemm" ins(%x, %dy : ...) outs(%s : memref<384x1536xf32>) {accumulate = 1 : i64, ...}
+    ```
+  }];
+}
+
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets from liveness";
   let description = [{

@@ -2,11 +2,15 @@
 //
 // Attention's kernels take q, k, v as [..., seq, heads, head] with any leading dims folded
 // into a batch; the key's seq and heads may differ from the query's (keys gathered over cp,
-// grouped-query heads).
+// grouped-query heads). Under context parallelism with `context = ring`, attention whose keys
+// and values hold the rank's own head-tail block, like its queries, becomes the ring: blocks of
+// keys and values travel around the cp ring by send/recv while each step's block is computed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PlanLowering.h"
+
+#include "common/HeadTail.h"
 
 using namespace mlir;
 using namespace tessel;
@@ -31,12 +35,160 @@ template <typename OpTy> SmallVector<NamedAttribute> attentionParams(OpTy op, Pl
     params.push_back(emit.i64("window", static_cast<int64_t>(*window)));
   if (std::optional<StringRef> headsOver = op.getHeadsOver())
     params.push_back(emit.str("head_group", *headsOver));
+  if (std::optional<StringRef> seqOver = op.getSeqOver())
+    params.push_back(emit.str("seq_group", *seqOver));
   return params;
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention
+//===----------------------------------------------------------------------===//
+
+/// The tags of ring attention's messages (keys, values, then their gradients). The cp ring's
+/// messages are the only ones between cp neighbours; the tags stay under the 16383 that every
+/// MPI carries (half of the guaranteed tag bound).
+constexpr int64_t kRingTag = 0x2500;
+
+/// Ring attention (context = ring): attention whose keys and values hold this rank's head-tail
+/// block, like its queries.
+template <typename OpTy> bool isRingAttention(OpTy op) {
+  if (!op.getSeqOver())
+    return false;
+  NamedShape q = shapeOf(op.getQuery()), k = shapeOf(op.getKey());
+  return q[q.size() - 3].size == k[k.size() - 3].size;
+}
+
+template <typename OpTy>
+SmallVector<NamedAttribute> ringParams(OpTy op, PlanEmitter &emit, int64_t step) {
+  NamedShape qs = shapeOf(op.getQuery()), ks = shapeOf(op.getKey());
+  size_t r = qs.size();
+  SmallVector<NamedAttribute> params{
+      emit.i64("batch", numElements(qs) / (qs[r - 3].size * qs[r - 2].size * qs[r - 1].size)),
+      emit.i64("seq", qs[r - 3].size),
+      emit.i64("heads", qs[r - 2].size),
+      emit.i64("kv_heads", ks[r - 2].size),
+      emit.i64("head", qs[r - 1].size),
+      emit.i64("causal", op.getCausal()),
+      emit.f64("scale", op.getScale().convertToDouble()),
+      emit.str("group", *op.getSeqOver()),
+      emit.i64("step", step)};
+  if (std::optional<StringRef> headsOver = op.getHeadsOver())
+    params.push_back(emit.str("head_group", *headsOver));
+  return params;
+}
+
+/// Sends `values` to the next rank of the cp ring and receives as many from the previous one
+/// into fresh buffers, asynchronously: returns the buffers and the events to wait for.
+std::pair<SmallVector<Value>, SmallVector<int64_t>>
+ringShift(PlanEmitter &emit, PlanLowering &lowering, ValueRange values, int64_t tag) {
+  StringRef group = headtail::kAxis.data();
+  SmallVector<Value> received;
+  SmallVector<int64_t> events;
+  for (auto [i, v] : llvm::enumerate(values)) {
+    auto type = cast<MemRefType>(v.getType());
+    int64_t n = type.getNumElements();
+    int64_t sent = lowering.nextEvent();
+    emit.kernel("send", {v}, {},
+                {emit.str("group", group), emit.i64("peer", 1), emit.i64("relative", 1),
+                 emit.i64("tag", tag + static_cast<int64_t>(i)), emit.i64("n", n),
+                 emit.i64("event", sent)});
+    events.push_back(sent);
+    Value next = emit.alloc(type.getShape(), type.getElementType());
+    int64_t got = lowering.nextEvent();
+    emit.kernel("recv", {}, {next},
+                {emit.str("group", group), emit.i64("peer", -1), emit.i64("relative", 1),
+                 emit.i64("tag", tag + static_cast<int64_t>(i)), emit.i64("n", n),
+                 emit.i64("event", got)});
+    events.push_back(got);
+    received.push_back(next);
+  }
+  return {received, events};
+}
+
+/// The forward ring: the running output and log-sum-exp of `q` against every block of keys.
+template <typename OpTy>
+void ringForward(OpTy op, PlanEmitter &emit, PlanLowering &lowering, Value q, Value k, Value v,
+                 Value out, Value lse) {
+  int64_t ways = lowering.mesh().size(headtail::kAxis);
+  Value kc = k, vc = v;
+  for (int64_t step = 0; step < ways; ++step) {
+    // The next block travels while this one is computed.
+    SmallVector<Value> next;
+    SmallVector<int64_t> events;
+    if (step + 1 < ways)
+      std::tie(next, events) = ringShift(emit, lowering, {kc, vc}, kRingTag);
+    emit.kernel("attention_block", {q, kc, vc}, {out, lse}, ringParams(op, emit, step));
+    for (int64_t e : events)
+      emit.kernel("wait", {kc, vc, next[0], next[1]}, {}, {emit.i64("event", e)});
+    if (!next.empty())
+      kc = next[0], vc = next[1];
+  }
+}
+
+/// One log-sum-exp per query row.
+Value lseBuffer(PlanEmitter &emit, Value query) {
+  NamedShape qs = shapeOf(query);
+  return emit.alloc({numElements(qs) / qs.back().size},
+                    cast<RankedTensorType>(query.getType()).getElementType());
+}
+
+LogicalResult lowerRingAttention(graph::AttentionOp op, graph::AttentionOp::Adaptor adaptor,
+                                 PlanEmitter &emit, PlanLowering &lowering) {
+  if (op.getWindow())
+    return op.emitOpError("with a sliding window cannot run as ring attention; use "
+                          "context = allgather");
+  ringForward(op, emit, lowering, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+              emit.define(op.getResult()), lseBuffer(emit, op.getQuery()));
+  return success();
+}
+
+LogicalResult lowerRingAttentionGrad(graph::AttentionGradOp op,
+                                     graph::AttentionGradOp::Adaptor adaptor, PlanEmitter &emit,
+                                     PlanLowering &lowering) {
+  // The forward ring again, for each query's output and log-sum-exp over every key (the
+  // per-rank attention keeps neither), then the backward ring: the key and value blocks travel
+  // with the gradients every rank adds into them, and after the last step one more hop takes
+  // each block's gradients home.
+  if (op.getWindow())
+    return op.emitOpError("with a sliding window cannot run as ring attention; use "
+                          "context = allgather");
+  Value q = adaptor.getQuery(), dout = adaptor.getGrad();
+  Value out = emit.alloc(op.getQuery().getType());
+  Value lse = lseBuffer(emit, op.getQuery());
+  ringForward(op, emit, lowering, q, adaptor.getKey(), adaptor.getValue(), out, lse);
+  int64_t ways = lowering.mesh().size(headtail::kAxis);
+  Value dq = emit.define(op.getQueryGrad());
+  Value kc = adaptor.getKey(), vc = adaptor.getValue();
+  Value dk = emit.alloc(op.getKeyGrad().getType()), dv = emit.alloc(op.getValueGrad().getType());
+  for (int64_t step = 0; step < ways; ++step) {
+    SmallVector<Value> next;
+    SmallVector<int64_t> events;
+    if (step + 1 < ways)
+      std::tie(next, events) = ringShift(emit, lowering, {kc, vc}, kRingTag);
+    emit.kernel("attention_block_grad", {q, kc, vc, dout, out, lse}, {dq, dk, dv},
+                ringParams(op, emit, step));
+    auto [grads, gradEvents] = ringShift(emit, lowering, {dk, dv}, kRingTag + 2);
+    events.append(gradEvents);
+    SmallVector<Value> live = {kc, vc, dk, dv};
+    live.append(next);
+    live.append(grads);
+    for (int64_t e : events)
+      emit.kernel("wait", live, {}, {emit.i64("event", e)});
+    if (!next.empty())
+      kc = next[0], vc = next[1];
+    dk = grads[0], dv = grads[1];
+  }
+  // After the last hop these are this rank's own blocks' gradients.
+  emit.bind(op.getKeyGrad(), dk);
+  emit.bind(op.getValueGrad(), dv);
+  return success();
 }
 
 struct AttentionPattern : PlanPattern<graph::AttentionOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::AttentionOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+    if (isRingAttention(op))
+      return lowerRingAttention(op, adaptor, emit, lowering);
     Value r = emit.define(op.getResult());
     emit.kernel("attention", {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()}, {r},
                 attentionParams(op, emit));
@@ -48,6 +200,8 @@ struct AttentionGradPattern : PlanPattern<graph::AttentionGradOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::AttentionGradOp op, Adaptor adaptor,
                       PlanEmitter &emit) const override {
+    if (isRingAttention(op))
+      return lowerRingAttentionGrad(op, adaptor, emit, lowering);
     Value dq = emit.define(op.getQueryGrad()), dk = emit.define(op.getKeyGrad()),
           dv = emit.define(op.getValueGrad());
     emit.kernel("attention_grad",
@@ -63,12 +217,16 @@ struct RopePattern : PlanPattern<graph::RopeOp> {
     NamedShape s = shapeOf(op.getInput());
     size_t r = s.size();
     Value y = emit.define(op.getResult());
-    emit.kernel(
-        "rope", {adaptor.getInput()}, {y},
-        {emit.i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
-         emit.i64("seq", s[r - 3].size), emit.i64("heads", s[r - 2].size),
-         emit.i64("head", s[r - 1].size), emit.f64("theta", op.getTheta().convertToDouble()),
-         emit.i64("inverse", op.getInverse())});
+    SmallVector<NamedAttribute> params = {
+        emit.i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
+        emit.i64("seq", s[r - 3].size),
+        emit.i64("heads", s[r - 2].size),
+        emit.i64("head", s[r - 1].size),
+        emit.f64("theta", op.getTheta().convertToDouble()),
+        emit.i64("inverse", op.getInverse())};
+    if (std::optional<StringRef> group = op.getSeqOver())
+      params.push_back(emit.str("seq_group", *group));
+    emit.kernel("rope", {adaptor.getInput()}, {y}, params);
     return success();
   }
 };

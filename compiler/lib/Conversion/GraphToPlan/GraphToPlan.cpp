@@ -163,6 +163,7 @@ struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
     populateContractionPatterns(patterns, converter, lowering);
     populateNormalizationPatterns(patterns, converter, lowering);
     populateLossPatterns(patterns, converter, lowering);
+    populateLinearCrossEntropyPatterns(patterns, converter, lowering);
     populateAttentionPatterns(patterns, converter, lowering);
     populateDataMovementPatterns(patterns, converter, lowering);
     populateCollectivePatterns(patterns, converter, lowering);

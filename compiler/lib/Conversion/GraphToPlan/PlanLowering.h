@@ -231,6 +231,10 @@ void populateNormalizationPatterns(mlir::RewritePatternSet &patterns,
 /// Cross-entropy, whole and vocabulary-parallel.
 void populateLossPatterns(mlir::RewritePatternSet &patterns, const mlir::TypeConverter &converter,
                           PlanLowering &lowering);
+/// The output head fused with its cross-entropy, chunked over rows.
+void populateLinearCrossEntropyPatterns(mlir::RewritePatternSet &patterns,
+                                        const mlir::TypeConverter &converter,
+                                        PlanLowering &lowering);
 /// Attention and rotary embeddings.
 void populateAttentionPatterns(mlir::RewritePatternSet &patterns,
                                const mlir::TypeConverter &converter, PlanLowering &lowering);

@@ -1,0 +1,338 @@
+//===- Cluster.cpp - Reading and writing cluster files --------------------===//
+//
+// One `key = value` per line, `#` starts a comment. A value is a quoted string (name), an
+// integer (node.accelerators), a number with the unit its key's quantity needs (a rate, a
+// bandwidth, a size, a time), a bare fraction (efficiency.memory) or a table of
+// `size:efficiency` pairs. Every problem is reported at its line and column.
+//
+//===----------------------------------------------------------------------===//
+
+#include "common/Cluster.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+namespace tessel::cluster {
+
+double EfficiencyTable::at(double size) const {
+  if (points.empty())
+    return 1;
+  if (size <= points.front().first)
+    return points.front().second;
+  if (size >= points.back().first)
+    return points.back().second;
+  for (size_t i = 1; i < points.size(); ++i) {
+    auto [x1, y1] = points[i];
+    if (size > x1)
+      continue;
+    auto [x0, y0] = points[i - 1];
+    double t = (std::log(size) - std::log(x0)) / (std::log(x1) - std::log(x0));
+    return y0 + t * (y1 - y0);
+  }
+  return points.back().second;
+}
+
+namespace {
+
+enum class Quantity { Name, Count, Rate, Bandwidth, Size, Time, Fraction, Table };
+
+struct Key {
+  const char *name;
+  Quantity quantity;
+  bool required;
+};
+
+// Every key a cluster file may have, in the order formatCluster writes them.
+const Key kKeys[] = {
+    {"name", Quantity::Name, true},
+    {"accelerator.bf16", Quantity::Rate, true},
+    {"accelerator.fp32", Quantity::Rate, true},
+    {"accelerator.memory", Quantity::Size, true},
+    {"accelerator.bandwidth", Quantity::Bandwidth, true},
+    {"node.accelerators", Quantity::Count, true},
+    {"intra.bandwidth", Quantity::Bandwidth, true},
+    {"intra.latency", Quantity::Time, true},
+    {"inter.bandwidth", Quantity::Bandwidth, true},
+    {"inter.latency", Quantity::Time, true},
+    {"efficiency.gemm", Quantity::Table, true},
+    {"efficiency.attention", Quantity::Table, true},
+    {"efficiency.memory", Quantity::Fraction, true},
+    {"overhead.kernel", Quantity::Time, false},
+    {"overhead.collective", Quantity::Time, false},
+};
+
+struct Unit {
+  const char *word;
+  double scale;
+};
+
+const std::vector<Unit> &unitsOf(Quantity q) {
+  static const std::vector<Unit> rate = {
+      {"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}};
+  static const std::vector<Unit> bandwidth = {
+      {"B/s", 1},     {"KB/s", 1e3},           {"MB/s", 1e6},     {"GB/s", 1e9},
+      {"TB/s", 1e12}, {"GiB/s", 1073741824.0}, {"Gb/s", 1e9 / 8}, {"MiB/s", 1048576.0}};
+  static const std::vector<Unit> size = {
+      {"B", 1},           {"KB", 1e3},           {"MB", 1e6},
+      {"GB", 1e9},        {"TB", 1e12},          {"KiB", 1024.0},
+      {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  static const std::vector<Unit> time = {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+  static const std::vector<Unit> none;
+  switch (q) {
+  case Quantity::Rate:
+    return rate;
+  case Quantity::Bandwidth:
+    return bandwidth;
+  case Quantity::Size:
+    return size;
+  case Quantity::Time:
+    return time;
+  default:
+    return none;
+  }
+}
+
+std::string unitList(Quantity q) {
+  std::string s;
+  for (const Unit &u : unitsOf(q))
+    s += (s.empty() ? "" : ", ") + std::string(u.word);
+  return s;
+}
+
+/// Reads a number at `text[pos]`; false if there is none.
+bool readNumber(const std::string &text, size_t &pos, double &value) {
+  const char *begin = text.c_str() + pos;
+  char *end = nullptr;
+  value = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(value))
+    return false;
+  pos += static_cast<size_t>(end - begin);
+  return true;
+}
+
+struct Parser {
+  const std::string &file;
+  std::string &error;
+  int line = 0;
+
+  bool fail(size_t col, const std::string &message) {
+    error =
+        file + ":" + std::to_string(line) + ":" + std::to_string(col + 1) + ": error: " + message;
+    return false;
+  }
+
+  /// A number with its key's unit, at `value[pos..]` (the whole rest of the value).
+  bool quantity(const Key &key, const std::string &value, size_t at, double &out) {
+    size_t pos = 0;
+    if (!readNumber(value, pos, out))
+      return fail(at, std::string(key.name) + " needs a number, not '" + value + "'");
+    while (pos < value.size() && value[pos] == ' ')
+      ++pos;
+    std::string unit = value.substr(pos);
+    const std::vector<Unit> &units = unitsOf(key.quantity);
+    if (units.empty()) {
+      if (!unit.empty())
+        return fail(at + pos, std::string(key.name) + " takes a plain number, not '" + unit + "'");
+    } else {
+      auto it =
+          std::find_if(units.begin(), units.end(), [&](const Unit &u) { return unit == u.word; });
+      if (it == units.end())
+        return fail(at + pos, std::string(key.name) + " needs a unit (" + unitList(key.quantity) +
+                                  ")" + (unit.empty() ? "" : ", not '" + unit + "'"));
+      out *= it->scale;
+    }
+    // An overhead may be nothing; every other figure must be there.
+    bool overhead = std::string(key.name).rfind("overhead.", 0) == 0;
+    if (overhead ? !(out >= 0) : !(out > 0))
+      return fail(at, std::string(key.name) +
+                          (overhead ? " must not be negative" : " must be positive"));
+    if (key.quantity == Quantity::Fraction && out > 1)
+      return fail(at, std::string(key.name) + " is a fraction of the peak, in (0, 1]");
+    return true;
+  }
+
+  /// "size:efficiency size:efficiency ..." with sizes ascending.
+  bool table(const Key &key, const std::string &value, size_t at, EfficiencyTable &out) {
+    std::istringstream words(value);
+    std::string word;
+    size_t from = 0;
+    while (words >> word) {
+      size_t col = at + value.find(word, from);
+      from = value.find(word, from) + word.size();
+      size_t colon = word.find(':');
+      double size = 0, eff = 0;
+      size_t p = 0, q = colon + 1;
+      std::string right = colon == std::string::npos ? "" : word.substr(colon + 1);
+      std::string left = word.substr(0, colon);
+      if (colon == std::string::npos || !readNumber(left, p, size) || p != left.size() ||
+          !readNumber(right, (q = 0), eff) || q != right.size())
+        return fail(col,
+                    std::string(key.name) + " needs size:efficiency pairs, not '" + word + "'");
+      if (!(size > 0))
+        return fail(col, std::string(key.name) + ": the size must be positive");
+      if (!(eff > 0) || eff > 1)
+        return fail(col + colon + 1,
+                    std::string(key.name) + ": an efficiency is a fraction of the peak, in (0, 1]");
+      if (!out.points.empty() && size <= out.points.back().first)
+        return fail(col, std::string(key.name) + ": sizes must be ascending");
+      out.points.push_back({size, eff});
+    }
+    if (out.points.empty())
+      return fail(at, std::string(key.name) + " needs at least one size:efficiency pair");
+    return true;
+  }
+};
+
+std::string trim(const std::string &s, size_t &offset) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) {
+    offset = s.size();
+    return "";
+  }
+  size_t e = s.find_last_not_of(" \t\r");
+  offset = b;
+  return s.substr(b, e - b + 1);
+}
+
+std::string number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+} // namespace
+
+bool parseCluster(const std::string &text, const std::string &file, Cluster &out,
+                  std::string &error) {
+  Cluster c;
+  Parser p{file, error};
+  std::map<std::string, int> seen; // key -> line
+  std::istringstream lines(text);
+  std::string raw;
+  while (std::getline(lines, raw)) {
+    ++p.line;
+    // A '#' outside quotes starts a comment.
+    bool quoted = false;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '"')
+        quoted = !quoted;
+      if (raw[i] == '#' && !quoted) {
+        raw.resize(i);
+        break;
+      }
+    }
+    size_t keyAt = 0;
+    std::string content = trim(raw, keyAt);
+    if (content.empty())
+      continue;
+    size_t eq = raw.find('=');
+    if (eq == std::string::npos)
+      return p.fail(keyAt, "expected 'key = value'");
+    size_t unused = 0, valueAt = 0;
+    std::string key = trim(raw.substr(0, eq), unused);
+    std::string value = trim(raw.substr(eq + 1), valueAt);
+    valueAt += eq + 1;
+    const Key *k = std::find_if(std::begin(kKeys), std::end(kKeys),
+                                [&](const Key &k) { return key == k.name; });
+    if (k == std::end(kKeys))
+      return p.fail(keyAt, "unknown key '" + key + "'");
+    if (seen.count(key))
+      return p.fail(keyAt, "'" + key + "' is given twice (first on line " +
+                               std::to_string(seen[key]) + ")");
+    seen[key] = p.line;
+    if (value.empty())
+      return p.fail(valueAt, "'" + key + "' has no value");
+    double x = 0;
+    switch (k->quantity) {
+    case Quantity::Name:
+      if (value.size() < 2 || value.front() != '"' || value.back() != '"')
+        return p.fail(valueAt, "name needs a quoted string");
+      c.name = value.substr(1, value.size() - 2);
+      continue;
+    case Quantity::Count: {
+      char *end = nullptr;
+      long long n = std::strtoll(value.c_str(), &end, 10);
+      if (*end || n <= 0)
+        return p.fail(valueAt, key + " needs a positive integer, not '" + value + "'");
+      c.perNode = n;
+      continue;
+    }
+    case Quantity::Table: {
+      EfficiencyTable t;
+      if (!p.table(*k, value, valueAt, t))
+        return false;
+      (key == "efficiency.gemm" ? c.gemm : c.attention) = t;
+      continue;
+    }
+    default:
+      if (!p.quantity(*k, value, valueAt, x))
+        return false;
+    }
+    if (key == "accelerator.bf16")
+      c.peak16 = x;
+    else if (key == "accelerator.fp32")
+      c.peak32 = x;
+    else if (key == "accelerator.memory")
+      c.memory = x;
+    else if (key == "accelerator.bandwidth")
+      c.memoryBandwidth = x;
+    else if (key == "intra.bandwidth")
+      c.intra.bandwidth = x;
+    else if (key == "intra.latency")
+      c.intra.latency = x;
+    else if (key == "inter.bandwidth")
+      c.inter.bandwidth = x;
+    else if (key == "inter.latency")
+      c.inter.latency = x;
+    else if (key == "efficiency.memory")
+      c.memoryEfficiency = x;
+    else if (key == "overhead.kernel")
+      c.kernelOverhead = x;
+    else if (key == "overhead.collective")
+      c.collectiveOverhead = x;
+  }
+  for (const Key &k : kKeys)
+    if (k.required && !seen.count(k.name)) {
+      ++p.line;
+      return p.fail(0, std::string("missing '") + k.name + "'");
+    }
+  out = c;
+  return true;
+}
+
+std::string formatCluster(const Cluster &c, const std::string &header) {
+  std::ostringstream os;
+  std::istringstream lines(header);
+  std::string line;
+  while (std::getline(lines, line))
+    os << "# " << line << "\n";
+  auto table = [](const EfficiencyTable &t) {
+    std::string s;
+    for (auto [size, eff] : t.points)
+      s += (s.empty() ? "" : " ") + number(size) + ":" + number(eff);
+    return s;
+  };
+  os << "name = \"" << c.name << "\"\n"
+     << "accelerator.bf16 = " << number(c.peak16 / 1e9) << " GFLOP/s\n"
+     << "accelerator.fp32 = " << number(c.peak32 / 1e9) << " GFLOP/s\n"
+     << "accelerator.memory = " << number(c.memory / 1073741824.0) << " GiB\n"
+     << "accelerator.bandwidth = " << number(c.memoryBandwidth / 1e9) << " GB/s\n"
+     << "node.accelerators = " << c.perNode << "\n"
+     << "intra.bandwidth = " << number(c.intra.bandwidth / 1e9) << " GB/s\n"
+     << "intra.latency = " << number(c.intra.latency * 1e6) << " us\n"
+     << "inter.bandwidth = " << number(c.inter.bandwidth / 1e9) << " GB/s\n"
+     << "inter.latency = " << number(c.inter.latency * 1e6) << " us\n"
+     << "efficiency.gemm = " << table(c.gemm) << "\n"
+     << "efficiency.attention = " << table(c.attention) << "\n"
+     << "efficiency.memory = " << number(c.memoryEfficiency) << "\n"
+     << "overhead.kernel = " << number(c.kernelOverhead * 1e6) << " us\n"
+     << "overhead.collective = " << number(c.collectiveOverhead * 1e6) << " us\n";
+  return os.str();
+}
+
+} // namespace tessel::cluster

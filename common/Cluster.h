@@ -1,0 +1,78 @@
+//===- Cluster.h - What a cluster of accelerators can do ---------*- C++ -*-===//
+//
+// A cluster description says what the step-time model (`tessel estimate --cluster`,
+// `tessel tune`) needs to know of the machines a plan will run on: the accelerator's dense
+// peak rates, memory and memory bandwidth, how many accelerators share a node, the two links
+// (inside a node and between nodes) as bandwidth and latency, and how close to the peak kernels
+// of each kind come, by shape. It is a small text file (docs/planning.md, "Cluster files"):
+//
+//   # A100 80GB SXM, NVIDIA datasheet
+//   name = "A100 80GB SXM"
+//   accelerator.bf16 = 312 TFLOP/s
+//   accelerator.memory = 80 GiB
+//   node.accelerators = 8
+//   intra.bandwidth = 300 GB/s
+//   efficiency.gemm = 128:0.35 1024:0.75 8192:0.82
+//
+// Shipped presets live in clusters/; `tessel calibrate` measures one for this machine. Plain
+// C++: the compiler reads these files and the runtime's calibration tool writes them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_COMMON_CLUSTER_H
+#define TESSEL_COMMON_CLUSTER_H
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::cluster {
+
+/// Efficiency (a fraction of the peak) as a function of a size: points (size, efficiency) with
+/// sizes ascending; between points it is interpolated linearly in log(size), outside them it is
+/// the nearest point's.
+struct EfficiencyTable {
+  std::vector<std::pair<double, double>> points;
+  double at(double size) const;
+};
+
+/// A link as one accelerator sees it: the bandwidth it can send at in one direction while
+/// receiving at the same rate, and the latency of one message.
+struct Link {
+  double bandwidth = 0; ///< bytes/s
+  double latency = 0;   ///< s
+};
+
+struct Cluster {
+  std::string name;
+  /// Dense peak rates in FLOP/s: 16-bit (bf16/fp16 on tensor cores) and fp32.
+  double peak16 = 0, peak32 = 0;
+  double memory = 0;          ///< bytes per accelerator
+  double memoryBandwidth = 0; ///< bytes/s
+  int64_t perNode = 1;        ///< accelerators per node
+  Link intra, inter;
+  /// GEMM efficiency by the smallest of m, n and k; attention (flash) efficiency by the key
+  /// sequence length; the fraction of the memory bandwidth memory-bound kernels reach.
+  EfficiencyTable gemm, attention;
+  double memoryEfficiency = 1;
+  /// Fixed time per kernel (launch and framework overhead) and per collective call.
+  double kernelOverhead = 0, collectiveOverhead = 0;
+
+  /// The peak rate for an element size of `bytes` (2: 16-bit, 4: fp32).
+  double peak(double bytes) const { return bytes <= 2 ? peak16 : peak32; }
+};
+
+/// Parses a cluster file. On a problem returns false with "file:line:col: error: reason" in
+/// `error`: an unknown key, a key given twice, a number without the unit its key needs (or
+/// with another), a value that is not positive, an efficiency outside (0, 1], table sizes not
+/// ascending, a required key missing (reported at the end of the file).
+bool parseCluster(const std::string &text, const std::string &file, Cluster &out,
+                  std::string &error);
+
+/// The file text of `c`, which parseCluster reads back to the same figures; `header` is written
+/// first as comment lines.
+std::string formatCluster(const Cluster &c, const std::string &header);
+
+} // namespace tessel::cluster
+
+#endif // TESSEL_COMMON_CLUSTER_H

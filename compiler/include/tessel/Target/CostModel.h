@@ -1,0 +1,46 @@
+//===- CostModel.h - Time of one kernel or collective on a cluster -*- C++ -*-===//
+//
+// The cost primitives of the step-time model (docs/planning.md, "Formulas"), shared by the
+// plan-driven prediction (StepTime.h), which applies them to each kernel call of a plan, and by
+// the layout tuner (Tune.h), which applies them to a transformer layer's operations worked out
+// from the model's dims. Times in seconds, sizes in bytes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TARGET_COSTMODEL_H
+#define TESSEL_TARGET_COSTMODEL_H
+
+#include "common/Cluster.h"
+
+namespace tessel::cost {
+
+/// C[batch] = A [m × k] · B [k × n]: 2·m·n·k·batch FLOPs at the peak for `elementBytes` times
+/// the GEMM efficiency at min(m, n, k), or the time to move its operands at the memory
+/// bandwidth if that is longer; plus the kernel overhead.
+double gemm(const cluster::Cluster &c, double m, double n, double k, double batch,
+            double elementBytes);
+double gemmFlops(double m, double n, double k, double batch);
+
+/// Fused (flash) attention of `batch` sequences, `heads` heads of size `head`, `seq` queries
+/// against `kvSeq` keys, each query seeing `visible` keys (kvSeq, or kvSeq / 2 when causal):
+/// 4·batch·heads·seq·visible·head FLOPs forward, 2.5 times that backward, at the attention
+/// efficiency for kvSeq; plus the kernel overhead.
+double attentionFlops(double batch, double seq, double heads, double visible, double head,
+                      bool backward);
+double attention(const cluster::Cluster &c, double flops, double kvSeq, double elementBytes);
+
+/// A memory-bound kernel moving `bytes`: bytes / (bandwidth × memory efficiency) + overhead.
+double memoryBound(const cluster::Cluster &c, double bytes);
+
+/// Collectives over k ranks on `link` (α its latency, β its bandwidth), each plus the cluster's
+/// collective overhead:
+///   all-reduce of B bytes: min(ring 2(k-1)α + 2(k-1)/k·B/β, tree 2⌈log2 k⌉α + 2B/β);
+///   all-gather, reduce-scatter, all-to-all of a whole of W bytes: (k-1)α + (k-1)/k·W/β;
+///   broadcast of B: ⌈log2 k⌉α + B/β;  a send of B: α + B/β.
+double allReduce(const cluster::Cluster &c, const cluster::Link &link, double k, double bytes);
+double gather(const cluster::Cluster &c, const cluster::Link &link, double k, double whole);
+double broadcast(const cluster::Cluster &c, const cluster::Link &link, double k, double bytes);
+double send(const cluster::Cluster &c, const cluster::Link &link, double bytes);
+
+} // namespace tessel::cost
+
+#endif // TESSEL_TARGET_COSTMODEL_H
