@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The one command a session with a GPU runs: configures the runtime-only build with the CUDA
 # backend (no MLIR, ANTLR or OpenBLAS needed), builds it, runs the CUDA tests and the unit
-# tests, and prints what passed, failed and was skipped. On a GPU machine a skipped CUDA test
-# means the GPU could not be used, so it fails the check too.
+# tests, trains the plans compiled on the build machine (scripts/gpu-plans.sh) 5 steps on the
+# GPU and on the CPU and compares their losses (as test/Runtime/cuda-train.test does where the
+# compiler and a GPU are on one machine), and prints what passed, failed and was skipped. On a
+# GPU machine a skipped CUDA test means the GPU could not be used, so it fails the check too.
+# Last it prints the CUDA kernels' rates (tessel-cuda-rate), for benchmarks/RESULTS.md.
 #
 # Usage: scripts/gpu-check.sh [build-dir]        (default: build-gpu in the repository)
 # Environment:
+#   TESSEL_GPU_PLANS  the folder of plan files to train (default: gpu-plans in the repository,
+#                     made by scripts/gpu-plans.sh); without one the training check is skipped
+#                     and the check fails.
 #   GTEST_SOURCE_DIR  GoogleTest sources to build where none is installed (e.g. a copy of the
 #                     build machine's /usr/src/googletest carried along); /usr/src/googletest
 #                     is used when it exists.
@@ -48,7 +54,7 @@ if ! grep -q "GTest TRUE" "$build.configure.log"; then
 fi
 
 echo "== build"
-if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner \
+if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner tessel-cuda-rate \
     > "$build.build.log" 2>&1; then
   grep -E "error|Error" "$build.build.log" | head -40
   echo "gpu-check: build failed (log: $build.build.log)"
@@ -65,6 +71,40 @@ echo "== unit tests (tessel-unit-tests)"
 "$build/bin/tessel-unit-tests" --gtest_brief=1 $(json unit-tests) 2>&1 |
   tee "$build.unit-tests.log" | tail -5
 unit_rc=${PIPESTATUS[0]}
+
+echo "== training on the GPU against the CPU (5 steps per plan)"
+plans=${TESSEL_GPU_PLANS:-$root/gpu-plans}
+train_rc=0
+mkdir -p "$build.train"
+trained=0
+for plan in "$plans"/*.plan; do
+  [ -f "$plan" ] || continue
+  name=$(basename "$plan" .plan)
+  for device in cpu cuda; do
+    if ! "$build/bin/tessel-runner" --plan "$plan" --data "$root/test/parity/Inputs/text.txt" \
+        --steps 5 --seed 1 --eval-every 0 --quiet --checkpoint-dir "$build.train/$name-$device" \
+        --metrics "$build.train/$name-$device.jsonl" --device "$device" \
+        > "$build.train-$name-$device.log" 2>&1; then
+      echo "$name on $device failed:"
+      tail -5 "$build.train-$name-$device.log"
+      train_rc=1
+    fi
+  done
+  echo "-- $name"
+  python3 "$root/test/Runtime/Inputs/close_losses.py" "$build.train/$name-cuda.jsonl" \
+    "$build.train/$name-cpu.jsonl" --tol 5e-4 --steps 5 2>&1 | tee "$build.train-$name.log" ||
+    train_rc=1
+  trained=$((trained + 1))
+done
+if [ "$trained" -eq 0 ]; then
+  echo "no plans in $plans (make them on the build machine with scripts/gpu-plans.sh)"
+  train_rc=1
+fi
+
+# Figures for benchmarks/RESULTS.md (the check does not depend on them).
+echo "== kernel rates (tessel-cuda-rate)"
+timeout 300 "$build/bin/tessel-cuda-rate" 2>&1 | tee "$build.cuda-rate.log" ||
+  echo "tessel-cuda-rate failed or timed out"
 [ -n "$out" ] && cp "$build".*.log "$out/" 2> /dev/null
 
 count() { grep -E "^\[  $1 *\] [0-9]+ tests?" "$2" | head -1 | grep -oE "[0-9]+" | head -1; }
@@ -74,9 +114,10 @@ failed=$(count FAILED "$build.cuda-tests.log")
 echo "== summary"
 echo "CUDA tests: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
 echo "unit tests: $([ "$unit_rc" -eq 0 ] && echo passed || echo failed)"
+echo "training against the CPU: $([ "$train_rc" -eq 0 ] && echo "$trained plans agree" || echo failed)"
 if [ "${skipped:-0}" -gt 0 ]; then
   echo "gpu-check: CUDA tests were skipped: no usable GPU here (see the reasons above)"
   exit 1
 fi
-[ "$cuda_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] || exit 1
+[ "$cuda_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$train_rc" -eq 0 ] || exit 1
 echo "gpu-check: all passed"

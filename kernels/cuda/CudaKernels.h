@@ -20,14 +20,23 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#include "kernels/cuda/BlasLt.h"
+
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <vector>
 
 namespace tessel::cuda {
 
 // The shapes, strides and operation kinds are the CPU backend's.
+using cpu::AttentionArgs;
 using cpu::BinaryKind;
+using cpu::FusedStep;
+using cpu::GemmArgs;
 using cpu::kMaxRank;
 using cpu::Shape;
 using cpu::Strides;
@@ -116,7 +125,24 @@ cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, const float *logits,
                              float *dlogits, IdError *idError, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
-// Optimizer (AdamW.cu)
+// Cross entropy over classes split between ranks (ShardedLoss.cu)
+//===----------------------------------------------------------------------===//
+// As kernels/cpu/CpuKernels.h's ceMax .. ceGrad: logits is this rank's [rows, cols] block,
+// global columns [first, first + cols) of `classes`. A target outside [0, classes) is recorded
+// in `idError` (and counts as no column here).
+
+cudaError_t ceMax(int64_t rows, int64_t cols, const float *logits, float *m, cudaStream_t stream);
+cudaError_t ceSums(int64_t rows, int64_t cols, int64_t first, int64_t classes, const float *logits,
+                   const int32_t *targets, const float *m, float *s, float *t, IdError *idError,
+                   cudaStream_t stream);
+cudaError_t ceLoss(int64_t rows, const float *m, const float *s, const float *t, double scale,
+                   float *loss, cudaStream_t stream);
+cudaError_t ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, const float *logits,
+                   const int32_t *targets, const float *m, const float *s, const float *dloss,
+                   double scale, float *dlogits, IdError *idError, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Optimizers (AdamW.cu, Sgd.cu)
 //===----------------------------------------------------------------------===//
 
 /// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
@@ -130,6 +156,171 @@ struct AdamWArgs {
 /// One AdamW step over n elements, as cpu::adamw.
 cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
                   float *v, cudaStream_t stream);
+/// One SGD step with momentum over n elements, as the CPU's sgd: buf = momentum buf + g scale
+/// + weightDecay param; param -= lr buf. `lr` and `gradScale` are one element each.
+cudaError_t sgd(int64_t n, float momentum, float weightDecay, const float *lr,
+                const float *gradScale, const float *grad, float *param, float *momentumBuffer,
+                cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Matrix products through cuBLASLt (Gemm.cu)
+//===----------------------------------------------------------------------===//
+
+/// What a product runs with: cuBLASLt's functions (BlasLt.h), its handle and a workspace that
+/// only the products of one stream use (cuBLASLt's workspace must not be shared by concurrent
+/// products). The device owns them (created once).
+/// The algorithms cuBLASLt chose for the products met so far, by everything the choice depends
+/// on (sizes, strides, transposes, types, operand alignment, workspace): asking its heuristic
+/// costs more host time than a small product runs.
+struct BlasPlans {
+  using Key = std::array<int64_t, 18>;
+  struct Choice {
+    bool found = false; ///< False: cuBLASLt has none (the plain kernel runs).
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<Key, Choice> choices;
+};
+
+struct BlasContext {
+  const BlasLt *lt = nullptr;
+  /// Where chosen algorithms are kept (owned by the device, one per stream); null: choose on
+  /// every call.
+  BlasPlans *plans = nullptr;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// Lets f32 products multiply in TF32 (about 10 bits of mantissa, much faster on tensor
+  /// cores). Off by default, so that f32 results stay comparable with the CPU backend's.
+  bool allowTf32 = false;
+};
+
+/// The cuBLASLt workspace a stream's products are given: 32 MiB, what NVIDIA recommends on
+/// Hopper (smaller workspaces rule out some of the fastest algorithms there).
+constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
+
+/// C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for b < args.batch, row-major as cpu::gemm
+/// (GemmArgs: lda/ldb/ldc are row strides, batch b's matrices start at A + b * strideA, a
+/// stride of 0 reuses one matrix; with strideC == 0 every batch writes the same C, in order).
+/// f32 in and out, f32 accumulation. Returns cuBLASLt's status (CUBLAS_STATUS_INVALID_VALUE
+/// for sizes that do not fit cuBLASLt's 32-bit dims or a batch that is not positive).
+cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
+                    float *c, cudaStream_t stream);
+/// The same with bf16 A and B and an f32 C, accumulated in f32: the product of mixed precision
+/// (bf16 compute with f32 results). Not called by any plan yet.
+cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
+                        const __nv_bfloat16 *b, float *c, cudaStream_t stream);
+
+/// The same f32 product with a plain tiled kernel (16 x 16 outputs per block through shared
+/// memory), what gemm falls back to where cuBLASLt offers no algorithm. Slow; every output
+/// sums its k terms in order.
+cudaError_t gemmSimple(const GemmArgs &args, const float *a, const float *b, float *c,
+                       cudaStream_t stream);
+
+/// Converts n floats to bf16 (round to nearest even), for the bf16 products' operands.
+cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Embedding (Embedding.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::embeddingRows: out[i, :] = table[ids[i] - first, :] where that row is one of the
+/// table's `rows` here, a zero row where it is another rank's. An id outside [0, vocab) is
+/// recorded in `idError` and gives a zero row.
+cudaError_t embedding(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                      const float *table, const int32_t *ids, float *out, IdError *idError,
+                      cudaStream_t stream);
+/// Bytes of workspace embeddingGrad needs for n ids and `rows` rows.
+size_t embeddingGradWorkspace(int64_t n, int64_t rows);
+/// As cpu::embeddingGradRows: dtable = 0, then each row of the table here gets the sum of the
+/// dout rows of its ids, added in increasing i in f64 (the CPU's order and precision, so the
+/// bits are the CPU's). The positions are grouped by row with a stable radix sort; ids of
+/// other ranks' rows are skipped, ids outside [0, vocab) recorded in `idError` and skipped.
+cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
+                          const float *dout, const int32_t *ids, float *dtable, void *workspace,
+                          size_t workspaceBytes, IdError *idError, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Rotary embedding (Rope.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::rope: [batch, seq, heads, head] in the rotate-half layout; the angles' cosines and
+/// sines computed in f64 and rounded once, as the CPU does. `inverse` turns back.
+/// With headStart >= 0 the rows' positions are two runs (a head-tail block), as cpu::rope's.
+cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
+                 const float *x, float *y, cudaStream_t stream, int64_t headStart = -1,
+                 int64_t tailStart = -1);
+
+//===----------------------------------------------------------------------===//
+// Attention (Attention.cu)
+//===----------------------------------------------------------------------===//
+
+/// The largest head size the attention kernels take.
+constexpr int64_t kMaxAttentionHead = 128;
+
+/// As cpu::attention (the same AttentionArgs: causal, sliding window, GQA, a block of query
+/// heads): a FlashAttention-2 style kernel in f32, one block per (batch, head, 32 queries),
+/// over tiles of 32 keys with an online softmax; the probabilities are never stored.
+cudaError_t attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                      float *out, cudaStream_t stream);
+/// Floats of workspace attentionGrad needs: the recomputed output and, per query row, its
+/// log-sum-exp and sum(dout * out).
+int64_t attentionGradWorkspace(const AttentionArgs &args);
+/// As cpu::attentionGrad: recomputes the forward pass (output and log-sum-exp), then dk and dv
+/// one block per (batch, kv head, 32 keys) over the query heads that read the kv head, and dq
+/// one block per (batch, head, 32 queries): no atomics, so the result is the same every run.
+cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                          const float *dout, float *dq, float *dk, float *dv, float *workspace,
+                          cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Reductions, buckets, dropout (Reduce.cu, Dropout.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::reduceSum: out[i . so] = scale * the sum of x over the dims where `so` is 0, each
+/// output summing its inputs in increasing index order in f64 (the CPU's order and precision).
+/// With `accumulate` the scaled sum (rounded to f32) is added to out, as the CPU does.
+cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, float scale,
+                      float *out, cudaStream_t stream, bool accumulate = false);
+
+/// As cpu::pack, one launch per input.
+cudaError_t pack(int64_t count, const float *const *inputs, const int64_t *outers,
+                 const int64_t *chunks, int64_t ways, float *y, cudaStream_t stream);
+
+/// As cpu::dropoutBlock (the same counter-based generator, so the same mask as the CPU).
+/// Shapes of at most kMaxRank dims.
+cudaError_t dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
+                         const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
+                         float rate, uint64_t seed, const float *x, float *y, cudaStream_t stream);
+
+/// Doubles of workspace sumOfSquares needs for `inputs` inputs.
+int64_t sumOfSquaresWorkspace(int64_t inputs);
+/// out[0] = the sum of squares of every element of every input (its square root with
+/// `root`): each input's in f64 over a fixed grid, then the inputs' sums in input order.
+cudaError_t sumOfSquares(int64_t count, const float *const *inputs, const int64_t *sizes, bool root,
+                         float *out, double *workspace, cudaStream_t stream);
+/// *flag = 1 if any element of x (n elements) is not finite; the flag is only ever set.
+cudaError_t findNonFinite(int64_t n, const float *x, int *flag, cudaStream_t stream);
+/// c[0] = min(1, max / (norm[0] + 1e-6)) in f32, as the CPU's clip_coefficient.
+cudaError_t clipCoefficient(const float *norm, float max, float *c, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Fused elementwise (FusedElementwise.cu)
+//===----------------------------------------------------------------------===//
+
+/// The most steps, inputs and outputs a fused body may have on the GPU (a kernel parameter
+/// holds the whole program).
+constexpr int kMaxFusedSteps = 48;
+constexpr int kMaxFusedInputs = 12;
+constexpr int kMaxFusedOutputs = 6;
+
+/// As cpu::fusedElementwise: each element runs the steps in order, each as its unfused kernel
+/// computes (the same device functions), so the values are those of the unfused CUDA kernels.
+/// The body is interpreted per element (no code generated at load yet).
+cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &steps,
+                             const std::vector<const float *> &inputs,
+                             const std::vector<Strides> &inStrides,
+                             const std::vector<float *> &outputs,
+                             const std::vector<int32_t> &outSteps, cudaStream_t stream);
 
 } // namespace tessel::cuda
 

@@ -13,6 +13,7 @@
 #include "kernels/cpu/CpuKernels.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tessel::rt {
@@ -29,6 +30,44 @@ bool toShape(KernelCall &c, const std::vector<int64_t> &sizes, cpu::Shape &shape
 
 /// `in` as one operand's Strides over `rank` dims; false for another count or a negative one.
 bool toStrides(KernelCall &c, const std::vector<int64_t> &in, size_t rank, cpu::Strides &out);
+
+/// The learning rate of `step` (counting from 1) under `p`'s schedule, in f64: what
+/// learning_rate writes (rounded to f32) on every device.
+double scheduledLearningRate(const catalogue::LearningRate &p, int64_t step);
+
+/// Where this rank's block of a dim split over group `name` lies: [first, first + size) of
+/// `whole`. Without a group (null) the rank holds the whole dim. False with the call's error
+/// for a group the plan lacks.
+bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &first,
+                int64_t &whole);
+
+/// The AttentionArgs of an attention or attention_grad call (its head block under
+/// `head_group`, its head-tail queries under `seq_group`); false with the call's error for
+/// sizes the kernels do not take.
+bool attentionArgs(KernelCall &c, const catalogue::Attention &p, cpu::AttentionArgs &a);
+bool attentionArgs(KernelCall &c, const catalogue::AttentionGrad &p, cpu::AttentionArgs &a);
+
+/// The positions of a rope call's rows in the whole sequence: under a head-tail `seq_group`
+/// two runs starting at `headStart` and `tailStart` (cpu::rope), else -1 for both. False with
+/// the call's error.
+bool ropePositions(KernelCall &c, const catalogue::Rope &p, int64_t &headStart, int64_t &tailStart);
+
+/// What shard_slice copies: y (dense, of `shape`) = x + `offset` read through `strides`; this
+/// rank's block of [outer, ways, chunk], or under a head-tail group its head and tail halves.
+/// False with the call's error.
+bool shardSliceView(KernelCall &c, const catalogue::ShardSlice &p, const CommGroup &g,
+                    cpu::Shape &shape, cpu::Strides &strides, int64_t &offset);
+
+/// The seed of dropout's mask for op `mask` of the call's step: one mask per (run seed, step,
+/// op), so the backward pass reproduces the forward's.
+uint64_t dropoutSeed(const KernelCall &c, int64_t mask);
+
+/// Where dropout's block lies in the whole tensor of the whole step batch (see the CPU
+/// handler): per dim of p.shape its `offset`, its second chunk's start under a head-tail split
+/// (`tail`, -1 where none; cpu::dropoutBlock) and the whole size, and its element count. False
+/// with the call's error for inconsistent parameters.
+bool dropoutBlock(KernelCall &c, const catalogue::Dropout &p, std::vector<int64_t> &offset,
+                  std::vector<int64_t> &tail, std::vector<int64_t> &whole, int64_t &n);
 
 } // namespace tessel::rt
 

@@ -87,26 +87,92 @@ TEST_F(CudaDevice, RunsAPlanAsTheCpuDeviceDoes) {
     EXPECT_NEAR(y[i], ref[i], 1e-5f + 1e-4f * std::fabs(ref[i])) << "element " << i;
 }
 
+/// One rank, w of [2, 3, 4, 5]: c = w w^T per batch index [2, 3] (gemm over two batch dims),
+/// the step's learning rate, the global norm of c, its clipping factor, and a finiteness
+/// guard on the norm; outputs "c", "lr" and "clip".
+Plan productPlan() {
+  Plan plan;
+  plan.model = "test";
+  StateTensor w;
+  w.name = "w";
+  w.role = "param";
+  w.shape = {2, 3, 4, 5};
+  plan.state.push_back(w);
+  Program p;
+  p.name = "step";
+  p.arenaBytes = (96 + 3) * 4;
+  const BufferRef state{Storage::State, 0, 0, 120 * 4, DType::F32};
+  p.instrs.push_back(test::makeInstr("gemm", {state, state}, {arenaRef(0, 96)},
+                                     {{"m", int64_t(4)},
+                                      {"n", int64_t(4)},
+                                      {"k", int64_t(5)},
+                                      {"trans_a", int64_t(0)},
+                                      {"trans_b", int64_t(1)},
+                                      {"lda", int64_t(5)},
+                                      {"ldb", int64_t(5)},
+                                      {"ldc", int64_t(4)},
+                                      {"batch_shape", std::vector<int64_t>{2, 3}},
+                                      {"a_batch_strides", std::vector<int64_t>{60, 20}},
+                                      {"b_batch_strides", std::vector<int64_t>{60, 20}},
+                                      {"c_batch_strides", std::vector<int64_t>{48, 16}}},
+                                     "test.model:5:3"));
+  p.instrs.push_back(test::makeInstr("learning_rate", {}, {arenaRef(96, 1)},
+                                     {{"schedule", std::string("cosine")},
+                                      {"lr", 1e-3},
+                                      {"min_lr", 1e-4},
+                                      {"warmup", int64_t(2)},
+                                      {"steps", int64_t(10)}},
+                                     "test.model:6:3"));
+  p.instrs.push_back(
+      test::makeInstr("global_norm", {arenaRef(0, 96)}, {arenaRef(97, 1)}, {}, "test.model:7:3"));
+  p.instrs.push_back(test::makeInstr("guard_finite", {arenaRef(97, 1)}, {}, {}, "test.model:7:3"));
+  p.instrs.push_back(test::makeInstr("clip_coefficient", {arenaRef(97, 1)}, {arenaRef(98, 1)},
+                                     {{"max", 1.0}}, "test.model:8:3"));
+  p.outputs.push_back({"c", DType::F32, {2, 3, 4, 4}, {}, arenaRef(0, 96)});
+  p.outputs.push_back({"lr", DType::F32, {1}, {}, arenaRef(96, 1)});
+  p.outputs.push_back({"clip", DType::F32, {1}, {}, arenaRef(98, 1)});
+  plan.programs.push_back(p);
+  return plan;
+}
+
+TEST_F(CudaDevice, RunsBatchedProductsAndTheStepScalarsAsTheCpuDeviceDoes) {
+  const Plan plan = productPlan();
+  std::string error, why;
+  auto gpu = Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why));
+  ASSERT_TRUE(gpu) << error << why;
+  auto cpu = Executor::create(plan, 0, error, nullptr, rt::createCpuDevice());
+  ASSERT_TRUE(cpu) << error;
+  float w[120];
+  for (int i = 0; i < 120; ++i)
+    w[i] = std::sin(0.37f * static_cast<float>(i));
+  ASSERT_TRUE(gpu->writeState(0, w));
+  ASSERT_TRUE(cpu->writeState(0, w));
+  for (int64_t step = 1; step <= 4; ++step) {
+    rt::StepContext ctx;
+    ctx.step = step;
+    ASSERT_TRUE(gpu->run("step", ctx, error)) << error;
+    ASSERT_TRUE(cpu->run("step", ctx, error)) << error;
+    for (const char *name : {"c", "lr", "clip"}) {
+      const float *got = gpu->output("step", name), *ref = cpu->output("step", name);
+      ASSERT_TRUE(got && ref) << name;
+      const int n = std::string(name) == "c" ? 96 : 1;
+      for (int i = 0; i < n; ++i)
+        EXPECT_NEAR(got[i], ref[i], 1e-6f + 1e-5f * std::fabs(ref[i]))
+            << name << " element " << i << " at step " << step;
+    }
+  }
+}
+
 TEST_F(CudaDevice, RefusesAKernelItLacksAtLoad) {
   Plan plan = softmaxPlan();
-  plan.programs[0].instrs.push_back(test::makeInstr("gemm", {arenaRef(0, 15), arenaRef(0, 15)},
-                                                    {arenaRef(15, 9)},
-                                                    {{"m", int64_t(3)},
-                                                     {"n", int64_t(3)},
-                                                     {"k", int64_t(5)},
-                                                     {"trans_a", int64_t(0)},
-                                                     {"trans_b", int64_t(1)},
-                                                     {"lda", int64_t(5)},
-                                                     {"ldb", int64_t(5)},
-                                                     {"ldc", int64_t(3)},
-                                                     {"batch_shape", std::vector<int64_t>{}},
-                                                     {"a_batch_strides", std::vector<int64_t>{}},
-                                                     {"b_batch_strides", std::vector<int64_t>{}},
-                                                     {"c_batch_strides", std::vector<int64_t>{}}},
-                                                    "test.model:5:3"));
+  plan.programs[0].instrs.push_back(
+      test::makeInstr("all_to_all", {arenaRef(0, 15)}, {arenaRef(15, 15)},
+                      {{"group", std::string("dp")}, {"outer", int64_t(1)}, {"chunk", int64_t(15)}},
+                      "test.model:5:3"));
   std::string error, why;
   EXPECT_FALSE(Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why)));
-  EXPECT_NE(error.find("the cuda device has no 'gemm' kernel yet"), std::string::npos) << error;
+  EXPECT_NE(error.find("the cuda device has no 'all_to_all' kernel yet"), std::string::npos)
+      << error;
 }
 
 } // namespace

@@ -16,6 +16,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,7 +94,31 @@ protected:
     if (!why.empty())
       GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
   }
+  void TearDown() override {
+    if (blas_.handle)
+      blas_.lt->cublasLtDestroy(blas_.handle);
+    cudaFree(blas_.workspace);
+  }
+  /// cuBLASLt, a handle and a workspace, as the device makes them, created on first use.
+  const cuda::BlasContext &blas() {
+    if (!blas_.handle) {
+      std::string why;
+      blas_.lt = cuda::loadBlasLt(why);
+      EXPECT_TRUE(blas_.lt) << why;
+      if (!blas_.lt)
+        return blas_;
+      EXPECT_EQ(blas_.lt->cublasLtCreate(&blas_.handle), CUBLAS_STATUS_SUCCESS);
+      blas_.workspaceBytes = cuda::kBlasWorkspaceBytes;
+      blas_.plans = &plans_;
+      EXPECT_EQ(cudaMalloc(&blas_.workspace, blas_.workspaceBytes), cudaSuccess);
+    }
+    return blas_;
+  }
   cudaStream_t stream = nullptr; // the legacy default stream
+
+private:
+  cuda::BlasContext blas_;
+  cuda::BlasPlans plans_;
 };
 
 cpu::Shape shapeOf(std::initializer_list<int64_t> sizes) {
@@ -353,6 +379,590 @@ TEST_F(CudaKernels, AdamWMatchesCpuOverSteps) {
     expectClose(param, gp.host(), "adamw param" + at, 1e-6f);
     expectClose(m, gm.host(), "adamw m" + at, 1e-7f);
     expectClose(v, gv.host(), "adamw v" + at, 1e-8f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+/// The elements a batch of row-major products reaches in A, B and C.
+struct GemmExtents {
+  int64_t a, b, c;
+};
+GemmExtents extentsOf(const cpu::GemmArgs &g) {
+  const int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
+  const int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
+  return {(g.batch - 1) * g.strideA + (aRows - 1) * g.lda + aCols,
+          (g.batch - 1) * g.strideB + (bRows - 1) * g.ldb + bCols,
+          (g.batch - 1) * g.strideC + (g.m - 1) * g.ldc + g.n};
+}
+
+cpu::GemmArgs gemmArgs(int64_t batch, int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+                       int64_t pad) {
+  cpu::GemmArgs g;
+  g.batch = batch;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.transA = transA;
+  g.transB = transB;
+  g.lda = (transA ? m : k) + pad;
+  g.ldb = (transB ? k : n) + pad;
+  g.ldc = n + pad;
+  g.strideA = (transA ? k : m) * g.lda + 3;
+  g.strideB = (transB ? n : k) * g.ldb + 1;
+  g.strideC = m * g.ldc + 2;
+  return g;
+}
+
+std::string describe(const cpu::GemmArgs &g) {
+  return "gemm batch " + std::to_string(g.batch) + " m " + std::to_string(g.m) + " n " +
+         std::to_string(g.n) + " k " + std::to_string(g.k) + (g.transA ? " transA" : "") +
+         (g.transB ? " transB" : "") + " strides " + std::to_string(g.strideA) + "/" +
+         std::to_string(g.strideB) + "/" + std::to_string(g.strideC);
+}
+
+/// Runs one product on both backends (C starting from the same random values, so elements the
+/// product must not write are checked too) and compares.
+void checkGemm(const cuda::BlasContext &blas, const cpu::GemmArgs &g, uint32_t seed) {
+  const GemmExtents e = extentsOf(g);
+  const Floats a = randomFloats(e.a, -1, 1, seed), b = randomFloats(e.b, -1, 1, seed + 1);
+  Floats c = randomFloats(e.c, -1, 1, seed + 2);
+  DeviceArray<float> ga(a), gb(b), gc(c);
+  cpu::gemm(g, a.data(), b.data(), c.data());
+  // Twice where the product overwrites C: the second runs the algorithm the first chose
+  // (BlasPlans). Once where it adds to C.
+  for (int run = 0; run < (g.beta == 0.0f ? 2 : 1); ++run)
+    ASSERT_EQ(cuda::gemm(blas, g, ga.get(), gb.get(), gc.get(), nullptr), CUBLAS_STATUS_SUCCESS)
+        << describe(g);
+  expectClose(c, gc.host(), describe(g), 2e-5f, 1e-4f);
+}
+
+TEST_F(CudaKernels, GemmMatchesCpuInEveryLayout) {
+  uint32_t seed = 100;
+  for (bool transA : {false, true})
+    for (bool transB : {false, true})
+      for (int64_t pad : {0, 3}) {
+        checkGemm(blas(), gemmArgs(1, 37, 53, 29, transA, transB, pad), seed += 3);
+        checkGemm(blas(), gemmArgs(3, 17, 9, 131, transA, transB, pad), seed += 3);
+      }
+  // Accumulating into C (the plan's `accumulate`: beta = 1).
+  cpu::GemmArgs adding = gemmArgs(2, 19, 23, 41, false, true, 1);
+  adding.beta = 1.0f;
+  checkGemm(blas(), adding, seed += 3);
+  // A long contraction and a wide one, in the sizes of a model's layers.
+  checkGemm(blas(), gemmArgs(1, 64, 96, 1031, false, true, 0), seed += 3);
+  checkGemm(blas(), gemmArgs(2, 129, 257, 65, false, false, 0), seed += 3);
+}
+
+TEST_F(CudaKernels, PlainGemmMatchesCpuInEveryLayout) {
+  uint32_t seed = 150;
+  for (bool transA : {false, true})
+    for (bool transB : {false, true})
+      for (const cpu::GemmArgs &g : {gemmArgs(1, 37, 53, 29, transA, transB, 3),
+                                     gemmArgs(3, 17, 9, 131, transA, transB, 0)}) {
+        const GemmExtents e = extentsOf(g);
+        const Floats a = randomFloats(e.a, -1, 1, seed), b = randomFloats(e.b, -1, 1, seed + 1);
+        Floats c = randomFloats(e.c, -1, 1, seed + 2);
+        seed += 3;
+        DeviceArray<float> ga(a), gb(b), gc(c);
+        cpu::gemm(g, a.data(), b.data(), c.data());
+        ASSERT_EQ(cuda::gemmSimple(g, ga.get(), gb.get(), gc.get(), stream), cudaSuccess);
+        expectClose(c, gc.host(), "plain " + describe(g), 2e-5f, 1e-4f);
+      }
+}
+
+TEST_F(CudaKernels, GemmSharesAMatrixWhereAStrideIsZero) {
+  uint32_t seed = 200;
+  // One B for every batch, A and C contiguous blocks: folded into one product.
+  cpu::GemmArgs folded = gemmArgs(4, 13, 21, 11, false, false, 0);
+  folded.strideA = folded.m * folded.lda;
+  folded.strideB = 0;
+  folded.strideC = folded.m * folded.ldc;
+  checkGemm(blas(), folded, seed += 3);
+  // One B, but A transposed: the batches one by one.
+  cpu::GemmArgs shared = gemmArgs(3, 13, 21, 11, true, false, 1);
+  shared.strideB = 0;
+  checkGemm(blas(), shared, seed += 3);
+  // One A for every batch.
+  cpu::GemmArgs sharedA = gemmArgs(3, 7, 19, 23, false, true, 0);
+  sharedA.strideA = 0;
+  checkGemm(blas(), sharedA, seed += 3);
+  // Every batch writes the same C: the last product remains.
+  cpu::GemmArgs sameC = gemmArgs(3, 5, 6, 7, false, false, 0);
+  sameC.strideC = 0;
+  checkGemm(blas(), sameC, seed += 3);
+}
+
+/// x rounded to the nearest bf16 (ties to even), as __float2bfloat16_rn.
+float roundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+TEST_F(CudaKernels, Bf16GemmAccumulatesInF32) {
+  // Rows and batches 16-byte aligned, as bf16 tensor-core products want them.
+  cpu::GemmArgs g = gemmArgs(2, 32, 48, 96, false, true, 0);
+  g.strideA = g.m * g.lda;
+  g.strideB = g.n * g.ldb;
+  g.strideC = g.m * g.ldc;
+  const GemmExtents e = extentsOf(g);
+  Floats a = randomFloats(e.a, -1, 1, 300), b = randomFloats(e.b, -1, 1, 301);
+  DeviceArray<float> fa(a), fb(b), gc(e.c);
+  DeviceArray<__nv_bfloat16> ha(static_cast<size_t>(e.a)), hb(static_cast<size_t>(e.b));
+  ASSERT_EQ(cuda::toBf16(e.a, fa.get(), ha.get(), stream), cudaSuccess);
+  ASSERT_EQ(cuda::toBf16(e.b, fb.get(), hb.get(), stream), cudaSuccess);
+  ASSERT_EQ(cuda::gemmBf16(blas(), g, ha.get(), hb.get(), gc.get(), stream), CUBLAS_STATUS_SUCCESS);
+  // The products of bf16 values are exact in f32: the reference is the f32 product of the
+  // rounded inputs, up to the order of the additions.
+  for (float &v : a)
+    v = roundToBf16(v);
+  for (float &v : b)
+    v = roundToBf16(v);
+  Floats c(e.c, 0.0f), got = gc.host();
+  cpu::gemm(g, a.data(), b.data(), c.data());
+  // Only the elements the products write (the rest stay zero on both).
+  expectClose(c, got, "bf16 " + describe(g), 2e-5f, 1e-4f);
+}
+
+TEST_F(CudaKernels, GemmRefusesSizesCublasCannotTake) {
+  cpu::GemmArgs g = gemmArgs(1, 4, 4, 4, false, false, 0);
+  g.batch = 0;
+  DeviceArray<float> x(64);
+  EXPECT_EQ(cuda::gemm(blas(), g, x.get(), x.get(), x.get(), stream), CUBLAS_STATUS_INVALID_VALUE);
+  g.batch = 1;
+  g.m = int64_t(1) << 33;
+  EXPECT_EQ(cuda::gemm(blas(), g, x.get(), x.get(), x.get(), stream), CUBLAS_STATUS_INVALID_VALUE);
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, RoPE
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, EmbeddingAndGradMatchCpuOnARowBlock) {
+  // This rank holds rows [14, 21) of a table of 35; ids repeat and fall on every rank's rows.
+  const int64_t n = 211, rows = 7, cols = 45, first = 14, vocab = 35;
+  std::mt19937 rng(400);
+  std::vector<int32_t> ids(n);
+  for (int32_t &id : ids)
+    id = static_cast<int32_t>(rng() % vocab);
+  ids[3] = 14;
+  ids[4] = 20; // this rank's first and last rows
+  const Floats table = randomFloats(rows * cols, -1, 1, 401),
+               dout = randomFloats(n * cols, -1, 1, 402);
+  Floats out(n * cols), dtable(rows * cols);
+  std::string error;
+  ASSERT_TRUE(
+      cpu::embeddingRows(n, rows, cols, first, vocab, table.data(), ids.data(), out.data(), error));
+  ASSERT_TRUE(cpu::embeddingGradRows(n, rows, cols, first, vocab, dout.data(), ids.data(),
+                                     dtable.data(), error));
+  DeviceArray<float> gt(table), gdout(dout), gout(n * cols), gdtable(Floats(rows * cols, 7.0f));
+  DeviceArray<int32_t> gids(ids);
+  DeviceArray<cuda::IdError> bad(1);
+  const size_t bytes = cuda::embeddingGradWorkspace(n, rows);
+  DeviceArray<char> work(bytes);
+  ASSERT_EQ(cuda::embedding(n, rows, cols, first, vocab, gt.get(), gids.get(), gout.get(),
+                            bad.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::embeddingGrad(n, rows, cols, first, vocab, gdout.get(), gids.get(), gdtable.get(),
+                                work.get(), bytes, bad.get(), stream),
+            cudaSuccess);
+  expectClose(out, gout.host(), "embedding", 0, 0);
+  // Each row sums its positions in increasing order in f64, as the CPU: the same bits.
+  expectClose(dtable, gdtable.host(), "embedding_grad", 0, 0);
+  EXPECT_EQ(bad.host()[0].flag, 0);
+}
+
+TEST_F(CudaKernels, EmbeddingRecordsAnOutOfRangeId) {
+  const int64_t n = 4, rows = 5, cols = 3;
+  DeviceArray<float> table(randomFloats(rows * cols, -1, 1, 410)), out(n * cols),
+      dtable(rows * cols), dout(randomFloats(n * cols, -1, 1, 411));
+  DeviceArray<int32_t> ids(std::vector<int32_t>{1, 4, -2, 0});
+  DeviceArray<cuda::IdError> bad(1);
+  ASSERT_EQ(
+      cuda::embedding(n, rows, cols, 0, rows, table.get(), ids.get(), out.get(), bad.get(), stream),
+      cudaSuccess);
+  cuda::IdError e = bad.host()[0];
+  EXPECT_EQ(e.flag, 1);
+  EXPECT_EQ(e.id, -2);
+  EXPECT_EQ(e.position, 2);
+  EXPECT_EQ(e.limit, rows);
+  const Floats got = out.host();
+  for (int64_t j = 0; j < cols; ++j)
+    EXPECT_EQ(got[2 * cols + j], 0.0f);
+  DeviceArray<cuda::IdError> bad2(1);
+  const size_t bytes = cuda::embeddingGradWorkspace(n, rows);
+  DeviceArray<char> work(bytes);
+  ASSERT_EQ(cuda::embeddingGrad(n, rows, cols, 0, rows, dout.get(), ids.get(), dtable.get(),
+                                work.get(), bytes, bad2.get(), stream),
+            cudaSuccess);
+  EXPECT_EQ(bad2.host()[0].id, -2);
+}
+
+TEST_F(CudaKernels, RopeAndItsInverseMatchCpu) {
+  const int64_t batch = 3, seq = 37, heads = 5, head = 22, n = batch * seq * heads * head;
+  const Floats x = randomFloats(n, -2, 2, 420);
+  for (bool inverse : {false, true}) {
+    Floats y(n);
+    cpu::rope(batch, seq, heads, head, 10000.0f, inverse, x.data(), y.data());
+    DeviceArray<float> gx(x), gy(n);
+    ASSERT_EQ(cuda::rope(batch, seq, heads, head, 10000.0f, inverse, gx.get(), gy.get(), stream),
+              cudaSuccess);
+    expectClose(y, gy.host(), inverse ? "rope inverse" : "rope", 1e-6f, 1e-6f);
+  }
+  // A head-tail block: positions 8..25 and 56..73 of a longer sequence (seq 36 here).
+  {
+    const int64_t s2 = 36, n2 = batch * s2 * heads * head;
+    const Floats x2 = randomFloats(n2, -2, 2, 421);
+    Floats y2(n2);
+    cpu::rope(batch, s2, heads, head, 10000.0f, false, x2.data(), y2.data(), 8, 56);
+    DeviceArray<float> gx2(x2), gy2(n2);
+    ASSERT_EQ(
+        cuda::rope(batch, s2, heads, head, 10000.0f, false, gx2.get(), gy2.get(), stream, 8, 56),
+        cudaSuccess);
+    expectClose(y2, gy2.host(), "rope head-tail", 1e-6f, 1e-6f);
+  }
+  DeviceArray<float> gx(x), gy(n);
+  EXPECT_EQ(cuda::rope(batch, seq, heads, 7, 10000.0f, false, gx.get(), gy.get(), stream),
+            cudaErrorInvalidValue);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+cpu::AttentionArgs attentionOf(int64_t batch, int64_t seq, int64_t heads, int64_t kvSeq,
+                               int64_t kvHeads, int64_t head, bool causal, int64_t window) {
+  cpu::AttentionArgs a;
+  a.batch = batch;
+  a.seq = seq;
+  a.heads = heads;
+  a.kvSeq = kvSeq;
+  a.kvHeads = kvHeads;
+  a.head = head;
+  a.causal = causal;
+  a.window = window;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head));
+  return a;
+}
+
+std::string describe(const cpu::AttentionArgs &a) {
+  return "attention b" + std::to_string(a.batch) + " s" + std::to_string(a.seq) + " h" +
+         std::to_string(a.heads) + " t" + std::to_string(a.kvSeq) + " kvh" +
+         std::to_string(a.kvHeads) + " d" + std::to_string(a.head) + (a.causal ? " causal" : "") +
+         " window " + std::to_string(a.window) + " first head " + std::to_string(a.firstHead) +
+         " group " + std::to_string(a.group);
+}
+
+/// Forward and backward on both backends from the same random q, k, v and dout.
+void checkAttention(const cpu::AttentionArgs &a, uint32_t seed) {
+  const int64_t nq = a.batch * a.seq * a.heads * a.head;
+  const int64_t nkv = a.batch * a.kvSeq * a.kvHeads * a.head;
+  const Floats q = randomFloats(nq, -1, 1, seed), k = randomFloats(nkv, -1, 1, seed + 1),
+               v = randomFloats(nkv, -1, 1, seed + 2), dout = randomFloats(nq, -1, 1, seed + 3);
+  Floats out(nq), dq(nq), dk(nkv), dv(nkv);
+  cpu::attention(a, q.data(), k.data(), v.data(), out.data());
+  cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
+  DeviceArray<float> gq(q), gk(k), gv(v), gdout(dout), gout(nq), gdq(nq), gdk(Floats(nkv, 5.0f)),
+      gdv(Floats(nkv, 5.0f)), work(cuda::attentionGradWorkspace(a));
+  ASSERT_EQ(cuda::attention(a, gq.get(), gk.get(), gv.get(), gout.get(), nullptr), cudaSuccess)
+      << describe(a);
+  ASSERT_EQ(cuda::attentionGrad(a, gq.get(), gk.get(), gv.get(), gdout.get(), gdq.get(), gdk.get(),
+                                gdv.get(), work.get(), nullptr),
+            cudaSuccess)
+      << describe(a);
+  expectClose(out, gout.host(), "out of " + describe(a), 2e-5f, 1e-4f);
+  expectClose(dq, gdq.host(), "dq of " + describe(a), 2e-5f, 1e-3f);
+  expectClose(dk, gdk.host(), "dk of " + describe(a), 2e-5f, 1e-3f);
+  expectClose(dv, gdv.host(), "dv of " + describe(a), 2e-5f, 1e-3f);
+}
+
+TEST_F(CudaKernels, AttentionMatchesCpuCausalAndFull) {
+  // Causal over several tiles, a ragged last tile, grouped kv heads.
+  checkAttention(attentionOf(2, 77, 4, 77, 2, 24, true, 0), 500);
+  // Full attention over fewer keys than queries, one kv head per head.
+  checkAttention(attentionOf(1, 45, 3, 70, 3, 64, false, 0), 510);
+  // One query, one key.
+  checkAttention(attentionOf(1, 1, 1, 1, 1, 8, true, 0), 520);
+  // An odd head size.
+  checkAttention(attentionOf(2, 33, 2, 33, 1, 13, true, 0), 530);
+}
+
+TEST_F(CudaKernels, AttentionMatchesCpuWithASlidingWindow) {
+  checkAttention(attentionOf(2, 99, 2, 99, 1, 32, true, 5), 540);
+  checkAttention(attentionOf(1, 70, 4, 70, 4, 16, true, 40), 550);
+}
+
+TEST_F(CudaKernels, AttentionMatchesCpuAtTheLargestHead) {
+  checkAttention(attentionOf(1, 65, 2, 65, 2, 128, true, 0), 560);
+  checkAttention(attentionOf(1, 40, 1, 50, 1, 128, false, 0), 570);
+}
+
+TEST_F(CudaKernels, AttentionMatchesCpuOnABlockOfQueryHeads) {
+  // Heads 2 and 3 of 8 over 2 kv heads (4 query heads each): both read kv head 0, and kv head
+  // 1's gradients are zero here.
+  cpu::AttentionArgs a = attentionOf(2, 41, 2, 41, 2, 16, true, 0);
+  a.firstHead = 2;
+  a.group = 4;
+  checkAttention(a, 580);
+  // Heads 3 and 4 of 8: they straddle the two kv heads.
+  a.firstHead = 3;
+  checkAttention(a, 590);
+}
+
+TEST_F(CudaKernels, AttentionMatchesCpuOnHeadTailQueries) {
+  // Context parallelism, rank 1 of 2: 24 queries, chunks 1 and 2 (positions 12..23 and 24..35)
+  // of a 48-long key sequence.
+  cpu::AttentionArgs a = attentionOf(2, 24, 2, 48, 1, 16, true, 0);
+  a.headStart = 12;
+  a.tailStart = 24;
+  checkAttention(a, 595);
+  // Rank 0 of 2: chunks 0 and 3, with a sliding window.
+  a.headStart = 0;
+  a.tailStart = 36;
+  a.window = 7;
+  checkAttention(a, 597);
+}
+
+TEST_F(CudaKernels, AttentionRefusesHeadsItCannotTake) {
+  DeviceArray<float> x(1024);
+  EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 2, 1, 129, true, 0), x.get(), x.get(), x.get(),
+                            x.get(), stream),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 3, 1, 8, true, 0), x.get(), x.get(), x.get(),
+                            x.get(), stream),
+            cudaErrorInvalidValue);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, buckets, dropout, fused bodies, the gradient norm
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, ReduceMatchesCpuBitForBit) {
+  const cpu::Shape shape = shapeOf({5, 7, 9, 3});
+  const Floats x = randomFloats(945, -3, 3, 600);
+  DeviceArray<float> gx(x);
+  // Summed dims: the first (a bias gradient's), the middle two, the last, all.
+  const std::pair<cpu::Strides, int64_t> cases[] = {{stridesOf({0, 27, 3, 1}), 189},
+                                                    {stridesOf({3, 0, 0, 1}), 15},
+                                                    {stridesOf({63, 9, 1, 0}), 315},
+                                                    {stridesOf({0, 0, 0, 0}), 1},
+                                                    {stridesOf({1, 0, 5, 0}), 45}};
+  int index = 0;
+  for (const auto &[so, elements] : cases) {
+    Floats ref(elements);
+    cpu::reduceSum(shape, x.data(), so, elements, 0.25f, ref.data());
+    DeviceArray<float> gout(elements);
+    ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gout.get(), stream), cudaSuccess);
+    // The CPU's order and precision (f64, increasing index): the same bits.
+    expectClose(ref, gout.host(), "reduce case " + std::to_string(index), 0, 0);
+    // Added to what is there, as the CPU adds it.
+    Floats before = randomFloats(elements, -1, 1, 601 + index), refSum = before;
+    cpu::reduceSum(shape, x.data(), so, elements, 0.25f, refSum.data(), true);
+    DeviceArray<float> gsum(before);
+    ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gsum.get(), stream, true), cudaSuccess);
+    expectClose(refSum, gsum.host(), "reduce accumulating case " + std::to_string(index++), 0, 0);
+  }
+}
+
+TEST_F(CudaKernels, PackMatchesCpu) {
+  const int64_t ways = 3, outers[] = {2, 5, 1}, chunks[] = {7, 1, 4};
+  std::vector<Floats> inputs;
+  std::vector<const float *> host;
+  std::vector<std::unique_ptr<DeviceArray<float>>> device;
+  std::vector<const float *> onDevice;
+  int64_t part = 0;
+  for (int i = 0; i < 3; ++i) {
+    inputs.push_back(randomFloats(outers[i] * ways * chunks[i], -1, 1, 610 + i));
+    part += outers[i] * chunks[i];
+  }
+  for (int i = 0; i < 3; ++i) {
+    host.push_back(inputs[i].data());
+    device.push_back(std::make_unique<DeviceArray<float>>(inputs[i]));
+    onDevice.push_back(device.back()->get());
+  }
+  Floats ref(ways * part);
+  cpu::pack(3, host.data(), outers, chunks, ways, ref.data());
+  DeviceArray<float> y(ways * part);
+  ASSERT_EQ(cuda::pack(3, onDevice.data(), outers, chunks, ways, y.get(), stream), cudaSuccess);
+  expectClose(ref, y.host(), "pack", 0, 0);
+}
+
+TEST_F(CudaKernels, DropoutDropsTheCpusElements) {
+  // A [3, 10, 6] block at offset [3, 0, 12] of a [12, 10, 24] tensor; then with its last dim
+  // split head-tail: positions 6..8 and 18..20 of 24.
+  const std::vector<int64_t> shape = {3, 10, 6}, whole = {12, 10, 24};
+  const std::vector<int64_t> offsets[] = {{3, 0, 12}, {3, 0, 6}};
+  const std::vector<int64_t> tails[] = {{-1, -1, -1}, {-1, -1, 18}};
+  const Floats x = randomFloats(180, 0.5f, 1.5f, 620);
+  for (int layout = 0; layout < 2; ++layout)
+    for (float rate : {0.0f, 0.1f, 0.5f}) {
+      Floats ref(180);
+      cpu::dropoutBlock(shape, offsets[layout], tails[layout], whole, rate, 0x1234abcdull, x.data(),
+                        ref.data());
+      DeviceArray<float> gx(x), gy(180);
+      ASSERT_EQ(cuda::dropoutBlock(shape, offsets[layout], tails[layout], whole, rate,
+                                   0x1234abcdull, gx.get(), gy.get(), stream),
+                cudaSuccess);
+      expectClose(ref, gy.host(),
+                  "dropout layout " + std::to_string(layout) + " rate " + std::to_string(rate), 0,
+                  0);
+    }
+}
+
+TEST_F(CudaKernels, FusedElementwiseMatchesCpu) {
+  // x0 [4, 9, 5] dense, x1 a row [5] broadcast, x2 a mask read transposed.
+  const cpu::Shape shape = shapeOf({4, 9, 5});
+  const Floats x0 = randomFloats(180, -2, 2, 630), x1 = randomFloats(5, -1, 1, 631);
+  Floats x2 = randomFloats(180, -1, 1, 632);
+  for (float &v : x2)
+    v = v > 0 ? 1.0f : 0.0f;
+  const std::vector<cpu::Strides> strides = {stridesOf({45, 5, 1}), stridesOf({0, 0, 1}),
+                                             stridesOf({1, 4, 36})};
+  auto step = [](cpu::FusedStep::Kind kind, std::initializer_list<int32_t> args) {
+    cpu::FusedStep s;
+    s.kind = kind;
+    int k = 0;
+    for (int32_t a : args)
+      s.args[k++] = a;
+    return s;
+  };
+  // Values: x0 x1 x2 = 0 1 2; t0 = x0 * x1 (3); t1 = gelu t0 (4); t2 = 0.5 (5);
+  // t3 = where x2 t1 t2 (6); t4 = tanh_grad(x0, t1, t0) (7); t5 = pow t3 3 (8).
+  std::vector<cpu::FusedStep> steps;
+  steps.push_back(step(cpu::FusedStep::Kind::Binary, {0, 1}));
+  steps.back().binary = cpu::BinaryKind::Mul;
+  steps.push_back(step(cpu::FusedStep::Kind::Unary, {3}));
+  steps.back().unary = cpu::UnaryKind::Gelu;
+  steps.push_back(step(cpu::FusedStep::Kind::Const, {}));
+  steps.back().value = 0.5f;
+  steps.push_back(step(cpu::FusedStep::Kind::Where, {2, 4, 5}));
+  steps.push_back(step(cpu::FusedStep::Kind::UnaryGrad, {0, 4, 3}));
+  steps.back().unary = cpu::UnaryKind::Tanh;
+  steps.push_back(step(cpu::FusedStep::Kind::Unary, {6}));
+  steps.back().unary = cpu::UnaryKind::Pow;
+  steps.back().value = 3.0f;
+  const std::vector<int32_t> outSteps = {3, 4, 5};
+  Floats r0(180), r1(180), r2(180);
+  cpu::fusedElementwise(shape, steps, {x0.data(), x1.data(), x2.data()}, strides,
+                        {r0.data(), r1.data(), r2.data()}, outSteps);
+  DeviceArray<float> g0(x0), g1(x1), g2(x2), o0(180), o1(180), o2(180);
+  ASSERT_EQ(cuda::fusedElementwise(shape, steps, {g0.get(), g1.get(), g2.get()}, strides,
+                                   {o0.get(), o1.get(), o2.get()}, outSteps, stream),
+            cudaSuccess);
+  expectClose(r0, o0.host(), "fused where");
+  expectClose(r1, o1.host(), "fused tanh_grad");
+  expectClose(r2, o2.host(), "fused pow");
+  // A step that reads a later step is refused.
+  steps[0].args[1] = 7;
+  EXPECT_EQ(cuda::fusedElementwise(shape, steps, {g0.get(), g1.get(), g2.get()}, strides,
+                                   {o0.get(), o1.get(), o2.get()}, outSteps, stream),
+            cudaErrorInvalidValue);
+}
+
+TEST_F(CudaKernels, SumOfSquaresAndClippingMatchCpu) {
+  const Floats a = randomFloats(100003, -1, 1, 640), b = randomFloats(77, -3, 3, 641);
+  const double ref = cpu::sumOfSquares(100003, a.data()) + cpu::sumOfSquares(77, b.data());
+  DeviceArray<float> ga(a), gb(b), sum(1), norm(1), clip(1);
+  const float *inputs[] = {ga.get(), gb.get()};
+  const int64_t sizes[] = {100003, 77};
+  DeviceArray<double> work(cuda::sumOfSquaresWorkspace(2));
+  ASSERT_EQ(cuda::sumOfSquares(2, inputs, sizes, false, sum.get(), work.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::sumOfSquares(2, inputs, sizes, true, norm.get(), work.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::clipCoefficient(norm.get(), 1.0f, clip.get(), stream), cudaSuccess);
+  // f64 sums in another order: equal once rounded to f32 but for the last bit.
+  expectClose({static_cast<float>(ref)}, sum.host(), "sum_squares", 0, 1e-6f);
+  const float refNorm = static_cast<float>(std::sqrt(ref));
+  expectClose({refNorm}, norm.host(), "global_norm", 0, 1e-6f);
+  expectClose({std::min(1.0f / (norm.host()[0] + 1e-6f), 1.0f)}, clip.host(), "clip", 0, 0);
+}
+
+TEST_F(CudaKernels, FindNonFiniteSeesNanAndInfinity) {
+  Floats x = randomFloats(5000, -1, 1, 650);
+  DeviceArray<float> clean(x);
+  x[4321] = std::nanf("");
+  DeviceArray<float> withNan(x);
+  x[4321] = 0;
+  x[17] = -INFINITY;
+  DeviceArray<float> withInf(x);
+  DeviceArray<int> flag(std::vector<int>{0});
+  ASSERT_EQ(cuda::findNonFinite(5000, clean.get(), flag.get(), stream), cudaSuccess);
+  EXPECT_EQ(flag.host()[0], 0);
+  ASSERT_EQ(cuda::findNonFinite(5000, withNan.get(), flag.get(), stream), cudaSuccess);
+  EXPECT_EQ(flag.host()[0], 1);
+  DeviceArray<int> flag2(std::vector<int>{0});
+  ASSERT_EQ(cuda::findNonFinite(5000, withInf.get(), flag2.get(), stream), cudaSuccess);
+  EXPECT_EQ(flag2.host()[0], 1);
+}
+
+TEST_F(CudaKernels, ShardedCrossEntropyMatchesCpu) {
+  // This rank holds classes [40, 77) of 101; targets fall here and elsewhere.
+  const int64_t rows = 29, cols = 37, first = 40, classes = 101;
+  const Floats logits = randomFloats(rows * cols, -4, 4, 660);
+  std::mt19937 rng(661);
+  std::vector<int32_t> targets(rows);
+  for (int32_t &t : targets)
+    t = static_cast<int32_t>(rng() % classes);
+  targets[0] = 40;
+  targets[1] = 76;
+  const Floats dloss = {0.5f};
+  const double scale = 1.0 / 512;
+  Floats m(rows), s(rows), t(rows), dlogits(rows * cols);
+  float loss = 0;
+  std::string error;
+  cpu::ceMax(rows, cols, logits.data(), m.data());
+  ASSERT_TRUE(cpu::ceSums(rows, cols, first, classes, logits.data(), targets.data(), m.data(),
+                          s.data(), t.data(), error));
+  cpu::ceLoss(rows, m.data(), s.data(), t.data(), scale, &loss);
+  ASSERT_TRUE(cpu::ceGrad(rows, cols, first, classes, logits.data(), targets.data(), m.data(),
+                          s.data(), dloss.data(), scale, dlogits.data(), error));
+  DeviceArray<float> gl(logits), gm(rows), gs(rows), gt(rows), gloss(1), gd(rows * cols),
+      gdloss(dloss);
+  DeviceArray<int32_t> gtargets(targets);
+  DeviceArray<cuda::IdError> bad(1);
+  ASSERT_EQ(cuda::ceMax(rows, cols, gl.get(), gm.get(), stream), cudaSuccess);
+  ASSERT_EQ(cuda::ceSums(rows, cols, first, classes, gl.get(), gtargets.get(), gm.get(), gs.get(),
+                         gt.get(), bad.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::ceLoss(rows, gm.get(), gs.get(), gt.get(), scale, gloss.get(), stream),
+            cudaSuccess);
+  ASSERT_EQ(cuda::ceGrad(rows, cols, first, classes, gl.get(), gtargets.get(), gm.get(), gs.get(),
+                         gdloss.get(), scale, gd.get(), bad.get(), stream),
+            cudaSuccess);
+  expectClose(m, gm.host(), "ce_max", 0, 0);
+  expectClose(s, gs.host(), "ce_sums s", 1e-6f, 1e-5f);
+  expectClose(t, gt.host(), "ce_sums t", 0, 0);
+  expectClose({loss}, gloss.host(), "ce_loss", 1e-6f, 1e-5f);
+  expectClose(dlogits, gd.host(), "ce_grad", 1e-8f, 1e-5f);
+  EXPECT_EQ(bad.host()[0].flag, 0);
+}
+
+TEST_F(CudaKernels, SgdFollowsTheCpuFormulaOverSteps) {
+  const int64_t n = 1001;
+  const float lr = 0.05f, scale = 0.5f, momentum = 0.9f, decay = 0.01f;
+  Floats param = randomFloats(n, -1, 1, 670), buf(n, 0.0f);
+  DeviceArray<float> gp(param), gbuf(buf), glr(Floats{lr}), gscale(Floats{scale});
+  for (int step = 1; step <= 3; ++step) {
+    const Floats grad = randomFloats(n, -1, 1, 670 + static_cast<uint32_t>(step));
+    // The CPU handler's loop (runtime/device/cpu/CpuKernelCalls.cpp).
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = grad[i] * scale + decay * param[i];
+      buf[i] = momentum * buf[i] + d;
+      param[i] -= lr * buf[i];
+    }
+    DeviceArray<float> gg(grad);
+    ASSERT_EQ(cuda::sgd(n, momentum, decay, glr.get(), gscale.get(), gg.get(), gp.get(), gbuf.get(),
+                        stream),
+              cudaSuccess);
+    expectClose(param, gp.host(), "sgd param after step " + std::to_string(step), 1e-7f, 1e-6f);
+    expectClose(buf, gbuf.host(), "sgd buffer after step " + std::to_string(step), 1e-7f, 1e-6f);
   }
 }
 

@@ -346,7 +346,8 @@ TEST(Data, EvalWindowsAreEvenlySpacedAndDeterministic) {
   // One window over the eval split reads its start; as many windows as positions read all.
   EXPECT_TRUE(data->evalWindow(0, 1, tokens.data(), targets.data(), seq, error));
   EXPECT_EQ(tokens[0], 800);
-  EXPECT_TRUE(data->evalWindow(200 - seq - 1, 200 - seq, tokens.data(), targets.data(), seq, error));
+  EXPECT_TRUE(
+      data->evalWindow(200 - seq - 1, 200 - seq, tokens.data(), targets.data(), seq, error));
   EXPECT_EQ(targets[seq - 1], total - 1);
 }
 
@@ -437,7 +438,8 @@ TEST(Data, ContractViolationsAbort) {
   int64_t seq = data->trainTokens();
   std::vector<int32_t> tokens(size_t(seq + 1)), targets(size_t(seq + 1));
   Rng rng(1);
-  EXPECT_DEATH(data->trainWindow(rng, tokens.data(), targets.data(), seq, error), "exceeds the train");
+  EXPECT_DEATH(data->trainWindow(rng, tokens.data(), targets.data(), seq, error),
+               "exceeds the train");
   EXPECT_DEATH(data->evalWindow(0, 1, tokens.data(), targets.data(), data->evalTokens(), error),
                "exceeds the eval");
   EXPECT_DEATH(data->evalWindow(1, 1, tokens.data(), targets.data(), 4, error), "outside");

@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "common/PipelineWalk.h"
-#include "runtime/support/Json.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/Trainer.h"
+#include "runtime/support/Json.h"
 #include "test/unit/PipelineModel.h"
 #include "test/unit/ScratchDir.h"
 

@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/host/Ranks.h"
+#include "common/PlanFile.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
-#include "common/PlanFile.h"
 #include "test/unit/ExecutorState.h"
 #include "test/unit/PlanBuilders.h"
 

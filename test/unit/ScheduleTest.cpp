@@ -1,8 +1,8 @@
 //===- ScheduleTest.cpp - Tests of the pipeline schedules and timelines ---===//
 
 #include "common/Schedule.h"
-#include "runtime/support/Json.h"
 #include "common/Timeline.h"
+#include "runtime/support/Json.h"
 
 #include <gtest/gtest.h>
 

@@ -220,61 +220,12 @@ bool run(KernelCall &c, const catalogue::Positions &p) {
 /// covers its part of dim `batch_dim` (-1: the tensor has no batch dim). So every layout and
 /// every accumulation drops the same elements as one rank with one micro-batch.
 bool run(KernelCall &c, const catalogue::Dropout &p) {
-  const std::vector<int64_t> &shape = p.shape;
-  const std::string &groups = p.groups;
-  int64_t mask = p.mask, batchDim = p.batch_dim, microBatches = p.micro_batches;
-  double rate = p.rate;
-  if (!c.error.empty())
-    return false;
-  std::vector<std::string> names(1);
-  for (char ch : groups) {
-    if (ch == ',')
-      names.emplace_back();
-    else
-      names.back().push_back(ch);
-  }
-  if (shape.empty() && names.size() == 1 && names[0].empty())
-    names.clear();
-  if (names.size() != shape.size())
-    return c.fail("groups names " + std::to_string(names.size()) + " dims, shape " +
-                  std::to_string(shape.size()));
-  if (batchDim < -1 || batchDim >= static_cast<int64_t>(shape.size()) || microBatches < 1)
-    return c.fail("batch_dim must name a dim (or be -1) and micro_batches be positive");
-  std::vector<int64_t> offset(shape.size(), 0), tail(shape.size(), -1), whole(shape);
-  int64_t n = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] <= 0)
-      return c.fail("shape sizes must be positive");
-    n *= shape[d];
-    if (names[d].empty())
-      continue;
-    int64_t index = c.groupIndex(names[d]), size = c.groupSize(names[d]);
-    if (!c.error.empty())
-      return false;
-    offset[d] = index * shape[d];
-    whole[d] = size * shape[d];
-    if (headtail::isHeadTail(names[d]) && size > 1) {
-      if (shape[d] % 2 != 0)
-        return c.fail("splits dim " + std::to_string(d) + " head-tail into an odd block");
-      offset[d] = headtail::chunkOf(index, size, 0) * (shape[d] / 2);
-      tail[d] = headtail::chunkOf(index, size, 1) * (shape[d] / 2);
-    }
-  }
-  if (!c.needIn(0, n) || !c.needOut(0, n))
-    return false;
-  if (!(rate >= 0 && rate < 1))
-    return c.fail("rate must lie in [0, 1)");
-  if (c.validating)
-    return true;
-  if (batchDim >= 0) {
-    offset[batchDim] += c.ctx->micro * whole[batchDim];
-    whole[batchDim] *= microBatches;
-  }
-  // One mask per (seed, step, dropout op): the backward pass reproduces it.
-  uint64_t seed = c.ctx->seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(c.ctx->step) << 20 ^
-                  static_cast<uint64_t>(mask);
-  cpu::dropoutBlock(shape, offset, tail, whole, static_cast<float>(rate), seed, c.fin(0),
-                    c.fout(0));
+  std::vector<int64_t> offset, tail, whole;
+  int64_t n = 0;
+  if (!dropoutBlock(c, p, offset, tail, whole, n) || c.validating)
+    return c.error.empty();
+  cpu::dropoutBlock(p.shape, offset, tail, whole, static_cast<float>(p.rate),
+                    dropoutSeed(c, p.mask), c.fin(0), c.fout(0));
   return true;
 }
 
@@ -424,22 +375,6 @@ bool run(KernelCall &c, const catalogue::RmsNormGrad &p) {
   return true;
 }
 
-/// Where this rank's block of a dim split over group `name` lies: [first, first + size) of
-/// `whole`. Without a group the rank holds the whole dim.
-bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &first,
-                int64_t &whole) {
-  first = 0;
-  whole = size;
-  if (!name)
-    return true;
-  const CommGroup *g = c.group(*name);
-  if (!g)
-    return false;
-  first = static_cast<int64_t>(g->index) * size;
-  whole = size * g->size();
-  return true;
-}
-
 bool run(KernelCall &c, const catalogue::Embedding &p) {
   int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
   if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) ||
@@ -537,46 +472,6 @@ bool run(KernelCall &c, const catalogue::CeGrad &p) {
                      scale, c.fout(0), c.error);
 }
 
-template <class P> bool attentionArgs(KernelCall &c, const P &p, cpu::AttentionArgs &a) {
-  a.batch = p.batch;
-  a.seq = p.seq;
-  a.heads = p.heads;
-  a.kvSeq = p.kv_seq;
-  a.kvHeads = p.kv_heads;
-  a.head = p.head;
-  a.causal = p.causal != 0;
-  a.scale = static_cast<float>(p.scale);
-  a.window = p.window.value_or(0);
-  // Under a head group this rank holds a block of the query heads and every kv head.
-  int64_t wholeHeads = a.heads;
-  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
-    return false;
-  if (!c.error.empty())
-    return false;
-  if (a.window < 0 || (a.window > 0 && !a.causal))
-    return c.fail("has a sliding window that is negative or without the causal mask");
-  // Under a sequence group the queries are this rank's head and tail chunks of the keys'
-  // whole sequence.
-  int64_t wholeSeq = a.seq;
-  if (p.seq_group) {
-    int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
-    if (!c.error.empty())
-      return false;
-    if (ways > 1) {
-      if (a.seq % 2 != 0)
-        return c.fail("splits its queries head-tail into an odd block");
-      wholeSeq = a.seq * ways;
-      a.headStart = headtail::chunkOf(index, ways, 0) * (a.seq / 2);
-      a.tailStart = headtail::chunkOf(index, ways, 1) * (a.seq / 2);
-    }
-  }
-  if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
-      wholeHeads % a.kvHeads != 0 || ((a.causal || a.headStart >= 0) && a.kvSeq != wholeSeq))
-    return c.fail("has inconsistent attention sizes");
-  a.group = wholeHeads / a.kvHeads;
-  return true;
-}
-
 bool run(KernelCall &c, const catalogue::Attention &p) {
   cpu::AttentionArgs a;
   if (!attentionArgs(c, p, a))
@@ -665,17 +560,8 @@ bool run(KernelCall &c, const catalogue::Rope &p) {
     return c.fail("needs positive sizes and an even head size");
   // Under a sequence group the positions here are a head-tail block of the whole.
   int64_t headStart = -1, tailStart = -1;
-  if (p.seq_group) {
-    int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);
-    if (!c.error.empty())
-      return false;
-    if (ways > 1 && seq % 2 != 0)
-      return c.fail("splits its positions head-tail into an odd block");
-    if (ways > 1) {
-      headStart = headtail::chunkOf(index, ways, 0) * (seq / 2);
-      tailStart = headtail::chunkOf(index, ways, 1) * (seq / 2);
-    }
-  }
+  if (!ropePositions(c, p, headStart, tailStart))
+    return false;
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
   cpu::rope(batch, seq, heads, head, theta, inverse, c.fin(0), c.fout(0), headStart, tailStart);
@@ -756,31 +642,10 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
     return c.error.empty();
   cpu::Shape shape;
   cpu::Strides x;
-  if (headtail::isHeadTail(p.group) && ways > 1) {
-    // A head-tail dim: y[o, h, :] = chunk headtail::chunkOf(me, ways, h) of x[o], for the
-    // head (h = 0) and the tail (h = 1) halves of this rank's block.
-    if (chunk % 2 != 0)
-      return c.fail("splits a dim head-tail but its chunk of " + std::to_string(chunk) +
-                    " elements is odd");
-    const int64_t half = chunk / 2, me = g->index;
-    const int64_t head = headtail::chunkOf(me, ways, 0), tail = headtail::chunkOf(me, ways, 1);
-    shape.rank = 3;
-    shape.size[0] = outer;
-    shape.size[1] = 2;
-    shape.size[2] = half;
-    x.stride[0] = ways * chunk;
-    x.stride[1] = (tail - head) * half;
-    x.stride[2] = 1;
-    cpu::stridedCopy(shape, c.fin(0) + head * half, x, c.fout(0));
-    return true;
-  }
-  // y[o, :] = x[o, me, :]: a strided copy of [outer, chunk] starting at block `me`.
-  shape.rank = 2;
-  shape.size[0] = outer;
-  shape.size[1] = chunk;
-  x.stride[0] = ways * chunk;
-  x.stride[1] = 1;
-  cpu::stridedCopy(shape, c.fin(0) + static_cast<int64_t>(g->index) * chunk, x, c.fout(0));
+  int64_t offset = 0;
+  if (!shardSliceView(c, p, *g, shape, x, offset))
+    return false;
+  cpu::stridedCopy(shape, c.fin(0) + offset, x, c.fout(0));
   return true;
 }
 
@@ -809,23 +674,9 @@ bool run(KernelCall &c, const catalogue::ClipCoefficient &p) {
 }
 
 bool run(KernelCall &c, const catalogue::LearningRate &p) {
-  using catalogue::LrSchedule;
-  const double lr = p.lr, minLr = p.min_lr;
   if (!c.needOut(0, 1) || c.validating)
     return c.error.empty();
-  double s = static_cast<double>(c.ctx->step), value = lr;
-  if (p.schedule != LrSchedule::Constant) {
-    if (p.warmup > 0 && s <= static_cast<double>(p.warmup)) {
-      value = lr * s / static_cast<double>(p.warmup);
-    } else {
-      double span = static_cast<double>(std::max<int64_t>(p.steps - p.warmup, 1));
-      double done = std::min(1.0, (s - static_cast<double>(p.warmup)) / span);
-      value = p.schedule == LrSchedule::Cosine
-                  ? minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * done))
-                  : lr + (minLr - lr) * done;
-    }
-  }
-  c.fout(0)[0] = static_cast<float>(value);
+  c.fout(0)[0] = static_cast<float>(scheduledLearningRate(p, c.ctx->step));
   return true;
 }
 

@@ -5,6 +5,11 @@
 // reported at the next synchronize. Copies to and from the host first wait for every stream,
 // then copy and wait for the copy. Kernels compute in f32 (with i32 ids) for now; the handlers
 // are in CudaKernelCalls.cpp, and a kernel without one is refused when the plan is loaded.
+// The device loads cuBLASLt (kernels/cuda/BlasLt.h: opened with dlopen, so that a runner on
+// the CPU device never maps it) and creates one handle and, per stream, a workspace of
+// cuda::kBlasWorkspaceBytes, so products on different streams never share one; f32 products
+// do not use TF32 unless TESSEL_CUDA_TF32=1 is set (results then differ from the CPU's in the
+// fourth significant digit).
 //
 // The runtime API is linked statically (cudart_static loads libcuda.so.1 when first called),
 // so a binary with this device starts on a machine without a driver or a GPU and only
@@ -18,6 +23,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -80,6 +87,10 @@ public:
     for (Scratch &s : scratch_)
       cudaFree(s.data);
     cudaFree(idError_);
+    for (cuda::BlasContext &b : blas_)
+      cudaFree(b.workspace);
+    if (blasHandle_)
+      blasLt_->cublasLtDestroy(blasHandle_);
     for (cudaStream_t s : streams_)
       cudaStreamDestroy(s);
   }
@@ -97,11 +108,40 @@ public:
       e = cudaMalloc(reinterpret_cast<void **>(&idError_), sizeof(cuda::IdError));
     if (e == cudaSuccess)
       e = cudaMemset(idError_, 0, sizeof(cuda::IdError));
+    if (e == cudaSuccess) {
+      const char *tf32 = std::getenv("TESSEL_CUDA_TF32");
+      const bool allowTf32 = tf32 && std::strcmp(tf32, "1") == 0;
+      blas_.resize(streams_.size());
+      blasPlans_.resize(streams_.size());
+      for (size_t s = 0; s < blas_.size(); ++s) {
+        cuda::BlasContext &b = blas_[s];
+        b.plans = &blasPlans_[s];
+        b.workspaceBytes = cuda::kBlasWorkspaceBytes;
+        b.allowTf32 = allowTf32;
+        if (e == cudaSuccess)
+          e = cudaMalloc(&b.workspace, b.workspaceBytes);
+      }
+    }
     if (e == cudaSuccess)
       e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
       error = "starting " + name() + ": " + cudaMessage(e);
       return false;
+    }
+    std::string why;
+    blasLt_ = cuda::loadBlasLt(why);
+    if (!blasLt_) {
+      error = "starting " + name() + ": " + why;
+      return false;
+    }
+    if (cublasStatus_t b = blasLt_->cublasLtCreate(&blasHandle_); b != CUBLAS_STATUS_SUCCESS) {
+      blasHandle_ = nullptr;
+      error = "starting " + name() + ": cublasLtCreate: " + blasLt_->cublasLtGetStatusString(b);
+      return false;
+    }
+    for (cuda::BlasContext &b : blas_) {
+      b.lt = blasLt_;
+      b.handle = blasHandle_;
     }
     scratch_.resize(kStreams);
     return true;
@@ -226,6 +266,7 @@ private:
   // CudaLaunch, for the handler of the launch in progress.
   cudaStream_t stream() const override { return streams_[launching_]; }
   cuda::IdError *idError() const override { return idError_; }
+  const cuda::BlasContext &blas() const override { return blas_[launching_]; }
   void *scratch(uint64_t bytes, std::string &error) override {
     Scratch &s = scratch_[launching_];
     if (s.bytes >= bytes && s.data)
@@ -277,6 +318,10 @@ private:
   std::map<uint64_t, cudaEvent_t> recorded_;
   std::vector<cudaEvent_t> freeEvents_;
   cuda::IdError *idError_ = nullptr;
+  const cuda::BlasLt *blasLt_ = nullptr; ///< Loaded by start, for the life of the process.
+  cublasLtHandle_t blasHandle_ = nullptr;
+  std::vector<cuda::BlasContext> blas_;    ///< One per stream, sharing blasHandle_.
+  std::vector<cuda::BlasPlans> blasPlans_; ///< One per stream: blas_[s].plans.
   uint64_t sequence_ = 0;
   uint32_t launching_ = 0;
   std::string failure_;

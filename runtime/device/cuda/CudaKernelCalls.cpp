@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <optional>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -30,6 +31,11 @@ static_assert(static_cast<int>(catalogue::BinaryOp::Ne) == static_cast<int>(cuda
 static_assert(static_cast<int>(catalogue::BinaryOp::Div) ==
               static_cast<int>(cuda::BinaryKind::Div));
 static_assert(static_cast<int>(catalogue::BinaryOp::Lt) == static_cast<int>(cuda::BinaryKind::Lt));
+
+static_assert(static_cast<int>(catalogue::BodyStep::Kind::Where) ==
+              static_cast<int>(cuda::FusedStep::Kind::Where));
+static_assert(static_cast<int>(catalogue::BodyStep::Kind::UnaryGrad) ==
+              static_cast<int>(cuda::FusedStep::Kind::UnaryGrad));
 
 cuda::UnaryKind unaryKind(catalogue::UnaryOp op) { return static_cast<cuda::UnaryKind>(op); }
 cuda::BinaryKind binaryKind(catalogue::BinaryOp op) { return static_cast<cuda::BinaryKind>(op); }
@@ -262,6 +268,403 @@ bool run(KernelCall &c, const catalogue::AdamW &p) {
   return launched(c, cuda::adamw(a, n, c.fout(0), c.fin(0), c.fout(1), c.fout(2), stream()));
 }
 
+/// The end of a product's handler: cuBLASLt's status as the call's error.
+bool multiplied(KernelCall &c, cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return true;
+  return c.fail(std::string("cuBLASLt product failed: ") +
+                currentCudaLaunch()->blas().lt->cublasLtGetStatusString(s));
+}
+
+/// `bytes` of the launch's scratch memory; null with the call's error.
+void *scratchBytes(KernelCall &c, uint64_t bytes) {
+  std::string why;
+  void *p = currentCudaLaunch()->scratch(bytes, why);
+  if (!p)
+    c.fail("scratch memory: " + why);
+  return p;
+}
+
+bool run(KernelCall &c, const catalogue::Gemm &p) {
+  const auto &batch = p.batch_shape, &sa = p.a_batch_strides, &sb = p.b_batch_strides,
+             &sc = p.c_batch_strides;
+  cuda::GemmArgs g;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.transA = p.trans_a != 0;
+  g.transB = p.trans_b != 0;
+  g.lda = p.lda;
+  g.ldb = p.ldb;
+  g.ldc = p.ldc;
+  g.beta = p.accumulate.value_or(false) ? 1.0f : 0.0f;
+  if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
+    return c.fail("has batch strides that do not match its batch shape");
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0)
+    return c.fail("has a non-positive matrix size");
+  const int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
+  const int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
+  if (g.lda < aCols || g.ldb < bCols || g.ldc < g.n)
+    return c.fail("has a leading dimension smaller than its matrix");
+  for (int64_t size : batch)
+    if (size <= 0)
+      return c.fail("has a non-positive batch size");
+  if (!c.needIn(0, reach(batch, sa) - 1 + (aRows - 1) * g.lda + aCols) ||
+      !c.needIn(1, reach(batch, sb) - 1 + (bRows - 1) * g.ldb + bCols) ||
+      !c.needOut(0, reach(batch, sc) - 1 + (g.m - 1) * g.ldc + g.n) || c.validating)
+    return c.error.empty();
+
+  // As the CPU handler: all batch dims but the last are looped here (in row-major order of
+  // their indices); the last is one strided-batched product.
+  const size_t outer = batch.empty() ? 0 : batch.size() - 1;
+  g.batch = batch.empty() ? 1 : batch.back();
+  g.strideA = batch.empty() ? 0 : sa.back();
+  g.strideB = batch.empty() ? 0 : sb.back();
+  g.strideC = batch.empty() ? 0 : sc.back();
+  int64_t outerCount = 1;
+  for (size_t d = 0; d < outer; ++d)
+    outerCount *= batch[d];
+  const cuda::BlasContext &blas = currentCudaLaunch()->blas();
+  for (int64_t o = 0; o < outerCount; ++o) {
+    int64_t offA = 0, offB = 0, offC = 0, rest = o;
+    for (int d = static_cast<int>(outer) - 1; d >= 0; --d) {
+      const int64_t i = rest % batch[d];
+      rest /= batch[d];
+      offA += i * sa[d];
+      offB += i * sb[d];
+      offC += i * sc[d];
+    }
+    if (!multiplied(
+            c, cuda::gemm(blas, g, c.fin(0) + offA, c.fin(1) + offB, c.fout(0) + offC, stream())))
+      return false;
+  }
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::Embedding &p) {
+  int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
+  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::embedding(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
+                                     currentCudaLaunch()->idError(), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::EmbeddingGrad &p) {
+  int64_t n = p.n, rows = p.rows, cols = p.cols, first, vocab;
+  if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) ||
+      !c.needIn(0, n * cols) || !c.needIn(1, n) || !c.needOut(0, rows * cols) || c.validating)
+    return c.error.empty();
+  const size_t bytes = cuda::embeddingGradWorkspace(n, rows);
+  void *workspace = scratchBytes(c, bytes);
+  if (!workspace)
+    return false;
+  return launched(c,
+                  cuda::embeddingGrad(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
+                                      workspace, bytes, currentCudaLaunch()->idError(), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::Rope &p) {
+  const int64_t n = p.batch * p.seq * p.heads * p.head;
+  if (p.head % 2 != 0 || p.batch <= 0 || p.seq <= 0 || p.heads <= 0 || p.head <= 0)
+    return c.fail("needs positive sizes and an even head size");
+  int64_t headStart = -1, tailStart = -1;
+  if (!ropePositions(c, p, headStart, tailStart))
+    return false;
+  if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
+    return c.error.empty();
+  return launched(c,
+                  cuda::rope(p.batch, p.seq, p.heads, p.head, static_cast<float>(p.theta),
+                             p.inverse != 0, c.fin(0), c.fout(0), stream(), headStart, tailStart));
+}
+
+/// The attention sizes the CUDA kernels take beyond the CPU's: a head of at most
+/// kMaxAttentionHead.
+template <class P> bool cudaAttentionArgs(KernelCall &c, const P &p, cuda::AttentionArgs &a) {
+  if (!attentionArgs(c, p, a))
+    return false;
+  if (a.head > cuda::kMaxAttentionHead)
+    return c.fail("has head size " + std::to_string(a.head) + "; the cuda attention kernels take " +
+                  "at most " + std::to_string(cuda::kMaxAttentionHead));
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::Attention &p) {
+  cuda::AttentionArgs a;
+  if (!cudaAttentionArgs(c, p, a))
+    return false;
+  const int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.kvSeq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::attention(a, c.fin(0), c.fin(1), c.fin(2), c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
+  cuda::AttentionArgs a;
+  if (!cudaAttentionArgs(c, p, a))
+    return false;
+  const int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.kvSeq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
+      !c.needOut(0, q) || !c.needOut(1, kv) || !c.needOut(2, kv) || c.validating)
+    return c.error.empty();
+  float *workspace = scratchFloats(c, cuda::attentionGradWorkspace(a));
+  if (!workspace)
+    return false;
+  return launched(c, cuda::attentionGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fout(0),
+                                         c.fout(1), c.fout(2), workspace, stream()));
+}
+
+bool run(KernelCall &c, const catalogue::Reduce &p) {
+  const auto &sizes = p.shape, &sy = p.y_strides;
+  cuda::Shape shape;
+  cuda::Strides y;
+  if (!toShape(c, sizes, shape) || !toStrides(c, sy, sizes.size(), y) ||
+      !c.needIn(0, product(sizes)) || !c.needOut(0, p.y_elements) ||
+      !c.needOut(0, reach(sizes, sy)) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::reduceSum(shape, c.fin(0), y, static_cast<float>(p.scale), c.fout(0),
+                                     stream(), p.accumulate.value_or(false)));
+}
+
+bool run(KernelCall &c, const catalogue::Pack &p) {
+  const int64_t ways = p.ways;
+  const auto &outers = p.outers, &chunks = p.chunks;
+  if (!c.error.empty())
+    return false;
+  if (c.in.empty() || outers.size() != c.in.size() || chunks.size() != c.in.size())
+    return c.fail("needs one 'outers' and one 'chunks' entry per input, and an input");
+  if (ways <= 0)
+    return c.fail("needs a positive 'ways'");
+  int64_t part = 0;
+  for (size_t k = 0; k < c.in.size(); ++k) {
+    if (outers[k] <= 0 || chunks[k] <= 0)
+      return c.fail("has a non-positive outer or chunk size");
+    if (!c.needIn(k, outers[k] * ways * chunks[k]))
+      return false;
+    part += outers[k] * chunks[k];
+  }
+  if (!c.needOut(0, ways * part) || c.validating)
+    return c.error.empty();
+  std::vector<const float *> inputs;
+  for (size_t k = 0; k < c.in.size(); ++k)
+    inputs.push_back(c.fin(k));
+  return launched(c, cuda::pack(static_cast<int64_t>(inputs.size()), inputs.data(), outers.data(),
+                                chunks.data(), ways, c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::Dropout &p) {
+  std::vector<int64_t> offset, tail, whole;
+  int64_t n = 0;
+  if (!dropoutBlock(c, p, offset, tail, whole, n))
+    return false;
+  if (p.shape.size() > static_cast<size_t>(cuda::kMaxRank))
+    return c.fail("has rank " + std::to_string(p.shape.size()) + "; at most " +
+                  std::to_string(cuda::kMaxRank) + " is supported");
+  if (c.validating)
+    return true;
+  return launched(c, cuda::dropoutBlock(p.shape, offset, tail, whole, static_cast<float>(p.rate),
+                                        dropoutSeed(c, p.mask), c.fin(0), c.fout(0), stream()));
+}
+
+/// A fused elementwise body interpreted on the device (FusedElementwise.cu); the same checks
+/// as the CPU handler, and the GPU interpreter's limits on steps, inputs and outputs.
+bool run(KernelCall &c, const catalogue::FusedElementwise &p) {
+  const auto &sizes = p.shape;
+  const catalogue::ElementwiseBody &body = p.body;
+  cuda::Shape shape;
+  if (!toShape(c, sizes, shape))
+    return false;
+  const size_t nIn = c.in.size(), rank = sizes.size();
+  if (static_cast<size_t>(body.inputs) > nIn)
+    return c.fail("has a body that reads input x" + std::to_string(body.inputs - 1) + " of " +
+                  std::to_string(nIn) + " inputs");
+  if (p.x_strides.size() != nIn * rank)
+    return c.fail("has " + std::to_string(p.x_strides.size()) + " x_strides for " +
+                  std::to_string(nIn) + " inputs of " + std::to_string(rank) + " dims");
+  if (p.outputs.size() != c.out.size())
+    return c.fail("names " + std::to_string(p.outputs.size()) + " steps in 'outputs' for " +
+                  std::to_string(c.out.size()) + " outputs");
+  if (body.steps.size() > static_cast<size_t>(cuda::kMaxFusedSteps) ||
+      nIn > static_cast<size_t>(cuda::kMaxFusedInputs) ||
+      c.out.size() > static_cast<size_t>(cuda::kMaxFusedOutputs))
+    return c.fail("has " + std::to_string(body.steps.size()) + " steps, " + std::to_string(nIn) +
+                  " inputs and " + std::to_string(c.out.size()) +
+                  " outputs; the cuda device runs at most " + std::to_string(cuda::kMaxFusedSteps) +
+                  ", " + std::to_string(cuda::kMaxFusedInputs) + " and " +
+                  std::to_string(cuda::kMaxFusedOutputs) + " (compile with --fuse=off)");
+  std::vector<int32_t> outSteps;
+  for (int64_t s : p.outputs) {
+    if (s < 0 || s >= static_cast<int64_t>(body.steps.size()))
+      return c.fail("has output step " + std::to_string(s) + "; the body has " +
+                    std::to_string(body.steps.size()) + " steps");
+    outSteps.push_back(static_cast<int32_t>(s));
+  }
+  std::vector<cuda::Strides> strides(nIn);
+  for (size_t k = 0; k < nIn; ++k) {
+    std::vector<int64_t> sk(p.x_strides.begin() + k * rank, p.x_strides.begin() + (k + 1) * rank);
+    if (!toStrides(c, sk, rank, strides[k]) || !c.needIn(k, reach(sizes, sk)))
+      return c.error.empty();
+  }
+  for (size_t o = 0; o < c.out.size(); ++o)
+    if (!c.needOut(o, product(sizes)))
+      return false;
+  if (c.validating)
+    return c.error.empty();
+  std::vector<cuda::FusedStep> steps;
+  for (const catalogue::BodyStep &b : body.steps) {
+    cuda::FusedStep s;
+    // The catalogue's kinds and operations list the kernels' in the same order.
+    s.kind = static_cast<cuda::FusedStep::Kind>(b.kind);
+    s.unary = unaryKind(b.unary);
+    s.binary = binaryKind(b.binary);
+    for (int k = 0; k < 3; ++k)
+      s.args[k] = b.args[k].input ? b.args[k].index : static_cast<int32_t>(nIn) + b.args[k].index;
+    s.value = static_cast<float>(b.value);
+    steps.push_back(s);
+  }
+  std::vector<const float *> ins;
+  for (size_t k = 0; k < nIn; ++k)
+    ins.push_back(c.fin(k));
+  std::vector<float *> outs;
+  for (size_t o = 0; o < c.out.size(); ++o)
+    outs.push_back(c.fout(o));
+  return launched(c, cuda::fusedElementwise(shape, steps, ins, strides, outs, outSteps, stream()));
+}
+
+/// global_norm and sum_squares: the sum of squares of every input, in input order.
+bool sumOfSquares(KernelCall &c, bool root) {
+  if (c.in.empty())
+    return c.fail("needs at least one input");
+  if (!c.needOut(0, 1) || c.validating)
+    return c.error.empty();
+  std::vector<const float *> inputs;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < c.in.size(); ++k) {
+    inputs.push_back(c.fin(k));
+    sizes.push_back(static_cast<int64_t>(c.inElements[k]));
+  }
+  const int64_t count = static_cast<int64_t>(inputs.size());
+  auto *workspace = static_cast<double *>(
+      scratchBytes(c, static_cast<uint64_t>(cuda::sumOfSquaresWorkspace(count)) * sizeof(double)));
+  if (!workspace)
+    return false;
+  return launched(c, cuda::sumOfSquares(count, inputs.data(), sizes.data(), root, c.fout(0),
+                                        workspace, stream()));
+}
+
+bool run(KernelCall &c, const catalogue::GlobalNorm &) { return sumOfSquares(c, true); }
+bool run(KernelCall &c, const catalogue::SumSquares &) { return sumOfSquares(c, false); }
+
+/// Ends the program when an input holds a value that is not finite. The executor decides
+/// before it launches the next kernel, so this waits for the stream: one synchronisation per
+/// step, where the plan checks the reduced gradient norm.
+bool run(KernelCall &c, const catalogue::GuardFinite &) {
+  if (c.validating)
+    return true;
+  auto *flag = static_cast<int *>(scratchBytes(c, sizeof(int)));
+  if (!flag)
+    return false;
+  if (!launched(c, cudaMemsetAsync(flag, 0, sizeof(int), stream())))
+    return false;
+  for (size_t k = 0; k < c.in.size(); ++k)
+    if (!launched(c, cuda::findNonFinite(static_cast<int64_t>(c.inElements[k]), c.fin(k), flag,
+                                         stream())))
+      return false;
+  int found = 0;
+  if (!launched(c, cudaMemcpyAsync(&found, flag, sizeof found, cudaMemcpyDeviceToHost, stream())) ||
+      !launched(c, cudaStreamSynchronize(stream())))
+    return false;
+  c.stop = found != 0;
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::ClipCoefficient &p) {
+  if (!c.needIn(0, 1) || !c.needOut(0, 1) || c.validating)
+    return c.error.empty();
+  return launched(c,
+                  cuda::clipCoefficient(c.fin(0), static_cast<float>(p.max), c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::LearningRate &p) {
+  if (!c.needOut(0, 1) || c.validating)
+    return c.error.empty();
+  // A function of the step alone: computed here, as on the CPU, and written by a fill.
+  return launched(c, cuda::fill(1, static_cast<float>(scheduledLearningRate(p, c.ctx->step)),
+                                c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::ShardSlice &p) {
+  const int64_t outer = p.outer, chunk = p.chunk;
+  const CommGroup *g = c.group(p.group);
+  if (!g)
+    return false;
+  if (outer <= 0 || chunk <= 0)
+    return c.fail("has a non-positive outer or chunk size");
+  const int64_t ways = g->size();
+  if (!c.needIn(0, outer * ways * chunk) || !c.needOut(0, outer * chunk) || c.validating)
+    return c.error.empty();
+  cuda::Shape shape;
+  cuda::Strides x;
+  int64_t offset = 0;
+  if (!shardSliceView(c, p, *g, shape, x, offset))
+    return false;
+  return launched(c, cuda::stridedCopy(shape, c.fin(0) + offset, x, c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::Sgd &p) {
+  const int64_t n = p.n;
+  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
+      !c.needOut(1, n) || c.validating)
+    return c.error.empty();
+  return launched(c,
+                  cuda::sgd(n, static_cast<float>(p.momentum), static_cast<float>(p.weight_decay),
+                            c.fin(1), c.fin(2), c.fin(0), c.fout(0), c.fout(1), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeMax &p) {
+  int64_t rows, cols;
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows) ||
+      c.validating)
+    return c.error.empty();
+  return launched(c, cuda::ceMax(rows, cols, c.fin(0), c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeSums &p) {
+  int64_t rows, cols, first, classes;
+  if (!rowsCols(c, p, rows, cols) || !blockOfDim(c, &p.col_group, cols, first, classes) ||
+      !c.needIn(0, rows * cols) || !c.needIn(1, rows) || !c.needIn(2, rows) ||
+      !c.needOut(0, rows) || !c.needOut(1, rows) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::ceSums(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2),
+                                  c.fout(0), c.fout(1), currentCudaLaunch()->idError(), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeLoss &p) {
+  const int64_t rows = p.rows;
+  if (rows <= 0 || !std::isfinite(p.scale))
+    return c.fail("needs positive rows and a finite scale");
+  if (!c.needIn(0, rows) || !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needOut(0, 1) ||
+      c.validating)
+    return c.error.empty();
+  return launched(c,
+                  cuda::ceLoss(rows, c.fin(0), c.fin(1), c.fin(2), p.scale, c.fout(0), stream()));
+}
+
+bool run(KernelCall &c, const catalogue::CeGrad &p) {
+  int64_t rows, cols, first, classes;
+  if (!rowsCols(c, p, rows, cols))
+    return false;
+  if (!std::isfinite(p.scale))
+    return c.fail("has a non-finite scale");
+  if (!blockOfDim(c, &p.col_group, cols, first, classes) || !c.needIn(0, rows * cols) ||
+      !c.needIn(1, rows) || !c.needIn(2, rows) || !c.needIn(3, rows) || !c.needIn(4, 1) ||
+      !c.needOut(0, rows * cols) || c.validating)
+    return c.error.empty();
+  return launched(c, cuda::ceGrad(rows, cols, first, classes, c.fin(0), c.ids(1), c.fin(2),
+                                  c.fin(3), c.fin(4), p.scale, c.fout(0),
+                                  currentCudaLaunch()->idError(), stream()));
+}
+
 /// Calls the handler of the kernel whose parameters are P.
 template <class P> bool dispatch(KernelCall &c, const catalogue::KernelParams &params) {
   return run(c, *std::get_if<P>(&params));
@@ -291,6 +694,27 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(CrossEntropy)
     TESSEL_CUDA_KERNEL(CrossEntropyGrad)
     TESSEL_CUDA_KERNEL(AdamW)
+    TESSEL_CUDA_KERNEL(Gemm)
+    TESSEL_CUDA_KERNEL(Embedding)
+    TESSEL_CUDA_KERNEL(EmbeddingGrad)
+    TESSEL_CUDA_KERNEL(Rope)
+    TESSEL_CUDA_KERNEL(Attention)
+    TESSEL_CUDA_KERNEL(AttentionGrad)
+    TESSEL_CUDA_KERNEL(Reduce)
+    TESSEL_CUDA_KERNEL(Pack)
+    TESSEL_CUDA_KERNEL(Dropout)
+    TESSEL_CUDA_KERNEL(FusedElementwise)
+    TESSEL_CUDA_KERNEL(GlobalNorm)
+    TESSEL_CUDA_KERNEL(SumSquares)
+    TESSEL_CUDA_KERNEL(GuardFinite)
+    TESSEL_CUDA_KERNEL(ClipCoefficient)
+    TESSEL_CUDA_KERNEL(LearningRate)
+    TESSEL_CUDA_KERNEL(ShardSlice)
+    TESSEL_CUDA_KERNEL(Sgd)
+    TESSEL_CUDA_KERNEL(CeMax)
+    TESSEL_CUDA_KERNEL(CeSums)
+    TESSEL_CUDA_KERNEL(CeLoss)
+    TESSEL_CUDA_KERNEL(CeGrad)
 #undef TESSEL_CUDA_KERNEL
   default:
     return nullptr;

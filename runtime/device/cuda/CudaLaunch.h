@@ -2,7 +2,7 @@
 //
 // Private to device/cuda. A kernel handler has the signature every device shares (KernelFn);
 // what it needs of the CUDA device beyond its operands (the stream, scratch memory, where a
-// bad id is recorded) the device hands it for the length of one launch, through a pointer
+// bad id is recorded, cuBLASLt) the device hands it for the length of one launch, through a pointer
 // local to the launching thread. Validation at load runs the handlers without it.
 //
 //===----------------------------------------------------------------------===//
@@ -28,6 +28,8 @@ public:
   virtual void *scratch(uint64_t bytes, std::string &error) = 0;
   /// The device's record of the first out-of-range id, read at synchronize.
   virtual cuda::IdError *idError() const = 0;
+  /// The cuBLASLt handle and this stream's workspace (created once, with the device).
+  virtual const cuda::BlasContext &blas() const = 0;
 };
 
 /// The launch in progress on this thread; null outside CudaDevice::launch.

@@ -1,0 +1,174 @@
+//===- cuda_rate.cpp - The CUDA kernels' rates on a GPU -------------------===//
+//
+// Times, on GPU 0, the CUDA backend's attention forward and backward (kernels/cuda, f32) at a
+// few sequence lengths and head sizes, and in the same run the products its GEMMs make
+// (cuBLASLt on a square product: f32, f32 with TF32, bf16 in with f32 accumulation): the peers
+// every rate is a fraction of. FLOPs are counted as tessel-attention-rate counts them: forward
+// 4·S·T·D per (batch, head), backward 10·S·T·D (the backward pass here also recomputes the
+// forward, which is not counted), causal attention half of each (S·(S+1)/2 score pairs).
+// Times are the best of several runs, measured with CUDA events.
+//
+//   tessel-cuda-rate [--seq 1024,4096,16384] [--batch-heads 8] [--heads 64,128] [--gemm 4096]
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/CudaKernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+
+namespace {
+
+std::vector<int64_t> listOf(const char *text) {
+  std::vector<int64_t> out;
+  for (const char *p = text; *p;) {
+    out.push_back(std::strtoll(p, nullptr, 10));
+    p = std::strchr(p, ',');
+    if (!p)
+      break;
+    ++p;
+  }
+  return out;
+}
+
+/// Device memory of n floats, random normal values.
+float *randomDevice(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> host(static_cast<size_t>(n));
+  for (float &x : host)
+    x = d(rng);
+  float *p = nullptr;
+  if (cudaMalloc(&p, host.size() * sizeof(float)) != cudaSuccess ||
+      cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) !=
+          cudaSuccess) {
+    std::fprintf(stderr, "tessel-cuda-rate: cannot allocate %lld floats\n",
+                 static_cast<long long>(n));
+    std::exit(1);
+  }
+  return p;
+}
+
+/// The best milliseconds of `f` (which queues work on the default stream) over `repeats`.
+template <class F> float bestMs(F f, int repeats = 5) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  f(); // warm-up
+  float best = 1e30f;
+  for (int i = 0; i < repeats; ++i) {
+    cudaEventRecord(start);
+    f();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    best = std::min(best, ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    std::fprintf(stderr, "tessel-cuda-rate: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+  return best;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<int64_t> seqs = {1024, 4096, 16384}, heads = {64, 128};
+  int64_t batchHeads = 8, gemmSize = 4096;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i];
+    if (arg == "--seq")
+      seqs = listOf(argv[i + 1]);
+    else if (arg == "--heads")
+      heads = listOf(argv[i + 1]);
+    else if (arg == "--batch-heads")
+      batchHeads = std::strtoll(argv[i + 1], nullptr, 10);
+    else if (arg == "--gemm")
+      gemmSize = std::strtoll(argv[i + 1], nullptr, 10);
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("tessel-cuda-rate: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("device: %s\n", prop.name);
+
+  std::string why;
+  cuda::BlasContext blas;
+  blas.lt = cuda::loadBlasLt(why);
+  if (!blas.lt || blas.lt->cublasLtCreate(&blas.handle) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("tessel-cuda-rate: cuBLASLt: %s\n", why.c_str());
+    return 1;
+  }
+  blas.workspaceBytes = cuda::kBlasWorkspaceBytes;
+  cudaMalloc(&blas.workspace, blas.workspaceBytes);
+  const int64_t n = gemmSize;
+  float *a = randomDevice(n * n, 1), *b = randomDevice(n * n, 2), *c = randomDevice(n * n, 3);
+  __nv_bfloat16 *ha = nullptr, *hb = nullptr;
+  cudaMalloc(&ha, static_cast<size_t>(n * n) * sizeof(__nv_bfloat16));
+  cudaMalloc(&hb, static_cast<size_t>(n * n) * sizeof(__nv_bfloat16));
+  cuda::toBf16(n * n, a, ha, nullptr);
+  cuda::toBf16(n * n, b, hb, nullptr);
+  cuda::GemmArgs g;
+  g.m = g.n = g.k = g.lda = g.ldb = g.ldc = n;
+  const double gemmFlops = 2.0 * n * n * n;
+  for (int variant = 0; variant < 3; ++variant) {
+    blas.allowTf32 = variant == 1;
+    const float ms = bestMs([&] {
+      if (variant == 2)
+        cuda::gemmBf16(blas, g, ha, hb, c, nullptr);
+      else
+        cuda::gemm(blas, g, a, b, c, nullptr);
+    });
+    const char *name[] = {"f32", "f32 (TF32)", "bf16 in, f32 out"};
+    std::printf("gemm %lld^3 %-18s %8.3f ms %8.1f TFLOP/s\n", static_cast<long long>(n),
+                name[variant], ms, gemmFlops / (ms * 1e-3) / 1e12);
+  }
+
+  std::printf("attention (causal, f32), %lld (batch, head) pairs:\n",
+              static_cast<long long>(batchHeads));
+  for (int64_t d : heads)
+    for (int64_t s : seqs) {
+      cuda::AttentionArgs at;
+      at.batch = 1;
+      at.seq = at.kvSeq = s;
+      at.heads = at.kvHeads = batchHeads;
+      at.head = d;
+      at.causal = true;
+      at.scale = 1.0f / std::sqrt(static_cast<float>(d));
+      const int64_t elements = s * batchHeads * d;
+      float *q = randomDevice(elements, 4), *k = randomDevice(elements, 5),
+            *v = randomDevice(elements, 6), *dout = randomDevice(elements, 7),
+            *out = randomDevice(elements, 8), *dq = randomDevice(elements, 9),
+            *dk = randomDevice(elements, 10), *dv = randomDevice(elements, 11),
+            *work = randomDevice(cuda::attentionGradWorkspace(at), 12);
+      const double pairs = static_cast<double>(s) * (s + 1) / 2 * batchHeads;
+      const float fwd = bestMs([&] { cuda::attention(at, q, k, v, out, nullptr); });
+      const float bwd =
+          bestMs([&] { cuda::attentionGrad(at, q, k, v, dout, dq, dk, dv, work, nullptr); });
+      std::printf("  head %3lld seq %6lld  forward %9.3f ms %7.2f TFLOP/s  backward %9.3f ms "
+                  "%7.2f TFLOP/s  both %7.2f TFLOP/s\n",
+                  static_cast<long long>(d), static_cast<long long>(s), fwd,
+                  4 * pairs * d / (fwd * 1e-3) / 1e12, bwd, 10 * pairs * d / (bwd * 1e-3) / 1e12,
+                  14 * pairs * d / ((fwd + bwd) * 1e-3) / 1e12);
+      for (float *p : {q, k, v, dout, out, dq, dk, dv, work})
+        cudaFree(p);
+    }
+  return 0;
+}

@@ -1,0 +1,160 @@
+//===- ElementwiseOps.cuh - The elementwise functions, per element -*- CUDA -*-===//
+//
+// Private to kernels/cuda: the per-element functions of the elementwise kernels
+// (Elementwise.cu) and of the fused elementwise interpreter (FusedElementwise.cu), one
+// definition for both so that a fused step computes exactly as its unfused kernel does. The
+// CPU counterparts are in kernels/cpu/Elementwise.cpp; the formulas are the same (GELU as
+// x sigmoid(2u), the derivatives from y where the CPU takes them from y).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_CUDA_ELEMENTWISEOPS_CUH
+#define TESSEL_KERNELS_CUDA_ELEMENTWISEOPS_CUH
+
+#include "kernels/cuda/Common.cuh"
+
+namespace tessel::cuda::detail {
+
+// As kernels/cpu/Elementwise.cpp: GPT-2's GELU constants and the exact GELU's.
+constexpr float kGeluBeta = 0.7978845608028654f;
+constexpr float kGeluKappa = 0.044715f;
+constexpr float kSqrtHalf = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+/// The shape of an output and the strides of up to N operands, by value into a kernel.
+template <int N> struct Indexing {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t stride[N][kMaxRank] = {};
+};
+
+/// Operand k's offset of output element `linear` (row-major over the shape).
+template <int N> __device__ inline int64_t offsetOf(const Indexing<N> &ix, int k, int64_t linear) {
+  int64_t offset = 0;
+  for (int d = ix.rank - 1; d >= 0; --d) {
+    const int64_t i = linear % ix.size[d];
+    linear /= ix.size[d];
+    offset += i * ix.stride[k][d];
+  }
+  return offset;
+}
+
+template <int N>
+bool makeIndexing(const Shape &shape, const Strides *const (&strides)[N], Indexing<N> &ix) {
+  if (shape.rank < 0 || shape.rank > kMaxRank)
+    return false;
+  ix.rank = shape.rank;
+  for (int d = 0; d < shape.rank; ++d) {
+    if (shape.size[d] <= 0)
+      return false;
+    ix.size[d] = shape.size[d];
+    for (int k = 0; k < N; ++k)
+      ix.stride[k][d] = strides[k]->stride[d];
+  }
+  return true;
+}
+
+__device__ inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+__device__ inline float applyBinary(BinaryKind kind, float p, float q) {
+  switch (kind) {
+  case BinaryKind::Add:
+    return p + q;
+  case BinaryKind::Sub:
+    return p - q;
+  case BinaryKind::Mul:
+    return p * q;
+  case BinaryKind::Div:
+    return p / q;
+  case BinaryKind::Lt:
+    return p < q ? 1.0f : 0.0f;
+  case BinaryKind::Le:
+    return p <= q ? 1.0f : 0.0f;
+  case BinaryKind::Gt:
+    return p > q ? 1.0f : 0.0f;
+  case BinaryKind::Ge:
+    return p >= q ? 1.0f : 0.0f;
+  case BinaryKind::Eq:
+    return p == q ? 1.0f : 0.0f;
+  case BinaryKind::Ne:
+    return p != q ? 1.0f : 0.0f;
+  }
+  return 0.0f;
+}
+
+__device__ inline float applyUnary(UnaryKind kind, float v, float exponent) {
+  switch (kind) {
+  case UnaryKind::Neg:
+    return -v;
+  case UnaryKind::Exp:
+    return expf(v);
+  case UnaryKind::Log:
+    return logf(v);
+  case UnaryKind::Sqrt:
+    return sqrtf(v);
+  case UnaryKind::Rsqrt:
+    return 1.0f / sqrtf(v);
+  case UnaryKind::Tanh:
+    return tanhf(v);
+  case UnaryKind::Gelu: {
+    const float u = (v + v * v * v * kGeluKappa) * kGeluBeta;
+    return v * sigmoid(u + u);
+  }
+  case UnaryKind::Silu:
+    return v * sigmoid(v);
+  case UnaryKind::Relu:
+    return v < 0.0f ? 0.0f : v;
+  case UnaryKind::Sigmoid:
+    return sigmoid(v);
+  case UnaryKind::Square:
+    return v * v;
+  case UnaryKind::Pow:
+    return powf(v, exponent);
+  case UnaryKind::GeluErf:
+    return 0.5f * v * (1.0f + erff(v * kSqrtHalf));
+  }
+  return 0.0f;
+}
+
+/// dy * f'(x), from x or y = f(x) as cpu::unaryGrad takes it.
+__device__ inline float applyUnaryGrad(UnaryKind kind, float x, float y, float d, float exponent) {
+  switch (kind) {
+  case UnaryKind::Neg:
+    return -d;
+  case UnaryKind::Exp:
+    return d * y;
+  case UnaryKind::Log:
+    return d / x;
+  case UnaryKind::Sqrt:
+    return d / (y + y);
+  case UnaryKind::Rsqrt:
+    return d * y * y * y * -0.5f;
+  case UnaryKind::Tanh:
+    return d * (1.0f - y * y);
+  case UnaryKind::Gelu: {
+    const float x2 = x * x;
+    const float u = (x + x * x2 * kGeluKappa) * kGeluBeta;
+    const float s = sigmoid(u + u);
+    const float du = (x2 * (3.0f * kGeluKappa) + 1.0f) * kGeluBeta;
+    return d * (s + (x + x) * s * (1.0f - s) * du);
+  }
+  case UnaryKind::Silu: {
+    const float s = sigmoid(x);
+    return d * s * (x * (1.0f - s) + 1.0f);
+  }
+  case UnaryKind::Relu:
+    return x > 0.0f ? d : 0.0f;
+  case UnaryKind::Sigmoid:
+    return d * y * (1.0f - y);
+  case UnaryKind::Square:
+    return d * (x + x);
+  case UnaryKind::Pow:
+    return d * exponent * powf(x, exponent - 1.0f);
+  case UnaryKind::GeluErf:
+    return d * (0.5f * (1.0f + erff(x * kSqrtHalf)) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+  }
+  return 0.0f;
+}
+
+} // namespace tessel::cuda::detail
+
+#endif // TESSEL_KERNELS_CUDA_ELEMENTWISEOPS_CUH

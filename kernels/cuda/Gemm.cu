@@ -1,0 +1,280 @@
+//===- Gemm.cu - Batched matrix products through cuBLASLt -----------------===//
+//
+// The plan's products are row-major (cpu::gemm, through cblas_sgemm with CblasRowMajor);
+// cuBLASLt is column-major. A row-major m x n matrix with row stride ld is the column-major
+// n x m matrix with leading dimension ld, its transpose, so C = op(A) op(B) is computed as
+// C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B (transposed where the plan's trans_b
+// is set), its second A, and its result n x m.
+//
+// Batches whose strides are all non-zero run as one strided-batched product. A stride of 0
+// (one matrix shared by every batch) is folded where it can be, as cpu::gemm does: a batch of
+// row-major A blocks against one shared B, writing contiguous C blocks, is one product with
+// batch * m rows. Other zero strides run the batches one product at a time, in order (with
+// strideC == 0 every batch writes the same C, and the last one's product is what remains).
+//
+// f32 products use CUBLAS_COMPUTE_32F (no TF32) unless the context allows TF32; the bf16
+// entry point multiplies bf16 and accumulates in f32. The algorithm is cuBLASLt's first
+// heuristic choice for the shape, the operands' alignment and the stream's workspace,
+// asked once per product shape where the context keeps BlasPlans (descriptors are still made
+// on every call). Where cuBLASLt has none (operands
+// misaligned for every algorithm, say), an f32 product runs the plain tiled kernel
+// gemmSimple instead of failing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/Common.cuh"
+
+#include <climits>
+#include <cstdint>
+
+namespace tessel::cuda {
+
+namespace {
+
+/// The largest power of two (up to 256) that divides the byte address of every batch's
+/// matrix: cuBLASLt assumes 256-byte aligned operands unless told otherwise.
+uint32_t alignmentOf(const void *base, int64_t strideElements, size_t elementBytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(base) | 256u;
+  if (strideElements != 0)
+    bits |=
+        static_cast<uint64_t>(strideElements < 0 ? -strideElements : strideElements) * elementBytes;
+  return static_cast<uint32_t>(bits & (~bits + 1)); // the lowest set bit
+}
+
+bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/// Tile of the plain product kernel: kSimpleTile x kSimpleTile outputs per block, one per
+/// thread, over k in steps of kSimpleTile through shared memory.
+constexpr int kSimpleTile = 16;
+
+/// C[b] = alpha op(A[b]) op(B[b]) + beta C[b], row-major as cpu::gemm; grid (column tiles, row
+/// tiles, batches), each output summing its k terms in order.
+__global__ void simpleGemmKernel(GemmArgs g, int64_t batchBase, const float *a, const float *b,
+                                 float *c) {
+  __shared__ float as[kSimpleTile][kSimpleTile + 1], bs[kSimpleTile][kSimpleTile + 1];
+  const int64_t batch = batchBase + blockIdx.z;
+  const int64_t row = int64_t(blockIdx.y) * kSimpleTile + threadIdx.y;
+  const int64_t col = int64_t(blockIdx.x) * kSimpleTile + threadIdx.x;
+  const float *ab = a + batch * g.strideA, *bb = b + batch * g.strideB;
+  float sum = 0.0f;
+  for (int64_t k0 = 0; k0 < g.k; k0 += kSimpleTile) {
+    // as[y][x] = op(A)[row, k0 + x]; bs[y][x] = op(B)[k0 + y, col].
+    const int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+    as[threadIdx.y][threadIdx.x] =
+        row < g.m && ka < g.k ? (g.transA ? ab[ka * g.lda + row] : ab[row * g.lda + ka]) : 0.0f;
+    bs[threadIdx.y][threadIdx.x] =
+        col < g.n && kb < g.k ? (g.transB ? bb[col * g.ldb + kb] : bb[kb * g.ldb + col]) : 0.0f;
+    __syncthreads();
+    for (int t = 0; t < kSimpleTile; ++t)
+      sum += as[threadIdx.y][t] * bs[t][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < g.m && col < g.n) {
+    float &out = c[batch * g.strideC + row * g.ldc + col];
+    out = g.alpha * sum + (g.beta == 0.0f ? 0.0f : g.beta * out);
+  }
+}
+
+/// Destroys what one product created, whatever happened.
+struct Descriptors {
+  explicit Descriptors(const BlasLt &lt) : lt(lt) {}
+  const BlasLt &lt;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~Descriptors() {
+    if (preference)
+      lt.cublasLtMatmulPreferenceDestroy(preference);
+    if (c)
+      lt.cublasLtMatrixLayoutDestroy(c);
+    if (b)
+      lt.cublasLtMatrixLayoutDestroy(b);
+    if (a)
+      lt.cublasLtMatrixLayoutDestroy(a);
+    if (op)
+      lt.cublasLtMatmulDescDestroy(op);
+  }
+};
+
+#define TESSEL_BLAS_TRY(expr)                                                                      \
+  do {                                                                                             \
+    cublasStatus_t status_ = (expr);                                                               \
+    if (status_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      return status_;                                                                              \
+  } while (0)
+
+/// A column-major layout of rows x cols with leading dimension ld, `batch` matrices `stride`
+/// elements apart.
+cublasStatus_t makeLayout(const BlasLt &lt, cublasLtMatrixLayout_t &layout, cudaDataType_t type,
+                          int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  TESSEL_BLAS_TRY(lt.cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
+                                                static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    TESSEL_BLAS_TRY(lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof count));
+    TESSEL_BLAS_TRY(lt.cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/// One cuBLASLt call: `batch` products of m rows (the plan's view) with the given strides.
+cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int64_t batch,
+                      int64_t strideA, int64_t strideB, int64_t strideC, cudaDataType_t abType,
+                      size_t abBytes, cublasComputeType_t compute, const void *a, const void *b,
+                      float *c, cudaStream_t stream) {
+  if (!fitsInt(m) || !fitsInt(g.n) || !fitsInt(g.k) || !fitsInt(batch))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!blas.lt || !blas.handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  const BlasLt &lt = *blas.lt;
+  Descriptors d(lt);
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
+  // cuBLASLt's first operand is the plan's B, its second the plan's A (see the top).
+  const cublasOperation_t opFirst = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opSecond = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst,
+                                                    sizeof opFirst));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
+                                                    sizeof opSecond));
+  // Stored (column-major) shapes: B is n x k (k x n when transposed), A is k x m (m x k).
+  TESSEL_BLAS_TRY(makeLayout(lt, d.a, abType, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb,
+                             batch, strideB));
+  TESSEL_BLAS_TRY(
+      makeLayout(lt, d.b, abType, g.transA ? m : g.k, g.transA ? g.k : m, g.lda, batch, strideA));
+  TESSEL_BLAS_TRY(makeLayout(lt, d.c, CUDA_R_32F, g.n, m, g.ldc, batch, strideC));
+
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceCreate(&d.preference));
+  const uint64_t workspace = blas.workspaceBytes;
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+  const uint32_t alignFirst = alignmentOf(b, strideB, abBytes);
+  const uint32_t alignSecond = alignmentOf(a, strideA, abBytes);
+  const uint32_t alignC = alignmentOf(c, strideC, sizeof(float));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignFirst, sizeof alignFirst));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignSecond, sizeof alignSecond));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
+
+  const BlasPlans::Key key = {
+      m,       g.n,     g.k,        batch,       strideA,  strideB,
+      strideC, g.lda,   g.ldb,      g.ldc,       g.transA, g.transB,
+      abType,  compute, alignFirst, alignSecond, alignC,   static_cast<int64_t>(workspace)};
+  BlasPlans::Choice choice;
+  const BlasPlans::Choice *known = nullptr;
+  if (blas.plans)
+    if (auto it = blas.plans->choices.find(key); it != blas.plans->choices.end())
+      known = &it->second;
+  if (known) {
+    choice = *known;
+  } else {
+    cublasLtMatmulHeuristicResult_t heuristic = {};
+    int count = 0;
+    TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
+                                                      d.preference, 1, &heuristic, &count));
+    choice.found = count > 0;
+    choice.algo = heuristic.algo;
+    if (blas.plans)
+      blas.plans->choices[key] = choice;
+  }
+  const bool found = choice.found;
+  if (!found) {
+    // No cuBLASLt algorithm for this shape and alignment: f32 products take the plain kernel.
+    if (abType != CUDA_R_32F)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    GemmArgs one = g;
+    one.m = m;
+    one.batch = batch;
+    one.strideA = strideA;
+    one.strideB = strideB;
+    one.strideC = strideC;
+    return gemmSimple(one, static_cast<const float *>(a), static_cast<const float *>(b), c,
+                      stream) == cudaSuccess
+               ? CUBLAS_STATUS_SUCCESS
+               : CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  const float alpha = g.alpha, beta = g.beta;
+  return lt.cublasLtMatmul(blas.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
+                           &choice.algo, blas.workspace, blas.workspaceBytes, stream);
+}
+
+/// cpu::gemm's batching (see the top) over matmul.
+cublasStatus_t batched(const BlasContext &blas, const GemmArgs &g, cudaDataType_t abType,
+                       size_t abBytes, cublasComputeType_t compute, const void *a, const void *b,
+                       float *c, cudaStream_t stream) {
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (g.batch == 1)
+    return matmul(blas, g, g.m, 1, 0, 0, 0, abType, abBytes, compute, a, b, c, stream);
+  if (g.strideB == 0 && !g.transA && g.strideA == g.m * g.lda && g.strideC == g.m * g.ldc)
+    return matmul(blas, g, g.batch * g.m, 1, 0, 0, 0, abType, abBytes, compute, a, b, c, stream);
+  if (g.strideA != 0 && g.strideB != 0 && g.strideC != 0)
+    return matmul(blas, g, g.m, g.batch, g.strideA, g.strideB, g.strideC, abType, abBytes, compute,
+                  a, b, c, stream);
+  const char *ab = static_cast<const char *>(a), *bb = static_cast<const char *>(b);
+  for (int64_t i = 0; i < g.batch; ++i)
+    TESSEL_BLAS_TRY(matmul(blas, g, g.m, 1, 0, 0, 0, abType, abBytes, compute,
+                           ab + i * g.strideA * static_cast<int64_t>(abBytes),
+                           bb + i * g.strideB * static_cast<int64_t>(abBytes), c + i * g.strideC,
+                           stream));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+__global__ void toBf16Kernel(int64_t n, const float *x, __nv_bfloat16 *y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+} // namespace
+
+cudaError_t gemmSimple(const GemmArgs &g, const float *a, const float *b, float *c,
+                       cudaStream_t stream) {
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0)
+    return cudaErrorInvalidValue;
+  const dim3 threads(kSimpleTile, kSimpleTile);
+  const int64_t colTiles = (g.n + kSimpleTile - 1) / kSimpleTile;
+  const int64_t rowTiles = (g.m + kSimpleTile - 1) / kSimpleTile;
+  if (rowTiles > 65535)
+    return cudaErrorInvalidValue;
+  // Batches in order, at most 65535 a launch; with strideC == 0 the last one's product stays.
+  const int64_t perLaunch = g.strideC == 0 ? 1 : 65535;
+  for (int64_t first = 0; first < g.batch; first += perLaunch) {
+    const int64_t count = std::min(perLaunch, g.batch - first);
+    const dim3 grid(static_cast<unsigned>(colTiles), static_cast<unsigned>(rowTiles),
+                    static_cast<unsigned>(count));
+    simpleGemmKernel<<<grid, threads, 0, stream>>>(g, first, a, b, c);
+    if (cudaError_t e = detail::launched(); e != cudaSuccess)
+      return e;
+  }
+  return cudaSuccess;
+}
+
+cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
+                    float *c, cudaStream_t stream) {
+  return batched(blas, args, CUDA_R_32F, sizeof(float),
+                 blas.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, a, b, c,
+                 stream);
+}
+
+cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
+                        const __nv_bfloat16 *b, float *c, cudaStream_t stream) {
+  return batched(blas, args, CUDA_R_16BF, sizeof(__nv_bfloat16), CUBLAS_COMPUTE_32F, a, b, c,
+                 stream);
+}
+
+cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream) {
+  if (n < 0)
+    return cudaErrorInvalidValue;
+  if (n == 0)
+    return cudaSuccess;
+  toBf16Kernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(n, x, y);
+  return detail::launched();
+}
+
+} // namespace tessel::cuda
