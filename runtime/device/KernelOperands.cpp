@@ -64,6 +64,62 @@ double scheduledLearningRate(const catalogue::LearningRate &p, int64_t step) {
              : lr + (minLr - lr) * done;
 }
 
+bool gemmCalls(KernelCall &c, const catalogue::Gemm &p, GemmCalls &out) {
+  const auto &batch = p.batch_shape, &sa = p.a_batch_strides, &sb = p.b_batch_strides,
+             &sc = p.c_batch_strides;
+  cpu::GemmArgs &g = out.args;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.transA = p.trans_a != 0;
+  g.transB = p.trans_b != 0;
+  g.lda = p.lda;
+  g.ldb = p.ldb;
+  g.ldc = p.ldc;
+  g.beta = p.accumulate.value_or(false) ? 1.0f : 0.0f;
+  if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
+    return c.fail("has batch strides that do not match its batch shape");
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0)
+    return c.fail("has a non-positive matrix size");
+  for (int64_t size : batch)
+    if (size <= 0)
+      return c.fail("has a non-positive batch size");
+  // The extent of one matrix, then of all batches.
+  const int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
+  const int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
+  if (g.lda < aCols || g.ldb < bCols || g.ldc < g.n)
+    return c.fail("has a leading dimension smaller than its matrix");
+  if (!c.needIn(0, reach(batch, sa) - 1 + (aRows - 1) * g.lda + aCols) ||
+      !c.needIn(1, reach(batch, sb) - 1 + (bRows - 1) * g.ldb + bCols) ||
+      !c.needOut(0, reach(batch, sc) - 1 + (g.m - 1) * g.ldc + g.n) || c.validating)
+    return false;
+
+  // All batch dims but the last are looped by the caller; the last is the kernel's strided
+  // batch.
+  const size_t outer = batch.empty() ? 0 : batch.size() - 1;
+  g.batch = batch.empty() ? 1 : batch.back();
+  g.strideA = batch.empty() ? 0 : sa.back();
+  g.strideB = batch.empty() ? 0 : sb.back();
+  g.strideC = batch.empty() ? 0 : sc.back();
+  int64_t outerCount = 1;
+  for (size_t d = 0; d < outer; ++d)
+    outerCount *= batch[d];
+  out.offsets.clear();
+  for (int64_t o = 0; o < outerCount; ++o) {
+    std::array<int64_t, 3> off = {0, 0, 0};
+    int64_t rest = o;
+    for (int d = static_cast<int>(outer) - 1; d >= 0; --d) {
+      const int64_t i = rest % batch[d];
+      rest /= batch[d];
+      off[0] += i * sa[d];
+      off[1] += i * sb[d];
+      off[2] += i * sc[d];
+    }
+    out.offsets.push_back(off);
+  }
+  return true;
+}
+
 bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &first,
                 int64_t &whole) {
   first = 0;

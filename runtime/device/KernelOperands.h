@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,17 @@ bool toStrides(KernelCall &c, const std::vector<int64_t> &in, size_t rank, cpu::
 /// The learning rate of `step` (counting from 1) under `p`'s schedule, in f64: what
 /// learning_rate writes (rounded to f32) on every device.
 double scheduledLearningRate(const catalogue::LearningRate &p, int64_t step);
+
+/// A gemm call checked and laid out for the kernels: the product's sizes, leading dims,
+/// `accumulate` as beta and the last batch dim as the strided batch (`args`), and the operand
+/// offsets (a, b, c) of each index of the other batch dims, row-major, each one product.
+struct GemmCalls {
+  cpu::GemmArgs args;
+  std::vector<std::array<int64_t, 3>> offsets;
+};
+/// False with the call's error for sizes or strides the operands do not hold, or when the
+/// call is only being validated.
+bool gemmCalls(KernelCall &c, const catalogue::Gemm &p, GemmCalls &out);
 
 /// Where this rank's block of a dim split over group `name` lies: [first, first + size) of
 /// `whole`. Without a group (null) the rank holds the whole dim. False with the call's error

@@ -286,58 +286,14 @@ void *scratchBytes(KernelCall &c, uint64_t bytes) {
 }
 
 bool run(KernelCall &c, const catalogue::Gemm &p) {
-  const auto &batch = p.batch_shape, &sa = p.a_batch_strides, &sb = p.b_batch_strides,
-             &sc = p.c_batch_strides;
-  cuda::GemmArgs g;
-  g.m = p.m;
-  g.n = p.n;
-  g.k = p.k;
-  g.transA = p.trans_a != 0;
-  g.transB = p.trans_b != 0;
-  g.lda = p.lda;
-  g.ldb = p.ldb;
-  g.ldc = p.ldc;
-  g.beta = p.accumulate.value_or(false) ? 1.0f : 0.0f;
-  if (sa.size() != batch.size() || sb.size() != batch.size() || sc.size() != batch.size())
-    return c.fail("has batch strides that do not match its batch shape");
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0)
-    return c.fail("has a non-positive matrix size");
-  const int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
-  const int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
-  if (g.lda < aCols || g.ldb < bCols || g.ldc < g.n)
-    return c.fail("has a leading dimension smaller than its matrix");
-  for (int64_t size : batch)
-    if (size <= 0)
-      return c.fail("has a non-positive batch size");
-  if (!c.needIn(0, reach(batch, sa) - 1 + (aRows - 1) * g.lda + aCols) ||
-      !c.needIn(1, reach(batch, sb) - 1 + (bRows - 1) * g.ldb + bCols) ||
-      !c.needOut(0, reach(batch, sc) - 1 + (g.m - 1) * g.ldc + g.n) || c.validating)
+  GemmCalls calls;
+  if (!gemmCalls(c, p, calls))
     return c.error.empty();
-
-  // As the CPU handler: all batch dims but the last are looped here (in row-major order of
-  // their indices); the last is one strided-batched product.
-  const size_t outer = batch.empty() ? 0 : batch.size() - 1;
-  g.batch = batch.empty() ? 1 : batch.back();
-  g.strideA = batch.empty() ? 0 : sa.back();
-  g.strideB = batch.empty() ? 0 : sb.back();
-  g.strideC = batch.empty() ? 0 : sc.back();
-  int64_t outerCount = 1;
-  for (size_t d = 0; d < outer; ++d)
-    outerCount *= batch[d];
   const cuda::BlasContext &blas = currentCudaLaunch()->blas();
-  for (int64_t o = 0; o < outerCount; ++o) {
-    int64_t offA = 0, offB = 0, offC = 0, rest = o;
-    for (int d = static_cast<int>(outer) - 1; d >= 0; --d) {
-      const int64_t i = rest % batch[d];
-      rest /= batch[d];
-      offA += i * sa[d];
-      offB += i * sb[d];
-      offC += i * sc[d];
-    }
+  for (const auto &[a, b, out] : calls.offsets)
     if (!multiplied(
-            c, cuda::gemm(blas, g, c.fin(0) + offA, c.fin(1) + offB, c.fout(0) + offC, stream())))
+            c, cuda::gemm(blas, calls.args, c.fin(0) + a, c.fin(1) + b, c.fout(0) + out, stream())))
       return false;
-  }
   return true;
 }
 
