@@ -120,6 +120,31 @@ bool gemmCalls(KernelCall &c, const catalogue::Gemm &p, GemmCalls &out) {
   return true;
 }
 
+bool packInputs(KernelCall &c, const catalogue::Pack &p, std::vector<const float *> &inputs) {
+  const int64_t ways = p.ways;
+  const auto &outers = p.outers, &chunks = p.chunks;
+  if (!c.error.empty())
+    return false;
+  if (c.in.empty() || outers.size() != c.in.size() || chunks.size() != c.in.size())
+    return c.fail("needs one 'outers' and one 'chunks' entry per input, and an input");
+  if (ways <= 0)
+    return c.fail("needs a positive 'ways'");
+  int64_t part = 0;
+  for (size_t k = 0; k < c.in.size(); ++k) {
+    if (outers[k] <= 0 || chunks[k] <= 0)
+      return c.fail("has a non-positive outer or chunk size");
+    if (!c.needIn(k, outers[k] * ways * chunks[k]))
+      return false;
+    part += outers[k] * chunks[k];
+  }
+  if (!c.needOut(0, ways * part) || c.validating)
+    return false;
+  inputs.clear();
+  for (size_t k = 0; k < c.in.size(); ++k)
+    inputs.push_back(c.fin(k));
+  return true;
+}
+
 bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &first,
                 int64_t &whole) {
   first = 0;

@@ -47,6 +47,10 @@ struct GemmCalls {
 /// call is only being validated.
 bool gemmCalls(KernelCall &c, const catalogue::Gemm &p, GemmCalls &out);
 
+/// A pack call checked: one `outers` and `chunks` entry per input, positive sizes, operands
+/// that hold them; returns its inputs. False with the call's error, or when only validating.
+bool packInputs(KernelCall &c, const catalogue::Pack &p, std::vector<const float *> &inputs);
+
 /// Where this rank's block of a dim split over group `name` lies: [first, first + size) of
 /// `whole`. Without a group (null) the rank holds the whole dim. False with the call's error
 /// for a group the plan lacks.

@@ -562,29 +562,11 @@ bool run(KernelCall &c, const catalogue::SumSquares &p) {
 }
 
 bool run(KernelCall &c, const catalogue::Pack &p) {
-  int64_t ways = p.ways;
-  const auto &outers = p.outers, &chunks = p.chunks;
-  if (!c.error.empty())
-    return false;
-  if (c.in.empty() || outers.size() != c.in.size() || chunks.size() != c.in.size())
-    return c.fail("needs one 'outers' and one 'chunks' entry per input, and an input");
-  if (ways <= 0)
-    return c.fail("needs a positive 'ways'");
-  int64_t part = 0;
-  for (size_t k = 0; k < c.in.size(); ++k) {
-    if (outers[k] <= 0 || chunks[k] <= 0)
-      return c.fail("has a non-positive outer or chunk size");
-    if (!c.needIn(k, outers[k] * ways * chunks[k]))
-      return false;
-    part += outers[k] * chunks[k];
-  }
-  if (!c.needOut(0, ways * part) || c.validating)
-    return c.error.empty();
   std::vector<const float *> inputs;
-  for (size_t k = 0; k < c.in.size(); ++k)
-    inputs.push_back(c.fin(k));
-  cpu::pack(static_cast<int64_t>(inputs.size()), inputs.data(), outers.data(), chunks.data(), ways,
-            c.fout(0));
+  if (!packInputs(c, p, inputs))
+    return c.error.empty();
+  cpu::pack(static_cast<int64_t>(inputs.size()), inputs.data(), p.outers.data(), p.chunks.data(),
+            p.ways, c.fout(0));
   return true;
 }
 
