@@ -120,6 +120,68 @@ bool gemmCalls(KernelCall &c, const catalogue::Gemm &p, GemmCalls &out) {
   return true;
 }
 
+// The catalogue's operation words and the kernels' kinds list the same operations in the
+// same order, so a body step's words convert by value.
+static_assert(static_cast<int>(catalogue::UnaryOp::GeluErf) ==
+              static_cast<int>(cpu::UnaryKind::GeluErf));
+static_assert(static_cast<int>(catalogue::UnaryOp::Pow) == static_cast<int>(cpu::UnaryKind::Pow));
+static_assert(static_cast<int>(catalogue::BinaryOp::Ne) == static_cast<int>(cpu::BinaryKind::Ne));
+
+bool fusedCall(KernelCall &c, const catalogue::FusedElementwise &p, FusedCall &out) {
+  const auto &sizes = p.shape;
+  const catalogue::ElementwiseBody &body = p.body;
+  if (!toShape(c, sizes, out.shape))
+    return false;
+  const size_t nIn = c.in.size(), rank = sizes.size();
+  if (static_cast<size_t>(body.inputs) > nIn)
+    return c.fail("has a body that reads input x" + std::to_string(body.inputs - 1) + " of " +
+                  std::to_string(nIn) + " inputs");
+  if (p.x_strides.size() != nIn * rank)
+    return c.fail("has " + std::to_string(p.x_strides.size()) + " x_strides for " +
+                  std::to_string(nIn) + " inputs of " + std::to_string(rank) + " dims");
+  if (p.outputs.size() != c.out.size())
+    return c.fail("names " + std::to_string(p.outputs.size()) + " steps in 'outputs' for " +
+                  std::to_string(c.out.size()) + " outputs");
+  out.outSteps.clear();
+  for (int64_t s : p.outputs) {
+    if (s < 0 || s >= static_cast<int64_t>(body.steps.size()))
+      return c.fail("has output step " + std::to_string(s) + "; the body has " +
+                    std::to_string(body.steps.size()) + " steps");
+    out.outSteps.push_back(static_cast<int32_t>(s));
+  }
+  out.strides.assign(nIn, cpu::Strides{});
+  for (size_t k = 0; k < nIn; ++k) {
+    std::vector<int64_t> sk(p.x_strides.begin() + k * rank, p.x_strides.begin() + (k + 1) * rank);
+    if (!toStrides(c, sk, rank, out.strides[k]) || !c.needIn(k, reach(sizes, sk)))
+      return false;
+  }
+  for (size_t o = 0; o < c.out.size(); ++o)
+    if (!c.needOut(o, product(sizes)))
+      return false;
+  if (c.validating)
+    return false;
+  out.steps.clear();
+  for (const catalogue::BodyStep &b : body.steps) {
+    cpu::FusedStep s;
+    // The two Kind enums list the same kinds in the same order.
+    s.kind = static_cast<cpu::FusedStep::Kind>(b.kind);
+    s.unary = static_cast<cpu::UnaryKind>(b.unary);
+    s.binary = static_cast<cpu::BinaryKind>(b.binary);
+    for (int k = 0; k < 3; ++k)
+      s.args[k] = b.args[k].input ? b.args[k].index : static_cast<int32_t>(nIn) + b.args[k].index;
+    // As `fill` and `unary` take them: the f64 of the plan rounded to float.
+    s.value = static_cast<float>(b.value);
+    out.steps.push_back(s);
+  }
+  out.ins.clear();
+  for (size_t k = 0; k < nIn; ++k)
+    out.ins.push_back(c.fin(k));
+  out.outs.clear();
+  for (size_t o = 0; o < c.out.size(); ++o)
+    out.outs.push_back(c.fout(o));
+  return true;
+}
+
 bool packInputs(KernelCall &c, const catalogue::Pack &p, std::vector<const float *> &inputs) {
   const int64_t ways = p.ways;
   const auto &outers = p.outers, &chunks = p.chunks;

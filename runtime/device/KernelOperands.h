@@ -47,6 +47,20 @@ struct GemmCalls {
 /// call is only being validated.
 bool gemmCalls(KernelCall &c, const catalogue::Gemm &p, GemmCalls &out);
 
+/// A fused_elementwise call checked and decoded: its shape, each input's strides, the body's
+/// steps as the kernels take them, which step each output takes, and the operands.
+struct FusedCall {
+  cpu::Shape shape;
+  std::vector<cpu::Strides> strides;
+  std::vector<cpu::FusedStep> steps;
+  std::vector<int32_t> outSteps;
+  std::vector<const float *> ins;
+  std::vector<float *> outs;
+};
+/// False with the call's error if the body reads an input the call lacks, `outputs` names a
+/// step the body does not have, or the operands are too small; false when only validating.
+bool fusedCall(KernelCall &c, const catalogue::FusedElementwise &p, FusedCall &out);
+
 /// A pack call checked: one `outers` and `chunks` entry per input, positive sizes, operands
 /// that hold them; returns its inputs. False with the call's error, or when only validating.
 bool packInputs(KernelCall &c, const catalogue::Pack &p, std::vector<const float *> &inputs);

@@ -150,59 +150,10 @@ bool run(KernelCall &c, const catalogue::Where &p) {
 /// A fused elementwise body as the CPU kernel runs it; false (with the reason) if it reads an
 /// input the instruction lacks, or `outputs` names a step it does not have.
 bool run(KernelCall &c, const catalogue::FusedElementwise &p) {
-  const auto &sizes = p.shape;
-  const catalogue::ElementwiseBody &body = p.body;
-  cpu::Shape shape;
-  if (!toShape(c, sizes, shape))
-    return false;
-  const size_t nIn = c.in.size(), rank = sizes.size();
-  if (static_cast<size_t>(body.inputs) > nIn)
-    return c.fail("has a body that reads input x" + std::to_string(body.inputs - 1) + " of " +
-                  std::to_string(nIn) + " inputs");
-  if (p.x_strides.size() != nIn * rank)
-    return c.fail("has " + std::to_string(p.x_strides.size()) + " x_strides for " +
-                  std::to_string(nIn) + " inputs of " + std::to_string(rank) + " dims");
-  if (p.outputs.size() != c.out.size())
-    return c.fail("names " + std::to_string(p.outputs.size()) + " steps in 'outputs' for " +
-                  std::to_string(c.out.size()) + " outputs");
-  std::vector<int32_t> outSteps;
-  for (int64_t s : p.outputs) {
-    if (s < 0 || s >= static_cast<int64_t>(body.steps.size()))
-      return c.fail("has output step " + std::to_string(s) + "; the body has " +
-                    std::to_string(body.steps.size()) + " steps");
-    outSteps.push_back(static_cast<int32_t>(s));
-  }
-  std::vector<cpu::Strides> strides(nIn);
-  for (size_t k = 0; k < nIn; ++k) {
-    std::vector<int64_t> sk(p.x_strides.begin() + k * rank, p.x_strides.begin() + (k + 1) * rank);
-    if (!toStrides(c, sk, rank, strides[k]) || !c.needIn(k, reach(sizes, sk)))
-      return c.error.empty();
-  }
-  for (size_t o = 0; o < c.out.size(); ++o)
-    if (!c.needOut(o, product(sizes)))
-      return false;
-  if (c.validating)
+  FusedCall f;
+  if (!fusedCall(c, p, f))
     return c.error.empty();
-  std::vector<cpu::FusedStep> steps;
-  for (const catalogue::BodyStep &b : body.steps) {
-    cpu::FusedStep s;
-    // The two Kind enums list the same kinds in the same order.
-    s.kind = static_cast<cpu::FusedStep::Kind>(b.kind);
-    s.unary = unaryKind(b.unary);
-    s.binary = binaryKind(b.binary);
-    for (int k = 0; k < 3; ++k)
-      s.args[k] = b.args[k].input ? b.args[k].index : static_cast<int32_t>(nIn) + b.args[k].index;
-    // As `fill` and `unary` take them: the f64 of the plan rounded to float.
-    s.value = static_cast<float>(b.value);
-    steps.push_back(s);
-  }
-  std::vector<const float *> ins;
-  for (size_t k = 0; k < nIn; ++k)
-    ins.push_back(c.fin(k));
-  std::vector<float *> outs;
-  for (size_t o = 0; o < c.out.size(); ++o)
-    outs.push_back(c.fout(o));
-  cpu::fusedElementwise(shape, steps, ins, strides, outs, outSteps);
+  cpu::fusedElementwise(f.shape, f.steps, f.ins, f.strides, f.outs, f.outSteps);
   return true;
 }
 

@@ -407,66 +407,19 @@ bool run(KernelCall &c, const catalogue::Dropout &p) {
 /// A fused elementwise body interpreted on the device (FusedElementwise.cu); the same checks
 /// as the CPU handler, and the GPU interpreter's limits on steps, inputs and outputs.
 bool run(KernelCall &c, const catalogue::FusedElementwise &p) {
-  const auto &sizes = p.shape;
-  const catalogue::ElementwiseBody &body = p.body;
-  cuda::Shape shape;
-  if (!toShape(c, sizes, shape))
-    return false;
-  const size_t nIn = c.in.size(), rank = sizes.size();
-  if (static_cast<size_t>(body.inputs) > nIn)
-    return c.fail("has a body that reads input x" + std::to_string(body.inputs - 1) + " of " +
-                  std::to_string(nIn) + " inputs");
-  if (p.x_strides.size() != nIn * rank)
-    return c.fail("has " + std::to_string(p.x_strides.size()) + " x_strides for " +
-                  std::to_string(nIn) + " inputs of " + std::to_string(rank) + " dims");
-  if (p.outputs.size() != c.out.size())
-    return c.fail("names " + std::to_string(p.outputs.size()) + " steps in 'outputs' for " +
-                  std::to_string(c.out.size()) + " outputs");
-  if (body.steps.size() > static_cast<size_t>(cuda::kMaxFusedSteps) ||
-      nIn > static_cast<size_t>(cuda::kMaxFusedInputs) ||
+  if (p.body.steps.size() > static_cast<size_t>(cuda::kMaxFusedSteps) ||
+      c.in.size() > static_cast<size_t>(cuda::kMaxFusedInputs) ||
       c.out.size() > static_cast<size_t>(cuda::kMaxFusedOutputs))
-    return c.fail("has " + std::to_string(body.steps.size()) + " steps, " + std::to_string(nIn) +
-                  " inputs and " + std::to_string(c.out.size()) +
+    return c.fail("has " + std::to_string(p.body.steps.size()) + " steps, " +
+                  std::to_string(c.in.size()) + " inputs and " + std::to_string(c.out.size()) +
                   " outputs; the cuda device runs at most " + std::to_string(cuda::kMaxFusedSteps) +
                   ", " + std::to_string(cuda::kMaxFusedInputs) + " and " +
                   std::to_string(cuda::kMaxFusedOutputs) + " (compile with --fuse=off)");
-  std::vector<int32_t> outSteps;
-  for (int64_t s : p.outputs) {
-    if (s < 0 || s >= static_cast<int64_t>(body.steps.size()))
-      return c.fail("has output step " + std::to_string(s) + "; the body has " +
-                    std::to_string(body.steps.size()) + " steps");
-    outSteps.push_back(static_cast<int32_t>(s));
-  }
-  std::vector<cuda::Strides> strides(nIn);
-  for (size_t k = 0; k < nIn; ++k) {
-    std::vector<int64_t> sk(p.x_strides.begin() + k * rank, p.x_strides.begin() + (k + 1) * rank);
-    if (!toStrides(c, sk, rank, strides[k]) || !c.needIn(k, reach(sizes, sk)))
-      return c.error.empty();
-  }
-  for (size_t o = 0; o < c.out.size(); ++o)
-    if (!c.needOut(o, product(sizes)))
-      return false;
-  if (c.validating)
+  FusedCall f;
+  if (!fusedCall(c, p, f))
     return c.error.empty();
-  std::vector<cuda::FusedStep> steps;
-  for (const catalogue::BodyStep &b : body.steps) {
-    cuda::FusedStep s;
-    // The catalogue's kinds and operations list the kernels' in the same order.
-    s.kind = static_cast<cuda::FusedStep::Kind>(b.kind);
-    s.unary = unaryKind(b.unary);
-    s.binary = binaryKind(b.binary);
-    for (int k = 0; k < 3; ++k)
-      s.args[k] = b.args[k].input ? b.args[k].index : static_cast<int32_t>(nIn) + b.args[k].index;
-    s.value = static_cast<float>(b.value);
-    steps.push_back(s);
-  }
-  std::vector<const float *> ins;
-  for (size_t k = 0; k < nIn; ++k)
-    ins.push_back(c.fin(k));
-  std::vector<float *> outs;
-  for (size_t o = 0; o < c.out.size(); ++o)
-    outs.push_back(c.fout(o));
-  return launched(c, cuda::fusedElementwise(shape, steps, ins, strides, outs, outSteps, stream()));
+  return launched(
+      c, cuda::fusedElementwise(f.shape, f.steps, f.ins, f.strides, f.outs, f.outSteps, stream()));
 }
 
 /// global_norm and sum_squares: the sum of squares of every input, in input order.
