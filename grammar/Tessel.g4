@@ -46,12 +46,15 @@ stmt
   | returnStmt
   | repeatStmt
   | assignStmt
+  | callStmt
   ;
 
 paramStmt : 'param' name=ID ':' typeExpr ('init' init=expr)? ';'? ;
 returnStmt : 'return' expr ';'? ;
 repeatStmt : 'repeat' count=expr body ;
 assignStmt : name=ID '=' expr ';'? ;
+// A call for its effect: `add_loss(aux)`.
+callStmt : callee=ID '(' argList? ')' ';'? ;
 
 // `parallel { ... }` and `train { ... }`: settings, possibly nested in groups.
 sectionDecl : kind=('parallel' | 'train') '{' setting* '}' ;

@@ -191,6 +191,7 @@ LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
     return success();                                                                              \
   }
 TESSEL_NO_GRADIENT(LtOp)
+TESSEL_NO_GRADIENT(TopKOp)
 TESSEL_NO_GRADIENT(LeOp)
 TESSEL_NO_GRADIENT(GtOp)
 TESSEL_NO_GRADIENT(GeOp)

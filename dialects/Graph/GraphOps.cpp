@@ -342,6 +342,19 @@ LogicalResult SoftmaxOp::verify() {
   return success();
 }
 
+LogicalResult TopKOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  int at = findDim(shapes->result, getDim().str());
+  if (at < 0)
+    return emitOpError() << "'" << getDim() << "' is not a dim of " << formatShape(shapes->result);
+  if (static_cast<int64_t>(getK()) < 1 || static_cast<int64_t>(getK()) > shapes->result[at].size)
+    return emitOpError() << "k = " << getK() << " is not in [1, " << shapes->result[at].size
+                         << "], the size of '" << getDim() << "'";
+  return success();
+}
+
 LogicalResult LayerNormOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))

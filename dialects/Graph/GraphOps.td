@@ -279,6 +279,25 @@ def Graph_SoftmaxOp : Graph_Op<"softmax",
   let hasVerifier = 1;
 }
 
+def Graph_TopKOp : Graph_Op<"top_k",
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "Mask of the k largest entries along one named dim";
+  let description = [{
+    1.0 at the `k` largest entries of each line along `dim` and 0.0 elsewhere; of equal
+    entries the one at the lower index is chosen first, so the mask is deterministic. A
+    mixture of experts routes each token with it. Like a comparison it is piecewise constant:
+    no gradient flows through it.
+
+    ```mlir
+    %m = graph.top_k %p dim "experts" k 2 : tensor<8x64x4xf32, #graph.dims<batch, seq, experts>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrAttr:$dim, I64Attr:$k);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` $dim `k` $k attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Composite ops, kept whole for fusion
 //===----------------------------------------------------------------------===//

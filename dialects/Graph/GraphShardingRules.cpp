@@ -311,6 +311,11 @@ LogicalResult SoftmaxOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding
   return solveAll(*this, mesh, operands, rule, {getDim().str()});
 }
 
+LogicalResult TopKOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                    ShardingRule &rule) {
+  return solveAll(*this, mesh, operands, rule, {getDim().str()});
+}
+
 LogicalResult SoftmaxGradOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                            ShardingRule &rule) {
   return solveAll(*this, mesh, operands, rule, {getDim().str()});

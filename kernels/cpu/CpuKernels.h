@@ -153,6 +153,9 @@ void gemm(const GemmArgs &args, const float *a, const float *b, float *c);
 void softmax(int64_t rows, int64_t cols, const float *x, float *y);
 /// dx = y * (dy - sum(dy * y)) per row.
 void softmaxGrad(int64_t rows, int64_t cols, const float *y, const float *dy, float *dx);
+/// y[r][j] = 1 for the k largest x[r][j] of each row and 0 elsewhere; of equal values the lower
+/// j is taken first, and a NaN counts as larger than every number.
+void topKMask(int64_t rows, int64_t cols, int64_t k, const float *x, float *y);
 
 /// y = (x - mean) / sqrt(var + eps) * g + b per row (biased variance, as PyTorch).
 void layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const float *b,

@@ -77,13 +77,16 @@ cudaError_t unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y,
                       float *dx, float exponent, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
-// Softmax over the last dim (Softmax.cu)
+// Softmax over the last dim (Softmax.cu) and the top-k mask (TopK.cu)
 //===----------------------------------------------------------------------===//
 
 cudaError_t softmax(int64_t rows, int64_t cols, const float *x, float *y, cudaStream_t stream);
 /// dx = y * (dy - sum(dy * y)) per row.
 cudaError_t softmaxGrad(int64_t rows, int64_t cols, const float *y, const float *dy, float *dx,
                         cudaStream_t stream);
+/// y = 1 at the k largest of each row of x (ties: the lower column), 0 elsewhere.
+cudaError_t topKMask(int64_t rows, int64_t cols, int64_t k, const float *x, float *y,
+                     cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // LayerNorm and RMSNorm (Norm.cu)

@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -198,11 +199,24 @@ def read_batches(batches: Dict[str, np.ndarray], steps: int, accumulation: int, 
     return out
 
 
+def model_constants(path: str) -> dict:
+    """The numeric constants `name = number` written at the top level of the model body (a
+    mixture of experts' top_k and loss weights); the graph IR keeps only their values."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*(top_k|aux_loss_weight|z_loss_weight)\s*=\s*([0-9.eE+-]+)\s*(#.*)?$",
+                         line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--exe", required=True, help="the compiled model (tessel compile M -o X)")
-    p.add_argument("--model-kind", required=True, choices=["gpt", "llama", "masks"])
+    p.add_argument("--model-kind", required=True, choices=["gpt", "llama", "masks", "mixtral"])
     p.add_argument("--model", required=True, help="the .model file the executable was built from")
     p.add_argument("--data", required=True, help="training text, passed to the executable")
     p.add_argument("--steps", type=int, default=5)
@@ -231,7 +245,8 @@ def main() -> int:
         if kind != args.model_kind:
             raise ParityError(f"{args.model} looks like a {kind} model (from its parameter "
                               f"names), not {args.model_kind}")
-        mcfg = ref.ModelConfig.from_dims(kind, graph.dims, graph.layers)
+        mcfg = ref.ModelConfig.from_dims(kind, graph.dims, graph.layers,
+                                         model_constants(args.model))
         tcfg = ref.TrainConfig.from_attr(graph.train)
         mesh = graph.parallel.get("mesh", {}) or {}
         ranks = int(np.prod([int(v) for v in mesh.values()])) if mesh else 1

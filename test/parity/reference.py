@@ -7,6 +7,9 @@ std/attention.model, std/gpt.model and std/llama.model and checked line by line:
          multi-head attention with biases, GELU (tanh) MLP, output head tied to the embedding.
   Llama  (std/llama.model, examples/llama_small.model): RMSNorm blocks, grouped-query attention
          with rotary positions, SwiGLU MLP, no biases, separate output matrix w_out.
+  Mixtral (std/moe.model, examples/mixtral_small.model): the Llama layer with a routed mixture
+         of SwiGLU experts, written with token indices (torch.topk, nonzero, index_add) rather
+         than the dispatch tensors the .model file builds, plus the load-balancing and z-losses.
 
 Parameters are named and shaped exactly as Tessel names and shapes them (the dotted path of
 the spec, e.g. `layers.0.gpt_block.causal_self_attention.wq` with shape [embed, heads, head]),
@@ -56,13 +59,21 @@ class ModelConfig:
     norm_eps: float = 1e-5  # layernorm / rmsnorm epsilon (std blocks use 1e-5)
     rope_theta: float = 10000.0
     window: Optional[int] = None  # masks only: the sliding window of its attention
+    experts: Optional[int] = None  # mixtral only: experts, the tokens of a sequence each
+    capacity: Optional[int] = None  # takes, the experts each token uses and the weights of
+    top_k: Optional[int] = None  # the auxiliary losses (the model's constants)
+    aux_loss_weight: float = 0.0
+    z_loss_weight: float = 0.0
 
     def __post_init__(self):
-        if self.kind not in ("gpt", "llama", "masks"):
-            raise ValueError(f"unknown model kind {self.kind!r} (expected gpt, llama or masks)")
+        if self.kind not in ("gpt", "llama", "masks", "mixtral"):
+            raise ValueError(f"unknown model kind {self.kind!r} "
+                             "(expected gpt, llama, masks or mixtral)")
+        if self.kind == "mixtral" and None in (self.experts, self.capacity, self.top_k):
+            raise ValueError("a mixtral model needs experts, capacity and top_k")
         if self.kind == "masks" and self.window is None:
             raise ValueError("a masks model needs window")
-        if self.kind == "llama":
+        if self.kind in ("llama", "mixtral"):
             if self.kv_heads is None:
                 raise ValueError("a llama model needs kv_heads")
             if self.heads % self.kv_heads:
@@ -71,12 +82,21 @@ class ModelConfig:
                 raise ValueError(f"rope needs an even head size, got head={self.head}")
 
     @staticmethod
-    def from_dims(kind: str, dims: Dict[str, int], layers: int) -> "ModelConfig":
-        """Builds a config from the module attribute `tessel.dims` and `tessel.layers`."""
+    def from_dims(kind: str, dims: Dict[str, int], layers: int,
+                  constants: Optional[Dict[str, float]] = None) -> "ModelConfig":
+        """Builds a config from the module attribute `tessel.dims` and `tessel.layers`, and
+        for a mixture of experts the model's constants top_k, aux_loss_weight and
+        z_loss_weight."""
+        constants = constants or {}
+        top_k = constants.get("top_k")
         return ModelConfig(kind=kind, vocab=dims["vocab"], seq=dims["seq"], embed=dims["embed"],
                            heads=dims["heads"], head=dims["head"], ffn=dims["ffn"],
                            layers=layers, kv_heads=dims.get("kv_heads"),
-                           window=dims.get("window"))
+                           window=dims.get("window"), experts=dims.get("experts"),
+                           capacity=dims.get("capacity"),
+                           top_k=None if top_k is None else int(top_k),
+                           aux_loss_weight=float(constants.get("aux_loss_weight", 0.0)),
+                           z_loss_weight=float(constants.get("z_loss_weight", 0.0)))
 
 
 @dataclass
@@ -363,6 +383,95 @@ class Llama(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# Mixtral (std/moe.model): a routed mixture of SwiGLU experts
+# ---------------------------------------------------------------------------------------------
+
+
+class MoeMlp(nn.Module):
+    """std/moe.model: moe_mlp. Each token goes to the top_k experts of softmax(x @ router), with
+    the chosen probabilities renormalised to sum to one. An expert takes the first `capacity`
+    tokens of each sequence routed to it, in sequence order, and drops the rest. Written with
+    token indices, independently of the dispatch and combine tensors of the .model file.
+    The layer's auxiliary loss (load balancing and router z-loss) is left in `self.aux`."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.c = c
+        self.router = _param(c.embed, c.experts)
+        self.w_gate = _param(c.experts, c.embed, c.ffn)
+        self.w_up = _param(c.experts, c.embed, c.ffn)
+        self.w_down = _param(c.experts, c.ffn, c.embed)
+        self.aux = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.c
+        b, s, e = x.shape
+        logits = x @ self.router  # [b, s, experts]
+        probs = logits.softmax(-1)
+        top = probs.topk(c.top_k, dim=-1).indices
+        chosen = torch.zeros_like(probs).scatter(-1, top, 1.0)
+        gates = probs * chosen
+        gates = gates / gates.sum(-1, keepdim=True)
+        flat = x.reshape(b * s, e)
+        y = torch.zeros_like(flat)
+        for bi in range(b):
+            for ex in range(c.experts):
+                toks = chosen[bi, :, ex].nonzero().flatten()[:c.capacity]
+                if toks.numel() == 0:
+                    continue
+                rows = bi * s + toks
+                xin = flat[rows]
+                h = F.silu(xin @ self.w_gate[ex]) * (xin @ self.w_up[ex])
+                y = y.index_add(0, rows, gates[bi, toks, ex, None] * (h @ self.w_down[ex]))
+        routed = chosen.mean((0, 1)) / c.top_k
+        balance = c.experts * (routed * probs.mean((0, 1))).sum()
+        z = torch.logsumexp(logits, -1).square().mean()
+        self.aux = (c.aux_loss_weight * balance, c.z_loss_weight * z)
+        return y.reshape(b, s, e)
+
+
+class MixtralBlock(nn.Module):
+    """std/moe.model: mixtral_block. The Llama layer with moe_mlp as its feed-forward."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.eps = c.norm_eps
+        self.attention_norm = _param(c.embed)
+        self.ffn_norm = _param(c.embed)
+        self.grouped_query_attention = GroupedQueryAttention(c)
+        self.moe_mlp = MoeMlp(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.grouped_query_attention(rmsnorm(x, self.attention_norm, self.eps))
+        return h + self.moe_mlp(rmsnorm(h, self.ffn_norm, self.eps))
+
+
+class Mixtral(nn.Module):
+    """examples/mixtral_small.model's forward: the Llama forward with mixtral_blocks; the loss
+    is the cross-entropy plus each layer's auxiliary terms, added in layer order."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.config = c
+        self.tok_embeddings = _param(c.vocab, c.embed)
+        self.layers = nn.ModuleList(
+            [nn.ModuleDict({"mixtral_block": MixtralBlock(c)}) for _ in range(c.layers)])
+        self.norm = _param(c.embed)
+        self.w_out = _param(c.embed, c.vocab)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(tokens.long(), self.tok_embeddings)
+        for layer in self.layers:
+            x = layer["mixtral_block"](x)
+        x = rmsnorm(x, self.norm, self.config.norm_eps)
+        loss = cross_entropy(x @ self.w_out, targets)
+        for layer in self.layers:
+            for term in layer["mixtral_block"].moe_mlp.aux:
+                loss = loss + term
+        return loss
+
+
+# ---------------------------------------------------------------------------------------------
 # Masks (test/parity/masks_parity.model): attention, GELU and norms written from primitives
 # ---------------------------------------------------------------------------------------------
 
@@ -458,7 +567,7 @@ class Masks(nn.Module):
 
 
 def build_model(c: ModelConfig) -> nn.Module:
-    return {"gpt": Gpt, "llama": Llama, "masks": Masks}[c.kind](c)
+    return {"gpt": Gpt, "llama": Llama, "masks": Masks, "mixtral": Mixtral}[c.kind](c)
 
 
 def load_params(model: nn.Module, params: Dict[str, np.ndarray], dtype=torch.float32) -> None:
@@ -748,8 +857,10 @@ class GraphInfo:
     params: List[Tuple[str, Tuple[int, ...], Tuple[str, ...]]]
 
     def kind(self) -> str:
-        """gpt, llama or masks, from the parameter names their blocks give."""
+        """gpt, llama, masks or mixtral, from the parameter names their blocks give."""
         names = {p[0] for p in self.params}
+        if any(".mixtral_block." in n for n in names):
+            return "mixtral"
         if any(".llama_block." in n for n in names):
             return "llama"
         if any(".gpt_block." in n for n in names):

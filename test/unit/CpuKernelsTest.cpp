@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -653,6 +654,21 @@ Doubles softmaxRef(int64_t rows, int64_t cols, const Doubles &x) {
       y[r * cols + j] = std::exp(x[r * cols + j] - max) / sum;
   }
   return y;
+}
+
+TEST(CpuKernelsRouting, TopKMaskChoosesTheLargestAndBreaksTiesByColumn) {
+  // Row 0: plain; row 1: a tie between columns 1 and 3 for the second place; row 2: a NaN,
+  // which ranks first; row 3: k = cols chooses everything.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {0.1f, 0.7f, 0.3f, 0.2f,  //
+                                0.9f, 0.5f, 0.1f, 0.5f,  //
+                                0.2f, nan,  0.8f, 0.1f};
+  std::vector<float> y(12);
+  topKMask(3, 4, 2, x.data(), y.data());
+  EXPECT_EQ(y, (std::vector<float>{0, 1, 1, 0, 1, 1, 0, 0, 0, 1, 1, 0}));
+  std::vector<float> all(4);
+  topKMask(1, 4, 4, x.data(), all.data());
+  EXPECT_EQ(all, (std::vector<float>{1, 1, 1, 1}));
 }
 
 TEST(CpuKernelsNorm, SoftmaxAndGrad) {

@@ -247,6 +247,20 @@ TEST_F(CudaKernels, SoftmaxAndGradMatchCpu) {
   }
 }
 
+TEST_F(CudaKernels, TopKMaskMatchesCpu) {
+  for (auto [rows, cols, k] : {std::tuple<int64_t, int64_t, int64_t>{1001, 8, 2}, {7, 3, 3},
+                               {65, 64, 5}}) {
+    Floats x = randomFloats(rows * cols, -1, 1, 14);
+    x[0] = x[1]; // a tie, which goes to the lower column on both devices
+    Floats y(rows * cols);
+    cpu::topKMask(rows, cols, k, x.data(), y.data());
+    DeviceArray<float> gx(x), gy(rows * cols);
+    ASSERT_EQ(cuda::topKMask(rows, cols, k, gx.get(), gy.get(), stream), cudaSuccess);
+    expectClose(y, gy.host(), "top_k_mask " + std::to_string(rows) + "x" + std::to_string(cols),
+                0, 0);
+  }
+}
+
 TEST_F(CudaKernels, LayerNormForwardAndBackwardMatchCpu) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 771}, {3, 5}, {301, 33}}) {
     const int64_t n = rows * cols;

@@ -92,6 +92,9 @@ private:
       case ast::StmtKind::Return:
         line(depth) << "Return " << expr(*s->value) << " " << at(s->loc) << "\n";
         break;
+      case ast::StmtKind::Expr:
+        line(depth) << "Expr " << expr(*s->value) << " " << at(s->loc) << "\n";
+        break;
       case ast::StmtKind::Repeat:
         line(depth) << "Repeat " << expr(*s->value) << " " << at(s->loc) << "\n";
         body(s->body, depth + 1);

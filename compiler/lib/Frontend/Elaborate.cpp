@@ -25,7 +25,8 @@ const std::vector<std::string> kBuiltins = {
     "silu",          "relu",      "sigmoid", "square",    "gelu_erf", "pow",
     "softmax",       "sum",       "mean",    "layernorm", "rmsnorm",  "embedding",
     "cross_entropy", "attention", "rope",    "dropout",   "split",    "merge",
-    "permute",       "contract",  "where",   "positions", "rename"};
+    "permute",       "contract",  "where",   "positions", "rename",   "top_k",
+    "add_loss"};
 
 std::string joinPath(const std::vector<std::string> &parts, const std::string &last) {
   std::string out;
@@ -585,6 +586,44 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     op.attrs.push_back({"dims", dims});
     return finish(reduceShape(typeOf(x).dims, dims), std::move(op), {x});
   }
+  if (fn == "top_k") {
+    if (!signature(3, 3, {}))
+      return Value::error();
+    int x = tensor(0);
+    std::vector<std::string> dims;
+    if (!dimList(*args.positional[1], dims) || x < 0)
+      return Value::error();
+    if (dims.size() != 1) {
+      error(args.positional[1]->loc, "top_k chooses along one dim");
+      return Value::error();
+    }
+    int at = findDim(typeOf(x).dims, dims[0]);
+    if (at < 0) {
+      error(args.positional[1]->loc,
+            "'" + dims[0] + "' is not a dim of " + formatShape(typeOf(x).dims));
+      return Value::error();
+    }
+    int64_t size = typeOf(x).dims[at].size;
+    Value k = evalConstant(*args.positional[2]);
+    if (k.isError())
+      return Value::error();
+    if (k.kind != Value::Int || k.i < 1 || k.i > size) {
+      error(args.positional[2]->loc,
+            "top_k chooses k of the " + std::to_string(size) + " entries along '" + dims[0] +
+                "'; k must be a whole number from 1 to " + std::to_string(size) + ", not " +
+                (k.kind == Value::Int ? std::to_string(k.i) : std::string(kindName(k.kind))));
+      return Value::error();
+    }
+    Op op;
+    op.attrs.push_back({"dim", dims[0]});
+    op.attrs.push_back({"k", k.i});
+    return finish({typeOf(x).dims, ""}, std::move(op), {x});
+  }
+  if (fn == "add_loss") {
+    error(call.loc, "add_loss is a statement and has no value",
+          "write add_loss(term) on a line of its own");
+    return Value::error();
+  }
   if (fn == "layernorm" || fn == "rmsnorm") {
     bool isLayer = fn == "layernorm";
     if (!signature(isLayer ? 3 : 2, isLayer ? 3 : 2, {"eps"}))
@@ -958,6 +997,32 @@ Value Sema::evalTensorExpr(const ast::Expr &expr, Frame &frame) {
   return Value::error();
 }
 
+void Sema::execCallStatement(const ast::Expr &expr, Frame &frame) {
+  if (expr.text != "add_loss") {
+    error(expr.loc, "a call of '" + expr.text + "' on its own does nothing",
+          "bind its result to a name: y = " + expr.text +
+              "(...); only add_loss(term) is a statement");
+    return;
+  }
+  if (expr.operands.size() != 1 || !expr.keys[0].empty()) {
+    error(expr.loc, "'add_loss' takes one positional argument, the scalar to add to the loss");
+    return;
+  }
+  Value v = evalTensorExpr(*expr.operands[0], frame);
+  if (v.isError())
+    return;
+  if (v.kind != Value::Tensor || !typeOf(v.tensor).dims.empty() ||
+      !isFloat(typeOf(v.tensor).dtype)) {
+    error(expr.operands[0]->loc,
+          std::string("add_loss takes a scalar float tensor, not ") +
+              (v.kind == Value::Tensor ? "a tensor of shape " + formatShape(typeOf(v.tensor).dims)
+                                       : std::string(kindName(v.kind))),
+          v.kind == Value::Tensor ? "reduce it first, e.g. mean(x, [batch, seq])" : "");
+    return;
+  }
+  lossTerms_.push_back({v.tensor, expr.loc});
+}
+
 void Sema::execBody(const std::vector<ast::StmtPtr> &body, Frame &frame) {
   for (const ast::StmtPtr &stmt : body) {
     if (elaborationAborted_)
@@ -1007,6 +1072,9 @@ void Sema::execBody(const std::vector<ast::StmtPtr> &body, Frame &frame) {
     case ast::StmtKind::Return:
       frame.result = evalTensorExpr(*stmt->value, frame);
       frame.returned = true;
+      break;
+    case ast::StmtKind::Expr:
+      execCallStatement(*stmt->value, frame);
       break;
     case ast::StmtKind::Repeat: {
       auto count = evalInt(*stmt->value, "a repeat count", 1);
@@ -1181,6 +1249,23 @@ void Sema::elaborateForward() {
     return;
   }
   program_.forward.result = r.tensor;
+  // Auxiliary terms (a mixture of experts' balancing and z-losses) join the loss after the
+  // cross-entropy, in the order they were added, so every layout sums them alike.
+  if (!lossTerms_.empty()) {
+    if (program_.parallel.axisSize("pp") > 1) {
+      error(lossTerms_.front().second, "add_loss is not supported under pipeline parallelism",
+            "an auxiliary loss computed in one stage would have to reach the last; drop pp or "
+            "the auxiliary loss");
+      return;
+    }
+    Value total = Value::ofTensor(r.tensor);
+    for (const auto &[term, loc] : lossTerms_) {
+      total = elementwise("add", total, Value::ofTensor(term), loc, frame);
+      if (total.isError())
+        return;
+    }
+    program_.forward.result = total.tensor;
+  }
   if (program_.train.tokenizer.value == "byte")
     for (const Op &op : program_.forward.ops)
       if (op.name == "embedding" && !program_.forward.typeOf(op.operands[0]).dims.empty() &&

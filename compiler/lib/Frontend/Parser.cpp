@@ -409,6 +409,13 @@ private:
       stmt->value = buildExpr(a->expr());
       return stmt;
     }
+    if (auto *c = ctx->callStmt()) {
+      if (!c->callee)
+        return nullptr;
+      stmt->kind = ast::StmtKind::Expr;
+      stmt->value = buildCall(c->callee, c->argList());
+      return stmt;
+    }
     return nullptr;
   }
 
@@ -495,6 +502,18 @@ private:
     return e;
   }
 
+  /// `callee(args)`, in an expression or as a statement.
+  ast::ExprPtr buildCall(antlr4::Token *callee, TesselParser::ArgListContext *args) {
+    auto e = make(ast::ExprKind::Call, locs_.of(callee), callee ? callee->getText() : "");
+    if (args)
+      for (auto *arg : args->arg()) {
+        e->keys.push_back(arg->key ? arg->key->getText() : "");
+        e->keyLocs.push_back(arg->key ? locs_.of(arg->key) : SourceLoc{});
+        e->operands.push_back(buildExpr(arg->expr()));
+      }
+    return e;
+  }
+
   ast::ExprPtr buildPrimary(TesselParser::PrimaryContext *ctx) {
     if (!ctx)
       return make(ast::ExprKind::Name, {});
@@ -505,16 +524,8 @@ private:
       return make(ast::ExprKind::String, loc, unquote(s->getText()));
     if (auto *n = dynamic_cast<TesselParser::NameRefContext *>(ctx))
       return make(ast::ExprKind::Name, loc, n->getText());
-    if (auto *c = dynamic_cast<TesselParser::CallExprContext *>(ctx)) {
-      auto e = make(ast::ExprKind::Call, locs_.of(c->callee), c->callee ? c->callee->getText() : "");
-      if (c->argList())
-        for (auto *arg : c->argList()->arg()) {
-          e->keys.push_back(arg->key ? arg->key->getText() : "");
-          e->keyLocs.push_back(arg->key ? locs_.of(arg->key) : SourceLoc{});
-          e->operands.push_back(buildExpr(arg->expr()));
-        }
-      return e;
-    }
+    if (auto *c = dynamic_cast<TesselParser::CallExprContext *>(ctx))
+      return buildCall(c->callee, c->argList());
     if (auto *p = dynamic_cast<TesselParser::ParenExprContext *>(ctx)) {
       if (!p->tupleComma)
         return buildExpr(p->expr(0));

@@ -401,8 +401,35 @@ Value Sema::scalarCall(const ast::Expr &call, const std::vector<Value> &args) {
     bool pickA = (fn == "min") == (a.asDouble() <= b.asDouble());
     return pickA ? a : b;
   }
+  if (fn == "moe_capacity") {
+    // The tokens of one sequence each expert takes: factor x its fair share of the
+    // sequence's seq x top_k routings, rounded up, and never more than the sequence.
+    if (!needNumbers(4))
+      return Value::error();
+    const Value &seq = args[0], &experts = args[1], &topK = args[2], &factor = args[3];
+    for (const Value *v : {&seq, &experts, &topK})
+      if (v->kind != Value::Int || v->i < 1) {
+        error(call.loc, "moe_capacity(seq, experts, top_k, factor) needs positive whole "
+                        "numbers for seq, experts and top_k");
+        return Value::error();
+      }
+    if (topK.i > experts.i) {
+      error(call.loc, "top_k = " + std::to_string(topK.i) + " is more than the " +
+                          std::to_string(experts.i) + " experts",
+            "each token chooses top_k different experts");
+      return Value::error();
+    }
+    if (!(factor.asDouble() > 0)) {
+      error(call.loc, "the capacity factor must be positive, not " + formatNumber(factor.asDouble()),
+            "1.25 is usual; capacity = seq instead never drops a token");
+      return Value::error();
+    }
+    double share = factor.asDouble() * static_cast<double>(seq.i) * static_cast<double>(topK.i) /
+                   static_cast<double>(experts.i);
+    return Value::ofInt(std::min<int64_t>(seq.i, static_cast<int64_t>(std::ceil(share - 1e-9))));
+  }
   error(call.loc, "'" + fn + "' cannot be used in a constant expression",
-        "constants may use + - * / // %, sqrt, min and max");
+        "constants may use + - * / // %, sqrt, min, max and moe_capacity");
   return Value::error();
 }
 

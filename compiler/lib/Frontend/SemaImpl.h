@@ -105,6 +105,8 @@ public:
   uint64_t expansion(const ast::Expr &expr);
   Value evalTensorExpr(const ast::Expr &expr, Frame &frame);
   void execBody(const std::vector<ast::StmtPtr> &body, Frame &frame);
+  /// A call written as a statement, for its effect; only `add_loss(term)` has one.
+  void execCallStatement(const ast::Expr &expr, Frame &frame);
   Value callBlock(const ast::Block &block, const ast::Expr &call, std::vector<Value> args,
                   Frame &caller);
   Value callBuiltin(const ast::Expr &call, Frame &frame);
@@ -133,6 +135,8 @@ public:
   std::map<std::string, const ast::Definition *> definitions_; ///< Dims and constants.
   std::set<std::string> dimDefinitions_;
   std::map<std::string, Value> evaluated_;
+  /// The scalar terms `add_loss` contributes to the training loss, in elaboration order.
+  std::vector<std::pair<int, SourceLoc>> lossTerms_;
   std::vector<std::string> evaluating_;
   std::map<std::string, NamedDim> dims_; ///< Every sized dim, `batch` included.
   std::set<std::tuple<int, uint32_t, uint32_t, std::string>> reported_;

@@ -192,6 +192,9 @@ private:
                             strings(attr<std::vector<std::string>>(op, "dims")));
     if (n == "softmax")
       return SoftmaxOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"));
+    if (n == "top_k")
+      return TopKOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"),
+                            attr<int64_t>(op, "k"));
     if (n == "layernorm")
       return LayerNormOp::create(b_, loc, type, in[0], in[1], in[2], f64("eps"));
     if (n == "rmsnorm")

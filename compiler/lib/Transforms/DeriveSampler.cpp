@@ -50,13 +50,22 @@ struct DeriveSampler : tessel::impl::DeriveSamplerBase<DeriveSampler> {
     sample.setSymName("sample");
     Block &body = sample.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    auto loss = ret.getOperand(0).getDefiningOp<CrossEntropyOp>();
+    // The loss is the cross-entropy, or it plus the terms of `add_loss`, added after it.
+    Value returned = ret.getOperand(0);
+    SmallVector<Operation *> terms; // The adds, outermost first.
+    while (auto add = returned.getDefiningOp<AddOp>()) {
+      terms.push_back(add);
+      returned = add.getLhs();
+    }
+    auto loss = returned.getDefiningOp<CrossEntropyOp>();
     if (!loss) {
       forward.emitError("must return a cross_entropy to derive a sampler from it");
       return signalPassFailure();
     }
     Value logits = loss.getLogits();
     ret->setOperands(logits);
+    for (Operation *add : terms)
+      add->erase();
     loss->erase();
 
     // Drop what no longer reaches the logits (the targets' uses went with the loss).

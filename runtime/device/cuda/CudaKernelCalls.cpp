@@ -172,6 +172,16 @@ bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
   return launched(c, cuda::softmaxGrad(rows, cols, c.fin(0), c.fin(1), c.fout(0), stream()));
 }
 
+bool run(KernelCall &c, const catalogue::TopKMask &p) {
+  int64_t rows, cols;
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols))
+    return false;
+  if (p.k < 1 || p.k > cols)
+    return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
+                  " columns");
+  return c.validating || launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
+}
+
 bool run(KernelCall &c, const catalogue::LayerNorm &p) {
   int64_t rows, cols;
   if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||

@@ -1,5 +1,5 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics
-// One case per verifier error of positions, the comparisons, where, rename and pow.
+// One case per verifier error of positions, the comparisons, where, rename, pow and top_k.
 
 func.func @positions_rank() {
   // expected-error @+1 {{'graph.positions' op produces positions along one dim, not [seq=8, embed=4]}}
@@ -77,5 +77,21 @@ func.func @pow_grad_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
 func.func @exponent_without_pow(%x: tensor<4xf32, #graph.dims<seq>>) {
   // expected-error @+1 {{'graph.unary_grad' op carries an exponent only for pow}}
   %0 = graph.unary_grad square %x, %x, %x exponent 2.0 : tensor<4xf32, #graph.dims<seq>>
+  return
+}
+
+// -----
+
+func.func @top_k_dim(%p: tensor<8x4xf32, #graph.dims<seq, experts>>) {
+  // expected-error @+1 {{'graph.top_k' op 'heads' is not a dim of [seq=8, experts=4]}}
+  %0 = graph.top_k %p dim "heads" k 1 : tensor<8x4xf32, #graph.dims<seq, experts>>
+  return
+}
+
+// -----
+
+func.func @top_k_too_many(%p: tensor<8x4xf32, #graph.dims<seq, experts>>) {
+  // expected-error @+1 {{'graph.top_k' op k = 5 is not in [1, 4], the size of 'experts'}}
+  %0 = graph.top_k %p dim "experts" k 5 : tensor<8x4xf32, #graph.dims<seq, experts>>
   return
 }

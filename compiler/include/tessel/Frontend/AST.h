@@ -61,14 +61,15 @@ struct TypedName {
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;
 
-enum class StmtKind { Param, Assign, Return, Repeat };
+enum class StmtKind { Param, Assign, Return, Repeat, Expr };
 
 struct Stmt {
   StmtKind kind;
   SourceLoc loc;
   Ident name;          ///< Param, Assign: the name bound.
   TypeExpr type;       ///< Param: its shape.
-  ExprPtr value;       ///< Param: its init (may be null); Assign, Return: the value; Repeat: count.
+  ExprPtr value;       ///< Param: its init (may be null); Assign, Return, Expr: the value; Repeat:
+                             ///< count.
   std::vector<StmtPtr> body; ///< Repeat.
 };
 

@@ -64,6 +64,7 @@ struct GraphInput {
 struct Graph {
   std::vector<GraphInput> inputs;
   std::vector<Op> ops;
+  /// The loss: the cross-entropy, plus the terms of `add_loss` when there are any.
   int result = -1;
 
   const TensorType &typeOf(int value) const {

@@ -30,6 +30,15 @@ struct SoftmaxPattern : PlanPattern<graph::SoftmaxOp> {
   }
 };
 
+struct TopKPattern : PlanPattern<graph::TopKOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::TopKOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+    return emit.alongDims("top_k_mask", shapeOf(op.getInput()), {op.getDim().str()},
+                          adaptor.getOperands(), {true}, op->getResults(), {true},
+                          {emit.i64("k", op.getK())});
+  }
+};
+
 struct SoftmaxGradPattern : PlanPattern<graph::SoftmaxGradOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::SoftmaxGradOp op, Adaptor adaptor, PlanEmitter &emit) const override {
@@ -81,6 +90,6 @@ struct RMSNormGradPattern : PlanPattern<graph::RMSNormGradOp> {
 void plan_lowering::populateNormalizationPatterns(RewritePatternSet &patterns,
                                                   const TypeConverter &converter,
                                                   PlanLowering &lowering) {
-  patterns.add<SoftmaxPattern, SoftmaxGradPattern, LayerNormPattern, LayerNormGradPattern,
+  patterns.add<SoftmaxPattern, SoftmaxGradPattern, TopKPattern, LayerNormPattern, LayerNormGradPattern,
                RMSNormPattern, RMSNormGradPattern>(converter, patterns.getContext(), lowering);
 }
