@@ -40,8 +40,15 @@ pairs with the other settings are the threads suite's explicit pipeline layouts.
 (-tessel-recompute) computes the same values again in the backward pass, so it must leave the
 losses and parameters as they are.
 
+With --same-accumulation the reference of a layout that accumulates over acc micro-batches is
+a one-rank run of the same micro-batches (acc of them, each of BATCH / acc sequences) rather than
+one micro-batch of the whole batch: a loss that is not a mean over sequences (a mixture of
+experts' load-balancing loss, a product of means over the micro-batch) depends on how the
+batch is cut, exactly as in PyTorch.
+
 usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--layout SPEC]...
                       [--factors LIST] [--full] [--mpirun 'mpirun --oversubscribe ...']
+                      [--same-accumulation]
 A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]]], e.g.
 2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full, and may
 end with named fields: cp=N for context parallelism (shard { seq = cp }) and context=ring for
@@ -285,6 +292,11 @@ def main():
                     help="every valid combination of the factors, not a covering array")
     ap.add_argument("--mpirun", help="run each layout as MPI processes, started by this command")
     ap.add_argument("--list", action="store_true", help="print the layouts and exit")
+    ap.add_argument("--same-accumulation", action="store_true",
+                    help="compare each layout with a one-rank run of the same micro-batches "
+                         "(accumulation dp x acc) rather than one micro-batch of the whole "
+                         "batch: for losses that are not means over sequences, such as a "
+                         "mixture of experts' load-balancing loss")
     args = ap.parse_args()
     varied = args.factors.split(",")
     unknown = [f for f in varied if f not in FACTORS]
@@ -304,19 +316,30 @@ def main():
         print(f"FAIL: ranks as MPI processes need '{mpirun[0]}', which is not on PATH")
         return 1
     template = open(args.model).read()
-    one = {"dp": 1, "tp": 1, "pp": 1, "sp": 0, "zero": 0, "acc": 1, "recompute": "none"}
+    references = {}
+
+    def reference(acc):
+        """The one-rank run with `acc` micro-batches per step, trained once."""
+        if acc not in references:
+            one = {"dp": 1, "tp": 1, "pp": 1, "sp": 0, "zero": 0, "acc": acc, "recompute": "none"}
+            references[acc] = train(args, one, template)
+            if len(references[acc][0]) != STEPS:
+                raise RuntimeError(f"the one-rank run logged {len(references[acc][0])} steps, "
+                                   f"not {STEPS}")
+        return references[acc]
+
     try:
-        ref = train(args, one, template)
+        reference(1)
     except (RuntimeError, KeyError, OSError) as e:
         print(f"FAIL the one-rank reference: {e}")
-        return 1
-    if len(ref[0]) != STEPS:
-        print(f"the one-rank run logged {len(ref[0])} steps, not {STEPS}")
         return 1
     failures = 0
     worst_loss = worst_param = 0.0
     for c in layouts:
         try:
+            # The layout's micro-batch over all its data-parallel ranks holds
+            # BATCH / acc sequences; a one-rank run of the same micro-batches accumulates acc.
+            ref = reference(c["acc"] if args.same_accumulation else 1)
             loss_err, param_err = compare(ref, train(args, c, template, mpirun))
         except (RuntimeError, KeyError, OSError) as e:
             print(f"FAIL {name_of(c)}: {e}")
