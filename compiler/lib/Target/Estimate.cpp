@@ -247,7 +247,12 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
   char line[160];
   os << e.model << ": " << e.worldSize << (e.worldSize == 1 ? " rank" : " ranks") << ", "
      << e.parameterCount << " parameters, precision " << e.precision << ", accumulation "
-     << e.accumulation << "\n\n";
+     << e.accumulation << "\n";
+  if (!e.routing.empty())
+    os << "mixture of experts (" << e.routing << "): " << e.activeParameterCount
+       << " parameters active per token of " << e.parameterCount << "; experts hold "
+       << e.expertParameterCount << "\n";
+  os << "\n";
   // One row per run of consecutive ranks with the same figures ("0-127"): a layout of
   // thousands of ranks has as many rows as it has different ranks.
   const std::vector<std::pair<size_t, size_t>> runs = runsOfSameFigures(e.ranks);
@@ -298,7 +303,12 @@ std::string tessel::estimateJson(const PlanEstimate &e) {
   os.precision(17);
   os << "{\"model\": \"" << e.model << "\", \"world_size\": " << e.worldSize
      << ", \"precision\": \"" << e.precision << "\", \"accumulation\": " << e.accumulation
-     << ", \"parameter_count\": " << e.parameterCount << ",\n \"ranks\": [";
+     << ", \"parameter_count\": " << e.parameterCount;
+  if (!e.routing.empty())
+    os << ", \"active_parameter_count\": " << e.activeParameterCount
+       << ", \"expert_parameter_count\": " << e.expertParameterCount << ", \"routing\": \""
+       << e.routing << "\"";
+  os << ",\n \"ranks\": [";
   for (size_t i = 0; i < e.ranks.size(); ++i) {
     const RankEstimate &r = e.ranks[i];
     os << (i ? ",\n  " : "\n  ") << "{\"rank\": " << r.rank << ", \"parameters\": " << r.parameters

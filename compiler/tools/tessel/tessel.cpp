@@ -483,7 +483,7 @@ int runCompile(const char *argv0) {
 }
 
 /// Loads, checks and compiles the input file into `plan`; returns the exit code on failure.
-int compileToPlan(const char *argv0, planfile::Plan &plan) {
+int compileToPlan(const char *argv0, planfile::Plan &plan, ParameterCounts *counts = nullptr) {
   Frontend fe;
   if (!load(fe, argv0)) {
     finish(fe);
@@ -493,6 +493,8 @@ int compileToPlan(const char *argv0, planfile::Plan &plan) {
   if (!program)
     return finish(fe);
   finish(fe);
+  if (counts)
+    *counts = countParameters(*program);
   return lower(*program, fe, Emit::PlanFile, nullptr, &plan);
 }
 
@@ -532,9 +534,17 @@ int runEstimate(const char *argv0) {
   if (!estimateCluster.empty() && !loadCluster(argv0, estimateCluster, cluster))
     return 1;
   planfile::Plan plan;
-  if (int rc = compileToPlan(argv0, plan))
+  ParameterCounts counts;
+  if (int rc = compileToPlan(argv0, plan, &counts))
     return rc;
   PlanEstimate e = estimatePlan(plan);
+  if (counts.expert > 0) {
+    e.activeParameterCount = counts.active;
+    e.expertParameterCount = counts.expert;
+    for (const ParameterCounts::Routing &r : counts.routings)
+      e.routing += (e.routing.empty() ? "top " : ", top ") + std::to_string(r.k) + " of " +
+                   std::to_string(r.experts) + " " + r.dim;
+  }
   StepPrediction prediction;
   if (estimateCluster.empty()) {
     outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));

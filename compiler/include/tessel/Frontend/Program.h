@@ -162,6 +162,23 @@ struct Program {
   TrainConfig train;
 };
 
+/// What a mixture of experts makes of a model's parameters: all of them exist, but a token
+/// runs only its top-k experts. A parameter belongs to the experts of `top_k(x, dim, k)` when
+/// it has `dim` and every product reading it keeps `dim` as a batch dim (each expert's slice
+/// meets only its own tokens); the router, which every token reads whole, does not.
+struct ParameterCounts {
+  double total = 0;  ///< Elements of all parameters.
+  double active = 0; ///< Those a token computes with: each expert's share scaled by k / experts.
+  double expert = 0; ///< Elements of the experts' parameters.
+  /// Per experts dim routed by top_k: the dim, its size and k.
+  struct Routing {
+    std::string dim;
+    int64_t experts = 0, k = 0;
+  };
+  std::vector<Routing> routings;
+};
+ParameterCounts countParameters(const Program &program);
+
 } // namespace tessel
 
 #endif // TESSEL_FRONTEND_PROGRAM_H

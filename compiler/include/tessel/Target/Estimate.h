@@ -33,6 +33,11 @@ struct PlanEstimate {
   uint32_t worldSize = 1;
   int64_t accumulation = 1;
   double parameterCount = 0;       ///< Ψ: elements of all parameters, whole.
+  /// For a mixture of experts (set from the graph; the plan does not know which parameters are
+  /// an expert's): the parameters a token computes with, those of the experts, and the routing
+  /// ("top 2 of 8 experts"). Zero and empty otherwise.
+  double activeParameterCount = 0, expertParameterCount = 0;
+  std::string routing;
   std::vector<RankEstimate> ranks; ///< One per rank, in rank order.
   /// Bytes one rank sends per optimizer step, by communicator group ("dp", "tp", "dp_tp").
   std::map<std::string, double> communication;
