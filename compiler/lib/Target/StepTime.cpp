@@ -129,6 +129,11 @@ public:
     }
     if (in.kernel == "attention" || in.kernel == "attention_grad") {
       double kv = static_cast<double>(intAttr(in, "kv_seq"));
+      if (c_.unfusedAttention)
+        return cost::unfusedAttention(
+            c_, static_cast<double>(intAttr(in, "batch")), static_cast<double>(intAttr(in, "seq")),
+            static_cast<double>(intAttr(in, "heads")), kv, static_cast<double>(intAttr(in, "head")),
+            in.kernel == "attention_grad", elementBytes_, flops);
       double visible = kv;
       if (intAttr(in, "causal")) {
         double window = static_cast<double>(intAttr(in, "window", 0));
