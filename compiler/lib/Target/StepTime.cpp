@@ -50,8 +50,13 @@ struct ProgramTime {
   double total = 0, compute = 0, recompute = 0, hidden = 0;
   std::map<std::string, double> exposed;
   double modelFlops = 0, hardwareFlops = 0;
+  std::map<std::string, KernelCost> kernels;
 
   void add(const ProgramTime &o, double times) {
+    for (const auto &[name, k] : o.kernels) {
+      kernels[name].seconds += k.seconds * times;
+      kernels[name].calls += k.calls * times;
+    }
     total += o.total * times;
     compute += o.compute * times;
     recompute += o.recompute * times;
@@ -183,6 +188,8 @@ public:
         double d = collectiveTime(in, rank);
         if (d == 0)
           continue;
+        t.kernels[in.kernel].seconds += d;
+        t.kernels[in.kernel].calls += 1;
         double start = std::max(now, commFree);
         commFree = start + d;
         std::string group = stringAttr(in, "group");
@@ -204,6 +211,9 @@ public:
       }
       double flops = 0;
       double d = kernelTime(in, flops);
+      KernelCost &k = t.kernels[in.kernel + (in.recomputed ? " (recomputed)" : "")];
+      k.seconds += d;
+      k.calls += 1;
       now += d;
       (in.recomputed ? t.recompute : t.compute) += d;
       t.hardwareFlops += flops;
@@ -281,6 +291,8 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
     for (const auto &[g, t] : opt.exposed)
       b.exposed[g] += t;
     out.step = step.total + opt.total;
+    step.add(opt, 1);
+    out.kernels = step.kernels;
     stepFlopsModel = step.modelFlops * plan.worldSize;
     stepFlopsHardware = step.hardwareFlops * plan.worldSize;
     out.tokens = tokensOf(plan, "forward_backward") * static_cast<double>(accumulation);
@@ -364,6 +376,8 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       // What the stage's own work does not fill of the pipeline's span is bubble.
       b.bubble = std::max(0.0, out.timeline.makespan - work.total - pp);
       out.breakdown = b;
+      work.add(opt, 1);
+      out.kernels = work.kernels;
     }
     out.step = worst;
     out.tokens = tokensOf(plan, "forward.0") * static_cast<double>(m);
@@ -441,6 +455,13 @@ std::string tessel::predictionJson(const StepPrediction &p) {
     os << (first ? "" : ", ") << "\"" << g << "\": " << t;
     first = false;
   }
-  os << "}}}";
+  os << "}}, \"kernels\": {";
+  first = true;
+  for (const auto &[name, k] : p.kernels) {
+    os << (first ? "" : ", ") << "\"" << name << "\": {\"seconds\": " << k.seconds
+       << ", \"calls\": " << k.calls << "}";
+    first = false;
+  }
+  os << "}}";
   return os.str();
 }
