@@ -63,6 +63,7 @@ const Key kKeys[] = {
     {"efficiency.attention", Quantity::Table, true},
     {"efficiency.memory", Quantity::Fraction, true},
     {"attention.kernel", Quantity::Word, false},
+    {"stash.bandwidth", Quantity::Bandwidth, false},
     {"overhead.kernel", Quantity::Time, false},
     {"overhead.collective", Quantity::Time, false},
 };
@@ -295,6 +296,8 @@ bool parseCluster(const std::string &text, const std::string &file, Cluster &out
       c.inter.bandwidth = x;
     else if (key == "inter.latency")
       c.inter.latency = x;
+    else if (key == "stash.bandwidth")
+      c.stashBandwidth = x;
     else if (key == "efficiency.memory")
       c.memoryEfficiency = x;
     else if (key == "overhead.kernel")
@@ -337,6 +340,8 @@ std::string formatCluster(const Cluster &c, const std::string &header) {
      << "efficiency.attention = " << table(c.attention) << "\n"
      << "efficiency.memory = " << number(c.memoryEfficiency) << "\n"
      << (c.unfusedAttention ? "attention.kernel = unfused\n" : "")
+     << (c.stashBandwidth > 0 ? "stash.bandwidth = " + number(c.stashBandwidth / 1e9) + " GB/s\n"
+                              : "")
      << "overhead.kernel = " << number(c.kernelOverhead * 1e6) << " us\n"
      << "overhead.collective = " << number(c.collectiveOverhead * 1e6) << " us\n";
   return os.str();

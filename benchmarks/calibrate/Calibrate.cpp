@@ -320,6 +320,7 @@ int main(int argc, char **argv) {
   // Memory: the bandwidth of an add over arrays far larger than the caches, and the share of
   // it a layer's memory-bound kernels reach; the fixed cost of a call.
   c.memoryBandwidth = perRank(ranks, threads, [&] { return memoryBandwidth(budget); });
+  c.stashBandwidth = c.memoryBandwidth; // a pipelined run keeps its values in host memory
   c.memoryEfficiency =
       perRank(ranks, threads, [&] { return memoryEfficiency(c.memoryBandwidth, budget); });
   c.kernelOverhead = perRank(ranks, threads, [&] { return kernelOverhead(budget); });

@@ -58,6 +58,10 @@ double cost::unfusedAttention(const cluster::Cluster &c, double batch, double se
   return t;
 }
 
+double cost::stash(const cluster::Cluster &c, double bytes) {
+  return c.stashBandwidth > 0 ? bytes / c.stashBandwidth : 0;
+}
+
 double cost::memoryBound(const cluster::Cluster &c, double bytes) {
   return bytes / (c.memoryBandwidth * c.memoryEfficiency) + c.kernelOverhead;
 }

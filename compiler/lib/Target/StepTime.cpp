@@ -226,6 +226,31 @@ public:
     return t;
   }
 
+  /// The pipeline runtime's copies around one run of a stage's program (PipelineWalk): every
+  /// input that is not host data goes from the stash to a staging buffer, which is zeroed
+  /// first, and into the program's arena (a write and two copies), every output into the stash
+  /// (one copy), as 4-byte floats.
+  double stashTime(const std::string &name, uint32_t stage) const {
+    double bytes = 0;
+    for (const pf::Program &p : plan_.programs) {
+      if (p.name != name || p.stage != stage)
+        continue;
+      auto elements = [](const pf::Port &port) {
+        double n = 1;
+        for (int64_t d : port.shape)
+          n *= static_cast<double>(d);
+        return n;
+      };
+      for (const pf::Port &in : p.inputs)
+        if (!pipeline::isHostInput(in.name))
+          bytes += (1 + 2 * 2) * 4 * elements(in);
+      for (const pf::Port &out : p.outputs)
+        if (!pipeline::isHostOutput(out.name))
+          bytes += 2 * 4 * elements(out);
+    }
+    return cost::stash(c_, bytes);
+  }
+
   ProgramTime timeOf(const std::string &name, uint32_t stage, uint32_t rank) {
     for (const pf::Program &p : plan_.programs)
       if (p.name == name && p.stage == stage)
@@ -312,6 +337,13 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       k.forward = k.backward = k.backwardInput = k.backwardWeight = 0;
       for (const std::string &name : chain.programs[static_cast<size_t>(c)]) {
         ProgramTime t = model.timeOf(name, stage, rank);
+        double stash = model.stashTime(name, stage);
+        if (stash > 0) {
+          t.total += stash;
+          t.compute += stash;
+          t.kernels["(pipeline stash copies)"].seconds += stash;
+          t.kernels["(pipeline stash copies)"].calls += 1;
+        }
         perChunk[static_cast<size_t>(c)].add(t, 1);
         if (name.rfind("forward", 0) == 0)
           k.forward += t.total;

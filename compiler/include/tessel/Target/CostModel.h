@@ -37,6 +37,10 @@ double unfusedAttention(const cluster::Cluster &c, double batch, double seq, dou
                         double kvSeq, double head, bool backward, double elementBytes,
                         double &flops);
 
+/// The pipeline runtime moving `bytes` (reads and writes counted) through its stash, at
+/// `stash.bandwidth`; nothing on a cluster without one.
+double stash(const cluster::Cluster &c, double bytes);
+
 /// A memory-bound kernel moving `bytes`: bytes / (bandwidth × memory efficiency) + overhead.
 double memoryBound(const cluster::Cluster &c, double bytes);
 
