@@ -50,8 +50,9 @@ std::string human(double bytes) {
 
 /// Whether two ranks' figures are the same in every column the table shows.
 bool sameFigures(const RankEstimate &a, const RankEstimate &b) {
-  return a.parameters == b.parameters && a.gradients == b.gradients && a.optimizer == b.optimizer &&
-         a.activations == b.activations && a.stash == b.stash && a.inFlight == b.inFlight;
+  return a.parameters == b.parameters && a.gradients == b.gradients &&
+         a.optimizer == b.optimizer && a.activations == b.activations && a.stash == b.stash &&
+         a.inFlight == b.inFlight;
 }
 
 /// The ranks of `ranks` as runs of consecutive ranks with the same figures, each [first, last]
@@ -71,7 +72,8 @@ std::vector<std::pair<size_t, size_t>> runsOfSameFigures(const std::vector<RankE
 /// "3", or "0-127" for a run of ranks.
 std::string rankRange(const std::vector<RankEstimate> &ranks, std::pair<size_t, size_t> run) {
   std::string first = std::to_string(ranks[run.first].rank);
-  return run.first == run.second ? first : first + "-" + std::to_string(ranks[run.second].rank);
+  return run.first == run.second ? first
+                                 : first + "-" + std::to_string(ranks[run.second].rank);
 }
 
 } // namespace
