@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
 """The step-time model against measured steps on this CPU.
 
-Calibrates this machine once (`tessel calibrate --threads 1`: every rank below runs one compute
-thread), then for each model × layout (one rank; dp 2 × tp 2; a 2-stage 1F1B pipeline) it
+For each layout (one rank; dp 2 × tp 2; a 2-stage 1F1B pipeline) and model it
 
   1. writes the model with that layout (its `parallel` section replaced; the pipeline runs 4
-     micro-batches of a quarter of the batch each),
-  2. predicts the step with `tessel estimate MODEL --cluster CPU --json`,
-  3. compiles it, trains it for --steps steps with `--threads R` (R ranks, one thread each)
-     and takes the median `step_time_s` of the steps after the first,
-  4. prints predicted, measured and the error, and rewrites the section
-     "Step-time model against measured steps (CPU)" of benchmarks/RESULTS.md.
+     micro-batches of a quarter of the batch each) and compiles it,
+  2. calibrates this machine as the layout's R ranks see it, just before the run (`tessel
+     calibrate --threads 1 --ranks R`: every figure is what each of R ranks, one compute thread
+     each, gets while all R run at once, so ranks that outnumber the cores, or share them with
+     other work, are measured sharing them),
+  3. predicts the step with `tessel estimate MODEL --cluster CPU --json`,
+  4. trains it for --steps steps with `--threads R` (R ranks, one thread each) and
+     `--profile`, and takes the median `step_time_s` of the steps after the first,
+  5. prints predicted, measured and the error (with --kernels, also each kernel's predicted and
+     measured time per step: the estimate's slowest stage against the runner's rank 0), and
+     rewrites the section "Step-time model against measured steps (CPU)" of
+     benchmarks/RESULTS.md.
 
-When the layout has more ranks than the machine has cores, the ranks share the cores: the
-cluster file given to the estimate then has its compute rates and memory bandwidth scaled by
-cores / ranks (the file is written next to the calibrated one, and the table says so).
+Run it with the build lock held (`flock /tmp/tessel-build.lock benchmarks/predict_cpu.py`) so
+that no build shares the cores meanwhile.
 
-usage: benchmarks/predict_cpu.py [--steps N] [--build DIR] [--work DIR] [--no-results]
+usage: benchmarks/predict_cpu.py [--steps N] [--build DIR] [--work DIR] [--kernels]
+                                 [--no-results]
 """
 import argparse
 import json
@@ -61,16 +66,14 @@ def with_layout(text, section, divisor):
     return text.rstrip() + "\n\n" + section
 
 
-def scaled_cluster(path, factor, out):
-    """The cluster file at `path` with compute rates and memory bandwidth times `factor`."""
-    lines = []
-    for line in open(path):
-        m = re.match(r"(accelerator\.(?:bf16|fp32|bandwidth)) = ([0-9.e+-]+) (\S+)", line)
-        if m:
-            line = f"{m.group(1)} = {float(m.group(2)) * factor:.6g} {m.group(3)}\n"
-        lines.append(line)
-    open(out, "w").write("".join(lines))
-    return out
+def profile_of(output, steps):
+    """{kernel: seconds per step} from the runner's --profile table."""
+    kernels = {}
+    for line in output.splitlines():
+        m = re.match(r"^(\S.*?)\s+([0-9.]+)\s+(\d+)\s+[0-9.]+%$", line)
+        if m and m.group(1) != "kernel":
+            kernels[m.group(1)] = float(m.group(2)) / steps
+    return kernels
 
 
 def run(cmd, **kw):
@@ -79,9 +82,10 @@ def run(cmd, **kw):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--work", default="/tmp/tessel-predict-cpu")
+    ap.add_argument("--kernels", action="store_true", help="compare each kernel's time too")
     ap.add_argument("--no-results", action="store_true", help="do not rewrite RESULTS.md")
     args = ap.parse_args()
     tessel = os.path.join(args.build, "bin", "tessel")
@@ -89,36 +93,43 @@ def main():
     cores = os.cpu_count() or 1
     load_before = os.getloadavg()[0]
 
-    cluster = os.path.join(args.work, "cpu.cluster")
-    run([tessel, "calibrate", "--threads", "1", "-o", cluster])
+    texts = {os.path.splitext(os.path.basename(m))[0]: open(os.path.join(ROOT, m)).read()
+             for m in MODELS}
     rows = []
-    for model in MODELS:
-        text = open(os.path.join(ROOT, model)).read()
-        name = os.path.splitext(os.path.basename(model))[0]
-        for layout, section, divisor, ranks in layouts(text):
+    for index in range(3):
+        ranks = layouts("")[index][3]
+        for name, text in texts.items():
+            layout, section, divisor, _ = layouts(text)[index]
             tag = f"{name}-{layout.split()[0]}{ranks}"
             path = os.path.join(args.work, tag + ".model")
             open(path, "w").write(with_layout(text, section, divisor))
-            c = cluster
-            if ranks > cores:
-                c = scaled_cluster(cluster, cores / ranks,
-                                   os.path.join(args.work, f"cpu-shared-{ranks}.cluster"))
-            est = json.loads(run([tessel, "estimate", path, "--cluster", c, "--json",
-                                  "-I", ROOT]).stdout)
-            predicted = est["prediction"]["step"]
             exe = os.path.join(args.work, tag)
             run([tessel, "compile", path, "-o", exe, "-I", ROOT])
+            # Calibrated just before the run: what the ranks get of the cores moves with the
+            # machine's other work.
+            cluster = os.path.join(args.work, tag + ".cluster")
+            run([tessel, "calibrate", "--threads", "1", "--ranks", str(ranks), "-o", cluster])
+            est = json.loads(run([tessel, "estimate", path, "--cluster", cluster, "--json",
+                                  "-I", ROOT]).stdout)
+            predicted = est["prediction"]["step"]
             metrics = os.path.join(args.work, tag + ".metrics.jsonl")
             if os.path.exists(metrics):
                 os.remove(metrics)
-            run([exe, "--steps", str(args.steps), "--threads", str(ranks), "--eval-every", "0",
-                 "--metrics", metrics], cwd=ROOT)
+            out = run([exe, "--steps", str(args.steps), "--threads", str(ranks),
+                       "--eval-every", "0", "--profile", "--metrics", metrics],
+                      cwd=ROOT).stdout
             steps = [json.loads(l) for l in open(metrics) if '"step_time_s"' in l]
             measured = statistics.median(float(s["step_time_s"]) for s in steps[1:] or steps)
             err = predicted / measured - 1
             rows.append((name, layout, ranks, predicted, measured, err))
             print(f"{name:14s} {layout:30s} predicted {predicted * 1e3:9.1f} ms  measured "
                   f"{measured * 1e3:9.1f} ms  error {100 * err:+6.1f}%", flush=True)
+            if args.kernels:
+                got = profile_of(out, args.steps)
+                want = {k: v["seconds"] for k, v in est["prediction"]["kernels"].items()}
+                for k in sorted(set(got) | set(want), key=lambda k: -got.get(k, 0)):
+                    print(f"    {k:34s} predicted {want.get(k, 0) * 1e3:8.2f} ms  measured "
+                          f"{got.get(k, 0) * 1e3:8.2f} ms")
     load_after = os.getloadavg()[0]
     within = sum(abs(r[5]) <= 0.15 for r in rows)
     print(f"{within} of {len(rows)} within 15%")
@@ -129,11 +140,11 @@ def main():
     out = [SECTION, "",
            f"{time.strftime('%Y-%m-%d')}, {cpu}, {cores} cores; load average {load_before:.1f} "
            f"before and {load_after:.1f} after (the machine was shared with other builds and "
-           "runs: the figures move with the load). Calibrated by `tessel calibrate --threads 1`; "
-           "each rank runs one compute thread; layouts with more ranks than cores get a cluster "
-           "file with the compute rates and bandwidth scaled by cores / ranks. Measured: the "
-           f"median `step_time_s` of steps 2..{args.steps}.", "",
-           "Command: `benchmarks/predict_cpu.py --steps %d`" % args.steps, "",
+           "runs outside the build lock: the figures move with the load). Each layout's ranks are "
+           "calibrated together (`tessel calibrate --threads 1 --ranks R`) just before each run; "
+           "each rank runs one compute thread. Measured: the median `step_time_s` of steps "
+           f"2..{args.steps}.", "",
+           "Command: `flock /tmp/tessel-build.lock benchmarks/predict_cpu.py --steps %d`" % args.steps, "",
            "| model | layout | ranks | predicted | measured | error |",
            "|---|---|---|---|---|---|"]
     for name, layout, ranks, p, m, e in rows:

@@ -2,8 +2,8 @@
 //
 // One `key = value` per line, `#` starts a comment. A value is a quoted string (name), an
 // integer (node.accelerators), a number with the unit its key's quantity needs (a rate, a
-// bandwidth, a size, a time), a bare fraction (efficiency.memory) or a table of
-// `size:efficiency` pairs. Every problem is reported at its line and column.
+// bandwidth, a size, a time), a bare fraction (efficiency.memory), a word (attention.kernel)
+// or a table of `size:efficiency` pairs. Every problem is reported at its line and column.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +39,7 @@ double EfficiencyTable::at(double size) const {
 
 namespace {
 
-enum class Quantity { Name, Count, Rate, Bandwidth, Size, Time, Fraction, Table };
+enum class Quantity { Name, Count, Rate, Bandwidth, Size, Time, Fraction, Table, Word };
 
 struct Key {
   const char *name;
@@ -62,6 +62,8 @@ const Key kKeys[] = {
     {"efficiency.gemm", Quantity::Table, true},
     {"efficiency.attention", Quantity::Table, true},
     {"efficiency.memory", Quantity::Fraction, true},
+    {"attention.kernel", Quantity::Word, false},
+    {"stash.bandwidth", Quantity::Bandwidth, false},
     {"overhead.kernel", Quantity::Time, false},
     {"overhead.collective", Quantity::Time, false},
 };
@@ -262,6 +264,11 @@ bool parseCluster(const std::string &text, const std::string &file, Cluster &out
       c.perNode = n;
       continue;
     }
+    case Quantity::Word:
+      if (value != "fused" && value != "unfused")
+        return p.fail(valueAt, key + " is 'fused' or 'unfused', not '" + value + "'");
+      c.unfusedAttention = value == "unfused";
+      continue;
     case Quantity::Table: {
       EfficiencyTable t;
       if (!p.table(*k, value, valueAt, t))
@@ -289,6 +296,8 @@ bool parseCluster(const std::string &text, const std::string &file, Cluster &out
       c.inter.bandwidth = x;
     else if (key == "inter.latency")
       c.inter.latency = x;
+    else if (key == "stash.bandwidth")
+      c.stashBandwidth = x;
     else if (key == "efficiency.memory")
       c.memoryEfficiency = x;
     else if (key == "overhead.kernel")
@@ -330,6 +339,9 @@ std::string formatCluster(const Cluster &c, const std::string &header) {
      << "efficiency.gemm = " << table(c.gemm) << "\n"
      << "efficiency.attention = " << table(c.attention) << "\n"
      << "efficiency.memory = " << number(c.memoryEfficiency) << "\n"
+     << (c.unfusedAttention ? "attention.kernel = unfused\n" : "")
+     << (c.stashBandwidth > 0 ? "stash.bandwidth = " + number(c.stashBandwidth / 1e9) + " GB/s\n"
+                              : "")
      << "overhead.kernel = " << number(c.kernelOverhead * 1e6) << " us\n"
      << "overhead.collective = " << number(c.collectiveOverhead * 1e6) << " us\n";
   return os.str();

@@ -55,6 +55,16 @@ struct Cluster {
   /// sequence length; the fraction of the memory bandwidth memory-bound kernels reach.
   EfficiencyTable gemm, attention;
   double memoryEfficiency = 1;
+  /// How attention runs: one fused (flash) kernel timed by the attention table, or, as
+  /// Megatron-LM ran it before fused kernels, two batched GEMMs (q·kᵀ and p·v, timed by the GEMM
+  /// table over the whole s × s scores, causal or not) with a scale-mask-softmax and a dropout
+  /// kernel that each read and write the scores.
+  bool unfusedAttention = false;
+  /// The rate at which a pipelined run moves the values between a stage's programs through
+  /// host memory (the runtime's stash, common/PipelineWalk.h), in bytes/s: the memory
+  /// bandwidth on the CPU backend. 0: the values stay where the programs run and cost nothing
+  /// to keep (the GPU presets: what the runtime's host stash costs over PCIe is not modelled).
+  double stashBandwidth = 0;
   /// Fixed time per kernel (launch and framework overhead) and per collective call.
   double kernelOverhead = 0, collectiveOverhead = 0;
 

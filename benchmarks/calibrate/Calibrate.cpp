@@ -3,16 +3,22 @@
 // Measures what the step-time model needs to know of this CPU, with the runtime's own CPU
 // kernels and communicators, and prints it as a cluster file (common/Cluster.h):
 //
-// Each figure is the median of repeated runs (what the machine sustains, load included).
+// Each figure is the mean over repeated runs (what the machine sustains, load included).
 //   - the fp32 GEMM rate of kernels/cpu's gemm on square products of 64 .. 1024 and on the
 //     shapes of a transformer layer: the best rate is the peak, each size's rate over it the
 //     GEMM efficiency table;
 //   - the attention kernel's rate by sequence length (causal, 4 heads of 64), as a fraction of
 //     that peak;
-//   - the memory bandwidth a memory-bound kernel (elementwise add of 3 × 64 MiB) reaches, and
-//     the fixed time of a kernel call on one element;
+//   - the memory bandwidth a memory-bound kernel (elementwise add of 3 × 64 MiB) reaches, the
+//     share of it a layer's memory-bound kernels reach (norms, GELU, adds, AdamW: on a CPU
+//     their arithmetic bounds them as much as memory does), and the fixed time of a kernel
+//     call on one element;
 //   - all-reduce over the local communicator (ranks as threads): latency from 4-byte messages,
 //     bandwidth from 16 MiB ones, both read through the ring formula the model uses;
+//   - with --ranks R, every compute and memory figure is what each of R ranks gets while all R
+//     run it at once (as the ranks of a `--threads` run do), and the all-reduce is over R
+//     ranks: with more ranks × threads than cores, or other work on the machine, the ranks
+//     share the cores, and the figures say so;
 //   - with --mpi, started under mpirun with 2 processes, the same over the MPI communicator:
 //     the inter-node link (on one host it is shared memory, still a process boundary).
 //
@@ -45,22 +51,21 @@ namespace {
 
 double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
-/// The median time of `fn` over repetitions filling about `budget` seconds (at least 5 runs).
-/// The median, not the best: a training run lasts long enough to see what the machine
-/// sustains, interruptions by other work included, not its best moment.
-template <typename Fn> double medianTime(Fn fn, double budget) {
+/// The mean time of `fn` over repetitions filling about `budget` seconds (at least 5 runs):
+/// the wall time over the calls, not the median or the best call. A training step lasts long
+/// enough to see what the machine sustains, and a call shorter than a scheduler time slice
+/// mostly runs uninterrupted: only the mean over a window sees the share of the cores a rank
+/// gets when ranks or other work outnumber the cores.
+template <typename Fn> double meanTime(Fn fn, double budget) {
   fn(); // warm caches, thread pools, page mappings
-  std::vector<double> times;
   double start = now();
-  for (int i = 0; i < 5 || now() - start < budget; ++i) {
-    double t0 = now();
+  int calls = 0;
+  while (calls < 5 || now() - start < budget) {
     fn();
-    times.push_back(now() - t0);
-    if (i > 1000)
+    if (++calls > 100000)
       break;
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return (now() - start) / calls;
 }
 
 std::vector<float> filled(size_t n) {
@@ -75,7 +80,7 @@ double gemmRate(int64_t m, int64_t n, int64_t k, double budget) {
   std::vector<float> c(static_cast<size_t>(m * n));
   cpu::GemmArgs g;
   g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
-  double t = medianTime([&] { cpu::gemm(g, a.data(), b.data(), c.data()); }, budget);
+  double t = meanTime([&] { cpu::gemm(g, a.data(), b.data(), c.data()); }, budget);
   return 2.0 * static_cast<double>(m * n * k) / t;
 }
 
@@ -87,9 +92,99 @@ double attentionRate(int64_t seq, double budget) {
   auto q = filled(n), k = filled(n), v = filled(n);
   std::vector<float> o(n);
   double t =
-      medianTime([&] { cpu::attention(args, q.data(), k.data(), v.data(), o.data()); }, budget);
+      meanTime([&] { cpu::attention(args, q.data(), k.data(), v.data(), o.data()); }, budget);
   // As the model counts it: 4 b h s (s / 2) d for a causal forward.
   return 4.0 * 4 * static_cast<double>(seq) * (static_cast<double>(seq) / 2) * 64 / t;
+}
+
+/// The bytes per second of an elementwise add of three 64 MiB arrays: the memory bandwidth.
+double memoryBandwidth(double budget) {
+  int64_t n = 16 << 20;
+  auto a = filled(static_cast<size_t>(n)), b = filled(static_cast<size_t>(n));
+  std::vector<float> y(static_cast<size_t>(n));
+  cpu::Shape shape;
+  shape.rank = 1;
+  shape.size[0] = n;
+  cpu::Strides one;
+  one.stride[0] = 1;
+  double t = meanTime(
+      [&] { cpu::binary(cpu::BinaryKind::Add, shape, a.data(), one, b.data(), one, y.data()); },
+      budget);
+  return 3.0 * 4 * static_cast<double>(n) / t;
+}
+
+/// The time of a kernel call on one element: what a call costs beyond its work.
+double kernelOverhead(double budget) {
+  float x1 = 1, y1 = 0;
+  double call = meanTime(
+      [&] {
+        for (int i = 0; i < 1000; ++i)
+          cpu::unary(cpu::UnaryKind::Exp, 1, &x1, &y1);
+      },
+      budget / 4);
+  return call / 1000;
+}
+
+/// The share of `bandwidth` a transformer layer's memory-bound kernels reach, their bytes
+/// counted as the step-time model counts them (every operand read or written once): layer
+/// norm and its gradient and a residual add on 1024 tokens × 512, GELU and its gradient on
+/// 1024 × 2048, AdamW on 1M parameters. On a CPU such kernels are bound by their arithmetic
+/// (tanh, divisions, row reductions) as much as by memory, so an add alone overstates them.
+double memoryEfficiency(double bandwidth, double budget) {
+  const int64_t rows = 1024, cols = 512, wide = 4 * cols, params = 1 << 20;
+  size_t narrow = static_cast<size_t>(rows * cols), broad = static_cast<size_t>(rows * wide);
+  auto x = filled(narrow), dy = filled(narrow), g = filled(cols), b = filled(cols);
+  std::vector<float> y(narrow), dx(narrow), dg(cols), db(cols);
+  auto xw = filled(broad), dyw = filled(broad);
+  std::vector<float> yw(broad), dxw(broad);
+  auto param = filled(params), grad = filled(params), m = filled(params), v = filled(params);
+  for (float &e : v)
+    e = e * e;
+  cpu::Shape shape;
+  shape.rank = 1;
+  shape.size[0] = static_cast<int64_t>(narrow);
+  cpu::Strides one;
+  one.stride[0] = 1;
+  cpu::AdamWArgs adam;
+  adam.lr = 1e-4f;
+  double t = meanTime(
+      [&] {
+        cpu::layerNorm(rows, cols, x.data(), g.data(), b.data(), 1e-5f, y.data());
+        cpu::layerNormGrad(rows, cols, x.data(), g.data(), dy.data(), 1e-5f, dx.data(), dg.data(),
+                           db.data());
+        cpu::binary(cpu::BinaryKind::Add, shape, x.data(), one, y.data(), one, dx.data());
+        cpu::unary(cpu::UnaryKind::Gelu, rows * wide, xw.data(), yw.data());
+        cpu::unaryGrad(cpu::UnaryKind::Gelu, rows * wide, xw.data(), yw.data(), dyw.data(),
+                       dxw.data());
+        cpu::adamw(adam, params, param.data(), grad.data(), m.data(), v.data());
+      },
+      budget);
+  // Elements moved: norm x, g, b in and y out; its gradient x, g, dy in, dx, dg, db out; the
+  // add 3; GELU 2, its gradient x, y, dy in and dx out; AdamW param, grad, m, v in, param, m,
+  // v out.
+  double n = static_cast<double>(narrow), w = static_cast<double>(broad), c = cols;
+  double elements = (2 * n + 2 * c) + (3 * n + 3 * c) + 3 * n + 2 * w + 4 * w + 7.0 * params;
+  return std::clamp(4 * elements / (t * bandwidth), 1e-3, 1.0);
+}
+
+/// What each of `ranks` ranks measures when they all run `measure` at once, each on its own
+/// thread with `threads` compute threads, as the ranks of one process do: the median rank's
+/// figure. With more ranks × threads than cores they share the cores, and the figure says by
+/// how much each is slowed (other work on the machine included).
+template <typename Fn> double perRank(int ranks, int threads, Fn measure) {
+  if (ranks <= 1)
+    return measure();
+  std::vector<double> got(static_cast<size_t>(ranks));
+  std::vector<std::thread> workers;
+  for (int r = 0; r < ranks; ++r)
+    workers.emplace_back([&, r] {
+      rt::setComputeThreads(threads);
+      got[static_cast<size_t>(r)] = measure();
+    });
+  for (std::thread &w : workers)
+    w.join();
+  std::sort(got.begin(), got.end());
+  return got[got.size() / 2];
 }
 
 /// One rank's all-reduce time of `n` floats, on a world of `ranks` threads.
@@ -137,19 +232,23 @@ cluster::Link linkFrom(double tiny, double large, double largeBytes, double k) {
 
 int main(int argc, char **argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int ranks = 1;
   bool mpi = false, quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc)
       threads = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--ranks" && i + 1 < argc)
+      ranks = std::max(1, std::atoi(argv[++i]));
     else if (a == "--mpi")
       mpi = true;
     else if (a == "--quick")
       quick = true;
     else {
       std::fprintf(stderr,
-                   "usage: %s [--threads N] [--quick] [--mpi]\n"
-                   "  prints this machine as a cluster file; --mpi (under mpirun -n 2) prints\n"
+                   "usage: %s [--threads N] [--ranks R] [--quick] [--mpi]\n"
+                   "  prints this machine as a cluster file for R ranks of N threads each\n"
+                   "  running at once; --mpi (under mpirun -n 2) prints\n"
                    "  only 'mpi LATENCY_S BANDWIDTH_BPS' for the MPI communicator\n",
                    argv[0]);
       return 2;
@@ -194,52 +293,37 @@ int main(int argc, char **argv) {
 
   rt::setComputeThreads(threads);
   cluster::Cluster c;
-  c.name = "this CPU (" + std::to_string(threads) + " threads per rank)";
+  c.name = "this CPU (" + std::to_string(threads) + " threads per rank" +
+           (ranks > 1 ? ", " + std::to_string(ranks) + " ranks at once" : "") + ")";
   c.perNode = 64; // ranks as threads of one process: every group stays "inside the node"
 
   // GEMM: square sizes for the table, and the best rate as the peak.
   std::vector<std::pair<double, double>> gemm;
   double peak = 0;
   for (int64_t s : {32, 64, 128, 256, 512, 1024}) {
-    double r = gemmRate(s, s, s, budget);
+    double r = perRank(ranks, threads, [&] { return gemmRate(s, s, s, budget); });
     gemm.push_back({static_cast<double>(s), r});
     peak = std::max(peak, r);
   }
   // A transformer layer's shape: many rows against a narrow weight.
-  peak = std::max(peak, gemmRate(2048, 768, 768, budget));
+  peak = std::max(peak, perRank(ranks, threads, [&] { return gemmRate(2048, 768, 768, budget); }));
   c.peak32 = peak;
   c.peak16 = peak; // the CPU backend computes in fp32 whatever the precision
   for (auto [s, r] : gemm)
     c.gemm.points.push_back({s, std::clamp(r / peak, 1e-3, 1.0)});
 
-  for (int64_t s : {64, 256, 1024})
-    c.attention.points.push_back(
-        {static_cast<double>(s), std::clamp(attentionRate(s, budget) / peak, 1e-3, 1.0)});
-
-  // Memory: an elementwise add of three 64 MiB arrays moves 3 × 64 MiB.
-  {
-    int64_t n = 16 << 20;
-    auto a = filled(static_cast<size_t>(n)), b = filled(static_cast<size_t>(n));
-    std::vector<float> y(static_cast<size_t>(n));
-    cpu::Shape shape;
-    shape.rank = 1;
-    shape.size[0] = n;
-    cpu::Strides one;
-    one.stride[0] = 1;
-    double t = medianTime(
-        [&] { cpu::binary(cpu::BinaryKind::Add, shape, a.data(), one, b.data(), one, y.data()); },
-        budget);
-    c.memoryBandwidth = 3.0 * 4 * static_cast<double>(n) / t;
-    c.memoryEfficiency = 1; // the bandwidth is what such a kernel reaches
-    float x1 = 1, y1 = 0;
-    double call = medianTime(
-        [&] {
-          for (int i = 0; i < 1000; ++i)
-            cpu::unary(cpu::UnaryKind::Exp, 1, &x1, &y1);
-        },
-        budget / 4);
-    c.kernelOverhead = call / 1000;
+  for (int64_t s : {64, 256, 1024}) {
+    double r = perRank(ranks, threads, [&] { return attentionRate(s, budget); });
+    c.attention.points.push_back({static_cast<double>(s), std::clamp(r / peak, 1e-3, 1.0)});
   }
+
+  // Memory: the bandwidth of an add over arrays far larger than the caches, and the share of
+  // it a layer's memory-bound kernels reach; the fixed cost of a call.
+  c.memoryBandwidth = perRank(ranks, threads, [&] { return memoryBandwidth(budget); });
+  c.stashBandwidth = c.memoryBandwidth; // a pipelined run keeps its values in host memory
+  c.memoryEfficiency =
+      perRank(ranks, threads, [&] { return memoryEfficiency(c.memoryBandwidth, budget); });
+  c.kernelOverhead = perRank(ranks, threads, [&] { return kernelOverhead(budget); });
   c.memory = 0;
   {
     // Host memory: what the machine has.
@@ -247,10 +331,11 @@ int main(int argc, char **argv) {
     c.memory = static_cast<double>(pages) * static_cast<double>(size);
   }
 
-  // The local communicator over 2 ranks: tiny and 16 MiB all-reduces.
+  // The local communicator over 2 ranks (or all of them): tiny and 16 MiB all-reduces.
   int64_t large = 4 << 20;
-  c.intra = linkFrom(localAllReduce(2, 1, budget), localAllReduce(2, large, budget),
-                     4.0 * static_cast<double>(large), 2);
+  uint32_t ways = static_cast<uint32_t>(std::clamp(ranks, 2, 8));
+  c.intra = linkFrom(localAllReduce(ways, 1, budget), localAllReduce(ways, large, budget),
+                     4.0 * static_cast<double>(large), ways);
   c.inter = c.intra; // one host: `tessel calibrate` puts the MPI figures here where it can
   c.collectiveOverhead = 0;
 

@@ -29,6 +29,39 @@ double cost::attention(const cluster::Cluster &c, double flops, double kvSeq, do
   return flops / (c.peak(elementBytes) * c.attention.at(kvSeq)) + c.kernelOverhead;
 }
 
+double cost::unfusedAttention(const cluster::Cluster &c, double batch, double seq, double heads,
+                              double kvSeq, double head, bool backward, double elementBytes,
+                              double &flops) {
+  double b = batch * heads, scores = b * seq * kvSeq, e = elementBytes;
+  // Forward: s = q·kᵀ [seq × kvSeq], p = dropout(softmax(s)), o = p·v [seq × head].
+  // Backward: dv = pᵀ·do, dp = do·vᵀ, then dq = ds·k and dk = dsᵀ·q.
+  double t = 0;
+  flops = 0;
+  auto product = [&](double m, double n, double k) {
+    t += gemm(c, m, n, k, b, e);
+    flops += gemmFlops(m, n, k, b);
+  };
+  if (!backward) {
+    product(seq, kvSeq, head);
+    product(seq, head, kvSeq);
+    // softmax reads and writes the scores; dropout reads them, writes them and the mask.
+    t += memoryBound(c, 2 * scores * e) + memoryBound(c, scores * (2 * e + 1));
+    return t;
+  }
+  product(kvSeq, head, seq);
+  product(seq, kvSeq, head);
+  product(seq, head, kvSeq);
+  product(kvSeq, head, seq);
+  // dropout's backward reads the gradient and the mask and writes the gradient; softmax's reads
+  // its output and the gradient and writes the gradient.
+  t += memoryBound(c, scores * (2 * e + 1)) + memoryBound(c, 3 * scores * e);
+  return t;
+}
+
+double cost::stash(const cluster::Cluster &c, double bytes) {
+  return c.stashBandwidth > 0 ? bytes / c.stashBandwidth : 0;
+}
+
 double cost::memoryBound(const cluster::Cluster &c, double bytes) {
   return bytes / (c.memoryBandwidth * c.memoryEfficiency) + c.kernelOverhead;
 }

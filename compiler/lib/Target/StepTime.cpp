@@ -50,8 +50,13 @@ struct ProgramTime {
   double total = 0, compute = 0, recompute = 0, hidden = 0;
   std::map<std::string, double> exposed;
   double modelFlops = 0, hardwareFlops = 0;
+  std::map<std::string, KernelCost> kernels;
 
   void add(const ProgramTime &o, double times) {
+    for (const auto &[name, k] : o.kernels) {
+      kernels[name].seconds += k.seconds * times;
+      kernels[name].calls += k.calls * times;
+    }
     total += o.total * times;
     compute += o.compute * times;
     recompute += o.recompute * times;
@@ -129,6 +134,11 @@ public:
     }
     if (in.kernel == "attention" || in.kernel == "attention_grad") {
       double kv = static_cast<double>(intAttr(in, "kv_seq"));
+      if (c_.unfusedAttention)
+        return cost::unfusedAttention(
+            c_, static_cast<double>(intAttr(in, "batch")), static_cast<double>(intAttr(in, "seq")),
+            static_cast<double>(intAttr(in, "heads")), kv, static_cast<double>(intAttr(in, "head")),
+            in.kernel == "attention_grad", elementBytes_, flops);
       double visible = kv;
       if (intAttr(in, "causal")) {
         double window = static_cast<double>(intAttr(in, "window", 0));
@@ -178,6 +188,8 @@ public:
         double d = collectiveTime(in, rank);
         if (d == 0)
           continue;
+        t.kernels[in.kernel].seconds += d;
+        t.kernels[in.kernel].calls += 1;
         double start = std::max(now, commFree);
         commFree = start + d;
         std::string group = stringAttr(in, "group");
@@ -199,6 +211,9 @@ public:
       }
       double flops = 0;
       double d = kernelTime(in, flops);
+      KernelCost &k = t.kernels[in.kernel + (in.recomputed ? " (recomputed)" : "")];
+      k.seconds += d;
+      k.calls += 1;
       now += d;
       (in.recomputed ? t.recompute : t.compute) += d;
       t.hardwareFlops += flops;
@@ -209,6 +224,31 @@ public:
       expose(p);
     t.total = now;
     return t;
+  }
+
+  /// The pipeline runtime's copies around one run of a stage's program (PipelineWalk): every
+  /// input that is not host data goes from the stash to a staging buffer, which is zeroed
+  /// first, and into the program's arena (a write and two copies), every output into the stash
+  /// (one copy), as 4-byte floats.
+  double stashTime(const std::string &name, uint32_t stage) const {
+    double bytes = 0;
+    for (const pf::Program &p : plan_.programs) {
+      if (p.name != name || p.stage != stage)
+        continue;
+      auto elements = [](const pf::Port &port) {
+        double n = 1;
+        for (int64_t d : port.shape)
+          n *= static_cast<double>(d);
+        return n;
+      };
+      for (const pf::Port &in : p.inputs)
+        if (!pipeline::isHostInput(in.name))
+          bytes += (1 + 2 * 2) * 4 * elements(in);
+      for (const pf::Port &out : p.outputs)
+        if (!pipeline::isHostOutput(out.name))
+          bytes += 2 * 4 * elements(out);
+    }
+    return cost::stash(c_, bytes);
   }
 
   ProgramTime timeOf(const std::string &name, uint32_t stage, uint32_t rank) {
@@ -276,6 +316,8 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
     for (const auto &[g, t] : opt.exposed)
       b.exposed[g] += t;
     out.step = step.total + opt.total;
+    step.add(opt, 1);
+    out.kernels = step.kernels;
     stepFlopsModel = step.modelFlops * plan.worldSize;
     stepFlopsHardware = step.hardwareFlops * plan.worldSize;
     out.tokens = tokensOf(plan, "forward_backward") * static_cast<double>(accumulation);
@@ -295,6 +337,13 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       k.forward = k.backward = k.backwardInput = k.backwardWeight = 0;
       for (const std::string &name : chain.programs[static_cast<size_t>(c)]) {
         ProgramTime t = model.timeOf(name, stage, rank);
+        double stash = model.stashTime(name, stage);
+        if (stash > 0) {
+          t.total += stash;
+          t.compute += stash;
+          t.kernels["(pipeline stash copies)"].seconds += stash;
+          t.kernels["(pipeline stash copies)"].calls += 1;
+        }
         perChunk[static_cast<size_t>(c)].add(t, 1);
         if (name.rfind("forward", 0) == 0)
           k.forward += t.total;
@@ -359,6 +408,8 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       // What the stage's own work does not fill of the pipeline's span is bubble.
       b.bubble = std::max(0.0, out.timeline.makespan - work.total - pp);
       out.breakdown = b;
+      work.add(opt, 1);
+      out.kernels = work.kernels;
     }
     out.step = worst;
     out.tokens = tokensOf(plan, "forward.0") * static_cast<double>(m);
@@ -436,6 +487,13 @@ std::string tessel::predictionJson(const StepPrediction &p) {
     os << (first ? "" : ", ") << "\"" << g << "\": " << t;
     first = false;
   }
-  os << "}}}";
+  os << "}}, \"kernels\": {";
+  first = true;
+  for (const auto &[name, k] : p.kernels) {
+    os << (first ? "" : ", ") << "\"" << name << "\": {\"seconds\": " << k.seconds
+       << ", \"calls\": " << k.calls << "}";
+    first = false;
+  }
+  os << "}}";
   return os.str();
 }

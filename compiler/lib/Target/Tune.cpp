@@ -241,6 +241,19 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   };
   double attnFwdFlops =
       cost::attentionFlops(l.microBatch, m.seq / l.cp, m.heads / t, m.seq / 2, m.head, false);
+  double attnBwdFlops = 2.5 * attnFwdFlops;
+  // The attention of one pass, fused or (on a cluster that says so) as separate kernels.
+  auto attention = [&](PassCost &pc, bool backward) {
+    if (!c.unfusedAttention) {
+      double flops = backward ? attnBwdFlops : attnFwdFlops;
+      pc.add(cost::attention(c, flops, m.seq, eb), flops);
+      return;
+    }
+    double flops = 0;
+    double time = cost::unfusedAttention(c, l.microBatch, m.seq / l.cp, m.heads / t, m.seq, m.head,
+                                         backward, eb, flops);
+    pc.add(time, flops);
+  };
   // Memory-bound traffic in elements: two norms and two residual adds on the hidden size (split
   // over tp under sequence parallelism), the activation function on the ffn size.
   double hiddenShare = l.sp ? T * h / t : T * h;
@@ -262,7 +275,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
     gemm(pc, T, h, attnOut, 1);
     gemm(pc, T, ffn, h, m.mlpMatrices - 1);
     gemm(pc, T, h, ffn, 1);
-    pc.add(cost::attention(c, attnFwdFlops, m.seq, eb), attnFwdFlops);
+    attention(pc, false);
     pc.add(cost::memoryBound(c, elementwise * eb));
     if (tpPass > 0)
       pc.addComm("tp", tpPass);
@@ -276,8 +289,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   gemm(bwd, T, h, attnOut, 2);
   gemm(bwd, T, ffn, h, 2 * (m.mlpMatrices - 1));
   gemm(bwd, T, h, ffn, 2);
-  double attnBwdFlops = 2.5 * attnFwdFlops;
-  bwd.add(cost::attention(c, attnBwdFlops, m.seq, eb), attnBwdFlops);
+  attention(bwd, true);
   bwd.add(cost::memoryBound(c, 2 * elementwise * eb));
   if (tpPass > 0)
     bwd.addComm("tp", tpPass);
@@ -286,7 +298,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   if (l.recompute == "full")
     forwardPass(rec);
   else if (l.recompute == "selective")
-    rec.add(cost::attention(c, attnFwdFlops, m.seq, eb), attnFwdFlops);
+    attention(rec, false);
 
   // The first chunk adds the embedding lookup, the last the head GEMM (vocab split over tp)
   // and the loss over the logits.

@@ -68,6 +68,10 @@ cl::opt<int> calibrateThreads("threads",
                               cl::desc("Compute threads per rank to measure with (default: every "
                                        "core)"),
                               cl::init(0), cl::sub(calibrateCommand));
+cl::opt<int> calibrateRanks("ranks",
+                            cl::desc("Ranks (threads of one process) measuring at once: each "
+                                     "figure is what one of them gets (default 1)"),
+                            cl::init(1), cl::sub(calibrateCommand));
 cl::opt<bool> calibrateQuick("quick", cl::desc("Shorter measurements (less accurate)"),
                              cl::sub(calibrateCommand));
 cl::opt<bool> calibrateMpi("mpi",
@@ -627,6 +631,8 @@ int runCalibrate(const char *argv0) {
   std::vector<std::string> words = {tool};
   if (calibrateThreads > 0)
     words.insert(words.end(), {"--threads", std::to_string(calibrateThreads)});
+  if (calibrateRanks > 1)
+    words.insert(words.end(), {"--ranks", std::to_string(calibrateRanks)});
   if (calibrateQuick)
     words.push_back("--quick");
   std::vector<StringRef> args(words.begin(), words.end());

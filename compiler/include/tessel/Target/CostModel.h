@@ -28,6 +28,19 @@ double attentionFlops(double batch, double seq, double heads, double visible, do
                       bool backward);
 double attention(const cluster::Cluster &c, double flops, double kvSeq, double elementBytes);
 
+/// The same attention on a cluster whose `attention.kernel` is `unfused`: q·kᵀ and p·v as
+/// batched GEMMs over the whole seq × kvSeq scores (the causal mask saves nothing), a
+/// scale-mask-softmax and a dropout kernel each reading and writing the scores (dropout also
+/// writes a byte of mask per score); backward the four GEMMs of the gradients and the two
+/// kernels' backward passes. `flops` receives the GEMMs' FLOPs.
+double unfusedAttention(const cluster::Cluster &c, double batch, double seq, double heads,
+                        double kvSeq, double head, bool backward, double elementBytes,
+                        double &flops);
+
+/// The pipeline runtime moving `bytes` (reads and writes counted) through its stash, at
+/// `stash.bandwidth`; nothing on a cluster without one.
+double stash(const cluster::Cluster &c, double bytes);
+
 /// A memory-bound kernel moving `bytes`: bytes / (bandwidth × memory efficiency) + overhead.
 double memoryBound(const cluster::Cluster &c, double bytes);
 

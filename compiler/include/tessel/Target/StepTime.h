@@ -36,6 +36,13 @@ struct StepBreakdown {
   double optimizer = 0; ///< The optimizer step with its gradient reduction.
 };
 
+/// The predicted time of one kernel (or collective) over a step, and its calls, as the
+/// runner's `--profile` reports the measured ones.
+struct KernelCost {
+  double seconds = 0;
+  double calls = 0;
+};
+
 struct StepPrediction {
   std::string cluster;
   double step = 0;   ///< Seconds per optimizer step (the slowest rank's).
@@ -47,6 +54,9 @@ struct StepPrediction {
   double mfu = 0, hfu = 0; ///< Over worldSize × peak × step.
   double flopsPerRank = 0; ///< Hardware FLOP/s achieved per accelerator.
   StepBreakdown breakdown; ///< Of the slowest pipeline stage.
+  /// The slowest stage's first rank's kernels by name (" (recomputed)" appended to those the
+  /// plan marks recomputed), collectives by their whole α–β time, exposed or not.
+  std::map<std::string, KernelCost> kernels;
   /// The predicted pipeline timeline, in seconds, when the plan has a pipeline.
   pipeline::Timeline timeline;
   bool pipelined = false;
