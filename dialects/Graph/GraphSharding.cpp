@@ -115,7 +115,7 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
   if (!par)
     return m;
   auto mesh = par.getAs<DictionaryAttr>("mesh");
-  for (StringRef axis : {"pp", "dp", "cp", "tp"}) {
+  for (StringRef axis : {"pp", "dp", "ep", "cp", "tp"}) {
     auto size = mesh ? mesh.getAs<IntegerAttr>(axis) : IntegerAttr();
     if (size && size.getInt() > 1)
       m.axes_.push_back({axis.str(), size.getInt()});
@@ -266,6 +266,30 @@ void DimSolver::addOperand(const NamedShape &shape, const Sharding &actual, bool
   operands_.push_back(
       {shape, actual.isPartial() && !keepPartial ? mesh_.reducedForm(shape, actual) : splits});
   keptPartial_.push_back(keepPartial ? actual.partial : llvm::SmallVector<std::string, 2>());
+  parameter_.push_back(false);
+}
+
+void DimSolver::addParameter(const NamedShape &shape, const Sharding &actual) {
+  addOperand(shape, actual);
+  parameter_.back() = true;
+}
+
+bool DimSolver::holdsInPlace(size_t k, size_t i) const {
+  const auto &[shape, s] = operands_[k];
+  if (!parameter_[k])
+    return false;
+  const std::string &dim = shape[i].name, &axis = s.axes[i];
+  // Held in place over a dim the op sums, the weight would make the result a partial sum
+  // still to be reduced, on top of the activation it moved.
+  if (llvm::is_contained(summed_, dim))
+    return false;
+  for (size_t m = 0; m < operands_.size(); ++m) {
+    const auto &[other, os] = operands_[m];
+    for (size_t j = 0; m != k && j < other.size(); ++j)
+      if (os.axes[j] == axis && other[j].name != dim && findDim(other, dim) < 0)
+        return false;
+  }
+  return true;
 }
 
 void DimSolver::keepWholeAll(const NamedShape &shape) {
@@ -281,15 +305,26 @@ void DimSolver::solve(ShardingRule &rule) {
     std::string dim, axis;
     int64_t size;
   };
+  // The ranks of the class comment, from 0.
+  enum { kParamInPlace, kKept, kSummed, kParamMoved, kNotByRules };
   SmallVector<Candidate> candidates;
-  for (const auto &[shape, s] : operands_)
-    for (size_t i = 0; i < shape.size(); ++i)
-      if (!s.axes[i].empty())
-        candidates.push_back({mesh_.ruleFor(shape[i].name) == s.axes[i] ? 0 : 1, shape[i].name,
-                              s.axes[i], shape[i].size});
+  for (size_t k = 0; k < operands_.size(); ++k) {
+    const auto &[shape, s] = operands_[k];
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (s.axes[i].empty())
+        continue;
+      int priority = kNotByRules;
+      if (mesh_.ruleFor(shape[i].name) == s.axes[i])
+        priority = holdsInPlace(k, i)                           ? kParamInPlace
+                   : parameter_[k]                              ? kParamMoved
+                   : llvm::is_contained(summed_, shape[i].name) ? kSummed
+                                                                : kKept;
+      candidates.push_back({priority, shape[i].name, s.axes[i], shape[i].size});
+    }
+  }
   for (const NamedDim &d : preferred_)
     if (std::string axis = mesh_.ruleFor(d.name); !axis.empty() && d.size % mesh_.size(axis) == 0)
-      candidates.push_back({0, d.name, axis, d.size});
+      candidates.push_back({kKept, d.name, axis, d.size});
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate &a, const Candidate &b) { return a.priority < b.priority; });
   std::set<std::string> usedAxes;

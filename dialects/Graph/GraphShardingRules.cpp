@@ -46,8 +46,13 @@ LogicalResult solveAll(Operation *op, const MeshLayout &mesh, ArrayRef<Sharding>
                        ArrayRef<std::string> summed = {},
                        function_ref<void(DimSolver &)> configure = {}) {
   DimSolver solver(mesh);
-  for (auto [v, s] : llvm::zip(op->getOperands(), operands))
-    solver.addOperand(shapeOf(v), s);
+  for (auto [v, s] : llvm::zip(op->getOperands(), operands)) {
+    if (isa_and_nonnull<ParamOp>(v.getDefiningOp()))
+      solver.addParameter(shapeOf(v), s);
+    else
+      solver.addOperand(shapeOf(v), s);
+  }
+  solver.sumOver(summed);
   for (const std::string &w : whole)
     solver.keepWhole(w);
   if (configure)

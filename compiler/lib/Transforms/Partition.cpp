@@ -89,13 +89,17 @@ private:
 void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
                                 const ShardingRule &rule) {
   // A dim some operand keeps split (attention's queries under context parallelism, whose
-  // keys are gathered) keeps its parallelism.
+  // keys are gathered) keeps its parallelism; so does an axis that splits another dim of the
+  // op instead (a router's weight gathered while its tokens stay split over ep).
   std::set<std::pair<std::string, std::string>> keptSplit;
+  std::set<std::string> usedAxes;
   for (auto [v, need] : llvm::zip(op->getOperands(), rule.operands))
     if (auto shape = getNamedShape(v.getType()))
       for (size_t d = 0; d < shape->size(); ++d)
-        if (!need.axes[d].empty())
+        if (!need.axes[d].empty()) {
           keptSplit.insert({(*shape)[d].name, need.axes[d]});
+          usedAxes.insert(need.axes[d]);
+        }
   for (auto [v, have, need] : llvm::zip(op->getOperands(), actual, rule.operands)) {
     auto shape = getNamedShape(v.getType());
     if (!shape)
@@ -106,7 +110,7 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
       // State is never split over cp (MeshLayout::stateSharding): nothing is lost there.
       bool wholeState = axis == headtail::kAxis && isa<AccumulateGradOp>(op);
       if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis || wholeState ||
-          keptSplit.count({dim, axis}) || !warnedDims_.insert(dim).second)
+          keptSplit.count({dim, axis}) || usedAxes.count(axis) || !warnedDims_.insert(dim).second)
         continue;
       std::string what = spelling(op->getName().getStringRef());
       op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
@@ -192,6 +196,24 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
   if (!allReduce.empty())
     emitted(shard::AllReduceOp::create(b_, loc, localType(globalType, cur), kGridName,
                                        gridAxes(allReduce), v, shard::ReductionKind::Sum));
+  // A split that moves from dim i to dim j (j whole before, i whole after) is one all-to-all:
+  // each rank sends every other the block of dim j that rank will hold and gets back its own
+  // block of dim j from every block of dim i, so nothing is ever held whole. Not over cp,
+  // whose head-tail blocks are not the all-to-all's.
+  for (size_t i = 0; i < cur.axes.size(); ++i) {
+    std::string axis = cur.axes[i];
+    if (axis.empty() || to.axes[i] == axis || axis == headtail::kAxis)
+      continue;
+    for (size_t j = 0; j < cur.axes.size(); ++j) {
+      if (j == i || to.axes[j] != axis || !cur.axes[j].empty())
+        continue;
+      cur.axes[i].clear();
+      cur.axes[j] = axis;
+      emitted(shard::AllToAllOp::create(b_, loc, localType(globalType, cur), kGridName,
+                                        gridAxes({axis}), v, APInt(64, j), APInt(64, i)));
+      break;
+    }
+  }
   // Splits the target lacks (or has on another axis) are gathered, then new ones sliced.
   for (size_t i = 0; i < cur.axes.size(); ++i) {
     if (cur.axes[i].empty() || cur.axes[i] == to.axes[i])

@@ -112,6 +112,16 @@ LogicalResult Verifier::verifyCollective(Operation *op, const Sharding &in, cons
     if (d >= in.axes.size() || !in.axes[d].empty() || in.isPartialOver(a))
       return fail("slices a dim over '" + a + "' that is split already, or a partial sum");
     expect.axes[d] = a;
+  } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
+    std::string a = axesOf(a2a.getGridAxes()).front();
+    uint64_t from = a2a.getConcatAxis().getZExtValue(), to = a2a.getSplitAxis().getZExtValue();
+    if (from >= in.axes.size() || to >= in.axes.size() || in.axes[from] != a ||
+        !in.axes[to].empty() || in.isPartialOver(a))
+      return fail("moves a split over '" + a +
+                  "' from a dim its operand does not split over "
+                  "it, or onto a split dim");
+    expect.axes[from].clear();
+    expect.axes[to] = a;
   } else {
     return op->emitOpError("is a collective the verifier does not know");
   }
