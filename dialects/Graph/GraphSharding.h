@@ -27,8 +27,16 @@
 
 namespace tessel::graph {
 
-/// How one value is split: `axes[i]` is the mesh axis splitting dim i ("" when whole), and
-/// `partial` lists (sorted) the axes over which the ranks hold addends of the value.
+/// The mesh axes of a split: one axis ("ep"), or a group of them named as the plan names
+/// communicator groups, outermost first joined by "_" ("dp_ep": the dim is split over dp × ep
+/// ranks, row-major, so the dp index is the outer one).
+llvm::SmallVector<llvm::StringRef, 2> axesOfSplit(llvm::StringRef split);
+/// Whether `split` splits over `axis` (alone or in its group).
+bool splitsOver(llvm::StringRef split, llvm::StringRef axis);
+
+/// How one value is split: `axes[i]` is the mesh axis, or group of axes, splitting dim i (""
+/// when whole), and `partial` lists (sorted) the single axes over which the ranks hold
+/// addends of the value.
 struct Sharding {
   llvm::SmallVector<std::string, 4> axes;
   llvm::SmallVector<std::string, 2> partial;
@@ -37,9 +45,13 @@ struct Sharding {
   bool operator==(const Sharding &o) const { return axes == o.axes && partial == o.partial; }
   bool operator!=(const Sharding &o) const { return !(*this == o); }
   bool isPartial() const { return !partial.empty(); }
+  /// Whether the value is partial over `axis` (over each axis of a group).
   bool isPartialOver(llvm::StringRef axis) const;
+  /// Makes the value partial over `axis` (over each axis of a group).
   void addPartial(llvm::StringRef axis);
-  /// The axes splitting some dim, in dim order.
+  /// Whether some dim is split over `axis`, alone or in a group.
+  bool splitsOver(llvm::StringRef axis) const;
+  /// The single axes splitting some dim, in dim order (a group's outermost first).
   llvm::SmallVector<std::string, 4> splitAxes() const;
   /// `[dp, *, tp] partial [dp]`.
   std::string str() const;
@@ -59,6 +71,7 @@ public:
   /// are row-major over them, so tp neighbours have adjacent ranks; ep sits next to dp, being
   /// a data axis for everything but the expert weights.
   llvm::ArrayRef<std::pair<std::string, int64_t>> axes() const { return axes_; }
+  /// The ranks an axis, or a group of axes ("dp_ep"), has.
   int64_t size(llvm::StringRef axis) const;
   int64_t worldSize() const;
   /// The index of `axis` in axes(), or -1.
@@ -66,7 +79,7 @@ public:
   /// The communicator group of the grid axes `gridAxes` (indices into axes()): their names,
   /// outermost first, joined by "_" ("dp", "tp", "dp_tp").
   std::string groupName(llvm::ArrayRef<int16_t> gridAxes) const;
-  /// The axis the spec maps dim `dim` to, or "".
+  /// The axis (or group, see axesOfSplit) the spec maps dim `dim` to, or "".
   std::string ruleFor(llvm::StringRef dim) const;
   void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
   bool sequenceParallel() const { return sequenceParallel_; }

@@ -46,8 +46,8 @@ A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]
 2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full, and may
 end with named fields: cp=N for context parallelism (shard { seq = cp }), context=ring for
 ring attention rather than all-gathered keys, and ep=N for expert parallelism (shard { batch = ep,
-experts = ep }, for a model with an `experts` dim), e.g. 1,2,1,0,1,cp=2 or
-1,1,0,0,1,cp=4,context=ring or 1,1,0,0,1,ep=4.
+experts = ep }, with dp > 1 batch = (dp, ep), for a model with an `experts` dim), e.g.
+1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring or 1,1,0,0,1,ep=4 or 2,1,0,1,1,ep=2.
 """
 import argparse
 import itertools
@@ -151,7 +151,8 @@ def parallel_section(c):
     axes = ([f"pp = {pp}"] if pp > 1 else []) + [f"dp = {c['dp']}"] + (
         [f"ep = {ep}"] if ep > 1 else []) + ([f"cp = {cp}"] if cp > 1 else []) + (
         [f"tp = {c['tp']}"] if c["tp"] > 1 else [])
-    shard = (["batch = ep", "experts = ep"] if ep > 1 else ["batch = dp"]) + (
+    batch = "(dp, ep)" if ep > 1 and c["dp"] > 1 else "ep" if ep > 1 else "dp"
+    shard = [f"batch = {batch}"] + (["experts = ep"] if ep > 1 else []) + (
         ["heads = tp", "ffn = tp", "vocab = tp"] if c["tp"] > 1 else []) + (
         ["seq = cp"] if cp > 1 else [])
     lines = [f"mesh {{ {', '.join(axes)} }}", f"shard {{ {', '.join(shard)} }}"]

@@ -226,6 +226,15 @@ void Sema::readParallel(const ast::Section &section) {
         }
         ds.axes.push_back(e->text);
       }
+      // A dim split over several axes is split over their group, row-major, outermost first;
+      // the passes support that for the data axes, whose ranks all hold whole samples.
+      bool dataAxes = std::all_of(ds.axes.begin(), ds.axes.end(),
+                                  [](const std::string &a) { return a == "dp" || a == "ep"; });
+      if (ds.axes.size() > 1 && !dataAxes) {
+        error(s.value->loc, "only the data axes dp and ep can split one dim together",
+              "split the batch over both: batch = (dp, ep)");
+        ds.axes.resize(1); // Still a use of the first axis: no second error that it is unused.
+      }
       if (!ds.axes.empty())
         cfg.shard.push_back(std::move(ds));
     }
@@ -552,10 +561,14 @@ void Sema::checkParallelAgainstModel() {
   bool batchMapped = false;
   for (const DimSharding &ds : cfg.shard)
     batchMapped |= ds.dim == "batch";
-  if (dp > 1 && !batchMapped)
-    cfg.shard.push_back({"batch", {"dp"}, {}});
-  else if (ep > 1 && !batchMapped)
-    cfg.shard.push_back({"batch", {"ep"}, {}});
+  if ((dp > 1 || ep > 1) && !batchMapped) {
+    DimSharding batch{"batch", {}, {}};
+    if (dp > 1)
+      batch.axes.push_back("dp");
+    if (ep > 1)
+      batch.axes.push_back("ep");
+    cfg.shard.push_back(batch);
+  }
   if (ep > 1)
     checkExpertParallel();
 
@@ -598,10 +611,12 @@ void Sema::checkParallelAgainstModel() {
   }
   for (const MeshAxis &a : cfg.mesh)
     if (a.size > 1 && (a.name == "tp" || a.name == "cp" || a.name == "dp") && !usedAxes.count(a.name))
-      error(a.loc, "mesh axis '" + a.name + "' has " + std::to_string(a.size) +
-                       " ranks but no dim is sharded over it",
+      error(a.loc,
+            "mesh axis '" + a.name + "' has " + std::to_string(a.size) +
+                " ranks but no dim is sharded over it",
             a.name == "tp"   ? "map the dims to split, e.g. shard { heads = tp, ffn = tp }"
             : a.name == "cp" ? "context parallelism splits the sequence: shard { seq = cp }"
+            : ep > 1         ? "shard the batch over both data axes: shard { batch = (dp, ep) }"
                              : "shard the batch: shard { batch = dp }");
 
   auto seq = dims_.find("seq");
@@ -708,15 +723,12 @@ void Sema::checkExpertParallel() {
       epLoc = a.loc;
   std::string ranks = std::to_string(cfg.axisSize("ep"));
   // ep is a data axis for everything but the expert weights: the tokens must split over it.
-  if (cfg.axisSize("dp") > 1)
-    error(epLoc, "ep together with a dp axis larger than 1 is not supported yet",
-          "use ep alone: it splits the tokens as dp does");
-  else
-    for (const DimSharding &ds : cfg.shard)
-      if (ds.dim == "batch" && std::find(ds.axes.begin(), ds.axes.end(), "ep") == ds.axes.end())
-        error(ds.loc.isValid() ? ds.loc : epLoc,
-              "'batch' must be sharded over ep: its ranks take different tokens, as dp's do",
-              "shard { batch = ep, experts = ep }");
+  for (const DimSharding &ds : cfg.shard)
+    if (ds.dim == "batch" && std::find(ds.axes.begin(), ds.axes.end(), "ep") == ds.axes.end())
+      error(ds.loc.isValid() ? ds.loc : epLoc,
+            "'batch' must be sharded over ep: its ranks take different tokens, as dp's do",
+            cfg.axisSize("dp") > 1 ? "shard { batch = (dp, ep), experts = ep }"
+                                   : "shard { batch = ep, experts = ep }");
   // The dims ep splits besides the batch are the expert weights': each must be a dim of some
   // parameter, or ep would split activations only, which is not expert parallelism.
   std::set<std::string> paramDims;

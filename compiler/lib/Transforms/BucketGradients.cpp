@@ -128,6 +128,10 @@ void bucketFunction(func::FuncOp func, const MeshLayout &mesh, ArrayRef<int16_t>
       return;
     Value grad = c->getOperand(0);
     Operation *producer = grad.getDefiningOp();
+    // The last step of a chain of collectives (a router's gradient reduce-scattered over ep,
+    // then all-reduced over dp) stays where the chain is, beside its accumulation.
+    if (isa_and_nonnull<shard::ReduceScatterOp, shard::AllReduceOp>(producer))
+      return;
     size_t ready = producer ? position[producer] : 0;
     kinds[{axes, !dim.empty()}].push_back({c, grad, dim, bytesOf(grad), ready});
   });
