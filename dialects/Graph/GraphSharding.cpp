@@ -6,6 +6,7 @@
 
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <set>
@@ -18,22 +19,39 @@ using namespace tessel::graph;
 // Sharding
 //===----------------------------------------------------------------------===//
 
+SmallVector<StringRef, 2> tessel::graph::axesOfSplit(StringRef split) {
+  SmallVector<StringRef, 2> out;
+  if (!split.empty())
+    split.split(out, '_');
+  return out;
+}
+
+bool tessel::graph::splitsOver(StringRef split, StringRef axis) {
+  return llvm::is_contained(axesOfSplit(split), axis);
+}
+
 bool Sharding::isPartialOver(StringRef axis) const {
-  return llvm::is_contained(partial, axis.str());
+  SmallVector<StringRef, 2> group = axesOfSplit(axis);
+  return !group.empty() &&
+         llvm::all_of(group, [&](StringRef a) { return llvm::is_contained(partial, a.str()); });
 }
 
 void Sharding::addPartial(StringRef axis) {
-  if (isPartialOver(axis))
-    return;
-  partial.push_back(axis.str());
+  for (StringRef a : axesOfSplit(axis))
+    if (!llvm::is_contained(partial, a.str()))
+      partial.push_back(a.str());
   llvm::sort(partial);
+}
+
+bool Sharding::splitsOver(StringRef axis) const {
+  return llvm::any_of(axes, [&](const std::string &s) { return graph::splitsOver(s, axis); });
 }
 
 SmallVector<std::string, 4> Sharding::splitAxes() const {
   SmallVector<std::string, 4> out;
-  for (const std::string &a : axes)
-    if (!a.empty())
-      out.push_back(a);
+  for (const std::string &s : axes)
+    for (StringRef a : axesOfSplit(s))
+      out.push_back(a.str());
   return out;
 }
 
@@ -115,19 +133,23 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
   if (!par)
     return m;
   auto mesh = par.getAs<DictionaryAttr>("mesh");
-  for (StringRef axis : {"pp", "dp", "cp", "tp"}) {
+  for (StringRef axis : {"pp", "dp", "ep", "cp", "tp"}) {
     auto size = mesh ? mesh.getAs<IntegerAttr>(axis) : IntegerAttr();
     if (size && size.getInt() > 1)
       m.axes_.push_back({axis.str(), size.getInt()});
   }
+  // A dim mapped to several axes is split over their group, outermost first whatever order
+  // the spec lists them in (the front end accepts only groups of data axes).
   if (auto shard = par.getAs<DictionaryAttr>("shard"))
     for (NamedAttribute rule : shard)
-      if (auto axes = dyn_cast<ArrayAttr>(rule.getValue()))
+      if (auto axes = dyn_cast<ArrayAttr>(rule.getValue())) {
+        SmallVector<int16_t> group;
         for (Attribute a : axes)
-          if (auto axis = dyn_cast<StringAttr>(a); axis && m.size(axis.getValue()) > 1) {
-            m.rules_[rule.getName().str()] = axis.str();
-            break;
-          }
+          if (auto axis = dyn_cast<StringAttr>(a); axis && m.size(axis.getValue()) > 1)
+            group.push_back(static_cast<int16_t>(m.axisIndex(axis.getValue())));
+        if (!group.empty())
+          m.rules_[rule.getName().str()] = m.groupName(group);
+      }
   // Attention reads each key/value head with a group of query heads, so splitting the query
   // heads splits the key/value heads the same way: the rule carries over to them (and so to
   // the key and value projections), unless the spec maps them itself.
@@ -151,10 +173,12 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
 }
 
 int64_t MeshLayout::size(StringRef axis) const {
-  for (const auto &[name, size] : axes_)
-    if (name == axis)
-      return size;
-  return 1;
+  int64_t n = 1;
+  for (StringRef a : axesOfSplit(axis))
+    for (const auto &[name, size] : axes_)
+      if (name == a)
+        n *= size;
+  return n;
 }
 
 int64_t MeshLayout::worldSize() const {
@@ -187,20 +211,19 @@ std::string MeshLayout::ruleFor(StringRef dim) const {
 
 Sharding MeshLayout::byRules(const NamedShape &shape) const {
   Sharding s = Sharding::replicated(shape.size());
-  std::set<std::string> used;
   for (size_t i = 0; i < shape.size(); ++i) {
     std::string axis = ruleFor(shape[i].name);
-    if (axis.empty() || used.count(axis) || shape[i].size % size(axis) != 0)
+    if (axis.empty() || shape[i].size % size(axis) != 0 ||
+        llvm::any_of(axesOfSplit(axis), [&](StringRef a) { return s.splitsOver(a); }))
       continue;
     s.axes[i] = axis;
-    used.insert(axis);
   }
   return s;
 }
 
 int MeshLayout::zeroDim(const NamedShape &globalShape, const Sharding &s) const {
   int64_t dp = size("dp");
-  if (dp == 1 || llvm::is_contained(s.axes, "dp"))
+  if (dp == 1 || s.splitsOver("dp"))
     return -1;
   for (size_t i = 0; i < globalShape.size(); ++i)
     if (s.axes[i].empty() && globalShape[i].size % dp == 0)
@@ -241,14 +264,14 @@ Sharding MeshLayout::reducedForm(const NamedShape &globalShape, const Sharding &
   // Context parallelism: the key and value gradients of every cp rank's queries are
   // reduce-scattered back onto the sequence the spec splits over cp.
   std::string cp(headtail::kAxis);
-  if (s.isPartialOver(cp) && !llvm::is_contained(s.axes, cp))
+  if (s.isPartialOver(cp) && !s.splitsOver(cp))
     for (size_t d = 0; d < globalShape.size(); ++d)
       if (ruleFor(globalShape[d].name) == cp && s.axes[d].empty() &&
           globalShape[d].size % (2 * size(cp)) == 0) {
         out.axes[d] = cp;
         break;
       }
-  if (sequenceParallel_ && s.isPartialOver("tp") && !llvm::is_contained(s.axes, "tp")) {
+  if (sequenceParallel_ && s.isPartialOver("tp") && !s.splitsOver("tp")) {
     int seq = findDim(globalShape, "seq");
     if (seq >= 0 && s.axes[seq].empty() && globalShape[seq].size % size("tp") == 0)
       out.axes[seq] = "tp";
@@ -266,6 +289,39 @@ void DimSolver::addOperand(const NamedShape &shape, const Sharding &actual, bool
   operands_.push_back(
       {shape, actual.isPartial() && !keepPartial ? mesh_.reducedForm(shape, actual) : splits});
   keptPartial_.push_back(keepPartial ? actual.partial : llvm::SmallVector<std::string, 2>());
+  parameter_.push_back(false);
+}
+
+void DimSolver::addParameter(const NamedShape &shape, const Sharding &actual) {
+  addOperand(shape, actual);
+  parameter_.back() = true;
+}
+
+bool DimSolver::holdsInPlace(size_t k, size_t i) const {
+  const auto &[shape, s] = operands_[k];
+  if (!parameter_[k])
+    return false;
+  const std::string &dim = shape[i].name, &axis = s.axes[i];
+  // Held in place over a dim the op sums, the weight would make the result a partial sum
+  // still to be reduced, on top of the activation it moved.
+  if (llvm::is_contained(summed_, dim))
+    return false;
+  // Each operand holding these axes on another dim must have the parameter's dim, to be
+  // resharded onto it, and hold them innermost, so that it keeps a split of its outer axes.
+  SmallVector<StringRef, 2> mine = axesOfSplit(axis);
+  for (size_t m = 0; m < operands_.size(); ++m) {
+    const auto &[other, os] = operands_[m];
+    for (size_t j = 0; m != k && j < other.size(); ++j) {
+      SmallVector<StringRef, 2> held = axesOfSplit(os.axes[j]);
+      if (other[j].name == dim ||
+          llvm::none_of(mine, [&](StringRef a) { return llvm::is_contained(held, a); }))
+        continue;
+      if (findDim(other, dim) < 0 || held.size() < mine.size() ||
+          ArrayRef(held).take_back(mine.size()) != ArrayRef(mine))
+        return false;
+    }
+  }
+  return true;
 }
 
 void DimSolver::keepWholeAll(const NamedShape &shape) {
@@ -281,23 +337,44 @@ void DimSolver::solve(ShardingRule &rule) {
     std::string dim, axis;
     int64_t size;
   };
+  // The ranks of the class comment, from 0.
+  enum { kParamInPlace, kKept, kSummed, kParamMoved, kNotByRules };
   SmallVector<Candidate> candidates;
-  for (const auto &[shape, s] : operands_)
-    for (size_t i = 0; i < shape.size(); ++i)
-      if (!s.axes[i].empty())
-        candidates.push_back({mesh_.ruleFor(shape[i].name) == s.axes[i] ? 0 : 1, shape[i].name,
-                              s.axes[i], shape[i].size});
+  for (size_t k = 0; k < operands_.size(); ++k) {
+    const auto &[shape, s] = operands_[k];
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (s.axes[i].empty())
+        continue;
+      int priority = kNotByRules;
+      if (mesh_.ruleFor(shape[i].name) == s.axes[i])
+        priority = holdsInPlace(k, i)                           ? kParamInPlace
+                   : parameter_[k]                              ? kParamMoved
+                   : llvm::is_contained(summed_, shape[i].name) ? kSummed
+                                                                : kKept;
+      candidates.push_back({priority, shape[i].name, s.axes[i], shape[i].size});
+    }
+  }
   for (const NamedDim &d : preferred_)
     if (std::string axis = mesh_.ruleFor(d.name); !axis.empty() && d.size % mesh_.size(axis) == 0)
-      candidates.push_back({0, d.name, axis, d.size});
+      candidates.push_back({kKept, d.name, axis, d.size});
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate &a, const Candidate &b) { return a.priority < b.priority; });
   std::set<std::string> usedAxes;
   for (const Candidate &c : candidates) {
-    if (llvm::is_contained(whole_, c.dim) || chosen_.count(c.dim) || usedAxes.count(c.axis))
+    if (llvm::is_contained(whole_, c.dim) || chosen_.count(c.dim))
       continue;
-    chosen_[c.dim] = c.axis;
-    usedAxes.insert(c.axis);
+    // A group some of whose axes are taken keeps the free ones outside them: row-major, the
+    // block of its outer axes holds the blocks of the whole group, so nothing moves for them
+    // (tokens split over (dp, ep) keep dp when the experts take ep).
+    SmallVector<StringRef, 2> group = axesOfSplit(c.axis);
+    size_t free = 0;
+    while (free < group.size() && !usedAxes.count(group[free].str()))
+      ++free;
+    if (free == 0)
+      continue;
+    chosen_[c.dim] = llvm::join(ArrayRef(group).take_front(free), "_");
+    for (StringRef a : ArrayRef(group).take_front(free))
+      usedAxes.insert(a.str());
   }
   // A tied dim follows its leader, or the leader may not be split.
   for (const auto &[leader, follower, followerMayStayWhole] : ties_) {

@@ -27,8 +27,16 @@
 
 namespace tessel::graph {
 
-/// How one value is split: `axes[i]` is the mesh axis splitting dim i ("" when whole), and
-/// `partial` lists (sorted) the axes over which the ranks hold addends of the value.
+/// The mesh axes of a split: one axis ("ep"), or a group of them named as the plan names
+/// communicator groups, outermost first joined by "_" ("dp_ep": the dim is split over dp × ep
+/// ranks, row-major, so the dp index is the outer one).
+llvm::SmallVector<llvm::StringRef, 2> axesOfSplit(llvm::StringRef split);
+/// Whether `split` splits over `axis` (alone or in its group).
+bool splitsOver(llvm::StringRef split, llvm::StringRef axis);
+
+/// How one value is split: `axes[i]` is the mesh axis, or group of axes, splitting dim i (""
+/// when whole), and `partial` lists (sorted) the single axes over which the ranks hold
+/// addends of the value.
 struct Sharding {
   llvm::SmallVector<std::string, 4> axes;
   llvm::SmallVector<std::string, 2> partial;
@@ -37,9 +45,13 @@ struct Sharding {
   bool operator==(const Sharding &o) const { return axes == o.axes && partial == o.partial; }
   bool operator!=(const Sharding &o) const { return !(*this == o); }
   bool isPartial() const { return !partial.empty(); }
+  /// Whether the value is partial over `axis` (over each axis of a group).
   bool isPartialOver(llvm::StringRef axis) const;
+  /// Makes the value partial over `axis` (over each axis of a group).
   void addPartial(llvm::StringRef axis);
-  /// The axes splitting some dim, in dim order.
+  /// Whether some dim is split over `axis`, alone or in a group.
+  bool splitsOver(llvm::StringRef axis) const;
+  /// The single axes splitting some dim, in dim order (a group's outermost first).
   llvm::SmallVector<std::string, 4> splitAxes() const;
   /// `[dp, *, tp] partial [dp]`.
   std::string str() const;
@@ -55,9 +67,11 @@ public:
   /// split nothing.
   static MeshLayout fromModule(mlir::ModuleOp module);
 
-  /// The grid's axes, outermost first: pp, dp, cp, tp (those of size > 1). Rank numbers are
-  /// row-major over them, so tp neighbours have adjacent ranks.
+  /// The grid's axes, outermost first: pp, dp, ep, cp, tp (those of size > 1). Rank numbers
+  /// are row-major over them, so tp neighbours have adjacent ranks; ep sits next to dp, being
+  /// a data axis for everything but the expert weights.
   llvm::ArrayRef<std::pair<std::string, int64_t>> axes() const { return axes_; }
+  /// The ranks an axis, or a group of axes ("dp_ep"), has.
   int64_t size(llvm::StringRef axis) const;
   int64_t worldSize() const;
   /// The index of `axis` in axes(), or -1.
@@ -65,7 +79,7 @@ public:
   /// The communicator group of the grid axes `gridAxes` (indices into axes()): their names,
   /// outermost first, joined by "_" ("dp", "tp", "dp_tp").
   std::string groupName(llvm::ArrayRef<int16_t> gridAxes) const;
-  /// The axis the spec maps dim `dim` to, or "".
+  /// The axis (or group, see axesOfSplit) the spec maps dim `dim` to, or "".
   std::string ruleFor(llvm::StringRef dim) const;
   void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
   bool sequenceParallel() const { return sequenceParallel_; }
@@ -102,17 +116,34 @@ struct ShardingRule {
   llvm::SmallVector<Sharding> operands, results;
 };
 
-/// Chooses a split for each dim of an op's iteration space from its operands' splits: an
-/// axis splits at most one dim, a dim split by the rules beats one split otherwise (sequence
-/// parallelism, ZeRO), and dims in `whole` stay unsplit. Each operand's requirement is the
-/// choice restricted to its dims; partial operands are first reduced (MeshLayout::reducedForm).
-/// Results get the choice on their dims and are partial over the axes of dims in `summed`.
+/// Chooses a split for each dim of an op's iteration space from its operands' splits. An
+/// axis splits at most one dim; dims in `whole` stay unsplit. When two dims compete for an
+/// axis, the first of these wins (operand order breaks ties):
+///   1. a split the rules give a parameter along a dim the results keep, when every operand
+///      holding the axis on another dim has the parameter's dim too: weights never move for
+///      an activation's sake, the activations are resharded (all-to-all) instead (expert
+///      weights under `experts = ep`);
+///   2. a split the rules give an activation along a dim the results keep;
+///   3. a split the rules give an activation along a dim the op sums over (the summed operand
+///      is resharded rather than the result made a partial sum: a MoE combine moves the
+///      expert outputs back to their tokens);
+///   4. any other split the rules give a parameter: one that some competing operand could
+///      only meet by being gathered whole (a router's `experts` against tokens split over the
+///      batch), or that would make the result partial: the weight moves;
+///   5. splits the rules do not give (sequence parallelism, ZeRO).
+/// Each operand's requirement is the choice restricted to its dims; partial operands are
+/// first reduced (MeshLayout::reducedForm). Results get the choice on their dims and are
+/// partial over the axes of dims in `summed`.
 class DimSolver {
 public:
   DimSolver(const MeshLayout &mesh) : mesh_(mesh) {}
   /// Adds the next operand. A partial operand is reduced first unless `keepPartial` (for
   /// ops linear in it), in which case its requirement keeps the partial axes.
   void addOperand(const NamedShape &shape, const Sharding &actual, bool keepPartial = false);
+  /// Adds the next operand, a parameter: its rule splits stay in place where they can.
+  void addParameter(const NamedShape &shape, const Sharding &actual);
+  /// The dims the op sums over (their splits rank below those of dims it keeps).
+  void sumOver(llvm::ArrayRef<std::string> dims) { summed_.append(dims.begin(), dims.end()); }
   void keepWhole(llvm::StringRef dim) { whole_.push_back(dim.str()); }
   void keepWholeAll(const NamedShape &shape);
   /// Offers `dim` the axis the rules give it, as if an operand had it split so: for a result
@@ -133,8 +164,14 @@ public:
 
 private:
   const MeshLayout &mesh_;
+  /// Whether a split candidate (operand `k`'s split of its dim `i`) is a parameter's that
+  /// every operand holding the same axis on another dim could be resharded to.
+  bool holdsInPlace(size_t k, size_t i) const;
+
   llvm::SmallVector<std::pair<NamedShape, Sharding>> operands_;
   llvm::SmallVector<llvm::SmallVector<std::string, 2>> keptPartial_;
+  llvm::SmallVector<bool> parameter_;
+  llvm::SmallVector<std::string> summed_;
   llvm::SmallVector<std::string> whole_;
   struct Tie {
     std::string leader, follower;

@@ -46,8 +46,13 @@ LogicalResult solveAll(Operation *op, const MeshLayout &mesh, ArrayRef<Sharding>
                        ArrayRef<std::string> summed = {},
                        function_ref<void(DimSolver &)> configure = {}) {
   DimSolver solver(mesh);
-  for (auto [v, s] : llvm::zip(op->getOperands(), operands))
-    solver.addOperand(shapeOf(v), s);
+  for (auto [v, s] : llvm::zip(op->getOperands(), operands)) {
+    if (isa_and_nonnull<ParamOp>(v.getDefiningOp()))
+      solver.addParameter(shapeOf(v), s);
+    else
+      solver.addOperand(shapeOf(v), s);
+  }
+  solver.sumOver(summed);
   for (const std::string &w : whole)
     solver.keepWhole(w);
   if (configure)
@@ -102,7 +107,7 @@ LogicalResult linearInOne(Operation *op, const MeshLayout &mesh, ArrayRef<Shardi
   const auto &partial = operands[partialAt].partial;
   for (const Sharding &s : tried.operands)
     for (const std::string &axis : partial)
-      if (llvm::is_contained(s.axes, axis))
+      if (s.splitsOver(axis))
         return solveAll(op, mesh, operands, rule);
   rule.operands = tried.operands;
   Sharding r = solver.result(shapeOf(op->getResult(0)));
@@ -245,7 +250,7 @@ LogicalResult RenameOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding>
   ShardingRule tried;
   solver.solve(tried);
   for (const std::string &axis : operands[0].partial)
-    if (llvm::is_contained(tried.operands[0].axes, axis))
+    if (tried.operands[0].splitsOver(axis))
       return solveAll(*this, mesh, operands, rule, whole);
   rule.operands = tried.operands;
   Sharding r = solver.result(shapeOf(getType()));

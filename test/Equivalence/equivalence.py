@@ -51,8 +51,10 @@ usage: equivalence.py --tessel BIN --model FILE --data FILE --workdir DIR [--lay
                       [--same-accumulation]
 A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]]], e.g.
 2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full, and may
-end with named fields: cp=N for context parallelism (shard { seq = cp }) and context=ring for
-ring attention rather than all-gathered keys, e.g. 1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring.
+end with named fields: cp=N for context parallelism (shard { seq = cp }), context=ring for
+ring attention rather than all-gathered keys, and ep=N for expert parallelism (shard { batch = ep,
+experts = ep }, with dp > 1 batch = (dp, ep), for a model with an `experts` dim), e.g.
+1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring or 1,1,0,0,1,ep=4 or 2,1,0,1,1,ep=2.
 """
 import argparse
 import itertools
@@ -76,7 +78,7 @@ RUN_TIMEOUT_S = 300
 
 
 def ranks(c):
-    return c["dp"] * c["tp"] * c.get("pp", 1) * c.get("cp", 1)
+    return c["dp"] * c["tp"] * c.get("pp", 1) * c.get("cp", 1) * c.get("ep", 1)
 
 
 def valid(c):
@@ -140,6 +142,7 @@ def parse_layout(spec):
     names = ["dp", "tp", "sp", "zero", "acc"]
     c = dict(zip(names, map(int, fields[:5])))
     c["cp"] = int(named.get("cp", 1))
+    c["ep"] = int(named.get("ep", 1))
     c["context"] = named.get("context", "allgather")
     c["pp"] = int(fields[5]) if len(fields) > 5 else 1
     c["schedule"] = fields[6] if len(fields) > 6 else "1f1b"
@@ -151,9 +154,13 @@ def parse_layout(spec):
 def parallel_section(c):
     pp = c.get("pp", 1)
     cp = c.get("cp", 1)
+    ep = c.get("ep", 1)
     axes = ([f"pp = {pp}"] if pp > 1 else []) + [f"dp = {c['dp']}"] + (
-        [f"cp = {cp}"] if cp > 1 else []) + ([f"tp = {c['tp']}"] if c["tp"] > 1 else [])
-    shard = ["batch = dp"] + (["heads = tp", "ffn = tp", "vocab = tp"] if c["tp"] > 1 else []) + (
+        [f"ep = {ep}"] if ep > 1 else []) + ([f"cp = {cp}"] if cp > 1 else []) + (
+        [f"tp = {c['tp']}"] if c["tp"] > 1 else [])
+    batch = "(dp, ep)" if ep > 1 and c["dp"] > 1 else "ep" if ep > 1 else "dp"
+    shard = [f"batch = {batch}"] + (["experts = ep"] if ep > 1 else []) + (
+        ["heads = tp", "ffn = tp", "vocab = tp"] if c["tp"] > 1 else []) + (
         ["seq = cp"] if cp > 1 else [])
     lines = [f"mesh {{ {', '.join(axes)} }}", f"shard {{ {', '.join(shard)} }}"]
     if c["sp"]:
@@ -172,6 +179,8 @@ def parallel_section(c):
 
 def name_of(c):
     name = f"dp{c['dp']}-tp{c['tp']}-sp{c['sp']}-zero{c['zero']}-acc{c['acc']}"
+    if c.get("ep", 1) > 1:
+        name += f"-ep{c['ep']}"
     if c.get("cp", 1) > 1:
         name += f"-cp{c['cp']}"
         if c.get("context", "allgather") != "allgather":
@@ -240,7 +249,7 @@ def train(args, c, template, mpirun=None):
     work = os.path.join(args.workdir, name_of(c) + ("-mpi" if mpirun else ""))
     os.makedirs(work, exist_ok=True)
     model = os.path.join(work, "model.model")
-    micro = BATCH // (c["dp"] * c["acc"])
+    micro = BATCH // (c["dp"] * c.get("ep", 1) * c["acc"])
     with open(model, "w") as f:
         f.write(template.replace("@PARALLEL@", parallel_section(c)).replace("@MICRO@", str(micro)))
     metrics = os.path.join(work, "metrics.jsonl")

@@ -279,3 +279,17 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
     return %0 : tensor<2x4xf32, #graph.dims<seq, embed>>
   }
 }
+
+// -----
+
+// An all-to-all that moves a split from a dim its operand does not split over that axis.
+!t = tensor<2x4xf32, #graph.dims<batch, experts>>
+!e = tensor<1x8xf32, #graph.dims<batch, experts>>
+module attributes {tessel.dims = {batch = 4 : i64, experts = 4 : i64}, tessel.parallel = {mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}}} {
+  shard.grid @mesh(shape = 2)
+  func.func @all_to_all_from_whole_dim(%x: !t {graph.sharding = #graph.sharding<[ep, *]>}) -> !e {
+    // expected-error @+1 {{'shard.all_to_all' op moves a split over 'ep' from a dim its operand does not split over it innermost, or onto a dim split over it (operand [ep, *], result [*, ep])}}
+    %0 = shard.all_to_all %x on @mesh grid_axes = [0] split_axis = 0 concat_axis = 1 {graph.sharding = [#graph.sharding<[*, ep]>]} : !t -> !e
+    return %0 : !e
+  }
+}

@@ -519,9 +519,8 @@ std::optional<Program> Sema::run() {
     if (d.name.name != "batch")
       lookupDefinition(d.name.name, d.name.loc);
   readSections();
-  int64_t dp = program_.parallel.axisSize("dp");
   if (program_.train.microBatch.value > 0)
-    dims_["batch"] = {"batch", program_.train.microBatch.value * dp};
+    dims_["batch"] = {"batch", program_.train.microBatch.value * program_.parallel.dataWays()};
   for (const ast::Definition &d : model_->dims)
     if (dims_.count(d.name.name))
       program_.dims.push_back(dims_[d.name.name]);

@@ -15,7 +15,7 @@ using namespace tessel::detail;
 
 namespace {
 
-const std::vector<std::string> kAxes = {"dp", "tp", "pp", "cp"};
+const std::vector<std::string> kAxes = {"dp", "tp", "pp", "cp", "ep"};
 const std::vector<std::string> kSchedules = {"afab", "1f1b", "interleaved", "zbh1"};
 
 /// The settings of one group, indexed by key, with duplicate and unknown keys reported.
@@ -190,7 +190,7 @@ void Sema::readParallel(const ast::Section &section) {
         axisExprs.push_back(s.value.get());
       for (const ast::Expr *e : axisExprs) {
         if (e->kind != ast::ExprKind::Name) {
-          error(e->loc, "expected a mesh axis name (dp, tp, pp, cp)");
+          error(e->loc, "expected a mesh axis name (dp, tp, pp, cp, ep)");
           continue;
         }
         bool inMesh = false;
@@ -225,6 +225,15 @@ void Sema::readParallel(const ast::Section &section) {
           continue;
         }
         ds.axes.push_back(e->text);
+      }
+      // A dim split over several axes is split over their group, row-major, outermost first;
+      // the passes support that for the data axes, whose ranks all hold whole samples.
+      bool dataAxes = std::all_of(ds.axes.begin(), ds.axes.end(),
+                                  [](const std::string &a) { return a == "dp" || a == "ep"; });
+      if (ds.axes.size() > 1 && !dataAxes) {
+        error(s.value->loc, "only the data axes dp and ep can split one dim together",
+              "split the batch over both: batch = (dp, ep)");
+        ds.axes.resize(1); // Still a use of the first axis: no second error that it is unused.
       }
       if (!ds.axes.empty())
         cfg.shard.push_back(std::move(ds));
@@ -330,7 +339,7 @@ void Sema::readTrain(const ast::Section &section) {
   // At least 1: with batch < dp a micro-batch of 0 left 'batch' without a size, and the
   // check below, which names the real problem, never ran.
   if (!top.get("micro_batch") && cfg.batch.value > 0)
-    cfg.microBatch = {std::max<int64_t>(1, cfg.batch.value / program_.parallel.axisSize("dp")),
+    cfg.microBatch = {std::max<int64_t>(1, cfg.batch.value / program_.parallel.dataWays()),
                       section.kind.loc};
   if (const ast::Expr *e = top.value("clip")) {
     double v = 0;
@@ -465,15 +474,19 @@ void Sema::readTrain(const ast::Section &section) {
     readString(g, "dir", cfg.checkpointDir);
   }
 
-  // batch = micro_batch x accumulation x dp, exactly.
-  int64_t dp = program_.parallel.axisSize("dp");
+  // batch = micro_batch x accumulation x dp (x ep, which splits the tokens too), exactly.
+  int64_t dp = program_.parallel.axisSize("dp"), ep = program_.parallel.axisSize("ep");
+  std::string dataAxes =
+      ep > 1 ? " x dp (" + std::to_string(dp) + ") x ep (" + std::to_string(ep) + ")"
+             : " x dp (" + std::to_string(dp) + ")";
   if (cfg.batch.value > 0 && cfg.microBatch.value > 0) {
-    int64_t perStep = cfg.microBatch.value * dp;
+    int64_t perStep = cfg.microBatch.value * dp * ep;
     if (cfg.batch.value % perStep != 0) {
       error(cfg.batch.loc,
             "batch " + std::to_string(cfg.batch.value) + " is not a multiple of micro_batch (" +
-                std::to_string(cfg.microBatch.value) + ") x dp (" + std::to_string(dp) + ")",
-            "batch = micro_batch x accumulation x dp; try batch = " +
+                std::to_string(cfg.microBatch.value) + ")" + dataAxes,
+            std::string("batch = micro_batch x accumulation x dp") + (ep > 1 ? " x ep" : "") +
+                "; try batch = " +
                 std::to_string(std::max<int64_t>(1, cfg.batch.value / perStep) * perStep));
     } else {
       cfg.accumulation = cfg.batch.value / perStep;
@@ -481,8 +494,9 @@ void Sema::readTrain(const ast::Section &section) {
     if (const ast::Expr *e = top.value("accumulation"))
       if (auto n = evalInt(*e, "accumulation", 1))
         if (cfg.batch.value % perStep == 0 && *n != cfg.accumulation)
-          error(e->loc, "accumulation " + std::to_string(*n) + " disagrees with batch / (micro_batch x dp) = " +
-                            std::to_string(cfg.accumulation));
+          error(e->loc,
+                "accumulation " + std::to_string(*n) + " disagrees with batch / (micro_batch" +
+                    (ep > 1 ? " x dp x ep" : " x dp") + ") = " + std::to_string(cfg.accumulation));
   }
 }
 
@@ -541,12 +555,22 @@ void Sema::checkParallelAgainstModel() {
               (options_.ranks == 1 ? " was requested" : " were requested"),
           "the product of the mesh axes is the number of ranks");
 
-  // A data-parallel mesh shards the batch unless told otherwise.
+  // A data-parallel mesh shards the batch unless told otherwise; so does an expert-parallel
+  // one, whose ranks take different tokens too.
+  int64_t ep = cfg.axisSize("ep");
   bool batchMapped = false;
   for (const DimSharding &ds : cfg.shard)
     batchMapped |= ds.dim == "batch";
-  if (dp > 1 && !batchMapped)
-    cfg.shard.push_back({"batch", {"dp"}, {}});
+  if ((dp > 1 || ep > 1) && !batchMapped) {
+    DimSharding batch{"batch", {}, {}};
+    if (dp > 1)
+      batch.axes.push_back("dp");
+    if (ep > 1)
+      batch.axes.push_back("ep");
+    cfg.shard.push_back(batch);
+  }
+  if (ep > 1)
+    checkExpertParallel();
 
   std::set<std::string> usedAxes;
   for (const DimSharding &ds : cfg.shard) {
@@ -571,7 +595,7 @@ void Sema::checkParallelAgainstModel() {
       ways *= cfg.axisSize(a);
     int64_t size = it->second.size;
     if (ds.dim == "batch")
-      size = train.microBatch.value * dp; // The global micro-batch.
+      size = train.microBatch.value * cfg.dataWays(); // The global micro-batch.
     int64_t cp = std::count(ds.axes.begin(), ds.axes.end(), "cp") ? cfg.axisSize("cp") : 1;
     if (size % ways != 0)
       error(ds.loc, "dim '" + ds.dim + "' (" + std::to_string(size) +
@@ -587,10 +611,12 @@ void Sema::checkParallelAgainstModel() {
   }
   for (const MeshAxis &a : cfg.mesh)
     if (a.size > 1 && (a.name == "tp" || a.name == "cp" || a.name == "dp") && !usedAxes.count(a.name))
-      error(a.loc, "mesh axis '" + a.name + "' has " + std::to_string(a.size) +
-                       " ranks but no dim is sharded over it",
+      error(a.loc,
+            "mesh axis '" + a.name + "' has " + std::to_string(a.size) +
+                " ranks but no dim is sharded over it",
             a.name == "tp"   ? "map the dims to split, e.g. shard { heads = tp, ffn = tp }"
             : a.name == "cp" ? "context parallelism splits the sequence: shard { seq = cp }"
+            : ep > 1         ? "shard the batch over both data axes: shard { batch = (dp, ep) }"
                              : "shard the batch: shard { batch = dp }");
 
   auto seq = dims_.find("seq");
@@ -687,4 +713,40 @@ void Sema::checkParallelAgainstModel() {
   if (cfg.zero.value > 0 && dp == 1 && cfg.zero.loc.isValid())
     diags_.warning(cfg.zero.loc, "zero = " + std::to_string(cfg.zero.value) +
                                      " has no effect without a dp axis larger than 1");
+}
+
+void Sema::checkExpertParallel() {
+  const ParallelConfig &cfg = program_.parallel;
+  SourceLoc epLoc;
+  for (const MeshAxis &a : cfg.mesh)
+    if (a.name == "ep")
+      epLoc = a.loc;
+  std::string ranks = std::to_string(cfg.axisSize("ep"));
+  // ep is a data axis for everything but the expert weights: the tokens must split over it.
+  for (const DimSharding &ds : cfg.shard)
+    if (ds.dim == "batch" && std::find(ds.axes.begin(), ds.axes.end(), "ep") == ds.axes.end())
+      error(ds.loc.isValid() ? ds.loc : epLoc,
+            "'batch' must be sharded over ep: its ranks take different tokens, as dp's do",
+            cfg.axisSize("dp") > 1 ? "shard { batch = (dp, ep), experts = ep }"
+                                   : "shard { batch = ep, experts = ep }");
+  // The dims ep splits besides the batch are the expert weights': each must be a dim of some
+  // parameter, or ep would split activations only, which is not expert parallelism.
+  std::set<std::string> paramDims;
+  for (const Op &op : program_.forward.ops)
+    if (op.name == "param")
+      for (const NamedDim &d : op.type.dims)
+        paramDims.insert(d.name);
+  bool expertDim = false;
+  for (const DimSharding &ds : cfg.shard) {
+    if (ds.dim == "batch" || std::find(ds.axes.begin(), ds.axes.end(), "ep") == ds.axes.end())
+      continue;
+    expertDim = true;
+    if (dims_.count(ds.dim) && !paramDims.count(ds.dim))
+      error(ds.loc, "'" + ds.dim + "' is sharded over ep but is a dim of no parameter",
+            "ep splits the expert weights along the dim that numbers the experts, e.g. "
+            "shard { experts = ep }");
+  }
+  if (!expertDim)
+    error(epLoc, "mesh axis 'ep' has " + ranks + " ranks but no dim is sharded over it",
+          "expert parallelism splits the expert weights: shard { experts = ep }");
 }

@@ -95,6 +95,8 @@ public:
   void checkParallelAgainstModel();
   /// With a pipeline: each layer reads the previous one's result and the loss the last's.
   void checkLayerChain(int64_t pp);
+  /// The checks of an ep axis: the batch split over it, a parameter dim split over it.
+  void checkExpertParallel();
 
   // Elaborate.cpp: blocks into the typed graph.
   void elaborateForward();

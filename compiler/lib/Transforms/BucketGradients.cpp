@@ -1,7 +1,8 @@
 //===- BucketGradients.cpp - Data-parallel gradient buckets ---------------===//
 //
 // After partitioning, each gradient reaches its accumulator through its own reduction over
-// dp, all of them at the end of the backward pass. This pass packs them, in the order the
+// the data axes (dp, and ep, whose ranks take different tokens too), all of them at the end
+// of the backward pass. This pass packs them, in the order the
 // backward pass finishes them, into buckets of at most `bucket_bytes`, and moves each
 // bucket's single collective up to the point where its last gradient is final. The plan
 // lowering starts the collective asynchronously and waits for it only where the gradients
@@ -100,9 +101,10 @@ void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> membe
   }
 }
 
-/// Buckets the data-parallel gradient reductions of one function (the training step, or with
-/// a pipeline each stage's backward).
-void bucketFunction(func::FuncOp func, const MeshLayout &mesh, int dp, int64_t cap) {
+/// Buckets the gradient reductions over the data axes `data` (grid axis indices) of one
+/// function (the training step, or with a pipeline each stage's backward).
+void bucketFunction(func::FuncOp func, const MeshLayout &mesh, ArrayRef<int16_t> data,
+                    int64_t cap) {
   DenseMap<Operation *, size_t> position;
   for (auto [i, op] : llvm::enumerate(func.getBody().front()))
     position[&op] = i;
@@ -122,17 +124,22 @@ void bucketFunction(func::FuncOp func, const MeshLayout &mesh, int dp, int64_t c
       auto shape = getNamedShape(rs.getInput().getType());
       dim = (*shape)[rs.getScatterAxis().getZExtValue()].name;
     }
-    if (!llvm::is_contained(axes, dp))
+    if (llvm::none_of(axes, [&](int16_t a) { return llvm::is_contained(data, a); }))
       return;
     Value grad = c->getOperand(0);
     Operation *producer = grad.getDefiningOp();
+    // The last step of a chain of collectives (a router's gradient reduce-scattered over ep,
+    // then all-reduced over dp) stays where the chain is, beside its accumulation.
+    if (isa_and_nonnull<shard::ReduceScatterOp, shard::AllReduceOp>(producer))
+      return;
     size_t ready = producer ? position[producer] : 0;
     kinds[{axes, !dim.empty()}].push_back({c, grad, dim, bytesOf(grad), ready});
   });
   for (auto &[kind, reductions] : kinds) {
     llvm::stable_sort(reductions,
                       [](const Reduction &a, const Reduction &b) { return a.ready < b.ready; });
-    int64_t ways = kind.second ? mesh.size("dp") : 1;
+    // A reduce-scatter (ZeRO's over dp, a router's onto its experts over ep) is over one axis.
+    int64_t ways = kind.second ? mesh.axes()[kind.first.front()].second : 1;
     size_t start = 0;
     int64_t bytes = 0;
     for (size_t i = 0; i <= reductions.size(); ++i) {
@@ -155,15 +162,18 @@ struct BucketGradients : tessel::impl::BucketGradientsBase<BucketGradients> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshLayout mesh = MeshLayout::fromModule(module);
-    int dp = mesh.axisIndex("dp");
-    if (dp < 0)
+    SmallVector<int16_t> data;
+    for (StringRef axis : {"dp", "ep"})
+      if (int a = mesh.axisIndex(axis); a >= 0)
+        data.push_back(static_cast<int16_t>(a));
+    if (data.empty())
       return;
     int64_t cap = 25ll << 20;
     if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
       if (auto b = par.getAs<IntegerAttr>("bucket_bytes"))
         cap = b.getInt();
     for (auto func : module.getOps<func::FuncOp>())
-      bucketFunction(func, mesh, dp, cap);
+      bucketFunction(func, mesh, data, cap);
   }
 };
 

@@ -18,6 +18,7 @@
 #include "common/HeadTail.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <map>
 #include <set>
@@ -89,13 +90,17 @@ private:
 void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
                                 const ShardingRule &rule) {
   // A dim some operand keeps split (attention's queries under context parallelism, whose
-  // keys are gathered) keeps its parallelism.
+  // keys are gathered) keeps its parallelism; so does an axis that splits another dim of the
+  // op instead (a router's weight gathered while its tokens stay split over ep).
   std::set<std::pair<std::string, std::string>> keptSplit;
+  std::set<std::string> usedAxes;
   for (auto [v, need] : llvm::zip(op->getOperands(), rule.operands))
     if (auto shape = getNamedShape(v.getType()))
       for (size_t d = 0; d < shape->size(); ++d)
-        if (!need.axes[d].empty())
-          keptSplit.insert({(*shape)[d].name, need.axes[d]});
+        for (StringRef a : axesOfSplit(need.axes[d])) {
+          keptSplit.insert({(*shape)[d].name, a.str()});
+          usedAxes.insert(a.str());
+        }
   for (auto [v, have, need] : llvm::zip(op->getOperands(), actual, rule.operands)) {
     auto shape = getNamedShape(v.getType());
     if (!shape)
@@ -105,8 +110,12 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
       std::string axis = mesh_.ruleFor(dim);
       // State is never split over cp (MeshLayout::stateSharding): nothing is lost there.
       bool wholeState = axis == headtail::kAxis && isa<AccumulateGradOp>(op);
+      // Lost are the axes (of a group: each) that split neither this dim nor another.
+      auto kept = [&](StringRef a) {
+        return keptSplit.count({dim, a.str()}) || usedAxes.count(a.str());
+      };
       if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis || wholeState ||
-          keptSplit.count({dim, axis}) || !warnedDims_.insert(dim).second)
+          llvm::any_of(axesOfSplit(axis), kept) || !warnedDims_.insert(dim).second)
         continue;
       std::string what = spelling(op->getName().getStringRef());
       op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
@@ -127,8 +136,9 @@ Type Walker::localType(Type type, const Sharding &s) const {
 
 SmallVector<int16_t> Walker::gridAxes(ArrayRef<std::string> axes) const {
   SmallVector<int16_t> out;
-  for (const std::string &a : axes)
-    out.push_back(static_cast<int16_t>(mesh_.axisIndex(a)));
+  for (const std::string &split : axes)
+    for (StringRef a : axesOfSplit(split))
+      out.push_back(static_cast<int16_t>(mesh_.axisIndex(a)));
   llvm::sort(out);
   return out;
 }
@@ -173,7 +183,7 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
       continue;
     int dim = -1;
     for (size_t i = 0; i < to.axes.size(); ++i)
-      if (to.axes[i] == axis && cur.axes[i].empty() && !llvm::is_contained(cur.axes, axis))
+      if (to.axes[i] == axis && cur.axes[i].empty() && !cur.splitsOver(axis))
         dim = static_cast<int>(i);
     if (dim < 0) {
       allReduce.push_back(axis);
@@ -192,6 +202,30 @@ Value Walker::convert(Value value, Type globalType, const Sharding &from, const 
   if (!allReduce.empty())
     emitted(shard::AllReduceOp::create(b_, loc, localType(globalType, cur), kGridName,
                                        gridAxes(allReduce), v, shard::ReductionKind::Sum));
+  // A split that moves from dim i to dim j (j whole before, i whole after) is one all-to-all:
+  // each rank sends every other the block of dim j that rank will hold and gets back its own
+  // block of dim j from every block of dim i, so nothing is ever held whole. The axes that
+  // move may be the innermost of a group: dim i keeps its outer axes, and dim j may already
+  // be split over others, outside them (tokens split over (dp, ep) keep dp while ep moves to
+  // the experts, and back). Not over cp, whose head-tail blocks are not the all-to-all's.
+  for (size_t i = 0; i < cur.axes.size(); ++i) {
+    SmallVector<StringRef, 2> group = axesOfSplit(cur.axes[i]), kept = axesOfSplit(to.axes[i]);
+    if (group.empty() || kept.size() >= group.size() ||
+        ArrayRef(group).take_front(kept.size()) != ArrayRef(kept) ||
+        splitsOver(cur.axes[i], headtail::kAxis))
+      continue;
+    std::string moving = llvm::join(ArrayRef(group).drop_front(kept.size()), "_");
+    for (size_t j = 0; j < cur.axes.size(); ++j) {
+      std::string joined = cur.axes[j].empty() ? moving : cur.axes[j] + "_" + moving;
+      if (j == i || to.axes[j] != joined)
+        continue;
+      cur.axes[i] = to.axes[i];
+      cur.axes[j] = joined;
+      emitted(shard::AllToAllOp::create(b_, loc, localType(globalType, cur), kGridName,
+                                        gridAxes({moving}), v, APInt(64, j), APInt(64, i)));
+      break;
+    }
+  }
   // Splits the target lacks (or has on another axis) are gathered, then new ones sliced.
   for (size_t i = 0; i < cur.axes.size(); ++i) {
     if (cur.axes[i].empty() || cur.axes[i] == to.axes[i])
@@ -229,7 +263,10 @@ LogicalResult Walker::visit(Operation *op) {
     inits_[p.getName()] = p.getInit();
     params_[p.getName().str()] = p.getType();
   }
-  warnAboutWholeDims(op, actual, rule);
+  // The sampler runs one sequence, which no data axis can split: what it gathers says nothing
+  // of the training layout the warning is about.
+  if (op->getParentOfType<func::FuncOp>().getSymName() != "sample")
+    warnAboutWholeDims(op, actual, rule);
 
   if (!rewrite_) {
     record(op, rule.results);

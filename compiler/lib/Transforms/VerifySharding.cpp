@@ -12,6 +12,7 @@
 #include "Graph/GraphOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <map>
 #include <set>
@@ -85,6 +86,8 @@ LogicalResult Verifier::verifyCollective(Operation *op, const Sharding &in, cons
       names.push_back(axisName(i));
     return names;
   };
+  // The axes of a gather, scatter or slice split a dim together, as a group.
+  auto groupOf = [&](ArrayRef<int16_t> indices) { return llvm::join(axesOf(indices), "_"); };
   Sharding expect = in;
   if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
     for (const std::string &a : axesOf(ar.getGridAxes())) {
@@ -93,25 +96,40 @@ LogicalResult Verifier::verifyCollective(Operation *op, const Sharding &in, cons
       llvm::erase(expect.partial, a);
     }
   } else if (auto rs = dyn_cast<shard::ReduceScatterOp>(op)) {
-    std::string a = axesOf(rs.getGridAxes()).front();
+    std::string a = groupOf(rs.getGridAxes());
     uint64_t d = rs.getScatterAxis().getZExtValue();
     if (!in.isPartialOver(a) || d >= in.axes.size() || !in.axes[d].empty())
       return fail("scatters a sum over '" + a +
                   "' onto a dim that is split or a non-partial value");
-    llvm::erase(expect.partial, a);
+    for (const std::string &axis : axesOf(rs.getGridAxes()))
+      llvm::erase(expect.partial, axis);
     expect.axes[d] = a;
   } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
-    std::string a = axesOf(ag.getGridAxes()).front();
+    std::string a = groupOf(ag.getGridAxes());
     uint64_t d = ag.getGatherAxis().getZExtValue();
     if (d >= in.axes.size() || in.axes[d] != a)
       return fail("gathers a dim over '" + a + "' that its operand does not split over it");
     expect.axes[d].clear();
   } else if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
-    std::string a = axesOf(sl.getGridAxes()).front();
+    std::string a = groupOf(sl.getGridAxes());
     uint64_t d = sl.getSliceAxis().getZExtValue();
     if (d >= in.axes.size() || !in.axes[d].empty() || in.isPartialOver(a))
       return fail("slices a dim over '" + a + "' that is split already, or a partial sum");
     expect.axes[d] = a;
+  } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
+    // It moves the innermost axes of one dim's split (all of them, or those of a group whose
+    // outer axes stay) to another dim, innermost there too.
+    std::string a = groupOf(a2a.getGridAxes());
+    uint64_t from = a2a.getConcatAxis().getZExtValue(), to = a2a.getSplitAxis().getZExtValue();
+    StringRef held = from < in.axes.size() ? StringRef(in.axes[from]) : StringRef();
+    bool innermost = held == a || held.ends_with("_" + a);
+    if (to >= in.axes.size() || from == to || !innermost || in.isPartialOver(a) ||
+        splitsOver(in.axes[to], a))
+      return fail("moves a split over '" + a +
+                  "' from a dim its operand does not split over it innermost, or onto a dim "
+                  "split over it");
+    expect.axes[from] = held.drop_back(std::min(held.size(), a.size() + 1)).str();
+    expect.axes[to] = in.axes[to].empty() ? a : in.axes[to] + "_" + a;
   } else {
     return op->emitOpError("is a collective the verifier does not know");
   }

@@ -80,7 +80,7 @@ template <typename T> struct Located {
 };
 
 struct MeshAxis {
-  std::string name; ///< One of dp, tp, pp, cp.
+  std::string name; ///< One of pp, dp, ep, cp, tp.
   int64_t size = 1;
   SourceLoc loc;
 };
@@ -111,6 +111,9 @@ struct ParallelConfig {
   /// The size of `axis`, 1 when the mesh lacks it.
   int64_t axisSize(const std::string &axis) const;
   int64_t worldSize() const;
+  /// The ranks among which the batch is split: dp x ep (expert parallelism splits the tokens
+  /// as data parallelism does, and only the expert weights otherwise).
+  int64_t dataWays() const { return axisSize("dp") * axisSize("ep"); }
 };
 
 struct OptimizerConfig {
@@ -130,9 +133,9 @@ struct LrSchedule {
 };
 
 struct TrainConfig {
-  Located<int64_t> batch{0, {}};      ///< Sequences per optimizer step, over all dp ranks.
+  Located<int64_t> batch{0, {}};      ///< Sequences per optimizer step, over all data ranks.
   Located<int64_t> microBatch{0, {}}; ///< Sequences per rank per forward/backward.
-  int64_t accumulation = 1;           ///< batch / (micro_batch * dp).
+  int64_t accumulation = 1;           ///< batch / (micro_batch * dp * ep).
   Located<int64_t> steps{1000, {}};
   OptimizerConfig optimizer;
   LrSchedule schedule;

@@ -2,8 +2,9 @@
 //
 // The partition pass's collectives (upstream shard dialect) become kernels that name their
 // communicator group (the grid axes, e.g. "dp_tp") and the [outer, ways, chunk] layout around
-// the split dim. A collective marked `tessel.async` runs on the communicator's stream; the
-// first op that reads its result waits for its event (PlanLowering::waitFor).
+// the split dim; an all-to-all also transposes its blocks into and out of that layout. A collective
+// marked `tessel.async` runs on the communicator's stream; the first op that reads its result waits
+// for its event (PlanLowering::waitFor).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,70 @@ template <typename OpTy> struct CollectivePattern : PlanPattern<OpTy> {
   }
 };
 
+/// A split moving from dim `concat_axis` (i) to dim `split_axis` (j) over a group of W ranks.
+/// The `all_to_all` kernel exchanges x [outer, W, chunk] (block r of the middle goes to rank
+/// r) into y [outer, W, chunk] (block r came from rank r); outer is the dims before both i
+/// and j. When j comes first, the input is already [outer, W (j's blocks), ...] and what
+/// arrives is [outer, W (i's blocks), j', ..., i', ...], which a transpose puts back as
+/// [outer, j', ..., W × i', ...]. When i comes first, the input is first transposed to
+/// [outer, W (j's blocks), i', ..., j', ...], and what arrives is the result's own layout. The
+/// transposes are `copy` relayouts: at most one per exchange, none when only dims of size 1
+/// lie between.
+struct AllToAllPattern : PlanPattern<shard::AllToAllOp> {
+  using PlanPattern::PlanPattern;
+
+  LogicalResult lower(shard::AllToAllOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+    const graph::MeshLayout &mesh = lowering.mesh();
+    if (op->hasAttr("tessel.async"))
+      return op.emitOpError("cannot run asynchronously: its transposes would need the result");
+    NamedShape is = shapeOf(op.getInput()), os = shapeOf(op.getResult());
+    uint64_t i = op.getConcatAxis().getZExtValue(), j = op.getSplitAxis().getZExtValue();
+    int64_t ways = os[i].size / is[i].size;
+    uint64_t first = std::min(i, j);
+    // The input and the exchanged buffer, each with its blocks' index as a dim of its own.
+    NamedDim blocks{"<blocks>", ways};
+    NamedShape sent = is, arrived = os;
+    sent[j].size /= ways;
+    sent.insert(sent.begin() + j, blocks);
+    arrived[i].size /= ways;
+    arrived.insert(arrived.begin() + i, blocks);
+    auto inFront = [&](NamedShape s, uint64_t at) {
+      NamedDim d = s[at];
+      s.erase(s.begin() + at);
+      s.insert(s.begin() + first, d);
+      return s;
+    };
+    // Only dims of more than one element decide whether a transpose moves anything.
+    auto sameOrder = [](const NamedShape &a, const NamedShape &b) {
+      auto big = [](const NamedShape &s) {
+        SmallVector<std::string> names;
+        for (const NamedDim &d : s)
+          if (d.size > 1)
+            names.push_back(d.name);
+        return names;
+      };
+      return big(a) == big(b);
+    };
+    Type element = cast<RankedTensorType>(op.getType()).getElementType();
+    Value x = adaptor.getInput(), r = emit.define(op.getResult());
+    NamedShape exchanged = inFront(sent, j);
+    if (!sameOrder(sent, exchanged))
+      x = emit.relayout(x, sent, exchanged, element);
+    NamedShape received = inFront(arrived, i);
+    bool transposeBack = !sameOrder(received, arrived);
+    Value y = transposeBack ? emit.alloc(sizesOf(received), element) : r;
+    emit.kernel("all_to_all", {x}, {y},
+                {emit.str("group", mesh.groupName(op.getGridAxes())),
+                 emit.i64("outer", outerOf(is, first)),
+                 emit.i64("chunk", numElements(is) / (outerOf(is, first) * ways))});
+    if (transposeBack)
+      emit.kernel("copy", {y}, {r},
+                  {emit.list("shape", sizesOf(arrived)),
+                   emit.list("x_strides", stridesIn(received, arrived))});
+    return success();
+  }
+};
+
 /// The gradient of a parameter tied across pipeline stages (embedding and output head):
 /// summed over the pp ranks of the stages that use it.
 struct TiedGradSumPattern : PlanPattern<graph::TiedGradSumOp> {
@@ -99,5 +164,5 @@ void plan_lowering::populateCollectivePatterns(RewritePatternSet &patterns,
                                                PlanLowering &lowering) {
   patterns.add<CollectivePattern<shard::AllReduceOp>, CollectivePattern<shard::AllGatherOp>,
                CollectivePattern<shard::ReduceScatterOp>, CollectivePattern<shard::AllSliceOp>,
-               TiedGradSumPattern>(converter, patterns.getContext(), lowering);
+               AllToAllPattern, TiedGradSumPattern>(converter, patterns.getContext(), lowering);
 }
