@@ -4,7 +4,8 @@
 // compiled models) and compiles each distinct one with NVRTC for the architectures asked for,
 // as the CUDA device does at plan load, but without a GPU: CI runs it on the example plans so
 // that a body the generator or NVRTC gets wrong fails there, not on a GPU machine. With
-// --cache it fills the kernel cache a CUDA device then reads (for the same NVRTC).
+// --cache it fills the kernel cache a CUDA device then reads (for the same NVRTC). Sources
+// (--print-source) go to stdout, the summary of each plan to stderr.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,7 @@ namespace {
 
 constexpr const char *kUsage =
     "usage: %s [--arch sm_80,sm_90] [--cache DIR] [--print-source] PLAN...\n"
+    "       %s --version\n"
     "Compiles the generated kernel of every fused_elementwise call of each PLAN (a plan file or\n"
     "a compiled model) with NVRTC for each architecture; without --cache nothing is kept.\n";
 
@@ -112,21 +114,31 @@ int main(int argc, char **argv) {
       archs = splitComma(argv[++i]);
     } else if (arg == "--cache" && i + 1 < argc) {
       cacheDir = argv[++i];
+    } else if (arg == "--version") {
+      // Which NVRTC this runtime opens, or why none (lit's 'nvrtc' feature asks this).
+      std::string why;
+      const rt::Nvrtc *nvrtc = rt::loadNvrtc(why);
+      if (!nvrtc) {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        return 1;
+      }
+      std::printf("NVRTC %s\n", nvrtc->version().c_str());
+      return 0;
     } else if (arg == "--print-source") {
       printSource = true;
     } else if (arg == "--help" || arg == "-h") {
-      std::printf(kUsage, argv[0]);
+      std::printf(kUsage, argv[0], argv[0]);
       return 0;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], arg.c_str());
-      std::fprintf(stderr, kUsage, argv[0]);
+      std::fprintf(stderr, kUsage, argv[0], argv[0]);
       return 2;
     } else {
       plans.push_back(arg);
     }
   }
   if (plans.empty() || archs.empty()) {
-    std::fprintf(stderr, kUsage, argv[0]);
+    std::fprintf(stderr, kUsage, argv[0], argv[0]);
     return 2;
   }
   std::string error;
@@ -147,6 +159,7 @@ int main(int argc, char **argv) {
       continue;
     }
     const auto start = std::chrono::steady_clock::now();
+    const int before = compiler.kernels();
     int compiled = 0;
     for (const std::string &source : sources) {
       if (printSource)
@@ -170,9 +183,12 @@ int main(int argc, char **argv) {
     std::string archList;
     for (const std::string &a : archs)
       archList += (archList.empty() ? "" : " ") + a;
-    std::printf("%s: %d fused calls, %zu kernels; %d cubins for %s by NVRTC %s in %.2f s\n",
-                path.c_str(), calls, sources.size(), compiled, archList.c_str(),
-                nvrtc->version().c_str(), seconds);
+    // Kernels another plan given here already has are not made again.
+    std::fprintf(stderr,
+                 "%s: %d fused calls, %zu kernels; %d cubins for %s by NVRTC %s (%d new) in "
+                 "%.2f s\n",
+                 path.c_str(), calls, sources.size(), compiled, archList.c_str(),
+                 nvrtc->version().c_str(), compiler.kernels() - before, seconds);
   }
   return failures ? 1 : 0;
 }
