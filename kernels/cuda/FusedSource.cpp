@@ -10,7 +10,6 @@
 
 #include "kernels/cuda/ElementwiseOpsText.h"
 
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -61,15 +60,20 @@ int operandsOf(FusedStep::Kind kind) {
   return 3;
 }
 
-/// A float with exactly its bits: a hex literal of the bits, the value in a comment.
+/// A float with exactly its bits, opaque to the compiler (the generated `opaque`): a hex
+/// literal of the bits, the value in a comment.
 std::string floatLiteral(float v) {
-  if (v == 0.0f && !std::signbit(v))
-    return "0.0f";
   uint32_t bits = 0;
   std::memcpy(&bits, &v, sizeof bits);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x) /* %.9g */", bits, static_cast<double>(v));
+  std::snprintf(buf, sizeof buf, "opaque(__int_as_float(0x%08x) /* %.9g */)", bits,
+                static_cast<double>(v));
   return buf;
+}
+
+/// The exponent argument of a unary step: only pow reads it.
+std::string exponent(const FusedStep &st) {
+  return st.unary == UnaryKind::Pow ? floatLiteral(st.value) : "0.0f";
 }
 
 std::string valueName(int32_t value, int inputs) {
@@ -213,12 +217,20 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
        "// A step's value rounded to f32 before a later step reads it, as when the steps run one\n"
        "// at a time (the interpreter, the unfused kernels): __fmul_rn is never contracted into\n"
        "// an FMA with the next step's arithmetic.\n"
-       "__device__ __forceinline__ float rounded(float v) { return __fmul_rn(v, 1.0f); }\n\n"
+       "__device__ __forceinline__ float rounded(float v) { return __fmul_rn(v, 1.0f); }\n"
+       "// A constant as the interpreter has it, known only at run time: the compiler cannot\n"
+       "// specialise an operation to it (powf(x, 2) as x * x, expf of a constant folded on the\n"
+       "// host) into bits the device's own functions would not give.\n"
+       "__device__ __forceinline__ float opaque(float v) {\n"
+       "  asm(\"\" : \"+f\"(v));\n"
+       "  return v;\n"
+       "}\n\n"
        "} // namespace tessel::cuda::fused\n\n";
   s += "extern \"C\" __global__ void " + std::string(kFusedKernelName) +
        "(long long n, tessel::cuda::fused::FusedKernelArgs a) {\n"
        "  using namespace tessel::cuda;\n"
        "  using namespace tessel::cuda::detail;\n"
+       "  using tessel::cuda::fused::opaque;\n"
        "  using tessel::cuda::fused::rounded;\n"
        "  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;\n"
        "       e += (long long)gridDim.x * blockDim.x) {\n";
@@ -271,11 +283,11 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
       break;
     case FusedStep::Kind::Unary:
       v = "rounded(applyUnary(UnaryKind::" + std::string(unaryNames()[int(st.unary)]) + ", " +
-          arg(0) + ", " + floatLiteral(st.value) + "))";
+          arg(0) + ", " + exponent(st) + "))";
       break;
     case FusedStep::Kind::UnaryGrad:
       v = "rounded(applyUnaryGrad(UnaryKind::" + std::string(unaryNames()[int(st.unary)]) + ", " +
-          arg(0) + ", " + arg(1) + ", " + arg(2) + ", " + floatLiteral(st.value) + "))";
+          arg(0) + ", " + arg(1) + ", " + arg(2) + ", " + exponent(st) + "))";
       break;
     case FusedStep::Kind::Binary:
       v = "rounded(applyBinary(BinaryKind::" + std::string(binaryNames()[int(st.binary)]) + ", " +
