@@ -260,9 +260,13 @@ TEST(FusedCompiler, CompilesOnceThenHitsTheCacheAndRecompilesACorruptEntry) {
   std::string source, error, warning;
   ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0}, source, error)) << error;
 
+  // What a killed writer left (a process id that cannot run: above pid_max's 2^22) goes
+  // when a compiler opens the cache.
+  test::writeFile(dir / "0123456789abcdef.cubin.tmp-9999999", "partial");
   rt::FusedCompiler::Result r;
   {
     rt::FusedCompiler first(*nvrtc, rt::KernelCache(dir.path()));
+    EXPECT_FALSE(std::filesystem::exists(dir / "0123456789abcdef.cubin.tmp-9999999"));
     ASSERT_TRUE(first.compile(source, "sm_90", r, warning, error)) << error;
     EXPECT_FALSE(r.fromCache);
     EXPECT_TRUE(warning.empty()) << warning;

@@ -2,6 +2,8 @@
 
 #include "runtime/device/cuda/FusedCompiler.h"
 
+#include "runtime/support/AtomicFile.h"
+
 #include "kernels/cuda/FusedSource.h"
 
 #include <chrono>
@@ -22,12 +24,34 @@ bool fusedCallSource(const FusedCall &call, std::string &source, std::string &er
                                  call.outSteps, source, error);
 }
 
+FusedCompiler *processFusedCompiler(std::string &error) {
+  static std::once_flag once;
+  static FusedCompiler *compiler = nullptr;
+  static std::string why;
+  std::call_once(once, [] {
+    if (const Nvrtc *nvrtc = loadNvrtc(why))
+      compiler = new FusedCompiler(*nvrtc, KernelCache(defaultKernelCacheDir()));
+  });
+  if (!compiler)
+    error = why;
+  return compiler;
+}
+
+FusedCompiler::FusedCompiler(const Nvrtc &nvrtc, KernelCache cache)
+    : nvrtc_(nvrtc), cache_(std::move(cache)) {
+  if (!cache_.dir().empty())
+    removeStaleTemporaries(cache_.dir());
+}
+
 bool FusedCompiler::compile(const std::string &source, const std::string &arch, Result &result,
                             std::string &warning, std::string &error) {
   const std::string key = kernelCacheKey(source, fusedKernelOptions(), arch, nvrtc_.version());
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = made_.find(key); it != made_.end()) {
     result = *it->second;
+    result.fromCache = true;
+    result.recompiled = false;
+    result.seconds = 0;
     return true;
   }
   Result r;
@@ -41,7 +65,8 @@ bool FusedCompiler::compile(const std::string &source, const std::string &arch, 
     const auto start = std::chrono::steady_clock::now();
     const bool ok = nvrtc_.compile(source, std::string(cuda::kFusedKernelName) + ".cu", arch,
                                    fusedKernelOptions(), r.cubin, log);
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds_ += r.seconds;
     if (!ok) {
       error = "NVRTC " + nvrtc_.version() + " cannot compile the kernel for " + arch + ": " + log;
       return false;

@@ -26,6 +26,13 @@ namespace tessel::rt {
 /// keeps steps apart).
 const std::vector<std::string> &fusedKernelOptions();
 
+class FusedCompiler;
+/// The compiler every CUDA device of this process shares, over the default kernel cache
+/// (defaultKernelCacheDir): a kernel is compiled once however many devices load it, and no two
+/// threads of the process write one cache entry. Null with the reason where NVRTC cannot be
+/// opened.
+FusedCompiler *processFusedCompiler(std::string &error);
+
 /// "sm_90" for compute capability 9.0.
 std::string smArch(int major, int minor);
 
@@ -34,16 +41,18 @@ bool fusedCallSource(const FusedCall &call, std::string &source, std::string &er
 
 class FusedCompiler {
 public:
-  FusedCompiler(const Nvrtc &nvrtc, KernelCache cache) : nvrtc_(nvrtc), cache_(std::move(cache)) {}
+  /// Also removes the temporary files that writes of killed processes left in the cache.
+  FusedCompiler(const Nvrtc &nvrtc, KernelCache cache);
 
   struct Result {
     std::string cubin;
     bool fromCache = false;  ///< Found in the cache rather than compiled.
     bool recompiled = false; ///< The cache held a corrupt entry, compiled again.
+    double seconds = 0;      ///< Spent compiling it now (0 when it was found).
   };
-  /// The cubin of `source` for `arch`: the one already made by this compiler, else the cache's,
-  /// else NVRTC's (then stored; a store that fails is a warning in `warning`, not an error).
-  /// False with NVRTC's log.
+  /// The cubin of `source` for `arch`: the one already made by this compiler (as if found in
+  /// the cache), else the cache's, else NVRTC's (then stored; a store that fails is a warning
+  /// in `warning`, not an error). False with NVRTC's log. Thread-safe.
   bool compile(const std::string &source, const std::string &arch, Result &result,
                std::string &warning, std::string &error);
 

@@ -30,13 +30,11 @@ void FusedKernels::prepare(const planfile::Instr *instr, const FusedCall &call) 
     return;
   if (!compiler_) {
     std::string why;
-    const Nvrtc *nvrtc = loadNvrtc(why);
-    if (!nvrtc) {
+    if (!(compiler_ = processFusedCompiler(why))) {
       unavailable_ = true;
       warn(why);
       return;
     }
-    compiler_ = std::make_unique<FusedCompiler>(*nvrtc, KernelCache(defaultKernelCacheDir()));
   }
   std::string source, error, warning;
   if (!fusedCallSource(call, source, error)) {
@@ -69,6 +67,9 @@ void FusedKernels::prepare(const planfile::Instr *instr, const FusedCall &call) 
          cudaGetErrorString(e));
     return;
   }
+  ++loaded_;
+  found_ += compiled.fromCache;
+  seconds_ += compiled.seconds;
   libraries_.push_back(library);
   bySource_[source] = kernel;
   byInstr_[instr] = kernel;
@@ -87,21 +88,17 @@ void FusedKernels::report() {
     return;
   pending_ = false;
   if (compiler_) {
-    const int kernels = compiler_->kernels() - reportedKernels_;
-    const int cached = compiler_->cached() - reportedCached_;
-    const double seconds = compiler_->compileSeconds() - reportedSeconds_;
     const std::string cacheDir = compiler_->cache().dir();
     std::fprintf(stderr,
                  "%s: %d fused elementwise call%s: %d new kernel%s by NVRTC %s for %s (%d compiled "
                  "in %.2f s, %d from the cache%s%s), %d on the interpreter\n",
-                 deviceName_.c_str(), calls_, calls_ == 1 ? "" : "s", kernels,
-                 kernels == 1 ? "" : "s", compiler_->nvrtc().version().c_str(), arch_.c_str(),
-                 kernels - cached, seconds, cached, cacheDir.empty() ? "; no cache" : " in ",
+                 deviceName_.c_str(), calls_, calls_ == 1 ? "" : "s", loaded_,
+                 loaded_ == 1 ? "" : "s", compiler_->nvrtc().version().c_str(), arch_.c_str(),
+                 loaded_ - found_, seconds_, found_, cacheDir.empty() ? "; no cache" : " in ",
                  cacheDir.c_str(), interpreted_);
-    reportedKernels_ = compiler_->kernels();
-    reportedCached_ = compiler_->cached();
-    reportedSeconds_ = compiler_->compileSeconds();
   }
+  loaded_ = found_ = 0;
+  seconds_ = 0;
   calls_ = interpreted_ = 0;
 }
 

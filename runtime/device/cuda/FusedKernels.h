@@ -18,7 +18,6 @@
 
 #include <atomic>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -46,8 +45,8 @@ private:
   void warn(const std::string &why);
 
   std::string deviceName_, arch_;
-  std::unique_ptr<FusedCompiler> compiler_;
-  bool unavailable_ = false; ///< NVRTC could not be opened: every call interprets.
+  FusedCompiler *compiler_ = nullptr; ///< processFusedCompiler, once found.
+  bool unavailable_ = false;          ///< NVRTC could not be opened: every call interprets.
   bool warned_ = false;
   std::atomic<bool> pending_{false};
   int calls_ = 0, interpreted_ = 0; ///< Since the last report.
@@ -55,8 +54,10 @@ private:
   std::map<std::string, cudaKernel_t> bySource_;
   std::map<const planfile::Instr *, cudaKernel_t> byInstr_;
   std::vector<cudaLibrary_t> libraries_;
-  int reportedKernels_ = 0, reportedCached_ = 0;
-  double reportedSeconds_ = 0;
+  /// Since the last report: kernels loaded, of them found (in the cache, or compiled by
+  /// another device of the process), and the seconds spent compiling the others.
+  int loaded_ = 0, found_ = 0;
+  double seconds_ = 0;
 };
 
 } // namespace tessel::rt
