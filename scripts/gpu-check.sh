@@ -7,7 +7,8 @@
 # where the compiler and a GPU are on one machine), and prints what passed, failed and was
 # skipped. On a GPU machine a skipped CUDA test means the GPU could not be used, so it fails
 # the check too.
-# Last it prints the CUDA kernels' rates (tessel-cuda-rate), for benchmarks/RESULTS.md.
+# Last it prints the CUDA kernels' rates (tessel-cuda-rate, tessel-cuda-fused-rate), for
+# benchmarks/RESULTS.md.
 #
 # Usage: scripts/gpu-check.sh [build-dir]        (default: build-gpu in the repository)
 # Environment:
@@ -57,6 +58,7 @@ fi
 
 echo "== build"
 if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner tessel-cuda-rate \
+    tessel-cuda-fused-rate \
     > "$build.build.log" 2>&1; then
   grep -E "error|Error" "$build.build.log" | head -40
   echo "gpu-check: build failed (log: $build.build.log)"
@@ -114,6 +116,9 @@ fi
 echo "== kernel rates (tessel-cuda-rate)"
 timeout 300 "$build/bin/tessel-cuda-rate" 2>&1 | tee "$build.cuda-rate.log" ||
   echo "tessel-cuda-rate failed or timed out"
+echo "== fused elementwise kernels: NVRTC against the interpreter (tessel-cuda-fused-rate)"
+timeout 300 "$build/bin/tessel-cuda-fused-rate" 2>&1 | tee "$build.cuda-fused-rate.log" ||
+  echo "tessel-cuda-fused-rate failed or timed out"
 [ -n "$out" ] && cp "$build".*.log "$out/" 2> /dev/null
 
 count() { grep -E "^\[  $1 *\] [0-9]+ tests?" "$2" | head -1 | grep -oE "[0-9]+" | head -1; }
