@@ -101,6 +101,8 @@ std::string describe(const FusedInputAccess &a) {
 FusedLayout fusedLayout(const Shape &shape, const std::vector<Strides> &strides) {
   FusedLayout layout;
   layout.rank = shape.rank;
+  for (int d = 0; d < shape.rank; ++d)
+    layout.size[d] = shape.size[d];
   for (const Strides &s : strides) {
     FusedInputAccess a;
     int64_t dense = 1;
@@ -235,19 +237,20 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
        "  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;\n"
        "       e += (long long)gridDim.x * blockDim.x) {\n";
   if (dimsRead) {
-    // Row-major digits of e, from the last dim down to the first one a strided input reads.
-    s += "    long long rest = e;\n";
+    // Row-major digits of e, from the last dim down to the first one a strided input reads,
+    // by the sizes as constants.
+    s += "    unsigned long long rest = e;\n";
     int lowest = 0;
     while (!(dimsRead & (1u << lowest)))
       ++lowest;
     for (int d = rank - 1; d >= lowest; --d) {
-      const std::string i = "i" + std::to_string(d), size = "a.size[" + std::to_string(d) + "]";
+      const std::string i = "i" + std::to_string(d), size = std::to_string(layout.size[d]) + "ULL";
       if (d == 0) {
-        s += "    const long long i0 = rest;\n";
+        s += "    const long long i0 = (long long)rest;\n";
         break;
       }
       if (dimsRead & (1u << d))
-        s += "    const long long " + i + " = rest % " + size + ";\n";
+        s += "    const long long " + i + " = (long long)(rest % " + size + ");\n";
       if (d > lowest)
         s += "    rest /= " + size + ";\n";
     }

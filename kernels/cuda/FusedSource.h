@@ -8,8 +8,9 @@
 // unfused kernels do. Plain C++: generating source needs neither a GPU nor NVRTC.
 //
 // The kernel is `extern "C" __global__ void tessel_fused(long long n, FusedKernelArgs args)`
-// over the n elements of the output shape; the sizes, strides and operand addresses are its
-// parameters, so calls that differ only in those share one compiled kernel.
+// over the n elements of the output shape; the strides and operand addresses are its
+// parameters, and the sizes too where every input is dense or a scalar, so calls that differ
+// only in those share one compiled kernel.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_KERNELS_CUDA_FUSEDSOURCE_H
@@ -36,9 +37,12 @@ struct FusedInputAccess {
   bool operator==(const FusedInputAccess &o) const { return kind == o.kind && dims == o.dims; }
 };
 
-/// What a generated kernel is specialised to: the rank of the shape and each input's access.
+/// What a generated kernel is specialised to: the shape and each input's access. Only a kernel
+/// with a strided input depends on the sizes: it splits the element index into digits by
+/// constants (a multiply and a shift, not a 64-bit division per element and dim).
 struct FusedLayout {
   int rank = 0;
+  int64_t size[kMaxRank] = {};
   std::vector<FusedInputAccess> inputs;
 };
 

@@ -124,6 +124,9 @@ TEST(FusedSource, StepsAreStraightLineCodeAndTheTextIsDeterministic) {
   EXPECT_LT(a.find("__device__ inline float applyUnary"), a.find("void tessel_fused"));
   EXPECT_NE(a.find("const float x0 = a.in[0][e];"), std::string::npos) << a;
   EXPECT_NE(a.find("const float x1 = a.in[1][i2 * a.stride[1][2]];"), std::string::npos) << a;
+  // The digit a strided input needs, by its size as a constant; no other digit.
+  EXPECT_NE(a.find("const long long i2 = (long long)(rest % 4ULL);"), std::string::npos) << a;
+  EXPECT_EQ(a.find("const long long i1"), std::string::npos) << a;
   EXPECT_NE(a.find("const float t0 = rounded(applyBinary(BinaryKind::Add, x0, x1));"),
             std::string::npos)
       << a;
@@ -135,6 +138,22 @@ TEST(FusedSource, StepsAreStraightLineCodeAndTheTextIsDeterministic) {
   steps[1].unary = UnaryKind::Silu;
   ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, 1}, b, error)) << error;
   EXPECT_NE(a, b);
+}
+
+TEST(FusedSource, OnlyStridedKernelsDependOnTheSizes) {
+  std::vector<FusedStep> steps = {step(FusedStep::Kind::Binary, {0, 1})};
+  auto source = [&](const cpu::Shape &shape, std::vector<cpu::Strides> strides) {
+    std::string s, error;
+    EXPECT_TRUE(cuda::fusedKernelSource(steps, cuda::fusedLayout(shape, strides), {0}, s, error))
+        << error;
+    return s;
+  };
+  // Dense and scalar inputs: one kernel for every size.
+  EXPECT_EQ(source(shapeOf({3, 4}), {stridesOf({4, 1}), stridesOf({0, 0})}),
+            source(shapeOf({5, 6}), {stridesOf({6, 1}), stridesOf({0, 0})}));
+  // A broadcast row: the row's length is in the code.
+  EXPECT_NE(source(shapeOf({3, 4}), {stridesOf({4, 1}), stridesOf({0, 1})}),
+            source(shapeOf({3, 6}), {stridesOf({6, 1}), stridesOf({0, 1})}));
 }
 
 TEST(FusedSource, RefusesBodiesItCannotRun) {
