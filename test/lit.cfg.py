@@ -60,13 +60,17 @@ if config.have_cuda:
                         "unsupported here; on a GPU machine run scripts/gpu-check.sh" % why)
     # 'nvrtc' where the runtime can open NVRTC (no GPU needed): the fused elementwise kernels
     # are compiled here (test/Runtime/nvrtc-*.test); tessel-nvrtc says why it cannot.
-    probe = subprocess.run([os.path.join(config.tessel_tools_dir, "tessel-nvrtc"),
-                            "--version"], capture_output=True, text=True)
-    if probe.returncode == 0:
+    try:
+        probe = subprocess.run([os.path.join(config.tessel_tools_dir, "tessel-nvrtc"),
+                                "--version"], capture_output=True, text=True)
+        nvrtc_ok, nvrtc_why = probe.returncode == 0, probe.stderr.strip()
+    except OSError as error:
+        nvrtc_ok, nvrtc_why = False, "tessel-nvrtc is not built: %s" % error
+    if nvrtc_ok:
         config.available_features.add("nvrtc")
     else:
         lit_config.note("skipped: NVRTC cannot be opened (%s): the fused-kernel compile tests "
-                        "(REQUIRES: nvrtc) are unsupported here" % probe.stderr.strip())
+                        "(REQUIRES: nvrtc) are unsupported here" % nvrtc_why)
 else:
     lit_config.note("skipped: no CUDA backend in this build (CMake found no CUDA toolkit): "
                     "the GPU tests are neither built nor run")
