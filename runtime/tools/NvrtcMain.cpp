@@ -48,6 +48,7 @@ std::vector<std::string> splitComma(const std::string &s) {
   return out;
 }
 
+/// The plan of a plan file or a compiled model; false with an error naming the file.
 bool readPlan(const std::string &path, planfile::Plan &plan, std::string &error) {
   std::string text;
   if (!rt::readWholeFile(path, text, error))
@@ -60,7 +61,9 @@ bool readPlan(const std::string &path, planfile::Plan &plan, std::string &error)
     if (!found)
       return error = path + " is neither a plan file nor a compiled model", false;
   }
-  return planfile::parsePlan(bytes.data(), bytes.size(), plan, error);
+  if (!planfile::parsePlan(bytes.data(), bytes.size(), plan, error))
+    return error = path + ": " + error, false;
+  return true;
 }
 
 /// The sources of the plan's fused calls, each once, in plan order; false with the call's
@@ -153,7 +156,12 @@ int main(int argc, char **argv) {
     planfile::Plan plan;
     std::vector<std::string> sources;
     int calls = 0;
-    if (!readPlan(path, plan, error) || !fusedSources(plan, sources, calls, error)) {
+    if (!readPlan(path, plan, error)) {
+      std::fprintf(stderr, "%s: error: %s\n", argv[0], error.c_str());
+      ++failures;
+      continue;
+    }
+    if (!fusedSources(plan, sources, calls, error)) {
       std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], path.c_str(), error.c_str());
       ++failures;
       continue;
