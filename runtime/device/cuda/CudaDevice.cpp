@@ -210,8 +210,10 @@ public:
   void prepare(KernelCall &call, const catalogue::KernelParams &params) override {
     const auto *p = std::get_if<catalogue::FusedElementwise>(&params);
     FusedCall f;
-    if (p && fused_ && fusedCall(call, *p, f))
+    if (p && fused_ && fusedCall(call, *p, f)) {
+      cudaSetDevice(ordinal_);
       fused_->prepare(call.instr, f);
+    }
   }
 
   uint32_t streams() const override { return kStreams; }

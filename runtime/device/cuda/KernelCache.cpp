@@ -1,7 +1,8 @@
 //===- KernelCache.cpp - Compiled kernels kept on disk --------------------===//
 //
 // An entry: "TESSELKC" | u32 format (1) | u32 0 | u64 cubin bytes | u64 FNV-1a of the cubin |
-// the cubin, little-endian as the machine that reads it back.
+// the cubin, the numbers in the byte order of the host that wrote them (an entry with another
+// order reads as corrupt and is compiled again).
 //
 //===----------------------------------------------------------------------===//
 
