@@ -2,10 +2,13 @@
 # The one command a session with a GPU runs: configures the runtime-only build with the CUDA
 # backend (no MLIR, ANTLR or OpenBLAS needed), builds it, runs the CUDA tests and the unit
 # tests, trains the plans compiled on the build machine (scripts/gpu-plans.sh) 5 steps on the
-# GPU and on the CPU and compares their losses (as test/Runtime/cuda-train.test does where the
-# compiler and a GPU are on one machine), and prints what passed, failed and was skipped. On a
-# GPU machine a skipped CUDA test means the GPU could not be used, so it fails the check too.
-# Last it prints the CUDA kernels' rates (tessel-cuda-rate), for benchmarks/RESULTS.md.
+# GPU (the fused elementwise kernels compiled with NVRTC, which must not fall back to the
+# interpreter) and on the CPU and compares their losses (as test/Runtime/cuda-train.test does
+# where the compiler and a GPU are on one machine), and prints what passed, failed and was
+# skipped. On a GPU machine a skipped CUDA test means the GPU could not be used, so it fails
+# the check too.
+# Last it prints the CUDA kernels' rates (tessel-cuda-rate, tessel-cuda-fused-rate), for
+# benchmarks/RESULTS.md.
 #
 # Usage: scripts/gpu-check.sh [build-dir]        (default: build-gpu in the repository)
 # Environment:
@@ -55,6 +58,7 @@ fi
 
 echo "== build"
 if ! cmake --build "$build" --target tessel-cuda-tests tessel-unit-tests tessel-runner tessel-cuda-rate \
+    tessel-cuda-fused-rate \
     > "$build.build.log" 2>&1; then
   grep -E "error|Error" "$build.build.log" | head -40
   echo "gpu-check: build failed (log: $build.build.log)"
@@ -91,6 +95,13 @@ for plan in "$plans"/*.plan; do
     fi
   done
   echo "-- $name"
+  # The CUDA device compiles the fused elementwise kernels with NVRTC at load (docs/nvrtc.md);
+  # a fall back to the interpreter kernel here means NVRTC or the driver refused them.
+  grep -h "fused elementwise calls" "$build.train-$name-cuda.log"
+  if grep -q "interpreter kernel" "$build.train-$name-cuda.log"; then
+    grep -h "interpreter kernel" "$build.train-$name-cuda.log"
+    train_rc=1
+  fi
   python3 "$root/test/Runtime/Inputs/close_losses.py" "$build.train/$name-cuda.jsonl" \
     "$build.train/$name-cpu.jsonl" --tol 5e-4 --steps 5 2>&1 | tee "$build.train-$name.log" ||
     train_rc=1
@@ -105,6 +116,9 @@ fi
 echo "== kernel rates (tessel-cuda-rate)"
 timeout 300 "$build/bin/tessel-cuda-rate" 2>&1 | tee "$build.cuda-rate.log" ||
   echo "tessel-cuda-rate failed or timed out"
+echo "== fused elementwise kernels: NVRTC against the interpreter (tessel-cuda-fused-rate)"
+timeout 300 "$build/bin/tessel-cuda-fused-rate" 2>&1 | tee "$build.cuda-fused-rate.log" ||
+  echo "tessel-cuda-fused-rate failed or timed out"
 [ -n "$out" ] && cp "$build".*.log "$out/" 2> /dev/null
 
 count() { grep -E "^\[  $1 *\] [0-9]+ tests?" "$2" | head -1 | grep -oE "[0-9]+" | head -1; }

@@ -34,6 +34,8 @@ lit_config.parallelism_groups["mpi"] = 1
 # where this machine also has a GPU its driver can open. Without one, the GPU tests are reported
 # UNSUPPORTED, the reason is printed here, and cuda-skipped.test checks that each of them says
 # "skipped: no CUDA device" rather than passing.
+import subprocess
+
 def cuda_devices():
     """The number of CUDA devices the driver sees, and why there are none."""
     import ctypes
@@ -56,6 +58,19 @@ if config.have_cuda:
     else:
         lit_config.note("skipped: no CUDA device (%s): the GPU tests (REQUIRES: cuda) are "
                         "unsupported here; on a GPU machine run scripts/gpu-check.sh" % why)
+    # 'nvrtc' where the runtime can open NVRTC (no GPU needed): the fused elementwise kernels
+    # are compiled here (test/Runtime/nvrtc-*.test); tessel-nvrtc says why it cannot.
+    try:
+        probe = subprocess.run([os.path.join(config.tessel_tools_dir, "tessel-nvrtc"),
+                                "--version"], capture_output=True, text=True)
+        nvrtc_ok, nvrtc_why = probe.returncode == 0, probe.stderr.strip()
+    except OSError as error:
+        nvrtc_ok, nvrtc_why = False, "tessel-nvrtc is not built: %s" % error
+    if nvrtc_ok:
+        config.available_features.add("nvrtc")
+    else:
+        lit_config.note("skipped: NVRTC cannot be opened (%s): the fused-kernel compile tests "
+                        "(REQUIRES: nvrtc) are unsupported here" % nvrtc_why)
 else:
     lit_config.note("skipped: no CUDA backend in this build (CMake found no CUDA toolkit): "
                     "the GPU tests are neither built nor run")

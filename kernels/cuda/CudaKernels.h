@@ -318,7 +318,8 @@ constexpr int kMaxFusedOutputs = 6;
 
 /// As cpu::fusedElementwise: each element runs the steps in order, each as its unfused kernel
 /// computes (the same device functions), so the values are those of the unfused CUDA kernels.
-/// The body is interpreted per element (no code generated at load yet).
+/// The body is interpreted per element; the CUDA device runs this where it has no kernel generated
+/// for the body at plan load (FusedSource.h).
 cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &steps,
                              const std::vector<const float *> &inputs,
                              const std::vector<Strides> &inStrides,

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/ElementwiseOps.cuh"
+#include "kernels/cuda/Indexing.cuh"
 
 namespace tessel::cuda {
 

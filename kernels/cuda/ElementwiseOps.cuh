@@ -1,16 +1,23 @@
 //===- ElementwiseOps.cuh - The elementwise functions, per element -*- CUDA -*-===//
 //
 // Private to kernels/cuda: the per-element functions of the elementwise kernels
-// (Elementwise.cu) and of the fused elementwise interpreter (FusedElementwise.cu), one
-// definition for both so that a fused step computes exactly as its unfused kernel does. The
-// CPU counterparts are in kernels/cpu/Elementwise.cpp; the formulas are the same (GELU as
-// x sigmoid(2u), the derivatives from y where the CPU takes them from y).
+// (Elementwise.cu), of the fused elementwise interpreter (FusedElementwise.cu) and of the fused
+// kernels generated at plan load (FusedSource.cpp embeds this file's text in the source it
+// gives NVRTC), one definition for all three so that a fused step computes exactly as its
+// unfused kernel does. The CPU counterparts are in kernels/cpu/Elementwise.cpp; the formulas
+// are the same (GELU as x sigmoid(2u), the derivatives from y where the CPU takes them from y).
+//
+// Under NVRTC (__CUDACC_RTC__) nothing is included: the generated source declares UnaryKind
+// and BinaryKind before this text, and the math functions are NVRTC's built-ins. So this file
+// holds device code only, with no host headers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_KERNELS_CUDA_ELEMENTWISEOPS_CUH
 #define TESSEL_KERNELS_CUDA_ELEMENTWISEOPS_CUH
 
+#ifndef __CUDACC_RTC__
 #include "kernels/cuda/Common.cuh"
+#endif
 
 namespace tessel::cuda::detail {
 
@@ -19,39 +26,6 @@ constexpr float kGeluBeta = 0.7978845608028654f;
 constexpr float kGeluKappa = 0.044715f;
 constexpr float kSqrtHalf = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
-
-/// The shape of an output and the strides of up to N operands, by value into a kernel.
-template <int N> struct Indexing {
-  int rank = 0;
-  int64_t size[kMaxRank] = {};
-  int64_t stride[N][kMaxRank] = {};
-};
-
-/// Operand k's offset of output element `linear` (row-major over the shape).
-template <int N> __device__ inline int64_t offsetOf(const Indexing<N> &ix, int k, int64_t linear) {
-  int64_t offset = 0;
-  for (int d = ix.rank - 1; d >= 0; --d) {
-    const int64_t i = linear % ix.size[d];
-    linear /= ix.size[d];
-    offset += i * ix.stride[k][d];
-  }
-  return offset;
-}
-
-template <int N>
-bool makeIndexing(const Shape &shape, const Strides *const (&strides)[N], Indexing<N> &ix) {
-  if (shape.rank < 0 || shape.rank > kMaxRank)
-    return false;
-  ix.rank = shape.rank;
-  for (int d = 0; d < shape.rank; ++d) {
-    if (shape.size[d] <= 0)
-      return false;
-    ix.size[d] = shape.size[d];
-    for (int k = 0; k < N; ++k)
-      ix.stride[k][d] = strides[k]->stride[d];
-  }
-  return true;
-}
 
 __device__ inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 

@@ -5,12 +5,14 @@
 // the inputs through their strides and runs the steps in order with the device functions of the
 // unfused kernels (ElementwiseOps.cuh), so a fused step computes as its own kernel does. The
 // steps are interpreted (a switch per step and element, the values in local memory): one pass
-// over memory instead of one per step, but not yet the generated code a body could compile to
-// with NVRTC at plan load.
+// over memory instead of one per step. The CUDA device runs a body this way where it has no
+// kernel generated for it at plan load (FusedSource.h, compiled with NVRTC); launchFusedKernel
+// launches such a kernel over the same grid.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/ElementwiseOps.cuh"
+#include "kernels/cuda/FusedSource.h"
 
 namespace tessel::cuda {
 
@@ -146,6 +148,17 @@ cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &s
   const int64_t n = shape.numElements();
   fusedKernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(n, p);
   return detail::launched();
+}
+
+cudaError_t launchFusedKernel(cudaKernel_t kernel, const Shape &shape, const FusedKernelArgs &args,
+                              cudaStream_t stream) {
+  if (!kernel || shape.rank < 0 || shape.rank > kMaxRank)
+    return cudaErrorInvalidValue;
+  long long n = shape.numElements();
+  FusedKernelArgs copy = args;
+  void *params[] = {&n, &copy};
+  return cudaLaunchKernel(kernel, dim3(detail::mapBlocks(n)), dim3(detail::kMapThreads), params, 0,
+                          stream);
 }
 
 } // namespace tessel::cuda

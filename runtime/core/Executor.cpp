@@ -267,6 +267,7 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
         return nullptr;
       }
       d.call.validating = false;
+      dev.prepare(d.call, d.params);
       decoded->instrs.push_back(std::move(d));
     }
     ex->programs_.push_back(std::move(decoded));

@@ -63,6 +63,11 @@ public:
                           const std::vector<planfile::DType> &ins,
                           const std::vector<planfile::DType> &outs, std::string &error) = 0;
 
+  /// Called once per instruction when a plan is loaded, after its handler has validated the
+  /// call: where a device makes code for a call ahead of its launches (the CUDA device compiles
+  /// fused elementwise bodies with NVRTC). A device that cannot still runs the call; the
+  /// default does nothing.
+  virtual void prepare(KernelCall & /*call*/, const catalogue::KernelParams & /*params*/) {}
   /// The streams the device runs at once; an instruction's `stream` must be below it.
   virtual uint32_t streams() const = 0;
   /// Launches `fn` on `stream`, after what was launched there before. False, with the reason

@@ -33,6 +33,9 @@ public:
   struct Counts {
     int allocations = 0, uploads = 0, downloads = 0, launches = 0, synchronizes = 0;
     std::vector<std::string> kernels;
+    /// Instructions handed to prepare (validated, not validating), and the launches before.
+    std::vector<std::string> prepared;
+    int launchesBeforePrepare = 0;
   };
   explicit RecordingDevice(Counts &counts) : counts_(counts), cpu_(rt::createCpuDevice()) {}
 
@@ -53,6 +56,12 @@ public:
                   const std::vector<DType> &outs, std::string &error) override {
     counts_.kernels.push_back(kernel.name);
     return cpu_->kernel(kernel, ins, outs, error);
+  }
+  void prepare(KernelCall &call, const catalogue::KernelParams &params) override {
+    if (!call.validating && call.error.empty())
+      counts_.prepared.push_back(call.instr->kernel);
+    counts_.launchesBeforePrepare += counts_.launches;
+    cpu_->prepare(call, params);
   }
   uint32_t streams() const override { return 1; }
   bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
@@ -111,6 +120,9 @@ TEST(Device, ExecutorAllocatesCopiesAndLaunchesThroughTheDevice) {
   ASSERT_TRUE(ex) << error;
   EXPECT_EQ(counts.allocations, 2); // The arena and the one state tensor.
   EXPECT_EQ(counts.kernels, (std::vector<std::string>{"unary", "binary"}));
+  // Each instruction is prepared once, validated, at load: before anything runs.
+  EXPECT_EQ(counts.prepared, (std::vector<std::string>{"unary", "binary"}));
+  EXPECT_EQ(counts.launchesBeforePrepare, 0);
 
   const float w[4] = {0, 1, 2, -1};
   ASSERT_TRUE(ex->writeState(0, w));

@@ -11,6 +11,10 @@
 // do not use TF32 unless TESSEL_CUDA_TF32=1 is set (results then differ from the CPU's in the
 // fourth significant digit).
 //
+// Fused elementwise calls run kernels generated for their bodies and compiled with NVRTC when
+// the plan is loaded (prepare; FusedKernels.h), the interpreter kernel where there are none
+// (TESSEL_NVRTC=off turns the generated kernels off).
+//
 // The runtime API is linked statically (cudart_static loads libcuda.so.1 when first called),
 // so a binary with this device starts on a machine without a driver or a GPU and only
 // createCudaDevice says there is none.
@@ -18,7 +22,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/Device.h"
+#include "runtime/device/KernelOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
+#include "runtime/device/cuda/FusedKernels.h"
 
 #include <cuda_runtime_api.h>
 
@@ -26,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <variant>
 #include <vector>
 
 namespace tessel::rt {
@@ -144,6 +151,13 @@ public:
       b.handle = blasHandle_;
     }
     scratch_.resize(kStreams);
+    const char *nvrtc = std::getenv("TESSEL_NVRTC");
+    if (!nvrtc || std::strcmp(nvrtc, "off") != 0) {
+      int major = 0, minor = 0;
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal_);
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal_);
+      fused_ = std::make_unique<FusedKernels>(name(), smArch(major, minor));
+    }
     return true;
   }
 
@@ -193,10 +207,21 @@ public:
     return fn;
   }
 
+  void prepare(KernelCall &call, const catalogue::KernelParams &params) override {
+    const auto *p = std::get_if<catalogue::FusedElementwise>(&params);
+    FusedCall f;
+    if (p && fused_ && fusedCall(call, *p, f)) {
+      cudaSetDevice(ordinal_);
+      fused_->prepare(call.instr, f);
+    }
+  }
+
   uint32_t streams() const override { return kStreams; }
 
   bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
               const catalogue::KernelParams &params) override {
+    if (fused_ && fused_->reportPending())
+      fused_->report();
     cudaSetDevice(ordinal_);
     launching_ = stream % kStreams;
     current = this;
@@ -267,6 +292,9 @@ private:
   cudaStream_t stream() const override { return streams_[launching_]; }
   cuda::IdError *idError() const override { return idError_; }
   const cuda::BlasContext &blas() const override { return blas_[launching_]; }
+  cudaKernel_t fusedKernel(const planfile::Instr *instr) const override {
+    return fused_ ? fused_->find(instr) : nullptr;
+  }
   void *scratch(uint64_t bytes, std::string &error) override {
     Scratch &s = scratch_[launching_];
     if (s.bytes >= bytes && s.data)
@@ -322,6 +350,7 @@ private:
   cublasLtHandle_t blasHandle_ = nullptr;
   std::vector<cuda::BlasContext> blas_;    ///< One per stream, sharing blasHandle_.
   std::vector<cuda::BlasPlans> blasPlans_; ///< One per stream: blas_[s].plans.
+  std::unique_ptr<FusedKernels> fused_;    ///< Null with TESSEL_NVRTC=off.
   uint64_t sequence_ = 0;
   uint32_t launching_ = 0;
   std::string failure_;

@@ -11,6 +11,7 @@
 #include "runtime/device/cuda/CudaLaunch.h"
 
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/FusedSource.h"
 
 #include <cmath>
 #include <optional>
@@ -428,6 +429,14 @@ bool run(KernelCall &c, const catalogue::FusedElementwise &p) {
   FusedCall f;
   if (!fusedCall(c, p, f))
     return c.error.empty();
+  // The kernel generated for this call at plan load (CudaDevice::prepare), else the
+  // interpreter.
+  if (cudaKernel_t generated = currentCudaLaunch()->fusedKernel(c.instr)) {
+    cuda::FusedKernelArgs args;
+    if (!cuda::fusedKernelArgs(f.shape, f.strides, f.ins, f.outs, args))
+      return c.fail("has more inputs or outputs than a generated kernel takes");
+    return launched(c, cuda::launchFusedKernel(generated, f.shape, args, stream()));
+  }
   return launched(
       c, cuda::fusedElementwise(f.shape, f.steps, f.ins, f.strides, f.outs, f.outSteps, stream()));
 }

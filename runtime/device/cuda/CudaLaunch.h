@@ -30,6 +30,9 @@ public:
   virtual cuda::IdError *idError() const = 0;
   /// The cuBLASLt handle and this stream's workspace (created once, with the device).
   virtual const cuda::BlasContext &blas() const = 0;
+  /// The kernel generated and loaded for fused_elementwise call `instr` when the plan was
+  /// loaded (FusedKernels.h); null where the call runs on the interpreter kernel.
+  virtual cudaKernel_t fusedKernel(const planfile::Instr *instr) const = 0;
 };
 
 /// The launch in progress on this thread; null outside CudaDevice::launch.

@@ -1,0 +1,259 @@
+//===- CudaFusedKernelTest.cpp - Generated fused kernels on a GPU ---------===//
+//
+// The kernel generated for a fused body (kernels/cuda/FusedSource.h) and compiled with NVRTC
+// for this device, as the CUDA device does at plan load, runs on random inputs of odd shapes
+// read dense, broadcast, as a scalar and transposed, and is compared with the interpreter
+// kernel (cuda::fusedElementwise) and the CPU kernel (cpu::fusedElementwise): within the
+// interpreter's tolerance of the CPU, and the number of elements whose bits differ from the
+// interpreter's is printed (the steps are kept apart, so none should). Without a GPU every
+// test reports "skipped: no CUDA device"; NvrtcTest.cpp compiles without one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cuda/FusedCompiler.h"
+
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/FusedSource.h"
+#include "test/unit/RandomValues.h"
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+using cpu::FusedStep;
+using Floats = std::vector<float>;
+
+namespace {
+
+std::string noDevice() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  }
+  return count > 0 ? "" : "the CUDA driver sees no device";
+}
+
+/// Device memory holding a copy of `host`, freed with the object.
+class DeviceFloats {
+public:
+  explicit DeviceFloats(const Floats &host) : n_(host.size()) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void **>(&data_), bytes()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceFloats() { cudaFree(data_); }
+  DeviceFloats(const DeviceFloats &) = delete;
+  DeviceFloats &operator=(const DeviceFloats &) = delete;
+  float *get() const { return data_; }
+  Floats host() const {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Floats out(n_);
+    EXPECT_EQ(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+
+private:
+  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(float); }
+  float *data_ = nullptr;
+  size_t n_;
+};
+
+FusedStep step(FusedStep::Kind kind, std::initializer_list<int32_t> args, float value = 0) {
+  FusedStep s;
+  s.kind = kind;
+  int k = 0;
+  for (int32_t a : args)
+    s.args[k++] = a;
+  s.value = value;
+  return s;
+}
+
+/// Every binary operation on x0 and x1, every unary function and its gradient on a product of
+/// inputs, a constant, and a where on x2: 38 steps over three inputs.
+std::vector<FusedStep> everyOperation() {
+  constexpr int32_t inputs = 3;
+  std::vector<FusedStep> steps;
+  auto last = [&] { return static_cast<int32_t>(inputs + steps.size() - 1); };
+  for (int b = 0; b <= static_cast<int>(cpu::BinaryKind::Ne); ++b) {
+    steps.push_back(step(FusedStep::Kind::Binary, {0, 1}));
+    steps.back().binary = static_cast<cpu::BinaryKind>(b);
+  }
+  steps.push_back(step(FusedStep::Kind::Binary, {0, 1})); // x0 * x1, then a sum: an FMA's shape
+  steps.back().binary = cpu::BinaryKind::Mul;
+  const int32_t product = last();
+  steps.push_back(step(FusedStep::Kind::Binary, {product, 2}));
+  steps.back().binary = cpu::BinaryKind::Add;
+  const int32_t sum = last();
+  for (int u = 0; u <= static_cast<int>(cpu::UnaryKind::GeluErf); ++u) {
+    const float exponent = u == static_cast<int>(cpu::UnaryKind::Pow) ? 2.5f : 0.0f;
+    steps.push_back(step(FusedStep::Kind::Unary, {sum}, exponent));
+    steps.back().unary = static_cast<cpu::UnaryKind>(u);
+    const int32_t y = last();
+    steps.push_back(step(FusedStep::Kind::UnaryGrad, {sum, y, 1}, exponent));
+    steps.back().unary = static_cast<cpu::UnaryKind>(u);
+  }
+  steps.push_back(step(FusedStep::Kind::Const, {}, -0.25f));
+  steps.push_back(step(FusedStep::Kind::Where, {inputs + 4 /* lt */, last(), sum}));
+  return steps;
+}
+
+/// Bit-identical, or both NaN.
+bool sameBits(float a, float b) {
+  if (std::isnan(a) && std::isnan(b))
+    return true;
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+class CudaFusedKernel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const std::string why = noDevice();
+    if (!why.empty())
+      GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+    std::string error;
+    nvrtc_ = rt::loadNvrtc(error);
+    ASSERT_TRUE(nvrtc_) << error;
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    arch_ = rt::smArch(major, minor);
+  }
+  void TearDown() override {
+    for (cudaLibrary_t l : libraries_)
+      cudaLibraryUnload(l);
+  }
+
+  /// The generated kernel of `steps` for this layout, compiled and loaded; null on failure.
+  cudaKernel_t load(const std::vector<FusedStep> &steps, const cuda::FusedLayout &layout,
+                    const std::vector<int32_t> &outSteps) {
+    std::string source, error, warning;
+    EXPECT_TRUE(cuda::fusedKernelSource(steps, layout, outSteps, source, error)) << error;
+    rt::FusedCompiler compiler(*nvrtc_, rt::KernelCache(""));
+    rt::FusedCompiler::Result r;
+    EXPECT_TRUE(compiler.compile(source, arch_, r, warning, error)) << error;
+    cudaLibrary_t library = nullptr;
+    cudaKernel_t kernel = nullptr;
+    EXPECT_EQ(
+        cudaLibraryLoadData(&library, r.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        cudaSuccess);
+    if (!library)
+      return nullptr;
+    libraries_.push_back(library);
+    EXPECT_EQ(cudaLibraryGetKernel(&kernel, library, cuda::kFusedKernelName), cudaSuccess);
+    return kernel;
+  }
+
+  const rt::Nvrtc *nvrtc_ = nullptr;
+  std::string arch_;
+  std::vector<cudaLibrary_t> libraries_;
+};
+
+struct Case {
+  std::string name;
+  cpu::Shape shape;
+  std::vector<cpu::Strides> strides; ///< x0, x1, x2
+  std::vector<size_t> sizes;         ///< Elements each input holds.
+};
+
+cpu::Shape shapeOf(std::initializer_list<int64_t> sizes) {
+  cpu::Shape s;
+  for (int64_t n : sizes)
+    s.size[s.rank++] = n;
+  return s;
+}
+
+cpu::Strides stridesOf(std::initializer_list<int64_t> strides) {
+  cpu::Strides s;
+  int d = 0;
+  for (int64_t v : strides)
+    s.stride[d++] = v;
+  return s;
+}
+
+} // namespace
+
+TEST_F(CudaFusedKernel, MatchesInterpreterAndCpuOnOddShapes) {
+  const std::vector<Case> cases = {
+      // x0 dense, x1 a row broadcast over the first two dims, x2 a scalar.
+      {"dense, row, scalar [7, 13, 5]",
+       shapeOf({7, 13, 5}),
+       {stridesOf({65, 5, 1}), stridesOf({0, 0, 1}), stridesOf({0, 0, 0})},
+       {455, 5, 1}},
+      // x0 transposed, x1 a column, x2 dense; a size-1 dim in the middle.
+      {"transposed, column, dense [11, 1, 9]",
+       shapeOf({11, 1, 9}),
+       {stridesOf({1, 99, 11}), stridesOf({1, 0, 0}), stridesOf({9, 9, 1})},
+       {99, 11, 99}},
+      // Many elements, one dim: more than one grid-stride pass.
+      {"dense [1000003]",
+       shapeOf({1000003}),
+       {stridesOf({1}), stridesOf({1}), stridesOf({1})},
+       {1000003, 1000003, 1000003}},
+  };
+  const std::vector<FusedStep> steps = everyOperation();
+  const int32_t n = static_cast<int32_t>(steps.size());
+  // Six outputs spread over the body: comparisons, the FMA-shaped sum, gelu's gradient, the
+  // where.
+  const std::vector<int32_t> outSteps = {4, 11, 12 + 2 * 6 + 1, 12 + 2 * 12, n - 3, n - 1};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    const size_t elements = static_cast<size_t>(c.shape.numElements());
+    std::vector<Floats> x;
+    for (size_t k = 0; k < 3; ++k)
+      x.push_back(tessel::test::randomFloats(c.sizes[k], -2, 2, 700 + static_cast<uint32_t>(k)));
+    std::vector<Floats> ref(outSteps.size(), Floats(elements));
+    std::vector<float *> refPtrs;
+    for (Floats &r : ref)
+      refPtrs.push_back(r.data());
+    cpu::fusedElementwise(c.shape, steps, {x[0].data(), x[1].data(), x[2].data()}, c.strides,
+                          refPtrs, outSteps);
+
+    DeviceFloats g0(x[0]), g1(x[1]), g2(x[2]);
+    std::vector<std::unique_ptr<DeviceFloats>> interp, gen;
+    std::vector<float *> interpPtrs, genPtrs;
+    for (size_t o = 0; o < outSteps.size(); ++o) {
+      interp.push_back(std::make_unique<DeviceFloats>(Floats(elements)));
+      gen.push_back(std::make_unique<DeviceFloats>(Floats(elements)));
+      interpPtrs.push_back(interp.back()->get());
+      genPtrs.push_back(gen.back()->get());
+    }
+    ASSERT_EQ(cuda::fusedElementwise(c.shape, steps, {g0.get(), g1.get(), g2.get()}, c.strides,
+                                     interpPtrs, outSteps, nullptr),
+              cudaSuccess);
+    cudaKernel_t kernel = load(steps, cuda::fusedLayout(c.shape, c.strides), outSteps);
+    ASSERT_NE(kernel, nullptr);
+    cuda::FusedKernelArgs args;
+    ASSERT_TRUE(
+        cuda::fusedKernelArgs(c.shape, c.strides, {g0.get(), g1.get(), g2.get()}, genPtrs, args));
+    ASSERT_EQ(cuda::launchFusedKernel(kernel, c.shape, args, nullptr), cudaSuccess);
+
+    for (size_t o = 0; o < outSteps.size(); ++o) {
+      const Floats a = interp[o]->host(), b = gen[o]->host();
+      size_t differ = 0, reported = 0;
+      for (size_t i = 0; i < elements; ++i) {
+        differ += !sameBits(a[i], b[i]);
+        // The interpreter's tolerance against the CPU (CudaKernelsTest.cpp's expectClose).
+        const float r = ref[o][i];
+        const bool close = (std::isnan(r) && std::isnan(b[i])) || r == b[i] ||
+                           std::fabs(b[i] - r) <= 1e-5f + 1e-4f * std::fabs(r);
+        if (!close && reported++ < 5)
+          ADD_FAILURE() << "output " << o << " (step " << outSteps[o] << ") element " << i
+                        << ": generated " << b[i] << ", interpreter " << a[i] << ", CPU " << r;
+      }
+      std::printf("[ fused    ] %s, output %zu (step %d): %zu of %zu elements differ in bits "
+                  "from the interpreter\n",
+                  c.name.c_str(), o, outSteps[o], differ, elements);
+      EXPECT_EQ(differ, 0u) << "output " << o << ": the generated kernel should compute each "
+                            << "step as the interpreter does";
+    }
+  }
+}
