@@ -347,36 +347,40 @@ class SwigluMlp(nn.Module):
 class LlamaBlock(nn.Module):
     """std/llama.model: llama_block. RMSNorm pre-norm, grouped-query attention, SwiGLU."""
 
+    mlp_name, mlp_class = "swiglu_mlp", SwigluMlp  # the feed-forward, as std names it
+
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.eps = c.norm_eps
         self.attention_norm = _param(c.embed)
         self.ffn_norm = _param(c.embed)
         self.grouped_query_attention = GroupedQueryAttention(c)
-        self.swiglu_mlp = SwigluMlp(c)
+        setattr(self, self.mlp_name, self.mlp_class(c))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x + self.grouped_query_attention(rmsnorm(x, self.attention_norm, self.eps))
-        return h + self.swiglu_mlp(rmsnorm(h, self.ffn_norm, self.eps))
+        return h + getattr(self, self.mlp_name)(rmsnorm(h, self.ffn_norm, self.eps))
 
 
 class Llama(nn.Module):
     """examples/llama_small.model's forward: token embedding (no position table), `layers`
     llama_blocks, final RMSNorm, logits = x @ w_out, mean cross entropy."""
 
+    block_name, block_class = "llama_block", LlamaBlock  # the layer, as std names it
+
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.config = c
         self.tok_embeddings = _param(c.vocab, c.embed)
         self.layers = nn.ModuleList(
-            [nn.ModuleDict({"llama_block": LlamaBlock(c)}) for _ in range(c.layers)])
+            [nn.ModuleDict({self.block_name: self.block_class(c)}) for _ in range(c.layers)])
         self.norm = _param(c.embed)
         self.w_out = _param(c.embed, c.vocab)
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         x = F.embedding(tokens.long(), self.tok_embeddings)  # [batch, seq, embed]
         for layer in self.layers:
-            x = layer["llama_block"](x)
+            x = layer[self.block_name](x)
         x = rmsnorm(x, self.norm, self.config.norm_eps)
         logits = x @ self.w_out  # [batch, seq, vocab]
         return cross_entropy(logits, targets)
@@ -430,41 +434,20 @@ class MoeMlp(nn.Module):
         return y.reshape(b, s, e)
 
 
-class MixtralBlock(nn.Module):
+class MixtralBlock(LlamaBlock):
     """std/moe.model: mixtral_block. The Llama layer with moe_mlp as its feed-forward."""
 
-    def __init__(self, c: ModelConfig):
-        super().__init__()
-        self.eps = c.norm_eps
-        self.attention_norm = _param(c.embed)
-        self.ffn_norm = _param(c.embed)
-        self.grouped_query_attention = GroupedQueryAttention(c)
-        self.moe_mlp = MoeMlp(c)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.grouped_query_attention(rmsnorm(x, self.attention_norm, self.eps))
-        return h + self.moe_mlp(rmsnorm(h, self.ffn_norm, self.eps))
+    mlp_name, mlp_class = "moe_mlp", MoeMlp
 
 
-class Mixtral(nn.Module):
+class Mixtral(Llama):
     """examples/mixtral_small.model's forward: the Llama forward with mixtral_blocks; the loss
     is the cross-entropy plus each layer's auxiliary terms, added in layer order."""
 
-    def __init__(self, c: ModelConfig):
-        super().__init__()
-        self.config = c
-        self.tok_embeddings = _param(c.vocab, c.embed)
-        self.layers = nn.ModuleList(
-            [nn.ModuleDict({"mixtral_block": MixtralBlock(c)}) for _ in range(c.layers)])
-        self.norm = _param(c.embed)
-        self.w_out = _param(c.embed, c.vocab)
+    block_name, block_class = "mixtral_block", MixtralBlock
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(tokens.long(), self.tok_embeddings)
-        for layer in self.layers:
-            x = layer["mixtral_block"](x)
-        x = rmsnorm(x, self.norm, self.config.norm_eps)
-        loss = cross_entropy(x @ self.w_out, targets)
+        loss = super().forward(tokens, targets)
         for layer in self.layers:
             for term in layer["mixtral_block"].moe_mlp.aux:
                 loss = loss + term
