@@ -96,6 +96,11 @@ struct FusedStep {
   BinaryKind binary = BinaryKind::Add;
   int32_t args[3] = {0, 0, 0}; ///< Unary: x; UnaryGrad: x, y, dy; Binary: a, b; Where: c, a, b.
   float value = 0;             ///< Const: the value; pow (Unary, UnaryGrad): the exponent.
+
+  /// How many of `args` a step of `kind` reads.
+  static constexpr int operandsOf(Kind kind) {
+    return kind == Kind::Const ? 0 : kind == Kind::Unary ? 1 : kind == Kind::Binary ? 2 : 3;
+  }
 };
 
 /// Runs `steps` for every index i of `shape` in one pass over memory: input k is read at

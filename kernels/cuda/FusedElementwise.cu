@@ -77,22 +77,6 @@ __global__ void fusedKernel(int64_t n, FusedProgram p) {
   }
 }
 
-/// The operands a step of this kind reads.
-int operandsOf(FusedStep::Kind kind) {
-  switch (kind) {
-  case FusedStep::Kind::Const:
-    return 0;
-  case FusedStep::Kind::Unary:
-    return 1;
-  case FusedStep::Kind::Binary:
-    return 2;
-  case FusedStep::Kind::UnaryGrad:
-  case FusedStep::Kind::Where:
-    return 3;
-  }
-  return 3;
-}
-
 } // namespace
 
 cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &steps,
@@ -130,7 +114,7 @@ cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &s
     to.value = from.value;
     // The operands a step reads must be inputs or earlier steps; the others are unused.
     for (int k = 0; k < 3; ++k) {
-      if (k >= operandsOf(from.kind)) {
+      if (k >= FusedStep::operandsOf(from.kind)) {
         to.args[k] = 0;
         continue;
       }

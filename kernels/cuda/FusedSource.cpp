@@ -44,22 +44,6 @@ const std::vector<const char *> &binaryNames() {
   return names;
 }
 
-/// The operands a step of this kind reads.
-int operandsOf(FusedStep::Kind kind) {
-  switch (kind) {
-  case FusedStep::Kind::Const:
-    return 0;
-  case FusedStep::Kind::Unary:
-    return 1;
-  case FusedStep::Kind::Binary:
-    return 2;
-  case FusedStep::Kind::UnaryGrad:
-  case FusedStep::Kind::Where:
-    return 3;
-  }
-  return 3;
-}
-
 /// A float with exactly its bits, opaque to the compiler (the generated `opaque`): a hex
 /// literal of the bits, the value in a comment.
 std::string floatLiteral(float v) {
@@ -184,7 +168,7 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
     if (static_cast<size_t>(st.unary) >= unaryNames().size() ||
         static_cast<size_t>(st.binary) >= binaryNames().size())
       return error = "step " + std::to_string(s) + " has an unknown operation", false;
-    for (int k = 0; k < operandsOf(st.kind); ++k) {
+    for (int k = 0; k < FusedStep::operandsOf(st.kind); ++k) {
       const int32_t v = st.args[k];
       if (v < 0 || v >= inputs + static_cast<int32_t>(s))
         return error = "step " + std::to_string(s) + " reads value " + std::to_string(v) +

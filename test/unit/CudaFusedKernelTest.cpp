@@ -15,6 +15,7 @@
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"
+#include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,8 @@
 
 using namespace tessel;
 using cpu::FusedStep;
+using test::shapeOf;
+using test::stridesOf;
 using Floats = std::vector<float>;
 
 namespace {
@@ -163,21 +166,6 @@ struct Case {
   std::vector<cpu::Strides> strides; ///< x0, x1, x2
   std::vector<size_t> sizes;         ///< Elements each input holds.
 };
-
-cpu::Shape shapeOf(std::initializer_list<int64_t> sizes) {
-  cpu::Shape s;
-  for (int64_t n : sizes)
-    s.size[s.rank++] = n;
-  return s;
-}
-
-cpu::Strides stridesOf(std::initializer_list<int64_t> strides) {
-  cpu::Strides s;
-  int d = 0;
-  for (int64_t v : strides)
-    s.stride[d++] = v;
-  return s;
-}
 
 } // namespace
 

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cpu/CpuKernels.h"
+#include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +42,8 @@ std::string noDevice() {
 }
 
 using tessel::test::randomFloats;
+using tessel::test::shapeOf;
+using tessel::test::stridesOf;
 
 /// A device copy of a host vector, freed with the object.
 template <class T> class DeviceArray {
@@ -120,21 +123,6 @@ private:
   cuda::BlasContext blas_;
   cuda::BlasPlans plans_;
 };
-
-cpu::Shape shapeOf(std::initializer_list<int64_t> sizes) {
-  cpu::Shape s;
-  for (int64_t size : sizes)
-    s.size[s.rank++] = size;
-  return s;
-}
-
-cpu::Strides stridesOf(std::initializer_list<int64_t> strides) {
-  cpu::Strides s;
-  int d = 0;
-  for (int64_t stride : strides)
-    s.stride[d++] = stride;
-  return s;
-}
 
 const cpu::UnaryKind kUnaryKinds[] = {
     cpu::UnaryKind::Neg,    cpu::UnaryKind::Exp,     cpu::UnaryKind::Log,    cpu::UnaryKind::Sqrt,
@@ -248,16 +236,16 @@ TEST_F(CudaKernels, SoftmaxAndGradMatchCpu) {
 }
 
 TEST_F(CudaKernels, TopKMaskMatchesCpu) {
-  for (auto [rows, cols, k] : {std::tuple<int64_t, int64_t, int64_t>{1001, 8, 2}, {7, 3, 3},
-                               {65, 64, 5}}) {
+  for (auto [rows, cols, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{1001, 8, 2}, {7, 3, 3}, {65, 64, 5}}) {
     Floats x = randomFloats(rows * cols, -1, 1, 14);
     x[0] = x[1]; // a tie, which goes to the lower column on both devices
     Floats y(rows * cols);
     cpu::topKMask(rows, cols, k, x.data(), y.data());
     DeviceArray<float> gx(x), gy(rows * cols);
     ASSERT_EQ(cuda::topKMask(rows, cols, k, gx.get(), gy.get(), stream), cudaSuccess);
-    expectClose(y, gy.host(), "top_k_mask " + std::to_string(rows) + "x" + std::to_string(cols),
-                0, 0);
+    expectClose(y, gy.host(), "top_k_mask " + std::to_string(rows) + "x" + std::to_string(cols), 0,
+                0);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/cuda/FusedSource.h"
 
 #include "ScratchDir.h"
+#include "test/unit/KernelShapes.h"
 
 #include <gtest/gtest.h>
 
@@ -26,6 +27,8 @@ using namespace tessel;
 using cpu::BinaryKind;
 using cpu::FusedStep;
 using cpu::UnaryKind;
+using test::shapeOf;
+using test::stridesOf;
 
 namespace {
 
@@ -36,21 +39,6 @@ FusedStep step(FusedStep::Kind kind, std::initializer_list<int32_t> args, float 
   for (int32_t a : args)
     s.args[k++] = a;
   s.value = value;
-  return s;
-}
-
-cpu::Shape shapeOf(std::initializer_list<int64_t> sizes) {
-  cpu::Shape s;
-  for (int64_t n : sizes)
-    s.size[s.rank++] = n;
-  return s;
-}
-
-cpu::Strides stridesOf(std::initializer_list<int64_t> strides) {
-  cpu::Strides s;
-  int d = 0;
-  for (int64_t v : strides)
-    s.stride[d++] = v;
   return s;
 }
 
