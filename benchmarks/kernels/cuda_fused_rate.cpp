@@ -16,6 +16,8 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"
 
+#include "benchmarks/kernels/CudaBench.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,44 +34,10 @@ using cpu::FusedStep;
 namespace {
 
 float *randomDevice(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> host(static_cast<size_t>(n));
-  for (float &x : host)
-    x = d(rng);
-  float *p = nullptr;
-  if (cudaMalloc(reinterpret_cast<void **>(&p), host.size() * sizeof(float)) != cudaSuccess ||
-      cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) !=
-          cudaSuccess) {
-    std::fprintf(stderr, "tessel-cuda-fused-rate: cannot allocate %lld floats\n",
-                 static_cast<long long>(n));
-    std::exit(1);
-  }
-  return p;
+  return bench::randomDevice("tessel-cuda-fused-rate", n, seed);
 }
-
 template <class F> float bestMs(F f, int repeats = 10) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  f();
-  float best = 1e30f;
-  for (int i = 0; i < repeats; ++i) {
-    cudaEventRecord(start);
-    f();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = std::min(best, ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    std::fprintf(stderr, "tessel-cuda-fused-rate: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-  return best;
+  return bench::bestMs("tessel-cuda-fused-rate", f, repeats);
 }
 
 FusedStep step(FusedStep::Kind kind, std::initializer_list<int32_t> args) {

@@ -14,6 +14,8 @@
 
 #include "kernels/cuda/CudaKernels.h"
 
+#include "benchmarks/kernels/CudaBench.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +31,13 @@ using namespace tessel;
 
 namespace {
 
+float *randomDevice(int64_t n, unsigned seed) {
+  return bench::randomDevice("tessel-cuda-rate", n, seed);
+}
+template <class F> float bestMs(F f, int repeats = 5) {
+  return bench::bestMs("tessel-cuda-rate", f, repeats);
+}
+
 std::vector<int64_t> listOf(const char *text) {
   std::vector<int64_t> out;
   for (const char *p = text; *p;) {
@@ -39,49 +48,6 @@ std::vector<int64_t> listOf(const char *text) {
     ++p;
   }
   return out;
-}
-
-/// Device memory of n floats, random normal values.
-float *randomDevice(int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> host(static_cast<size_t>(n));
-  for (float &x : host)
-    x = d(rng);
-  float *p = nullptr;
-  if (cudaMalloc(&p, host.size() * sizeof(float)) != cudaSuccess ||
-      cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) !=
-          cudaSuccess) {
-    std::fprintf(stderr, "tessel-cuda-rate: cannot allocate %lld floats\n",
-                 static_cast<long long>(n));
-    std::exit(1);
-  }
-  return p;
-}
-
-/// The best milliseconds of `f` (which queues work on the default stream) over `repeats`.
-template <class F> float bestMs(F f, int repeats = 5) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  f(); // warm-up
-  float best = 1e30f;
-  for (int i = 0; i < repeats; ++i) {
-    cudaEventRecord(start);
-    f();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = std::min(best, ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    std::fprintf(stderr, "tessel-cuda-rate: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-  return best;
 }
 
 } // namespace
