@@ -80,6 +80,10 @@ public:
   virtual void waitFor(uint32_t stream, const DeviceEvent &event) = 0;
   /// Waits for every stream; false with the first failure's reason.
   virtual bool synchronize(std::string &error) = 0;
+
+  /// How collectives reach this device's buffers (CommMemory.h): the communicator between the
+  /// ranks of this process, and the collective kernels' own copies. Host memory by default.
+  virtual CommMemory &commMemory() { return hostMemory(); }
 };
 
 /// The CPU device: host memory, the kernels of kernels/cpu, one stream that runs each launch
