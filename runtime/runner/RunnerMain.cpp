@@ -9,6 +9,7 @@
 #include "common/PipelineLayout.h"
 #include "common/PlanFile.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/Rendezvous.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/Trainer.h"
 
@@ -40,8 +41,11 @@ Training:
   --data PATH            a text file, a directory of text files, or a uint16 .bin token file
   --seed N               seed for initialisation, data order and dropout
   --device cpu|cuda      where the ranks compute (default cpu); with cuda a process's ranks
-                         take its GPUs in turn, and a plan whose kernels the CUDA device
-                         does not all have yet is refused at load, naming the kernel
+                         take its GPUs in turn (as threads, several sharing one GPU where
+                         there are more ranks than GPUs); under mpirun or torchrun each
+                         process runs one rank on the GPU of its local rank, over NCCL; a
+                         plan whose kernels the CUDA device does not all have yet is
+                         refused at load, naming the kernel
   --threads N            CPU threads, 1 to 1024 (default: every core), shared out between
                          the ranks of a plan that has several; under mpirun, threads per
                          process (default: the cores shared by the processes on the host)
@@ -298,23 +302,29 @@ static int runnerMain(int argc, char **argv) {
     std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], source.c_str(), error.c_str());
     return 2;
   }
+  // Under mpirun or torchrun every process runs the host loop alike; the first speaks for the
+  // run, and the others write no files of their own beyond their checkpoint shards. (Bad
+  // torchrun variables are reported when the ranks are made.)
+  uint32_t processRank = 0;
+  rt::rendezvous::Place place;
+  std::string ignored;
   if (rt::mpi::launched()) {
-    // Every process runs the host loop alike; the first speaks for the run, and the others
-    // write no files of their own beyond their checkpoint shards.
     if (!rt::mpi::initialize(error)) {
       std::fprintf(stderr, "%s: error: %s\n", argv[0], error.c_str());
       return 1;
     }
-    if (rt::mpi::processRank() != 0) {
-      o.quiet = true;
-      o.metricsPath.clear();
-      o.tracePath.clear();
-      o.svgPath.clear();
-      if (!std::freopen("/dev/null", "w", stdout)) {
-        std::fprintf(stderr, "%s: error: cannot silence rank %u's output\n", argv[0],
-                     rt::mpi::processRank());
-        return 1;
-      }
+    processRank = rt::mpi::processRank();
+  } else if (rt::rendezvous::launched() && rt::rendezvous::readPlace(place, ignored)) {
+    processRank = place.rank;
+  }
+  if (processRank != 0) {
+    o.quiet = true;
+    o.metricsPath.clear();
+    o.tracePath.clear();
+    o.svgPath.clear();
+    if (!std::freopen("/dev/null", "w", stdout)) {
+      std::fprintf(stderr, "%s: error: cannot silence rank %u's output\n", argv[0], processRank);
+      return 1;
     }
   }
   if (memory)

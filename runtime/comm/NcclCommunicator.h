@@ -1,0 +1,53 @@
+//===- NcclCommunicator.h - Ranks as one GPU per process, over NCCL -*- C++ -*-===//
+//
+// The communicator of a run of one process per GPU (--device cuda under mpirun or torchrun):
+// NCCL's unique id handed from rank 0 to the others (over MPI, or the torchrun rendezvous of
+// Rendezvous.h), one sub-communicator per group of the plan split from the world with
+// ncclCommSplit, and every operation enqueued on the communicator's own CUDA stream. A
+// collective kernel first orders that stream after the kernels launched before it
+// (orderAfter: a CUDA event, no host wait), so the reduction of a gradient bucket runs while
+// the backward kernels after it do; its ticket is an event recorded after the operation, and
+// waiting for it waits on the host.
+//
+// NCCL's library is opened with dlopen when the first communicator is created, so a runner
+// starts, and runs on the CPU, where there is none. Operations on host memory (the host loop
+// sharing rank 0's outputs) go through device memory and are done when start returns.
+//
+// Status: compiled, never run on a GPU. Unlike LocalCommunicator and MpiCommunicator, NCCL's
+// sums do not add in group-index order, so the bits differ from theirs (not the values beyond
+// f32 rounding); and NCCL pairs sends with receives by order, not by tag, so a plan's sends
+// between two ranks must be issued in the order of their receives. A collective over
+// `members` of a group (a subset) has no sub-communicator and fails, naming it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H
+#define TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::rt::nccl {
+
+/// Whether this runtime was built with NCCL's header (the library is opened at run time).
+bool available();
+
+/// Hands NCCL's unique id from rank 0 to every rank: `id` holds it on rank 0 and receives it on
+/// the others (its size is the same on every rank). False with the reason.
+using IdExchange = std::function<bool(std::vector<char> &id, std::string &error)>;
+
+/// This process's end of a world of `size` processes, as rank `rank`, on CUDA GPU `device`.
+/// Every process calls it at the same point with the same number of `splits` in the same
+/// order: each is one ncclCommSplit of the world, into the instances of one group, this
+/// rank's instance given (nullopt where the rank takes part in none). Null with the reason.
+std::unique_ptr<Communicator>
+createCommunicator(int device, uint32_t rank, uint32_t size, const IdExchange &exchange,
+                   const std::vector<std::optional<CommGroup>> &splits, std::string &error);
+
+} // namespace tessel::rt::nccl
+
+#endif // TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H
