@@ -57,6 +57,9 @@ struct IdError {
 
 /// y[i] = value for i < n.
 cudaError_t fill(int64_t n, float value, float *y, cudaStream_t stream);
+/// y[i] = y[i] + x[i], or with `max` the larger (a NaN in either kept), for i < n: the
+/// collectives' reduction between ranks sharing a GPU, with the bits of the host's reduceInto.
+cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t stream);
 /// y[i] = i for i < n.
 cudaError_t positions(int64_t n, float *y, cudaStream_t stream);
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.

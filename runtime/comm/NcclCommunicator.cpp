@@ -17,6 +17,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 
 namespace tessel::rt::nccl {
 
@@ -319,34 +320,50 @@ private:
     return staging_[which];
   }
 
-  /// The host loop's operations on host memory (sharing outputs and losses between the
-  /// processes): through the two staging buffers, done when this returns.
+  /// Operations on host memory (the host loop sharing outputs between the processes, pipeline
+  /// stages passing activations): through the two staging buffers, done when this returns.
   bool runStaged(const CommOp &op, std::string &error) {
-    if (op.kind != CommOp::Kind::Broadcast && op.kind != CommOp::Kind::AllGather &&
-        op.kind != CommOp::Kind::AllReduce) {
-      error = "the NCCL communicator runs only broadcast, all_gather and all_reduce on host "
-              "memory";
-      return false;
-    }
+    const bool gather = op.kind == CommOp::Kind::AllGather;
     const int64_t ways = op.group ? op.group->size() : 1;
-    const size_t in =
-        static_cast<size_t>(op.kind == CommOp::Kind::AllGather ? op.outer * op.chunk : op.n) * 4;
-    const size_t out = op.kind == CommOp::Kind::AllGather ? in * static_cast<size_t>(ways) : in;
-    void *x = staging(in, 0, error);
-    void *y = x ? staging(out, 1, error) : nullptr;
-    if (!y)
+    const size_t in = op.kind == CommOp::Kind::Recv ? 0
+                      : gather                      ? static_cast<size_t>(op.outer * op.chunk) * 4
+                      : op.kind == CommOp::Kind::ReduceScatter || op.kind == CommOp::Kind::AllToAll
+                          ? static_cast<size_t>(op.outer * ways * op.chunk) * 4
+                          : static_cast<size_t>(op.n) * 4;
+    const size_t out = op.kind == CommOp::Kind::Send ? 0
+                       : gather || op.kind == CommOp::Kind::AllToAll
+                           ? static_cast<size_t>(op.outer * ways * op.chunk) * 4
+                       : op.kind == CommOp::Kind::ReduceScatter
+                           ? static_cast<size_t>(op.outer * op.chunk) * 4
+                           : static_cast<size_t>(op.n) * 4;
+    // Memory of the stream's own, apart from the staging buffers the repacking uses.
+    auto deviceCopy = [&](size_t bytes, void *&at, std::shared_ptr<void> &owner) {
+      if (bytes == 0)
+        return true;
+      if (cudaError_t e = cudaMallocAsync(&at, bytes, stream_); e != cudaSuccess) {
+        error = cudaMessage("staging memory", e);
+        return false;
+      }
+      owner.reset(at, [stream = stream_](void *p) { cudaFreeAsync(p, stream); });
+      return true;
+    };
+    void *x = nullptr, *y = nullptr;
+    std::shared_ptr<void> sent, received;
+    if (!deviceCopy(in, x, sent) || !deviceCopy(out, y, received))
       return false;
     CommOp staged = op;
     staged.x = x;
     staged.y = y;
-    cudaError_t e = cudaMemcpyAsync(x, op.x, in, cudaMemcpyHostToDevice, stream_);
+    cudaError_t e =
+        in ? cudaMemcpyAsync(x, op.x, in, cudaMemcpyHostToDevice, stream_) : cudaSuccess;
     if (e != cudaSuccess) {
       error = cudaMessage("staging to the GPU", e);
       return false;
     }
     if (!enqueue(staged, error))
       return false;
-    e = cudaMemcpyAsync(op.y, y, out, cudaMemcpyDeviceToHost, stream_);
+    if (out)
+      e = cudaMemcpyAsync(op.y, y, out, cudaMemcpyDeviceToHost, stream_);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(stream_);
     if (e != cudaSuccess) {

@@ -11,12 +11,15 @@
 //
 // NCCL's library is opened with dlopen when the first communicator is created, so a runner
 // starts, and runs on the CPU, where there is none. Operations on host memory (the host loop
-// sharing rank 0's outputs) go through device memory and are done when start returns.
+// sharing rank 0's outputs, pipeline stages passing activations) go through device memory and
+// are done when start returns.
 //
 // Status: compiled, never run on a GPU. Unlike LocalCommunicator and MpiCommunicator, NCCL's
 // sums do not add in group-index order, so the bits differ from theirs (not the values beyond
 // f32 rounding); and NCCL pairs sends with receives by order, not by tag, so a plan's sends
-// between two ranks must be issued in the order of their receives. A collective over
+// between two ranks must be issued in the order of their receives. A send is not buffered: it
+// is done once its receive has taken it, so two ranks that send to each other at once wait for
+// each other (pipeline schedules under NCCL are untested for this). A collective over
 // `members` of a group (a subset) has no sub-communicator and fails, naming it.
 //
 //===----------------------------------------------------------------------===//

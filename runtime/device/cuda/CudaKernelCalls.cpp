@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/CollectiveCalls.h"
 #include "runtime/device/KernelOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
@@ -180,7 +181,8 @@ bool run(KernelCall &c, const catalogue::TopKMask &p) {
   if (p.k < 1 || p.k > cols)
     return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
                   " columns");
-  return c.validating || launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
+  return c.validating ||
+         launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::LayerNorm &p) {
@@ -580,6 +582,42 @@ template <class P> bool dispatch(KernelCall &c, const catalogue::KernelParams &p
   return run(c, *std::get_if<P>(&params));
 }
 
+/// Orders a collective's work after the kernels launched before it on this launch's stream,
+/// which write its input. A communicator that enqueues on a GPU stream (NCCL) waits for them
+/// there, and so does this thread's stream, on which the kernel's own copies go (a group of
+/// one, a head-tail reordering; CudaCommMemory). Otherwise, ranks as threads, the host waits
+/// for them: the communicator's copies are issued by another thread.
+bool orderCollective(KernelCall &c) {
+  cudaStream_t s = stream();
+  cudaError_t e;
+  if (c.comm && c.comm->orderAfter(s)) {
+    cudaEvent_t ready = currentCudaLaunch()->collectiveEvent();
+    e = cudaEventRecord(ready, s);
+    if (e == cudaSuccess)
+      e = cudaStreamWaitEvent(cudaStreamPerThread, ready, 0);
+  } else {
+    e = cudaStreamSynchronize(s);
+  }
+  if (e == cudaSuccess)
+    return true;
+  return c.fail(std::string("waiting for the kernels before it failed: ") + cudaGetErrorName(e) +
+                ": " + cudaGetErrorString(e));
+}
+
+/// A collective or transfer: the handler every device shares (comm/CollectiveCalls.h), after
+/// the kernels that write its input.
+template <class P> bool collective(KernelCall &c, const catalogue::KernelParams &params) {
+  if (!c.validating && !orderCollective(c))
+    return false;
+  return rt::run(c, *std::get_if<P>(&params));
+}
+
+/// `wait`: the shared handler. The operation it ends wrote its output before the host learns it
+/// is done, so the kernels after it, launched later, see it.
+bool waitFor(KernelCall &c, const catalogue::KernelParams &params) {
+  return rt::run(c, *std::get_if<catalogue::Wait>(&params));
+}
+
 } // namespace
 
 KernelFn cudaKernel(catalogue::KernelId id) {
@@ -626,6 +664,19 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(CeLoss)
     TESSEL_CUDA_KERNEL(CeGrad)
 #undef TESSEL_CUDA_KERNEL
+#define TESSEL_CUDA_COLLECTIVE(Id)                                                                 \
+  case catalogue::KernelId::Id:                                                                    \
+    return &collective<catalogue::Id>;
+    TESSEL_CUDA_COLLECTIVE(AllReduce)
+    TESSEL_CUDA_COLLECTIVE(AllGather)
+    TESSEL_CUDA_COLLECTIVE(ReduceScatter)
+    TESSEL_CUDA_COLLECTIVE(AllToAll)
+    TESSEL_CUDA_COLLECTIVE(Broadcast)
+    TESSEL_CUDA_COLLECTIVE(Send)
+    TESSEL_CUDA_COLLECTIVE(Recv)
+#undef TESSEL_CUDA_COLLECTIVE
+  case catalogue::KernelId::Wait:
+    return &waitFor;
   default:
     return nullptr;
   }
