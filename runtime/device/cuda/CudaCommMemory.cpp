@@ -40,26 +40,45 @@ void CudaCommMemory::copy(void *to, const void *from, size_t bytes) {
   note(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, cudaStreamPerThread));
 }
 
+namespace {
+
+/// Whether `p` is memory of GPU `ordinal`, which its kernels can read and write.
+bool onDevice(const void *p, int ordinal) {
+  cudaPointerAttributes where{};
+  if (cudaPointerGetAttributes(&where, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return where.type == cudaMemoryTypeDevice && where.device == ordinal;
+}
+
+} // namespace
+
 void CudaCommMemory::reduce(ReduceOp op, float *y, const float *x, int64_t n) {
   if (n <= 0)
     return;
   note(cudaSetDevice(ordinal_));
-  cudaPointerAttributes where{};
-  std::shared_ptr<void> staged;
-  if (cudaPointerGetAttributes(&where, x) != cudaSuccess || where.type != cudaMemoryTypeDevice ||
-      where.device != ordinal_) {
-    cudaGetLastError();
-    // Another GPU's buffer (or the host's): copied here first, since a kernel reads only its own.
-    staged = allocate(static_cast<size_t>(n) * sizeof(float));
-    if (!staged) {
-      note(cudaErrorMemoryAllocation);
-      return;
-    }
-    copy(staged.get(), x, static_cast<size_t>(n) * sizeof(float));
-    x = static_cast<const float *>(staged.get());
+  // A buffer of another GPU of the process (or the host's) is combined through a copy here,
+  // since a kernel reads and writes only its own GPU's memory.
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  std::shared_ptr<void> stagedX, stagedY;
+  if (!onDevice(x, ordinal_)) {
+    if (!(stagedX = allocate(bytes)))
+      return note(cudaErrorMemoryAllocation);
+    copy(stagedX.get(), x, bytes);
+    x = static_cast<const float *>(stagedX.get());
   }
-  note(cuda::combine(op == ReduceOp::Max, n, y, x, cudaStreamPerThread));
-  // `staged` goes back to the pool in stream order, after the kernel that reads it.
+  float *into = y;
+  if (!onDevice(y, ordinal_)) {
+    if (!(stagedY = allocate(bytes)))
+      return note(cudaErrorMemoryAllocation);
+    into = static_cast<float *>(stagedY.get());
+    copy(into, y, bytes);
+  }
+  note(cuda::combine(op == ReduceOp::Max, n, into, x, cudaStreamPerThread));
+  if (into != y)
+    copy(y, into, bytes);
+  // The staged copies go back to the pool in stream order, after the work that uses them.
 }
 
 std::shared_ptr<void> CudaCommMemory::allocate(size_t bytes) {
