@@ -392,8 +392,8 @@ private:
     for (uint32_t r : op.group->ranks)
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     error = std::string(commKindName(op.kind)) + " over ranks {" + ranks +
-            "}, which no group of the plan splits off: the NCCL communicator has no "
-            "communicator for it (a collective over `members` of a group is not supported yet)";
+            "}, which no split of the world made: the NCCL communicator has no communicator "
+            "for it";
     return nullptr;
   }
 

@@ -19,8 +19,7 @@
 // f32 rounding); and NCCL pairs sends with receives by order, not by tag, so a plan's sends
 // between two ranks must be issued in the order of their receives. A send is not buffered: it
 // is done once its receive has taken it, so two ranks that send to each other at once wait for
-// each other (pipeline schedules under NCCL are untested for this). A collective over
-// `members` of a group (a subset) has no sub-communicator and fails, naming it.
+// each other (pipeline schedules under NCCL are untested for this).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H
@@ -45,8 +44,10 @@ using IdExchange = std::function<bool(std::vector<char> &id, std::string &error)
 
 /// This process's end of a world of `size` processes, as rank `rank`, on CUDA GPU `device`.
 /// Every process calls it at the same point with the same number of `splits` in the same
-/// order: each is one ncclCommSplit of the world, into the instances of one group, this
-/// rank's instance given (nullopt where the rank takes part in none). Null with the reason.
+/// order: each is one ncclCommSplit of the world, into the instances of one group (or the
+/// subgroups that a collective's `members` picks from them), this rank's given (nullopt where
+/// the rank takes part in none). An operation on a group no split made fails, naming it.
+/// Null with the reason.
 std::unique_ptr<Communicator>
 createCommunicator(int device, uint32_t rank, uint32_t size, const IdExchange &exchange,
                    const std::vector<std::optional<CommGroup>> &splits, std::string &error);

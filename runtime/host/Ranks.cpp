@@ -14,6 +14,7 @@
 #include <new>
 #include <set>
 #include <system_error>
+#include <variant>
 
 namespace tessel::rt {
 
@@ -30,8 +31,9 @@ const planfile::Port *findInput(const planfile::Plan &plan, const std::string &p
   return nullptr;
 }
 
-/// One ncclCommSplit per group of the plan, in the plan's order (the same on every rank): this
-/// rank's instance of each.
+/// The splits of the world NCCL needs, in an order every rank computes alike: one per group of
+/// the plan (this rank's instance of it), then one per distinct (group, members) of the plan's
+/// all_reduce calls over `members` (this rank's subgroup, where it is one of the members).
 std::vector<std::optional<CommGroup>> ncclSplits(const planfile::Plan &plan, uint32_t rank) {
   std::vector<std::optional<CommGroup>> splits;
   for (const planfile::Group &g : plan.groups) {
@@ -40,6 +42,34 @@ std::vector<std::optional<CommGroup>> ncclSplits(const planfile::Plan &plan, uin
       splits.push_back(CommGroup{std::move(instance->ranks), instance->index});
     else
       splits.push_back(std::nullopt);
+  }
+  // The instances of one group are disjoint, so are the subgroups one `members` picks from
+  // them: one split serves them all.
+  std::set<std::pair<std::string, std::vector<int64_t>>> subsets;
+  for (const planfile::Program &p : plan.programs)
+    for (const planfile::Instr &instr : p.instrs) {
+      const planfile::Attr *members = instr.find("members");
+      const planfile::Attr *group = instr.find("group");
+      if (instr.kernel != "all_reduce" || !members || !group ||
+          !std::holds_alternative<std::vector<int64_t>>(members->value) ||
+          !std::holds_alternative<std::string>(group->value))
+        continue;
+      subsets.emplace(std::get<std::string>(group->value),
+                      std::get<std::vector<int64_t>>(members->value));
+    }
+  for (const auto &[name, members] : subsets) {
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(name, rank);
+    std::optional<CommGroup> mine;
+    for (size_t i = 0; instance && i < members.size(); ++i)
+      if (members[i] >= 0 && members[i] < static_cast<int64_t>(instance->ranks.size()) &&
+          members[i] == instance->index) {
+        mine = CommGroup{};
+        for (int64_t m : members)
+          if (m >= 0 && m < static_cast<int64_t>(instance->ranks.size()))
+            mine->ranks.push_back(instance->ranks[static_cast<size_t>(m)]);
+        mine->index = static_cast<uint32_t>(i);
+      }
+    splits.push_back(std::move(mine));
   }
   return splits;
 }
