@@ -31,49 +31,6 @@ const planfile::Port *findInput(const planfile::Plan &plan, const std::string &p
   return nullptr;
 }
 
-/// The splits of the world NCCL needs, in an order every rank computes alike: one per group of
-/// the plan (this rank's instance of it), then one per distinct (group, members) of the plan's
-/// all_reduce calls over `members` (this rank's subgroup, where it is one of the members).
-std::vector<std::optional<CommGroup>> ncclSplits(const planfile::Plan &plan, uint32_t rank) {
-  std::vector<std::optional<CommGroup>> splits;
-  for (const planfile::Group &g : plan.groups) {
-    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
-    if (instance)
-      splits.push_back(CommGroup{std::move(instance->ranks), instance->index});
-    else
-      splits.push_back(std::nullopt);
-  }
-  // The instances of one group are disjoint, so are the subgroups one `members` picks from
-  // them: one split serves them all.
-  std::set<std::pair<std::string, std::vector<int64_t>>> subsets;
-  for (const planfile::Program &p : plan.programs)
-    for (const planfile::Instr &instr : p.instrs) {
-      const planfile::Attr *members = instr.find("members");
-      const planfile::Attr *group = instr.find("group");
-      if (instr.kernel != "all_reduce" || !members || !group ||
-          !std::holds_alternative<std::vector<int64_t>>(members->value) ||
-          !std::holds_alternative<std::string>(group->value))
-        continue;
-      subsets.emplace(std::get<std::string>(group->value),
-                      std::get<std::vector<int64_t>>(members->value));
-    }
-  for (const auto &[name, members] : subsets) {
-    std::optional<planfile::GroupInstance> instance = plan.findGroup(name, rank);
-    std::optional<CommGroup> mine;
-    for (size_t i = 0; instance && i < members.size(); ++i)
-      if (members[i] >= 0 && members[i] < static_cast<int64_t>(instance->ranks.size()) &&
-          members[i] == instance->index) {
-        mine = CommGroup{};
-        for (int64_t m : members)
-          if (m >= 0 && m < static_cast<int64_t>(instance->ranks.size()))
-            mine->ranks.push_back(instance->ranks[static_cast<size_t>(m)]);
-        mine->index = static_cast<uint32_t>(i);
-      }
-    splits.push_back(std::move(mine));
-  }
-  return splits;
-}
-
 /// Hands NCCL's unique id from process 0 to the others over MPI: a length word, then the id.
 nccl::IdExchange overMpi(Communicator &comm, const CommGroup &processes) {
   return [&comm, &processes](std::vector<char> &id, std::string &error) {
@@ -116,6 +73,46 @@ std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint3
       }
     }
   return taken;
+}
+
+std::vector<std::optional<CommGroup>> ncclSplitsOf(const planfile::Plan &plan, uint32_t rank) {
+  std::vector<std::optional<CommGroup>> splits;
+  for (const planfile::Group &g : plan.groups) {
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
+    if (instance)
+      splits.push_back(CommGroup{std::move(instance->ranks), instance->index});
+    else
+      splits.push_back(std::nullopt);
+  }
+  // The instances of one group are disjoint, so are the subgroups one `members` picks from
+  // them: one split serves them all.
+  std::set<std::pair<std::string, std::vector<int64_t>>> subsets;
+  for (const planfile::Program &p : plan.programs)
+    for (const planfile::Instr &instr : p.instrs) {
+      const planfile::Attr *members = instr.find("members");
+      const planfile::Attr *group = instr.find("group");
+      if (instr.kernel != "all_reduce" || !members || !group ||
+          !std::holds_alternative<std::vector<int64_t>>(members->value) ||
+          !std::holds_alternative<std::string>(group->value))
+        continue;
+      subsets.emplace(std::get<std::string>(group->value),
+                      std::get<std::vector<int64_t>>(members->value));
+    }
+  for (const auto &[name, members] : subsets) {
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(name, rank);
+    std::optional<CommGroup> mine;
+    for (size_t i = 0; instance && i < members.size(); ++i)
+      if (members[i] >= 0 && members[i] < static_cast<int64_t>(instance->ranks.size()) &&
+          members[i] == instance->index) {
+        mine = CommGroup{};
+        for (int64_t m : members)
+          if (m >= 0 && m < static_cast<int64_t>(instance->ranks.size()))
+            mine->ranks.push_back(instance->ranks[static_cast<size_t>(m)]);
+        mine->index = static_cast<uint32_t>(i);
+      }
+    splits.push_back(std::move(mine));
+  }
+  return splits;
 }
 
 std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error,
@@ -248,7 +245,7 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
       };
     }
     ranks->comms_[r] =
-        nccl::createCommunicator(gpuOf(r), r, size, exchange, ncclSplits(plan, r), error);
+        nccl::createCommunicator(gpuOf(r), r, size, exchange, ncclSplitsOf(plan, r), error);
     if (!ranks->comms_[r]) {
       error = "rank " + std::to_string(r) + ": " + error;
       return nullptr;

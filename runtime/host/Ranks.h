@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,13 @@ namespace tessel::rt {
 /// its pipeline stage reads no data; the ranks of a whole run take every row.
 std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint32_t> &ranks,
                              int64_t rows);
+
+/// The splits of the world an NCCL communicator makes for `plan` (nccl::createCommunicator),
+/// in an order every rank computes alike: one per group of the plan (this rank's instance of
+/// it), then one per distinct (group, members) of the plan's all_reduce calls over `members`
+/// (this rank's subgroup, where it is one of the members; the subgroups one `members` picks
+/// from a group's disjoint instances are disjoint, so one split serves them all).
+std::vector<std::optional<CommGroup>> ncclSplitsOf(const planfile::Plan &plan, uint32_t rank);
 
 class Ranks {
 public:
