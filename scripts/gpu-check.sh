@@ -35,6 +35,14 @@ else
   echo "nvidia-smi not found"
 fi
 
+# NCCL, where the toolkit has none: PyTorch's (the nvidia/nccl folder of its Python packages).
+if [ -z "${NCCL_ROOT:-}" ]; then
+  nccl_py=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2> /dev/null)
+  if [ -n "$nccl_py" ] && [ -f "$nccl_py/include/nccl.h" ]; then
+    export NCCL_ROOT=$nccl_py
+  fi
+fi
+
 echo "== configure ($build)"
 gtest_args=()
 gtest_src=${GTEST_SOURCE_DIR:-}
