@@ -362,9 +362,14 @@ bool join(const Place &place, std::vector<char> &blob, double timeout, std::stri
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  // Rank 0 was listening when this rank connected, so its own deadline is at most `timeout`
+  // from now: wait a little longer for its answer, so that its reason (the ranks that never
+  // came) arrives rather than a timeout of our own.
+  const Clock::time_point answerBy = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(timeout + 5));
   uint32_t answer[2];
-  if (!sendWords(s.fd, {kMagic, kVersion, place.rank, place.size}, deadline) ||
-      !recvWords(s.fd, answer, 2, deadline)) {
+  if (!sendWords(s.fd, {kMagic, kVersion, place.rank, place.size}, answerBy) ||
+      !recvWords(s.fd, answer, 2, answerBy)) {
     const int e = errno;
     error = "rank " + std::to_string(place.rank) + ": rank 0 on " + where +
             (e == ETIMEDOUT
@@ -380,7 +385,7 @@ bool join(const Place &place, std::vector<char> &blob, double timeout, std::stri
     return false;
   }
   std::vector<char> payload(answer[1]);
-  if (!recvAll(s.fd, payload.data(), payload.size(), deadline)) {
+  if (!recvAll(s.fd, payload.data(), payload.size(), answerBy)) {
     error = "rank " + std::to_string(place.rank) + ": rank 0's answer was cut short: " +
             (errno ? errnoText(errno) : std::string("the connection closed"));
     return false;
