@@ -6,7 +6,10 @@
 // one program at a time, which they run all at once. With one rank the program runs on the
 // calling thread and nothing else is created. Started by an MPI launcher (MpiCommunicator.h),
 // each process runs one rank, on its calling thread, and the host loop runs in every process
-// alike: every process reads the same data and makes the same decisions.
+// alike: every process reads the same data and makes the same decisions. On the CUDA device a
+// launcher means one GPU per process over NCCL (NcclCommunicator.h), and torchrun's variables
+// (Rendezvous.h) are a launcher too; without one the ranks are threads whose devices share the
+// process's GPUs, their LocalCommunicator reaching GPU memory through each device's CommMemory.
 //
 // The host writes whole inputs, and each local rank takes its block (Blocks.h); a rank whose
 // pipeline stage does not hold a tensor takes no part in it. Of the data, a process reads only
