@@ -216,7 +216,7 @@ bool listenOn(const Place &place, Socket &out, std::string &error) {
   error = lastErrno == EADDRINUSE
               ? "rank 0 cannot listen on port " + std::to_string(place.masterPort) +
                     ": the port is in use (another job, or an earlier run still holding it); "
-                    "choose another MASTER_PORT"
+                    "choose another MASTER_PORT, or set TESSEL_RENDEZVOUS_PORT"
               : "rank 0 cannot listen on port " + std::to_string(place.masterPort) + ": " +
                     errnoText(lastErrno);
   return false;
@@ -440,6 +440,25 @@ bool readPlace(Place &place, std::string &error) {
     return false;
   }
   place.masterAddr = addr;
+  // torchrun's static rendezvous keeps its own store on MASTER_PORT, held by its agent on the
+  // first node (it tells the workers so): the exchange takes the port after it.
+  const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agentStore && std::strcmp(agentStore, "True") == 0) {
+    if (port == 65535) {
+      error = "MASTER_PORT=65535 is torchrun's store, and there is no port after it for the "
+              "rendezvous; set TESSEL_RENDEZVOUS_PORT";
+      return false;
+    }
+    ++port;
+  }
+  if (const char *own = std::getenv("TESSEL_RENDEZVOUS_PORT"); own && *own) {
+    if (!readNumber("TESSEL_RENDEZVOUS_PORT", 65535, port, error))
+      return false;
+    if (port == 0) {
+      error = "TESSEL_RENDEZVOUS_PORT=0 is not a port rank 0 can be reached on";
+      return false;
+    }
+  }
   place.masterPort = static_cast<uint16_t>(port);
   return true;
 }

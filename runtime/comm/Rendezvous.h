@@ -24,8 +24,8 @@ namespace tessel::rt::rendezvous {
 /// This process's place in a job, as the launcher's variables give it.
 struct Place {
   uint32_t rank = 0, localRank = 0, size = 1;
-  std::string masterAddr; ///< A host name or an IPv4/IPv6 address.
-  uint16_t masterPort = 0;
+  std::string masterAddr;  ///< A host name or an IPv4/IPv6 address.
+  uint16_t masterPort = 0; ///< Where rank 0 listens for the exchange.
 };
 
 /// Whether the torchrun variables name a job of several processes (WORLD_SIZE > 1, or RANK set
@@ -33,7 +33,10 @@ struct Place {
 bool launched();
 
 /// Reads and checks the variables; false with a message that names the variable that is
-/// missing or bad. LOCAL_RANK defaults to RANK (one host).
+/// missing or bad. LOCAL_RANK defaults to RANK (one host). The exchange's port is MASTER_PORT,
+/// or the one after it where torchrun's agent holds MASTER_PORT with its own store
+/// (TORCHELASTIC_USE_AGENT_STORE=True, its static rendezvous); TESSEL_RENDEZVOUS_PORT, where
+/// set, names it instead.
 bool readPlace(Place &place, std::string &error);
 
 /// How long a rank waits for the others: TESSEL_RENDEZVOUS_TIMEOUT seconds, default 120; false
