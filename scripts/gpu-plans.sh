@@ -13,3 +13,13 @@ mkdir -p "$out"
 for model in tiny_gpt llama_small; do
   "$tessel" compile "$root/examples/$model.model" --emit=plan-file -o "$out/$model.plan"
 done
+# benchmarks/gpu_bench.sh's model: GPT-2 124M as llm.c trains it on one GPU (sequences of 1024
+# tokens, 16 per step), one rank, fp32.
+mkdir -p "$out/bench"
+sed -e 's/^    seq = 256$/    seq = 1024/' -e 's/^  batch = 4$/  batch = 16/' \
+  -e 's/^  micro_batch = 4$/  micro_batch = 16/' "$root/benchmarks/models/gpt2_124m.model" \
+  > "$out/bench/gpt2_124m.model"
+grep -q "seq = 1024" "$out/bench/gpt2_124m.model" && grep -q "micro_batch = 16" \
+  "$out/bench/gpt2_124m.model" || { echo "gpu-plans: could not resize gpt2_124m.model" >&2; exit 1; }
+"$tessel" compile "$out/bench/gpt2_124m.model" -I "$root" --emit=plan-file \
+  -o "$out/bench/gpt2_124m-fp32.plan"
