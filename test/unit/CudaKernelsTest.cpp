@@ -731,6 +731,87 @@ TEST_F(CudaKernels, AttentionMatchesCpuOnHeadTailQueries) {
   checkAttention(a, 597);
 }
 
+/// One ring of `ways` ranks over whole random q, k, v (each rank's blocks head-tail), each
+/// rank's steps 0 .. ways - 1 forward and backward on both backends; each step starts from the
+/// CPU's state before it, so every step is checked on its own.
+void checkRing(const cpu::AttentionArgs &shape, int64_t ways, uint32_t seed) {
+  const int64_t S = shape.seq, H = shape.heads, KH = shape.kvHeads, D = shape.head;
+  const int64_t nq = shape.batch * S * H * D, nkv = shape.batch * S * KH * D;
+  const int64_t rows = nq / D;
+  for (int64_t me = 0; me < ways; ++me) {
+    const Floats q = randomFloats(nq, -1, 1, seed + 10 * me),
+                 dout = randomFloats(nq, -1, 1, seed + 10 * me + 1);
+    Floats out(nq), lse(rows), dq(nq), dk(nkv), dv(nkv);
+    for (int64_t step = 0; step < ways; ++step) {
+      cpu::RingBlockArgs r;
+      r.attention = shape;
+      r.attention.kvSeq = S;
+      r.ways = ways;
+      r.queryIndex = me;
+      r.keyIndex = (me - step + ways) % ways;
+      const Floats k = randomFloats(nkv, -1, 1, seed + 100 + r.keyIndex),
+                   v = randomFloats(nkv, -1, 1, seed + 200 + r.keyIndex);
+      cuda::AttentionArgs a = r.attention;
+      a.headStart = r.queryPosition(0);
+      a.tailStart = r.queryPosition(S / 2);
+      a.keyHeadStart = r.keyPosition(0);
+      a.keyTailStart = r.keyPosition(S / 2);
+      const std::string what = "ring " + std::to_string(ways) + " rank " + std::to_string(me) +
+                               " step " + std::to_string(step) + " " + describe(a);
+      DeviceArray<float> gq(q), gk(k), gv(v), gout(out), glse(lse),
+          work(cuda::attentionBlockWorkspace(a));
+      ASSERT_EQ(cuda::attentionBlock(a, gq.get(), gk.get(), gv.get(), step == 0, gout.get(),
+                                     glse.get(), work.get(), nullptr),
+                cudaSuccess)
+          << what;
+      cpu::attentionBlock(r, q.data(), k.data(), v.data(), step == 0, out.data(), lse.data());
+      expectClose(out, gout.host(), "out of " + what, 2e-5f, 1e-4f);
+      expectClose(lse, glse.host(), "lse of " + what, 2e-5f, 1e-5f);
+    }
+    // Backward from the whole attention's output and log-sum-exp.
+    for (int64_t step = 0; step < ways; ++step) {
+      cpu::RingBlockArgs r;
+      r.attention = shape;
+      r.attention.kvSeq = S;
+      r.ways = ways;
+      r.queryIndex = me;
+      r.keyIndex = (me - step + ways) % ways;
+      const Floats k = randomFloats(nkv, -1, 1, seed + 100 + r.keyIndex),
+                   v = randomFloats(nkv, -1, 1, seed + 200 + r.keyIndex);
+      cuda::AttentionArgs a = r.attention;
+      a.headStart = r.queryPosition(0);
+      a.tailStart = r.queryPosition(S / 2);
+      a.keyHeadStart = r.keyPosition(0);
+      a.keyTailStart = r.keyPosition(S / 2);
+      const std::string what = "ring grad " + std::to_string(ways) + " rank " + std::to_string(me) +
+                               " step " + std::to_string(step) + " " + describe(a);
+      // Stale values in the gradients at step 0 must be zeroed.
+      DeviceArray<float> gq(q), gk(k), gv(v), gdout(dout), gout(out), glse(lse),
+          gdq(step == 0 ? Floats(nq, 5.0f) : dq), gdk(step == 0 ? Floats(nkv, 5.0f) : dk),
+          gdv(step == 0 ? Floats(nkv, 5.0f) : dv), work(cuda::attentionBlockGradWorkspace(a));
+      ASSERT_EQ(cuda::attentionBlockGrad(a, gq.get(), gk.get(), gv.get(), gdout.get(), gout.get(),
+                                         glse.get(), step == 0, gdq.get(), gdk.get(), gdv.get(),
+                                         work.get(), nullptr),
+                cudaSuccess)
+          << what;
+      cpu::attentionBlockGrad(r, q.data(), k.data(), v.data(), dout.data(), out.data(), lse.data(),
+                              step == 0, dq.data(), dk.data(), dv.data());
+      expectClose(dq, gdq.host(), "dq of " + what, 2e-5f, 1e-3f);
+      expectClose(dk, gdk.host(), "dk of " + what, 2e-5f, 1e-3f);
+      expectClose(dv, gdv.host(), "dv of " + what, 2e-5f, 1e-3f);
+    }
+  }
+}
+
+TEST_F(CudaKernels, RingAttentionStepsMatchCpu) {
+  // Two ranks, causal, grouped kv heads, blocks of 2 x 20 positions (a ragged tile).
+  checkRing(attentionOf(2, 40, 4, 40, 2, 16, true, 0), 2, 600);
+  // Three ranks, causal: blocks no query of a rank sees, and queries that see none of a block.
+  checkRing(attentionOf(1, 18, 2, 18, 2, 24, true, 0), 3, 610);
+  // Not causal, the largest head.
+  checkRing(attentionOf(1, 34, 2, 34, 1, 128, false, 0), 2, 620);
+}
+
 TEST_F(CudaKernels, AttentionRefusesHeadsItCannotTake) {
   DeviceArray<float> x(1024);
   EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 2, 1, 129, true, 0), x.get(), x.get(), x.get(),

@@ -416,34 +416,6 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
   return true;
 }
 
-/// The sizes of a ring attention step and the places of its query and key blocks.
-template <class P> bool ringBlockArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
-  cpu::AttentionArgs &a = r.attention;
-  a.batch = p.batch;
-  a.seq = a.kvSeq = p.seq;
-  a.heads = p.heads;
-  a.kvHeads = p.kv_heads;
-  a.head = p.head;
-  a.causal = p.causal != 0;
-  a.scale = static_cast<float>(p.scale);
-  int64_t wholeHeads = a.heads, step = p.step;
-  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
-    return false;
-  r.ways = c.groupSize(p.group);
-  r.queryIndex = c.groupIndex(p.group);
-  if (!c.error.empty())
-    return false;
-  if (a.batch <= 0 || a.seq <= 0 || a.seq % 2 != 0 || a.heads <= 0 || a.kvHeads <= 0 ||
-      a.head <= 0 || wholeHeads % a.kvHeads != 0)
-    return c.fail("has inconsistent attention sizes (the block of the sequence must be even)");
-  if (step < 0 || step >= r.ways)
-    return c.fail("has step " + std::to_string(step) + " outside its ring of " +
-                  std::to_string(r.ways));
-  a.group = wholeHeads / a.kvHeads;
-  r.keyIndex = (r.queryIndex - step + r.ways) % r.ways;
-  return true;
-}
-
 bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
   cpu::RingBlockArgs r;
   if (!ringBlockArgs(c, p, r))

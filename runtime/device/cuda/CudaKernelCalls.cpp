@@ -180,7 +180,8 @@ bool run(KernelCall &c, const catalogue::TopKMask &p) {
   if (p.k < 1 || p.k > cols)
     return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
                   " columns");
-  return c.validating || launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
+  return c.validating ||
+         launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::LayerNorm &p) {
@@ -379,6 +380,53 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
     return false;
   return launched(c, cuda::attentionGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fout(0),
                                          c.fout(1), c.fout(2), workspace, stream()));
+}
+
+/// A ring step's sizes, with its query and key blocks placed in the whole sequence, and the
+/// CUDA kernels' head limit.
+template <class P> bool cudaRingArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  if (r.attention.head > cuda::kMaxAttentionHead)
+    return c.fail("has head size " + std::to_string(r.attention.head) +
+                  "; the cuda attention kernels take at most " +
+                  std::to_string(cuda::kMaxAttentionHead));
+  placeRingBlocks(r);
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
+  cpu::RingBlockArgs r;
+  if (!cudaRingArgs(c, p, r))
+    return false;
+  const cuda::AttentionArgs &a = r.attention;
+  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
+      !c.needOut(1, q / a.head) || c.validating)
+    return c.error.empty();
+  float *workspace = scratchFloats(c, cuda::attentionBlockWorkspace(a));
+  if (!workspace)
+    return false;
+  return launched(c, cuda::attentionBlock(a, c.fin(0), c.fin(1), c.fin(2), p.step == 0, c.fout(0),
+                                          c.fout(1), workspace, stream()));
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
+  cpu::RingBlockArgs r;
+  if (!cudaRingArgs(c, p, r))
+    return false;
+  const cuda::AttentionArgs &a = r.attention;
+  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
+      !c.needIn(4, q) || !c.needIn(5, q / a.head) || !c.needOut(0, q) || !c.needOut(1, kv) ||
+      !c.needOut(2, kv) || c.validating)
+    return c.error.empty();
+  float *workspace = scratchFloats(c, cuda::attentionBlockGradWorkspace(a));
+  if (!workspace)
+    return false;
+  return launched(c, cuda::attentionBlockGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4),
+                                              c.fin(5), p.step == 0, c.fout(0), c.fout(1),
+                                              c.fout(2), workspace, stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Reduce &p) {
@@ -610,6 +658,8 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(Rope)
     TESSEL_CUDA_KERNEL(Attention)
     TESSEL_CUDA_KERNEL(AttentionGrad)
+    TESSEL_CUDA_KERNEL(AttentionBlock)
+    TESSEL_CUDA_KERNEL(AttentionBlockGrad)
     TESSEL_CUDA_KERNEL(Reduce)
     TESSEL_CUDA_KERNEL(Pack)
     TESSEL_CUDA_KERNEL(Dropout)
