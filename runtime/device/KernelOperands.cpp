@@ -311,6 +311,17 @@ bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlockGrad &p, cpu::R
   return ringBlockArgsOf(c, p, r);
 }
 
+bool needRingOperands(KernelCall &c, const cpu::RingBlockArgs &r, bool grad) {
+  const cpu::AttentionArgs &a = r.attention;
+  const int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv))
+    return false;
+  if (!grad)
+    return c.needOut(0, q) && c.needOut(1, q / a.head);
+  return c.needIn(3, q) && c.needIn(4, q) && c.needIn(5, q / a.head) && c.needOut(0, q) &&
+         c.needOut(1, kv) && c.needOut(2, kv);
+}
+
 void placeRingBlocks(cpu::RingBlockArgs &r) {
   const int64_t half = r.attention.seq / 2;
   r.attention.headStart = r.queryPosition(0);

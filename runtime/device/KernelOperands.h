@@ -82,6 +82,9 @@ bool attentionArgs(KernelCall &c, const catalogue::AttentionGrad &p, cpu::Attent
 /// its keys (`step` ranks before). False with the call's error.
 bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlock &p, cpu::RingBlockArgs &r);
 bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlockGrad &p, cpu::RingBlockArgs &r);
+/// Checks the operands of a ring step (`grad`: attention_block_grad's) against its sizes;
+/// false with the call's error.
+bool needRingOperands(KernelCall &c, const cpu::RingBlockArgs &r, bool grad);
 /// Sets r.attention's head-tail starts of the queries and the keys from the ring indices
 /// (RingBlockArgs::queryPosition, keyPosition), as the CUDA ring steps take them.
 void placeRingBlocks(cpu::RingBlockArgs &r);

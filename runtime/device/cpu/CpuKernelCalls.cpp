@@ -418,12 +418,7 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
 
 bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
   cpu::RingBlockArgs r;
-  if (!ringBlockArgs(c, p, r))
-    return false;
-  const cpu::AttentionArgs &a = r.attention;
-  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
-      !c.needOut(1, q / a.head) || c.validating)
+  if (!ringBlockArgs(c, p, r) || !needRingOperands(c, r, false) || c.validating)
     return c.error.empty();
   cpu::attentionBlock(r, c.fin(0), c.fin(1), c.fin(2), p.step == 0, c.fout(0), c.fout(1));
   return true;
@@ -431,13 +426,7 @@ bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
 
 bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
   cpu::RingBlockArgs r;
-  if (!ringBlockArgs(c, p, r))
-    return false;
-  const cpu::AttentionArgs &a = r.attention;
-  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
-      !c.needIn(4, q) || !c.needIn(5, q / a.head) || !c.needOut(0, q) || !c.needOut(1, kv) ||
-      !c.needOut(2, kv) || c.validating)
+  if (!ringBlockArgs(c, p, r) || !needRingOperands(c, r, true) || c.validating)
     return c.error.empty();
   cpu::attentionBlockGrad(r, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4), c.fin(5),
                           p.step == 0, c.fout(0), c.fout(1), c.fout(2));

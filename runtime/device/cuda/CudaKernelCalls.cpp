@@ -397,34 +397,22 @@ template <class P> bool cudaRingArgs(KernelCall &c, const P &p, cpu::RingBlockAr
 
 bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
   cpu::RingBlockArgs r;
-  if (!cudaRingArgs(c, p, r))
-    return false;
-  const cuda::AttentionArgs &a = r.attention;
-  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
-      !c.needOut(1, q / a.head) || c.validating)
+  if (!cudaRingArgs(c, p, r) || !needRingOperands(c, r, false) || c.validating)
     return c.error.empty();
+  const cuda::AttentionArgs &a = r.attention;
   float *workspace = scratchFloats(c, cuda::attentionBlockWorkspace(a));
-  if (!workspace)
-    return false;
-  return launched(c, cuda::attentionBlock(a, c.fin(0), c.fin(1), c.fin(2), p.step == 0, c.fout(0),
-                                          c.fout(1), workspace, stream()));
+  return workspace && launched(c, cuda::attentionBlock(a, c.fin(0), c.fin(1), c.fin(2), p.step == 0,
+                                                       c.fout(0), c.fout(1), workspace, stream()));
 }
 
 bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
   cpu::RingBlockArgs r;
-  if (!cudaRingArgs(c, p, r))
-    return false;
-  const cuda::AttentionArgs &a = r.attention;
-  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
-      !c.needIn(4, q) || !c.needIn(5, q / a.head) || !c.needOut(0, q) || !c.needOut(1, kv) ||
-      !c.needOut(2, kv) || c.validating)
+  if (!cudaRingArgs(c, p, r) || !needRingOperands(c, r, true) || c.validating)
     return c.error.empty();
+  const cuda::AttentionArgs &a = r.attention;
   float *workspace = scratchFloats(c, cuda::attentionBlockGradWorkspace(a));
-  if (!workspace)
-    return false;
-  return launched(c, cuda::attentionBlockGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4),
+  return workspace &&
+         launched(c, cuda::attentionBlockGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4),
                                               c.fin(5), p.step == 0, c.fout(0), c.fout(1),
                                               c.fout(2), workspace, stream()));
 }
