@@ -278,6 +278,24 @@ cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float
                           const float *dout, float *dq, float *dk, float *dv, float *workspace,
                           cudaStream_t stream);
 
+/// One step of ring attention, as cpu::attentionBlock: `args` places the queries and the
+/// block's keys in the whole sequence as head-tail blocks (headStart/tailStart and
+/// keyHeadStart/keyTailStart, both set; kvSeq = seq). The block's attention and log-sum-exp
+/// are computed by the attention kernel into the workspace, then merged into the running out
+/// [batch, seq, heads, head] and lse [batch, seq, heads], which `first` starts at 0 and -inf.
+int64_t attentionBlockWorkspace(const AttentionArgs &args);
+cudaError_t attentionBlock(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                           bool first, float *out, float *lse, float *workspace,
+                           cudaStream_t stream);
+/// One step of ring attention's backward pass, as cpu::attentionBlockGrad: from the whole
+/// attention's out and lse, adds the block's terms into dq, dk and dv (zeroed first when
+/// `first`) with the attention gradient kernels.
+int64_t attentionBlockGradWorkspace(const AttentionArgs &args);
+cudaError_t attentionBlockGrad(const AttentionArgs &args, const float *q, const float *k,
+                               const float *v, const float *dout, const float *out,
+                               const float *lse, bool first, float *dq, float *dk, float *dv,
+                               float *workspace, cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // Reductions, buckets, dropout (Reduce.cu, Dropout.cu)
 //===----------------------------------------------------------------------===//

@@ -14,6 +14,7 @@
 #include "runtime/host/Trainer.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +53,9 @@ Training:
   --eval-every N         evaluate the held-out loss every N steps (0: never)
   --log-every N          print progress every N steps when output is not a terminal
   --metrics FILE         append one JSON line per step (and per evaluation) to FILE
+  --peak TFLOPS          the dense peak of one rank's device, in TFLOP/s, for the MFU shown
+                         with the progress and in the metrics (default: on a GPU, its
+                         shipped preset's 16-bit peak; on the CPU none, so no MFU)
   --checkpoint-dir DIR   write checkpoints under DIR (DIR/latest names the newest)
   --checkpoint-every N   checkpoint every N steps (and always at the end when DIR is set)
   --resume PATH          continue from a checkpoint, or from the newest one in a directory
@@ -243,6 +247,13 @@ static int runnerMain(int argc, char **argv) {
         return usageError(argv[0], "--device " + o.device + ": expected cpu or cuda");
     } else if (arg == "--metrics") {
       ok = next(o.metricsPath);
+    } else if (arg == "--peak") {
+      char *end = nullptr;
+      ok = next(text);
+      if (ok) {
+        o.peakFlops = std::strtod(text.c_str(), &end) * 1e12;
+        ok = end && !*end && !text.empty() && std::isfinite(o.peakFlops) && o.peakFlops > 0;
+      }
     } else if (arg == "--resume") {
       ok = next(o.resume);
     } else if (arg == "--dump-dir") {

@@ -174,4 +174,17 @@ TEST_F(CudaDevice, RefusesAKernelItLacksAtLoad) {
       << error;
 }
 
+TEST_F(CudaDevice, NamesItsModelAndMemory) {
+  std::string why;
+  auto device = rt::createCudaDevice(0, why);
+  ASSERT_TRUE(device) << why;
+  // The vendor's name (the runner finds the peak by it), and memory that is in use and fits.
+  EXPECT_NE(device->model(), device->name());
+  EXPECT_NE(device->model().find("NVIDIA"), std::string::npos) << device->model();
+  uint64_t used = 0, total = 0;
+  ASSERT_TRUE(device->memoryInUse(used, total));
+  EXPECT_GT(total, 0u);
+  EXPECT_LE(used, total);
+}
+
 } // namespace

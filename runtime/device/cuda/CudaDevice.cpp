@@ -172,6 +172,21 @@ public:
   }
 
   std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
+  std::string model() const override {
+    cudaDeviceProp props{};
+    if (cudaGetDeviceProperties(&props, ordinal_) != cudaSuccess)
+      return name();
+    return props.name;
+  }
+  bool memoryInUse(uint64_t &used, uint64_t &total) const override {
+    cudaSetDevice(ordinal_);
+    size_t free = 0, all = 0;
+    if (cudaMemGetInfo(&free, &all) != cudaSuccess)
+      return false;
+    used = all - free;
+    total = all;
+    return true;
+  }
 
   std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) override {
     cudaSetDevice(ordinal_);

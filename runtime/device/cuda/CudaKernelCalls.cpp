@@ -383,6 +383,41 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
                                          c.fout(1), c.fout(2), workspace, stream()));
 }
 
+/// A ring step's sizes, with its query and key blocks placed in the whole sequence, and the
+/// CUDA kernels' head limit.
+template <class P> bool cudaRingArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  if (r.attention.head > cuda::kMaxAttentionHead)
+    return c.fail("has head size " + std::to_string(r.attention.head) +
+                  "; the cuda attention kernels take at most " +
+                  std::to_string(cuda::kMaxAttentionHead));
+  placeRingBlocks(r);
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
+  cpu::RingBlockArgs r;
+  if (!cudaRingArgs(c, p, r) || !needRingOperands(c, r, false) || c.validating)
+    return c.error.empty();
+  const cuda::AttentionArgs &a = r.attention;
+  float *workspace = scratchFloats(c, cuda::attentionBlockWorkspace(a));
+  return workspace && launched(c, cuda::attentionBlock(a, c.fin(0), c.fin(1), c.fin(2), p.step == 0,
+                                                       c.fout(0), c.fout(1), workspace, stream()));
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
+  cpu::RingBlockArgs r;
+  if (!cudaRingArgs(c, p, r) || !needRingOperands(c, r, true) || c.validating)
+    return c.error.empty();
+  const cuda::AttentionArgs &a = r.attention;
+  float *workspace = scratchFloats(c, cuda::attentionBlockGradWorkspace(a));
+  return workspace &&
+         launched(c, cuda::attentionBlockGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4),
+                                              c.fin(5), p.step == 0, c.fout(0), c.fout(1),
+                                              c.fout(2), workspace, stream()));
+}
+
 bool run(KernelCall &c, const catalogue::Reduce &p) {
   const auto &sizes = p.shape, &sy = p.y_strides;
   cuda::Shape shape;
@@ -648,6 +683,8 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(Rope)
     TESSEL_CUDA_KERNEL(Attention)
     TESSEL_CUDA_KERNEL(AttentionGrad)
+    TESSEL_CUDA_KERNEL(AttentionBlock)
+    TESSEL_CUDA_KERNEL(AttentionBlockGrad)
     TESSEL_CUDA_KERNEL(Reduce)
     TESSEL_CUDA_KERNEL(Pack)
     TESSEL_CUDA_KERNEL(Dropout)
