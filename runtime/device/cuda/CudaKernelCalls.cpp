@@ -669,6 +669,7 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(Copy)
     TESSEL_CUDA_KERNEL(Accumulate)
     TESSEL_CUDA_KERNEL(Softmax)
+    TESSEL_CUDA_KERNEL(TopKMask)
     TESSEL_CUDA_KERNEL(SoftmaxGrad)
     TESSEL_CUDA_KERNEL(LayerNorm)
     TESSEL_CUDA_KERNEL(LayerNormGrad)
