@@ -82,17 +82,17 @@ public:
 
   /// The link group `name`'s instances use: intra-node when the instance holding `rank` has
   /// all its ranks on one node (ranks are numbered row-major over the mesh and a node holds
-  /// perNode consecutive ranks, so tp as the innermost axis stays inside a node).
+  /// perNode consecutive ranks, so tp as the innermost axis stays inside a node). A send uses
+  /// it as it is.
   const cl::Link &linkOf(const std::string &name, uint32_t rank) {
-    auto key = std::make_pair(name, rank);
-    if (auto it = crosses_.find(key); it != crosses_.end())
-      return it->second ? c_.inter : c_.intra;
-    bool crosses = false;
-    if (auto g = plan_.findGroup(name, rank))
-      for (uint32_t r : g->ranks)
-        crosses |= r / c_.perNode != rank / c_.perNode;
-    crosses_[key] = crosses;
-    return crosses ? c_.inter : c_.intra;
+    return routeOf(name, rank).crosses ? c_.inter : c_.intra;
+  }
+
+  /// The link a ring collective of group `name` runs over from `rank`: the intra link inside a
+  /// node; across nodes, the network ports of the group's ranks on each node (cost::crossing).
+  cl::Link collectiveLink(const std::string &name, uint32_t rank) {
+    Route r = routeOf(name, rank);
+    return r.crosses ? cost::crossing(c_, r.perNode) : c_.intra;
   }
 
   double groupSize(const pf::Instr &in, const std::string &group) const {
@@ -109,17 +109,20 @@ public:
     double k = groupSize(in, group);
     if (in.kernel == "recv" || k <= 1)
       return 0; // a receive is timed by its send; a group of one moves nothing
-    const cl::Link &link = linkOf(group, rank);
+    const cl::Link &pair = linkOf(group, rank);
+    cl::Link ring = collectiveLink(group, rank);
     double eb = elementBytes_;
     if (in.kernel == "all_reduce")
-      return cost::allReduce(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
-    if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" || in.kernel == "all_to_all")
-      return cost::gather(
-          c_, link, k, static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb);
+      return cost::allReduce(c_, ring, k, static_cast<double>(intAttr(in, "n")) * eb);
+    double whole = static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb;
+    if (in.kernel == "all_gather" || in.kernel == "reduce_scatter")
+      return cost::gather(c_, ring, k, whole);
+    if (in.kernel == "all_to_all")
+      return cost::gather(c_, pair, k, whole);
     if (in.kernel == "broadcast")
-      return cost::broadcast(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
+      return cost::broadcast(c_, ring, k, static_cast<double>(intAttr(in, "n")) * eb);
     if (in.kernel == "send")
-      return cost::send(c_, link, static_cast<double>(intAttr(in, "n")) * eb);
+      return cost::send(c_, pair, static_cast<double>(intAttr(in, "n")) * eb);
     return 0;
   }
 
@@ -262,7 +265,30 @@ private:
   const pf::Plan &plan_;
   const cl::Cluster &c_;
   double elementBytes_ = 4;
-  std::map<std::pair<std::string, uint32_t>, bool> crosses_;
+
+  /// Whether the instance of a group holding a rank spans nodes, and how many of its ranks
+  /// share that rank's node.
+  struct Route {
+    bool crosses = false;
+    double perNode = 1;
+  };
+  Route routeOf(const std::string &name, uint32_t rank) {
+    auto key = std::make_pair(name, rank);
+    if (auto it = routes_.find(key); it != routes_.end())
+      return it->second;
+    Route r;
+    if (auto g = plan_.findGroup(name, rank)) {
+      double local = 0;
+      for (uint32_t other : g->ranks) {
+        bool same = other / c_.perNode == rank / c_.perNode;
+        r.crosses |= !same;
+        local += same;
+      }
+      r.perNode = std::max(1.0, local);
+    }
+    return routes_[key] = r;
+  }
+  std::map<std::pair<std::string, uint32_t>, Route> routes_;
 };
 
 /// The whole size of the `tokens` port of `program` (its dims times the groups splitting

@@ -225,12 +225,19 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
     return out;
 
   // Links: the mesh is (dp, pp, cp, tp), tp varying fastest, and a node holds perNode
-  // consecutive ranks; a group stays inside a node when its span of ranks does.
+  // consecutive ranks; a group stays inside a node when its span of ranks does. A group of
+  // `size` ranks `stride` apart that crosses nodes has perNode / stride of them on a node (at
+  // least one): its ring collectives get their ports (cost::crossing); a send, one port.
   double perNode = static_cast<double>(c.perNode);
-  const cl::Link &tpLink = t <= perNode ? c.intra : c.inter;
-  const cl::Link &cpLink = l.cp * t <= perNode ? c.intra : c.inter;
+  auto ring = [&](double size, double stride) {
+    if (size * stride <= perNode)
+      return c.intra;
+    return cost::crossing(c, std::min(size, std::max(1.0, perNode / stride)));
+  };
+  const cl::Link tpLink = ring(t, 1);
+  const cl::Link cpLink = ring(l.cp, t);
   const cl::Link &ppLink = l.pp * l.cp * t <= perNode ? c.intra : c.inter;
-  const cl::Link &dpLink = l.dp * l.pp * l.cp * t <= perNode ? c.intra : c.inter;
+  const cl::Link dpLink = ring(l.dp, l.pp * l.cp * t);
 
   // One layer, one micro-batch, on one rank: T tokens of this rank's sequence share.
   double T = l.microBatch * m.seq / l.cp, h = m.hidden;
