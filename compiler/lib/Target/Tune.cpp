@@ -277,19 +277,25 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
                            : 0;
 
   PassCost fwd, bwd, rec;
-  auto forwardPass = [&](PassCost &pc) {
+  // One layer's forward pass; without its tail (the MLP's last product and the tp collective
+  // after it) when `tail` is false: what the plan's full recomputation leaves out, since only
+  // the next layer reads their result (a cluster with `recompute.replay = layer` runs them too).
+  auto forwardPass = [&](PassCost &pc, bool tail) {
     gemm(pc, T, qkv, h, 1);
     gemm(pc, T, h, attnOut, 1);
     gemm(pc, T, ffn, h, m.mlpMatrices - 1);
-    gemm(pc, T, h, ffn, 1);
+    if (tail)
+      gemm(pc, T, h, ffn, 1);
     attention(pc, false);
     pc.add(cost::memoryBound(c, elementwise * eb));
+    // Two all-reduces, or two all-gathers and two reduce-scatters; the tail holds one
+    // all-reduce, or one reduce-scatter.
     if (tpPass > 0)
-      pc.addComm("tp", tpPass);
+      pc.addComm("tp", tail ? tpPass : tpPass * (l.sp ? 0.75 : 0.5));
     if (cpPass > 0)
       pc.addComm("cp", cpPass);
   };
-  forwardPass(fwd);
+  forwardPass(fwd, true);
   // Backward: each GEMM twice (input and weight gradients), attention 2.5 times its forward,
   // twice the elementwise traffic, the tp collectives mirrored.
   gemm(bwd, T, qkv, h, 2);
@@ -303,7 +309,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   if (cpPass > 0)
     bwd.addComm("cp", cpPass);
   if (l.recompute == "full")
-    forwardPass(rec);
+    forwardPass(rec, c.replayWholeLayer);
   else if (l.recompute == "selective")
     attention(rec, false);
 
