@@ -264,8 +264,9 @@ public:
   /// second MLP product, its tp all-reduce and the residual add). They are found in `forward`
   /// (the stage's forward program, or `backward` itself without a pipeline, before its first
   /// recomputed kernel) by the signatures of the first recomputed run; with fewer than two
-  /// layers there, where a layer ends is unknown and nothing is added. The added kernels count
-  /// as recomputation, their collectives as exposed communication.
+  /// layers there, or not one recomputed run per layer found, where a layer ends is unknown and
+  /// nothing is added. The added kernels count as recomputation, their collectives as exposed
+  /// communication.
   ProgramTime replayOf(const pf::Program &forward, const pf::Program &backward, uint32_t rank) {
     ProgramTime t;
     if (!c_.replayWholeLayer || !fullRecompute_)
@@ -302,7 +303,10 @@ public:
         ++i;
       }
     }
-    if (starts.size() < 2)
+    // One recomputed run per layer, each layer's prefix found once: else the runs are not
+    // whole layers' prefixes (recomputation broken up by kept values), and where a layer's
+    // tail starts is unknown.
+    if (starts.size() < 2 || starts.size() != runs)
       return t;
     // One layer's tail, between its prefix and the next layer's; every recomputed run adds it.
     size_t begin = starts[0] + prefix.size(), end = starts[1];
