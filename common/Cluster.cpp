@@ -2,8 +2,9 @@
 //
 // One `key = value` per line, `#` starts a comment. A value is a quoted string (name), an
 // integer (node.accelerators), a number with the unit its key's quantity needs (a rate, a
-// bandwidth, a size, a time), a bare fraction (efficiency.memory), a word (attention.kernel)
-// or a table of `size:efficiency` pairs. Every problem is reported at its line and column.
+// bandwidth, a size, a time), a bare fraction (efficiency.memory), a word (attention.kernel,
+// recompute.replay) or a table of `size:efficiency` pairs. Every problem is reported at its line
+// and column.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +65,7 @@ const Key kKeys[] = {
     {"efficiency.attention", Quantity::Table, true},
     {"efficiency.memory", Quantity::Fraction, true},
     {"attention.kernel", Quantity::Word, false},
+    {"recompute.replay", Quantity::Word, false},
     {"stash.bandwidth", Quantity::Bandwidth, false},
     {"overhead.kernel", Quantity::Time, false},
     {"overhead.collective", Quantity::Time, false},
@@ -266,6 +268,12 @@ bool parseCluster(const std::string &text, const std::string &file, Cluster &out
       continue;
     }
     case Quantity::Word:
+      if (key == "recompute.replay") {
+        if (value != "needed" && value != "layer")
+          return p.fail(valueAt, key + " is 'needed' or 'layer', not '" + value + "'");
+        c.replayWholeLayer = value == "layer";
+        continue;
+      }
       if (value != "fused" && value != "unfused")
         return p.fail(valueAt, key + " is 'fused' or 'unfused', not '" + value + "'");
       c.unfusedAttention = value == "unfused";
@@ -342,6 +350,7 @@ std::string formatCluster(const Cluster &c, const std::string &header) {
      << "efficiency.attention = " << table(c.attention) << "\n"
      << "efficiency.memory = " << number(c.memoryEfficiency) << "\n"
      << (c.unfusedAttention ? "attention.kernel = unfused\n" : "")
+     << (c.replayWholeLayer ? "recompute.replay = layer\n" : "")
      << (c.stashBandwidth > 0 ? "stash.bandwidth = " + number(c.stashBandwidth / 1e9) + " GB/s\n"
                               : "")
      << "overhead.kernel = " << number(c.kernelOverhead * 1e6) << " us\n"

@@ -64,6 +64,11 @@ struct Cluster {
   /// table over the whole s × s scores, causal or not) with a scale-mask-softmax and a dropout
   /// kernel that each read and write the scores.
   bool unfusedAttention = false;
+  /// What a full recomputation runs again in the backward pass: what the backward pass reads
+  /// (the plan's recomputed kernels, `needed`), or, as Megatron-LM's CheckpointFunction does
+  /// (`layer`), each layer's whole forward pass, so also the layer's last kernels whose results
+  /// only the next layer reads (GPT's second MLP product, its tp all-reduce, the residual add).
+  bool replayWholeLayer = false;
   /// The rate at which a pipelined run moves the values between a stage's programs through
   /// host memory (the runtime's stash, common/PipelineWalk.h), in bytes/s: the memory
   /// bandwidth on the CPU backend. 0: the values stay where the programs run and cost nothing

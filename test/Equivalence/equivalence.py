@@ -57,8 +57,10 @@ A layout is written dp,tp,sp,zero,accumulation[,pp,schedule[,virtual[,recompute]
 2,2,1,1,1 or 2,1,0,1,4,2,zbh1 or 1,1,0,0,8,4,interleaved,2 or 2,2,0,0,4,2,1f1b,1,full, and may
 end with named fields: cp=N for context parallelism (shard { seq = cp }), context=ring for
 ring attention rather than all-gathered keys, and ep=N for expert parallelism (shard { batch = ep,
-experts = ep }, with dp > 1 batch = (dp, ep), for a model with an `experts` dim), e.g.
-1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring or 1,1,0,0,1,ep=4 or 2,1,0,1,1,ep=2.
+experts = ep }, with dp > 1 batch = (dp, ep), for a model with an `experts` dim), and
+overlap=false for data-parallel gradients reduced after the backward pass, e.g.
+1,2,1,0,1,cp=2 or 1,1,0,0,1,cp=4,context=ring or 1,1,0,0,1,ep=4 or 2,1,0,1,1,ep=2 or
+2,1,0,0,4,overlap=false.
 """
 import argparse
 import itertools
@@ -148,6 +150,7 @@ def parse_layout(spec):
     c["cp"] = int(named.get("cp", 1))
     c["ep"] = int(named.get("ep", 1))
     c["context"] = named.get("context", "allgather")
+    c["overlap"] = named.get("overlap", "true")
     c["pp"] = int(fields[5]) if len(fields) > 5 else 1
     c["schedule"] = fields[6] if len(fields) > 6 else "1f1b"
     c["virtual"] = int(fields[7]) if len(fields) > 7 else 1
@@ -178,6 +181,8 @@ def parallel_section(c):
         lines.append(f"pipeline {{ schedule = {c['schedule']}, microbatches = {c['acc']}{virtual} }}")
     if c.get("recompute", "none") != "none":
         lines.append(f"recompute = {c['recompute']}")
+    if c.get("overlap", "true") != "true":
+        lines.append(f"overlap = {c['overlap']}")
     return "\n  ".join(lines)
 
 
@@ -195,6 +200,8 @@ def name_of(c):
             name += f"-v{c['virtual']}"
     if c.get("recompute", "none") != "none":
         name += f"-{c['recompute']}"
+    if c.get("overlap", "true") != "true":
+        name += "-nooverlap"
     return name
 
 

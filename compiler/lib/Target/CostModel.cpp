@@ -66,6 +66,12 @@ double cost::memoryBound(const cluster::Cluster &c, double bytes) {
   return bytes / (c.memoryBandwidth * c.memoryEfficiency) + c.kernelOverhead;
 }
 
+cluster::Link cost::crossing(const cluster::Cluster &c, double ranksPerNode) {
+  cluster::Link l = c.inter;
+  l.bandwidth = std::min(c.intra.bandwidth, c.inter.bandwidth * std::max(1.0, ranksPerNode));
+  return l;
+}
+
 double cost::allReduce(const cluster::Cluster &c, const cluster::Link &l, double k, double bytes) {
   if (k <= 1)
     return 0;

@@ -88,6 +88,10 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     flatten("pipeline.", pipeline, plan.config);
   if (auto layers = module->getAttrOfType<IntegerAttr>("tessel.layers"))
     plan.config.push_back({"layers", layers.getInt()});
+  // What the step-time model needs of the layout beyond the programs: which recomputation ran.
+  if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
+    if (auto recompute = par.getAs<StringAttr>("recompute"))
+      plan.config.push_back({"parallel.recompute", recompute.str()});
   graph::MeshLayout mesh = graph::MeshLayout::fromModule(module);
   plan.worldSize = static_cast<uint32_t>(mesh.worldSize());
   describeMesh(mesh, plan);

@@ -57,6 +57,30 @@ bool isCollective(const std::string &kernel) {
          kernel == "all_to_all" || kernel == "broadcast" || kernel == "send" || kernel == "recv";
 }
 
+/// A kernel call's kernel and parameters, which a recomputed clone shares with its original
+/// (but for which of a fused body's values it writes out: a clone may keep one more for the
+/// backward pass).
+std::string signatureOf(const pf::Instr &in) {
+  std::ostringstream os;
+  os << in.kernel;
+  for (const pf::Attr &a : in.attrs) {
+    if (in.kernel == "fused_elementwise" && a.name == "outputs")
+      continue;
+    os << ' ' << a.name << '=';
+    std::visit(
+        [&](const auto &v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            for (int64_t x : v)
+              os << x << ',';
+          else
+            os << v;
+        },
+        a.value);
+  }
+  return os.str();
+}
+
 /// The time of one program on one rank, split as the breakdown needs it.
 struct ProgramTime {
   double total = 0, compute = 0, recompute = 0, hidden = 0;
@@ -88,23 +112,26 @@ public:
       if (auto s = std::get_if<std::string>(&p->value))
         precision = *s;
     elementBytes_ = precision == "fp32" ? 4 : 2;
+    if (const pf::Attr *r = plan.findConfig("parallel.recompute"))
+      if (auto s = std::get_if<std::string>(&r->value))
+        fullRecompute_ = *s == "full";
   }
 
   double elementBytes() const { return elementBytes_; }
 
   /// The link group `name`'s instances use: intra-node when the instance holding `rank` has
   /// all its ranks on one node (ranks are numbered row-major over the mesh and a node holds
-  /// perNode consecutive ranks, so tp as the innermost axis stays inside a node).
+  /// perNode consecutive ranks, so tp as the innermost axis stays inside a node). A send uses
+  /// it as it is.
   const cl::Link &linkOf(const std::string &name, uint32_t rank) {
-    auto key = std::make_pair(name, rank);
-    if (auto it = crosses_.find(key); it != crosses_.end())
-      return it->second ? c_.inter : c_.intra;
-    bool crosses = false;
-    if (auto g = plan_.findGroup(name, rank))
-      for (uint32_t r : g->ranks)
-        crosses |= r / c_.perNode != rank / c_.perNode;
-    crosses_[key] = crosses;
-    return crosses ? c_.inter : c_.intra;
+    return routeOf(name, rank).crosses ? c_.inter : c_.intra;
+  }
+
+  /// The link a ring collective of group `name` runs over from `rank`: the intra link inside a
+  /// node; across nodes, the network ports of the group's ranks on each node (cost::crossing).
+  cl::Link collectiveLink(const std::string &name, uint32_t rank) {
+    Route r = routeOf(name, rank);
+    return r.crosses ? cost::crossing(c_, r.perNode) : c_.intra;
   }
 
   double groupSize(const pf::Instr &in, const std::string &group) const {
@@ -121,17 +148,20 @@ public:
     double k = groupSize(in, group);
     if (in.kernel == "recv" || k <= 1)
       return 0; // a receive is timed by its send; a group of one moves nothing
-    const cl::Link &link = linkOf(group, rank);
+    const cl::Link &pair = linkOf(group, rank);
+    cl::Link ring = collectiveLink(group, rank);
     double eb = elementBytes_;
     if (in.kernel == "all_reduce")
-      return cost::allReduce(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
-    if (in.kernel == "all_gather" || in.kernel == "reduce_scatter" || in.kernel == "all_to_all")
-      return cost::gather(
-          c_, link, k, static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb);
+      return cost::allReduce(c_, ring, k, static_cast<double>(intAttr(in, "n")) * eb);
+    double whole = static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb;
+    if (in.kernel == "all_gather" || in.kernel == "reduce_scatter")
+      return cost::gather(c_, ring, k, whole);
+    if (in.kernel == "all_to_all")
+      return cost::gather(c_, pair, k, whole);
     if (in.kernel == "broadcast")
-      return cost::broadcast(c_, link, k, static_cast<double>(intAttr(in, "n")) * eb);
+      return cost::broadcast(c_, ring, k, static_cast<double>(intAttr(in, "n")) * eb);
     if (in.kernel == "send")
-      return cost::send(c_, link, static_cast<double>(intAttr(in, "n")) * eb);
+      return cost::send(c_, pair, static_cast<double>(intAttr(in, "n")) * eb);
     return 0;
   }
 
@@ -238,6 +268,81 @@ public:
     return t;
   }
 
+  /// What replaying each recomputed layer's whole forward pass (`recompute.replay = layer`, as
+  /// Megatron-LM's CheckpointFunction does) adds to `backward` over the plan's recomputation,
+  /// which runs again only what the backward pass reads. The plan's recomputed kernels of a
+  /// layer copy a prefix of the layer's forward kernels; the forward kernels from the end of
+  /// one layer's prefix to the start of the next layer's are what the replay adds (for GPT: the
+  /// second MLP product, its tp all-reduce and the residual add). They are found in `forward`
+  /// (the stage's forward program, or `backward` itself without a pipeline, before its first
+  /// recomputed kernel) by the signatures of the first recomputed run; with fewer than two
+  /// layers there, or not one recomputed run per layer found, where a layer ends is unknown and
+  /// nothing is added. The added kernels count as recomputation, their collectives as exposed
+  /// communication.
+  ProgramTime replayOf(const pf::Program &forward, const pf::Program &backward, uint32_t rank) {
+    ProgramTime t;
+    if (!c_.replayWholeLayer || !fullRecompute_)
+      return t;
+    // The recomputed runs of `backward`: the first one's signatures, and how many there are.
+    std::vector<std::string> prefix;
+    size_t runs = 0;
+    bool inRun = false;
+    for (const pf::Instr &in : backward.instrs) {
+      if (in.recomputed && !inRun)
+        ++runs;
+      if (in.recomputed && runs == 1)
+        prefix.push_back(signatureOf(in));
+      inRun = in.recomputed;
+    }
+    if (prefix.empty())
+      return t;
+    // The forward kernels, and where each layer's recomputed prefix starts among them.
+    std::vector<const pf::Instr *> fwd;
+    for (const pf::Instr &in : forward.instrs) {
+      if (in.recomputed)
+        break;
+      fwd.push_back(&in);
+    }
+    std::vector<size_t> starts;
+    for (size_t i = 0; i + prefix.size() <= fwd.size();) {
+      size_t n = 0;
+      while (n < prefix.size() && signatureOf(*fwd[i + n]) == prefix[n])
+        ++n;
+      if (n == prefix.size()) {
+        starts.push_back(i);
+        i += n;
+      } else {
+        ++i;
+      }
+    }
+    // One recomputed run per layer, each layer's prefix found once: else the runs are not
+    // whole layers' prefixes (recomputation broken up by kept values), and where a layer's
+    // tail starts is unknown.
+    if (starts.size() < 2 || starts.size() != runs)
+      return t;
+    // One layer's tail, between its prefix and the next layer's; every recomputed run adds it.
+    size_t begin = starts[0] + prefix.size(), end = starts[1];
+    for (size_t i = begin; i < end; ++i) {
+      const pf::Instr &in = *fwd[i];
+      std::string name = in.kernel + " (replayed)";
+      double d = 0, flops = 0;
+      if (isCollective(in.kernel)) {
+        d = collectiveTime(in, rank);
+        t.exposed[stringAttr(in, "group")] += d * static_cast<double>(runs);
+      } else {
+        d = kernelTime(in, flops);
+        t.recompute += d * static_cast<double>(runs);
+        t.hardwareFlops += flops * static_cast<double>(runs);
+      }
+      if (d == 0)
+        continue;
+      t.kernels[name].seconds += d * static_cast<double>(runs);
+      t.kernels[name].calls += static_cast<double>(runs);
+      t.total += d * static_cast<double>(runs);
+    }
+    return t;
+  }
+
   /// The pipeline runtime's copies around one run of a stage's program (PipelineWalk): every
   /// input that is not host data goes from the stash to a staging buffer, which is zeroed
   /// first, and into the program's arena (a write and two copies), every output into the stash
@@ -263,18 +368,57 @@ public:
     return cost::stash(c_, bytes);
   }
 
-  ProgramTime timeOf(const std::string &name, uint32_t stage, uint32_t rank) {
+  const pf::Program *programOf(const std::string &name, uint32_t stage) const {
     for (const pf::Program &p : plan_.programs)
       if (p.name == name && p.stage == stage)
-        return time(p, rank);
-    return {};
+        return &p;
+    return nullptr;
+  }
+
+  /// The time of program `name` of `stage` on `rank`, with what a whole-layer replay adds to
+  /// its recomputation (`forward`: the program holding the layers' forward kernels, the same
+  /// program when empty).
+  ProgramTime timeOf(const std::string &name, uint32_t stage, uint32_t rank,
+                     const std::string &forward = "") {
+    const pf::Program *p = programOf(name, stage);
+    if (!p)
+      return {};
+    ProgramTime t = time(*p, rank);
+    const pf::Program *f = forward.empty() ? p : programOf(forward, stage);
+    if (f)
+      t.add(replayOf(*f, *p, rank), 1);
+    return t;
   }
 
 private:
   const pf::Plan &plan_;
   const cl::Cluster &c_;
   double elementBytes_ = 4;
-  std::map<std::pair<std::string, uint32_t>, bool> crosses_;
+  bool fullRecompute_ = false;
+
+  /// Whether the instance of a group holding a rank spans nodes, and how many of its ranks
+  /// share that rank's node.
+  struct Route {
+    bool crosses = false;
+    double perNode = 1;
+  };
+  Route routeOf(const std::string &name, uint32_t rank) {
+    auto key = std::make_pair(name, rank);
+    if (auto it = routes_.find(key); it != routes_.end())
+      return it->second;
+    Route r;
+    if (auto g = plan_.findGroup(name, rank)) {
+      double local = 0;
+      for (uint32_t other : g->ranks) {
+        bool same = other / c_.perNode == rank / c_.perNode;
+        r.crosses |= !same;
+        local += same;
+      }
+      r.perNode = std::max(1.0, local);
+    }
+    return routes_[key] = r;
+  }
+  std::map<std::pair<std::string, uint32_t>, Route> routes_;
 };
 
 /// The whole size of the `tokens` port of `program` (its dims times the groups splitting
@@ -347,8 +491,12 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       uint32_t rank = ranksByStage[stage].front();
       pipeline::Costs &k = costs[static_cast<size_t>(c)];
       k.forward = k.backward = k.backwardInput = k.backwardWeight = 0;
+      std::string forward; // the chunk's forward program, whose layers a replay runs again
+      for (const std::string &name : chain.programs[static_cast<size_t>(c)])
+        if (name.rfind("forward", 0) == 0)
+          forward = name;
       for (const std::string &name : chain.programs[static_cast<size_t>(c)]) {
-        ProgramTime t = model.timeOf(name, stage, rank);
+        ProgramTime t = model.timeOf(name, stage, rank, name == forward ? "" : forward);
         double stash = model.stashTime(name, stage);
         if (stash > 0) {
           t.total += stash;

@@ -131,9 +131,10 @@ namespace {
 /// Table 2: activation bytes per layer for micro-batch b, sequence s, hidden h, a heads and tp
 /// t (16-bit activations, 1-byte dropout masks). Context parallelism gives each rank s / cp of
 /// the queries against all s keys, so s becomes s / cp except in the scores' a·s·s.
-double activationsPerLayer(const TransformerShape &m, const Layout &l) {
+double activationsPerLayer(const TransformerShape &m, const Layout &l, bool withScores = true) {
   double s = m.seq / l.cp, b = l.microBatch, h = m.hidden, a = m.heads, t = l.tp;
-  double sbh = s * b * h, scores = 5 * a * s * m.seq * b; // 5as²b with s² = (s/cp)·s
+  double sbh = s * b * h;
+  double scores = withScores ? 5 * a * s * m.seq * b : 0; // 5as²b with s² = (s/cp)·s
   if (l.recompute == "full")
     return 2 * sbh;
   if (l.recompute == "selective")
@@ -225,12 +226,19 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
     return out;
 
   // Links: the mesh is (dp, pp, cp, tp), tp varying fastest, and a node holds perNode
-  // consecutive ranks; a group stays inside a node when its span of ranks does.
+  // consecutive ranks; a group stays inside a node when its span of ranks does. A group of
+  // `size` ranks `stride` apart that crosses nodes has perNode / stride of them on a node (at
+  // least one): its ring collectives get their ports (cost::crossing); a send, one port.
   double perNode = static_cast<double>(c.perNode);
-  const cl::Link &tpLink = t <= perNode ? c.intra : c.inter;
-  const cl::Link &cpLink = l.cp * t <= perNode ? c.intra : c.inter;
+  auto ring = [&](double size, double stride) {
+    if (size * stride <= perNode)
+      return c.intra;
+    return cost::crossing(c, std::min(size, std::max(1.0, perNode / stride)));
+  };
+  const cl::Link tpLink = ring(t, 1);
+  const cl::Link cpLink = ring(l.cp, t);
   const cl::Link &ppLink = l.pp * l.cp * t <= perNode ? c.intra : c.inter;
-  const cl::Link &dpLink = l.dp * l.pp * l.cp * t <= perNode ? c.intra : c.inter;
+  const cl::Link dpLink = ring(l.dp, l.pp * l.cp * t);
 
   // One layer, one micro-batch, on one rank: T tokens of this rank's sequence share.
   double T = l.microBatch * m.seq / l.cp, h = m.hidden;
@@ -270,19 +278,25 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
                            : 0;
 
   PassCost fwd, bwd, rec;
-  auto forwardPass = [&](PassCost &pc) {
+  // One layer's forward pass; without its tail (the MLP's last product and the tp collective
+  // after it) when `tail` is false: what the plan's full recomputation leaves out, since only
+  // the next layer reads their result (a cluster with `recompute.replay = layer` runs them too).
+  auto forwardPass = [&](PassCost &pc, bool tail) {
     gemm(pc, T, qkv, h, 1);
     gemm(pc, T, h, attnOut, 1);
     gemm(pc, T, ffn, h, m.mlpMatrices - 1);
-    gemm(pc, T, h, ffn, 1);
+    if (tail)
+      gemm(pc, T, h, ffn, 1);
     attention(pc, false);
     pc.add(cost::memoryBound(c, elementwise * eb));
+    // Two all-reduces, or two all-gathers and two reduce-scatters; the tail holds one
+    // all-reduce, or one reduce-scatter.
     if (tpPass > 0)
-      pc.addComm("tp", tpPass);
+      pc.addComm("tp", tail ? tpPass : tpPass * (l.sp ? 0.75 : 0.5));
     if (cpPass > 0)
       pc.addComm("cp", cpPass);
   };
-  forwardPass(fwd);
+  forwardPass(fwd, true);
   // Backward: each GEMM twice (input and weight gradients), attention 2.5 times its forward,
   // twice the elementwise traffic, the tp collectives mirrored.
   gemm(bwd, T, qkv, h, 2);
@@ -296,7 +310,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   if (cpPass > 0)
     bwd.addComm("cp", cpPass);
   if (l.recompute == "full")
-    forwardPass(rec);
+    forwardPass(rec, c.replayWholeLayer);
   else if (l.recompute == "selective")
     attention(rec, false);
 
@@ -313,12 +327,33 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   double layersPerChunk = m.layers / chunks;
   std::vector<pipeline::Costs> costs(static_cast<size_t>(chunks));
   double transfer = l.pp > 1 ? cost::send(c, ppLink, hiddenShare * eb) : 0;
+  // The pipeline runtime's stash (`stash.bandwidth`), as the estimate times it from the plan's
+  // ports: a chunk's forward program takes its input and gives its output and the values its
+  // backward program keeps; the backward program takes those and the output's gradient and
+  // gives the input's. Each input is zeroed and copied twice, each output copied once, as
+  // 4-byte floats: (5·in + 2·out)·4 bytes. What a layer keeps follows the recomputation pass:
+  // under full recomputation its input; under selective, also the outputs of its products and
+  // attention (q, k, v, attention's output, the output projection's, the MLP's first products);
+  // without, the activations of the memory model below without the scores fused attention does
+  // not keep, at 2 bytes an element. The last chunk also keeps the final norm's input, the
+  // head's input (all of h, gathered under sequence parallelism) and the logits (T × vocab/t).
+  double keptPerLayer = hiddenShare;
+  if (l.recompute == "selective")
+    keptPerLayer += T * (qkv + attnOut + h + (m.mlpMatrices - 1) * ffn);
+  else if (l.recompute == "none")
+    keptPerLayer = activationsPerLayer(m, l, false) / 2;
+  double kept = layersPerChunk * keptPerLayer;
+  double keptHead = hiddenShare + T * h + T * m.vocab / t; // the head reads the whole h
+  auto stash = [&](double in, double out) { return cost::stash(c, (5 * in + 2 * out) * 4); };
   for (int k = 0; k < chunks; ++k) {
     pipeline::Costs &x = costs[static_cast<size_t>(k)];
-    x.forward =
-        layersPerChunk * fwd.time + (k == 0 ? embed : 0) + (k == chunks - 1 ? headFwd.time : 0);
+    double input = k > 0 ? hiddenShare : 0, output = k + 1 < chunks ? hiddenShare : 0;
+    double keeps = kept + (k + 1 == chunks ? keptHead : 0);
+    bool staged = l.pp > 1; // without a pipeline one program holds both passes
+    x.forward = layersPerChunk * fwd.time + (k == 0 ? embed : 0) +
+                (k == chunks - 1 ? headFwd.time : 0) + (staged ? stash(input, output + keeps) : 0);
     x.backward = layersPerChunk * (bwd.time + rec.time) + (k == 0 ? embed : 0) +
-                 (k == chunks - 1 ? headBwd.time : 0);
+                 (k == chunks - 1 ? headBwd.time : 0) + (staged ? stash(keeps + output, input) : 0);
     x.backwardInput = x.backwardWeight = x.backward / 2;
     x.transfer = transfer;
   }
@@ -389,10 +424,14 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   out.step = pipelineTime + dpExposed + optimizer;
   StepBreakdown &b = out.breakdown;
   double mb = static_cast<double>(micro), share = layersPerChunk * l.virtualStages;
+  // The first stage's chunks: their layers, and beyond them the embedding and stash copies.
+  double extras = 0;
+  for (int k = 0; k < chunks; k += l.pp)
+    extras += costs[static_cast<size_t>(k)].forward + costs[static_cast<size_t>(k)].backward -
+              layersPerChunk * (fwd.time + bwd.time + rec.time);
   b.compute = mb * (share * (fwd.time + bwd.time - fwd.comm["tp"] - bwd.comm["tp"] -
                              fwd.comm["cp"] - bwd.comm["cp"]) +
-                    costs[0].forward - layersPerChunk * fwd.time + costs[0].backward -
-                    layersPerChunk * (bwd.time + rec.time));
+                    extras);
   b.recompute = mb * share * (rec.time - rec.comm["tp"] - rec.comm["cp"]);
   for (const char *axis : {"tp", "cp"}) {
     double x = mb * share * (fwd.comm[axis] + bwd.comm[axis] + rec.comm[axis]);

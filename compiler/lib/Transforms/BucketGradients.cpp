@@ -7,6 +7,9 @@
 // bucket's single collective up to the point where its last gradient is final. The plan
 // lowering starts the collective asynchronously and waits for it only where the gradients
 // are accumulated, so the reduction runs while the rest of the backward pass computes.
+// With `overlap = false` the buckets are the same but reduced one after another once the
+// whole backward pass is done, each collective waited for as it is issued (what
+// Megatron-LM's local data parallelism of 2021 did, all-reducing after the pipeline flush).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,8 +55,10 @@ ArrayAttr shardings(Builder &b, ArrayRef<Sharding> list) {
   return b.getArrayAttr(attrs);
 }
 
-void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> members,
-            ArrayRef<int16_t> gridAxes, int64_t ways, Operation *after) {
+/// Packs `members` after `after` into one collective (asynchronous when `async`) and unpacks
+/// it; returns the unpack.
+Operation *bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> members,
+                  ArrayRef<int16_t> gridAxes, int64_t ways, Operation *after, bool async) {
   OpBuilder b(func.getContext());
   b.setInsertionPointAfter(after);
   Location loc = members.front().collective->getLoc();
@@ -86,7 +91,8 @@ void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> membe
         b.getIndexAttr(0));
   }
   collective->setAttr(kShardingAttr, shardings(b, {reduced}));
-  collective->setAttr("tessel.async", b.getUnitAttr());
+  if (async)
+    collective->setAttr("tessel.async", b.getUnitAttr());
   SmallVector<Type> types;
   SmallVector<Sharding> parts;
   for (const Reduction &r : members) {
@@ -99,12 +105,15 @@ void bucket(func::FuncOp func, const MeshLayout &mesh, ArrayRef<Reduction> membe
     r.collective->getResult(0).replaceAllUsesWith(part);
     r.collective->erase();
   }
+  return unpack;
 }
 
 /// Buckets the gradient reductions over the data axes `data` (grid axis indices) of one
-/// function (the training step, or with a pipeline each stage's backward).
-void bucketFunction(func::FuncOp func, const MeshLayout &mesh, ArrayRef<int16_t> data,
-                    int64_t cap) {
+/// function (the training step, or with a pipeline each stage's backward): each bucket right
+/// after its last gradient and started asynchronously when `overlap`, else all of them after
+/// the last gradient of the function, synchronous.
+void bucketFunction(func::FuncOp func, const MeshLayout &mesh, ArrayRef<int16_t> data, int64_t cap,
+                    bool overlap) {
   DenseMap<Operation *, size_t> position;
   for (auto [i, op] : llvm::enumerate(func.getBody().front()))
     position[&op] = i;
@@ -135,6 +144,14 @@ void bucketFunction(func::FuncOp func, const MeshLayout &mesh, ArrayRef<int16_t>
     size_t ready = producer ? position[producer] : 0;
     kinds[{axes, !dim.empty()}].push_back({c, grad, dim, bytesOf(grad), ready});
   });
+  // Without overlap every bucket waits for the backward pass's last gradient.
+  Operation *lastGradient = nullptr;
+  size_t lastReady = 0;
+  for (auto &[kind, reductions] : kinds)
+    for (const Reduction &r : reductions)
+      if (Operation *p = r.grad.getDefiningOp(); p && (!lastGradient || r.ready > lastReady))
+        lastGradient = p, lastReady = r.ready;
+  Operation *end = nullptr; // the last bucket placed without overlap: the next goes after it
   for (auto &[kind, reductions] : kinds) {
     llvm::stable_sort(reductions,
                       [](const Reduction &a, const Reduction &b) { return a.ready < b.ready; });
@@ -147,8 +164,12 @@ void bucketFunction(func::FuncOp func, const MeshLayout &mesh, ArrayRef<int16_t>
       if (flush && i > start) {
         ArrayRef<Reduction> members(reductions.data() + start, i - start);
         Operation *last = members.back().grad.getDefiningOp();
-        bucket(func, mesh, members, kind.first, ways,
-               last ? last : &func.getBody().front().front());
+        Operation *after = last ? last : &func.getBody().front().front();
+        if (!overlap && lastGradient)
+          after = end ? end : lastGradient;
+        Operation *unpack = bucket(func, mesh, members, kind.first, ways, after, overlap);
+        if (!overlap)
+          end = unpack;
         start = i;
         bytes = 0;
       }
@@ -169,11 +190,15 @@ struct BucketGradients : tessel::impl::BucketGradientsBase<BucketGradients> {
     if (data.empty())
       return;
     int64_t cap = 25ll << 20;
-    if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
+    bool overlap = true;
+    if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel")) {
       if (auto b = par.getAs<IntegerAttr>("bucket_bytes"))
         cap = b.getInt();
+      if (auto o = par.getAs<BoolAttr>("overlap"))
+        overlap = o.getValue();
+    }
     for (auto func : module.getOps<func::FuncOp>())
-      bucketFunction(func, mesh, data, cap);
+      bucketFunction(func, mesh, data, cap, overlap);
   }
 };
 

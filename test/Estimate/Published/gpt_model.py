@@ -1,15 +1,23 @@
 """Writes a GPT .model file (GPT-2/3 architecture: pre-LayerNorm blocks with biases, GELU MLP
 of 4h, learned positions, tied embedding; std/gpt.model) of the given size and layout, as the
-Megatron-LM papers configure them: vocabulary 51,200, sequence 2,048.
+Megatron-LM papers configure them: vocabulary 51,200, sequence 2,048 unless `vocab=` and
+`seq=` say otherwise.
 
 usage: gpt_model.py NAME LAYERS HIDDEN HEADS DP TP PP BATCH MICRO_BATCH RECOMPUTE SP
-                    [SCHEDULE VIRTUAL]
+                    [SCHEDULE VIRTUAL] [vocab=V] [seq=S]
 """
 import sys
 
 
 def main():
-    a = sys.argv[1:]
+    a = [x for x in sys.argv[1:] if "=" not in x]
+    sizes = {"vocab": 51200, "seq": 2048}
+    for x in sys.argv[1:]:
+        if "=" in x:
+            key, value = x.split("=", 1)
+            if key not in sizes:
+                sys.exit(f"gpt_model.py: unknown option '{x}' (vocab=, seq=)")
+            sizes[key] = int(value)
     name, layers, hidden, heads, dp, tp, pp, batch, micro, recompute, sp = a[:11]
     schedule, virtual = (a[11], a[12]) if len(a) > 11 else ("1f1b", "1")
     dp, tp, pp, batch, micro = int(dp), int(tp), int(pp), int(batch), int(micro)
@@ -25,7 +33,7 @@ def main():
     print(f"""import "std/gpt.model"
 
 model {name} {{
-  dims {{ vocab = 51200, seq = 2048, embed = {hidden}, heads = {heads}, head = embed / heads, ffn = 4 * embed }}
+  dims {{ vocab = {sizes["vocab"]}, seq = {sizes["seq"]}, embed = {hidden}, heads = {heads}, head = embed / heads, ffn = 4 * embed }}
   layers = {layers}
   forward(tokens: i32[batch, seq], targets: i32[batch, seq]) -> loss {{
     param wte: [vocab, embed] init normal(0.02)

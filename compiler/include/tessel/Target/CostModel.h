@@ -44,6 +44,15 @@ double stash(const cluster::Cluster &c, double bytes);
 /// A memory-bound kernel moving `bytes`: bytes / (bandwidth × memory efficiency) + overhead.
 double memoryBound(const cluster::Cluster &c, double bytes);
 
+/// The link a ring collective (all-reduce, all-gather, reduce-scatter, broadcast) runs over
+/// when its group crosses nodes with `ranksPerNode` of its ranks on each node. NCCL's rings
+/// pass through every member's network port, and every group of an SPMD step runs its
+/// collective at the same time: the perNode / ranksPerNode groups that cross a node share its
+/// perNode ports, so each group gets ranksPerNode ports' bandwidth, at most the intra link's
+/// (a full node of 8 A100s with one 200 Gb/s port each: 8 × 24 GB/s; NCCL's target for a node's
+/// ports, NVIDIA/nccl-tests#119). A send, and an all-to-all, use the inter link as it is.
+cluster::Link crossing(const cluster::Cluster &c, double ranksPerNode);
+
 /// Collectives over k ranks on `link` (α its latency, β its bandwidth), each plus the cluster's
 /// collective overhead:
 ///   all-reduce of B bytes: min(ring 2(k-1)α + 2(k-1)/k·B/β, tree 2⌈log2 k⌉α + 2B/β);
