@@ -178,8 +178,20 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
                                           source, view.getOffsetAttr());
         return narrowed[v] = clone.getResult();
       };
-      for (OpOperand *r : reads)
+      SmallVector<Value> old;
+      for (OpOperand *r : reads) {
+        old.push_back(r->get());
         r->set(narrowedOf(r->get()));
+      }
+      // Views of the master that only those reads used go (innermost first).
+      while (!old.empty()) {
+        Value v = old.pop_back_val();
+        auto view = v.getDefiningOp<plan::ViewOp>();
+        if (!view || !v.use_empty())
+          continue;
+        old.push_back(view.getSource());
+        view.erase();
+      }
     }
   }
 };
