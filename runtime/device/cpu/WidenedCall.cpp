@@ -30,13 +30,6 @@ std::vector<float> &scratch(size_t slot) {
 
 } // namespace
 
-bool hasHalfOperand(const std::vector<planfile::DType> &types) {
-  for (planfile::DType t : types)
-    if (isHalf(t))
-      return true;
-  return false;
-}
-
 bool widenedCall(KernelCall &c, const catalogue::KernelParams &params) {
   KernelFn f32 = cpuKernel(static_cast<catalogue::KernelId>(params.index() - 1));
   if (c.validating)

@@ -15,9 +15,6 @@
 
 namespace tessel::rt {
 
-/// Whether any of `types` is a 16-bit float.
-bool hasHalfOperand(const std::vector<planfile::DType> &types);
-
 /// The handler of a compute kernel with 16-bit operands: widens them into this thread's f32
 /// scratch (an output too, since kernels that add into their output read it; an output that
 /// is one of the inputs shares that input's scratch, so in-place kernels stay in place), runs
