@@ -5,6 +5,7 @@
 #include "kernels/cpu/CpuKernels.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tessel::rt {
@@ -19,13 +20,34 @@ cpu::Half16 halfKind(planfile::DType t) {
   return t == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
 }
 
+/// Whether the call adds into its outputs (the catalogue's `accumulate` parameter), so that
+/// they must be widened before it as well. No other kernel reads a 16-bit output: those that
+/// carry values in through an output (embedding_grad, the ring attention steps) take f32
+/// outputs only (KernelCatalogue.def), and an output that is one of the inputs shares its
+/// widened copy.
+bool addsIntoOutputs(const planfile::Instr &instr) {
+  const planfile::Attr *a = instr.find("accumulate");
+  const int64_t *flag = a ? std::get_if<int64_t>(&a->value) : nullptr;
+  return flag && *flag != 0;
+}
+
 /// Per thread (each rank runs its kernels on its own thread), one f32 buffer per operand
-/// slot, grown as needed and kept: a step's calls reuse the same memory.
-std::vector<float> &scratch(size_t slot) {
-  thread_local std::vector<std::vector<float>> buffers;
+/// slot, grown as needed and kept: a step's calls reuse the same memory. Never initialised:
+/// an input is widened into it and an output written by the kernel (or widened first).
+float *scratch(size_t slot, uint64_t elements) {
+  struct Buffer {
+    std::unique_ptr<float[]> data;
+    uint64_t elements = 0;
+  };
+  thread_local std::vector<Buffer> buffers;
   if (buffers.size() <= slot)
     buffers.resize(slot + 1);
-  return buffers[slot];
+  Buffer &b = buffers[slot];
+  if (b.elements < elements) {
+    b.data.reset(new float[elements]);
+    b.elements = elements;
+  }
+  return b.data.get();
 }
 
 } // namespace
@@ -41,11 +63,10 @@ bool widenedCall(KernelCall &c, const catalogue::KernelParams &params) {
     planfile::DType t = instr.inputs[k].dtype;
     if (!isHalf(t))
       continue;
-    std::vector<float> &s = scratch(slot++);
-    s.resize(c.inElements[k]);
-    cpu::widen(halfKind(t), static_cast<int64_t>(s.size()), static_cast<const uint16_t *>(in[k]),
-               s.data());
-    c.in[k] = s.data();
+    float *s = scratch(slot++, c.inElements[k]);
+    cpu::widen(halfKind(t), static_cast<int64_t>(c.inElements[k]),
+               static_cast<const uint16_t *>(in[k]), s);
+    c.in[k] = s;
   }
   for (size_t k = 0; k < c.out.size(); ++k) {
     planfile::DType t = instr.outputs[k].dtype;
@@ -59,11 +80,11 @@ bool widenedCall(KernelCall &c, const catalogue::KernelParams &params) {
       c.out[k] = c.in[same];
       continue;
     }
-    std::vector<float> &s = scratch(slot++);
-    s.resize(c.outElements[k]);
-    cpu::widen(halfKind(t), static_cast<int64_t>(s.size()), static_cast<const uint16_t *>(out[k]),
-               s.data());
-    c.out[k] = s.data();
+    float *s = scratch(slot++, c.outElements[k]);
+    if (addsIntoOutputs(instr))
+      cpu::widen(halfKind(t), static_cast<int64_t>(c.outElements[k]),
+                 static_cast<const uint16_t *>(out[k]), s);
+    c.out[k] = s;
   }
   bool ok = f32(c, params);
   for (size_t k = 0; k < c.out.size(); ++k)

@@ -16,8 +16,8 @@
 namespace tessel::rt {
 
 /// The handler of a compute kernel with 16-bit operands: widens them into this thread's f32
-/// scratch (an output too, since kernels that add into their output read it; an output that
-/// is one of the inputs shares that input's scratch, so in-place kernels stay in place), runs
+/// scratch (an output only when the call adds into it, `accumulate`; an output that is one of
+/// the inputs shares that input's scratch, so in-place kernels stay in place), runs
 /// the kernel's f32 handler (cpuKernel) there, and narrows the 16-bit outputs back. Validation
 /// runs the f32 handler on the call as it is (its element counts are already per type).
 bool widenedCall(KernelCall &call, const catalogue::KernelParams &params);

@@ -44,22 +44,26 @@ bool cudaWidenedCall(KernelCall &c, const catalogue::KernelParams &params) {
   std::vector<void *> in = c.in, out = c.out;
   size_t slot = 0;
   bool ok = true;
-  auto wide = [&](const void *x, planfile::DType t, uint64_t n) -> float * {
+  auto wide = [&](const void *x, planfile::DType t, uint64_t n, bool read) -> float * {
     std::string why;
     auto *s = static_cast<float *>(launch.operandScratch(slot++, n * sizeof(float), why));
     if (!s) {
       c.fail("scratch memory: " + why);
       return nullptr;
     }
-    // An output is widened too: kernels that add into their output read it.
-    if (!converted(c, cuda::widen(halfKind(t), static_cast<int64_t>(n),
-                                  static_cast<const uint16_t *>(x), s, stream)))
+    if (read && !converted(c, cuda::widen(halfKind(t), static_cast<int64_t>(n),
+                                          static_cast<const uint16_t *>(x), s, stream)))
       return nullptr;
     return s;
   };
+  // An output is widened only for a call that adds into it (the catalogue's `accumulate`),
+  // as on the CPU device (device/cpu/WidenedCall.cpp says why no other kernel needs it).
+  const planfile::Attr *acc = instr.find("accumulate");
+  const int64_t *flag = acc ? std::get_if<int64_t>(&acc->value) : nullptr;
+  const bool addsIntoOutputs = flag && *flag != 0;
   for (size_t k = 0; ok && k < c.in.size(); ++k)
     if (isHalf(instr.inputs[k].dtype))
-      ok = (c.in[k] = wide(in[k], instr.inputs[k].dtype, c.inElements[k])) != nullptr;
+      ok = (c.in[k] = wide(in[k], instr.inputs[k].dtype, c.inElements[k], true)) != nullptr;
   for (size_t k = 0; ok && k < c.out.size(); ++k) {
     const planfile::DType t = instr.outputs[k].dtype;
     if (!isHalf(t))
@@ -72,7 +76,7 @@ bool cudaWidenedCall(KernelCall &c, const catalogue::KernelParams &params) {
     if (same < in.size())
       c.out[k] = c.in[same];
     else
-      ok = (c.out[k] = wide(out[k], t, c.outElements[k])) != nullptr;
+      ok = (c.out[k] = wide(out[k], t, c.outElements[k], addsIntoOutputs)) != nullptr;
   }
   if (ok)
     ok = f32(c, params);
