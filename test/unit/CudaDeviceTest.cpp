@@ -193,18 +193,16 @@ TEST_F(CudaDevice, RunsBf16OperandsAsTheCpuDeviceDoes) {
   const BufferRef c16{Storage::Arena, 0, 624, 192, DType::BF16};
   const BufferRef g{Storage::Arena, 0, 816, 384, DType::F32};
   p.arenaBytes = 1200;
-  p.instrs.insert(p.instrs.begin(),
-                  test::makeInstr("copy", {state}, {w16},
-                                  {{"shape", std::vector<int64_t>{120}},
-                                   {"x_strides", std::vector<int64_t>{1}}},
-                                  "test.model:4:3"));
+  p.instrs.insert(p.instrs.begin(), test::makeInstr("copy", {state}, {w16},
+                                                    {{"shape", std::vector<int64_t>{120}},
+                                                     {"x_strides", std::vector<int64_t>{1}}},
+                                                    "test.model:4:3"));
   p.instrs[1].inputs = {w16, w16}; // c (f32) = w16 w16^T: the bf16 product
   Instr narrowProduct = p.instrs[1];
   narrowProduct.outputs = {c16}; // c16 = the same product stored in bf16
   p.instrs.push_back(narrowProduct);
-  p.instrs.push_back(test::makeInstr("unary", {c16}, {g},
-                                     {{"op", std::string("gelu")}, {"n", int64_t(96)}},
-                                     "test.model:9:3"));
+  p.instrs.push_back(test::makeInstr(
+      "unary", {c16}, {g}, {{"op", std::string("gelu")}, {"n", int64_t(96)}}, "test.model:9:3"));
   p.outputs.push_back({"c", DType::F32, {2, 3, 4, 4}, {}, arenaRef(0, 96)});
   p.outputs.push_back({"g", DType::F32, {96}, {}, g});
   std::string error, why;

@@ -56,8 +56,8 @@ TEST(Float16, Bf16KeepsInfinitiesNanAndSubnormals) {
   EXPECT_TRUE(std::isnan(bf16ToFloat(nan)));
   EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(-std::nanf("")))));
   // Subnormals: bf16 has f32's exponent range, so they round like any value.
-  EXPECT_EQ(floatToBf16(0x1p-133f), 0x0001); // the smallest bf16 subnormal, 2^-133
-  EXPECT_EQ(floatToBf16(0x1p-134f), 0x0000); // half of it: a tie, to even (zero)
+  EXPECT_EQ(floatToBf16(0x1p-133f), 0x0001);   // the smallest bf16 subnormal, 2^-133
+  EXPECT_EQ(floatToBf16(0x1p-134f), 0x0000);   // half of it: a tie, to even (zero)
   EXPECT_EQ(floatToBf16(0x1.8p-133f), 0x0002); // 1.5 of it: a tie, to even (2)
   EXPECT_EQ(floatToBf16(-0.0f), 0x8000);
 }
@@ -70,10 +70,10 @@ TEST(Float16, HalfRoundsToNearestTiesToEvenWithSubnormalsAndOverflow) {
   EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);            // below the midpoint to 2^16
   EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);            // the midpoint: to even, infinity
   EXPECT_EQ(floatToHalf(-1e10f), 0xfc00);
-  EXPECT_EQ(floatToHalf(0x1p-24f), 0x0001);   // the smallest subnormal
-  EXPECT_EQ(floatToHalf(0x1p-25f), 0x0000);   // half of it: a tie, to zero
-  EXPECT_EQ(floatToHalf(0x1.8p-24f), 0x0002); // 1.5 of it: a tie, to 2
-  EXPECT_EQ(floatToHalf(0x1p-14f), 0x0400);   // the smallest normal
+  EXPECT_EQ(floatToHalf(0x1p-24f), 0x0001);     // the smallest subnormal
+  EXPECT_EQ(floatToHalf(0x1p-25f), 0x0000);     // half of it: a tie, to zero
+  EXPECT_EQ(floatToHalf(0x1.8p-24f), 0x0002);   // 1.5 of it: a tie, to 2
+  EXPECT_EQ(floatToHalf(0x1p-14f), 0x0400);     // the smallest normal
   EXPECT_EQ(floatToHalf(0x1.ffcp-15f), 0x0400); // the largest subnormal's upper tie: normal
   EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(std::nanf("")))));
   EXPECT_EQ(halfToFloat(0x0001), 0x1p-24f);
@@ -170,9 +170,9 @@ TEST(MixedPrecision, OnlyCallsWithSixteenBitOperandsMeetTheWrapper) {
 TEST(MixedPrecision, CollectivesRefuseSixteenBitOperands) {
   auto device = rt::createCpuDevice();
   std::string error;
-  EXPECT_EQ(device->kernel(*catalogue::findKernel("all_reduce"), {DType::BF16}, {DType::BF16},
-                           error),
-            nullptr);
+  EXPECT_EQ(
+      device->kernel(*catalogue::findKernel("all_reduce"), {DType::BF16}, {DType::BF16}, error),
+      nullptr);
   EXPECT_NE(error.find("16-bit operand of a collective"), std::string::npos) << error;
 }
 
@@ -246,17 +246,15 @@ TEST(MixedPrecision, InPlaceAndAccumulatingOutputs) {
                                       {"accumulate", int64_t(1)}},
                                      ""));
   // out = [y0, y1, y2, acc] in f32.
-  p.instrs.push_back(test::makeInstr("copy", {halfRef(0, 4)}, {stateRef(0, 4)},
-                                     {{"shape", std::vector<int64_t>{3}},
-                                      {"x_strides", std::vector<int64_t>{1}}},
-                                     ""));
+  p.instrs.push_back(test::makeInstr(
+      "copy", {halfRef(0, 4)}, {stateRef(0, 4)},
+      {{"shape", std::vector<int64_t>{3}}, {"x_strides", std::vector<int64_t>{1}}}, ""));
   BufferRef last = stateRef(0, 4);
   last.offset = 12;
   last.bytes = 4;
-  p.instrs.push_back(test::makeInstr("copy", {halfRef(64, 1)}, {last},
-                                     {{"shape", std::vector<int64_t>{1}},
-                                      {"x_strides", std::vector<int64_t>{1}}},
-                                     ""));
+  p.instrs.push_back(test::makeInstr(
+      "copy", {halfRef(64, 1)}, {last},
+      {{"shape", std::vector<int64_t>{1}}, {"x_strides", std::vector<int64_t>{1}}}, ""));
   plan.programs.push_back(p);
   std::string error;
   auto ex = Executor::create(plan, 0, error);

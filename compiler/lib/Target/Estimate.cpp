@@ -187,7 +187,8 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
         const pf::BufferRef *operand = !in.inputs.empty()    ? &in.inputs.front()
                                        : !in.outputs.empty() ? &in.outputs.front()
                                                              : nullptr;
-        const double elementBytes = operand ? static_cast<double>(pf::dtypeBytes(operand->dtype)) : 4;
+        const double elementBytes =
+            operand ? static_cast<double>(pf::dtypeBytes(operand->dtype)) : 4;
         double bytes = 0;
         if (in.kernel == "all_reduce")
           bytes = 2 * (k - 1) / k * static_cast<double>(intAttr(in, "n")) * elementBytes;

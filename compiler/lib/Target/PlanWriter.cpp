@@ -142,10 +142,9 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
         auto dtype = tessel::plan::planDType(&op, type);
         if (failed(dtype))
           return failure();
-        refs[v] = pf::BufferRef{storage, state, offset,
-                                static_cast<uint64_t>(type.getNumElements()) *
-                                    pf::dtypeBytes(*dtype),
-                                *dtype};
+        refs[v] = pf::BufferRef{
+            storage, state, offset,
+            static_cast<uint64_t>(type.getNumElements()) * pf::dtypeBytes(*dtype), *dtype};
         return success();
       };
       LogicalResult ok =

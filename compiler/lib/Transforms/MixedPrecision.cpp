@@ -40,8 +40,7 @@ Operation *ownerOf(Value v) {
 
 /// How kernel `k` declares its operand `index` (ins first, then outs); the last declaration
 /// of a direction covers a variadic tail.
-const cat::OperandInfo &declaration(const cat::KernelInfo &k, plan::KernelOp op,
-                                    unsigned index) {
+const cat::OperandInfo &declaration(const cat::KernelInfo &k, plan::KernelOp op, unsigned index) {
   unsigned ins = op.getIns().size();
   const std::vector<cat::OperandInfo> &decl = index < ins ? k.ins : k.outs;
   unsigned at = index < ins ? index : index - ins;
@@ -157,7 +156,8 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
           first = r->getOwner();
       OpBuilder b(first);
       MemRefType type = state.getType();
-      auto copy = plan::AllocOp::create(b, state.getLoc(), withElement(type, narrow), IntegerAttr());
+      auto copy =
+          plan::AllocOp::create(b, state.getLoc(), withElement(type, narrow), IntegerAttr());
       SmallVector<int64_t> strides(type.getRank(), 1);
       for (int64_t d = type.getRank() - 2; d >= 0; --d)
         strides[d] = strides[d + 1] * type.getDimSize(d + 1);

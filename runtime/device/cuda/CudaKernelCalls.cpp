@@ -180,7 +180,8 @@ bool run(KernelCall &c, const catalogue::TopKMask &p) {
   if (p.k < 1 || p.k > cols)
     return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
                   " columns");
-  return c.validating || launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
+  return c.validating ||
+         launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::LayerNorm &p) {

@@ -18,9 +18,7 @@ namespace tessel::rt {
 
 namespace {
 
-bool isHalf(planfile::DType t) {
-  return t == planfile::DType::BF16 || t == planfile::DType::F16;
-}
+bool isHalf(planfile::DType t) { return t == planfile::DType::BF16 || t == planfile::DType::F16; }
 
 cpu::Half16 halfKind(planfile::DType t) {
   return t == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
