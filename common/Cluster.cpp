@@ -50,6 +50,7 @@ struct Key {
 // Every key a cluster file may have, in the order formatCluster writes them.
 const Key kKeys[] = {
     {"name", Quantity::Name, true},
+    {"accelerator.device", Quantity::Name, false},
     {"accelerator.bf16", Quantity::Rate, true},
     {"accelerator.fp32", Quantity::Rate, true},
     {"accelerator.memory", Quantity::Size, true},
@@ -253,8 +254,8 @@ bool parseCluster(const std::string &text, const std::string &file, Cluster &out
     switch (k->quantity) {
     case Quantity::Name:
       if (value.size() < 2 || value.front() != '"' || value.back() != '"')
-        return p.fail(valueAt, "name needs a quoted string");
-      c.name = value.substr(1, value.size() - 2);
+        return p.fail(valueAt, key + " needs a quoted string");
+      (key == "name" ? c.name : c.device) = value.substr(1, value.size() - 2);
       continue;
     case Quantity::Count: {
       char *end = nullptr;
@@ -327,6 +328,7 @@ std::string formatCluster(const Cluster &c, const std::string &header) {
     return s;
   };
   os << "name = \"" << c.name << "\"\n"
+     << (c.device.empty() ? "" : "accelerator.device = \"" + c.device + "\"\n")
      << "accelerator.bf16 = " << number(c.peak16 / 1e9) << " GFLOP/s\n"
      << "accelerator.fp32 = " << number(c.peak32 / 1e9) << " GFLOP/s\n"
      << "accelerator.memory = " << number(c.memory / 1073741824.0) << " GiB\n"

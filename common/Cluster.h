@@ -45,6 +45,10 @@ struct Link {
 
 struct Cluster {
   std::string name;
+  /// What the CUDA runtime's device name contains for this accelerator ("H100" in "NVIDIA H100
+  /// 80GB HBM3"), so a runner on such a device reports MFU against this preset's peak
+  /// (common/AcceleratorPeaks.h); empty for clusters that are not a GPU preset.
+  std::string device;
   /// Dense peak rates in FLOP/s: 16-bit (bf16/fp16 on tensor cores) and fp32.
   double peak16 = 0, peak32 = 0;
   double memory = 0;          ///< bytes per accelerator

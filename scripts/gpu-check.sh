@@ -6,7 +6,10 @@
 # interpreter) and on the CPU and compares their losses (as test/Runtime/cuda-train.test does
 # where the compiler and a GPU are on one machine), and prints what passed, failed and was
 # skipped. On a GPU machine a skipped CUDA test means the GPU could not be used, so it fails
-# the check too.
+# the check too. Then the multi-rank layouts (gpu-plans/ranks/<model>/*.plan) run as threads
+# sharing the GPU, each 5 steps against its model's one-rank plan on the same GPU (the
+# equivalence suite's comparison, test/Equivalence, with the GPU's tolerance). The NCCL test
+# between processes needs two GPUs and is skipped, saying so, on one.
 # Last it prints the CUDA kernels' rates (tessel-cuda-rate, tessel-cuda-fused-rate), for
 # benchmarks/RESULTS.md.
 #
@@ -30,6 +33,14 @@ if command -v nvidia-smi > /dev/null; then
     echo "nvidia-smi failed"
 else
   echo "nvidia-smi not found"
+fi
+
+# NCCL, where the toolkit has none: PyTorch's (the nvidia/nccl folder of its Python packages).
+if [ -z "${NCCL_ROOT:-}" ]; then
+  nccl_py=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2> /dev/null)
+  if [ -n "$nccl_py" ] && [ -f "$nccl_py/include/nccl.h" ]; then
+    export NCCL_ROOT=$nccl_py
+  fi
 fi
 
 echo "== configure ($build)"
@@ -112,6 +123,37 @@ if [ "$trained" -eq 0 ]; then
   train_rc=1
 fi
 
+echo "== multi-rank layouts as threads on one GPU against one rank (5 steps each)"
+ranks_rc=0
+layouts=0
+for dir in "$plans"/ranks/*/; do
+  [ -f "$dir/one-rank.plan" ] || continue
+  model=$(basename "$dir")
+  for plan in "$dir"/*.plan; do
+    name=$(basename "$plan" .plan)
+    log="$build.ranks-$model-$name"
+    if ! "$build/bin/tessel-runner" --plan "$plan" --data "$root/test/parity/Inputs/text.txt" \
+        --steps 5 --seed 1 --eval-every 0 --quiet --checkpoint-dir "$log.ckpt" \
+        --metrics "$log.jsonl" --device cuda > "$log.log" 2>&1; then
+      echo "$model $name on cuda failed:"
+      tail -5 "$log.log"
+      ranks_rc=1
+    fi
+  done
+  for plan in "$dir"/*.plan; do
+    name=$(basename "$plan" .plan)
+    [ "$name" = one-rank ] && continue
+    echo "-- $model $name"
+    python3 "$root/test/Runtime/Inputs/close_losses.py" "$build.ranks-$model-$name.jsonl" \
+      "$build.ranks-$model-one-rank.jsonl" --tol 5e-4 --steps 5 | tail -1 || ranks_rc=1
+    layouts=$((layouts + 1))
+  done
+done
+if [ "$layouts" -eq 0 ]; then
+  echo "no multi-rank plans in $plans/ranks (make them on the build machine with scripts/gpu-plans.sh)"
+  ranks_rc=1
+fi
+
 # Figures for benchmarks/RESULTS.md (the check does not depend on them).
 echo "== kernel rates (tessel-cuda-rate)"
 timeout 300 "$build/bin/tessel-cuda-rate" 2>&1 | tee "$build.cuda-rate.log" ||
@@ -124,14 +166,19 @@ timeout 300 "$build/bin/tessel-cuda-fused-rate" 2>&1 | tee "$build.cuda-fused-ra
 count() { grep -E "^\[  $1 *\] [0-9]+ tests?" "$2" | head -1 | grep -oE "[0-9]+" | head -1; }
 passed=$(count PASSED "$build.cuda-tests.log")
 skipped=$(count SKIPPED "$build.cuda-tests.log")
+# NCCL between GPUs needs two: on a one-GPU machine that skip is expected, not a failure.
+two_gpus=$(grep -c "needs two CUDA devices" "$build.cuda-tests.log")
+skipped=$((${skipped:-0} - two_gpus))
 failed=$(count FAILED "$build.cuda-tests.log")
 echo "== summary"
 echo "CUDA tests: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
 echo "unit tests: $([ "$unit_rc" -eq 0 ] && echo passed || echo failed)"
 echo "training against the CPU: $([ "$train_rc" -eq 0 ] && echo "$trained plans agree" || echo failed)"
+echo "multi-rank layouts on one GPU: $([ "$ranks_rc" -eq 0 ] && echo "$layouts agree with one rank" || echo failed)"
 if [ "${skipped:-0}" -gt 0 ]; then
   echo "gpu-check: CUDA tests were skipped: no usable GPU here (see the reasons above)"
   exit 1
 fi
-[ "$cuda_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$train_rc" -eq 0 ] || exit 1
+[ "$cuda_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ] && [ "$train_rc" -eq 0 ] && [ "$ranks_rc" -eq 0 ] ||
+  exit 1
 echo "gpu-check: all passed"

@@ -13,3 +13,24 @@ mkdir -p "$out"
 for model in tiny_gpt llama_small; do
   "$tessel" compile "$root/examples/$model.model" --emit=plan-file -o "$out/$model.plan"
 done
+# Multi-rank layouts for ranks as threads sharing one GPU (gpu-check.sh trains each against its
+# one-rank plan): the equivalence suite's GPT over dp 2, tp 2 with sequence parallelism, dp 2 x
+# tp 2 with ZeRO-1, and its eight-layer GPT over a two-stage 1F1B pipeline.
+python3 "$root/test/Equivalence/equivalence.py" --tessel "$tessel" \
+  --model "$root/test/Equivalence/Inputs/gpt.model" --data "$root/test/parity/Inputs/text.txt" \
+  --workdir "$out" --emit-plans "$out/ranks/gpt" \
+  --layout 2,1,0,0,1 --layout 1,2,1,0,1 --layout 2,2,0,1,1 > /dev/null
+python3 "$root/test/Equivalence/equivalence.py" --tessel "$tessel" \
+  --model "$root/test/Equivalence/Inputs/gpt_pipeline.model" \
+  --data "$root/test/parity/Inputs/text.txt" --workdir "$out" --emit-plans "$out/ranks/gpt_pipeline" \
+  --layout 1,1,0,0,2,2,1f1b > /dev/null
+# benchmarks/gpu_bench.sh's model: GPT-2 124M as llm.c trains it on one GPU (sequences of 1024
+# tokens, 16 per step), one rank, fp32.
+mkdir -p "$out/bench"
+sed -e 's/^    seq = 256$/    seq = 1024/' -e 's/^  batch = 4$/  batch = 16/' \
+  -e 's/^  micro_batch = 4$/  micro_batch = 16/' "$root/benchmarks/models/gpt2_124m.model" \
+  > "$out/bench/gpt2_124m.model"
+grep -q "seq = 1024" "$out/bench/gpt2_124m.model" && grep -q "micro_batch = 16" \
+  "$out/bench/gpt2_124m.model" || { echo "gpu-plans: could not resize gpt2_124m.model" >&2; exit 1; }
+"$tessel" compile "$out/bench/gpt2_124m.model" -I "$root" --emit=plan-file \
+  -o "$out/bench/gpt2_124m-fp32.plan"

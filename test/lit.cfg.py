@@ -55,6 +55,12 @@ if config.have_cuda:
     gpus, why = cuda_devices()
     if gpus:
         config.available_features.add("cuda")
+        # One process per GPU over NCCL (test/MultiProcess/torchrun-nccl.test) needs two.
+        if gpus >= 2:
+            config.available_features.add("cuda-2gpus")
+        else:
+            lit_config.note("skipped: NCCL between processes needs two CUDA devices, and this "
+                            "machine has one: the tests that REQUIRES: cuda-2gpus are unsupported")
     else:
         lit_config.note("skipped: no CUDA device (%s): the GPU tests (REQUIRES: cuda) are "
                         "unsupported here; on a GPU machine run scripts/gpu-check.sh" % why)

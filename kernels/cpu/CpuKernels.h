@@ -260,6 +260,10 @@ struct AttentionArgs {
   /// split (common/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
   /// tailStart + i - seq / 2 of the kvSeq keys. Negative: query i is at position i.
   int64_t headStart = -1, tailStart = -1;
+  /// The same for the keys, where they are a head-tail block too (one step of ring attention
+  /// as the CUDA kernels run it: RingBlockArgs places the CPU's keys itself). Negative: key j
+  /// is at position j.
+  int64_t keyHeadStart = -1, keyTailStart = -1;
 };
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                float *out);

@@ -52,19 +52,27 @@ __device__ inline int64_t positionOf(const AttentionArgs &a, int64_t i) {
   return i < a.seq / 2 ? a.headStart + i : a.tailStart + i - a.seq / 2;
 }
 
+/// The position of key j: j, or in a ring attention step (a head-tail block of keys,
+/// AttentionArgs::keyHeadStart) in one of its two runs.
+__device__ inline int64_t keyPositionOf(const AttentionArgs &a, int64_t j) {
+  if (a.keyHeadStart < 0)
+    return j;
+  return j < a.kvSeq / 2 ? a.keyHeadStart + j : a.keyTailStart + j - a.kvSeq / 2;
+}
+
 /// Whether query i sees key j (both inside the sequences).
 __device__ inline bool visible(const AttentionArgs &a, int64_t i, int64_t j) {
   if (i >= a.seq || j >= a.kvSeq)
     return false;
   if (!a.causal)
     return true;
-  const int64_t p = positionOf(a, i);
-  return j <= p && (a.window <= 0 || j > p - a.window);
+  const int64_t p = positionOf(a, i), kp = keyPositionOf(a, j);
+  return kp <= p && (a.window <= 0 || kp > p - a.window);
 }
 
 /// The key tiles queries [q0, q0 + kTile) see: [first tile's start, end).
 __device__ inline void keyRange(const AttentionArgs &a, int64_t q0, int64_t &begin, int64_t &end) {
-  if (a.headStart >= 0) { // two runs of positions: every tile, the mask decides
+  if (a.headStart >= 0 || a.keyHeadStart >= 0) { // runs of positions: the mask decides
     begin = 0;
     end = a.kvSeq;
     return;
@@ -78,7 +86,7 @@ __device__ inline void keyRange(const AttentionArgs &a, int64_t q0, int64_t &beg
 /// The query tiles that see keys [j0, j0 + kTile): [first tile's start, end).
 __device__ inline void queryRange(const AttentionArgs &a, int64_t j0, int64_t &begin,
                                   int64_t &end) {
-  if (a.headStart >= 0) {
+  if (a.headStart >= 0 || a.keyHeadStart >= 0) {
     begin = 0;
     end = a.seq;
     return;
@@ -203,7 +211,8 @@ __global__ void deltaKernel(AttentionArgs a, const float *dout, const float *out
 /// Grid (key tiles, kv heads, batch): dk and dv of the block's keys.
 __global__ void __launch_bounds__(kThreads)
     keyGradKernel(AttentionArgs a, const float *q, const float *k, const float *v,
-                  const float *dout, const float *lse, const float *delta, float *dk, float *dv) {
+                  const float *dout, const float *lse, const float *delta, float *dk, float *dv,
+                  bool accumulate) {
   extern __shared__ float shared[];
   const int64_t D = a.head, pitch = D + 1;
   float *ks = shared, *vs = ks + kTile * pitch, *qs = vs + kTile * pitch;
@@ -272,15 +281,16 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t d = lane + 4 * u;
     if (d >= D)
       break;
-    dk[row + d] = accK[u];
-    dv[row + d] = accV[u];
+    dk[row + d] = accumulate ? dk[row + d] + accK[u] : accK[u];
+    dv[row + d] = accumulate ? dv[row + d] + accV[u] : accV[u];
   }
 }
 
 /// Grid (query tiles, heads, batch): dq of the block's queries.
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(AttentionArgs a, const float *q, const float *k, const float *v,
-                    const float *dout, const float *lse, const float *delta, float *dq) {
+                    const float *dout, const float *lse, const float *delta, float *dq,
+                    bool accumulate) {
   extern __shared__ float shared[];
   const int64_t D = a.head, pitch = D + 1;
   float *qs = shared, *dos = qs + kTile * pitch, *ks = dos + kTile * pitch;
@@ -336,7 +346,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t d = lane + 4 * u;
     if (d >= D)
       break;
-    out[d] = acc[u];
+    out[d] = accumulate ? out[d] + acc[u] : acc[u];
   }
 }
 
@@ -345,11 +355,18 @@ __global__ void __launch_bounds__(kThreads)
 bool valid(const AttentionArgs &a) {
   if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvSeq <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
       a.head > kMaxAttentionHead || a.window < 0 || (a.window > 0 && !a.causal) ||
-      (a.causal && a.headStart < 0 && a.kvSeq != a.seq) || a.firstHead < 0)
+      (a.causal && a.headStart < 0 && a.keyHeadStart < 0 && a.kvSeq != a.seq) || a.firstHead < 0)
     return false;
-  // Head-tail queries: two runs of seq / 2 positions inside the keys' sequence.
-  if (a.headStart >= 0 && (a.seq % 2 != 0 || a.tailStart < 0 || a.headStart + a.seq / 2 > a.kvSeq ||
-                           a.tailStart + a.seq / 2 > a.kvSeq))
+  // Head-tail keys (a ring step): two runs of kvSeq / 2 positions of the whole sequence, as
+  // the queries' two runs are.
+  if (a.keyHeadStart >= 0 && (a.kvSeq % 2 != 0 || a.keyTailStart < 0 || a.headStart < 0 ||
+                              a.seq % 2 != 0 || a.tailStart < 0))
+    return false;
+  // Head-tail queries with every key here: two runs of seq / 2 positions inside the keys'
+  // sequence.
+  if (a.headStart >= 0 && a.keyHeadStart < 0 &&
+      (a.seq % 2 != 0 || a.tailStart < 0 || a.headStart + a.seq / 2 > a.kvSeq ||
+       a.tailStart + a.seq / 2 > a.kvSeq))
     return false;
   const int64_t group = a.group > 0 ? a.group : a.heads / a.kvHeads;
   if (group <= 0 || (a.firstHead + a.heads - 1) / group >= a.kvHeads)
@@ -371,6 +388,60 @@ template <class K> cudaError_t allowShared(K kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(bytes));
 }
+
+/// A ring's running output and log-sum-exp before its first block: 0 and -inf.
+__global__ void startKernel(int64_t rows, int64_t head, float *out, float *lse) {
+  for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < rows;
+       row += int64_t(gridDim.x) * blockDim.x) {
+    lse[row] = -INFINITY;
+    for (int64_t d = 0; d < head; ++d)
+      out[row * head + d] = 0.0f;
+  }
+}
+
+/// Merges a block's attention (blockOut [batch, seq, heads, head], blockLse [batch, heads,
+/// seq] as forwardKernel writes it) into the running out and lse ([batch, seq, heads]) as
+/// cpu::attentionBlock does: with m = max(lse, lse_b), lse' = m + log(e^(lse - m) +
+/// e^(lse_b - m)) and out' the two outputs weighted by e^(lse - lse') and e^(lse_b - lse'). A
+/// query that saw no key of the block (lse_b = -inf) keeps its running values.
+__global__ void mergeKernel(AttentionArgs a, const float *blockOut, const float *blockLse,
+                            float *out, float *lse) {
+  const int64_t rows = a.batch * a.seq * a.heads;
+  for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < rows;
+       row += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = row % a.heads, i = (row / a.heads) % a.seq, b = row / (a.heads * a.seq);
+    const float block = blockLse[(b * a.heads + h) * a.seq + i];
+    if (block == -INFINITY)
+      continue;
+    const float old = lse[row], m = fmaxf(old, block);
+    const float wOld = old == -INFINITY ? 0.0f : expf(old - m), wBlock = expf(block - m);
+    const float total = wOld + wBlock;
+    for (int64_t d = 0; d < a.head; ++d)
+      out[row * a.head + d] =
+          (out[row * a.head + d] * wOld + blockOut[row * a.head + d] * wBlock) / total;
+    lse[row] = m + logf(total);
+  }
+}
+
+/// A ring step's backward rows: the whole attention's lse ([batch, seq, heads]) in the
+/// gradient kernels' order [batch, heads, seq], and delta = sum over the row of dout * out.
+__global__ void ringRowsKernel(AttentionArgs a, const float *dout, const float *out,
+                               const float *lse, float *headLse, float *delta) {
+  const int64_t rows = a.batch * a.seq * a.heads;
+  for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < rows;
+       row += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = row % a.heads, i = (row / a.heads) % a.seq, b = row / (a.heads * a.seq);
+    const int64_t at = (b * a.heads + h) * a.seq + i;
+    headLse[at] = lse[row];
+    delta[at] = dot(dout + row * a.head, out + row * a.head, a.head);
+  }
+}
+
+/// dk and dv, then dq, from each row's log-sum-exp and delta (both [batch, heads, seq]):
+/// written, or added to what is there with `accumulate` (a ring step).
+cudaError_t gradients(const AttentionArgs &a, const float *q, const float *k, const float *v,
+                      const float *dout, const float *lse, const float *delta, float *dq,
+                      float *dk, float *dv, bool accumulate, cudaStream_t stream);
 
 cudaError_t forward(const AttentionArgs &a, const float *q, const float *k, const float *v,
                     float *out, float *lse, cudaStream_t stream) {
@@ -407,12 +478,73 @@ cudaError_t attentionGrad(const AttentionArgs &a, const float *q, const float *k
   deltaKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, dout, out, delta);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
+  return gradients(a, q, k, v, dout, lse, delta, dq, dk, dv, false, stream);
+}
+
+int64_t attentionBlockWorkspace(const AttentionArgs &a) {
+  return a.batch * a.seq * a.heads * (a.head + 1);
+}
+
+cudaError_t attentionBlock(const AttentionArgs &a, const float *q, const float *k, const float *v,
+                           bool first, float *out, float *lse, float *workspace,
+                           cudaStream_t stream) {
+  if (!valid(a) || a.keyHeadStart < 0 || a.headStart < 0 || !workspace)
+    return cudaErrorInvalidValue;
+  const int64_t rows = a.batch * a.seq * a.heads;
+  if (first) {
+    startKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(rows, a.head, out,
+                                                                             lse);
+    if (cudaError_t e = detail::launched(); e != cudaSuccess)
+      return e;
+  }
+  float *blockOut = workspace, *blockLse = blockOut + rows * a.head;
+  if (cudaError_t e = forward(a, q, k, v, blockOut, blockLse, stream); e != cudaSuccess)
+    return e;
+  mergeKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, blockOut, blockLse,
+                                                                           out, lse);
+  return detail::launched();
+}
+
+int64_t attentionBlockGradWorkspace(const AttentionArgs &a) {
+  return 2 * a.batch * a.seq * a.heads;
+}
+
+cudaError_t attentionBlockGrad(const AttentionArgs &a, const float *q, const float *k,
+                               const float *v, const float *dout, const float *out,
+                               const float *lse, bool first, float *dq, float *dk, float *dv,
+                               float *workspace, cudaStream_t stream) {
+  if (!valid(a) || a.keyHeadStart < 0 || a.headStart < 0 || !workspace)
+    return cudaErrorInvalidValue;
+  if (first) {
+    const size_t qBytes = sizeof(float) * a.batch * a.seq * a.heads * a.head;
+    const size_t kvBytes = sizeof(float) * a.batch * a.kvSeq * a.kvHeads * a.head;
+    float *const zeroed[] = {dq, dk, dv};
+    const size_t bytes[] = {qBytes, kvBytes, kvBytes};
+    for (int t = 0; t < 3; ++t)
+      if (cudaError_t e = cudaMemsetAsync(zeroed[t], 0, bytes[t], stream); e != cudaSuccess)
+        return e;
+  }
+  const int64_t rows = a.batch * a.seq * a.heads;
+  float *headLse = workspace, *delta = headLse + rows;
+  ringRowsKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, dout, out, lse,
+                                                                             headLse, delta);
+  if (cudaError_t e = detail::launched(); e != cudaSuccess)
+    return e;
+  return gradients(a, q, k, v, dout, headLse, delta, dq, dk, dv, true, stream);
+}
+
+namespace {
+
+cudaError_t gradients(const AttentionArgs &a, const float *q, const float *k, const float *v,
+                      const float *dout, const float *lse, const float *delta, float *dq,
+                      float *dk, float *dv, bool accumulate, cudaStream_t stream) {
   const size_t keyBytes = sharedBytes(a, 4, 2, 2 * kTile);
   if (cudaError_t e = allowShared(keyGradKernel, keyBytes); e != cudaSuccess)
     return e;
   const dim3 keyGrid(tiles(a.kvSeq), static_cast<unsigned>(a.kvHeads),
                      static_cast<unsigned>(a.batch));
-  keyGradKernel<<<keyGrid, kThreads, keyBytes, stream>>>(a, q, k, v, dout, lse, delta, dk, dv);
+  keyGradKernel<<<keyGrid, kThreads, keyBytes, stream>>>(a, q, k, v, dout, lse, delta, dk, dv,
+                                                         accumulate);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   const size_t queryBytes = sharedBytes(a, 4, 1, 0);
@@ -420,8 +552,11 @@ cudaError_t attentionGrad(const AttentionArgs &a, const float *q, const float *k
     return e;
   const dim3 queryGrid(tiles(a.seq), static_cast<unsigned>(a.heads),
                        static_cast<unsigned>(a.batch));
-  queryGradKernel<<<queryGrid, kThreads, queryBytes, stream>>>(a, q, k, v, dout, lse, delta, dq);
+  queryGradKernel<<<queryGrid, kThreads, queryBytes, stream>>>(a, q, k, v, dout, lse, delta, dq,
+                                                               accumulate);
   return detail::launched();
 }
+
+} // namespace
 
 } // namespace tessel::cuda

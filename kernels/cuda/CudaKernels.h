@@ -57,6 +57,9 @@ struct IdError {
 
 /// y[i] = value for i < n.
 cudaError_t fill(int64_t n, float value, float *y, cudaStream_t stream);
+/// y[i] = y[i] + x[i], or with `max` the larger (a NaN in either kept), for i < n: the
+/// collectives' reduction between ranks sharing a GPU, with the bits of the host's reduceInto.
+cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t stream);
 /// y[i] = i for i < n.
 cudaError_t positions(int64_t n, float *y, cudaStream_t stream);
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.
@@ -284,6 +287,24 @@ int64_t attentionGradWorkspace(const AttentionArgs &args);
 cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
                           const float *dout, float *dq, float *dk, float *dv, float *workspace,
                           cudaStream_t stream);
+
+/// One step of ring attention, as cpu::attentionBlock: `args` places the queries and the
+/// block's keys in the whole sequence as head-tail blocks (headStart/tailStart and
+/// keyHeadStart/keyTailStart, both set; kvSeq = seq). The block's attention and log-sum-exp
+/// are computed by the attention kernel into the workspace, then merged into the running out
+/// [batch, seq, heads, head] and lse [batch, seq, heads], which `first` starts at 0 and -inf.
+int64_t attentionBlockWorkspace(const AttentionArgs &args);
+cudaError_t attentionBlock(const AttentionArgs &args, const float *q, const float *k, const float *v,
+                           bool first, float *out, float *lse, float *workspace,
+                           cudaStream_t stream);
+/// One step of ring attention's backward pass, as cpu::attentionBlockGrad: from the whole
+/// attention's out and lse, adds the block's terms into dq, dk and dv (zeroed first when
+/// `first`) with the attention gradient kernels.
+int64_t attentionBlockGradWorkspace(const AttentionArgs &args);
+cudaError_t attentionBlockGrad(const AttentionArgs &args, const float *q, const float *k,
+                               const float *v, const float *dout, const float *out,
+                               const float *lse, bool first, float *dq, float *dk, float *dv,
+                               float *workspace, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Reductions, buckets, dropout (Reduce.cu, Dropout.cu)

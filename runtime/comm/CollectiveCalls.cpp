@@ -42,17 +42,22 @@ bool issue(KernelCall &c, const CommOp &op, const std::optional<int64_t> &event)
   return c.comm->run(op, c.error);
 }
 
+/// Where this rank's buffers are.
+CommMemory &memoryOf(KernelCall &c) { return c.rank->memory ? *c.rank->memory : hostMemory(); }
+
 /// A group of one rank: every collective copies x to y.
 bool copyAlone(KernelCall &c, int64_t elements) {
-  if (c.in[0] != c.out[0])
-    std::memcpy(c.out[0], c.in[0], static_cast<size_t>(elements) * 4);
-  return true;
+  if (c.in[0] == c.out[0])
+    return true;
+  CommMemory &mem = memoryOf(c);
+  mem.copy(c.out[0], c.in[0], static_cast<size_t>(elements) * 4);
+  return mem.finish(c.error);
 }
 
 /// Between the group-index order of the ranks' blocks, [outer, ways, 2, half], and the order
 /// of a head-tail dim's chunks in the whole, [outer, 2 * ways, half] (common/HeadTail.h).
-void headTailOrder(const char *from, char *to, int64_t outer, int64_t ways, int64_t half,
-                   bool toWhole) {
+void headTailOrder(CommMemory &mem, const char *from, char *to, int64_t outer, int64_t ways,
+                   int64_t half, bool toWhole) {
   const size_t bytes = static_cast<size_t>(half) * 4;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < ways; ++r)
@@ -60,9 +65,9 @@ void headTailOrder(const char *from, char *to, int64_t outer, int64_t ways, int6
         const int64_t block = (o * ways + r) * 2 + h;
         const int64_t whole = o * 2 * ways + headtail::chunkOf(r, ways, h);
         if (toWhole)
-          std::memcpy(to + whole * bytes, from + block * bytes, bytes);
+          mem.copy(to + whole * bytes, from + block * bytes, bytes);
         else
-          std::memcpy(to + block * bytes, from + whole * bytes, bytes);
+          mem.copy(to + block * bytes, from + whole * bytes, bytes);
       }
 }
 
@@ -97,17 +102,21 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
     return issue(c, op, p.event);
   if (!c.comm)
     return c.fail("needs a communicator, which a world of one rank does not have");
-  std::vector<char> blocks(static_cast<size_t>(whole) * 4);
+  CommMemory &mem = memoryOf(c);
+  std::shared_ptr<void> buffer = mem.allocate(static_cast<size_t>(whole) * 4);
+  if (!buffer)
+    return c.fail("has no memory to reorder its head-tail blocks");
+  char *blocks = static_cast<char *>(buffer.get());
   if (kind == CommOp::Kind::ReduceScatter) {
-    headTailOrder(static_cast<const char *>(c.in[0]), blocks.data(), outer, ways, chunk / 2, false);
-    op.x = blocks.data();
-    return c.comm->run(op, c.error);
+    headTailOrder(mem, static_cast<const char *>(c.in[0]), blocks, outer, ways, chunk / 2, false);
+    op.x = blocks;
+    return mem.finish(c.error) && c.comm->run(op, c.error);
   }
-  op.y = blocks.data();
+  op.y = blocks;
   if (!c.comm->run(op, c.error))
     return false;
-  headTailOrder(blocks.data(), static_cast<char *>(c.out[0]), outer, ways, chunk / 2, true);
-  return true;
+  headTailOrder(mem, blocks, static_cast<char *>(c.out[0]), outer, ways, chunk / 2, true);
+  return mem.finish(c.error);
 }
 
 /// The peer of a send or receive: another rank of its group, by its index in the group (so a
@@ -129,8 +138,7 @@ bool peerOf(KernelCall &c, const std::string &group, int64_t p, bool relative, u
 
 /// The members of `g` that `members` names (ascending indices into it), which must include
 /// this rank: found once while validating, then cached in the call.
-const CommGroup *membersOf(KernelCall &c, const CommGroup &g,
-                           const std::vector<int64_t> &members) {
+const CommGroup *membersOf(KernelCall &c, const CommGroup &g, const std::vector<int64_t> &members) {
   if (!c.validating)
     return c.subgroup;
   std::vector<uint32_t> ranks;

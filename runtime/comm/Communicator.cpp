@@ -1,8 +1,11 @@
 //===- Communicator.cpp - The synchronous forms of the operations ---------===//
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/CommMemory.h"
 
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -36,6 +39,33 @@ void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n) {
   else
     for (int64_t i = 0; i < n; ++i)
       y[i] = y[i] != y[i] || x[i] > y[i] ? x[i] : y[i];
+}
+
+namespace {
+
+class HostMemory final : public CommMemory {
+public:
+  void copy(void *to, const void *from, size_t bytes) override {
+    if (bytes > 0 && to != from)
+      std::memcpy(to, from, bytes);
+  }
+  void reduce(ReduceOp op, float *y, const float *x, int64_t n) override {
+    reduceInto(op, y, x, n);
+  }
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    void *p = std::malloc(bytes ? bytes : 1);
+    if (!p)
+      return nullptr;
+    return std::shared_ptr<void>(p, [](void *q) { std::free(q); });
+  }
+  bool finish(std::string &) override { return true; }
+};
+
+} // namespace
+
+CommMemory &hostMemory() {
+  static HostMemory memory;
+  return memory;
 }
 
 bool Communicator::allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y,

@@ -91,6 +91,13 @@ public:
   /// hanging. Ranks start out running.
   virtual void setRunning(bool running) = 0;
 
+  /// Communicators that enqueue their operations on a GPU stream (NCCL): orders the operations
+  /// started from now on after the work queued so far on `stream` (the issuing kernel's
+  /// cudaStream_t), without waiting on the host, and returns true. The others return false:
+  /// their operations read memory as they find it, so the issuing kernel must first wait for
+  /// what writes it.
+  virtual bool orderAfter(void * /*stream*/) { return false; }
+
   /// start + wait: the operation in its turn after those started before it.
   virtual bool run(const CommOp &op, std::string &error) { return wait(start(op), error); }
   bool allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y, int64_t n,
@@ -136,12 +143,18 @@ private:
   std::unique_ptr<Worker> worker_;
 };
 
+class CommMemory;
+
 /// The ranks of a run as threads of one process: operations copy between the members'
-/// buffers directly. Sends are buffered, so a send never waits for its receive.
+/// buffers directly, through each member's CommMemory (host memory, or a GPU's). Sends are
+/// buffered, so a send never waits for its receive.
 class LocalCommunicator : public QueuedCommunicator {
 public:
   /// One communicator per rank of a world of `size` ranks; each owns its worker thread.
-  static std::vector<std::unique_ptr<LocalCommunicator>> createWorld(uint32_t size);
+  /// `memories[r]` is where rank r's buffers are (it must outlive the communicators); host
+  /// memory for every rank where none are given.
+  static std::vector<std::unique_ptr<LocalCommunicator>>
+  createWorld(uint32_t size, const std::vector<CommMemory *> &memories = {});
   ~LocalCommunicator() override;
 
   uint32_t rank() const override { return rank_; }

@@ -11,8 +11,13 @@
 // that cannot be joined is detected (it stopped running, or the world was aborted), never
 // waited out.
 //
+// The bytes move through each member's CommMemory: memcpy on the CPU device, copies and a
+// reduction kernel on a GPU (its ranks as threads sharing it). A member finishes its copies
+// before it counts itself done with a round, so the barriers mean the same on both.
+//
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/CommMemory.h"
 #include "runtime/comm/Communicator.h"
 
 #include <algorithm>
@@ -62,6 +67,7 @@ bool sameCollective(const CommOp &a, const CommOp &b) {
 }
 
 const float *asFloats(const void *p) { return static_cast<const float *>(p); }
+const char *asBytes(const void *p) { return static_cast<const char *>(p); }
 
 } // namespace
 
@@ -70,7 +76,8 @@ const float *asFloats(const void *p) { return static_cast<const float *>(p); }
 //===----------------------------------------------------------------------===//
 
 struct LocalCommunicator::World {
-  explicit World(uint32_t size) : size(size), wake(size), running(size, true) {}
+  World(uint32_t size, std::vector<CommMemory *> memory)
+      : size(size), memory(std::move(memory)), wake(size), running(size, true) {}
 
   /// One collective on one group instance: the k-th that its members issue there.
   struct Round {
@@ -79,15 +86,24 @@ struct LocalCommunicator::World {
     std::vector<void *> y;
     std::vector<bool> joined;
     uint32_t arrived = 0, finished = 0, left = 0;
-    std::vector<float> sum; ///< AllReduce: the result, each member computing a slice.
+    /// AllReduce: the result, in the memory of the member whose arrival completed the round,
+    /// each member computing a slice.
+    std::shared_ptr<void> sum;
   };
   struct GroupState {
     std::vector<uint64_t> issued; ///< Per member: the collectives it has entered.
     std::map<uint64_t, Round> rounds;
   };
   using ChannelKey = std::tuple<uint32_t, uint32_t, int64_t>; // from, to, tag
+  /// A buffered send: a copy of its data in the sender's memory.
+  struct Message {
+    std::shared_ptr<void> data;
+    size_t bytes = 0;
+  };
 
   const uint32_t size;
+  /// Per rank: where its buffers are.
+  const std::vector<CommMemory *> memory;
   std::mutex mu;
   /// Per rank: what its operation waits on. At most one thread waits on each (the rank's
   /// worker, or the thread that issues its operations when it runs one itself).
@@ -96,7 +112,7 @@ struct LocalCommunicator::World {
   std::string reason;
   std::vector<bool> running;
   std::map<std::vector<uint32_t>, GroupState> groups;
-  std::map<ChannelKey, std::deque<std::vector<char>>> channels;
+  std::map<ChannelKey, std::deque<Message>> channels;
 
   void abortLocked(const std::string &why) {
     if (!aborted) {
@@ -199,8 +215,11 @@ struct LocalCommunicator::World {
     round.y[me] = op.y;
     round.joined[me] = true;
     if (++round.arrived == ways) {
-      if (op.kind == CommOp::Kind::AllReduce)
-        round.sum.resize(static_cast<size_t>(op.n));
+      if (op.kind == CommOp::Kind::AllReduce &&
+          !(round.sum = memory[rank]->allocate(static_cast<size_t>(op.n) * sizeof(float)))) {
+        abortLocked("rank " + std::to_string(rank) + ": no memory for the sum of " + describe(op));
+        return failAborted(error);
+      }
       wakeMembers(g);
     }
     wake[rank].wait(
@@ -214,7 +233,10 @@ struct LocalCommunicator::World {
     }
     lock.unlock();
 
-    compute(round, op, me, ways);
+    CommMemory &mem = *memory[rank];
+    compute(mem, round, op, me, ways);
+    if (!mem.finish(error))
+      return false;
 
     lock.lock();
     if (++round.finished == ways)
@@ -224,8 +246,11 @@ struct LocalCommunicator::World {
       return failAborted(error);
     lock.unlock();
     // Every member has finished reading the others' x: y may be x now.
-    if (op.kind == CommOp::Kind::AllReduce && op.n > 0)
-      std::memcpy(op.y, round.sum.data(), static_cast<size_t>(op.n) * sizeof(float));
+    if (op.kind == CommOp::Kind::AllReduce && op.n > 0) {
+      mem.copy(op.y, round.sum.get(), static_cast<size_t>(op.n) * sizeof(float));
+      if (!mem.finish(error))
+        return false;
+    }
     lock.lock();
     if (++round.left == ways)
       state.rounds.erase(it);
@@ -233,43 +258,45 @@ struct LocalCommunicator::World {
   }
 
   /// This member's share of the work, reading every member's x in place.
-  static void compute(Round &round, const CommOp &op, uint32_t me, uint32_t ways) {
+  static void compute(CommMemory &mem, Round &round, const CommOp &op, uint32_t me, uint32_t ways) {
     const size_t chunkBytes = static_cast<size_t>(op.chunk) * sizeof(float);
+    char *y = static_cast<char *>(op.y);
     switch (op.kind) {
     case CommOp::Kind::AllReduce: {
       // Member `me` sums a slice of the elements for everyone, in group-index order.
       const int64_t lo = op.n * me / ways, hi = op.n * (me + 1) / ways;
-      float *out = round.sum.data();
-      std::memcpy(out + lo, asFloats(round.x[0]) + lo, static_cast<size_t>(hi - lo) * 4);
+      float *out = static_cast<float *>(round.sum.get());
+      if (hi == lo)
+        break;
+      mem.copy(out + lo, asFloats(round.x[0]) + lo, static_cast<size_t>(hi - lo) * 4);
       for (uint32_t r = 1; r < ways; ++r)
-        reduceInto(op.reduce, out + lo, asFloats(round.x[r]) + lo, hi - lo);
+        mem.reduce(op.reduce, out + lo, asFloats(round.x[r]) + lo, hi - lo);
       break;
     }
     case CommOp::Kind::AllGather:
       for (int64_t o = 0; o < op.outer; ++o)
         for (uint32_t r = 0; r < ways; ++r)
-          std::memcpy(static_cast<char *>(op.y) + (o * ways + r) * chunkBytes,
-                      static_cast<const char *>(round.x[r]) + o * chunkBytes, chunkBytes);
+          mem.copy(y + (o * ways + r) * chunkBytes, asBytes(round.x[r]) + o * chunkBytes,
+                   chunkBytes);
       break;
     case CommOp::Kind::ReduceScatter:
       for (int64_t o = 0; o < op.outer; ++o) {
         float *out = static_cast<float *>(op.y) + o * op.chunk;
         const int64_t at = (o * ways + me) * op.chunk;
-        std::memcpy(out, asFloats(round.x[0]) + at, chunkBytes);
+        mem.copy(out, asFloats(round.x[0]) + at, chunkBytes);
         for (uint32_t r = 1; r < ways; ++r)
-          reduceInto(ReduceOp::Sum, out, asFloats(round.x[r]) + at, op.chunk);
+          mem.reduce(ReduceOp::Sum, out, asFloats(round.x[r]) + at, op.chunk);
       }
       break;
     case CommOp::Kind::AllToAll:
       for (int64_t o = 0; o < op.outer; ++o)
         for (uint32_t r = 0; r < ways; ++r)
-          std::memcpy(static_cast<char *>(op.y) + (o * ways + r) * chunkBytes,
-                      static_cast<const char *>(round.x[r]) + (o * ways + me) * chunkBytes,
-                      chunkBytes);
+          mem.copy(y + (o * ways + r) * chunkBytes,
+                   asBytes(round.x[r]) + (o * ways + me) * chunkBytes, chunkBytes);
       break;
     case CommOp::Kind::Broadcast:
       if (op.y != round.x[op.root] && op.n > 0)
-        std::memcpy(op.y, round.x[op.root], static_cast<size_t>(op.n) * sizeof(float));
+        mem.copy(op.y, round.x[op.root], static_cast<size_t>(op.n) * sizeof(float));
       break;
     case CommOp::Kind::Send:
     case CommOp::Kind::Recv:
@@ -290,8 +317,16 @@ struct LocalCommunicator::World {
     if (!checkPeer(rank, op, error))
       return false;
     // Buffered: the data is copied now, so a send never waits for its receive.
-    const char *x = static_cast<const char *>(op.x);
-    std::vector<char> message(x, x + op.n * sizeof(float));
+    CommMemory &mem = *memory[rank];
+    Message message;
+    message.bytes = static_cast<size_t>(op.n) * sizeof(float);
+    if (!(message.data = mem.allocate(message.bytes))) {
+      error = describe(op) + " on rank " + std::to_string(rank) + ": no memory to buffer it";
+      return false;
+    }
+    mem.copy(message.data.get(), op.x, message.bytes);
+    if (!mem.finish(error))
+      return false;
     std::lock_guard<std::mutex> lock(mu);
     if (aborted)
       return failAborted(error);
@@ -304,7 +339,7 @@ struct LocalCommunicator::World {
     if (!checkPeer(rank, op, error))
       return false;
     std::unique_lock<std::mutex> lock(mu);
-    std::deque<std::vector<char>> &queue = channels[{op.peer, rank, op.tag}];
+    std::deque<Message> &queue = channels[{op.peer, rank, op.tag}];
     wake[rank].wait(lock, [&] { return !queue.empty() || aborted || !running[op.peer]; });
     if (aborted)
       return failAborted(error);
@@ -313,21 +348,27 @@ struct LocalCommunicator::World {
               std::to_string(rank) + "'s " + describe(op) + " waits for";
       return false;
     }
-    std::vector<char> message = std::move(queue.front());
+    Message message = std::move(queue.front());
     queue.pop_front();
     lock.unlock();
-    if (message.size() != static_cast<size_t>(op.n) * sizeof(float)) {
+    if (message.bytes != static_cast<size_t>(op.n) * sizeof(float)) {
       error = describe(op) + " on rank " + std::to_string(rank) + " received " +
-              std::to_string(message.size() / sizeof(float)) + " elements";
+              std::to_string(message.bytes / sizeof(float)) + " elements";
       return false;
     }
-    std::memcpy(op.y, message.data(), message.size());
-    return true;
+    CommMemory &mem = *memory[rank];
+    mem.copy(op.y, message.data.get(), message.bytes);
+    return mem.finish(error);
   }
 };
 
-std::vector<std::unique_ptr<LocalCommunicator>> LocalCommunicator::createWorld(uint32_t size) {
-  auto world = std::make_shared<World>(size);
+std::vector<std::unique_ptr<LocalCommunicator>>
+LocalCommunicator::createWorld(uint32_t size, const std::vector<CommMemory *> &memories) {
+  std::vector<CommMemory *> memory(size, &hostMemory());
+  for (uint32_t r = 0; r < size && r < memories.size(); ++r)
+    if (memories[r])
+      memory[r] = memories[r];
+  auto world = std::make_shared<World>(size, std::move(memory));
   std::vector<std::unique_ptr<LocalCommunicator>> comms;
   for (uint32_t r = 0; r < size; ++r)
     comms.emplace_back(new LocalCommunicator(world, r));

@@ -34,6 +34,7 @@ bool initialize(std::string &error) {
 uint32_t processRank() { return 0; }
 uint32_t processCount() { return 1; }
 uint32_t processesOnThisHost() { return 1; }
+uint32_t processIndexOnThisHost() { return 0; }
 void finalize() {}
 void abortJob(int code) { std::_Exit(code); }
 std::unique_ptr<Communicator> createCommunicator(std::string &error) {
@@ -46,7 +47,7 @@ std::unique_ptr<Communicator> createCommunicator(std::string &error) {
 namespace {
 
 bool initialized = false;
-uint32_t worldRank = 0, worldSize = 1, hostSize = 1;
+uint32_t worldRank = 0, worldSize = 1, hostSize = 1, hostRank = 0;
 
 /// The tag of the messages that collectives exchange. A point-to-point tag t (the runtime's
 /// own pipeline transfers use negative ones) travels as 2t + 2 when t >= 0, else as -2t + 1.
@@ -98,8 +99,7 @@ public:
     note(post(false, data, bytes, from, tag, requests_));
   }
   bool wait(const std::string &what, std::string &error) {
-    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
-                         MPI_STATUSES_IGNORE);
+    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
     if (posted_ != MPI_SUCCESS)
       rc = posted_;
@@ -374,9 +374,11 @@ bool initialize(std::string &error) {
   MPI_Comm host;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host) ==
       MPI_SUCCESS) {
-    int onHost = 1;
+    int onHost = 1, here = 0;
     MPI_Comm_size(host, &onHost);
+    MPI_Comm_rank(host, &here);
     hostSize = static_cast<uint32_t>(onHost);
+    hostRank = static_cast<uint32_t>(here);
     MPI_Comm_free(&host);
   }
   initialized = true;
@@ -386,6 +388,7 @@ bool initialize(std::string &error) {
 uint32_t processRank() { return worldRank; }
 uint32_t processCount() { return worldSize; }
 uint32_t processesOnThisHost() { return hostSize; }
+uint32_t processIndexOnThisHost() { return hostRank; }
 
 void finalize() {
   if (!initialized)

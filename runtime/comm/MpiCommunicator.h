@@ -38,6 +38,9 @@ uint32_t processCount();
 /// The processes of the job on this host (sharing its cores), this one included; 1 before
 /// initialize().
 uint32_t processesOnThisHost();
+/// This process's index among those on this host (its GPU, with --device cuda); 0 before
+/// initialize().
+uint32_t processIndexOnThisHost();
 /// Waits for every process, then shuts MPI down; after a successful run.
 void finalize();
 /// Ends every process of the job with `code`, at once.

@@ -1,9 +1,9 @@
-//===- NcclCommunicator.cpp - Ranks as one GPU per MPI process ------------===//
+//===- NcclCommunicator.cpp - Ranks as one GPU per process, over NCCL -----===//
 //
-// Compiled, never run (see the header). The plan's layouts of all-gather, reduce-scatter and
-// all-to-all put the member index in the middle ([outer, ways, chunk]); NCCL's put it first.
-// With outer > 1 the operation goes through staging memory, repacked by the CUDA backend's
-// strided copy (which moves the bits of any 4-byte element).
+// Compiled, never run on a GPU (see the header). The plan's layouts of all-gather,
+// reduce-scatter and all-to-all put the member index in the middle ([outer, ways, chunk]);
+// NCCL's put it first. With outer > 1 the operation goes through staging memory, repacked by
+// the CUDA backend's strided copy (which moves the bits of any 4-byte element).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,21 +11,82 @@
 
 #include "kernels/cuda/CudaKernels.h"
 
-#include <mpi.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nccl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
 
 namespace tessel::rt::nccl {
 
-struct NcclCommunicator::Comms {
-  ncclComm_t world = nullptr;
-  /// Sub-communicators by their members' world ranks, in group-index order.
-  std::map<std::vector<uint32_t>, ncclComm_t> groups;
-};
-
 namespace {
 
-std::string ncclMessage(const char *what, ncclResult_t r) {
-  return std::string(what) + ": " + ncclGetErrorString(r);
+//===----------------------------------------------------------------------===//
+// The library, opened when the first communicator is made
+//===----------------------------------------------------------------------===//
+
+#define TESSEL_NCCL_FUNCTIONS(X)                                                                   \
+  X(ncclGetUniqueId)                                                                               \
+  X(ncclCommInitRank)                                                                              \
+  X(ncclCommSplit)                                                                                 \
+  X(ncclCommDestroy)                                                                               \
+  X(ncclCommAbort)                                                                                 \
+  X(ncclCommGetAsyncError)                                                                         \
+  X(ncclGetErrorString)                                                                            \
+  X(ncclAllReduce)                                                                                 \
+  X(ncclBroadcast)                                                                                 \
+  X(ncclAllGather)                                                                                 \
+  X(ncclReduceScatter)                                                                             \
+  X(ncclSend)                                                                                      \
+  X(ncclRecv)                                                                                      \
+  X(ncclGroupStart)                                                                                \
+  X(ncclGroupEnd)
+
+struct Library {
+#define TESSEL_NCCL_POINTER(name) decltype(&::name) name = nullptr;
+  TESSEL_NCCL_FUNCTIONS(TESSEL_NCCL_POINTER)
+#undef TESSEL_NCCL_POINTER
+};
+
+#define TESSEL_STRING(x) #x
+#define TESSEL_EXPAND_STRING(x) TESSEL_STRING(x)
+constexpr const char *kLibrary = "libnccl.so." TESSEL_EXPAND_STRING(NCCL_MAJOR);
+
+/// NCCL of this build's major version: where the loader finds it, else beside the library CMake
+/// found. Null with the reason.
+const Library *loadLibrary(std::string &error) {
+  static std::string failure;
+  static const Library *loaded = []() -> const Library * {
+    void *handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const std::string first = dlerror();
+      const std::string built = std::string(TESSEL_NCCL_LIBRARY_DIR) + "/" + kLibrary;
+      handle = dlopen(built.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle) {
+        failure = std::string("cannot load NCCL: ") + first + "; nor " + built;
+        return nullptr;
+      }
+    }
+    static Library l;
+#define TESSEL_NCCL_RESOLVE(name)                                                                  \
+  l.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                              \
+  if (!l.name) {                                                                                   \
+    failure = std::string(kLibrary) + " has no " #name;                                            \
+    return nullptr;                                                                                \
+  }
+    TESSEL_NCCL_FUNCTIONS(TESSEL_NCCL_RESOLVE)
+#undef TESSEL_NCCL_RESOLVE
+    return &l;
+  }();
+  if (!loaded)
+    error = failure;
+  return loaded;
+}
+
+std::string cudaMessage(const char *what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
 }
 
 /// y = x read as [b, a, chunk] from a dense [a, b, chunk]: swaps the two outer dims.
@@ -44,239 +105,423 @@ cudaError_t swapOuter(int64_t a, int64_t b, int64_t chunk, const void *x, void *
                            stream);
 }
 
+/// Whether `p` is host memory (the host loop's), not a GPU's.
+bool isHostMemory(const void *p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+//===----------------------------------------------------------------------===//
+// The communicator
+//===----------------------------------------------------------------------===//
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(const Library &nccl, int device, uint32_t rank, uint32_t size)
+      : nccl_(nccl), device_(device), rank_(rank), size_(size) {}
+
+  ~NcclCommunicator() override {
+    cudaSetDevice(device_);
+    if (stream_)
+      cudaStreamSynchronize(stream_);
+    for (auto &[ticket, event] : events_)
+      cudaEventDestroy(event);
+    if (ready_)
+      cudaEventDestroy(ready_);
+    for (void *p : staging_)
+      cudaFree(p);
+    for (auto &[ranks, comm] : groups_)
+      nccl_.ncclCommDestroy(comm);
+    if (world_)
+      nccl_.ncclCommDestroy(world_);
+    if (stream_)
+      cudaStreamDestroy(stream_);
+  }
+
+  /// Joins the world and splits the groups; false with the reason.
+  bool start(const IdExchange &exchange, const std::vector<std::optional<CommGroup>> &splits,
+             std::string &error) {
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+      error = cudaMessage("cudaSetDevice", e);
+      return false;
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      error = cudaMessage("creating the communication stream", e);
+      return false;
+    }
+    ncclUniqueId id{};
+    if (rank_ == 0 && !check("ncclGetUniqueId", nccl_.ncclGetUniqueId(&id), error)) {
+      // The others wait for the id: tell them why none comes.
+      std::vector<char> none;
+      std::string ignored;
+      exchange(none, ignored);
+      return false;
+    }
+    std::vector<char> blob(reinterpret_cast<const char *>(&id),
+                           reinterpret_cast<const char *>(&id) + sizeof id);
+    if (!exchange(blob, error))
+      return false;
+    if (blob.empty()) {
+      error = "rank 0 could not make NCCL's unique id (its own message says why)";
+      return false;
+    }
+    if (blob.size() != sizeof id) {
+      error = "rank 0 handed out an NCCL id of " + std::to_string(blob.size()) + " bytes, not " +
+              std::to_string(sizeof id);
+      return false;
+    }
+    std::memcpy(&id, blob.data(), sizeof id);
+    if (!check(
+            "ncclCommInitRank",
+            nccl_.ncclCommInitRank(&world_, static_cast<int>(size_), id, static_cast<int>(rank_)),
+            error))
+      return false;
+    for (const std::optional<CommGroup> &g : splits) {
+      if (g && (g->ranks.empty() || g->index >= g->size() || g->ranks[g->index] != rank_)) {
+        error = "a group that does not hold rank " + std::to_string(rank_) + " at its index";
+        return false;
+      }
+      // The instance is named by its first member (color), the rank by its index in it (key).
+      ncclComm_t sub = nullptr;
+      if (!check("ncclCommSplit",
+                 nccl_.ncclCommSplit(world_,
+                                     g ? static_cast<int>(g->ranks.front()) : NCCL_SPLIT_NOCOLOR,
+                                     g ? static_cast<int>(g->index) : 0, &sub, nullptr),
+                 error))
+        return false;
+      if (!g)
+        continue;
+      // Two groups of the same members (an axis of size one, say) share one communicator.
+      auto [it, fresh] = groups_.try_emplace(g->ranks, sub);
+      if (!fresh)
+        nccl_.ncclCommDestroy(sub);
+    }
+    return true;
+  }
+
+  uint32_t rank() const override { return rank_; }
+  uint32_t worldSize() const override { return size_; }
+
+  bool orderAfter(void *stream) override {
+    cudaSetDevice(device_);
+    cudaError_t e = cudaEventRecord(ready_, static_cast<cudaStream_t>(stream));
+    if (e == cudaSuccess)
+      e = cudaStreamWaitEvent(stream_, ready_, 0);
+    if (e != cudaSuccess && pendingFailure_.empty())
+      pendingFailure_ = cudaMessage("ordering a collective after its kernels", e);
+    return true;
+  }
+
+  Ticket start(const CommOp &op) override {
+    cudaSetDevice(device_);
+    const Ticket ticket = next_++;
+    std::string error = abortReason_.empty() ? pendingFailure_ : abortReason_;
+    pendingFailure_.clear();
+    if (error.empty()) {
+      const bool onHost = (op.x && isHostMemory(op.x)) || (op.y && isHostMemory(op.y));
+      if (onHost ? runStaged(op, error) : enqueue(op, error)) {
+        cudaEvent_t event = nullptr;
+        cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+        if (e == cudaSuccess)
+          e = cudaEventRecord(event, stream_);
+        if (e == cudaSuccess) {
+          events_[ticket] = event;
+          return ticket;
+        }
+        if (event)
+          cudaEventDestroy(event);
+        error = cudaMessage("recording the operation's event", e);
+      }
+    }
+    failures_[ticket] = std::string(commKindName(op.kind)) + ": " + error;
+    return ticket;
+  }
+
+  bool wait(Ticket ticket, std::string &error) override {
+    cudaSetDevice(device_);
+    if (auto f = failures_.find(ticket); f != failures_.end()) {
+      error = f->second;
+      failures_.erase(f);
+      return false;
+    }
+    auto it = events_.find(ticket);
+    if (it == events_.end()) {
+      error = "rank " + std::to_string(rank_) + " waits for operation " + std::to_string(ticket) +
+              ", which it never started";
+      return false;
+    }
+    const cudaError_t e = cudaEventSynchronize(it->second);
+    cudaEventDestroy(it->second);
+    events_.erase(it);
+    if (e != cudaSuccess) {
+      error = cudaMessage("a collective failed on the GPU", e);
+      return false;
+    }
+    ncclResult_t asyncError = ncclSuccess;
+    if (world_ && nccl_.ncclCommGetAsyncError(world_, &asyncError) == ncclSuccess &&
+        asyncError != ncclSuccess) {
+      error = std::string("NCCL: ") + nccl_.ncclGetErrorString(asyncError);
+      return false;
+    }
+    return true;
+  }
+
+  void abort(const std::string &reason) override {
+    if (!abortReason_.empty())
+      return;
+    abortReason_ = reason.empty() ? "aborted" : reason;
+    for (auto &[ranks, comm] : groups_)
+      nccl_.ncclCommAbort(comm);
+    groups_.clear();
+    if (world_)
+      nccl_.ncclCommAbort(world_);
+    world_ = nullptr;
+  }
+
+  bool aborted(std::string *reason) const override {
+    if (abortReason_.empty())
+      return false;
+    if (reason)
+      *reason = abortReason_;
+    return true;
+  }
+
+  /// NCCL has no notion of a rank that stopped running; a failed process ends the job.
+  void setRunning(bool) override {}
+
+private:
+  bool check(const char *what, ncclResult_t r, std::string &error) const {
+    if (r == ncclSuccess)
+      return true;
+    error = std::string(what) + ": " + nccl_.ncclGetErrorString(r);
+    return false;
+  }
+
+  /// `bytes` of device memory for repacking, grown as needed (after the stream drains).
+  void *staging(size_t bytes, int which, std::string &error) {
+    if (stagingBytes_[which] >= bytes)
+      return staging_[which];
+    cudaStreamSynchronize(stream_); // the old buffer may still be read
+    cudaFree(staging_[which]);
+    staging_[which] = nullptr;
+    stagingBytes_[which] = 0;
+    if (cudaError_t e = cudaMalloc(&staging_[which], bytes); e != cudaSuccess) {
+      error = cudaMessage("staging memory", e);
+      return nullptr;
+    }
+    stagingBytes_[which] = bytes;
+    return staging_[which];
+  }
+
+  /// Operations on host memory (the host loop sharing outputs between the processes, pipeline
+  /// stages passing activations): through the two staging buffers, done when this returns.
+  bool runStaged(const CommOp &op, std::string &error) {
+    const bool gather = op.kind == CommOp::Kind::AllGather;
+    const int64_t ways = op.group ? op.group->size() : 1;
+    const size_t in = op.kind == CommOp::Kind::Recv ? 0
+                      : gather                      ? static_cast<size_t>(op.outer * op.chunk) * 4
+                      : op.kind == CommOp::Kind::ReduceScatter || op.kind == CommOp::Kind::AllToAll
+                          ? static_cast<size_t>(op.outer * ways * op.chunk) * 4
+                          : static_cast<size_t>(op.n) * 4;
+    const size_t out = op.kind == CommOp::Kind::Send ? 0
+                       : gather || op.kind == CommOp::Kind::AllToAll
+                           ? static_cast<size_t>(op.outer * ways * op.chunk) * 4
+                       : op.kind == CommOp::Kind::ReduceScatter
+                           ? static_cast<size_t>(op.outer * op.chunk) * 4
+                           : static_cast<size_t>(op.n) * 4;
+    // Memory of the stream's own, apart from the staging buffers the repacking uses.
+    auto deviceCopy = [&](size_t bytes, void *&at, std::shared_ptr<void> &owner) {
+      if (bytes == 0)
+        return true;
+      if (cudaError_t e = cudaMallocAsync(&at, bytes, stream_); e != cudaSuccess) {
+        error = cudaMessage("staging memory", e);
+        return false;
+      }
+      owner.reset(at, [stream = stream_](void *p) { cudaFreeAsync(p, stream); });
+      return true;
+    };
+    void *x = nullptr, *y = nullptr;
+    std::shared_ptr<void> sent, received;
+    if (!deviceCopy(in, x, sent) || !deviceCopy(out, y, received))
+      return false;
+    CommOp staged = op;
+    staged.x = x;
+    staged.y = y;
+    cudaError_t e =
+        in ? cudaMemcpyAsync(x, op.x, in, cudaMemcpyHostToDevice, stream_) : cudaSuccess;
+    if (e != cudaSuccess) {
+      error = cudaMessage("staging to the GPU", e);
+      return false;
+    }
+    if (!enqueue(staged, error))
+      return false;
+    if (out)
+      e = cudaMemcpyAsync(op.y, y, out, cudaMemcpyDeviceToHost, stream_);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) {
+      error = cudaMessage("staging from the GPU", e);
+      return false;
+    }
+    return true;
+  }
+
+  /// The communicator of `op`'s group: the world's for all ranks in order, else the split.
+  ncclComm_t commOf(const CommOp &op, std::string &error) const {
+    if (op.kind == CommOp::Kind::Send || op.kind == CommOp::Kind::Recv)
+      return world_;
+    if (!op.group) {
+      error = "no group";
+      return nullptr;
+    }
+    if (auto it = groups_.find(op.group->ranks); it != groups_.end())
+      return it->second;
+    bool world = op.group->size() == size_;
+    for (uint32_t i = 0; world && i < size_; ++i)
+      world = op.group->ranks[i] == i;
+    if (world)
+      return world_;
+    std::string ranks;
+    for (uint32_t r : op.group->ranks)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    error = std::string(commKindName(op.kind)) + " over ranks {" + ranks +
+            "}, which no split of the world made: the NCCL communicator has no communicator "
+            "for it";
+    return nullptr;
+  }
+
+  /// Enqueues `op` on the stream; false with the reason.
+  bool enqueue(const CommOp &op, std::string &error) {
+    if (abortReason_.size()) {
+      error = abortReason_;
+      return false;
+    }
+    ncclComm_t comm = commOf(op, error);
+    if (!comm)
+      return false;
+    const int64_t ways = op.group ? op.group->size() : 1;
+    auto copied = [&](cudaError_t e) {
+      if (e != cudaSuccess)
+        error = cudaMessage("repacking", e);
+      return e == cudaSuccess;
+    };
+    const size_t block = static_cast<size_t>(op.outer * op.chunk);
+    switch (op.kind) {
+    case CommOp::Kind::AllReduce:
+      return check("ncclAllReduce",
+                   nccl_.ncclAllReduce(op.x, op.y, static_cast<size_t>(op.n), ncclFloat32,
+                                       op.reduce == ReduceOp::Max ? ncclMax : ncclSum, comm,
+                                       stream_),
+                   error);
+    case CommOp::Kind::Broadcast:
+      return check("ncclBroadcast",
+                   nccl_.ncclBroadcast(op.x, op.y, static_cast<size_t>(op.n), ncclInt32,
+                                       static_cast<int>(op.root), comm, stream_),
+                   error);
+    case CommOp::Kind::AllGather: {
+      if (op.outer == 1)
+        return check("ncclAllGather",
+                     nccl_.ncclAllGather(op.x, op.y, block, ncclInt32, comm, stream_), error);
+      void *gathered = staging(block * ways * 4, 0, error);
+      return gathered &&
+             check("ncclAllGather",
+                   nccl_.ncclAllGather(op.x, gathered, block, ncclInt32, comm, stream_), error) &&
+             copied(swapOuter(ways, op.outer, op.chunk, gathered, op.y, stream_));
+    }
+    case CommOp::Kind::ReduceScatter: {
+      if (op.outer == 1)
+        return check(
+            "ncclReduceScatter",
+            nccl_.ncclReduceScatter(op.x, op.y, block, ncclFloat32, ncclSum, comm, stream_), error);
+      void *packed = staging(block * ways * 4, 0, error);
+      return packed && copied(swapOuter(op.outer, ways, op.chunk, op.x, packed, stream_)) &&
+             check(
+                 "ncclReduceScatter",
+                 nccl_.ncclReduceScatter(packed, op.y, block, ncclFloat32, ncclSum, comm, stream_),
+                 error);
+    }
+    case CommOp::Kind::AllToAll: {
+      const void *send = op.x;
+      void *receive = op.y;
+      if (op.outer > 1) {
+        void *packed = staging(block * ways * 4, 0, error);
+        receive = packed ? staging(block * ways * 4, 1, error) : nullptr;
+        if (!receive || !copied(swapOuter(op.outer, ways, op.chunk, op.x, packed, stream_)))
+          return false;
+        send = packed;
+      }
+      if (!check("ncclGroupStart", nccl_.ncclGroupStart(), error))
+        return false;
+      for (int64_t r = 0; r < ways; ++r) {
+        const size_t at = static_cast<size_t>(r) * block * 4;
+        nccl_.ncclSend(static_cast<const char *>(send) + at, block, ncclInt32, static_cast<int>(r),
+                       comm, stream_);
+        nccl_.ncclRecv(static_cast<char *>(receive) + at, block, ncclInt32, static_cast<int>(r),
+                       comm, stream_);
+      }
+      if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), error))
+        return false;
+      return op.outer == 1 || copied(swapOuter(ways, op.outer, op.chunk, receive, op.y, stream_));
+    }
+    case CommOp::Kind::Send:
+      return check("ncclSend",
+                   nccl_.ncclSend(op.x, static_cast<size_t>(op.n), ncclInt32,
+                                  static_cast<int>(op.peer), comm, stream_),
+                   error);
+    case CommOp::Kind::Recv:
+      return check("ncclRecv",
+                   nccl_.ncclRecv(op.y, static_cast<size_t>(op.n), ncclInt32,
+                                  static_cast<int>(op.peer), comm, stream_),
+                   error);
+    }
+    error = "an unknown operation";
+    return false;
+  }
+
+  const Library &nccl_;
+  int device_;
+  uint32_t rank_, size_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr; ///< Recorded on the issuing kernel's stream by orderAfter.
+  ncclComm_t world_ = nullptr;
+  /// Sub-communicators by their members' world ranks, in group-index order.
+  std::map<std::vector<uint32_t>, ncclComm_t> groups_;
+  std::map<Ticket, cudaEvent_t> events_;
+  std::map<Ticket, std::string> failures_;
+  Ticket next_ = 1;
+  void *staging_[2] = {nullptr, nullptr};
+  size_t stagingBytes_[2] = {0, 0};
+  std::string abortReason_, pendingFailure_;
+};
+
 } // namespace
 
-NcclCommunicator::NcclCommunicator(int device, uint32_t rank, uint32_t size)
-    : device_(device), rank_(rank), size_(size), comms_(std::make_unique<Comms>()) {}
+bool available() { return true; }
 
-NcclCommunicator::~NcclCommunicator() {
-  cudaSetDevice(device_);
-  if (stream_)
-    cudaStreamSynchronize(stream_);
-  for (auto &[ticket, event] : events_)
-    cudaEventDestroy(event);
-  for (void *p : staging_)
-    cudaFree(p);
-  for (auto &[ranks, comm] : comms_->groups)
-    ncclCommDestroy(comm);
-  if (comms_->world)
-    ncclCommDestroy(comms_->world);
-}
-
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create(int device, std::string &error) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  ncclUniqueId id{};
-  if (rank == 0)
-    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
-      // The others wait in the broadcast: end the job rather than leave them there.
-      error = ncclMessage("ncclGetUniqueId", r);
-      MPI_Abort(MPI_COMM_WORLD, 1);
+std::unique_ptr<Communicator>
+createCommunicator(int device, uint32_t rank, uint32_t size, const IdExchange &exchange,
+                   const std::vector<std::optional<CommGroup>> &splits, std::string &error) {
+  const Library *nccl = loadLibrary(error);
+  if (!nccl) {
+    // The other ranks wait for rank 0's id: tell them why none comes.
+    if (rank == 0) {
+      std::vector<char> none;
+      std::string ignored;
+      exchange(none, ignored);
     }
-  if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
-    error = "handing out NCCL's unique id over MPI failed";
     return nullptr;
   }
-  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-    error = std::string("cudaSetDevice: ") + cudaGetErrorString(e);
+  auto comm = std::make_unique<NcclCommunicator>(*nccl, device, rank, size);
+  if (!comm->start(exchange, splits, error))
     return nullptr;
-  }
-  std::unique_ptr<NcclCommunicator> c(
-      new NcclCommunicator(device, static_cast<uint32_t>(rank), static_cast<uint32_t>(size)));
-  if (ncclResult_t r = ncclCommInitRank(&c->comms_->world, size, id, rank); r != ncclSuccess) {
-    error = ncclMessage("ncclCommInitRank", r);
-    return nullptr;
-  }
-  return c;
-}
-
-bool NcclCommunicator::addGroups(const std::vector<CommGroup> &groups, std::string &error) {
-  cudaSetDevice(device_);
-  for (const CommGroup &g : groups) {
-    if (g.ranks.empty() || g.index >= g.size() || g.ranks[g.index] != rank_) {
-      error = "a group that does not hold this rank (" + std::to_string(rank_) + ")";
-      return false;
-    }
-    ncclComm_t sub = nullptr;
-    if (ncclResult_t r = ncclCommSplit(comms_->world, static_cast<int>(g.ranks.front()),
-                                       static_cast<int>(g.index), &sub, nullptr);
-        r != ncclSuccess) {
-      error = ncclMessage("ncclCommSplit", r);
-      return false;
-    }
-    comms_->groups[g.ranks] = sub;
-  }
-  return true;
-}
-
-void *NcclCommunicator::staging(size_t bytes, int which, std::string &error) {
-  if (stagingBytes_[which] >= bytes)
-    return staging_[which];
-  cudaStreamSynchronize(stream_); // the old buffer may still be read
-  cudaFree(staging_[which]);
-  staging_[which] = nullptr;
-  stagingBytes_[which] = 0;
-  if (cudaError_t e = cudaMalloc(&staging_[which], bytes); e != cudaSuccess) {
-    error = std::string("staging memory: ") + cudaGetErrorString(e);
-    return nullptr;
-  }
-  stagingBytes_[which] = bytes;
-  return staging_[which];
-}
-
-bool NcclCommunicator::enqueue(const CommOp &op, std::string &error) {
-  ncclComm_t comm = comms_->world;
-  int64_t ways = 1;
-  if (op.kind != CommOp::Kind::Send && op.kind != CommOp::Kind::Recv) {
-    auto it = op.group ? comms_->groups.find(op.group->ranks) : comms_->groups.end();
-    if (it == comms_->groups.end()) {
-      error = std::string(commKindName(op.kind)) + " on a group addGroups was not given";
-      return false;
-    }
-    comm = it->second;
-    ways = op.group->size();
-  }
-  auto check = [&](const char *what, ncclResult_t r) {
-    if (r != ncclSuccess)
-      error = ncclMessage(what, r);
-    return r == ncclSuccess;
-  };
-  auto copied = [&](cudaError_t e) {
-    if (e != cudaSuccess)
-      error = std::string("repacking: ") + cudaGetErrorString(e);
-    return e == cudaSuccess;
-  };
-  const size_t block = static_cast<size_t>(op.outer * op.chunk);
-  switch (op.kind) {
-  case CommOp::Kind::AllReduce:
-    return check("ncclAllReduce",
-                 ncclAllReduce(op.x, op.y, static_cast<size_t>(op.n), ncclFloat32,
-                               op.reduce == ReduceOp::Max ? ncclMax : ncclSum, comm, stream_));
-  case CommOp::Kind::Broadcast:
-    return check("ncclBroadcast", ncclBroadcast(op.x, op.y, static_cast<size_t>(op.n), ncclInt32,
-                                                static_cast<int>(op.root), comm, stream_));
-  case CommOp::Kind::AllGather: {
-    if (op.outer == 1)
-      return check("ncclAllGather", ncclAllGather(op.x, op.y, block, ncclInt32, comm, stream_));
-    void *gathered = staging(block * ways * 4, 0, error);
-    return gathered &&
-           check("ncclAllGather", ncclAllGather(op.x, gathered, block, ncclInt32, comm, stream_)) &&
-           copied(swapOuter(ways, op.outer, op.chunk, gathered, op.y, stream_));
-  }
-  case CommOp::Kind::ReduceScatter: {
-    if (op.outer == 1)
-      return check("ncclReduceScatter",
-                   ncclReduceScatter(op.x, op.y, block, ncclFloat32, ncclSum, comm, stream_));
-    void *packed = staging(block * ways * 4, 0, error);
-    return packed && copied(swapOuter(op.outer, ways, op.chunk, op.x, packed, stream_)) &&
-           check("ncclReduceScatter",
-                 ncclReduceScatter(packed, op.y, block, ncclFloat32, ncclSum, comm, stream_));
-  }
-  case CommOp::Kind::AllToAll: {
-    const void *send = op.x;
-    void *receive = op.y;
-    if (op.outer > 1) {
-      void *packed = staging(block * ways * 4, 0, error);
-      receive = staging(block * ways * 4, 1, error);
-      if (!packed || !receive ||
-          !copied(swapOuter(op.outer, ways, op.chunk, op.x, packed, stream_)))
-        return false;
-      send = packed;
-    }
-    if (!check("ncclGroupStart", ncclGroupStart()))
-      return false;
-    for (int64_t r = 0; r < ways; ++r) {
-      const size_t at = static_cast<size_t>(r) * block * 4;
-      ncclSend(static_cast<const char *>(send) + at, block, ncclInt32, static_cast<int>(r), comm,
-               stream_);
-      ncclRecv(static_cast<char *>(receive) + at, block, ncclInt32, static_cast<int>(r), comm,
-               stream_);
-    }
-    if (!check("ncclGroupEnd", ncclGroupEnd()))
-      return false;
-    return op.outer == 1 || copied(swapOuter(ways, op.outer, op.chunk, receive, op.y, stream_));
-  }
-  case CommOp::Kind::Send:
-    return check("ncclSend", ncclSend(op.x, static_cast<size_t>(op.n), ncclInt32,
-                                      static_cast<int>(op.peer), comm, stream_));
-  case CommOp::Kind::Recv:
-    return check("ncclRecv", ncclRecv(op.y, static_cast<size_t>(op.n), ncclInt32,
-                                      static_cast<int>(op.peer), comm, stream_));
-  }
-  error = "an unknown operation";
-  return false;
-}
-
-Communicator::Ticket NcclCommunicator::start(const CommOp &op) {
-  cudaSetDevice(device_);
-  const Ticket ticket = next_++;
-  std::string error;
-  if (!abortReason_.empty())
-    error = abortReason_;
-  else if (enqueue(op, error)) {
-    cudaEvent_t event = nullptr;
-    cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-    if (e == cudaSuccess)
-      e = cudaEventRecord(event, stream_);
-    if (e == cudaSuccess) {
-      events_[ticket] = event;
-      return ticket;
-    }
-    if (event)
-      cudaEventDestroy(event);
-    error = std::string("recording the operation's event: ") + cudaGetErrorString(e);
-  }
-  failures_[ticket] = std::string(commKindName(op.kind)) + ": " + error;
-  return ticket;
-}
-
-bool NcclCommunicator::wait(Ticket ticket, std::string &error) {
-  cudaSetDevice(device_);
-  if (auto f = failures_.find(ticket); f != failures_.end()) {
-    error = f->second;
-    failures_.erase(f);
-    return false;
-  }
-  auto it = events_.find(ticket);
-  if (it == events_.end()) {
-    error = "no operation has ticket " + std::to_string(ticket);
-    return false;
-  }
-  const cudaError_t e = cudaEventSynchronize(it->second);
-  cudaEventDestroy(it->second);
-  events_.erase(it);
-  if (e != cudaSuccess) {
-    error = std::string("a collective failed on the GPU: ") + cudaGetErrorString(e);
-    return false;
-  }
-  ncclResult_t asyncError = ncclSuccess;
-  if (ncclCommGetAsyncError(comms_->world, &asyncError) == ncclSuccess &&
-      asyncError != ncclSuccess) {
-    error = ncclMessage("NCCL", asyncError);
-    return false;
-  }
-  return true;
-}
-
-void NcclCommunicator::abort(const std::string &reason) {
-  if (!abortReason_.empty())
-    return;
-  abortReason_ = reason.empty() ? "aborted" : reason;
-  for (auto &[ranks, comm] : comms_->groups)
-    ncclCommAbort(comm);
-  comms_->groups.clear();
-  if (comms_->world)
-    ncclCommAbort(comms_->world);
-  comms_->world = nullptr;
-}
-
-bool NcclCommunicator::aborted(std::string *reason) const {
-  if (abortReason_.empty())
-    return false;
-  if (reason)
-    *reason = abortReason_;
-  return true;
+  return comm;
 }
 
 } // namespace tessel::rt::nccl

@@ -188,6 +188,7 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
   ex->device_ = std::move(device);
   Device &dev = *ex->device_;
   ex->rankContext_ = std::make_unique<RankContext>(RankContext::forRank(ex->plan_, rank, comm));
+  ex->rankContext_->memory = &dev.commMemory();
   const uint32_t stage = ex->plan_.pipelineStage(rank);
   for (const planfile::Program &p : ex->plan_.programs)
     if (p.stage == stage)

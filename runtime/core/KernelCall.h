@@ -13,6 +13,7 @@
 
 #include "common/KernelCatalogue.h"
 #include "common/PlanFile.h"
+#include "runtime/comm/CommMemory.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
 
@@ -27,6 +28,9 @@ namespace tessel::rt {
 struct RankContext {
   uint32_t rank = 0, worldSize = 1;
   Communicator *comm = nullptr; ///< Null in a world of one rank.
+  /// Where the rank's buffers are, for the collectives' local copies (its device's); host
+  /// memory where null.
+  CommMemory *memory = nullptr;
   std::map<std::string, CommGroup> groups;
   /// Sub-groups that collectives with `members` run on, by their world ranks (map nodes stay
   /// put, so the instructions that use one keep a pointer to it).

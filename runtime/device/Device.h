@@ -47,6 +47,12 @@ public:
 
   /// "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
+  /// The hardware as its vendor names it ("NVIDIA H100 80GB HBM3"); the runner looks its peak
+  /// up by this (common/AcceleratorPeaks.h). The CPU device answers "cpu".
+  virtual std::string model() const { return name(); }
+  /// Bytes of the device's memory in use (by every process) and in all; false where the
+  /// device does not say (the CPU device: host memory is the process's business).
+  virtual bool memoryInUse(uint64_t & /*used*/, uint64_t & /*total*/) const { return false; }
 
   /// `bytes` of zeroed memory (at least one byte's worth of address); null with the reason.
   virtual std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) = 0;
@@ -80,6 +86,10 @@ public:
   virtual void waitFor(uint32_t stream, const DeviceEvent &event) = 0;
   /// Waits for every stream; false with the first failure's reason.
   virtual bool synchronize(std::string &error) = 0;
+
+  /// How collectives reach this device's buffers (CommMemory.h): the communicator between the
+  /// ranks of this process, and the collective kernels' own copies. Host memory by default.
+  virtual CommMemory &commMemory() { return hostMemory(); }
 };
 
 /// Whether any of `types` is a 16-bit float (bf16 or f16): the calls a device runs through its

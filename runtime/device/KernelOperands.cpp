@@ -272,6 +272,64 @@ bool attentionArgs(KernelCall &c, const catalogue::AttentionGrad &p, cpu::Attent
   return attentionArgsOf(c, p, a);
 }
 
+namespace {
+
+/// The sizes of a ring attention step and the places of its query and key blocks.
+template <class P> bool ringBlockArgsOf(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
+  cpu::AttentionArgs &a = r.attention;
+  a.batch = p.batch;
+  a.seq = a.kvSeq = p.seq;
+  a.heads = p.heads;
+  a.kvHeads = p.kv_heads;
+  a.head = p.head;
+  a.causal = p.causal != 0;
+  a.scale = static_cast<float>(p.scale);
+  int64_t wholeHeads = a.heads, step = p.step;
+  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
+    return false;
+  r.ways = c.groupSize(p.group);
+  r.queryIndex = c.groupIndex(p.group);
+  if (!c.error.empty())
+    return false;
+  if (a.batch <= 0 || a.seq <= 0 || a.seq % 2 != 0 || a.heads <= 0 || a.kvHeads <= 0 ||
+      a.head <= 0 || wholeHeads % a.kvHeads != 0)
+    return c.fail("has inconsistent attention sizes (the block of the sequence must be even)");
+  if (step < 0 || step >= r.ways)
+    return c.fail("has step " + std::to_string(step) + " outside its ring of " +
+                  std::to_string(r.ways));
+  a.group = wholeHeads / a.kvHeads;
+  r.keyIndex = (r.queryIndex - step + r.ways) % r.ways;
+  return true;
+}
+
+} // namespace
+
+bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlock &p, cpu::RingBlockArgs &r) {
+  return ringBlockArgsOf(c, p, r);
+}
+bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlockGrad &p, cpu::RingBlockArgs &r) {
+  return ringBlockArgsOf(c, p, r);
+}
+
+bool needRingOperands(KernelCall &c, const cpu::RingBlockArgs &r, bool grad) {
+  const cpu::AttentionArgs &a = r.attention;
+  const int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
+  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv))
+    return false;
+  if (!grad)
+    return c.needOut(0, q) && c.needOut(1, q / a.head);
+  return c.needIn(3, q) && c.needIn(4, q) && c.needIn(5, q / a.head) && c.needOut(0, q) &&
+         c.needOut(1, kv) && c.needOut(2, kv);
+}
+
+void placeRingBlocks(cpu::RingBlockArgs &r) {
+  const int64_t half = r.attention.seq / 2;
+  r.attention.headStart = r.queryPosition(0);
+  r.attention.tailStart = r.queryPosition(half);
+  r.attention.keyHeadStart = r.keyPosition(0);
+  r.attention.keyTailStart = r.keyPosition(half);
+}
+
 bool ropePositions(KernelCall &c, const catalogue::Rope &p, int64_t &headStart,
                    int64_t &tailStart) {
   headStart = tailStart = -1;

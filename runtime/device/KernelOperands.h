@@ -77,6 +77,18 @@ bool blockOfDim(KernelCall &c, const std::string *name, int64_t size, int64_t &f
 bool attentionArgs(KernelCall &c, const catalogue::Attention &p, cpu::AttentionArgs &a);
 bool attentionArgs(KernelCall &c, const catalogue::AttentionGrad &p, cpu::AttentionArgs &a);
 
+/// The RingBlockArgs of an attention_block or attention_block_grad call: its sizes, its head
+/// block under `head_group`, and the ring indices of its queries (this rank in `group`) and of
+/// its keys (`step` ranks before). False with the call's error.
+bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlock &p, cpu::RingBlockArgs &r);
+bool ringBlockArgs(KernelCall &c, const catalogue::AttentionBlockGrad &p, cpu::RingBlockArgs &r);
+/// Checks the operands of a ring step (`grad`: attention_block_grad's) against its sizes;
+/// false with the call's error.
+bool needRingOperands(KernelCall &c, const cpu::RingBlockArgs &r, bool grad);
+/// Sets r.attention's head-tail starts of the queries and the keys from the ring indices
+/// (RingBlockArgs::queryPosition, keyPosition), as the CUDA ring steps take them.
+void placeRingBlocks(cpu::RingBlockArgs &r);
+
 /// The positions of a rope call's rows in the whole sequence: under a head-tail `seq_group`
 /// two runs starting at `headStart` and `tailStart` (cpu::rope), else -1 for both. False with
 /// the call's error.

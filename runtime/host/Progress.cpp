@@ -55,24 +55,26 @@ std::string ProgressLine::formatRate(double perSecond) {
 }
 
 std::string ProgressLine::formatLine(int64_t step, int64_t totalSteps, double loss, double lr,
-                                     double tokensPerSec, double etaSeconds) {
+                                     double tokensPerSec, double etaSeconds,
+                                     const std::string &detail) {
   // The step is padded to the width of the total, so the line does not jitter.
   int width = static_cast<int>(std::to_string(totalSteps).size());
-  char buffer[160];
-  std::snprintf(buffer, sizeof buffer, "step %*lld/%lld  loss %.4f  lr %.2e  %s tok/s  ETA %s",
+  char buffer[224];
+  std::snprintf(buffer, sizeof buffer, "step %*lld/%lld  loss %.4f  lr %.2e  %s tok/s  %s%sETA %s",
                 width, static_cast<long long>(step), static_cast<long long>(totalSteps), loss, lr,
-                formatRate(tokensPerSec).c_str(),
+                formatRate(tokensPerSec).c_str(), detail.c_str(), detail.empty() ? "" : "  ",
                 etaSeconds < 0 ? "--" : formatDuration(etaSeconds).c_str());
   return buffer;
 }
 
-void ProgressLine::update(int64_t step, double loss, double lr, double tokensPerSec) {
+void ProgressLine::update(int64_t step, double loss, double lr, double tokensPerSec,
+                          const std::string &detail) {
   double eta = -1;
   if (step > firstStep_) {
     double perStep = (clock_() - start_) / static_cast<double>(step - firstStep_);
     eta = perStep * static_cast<double>(totalSteps_ > step ? totalSteps_ - step : 0);
   }
-  std::string line = formatLine(step, totalSteps_, loss, lr, tokensPerSec, eta);
+  std::string line = formatLine(step, totalSteps_, loss, lr, tokensPerSec, eta, detail);
   if (isTerminal_) {
     std::fprintf(out_, "\r%s\x1b[K", line.c_str());
     lineOpen_ = true;

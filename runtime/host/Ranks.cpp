@@ -5,6 +5,8 @@
 #include "runtime/device/Device.h"
 
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/Rendezvous.h"
 #include "runtime/core/HostMemory.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <new>
 #include <set>
 #include <system_error>
+#include <variant>
 
 namespace tessel::rt {
 
@@ -26,6 +29,28 @@ const planfile::Port *findInput(const planfile::Plan &plan, const std::string &p
     if (in.name == port)
       return &in;
   return nullptr;
+}
+
+/// Hands NCCL's unique id from process 0 to the others over MPI: a length word, then the id.
+nccl::IdExchange overMpi(Communicator &comm, const CommGroup &processes) {
+  return [&comm, &processes](std::vector<char> &id, std::string &error) {
+    constexpr size_t kMaxBytes = 512;
+    std::vector<uint32_t> words(1 + kMaxBytes / 4, 0);
+    if (processes.index == 0) {
+      if (id.size() > kMaxBytes) {
+        error = "NCCL's unique id is larger than " + std::to_string(kMaxBytes) + " bytes";
+        id.clear();
+      }
+      words[0] = static_cast<uint32_t>(id.size());
+      std::memcpy(words.data() + 1, id.data(), id.size());
+    }
+    if (!comm.broadcast(processes, 0, words.data(), words.data(),
+                        static_cast<int64_t>(words.size()), error))
+      return false;
+    id.assign(reinterpret_cast<const char *>(words.data() + 1),
+              reinterpret_cast<const char *>(words.data() + 1) + words[0]);
+    return error.empty();
+  };
 }
 
 } // namespace
@@ -48,6 +73,46 @@ std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint3
       }
     }
   return taken;
+}
+
+std::vector<std::optional<CommGroup>> ncclSplitsOf(const planfile::Plan &plan, uint32_t rank) {
+  std::vector<std::optional<CommGroup>> splits;
+  for (const planfile::Group &g : plan.groups) {
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
+    if (instance)
+      splits.push_back(CommGroup{std::move(instance->ranks), instance->index});
+    else
+      splits.push_back(std::nullopt);
+  }
+  // The instances of one group are disjoint, so are the subgroups one `members` picks from
+  // them: one split serves them all.
+  std::set<std::pair<std::string, std::vector<int64_t>>> subsets;
+  for (const planfile::Program &p : plan.programs)
+    for (const planfile::Instr &instr : p.instrs) {
+      const planfile::Attr *members = instr.find("members");
+      const planfile::Attr *group = instr.find("group");
+      if (instr.kernel != "all_reduce" || !members || !group ||
+          !std::holds_alternative<std::vector<int64_t>>(members->value) ||
+          !std::holds_alternative<std::string>(group->value))
+        continue;
+      subsets.emplace(std::get<std::string>(group->value),
+                      std::get<std::vector<int64_t>>(members->value));
+    }
+  for (const auto &[name, members] : subsets) {
+    std::optional<planfile::GroupInstance> instance = plan.findGroup(name, rank);
+    std::optional<CommGroup> mine;
+    for (size_t i = 0; instance && i < members.size(); ++i)
+      if (members[i] >= 0 && members[i] < static_cast<int64_t>(instance->ranks.size()) &&
+          members[i] == instance->index) {
+        mine = CommGroup{};
+        for (int64_t m : members)
+          if (m >= 0 && m < static_cast<int64_t>(instance->ranks.size()))
+            mine->ranks.push_back(instance->ranks[static_cast<size_t>(m)]);
+        mine->index = static_cast<uint32_t>(i);
+      }
+    splits.push_back(std::move(mine));
+  }
+  return splits;
 }
 
 std::unique_ptr<Ranks> Ranks::create(const planfile::Plan &plan, int threads, std::string &error,
@@ -78,11 +143,27 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
       error = "no GPU: no CUDA device is visible";
     return nullptr;
   }
+  // Under torchrun (its variables, without mpirun) each process runs one rank on one GPU.
+  rendezvous::Place place;
+  const bool torchrun = !mpi::launched() && rendezvous::launched();
+  if (torchrun && !rendezvous::readPlace(place, error)) {
+    error = "the torchrun variables: " + error;
+    return nullptr;
+  }
+  const bool processPerRank = mpi::launched() || place.size > 1;
+  if (torchrun && place.size > 1 && device != "cuda") {
+    error = "the torchrun variables (WORLD_SIZE=" + std::to_string(place.size) +
+            ") are for --device cuda, one process per GPU; on CPUs start the processes with "
+            "mpirun, or run the ranks as threads of one process (no launcher)";
+    return nullptr;
+  }
   const uint32_t size = plan.worldSize;
   std::unique_ptr<Ranks> ranks(new Ranks(plan));
   ranks->comms_.resize(size);
   ranks->executors_.resize(size);
   ranks->pipelineRanks_.resize(size);
+  // Which GPU of this host a process of one rank takes: its index among the host's processes.
+  uint32_t gpuOfProcess = 0;
   if (mpi::launched()) {
     // One rank per process: the launcher's process count must be the plan's world.
     if (!mpi::initialize(error))
@@ -94,12 +175,31 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
               std::to_string(size) + (size == 1 ? " (or without mpirun)" : "");
       return nullptr;
     }
-    ranks->processCount_ = size;
     ranks->processIndex_ = mpi::processRank();
+    gpuOfProcess = mpi::processIndexOnThisHost();
+  } else if (processPerRank) {
+    if (place.size != size) {
+      error = "this plan has " + std::to_string(size) + (size == 1 ? " rank" : " ranks") +
+              ", one per process, but torchrun started WORLD_SIZE=" + std::to_string(place.size) +
+              " processes; start " + std::to_string(size) + " in all";
+      return nullptr;
+    }
+    ranks->processIndex_ = place.rank;
+    gpuOfProcess = place.localRank;
+  }
+  if (processPerRank) {
+    ranks->processCount_ = size;
     ranks->local_ = {ranks->processIndex_};
     for (uint32_t r = 0; r < size; ++r)
       ranks->processes_.ranks.push_back(r);
     ranks->processes_.index = ranks->processIndex_;
+    if (device == "cuda" && gpuOfProcess >= static_cast<uint32_t>(gpus)) {
+      error = "process " + std::to_string(gpuOfProcess) + " of this host (" +
+              (torchrun ? "LOCAL_RANK" : "its MPI rank on the host") +
+              ") has no GPU of its own: " + "the host has " + std::to_string(gpus) +
+              "; start at most " + std::to_string(gpus) + " processes per host";
+      return nullptr;
+    }
   } else {
     for (uint32_t r = 0; r < size; ++r)
       ranks->local_.push_back(r);
@@ -117,24 +217,54 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
       !fitsInAddressSpace(bytes, static_cast<int>(localCount) * threadsPerRank, what, error))
     return nullptr;
   ranks->threadsPerRank_ = threadsPerRank;
-  if (ranks->processCount_ > 1) {
+  // The devices first: a communicator between ranks of this process reaches their memory.
+  // On CUDA, a process of one rank takes its GPU of the host; ranks as threads take the
+  // process's GPUs in turn, several sharing one where there are more ranks than GPUs.
+  std::vector<std::unique_ptr<Device>> devices(size);
+  auto gpuOf = [&](uint32_t r) {
+    return static_cast<int>(processPerRank ? gpuOfProcess : r % static_cast<uint32_t>(gpus));
+  };
+  for (uint32_t r : ranks->local_)
+    if (!(devices[r] = device == "cuda" ? createCudaDevice(gpuOf(r), error) : createCpuDevice()))
+      return nullptr;
+  if (ranks->processCount_ > 1 && device == "cuda") {
+    const uint32_t r = ranks->local_[0];
+    // NCCL's unique id travels over MPI under mpirun, else over the torchrun rendezvous.
+    std::unique_ptr<Communicator> host;
+    nccl::IdExchange exchange;
+    if (mpi::launched()) {
+      if (!(host = mpi::createCommunicator(error)))
+        return nullptr;
+      exchange = overMpi(*host, ranks->processes_);
+    } else {
+      double timeout = 0;
+      if (!rendezvous::timeoutSeconds(timeout, error))
+        return nullptr;
+      exchange = [place, timeout](std::vector<char> &id, std::string &why) {
+        return rendezvous::exchange(place, id, timeout, why);
+      };
+    }
+    ranks->comms_[r] =
+        nccl::createCommunicator(gpuOf(r), r, size, exchange, ncclSplitsOf(plan, r), error);
+    if (!ranks->comms_[r]) {
+      error = "rank " + std::to_string(r) + ": " + error;
+      return nullptr;
+    }
+  } else if (ranks->processCount_ > 1) {
     ranks->comms_[ranks->local_[0]] = mpi::createCommunicator(error);
     if (!ranks->comms_[ranks->local_[0]])
       return nullptr;
   } else if (size > 1) {
-    std::vector<std::unique_ptr<LocalCommunicator>> world = LocalCommunicator::createWorld(size);
+    std::vector<CommMemory *> memories(size);
+    for (uint32_t r = 0; r < size; ++r)
+      memories[r] = &devices[r]->commMemory();
+    std::vector<std::unique_ptr<LocalCommunicator>> world =
+        LocalCommunicator::createWorld(size, memories);
     for (uint32_t r = 0; r < size; ++r)
       ranks->comms_[r] = std::move(world[r]);
   }
   for (uint32_t r : ranks->local_) {
-    // On CUDA the process's ranks take its GPUs in turn; several ranks may share one.
-    std::unique_ptr<Device> onDevice =
-        device == "cuda"
-            ? createCudaDevice(static_cast<int>(r % static_cast<uint32_t>(gpus)), error)
-            : createCpuDevice();
-    if (!onDevice)
-      return nullptr;
-    auto ex = Executor::create(plan, r, error, ranks->comms_[r].get(), std::move(onDevice));
+    auto ex = Executor::create(plan, r, error, ranks->comms_[r].get(), std::move(devices[r]));
     if (!ex) {
       if (size > 1)
         error = "rank " + std::to_string(r) + ": " + error;

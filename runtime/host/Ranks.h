@@ -6,7 +6,10 @@
 // one program at a time, which they run all at once. With one rank the program runs on the
 // calling thread and nothing else is created. Started by an MPI launcher (MpiCommunicator.h),
 // each process runs one rank, on its calling thread, and the host loop runs in every process
-// alike: every process reads the same data and makes the same decisions.
+// alike: every process reads the same data and makes the same decisions. On the CUDA device a
+// launcher means one GPU per process over NCCL (NcclCommunicator.h), and torchrun's variables
+// (Rendezvous.h) are a launcher too; without one the ranks are threads whose devices share the
+// process's GPUs, their LocalCommunicator reaching GPU memory through each device's CommMemory.
 //
 // The host writes whole inputs, and each local rank takes its block (Blocks.h); a rank whose
 // pipeline stage does not hold a tensor takes no part in it. Of the data, a process reads only
@@ -36,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +52,13 @@ namespace tessel::rt {
 /// its pipeline stage reads no data; the ranks of a whole run take every row.
 std::vector<bool> dataRowsOf(const planfile::Plan &plan, const std::vector<uint32_t> &ranks,
                              int64_t rows);
+
+/// The splits of the world an NCCL communicator makes for `plan` (nccl::createCommunicator),
+/// in an order every rank computes alike: one per group of the plan (this rank's instance of
+/// it), then one per distinct (group, members) of the plan's all_reduce calls over `members`
+/// (this rank's subgroup, where it is one of the members; the subgroups one `members` picks
+/// from a group's disjoint instances are disjoint, so one split serves them all).
+std::vector<std::optional<CommGroup>> ncclSplitsOf(const planfile::Plan &plan, uint32_t rank);
 
 class Ranks {
 public:

@@ -2,12 +2,14 @@
 
 #include "runtime/host/Trainer.h"
 
+#include "common/AcceleratorPeaks.h"
 #include "common/Checksum.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/core/Blocks.h"
 #include "runtime/core/Rng.h"
+#include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/Ranks.h"
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <list>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -283,7 +286,56 @@ private:
   std::vector<bool> dataRows_;
   std::vector<MicroBatchData> pipelineBatches_; ///< A pipelined step's micro-batches.
   std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
+  /// The MFU's numerator and denominator: the plan's model FLOPs per step (the compiler's
+  /// count, `flops.model`) and the dense peak of all the run's devices together; 0 where
+  /// either is unknown (a plan of an older compiler; the CPU without --peak).
+  double stepFlops_ = 0, runPeak_ = 0;
+
+  void findPeak();
+  /// "MFU 41.2%  mem 12.3/80.0 GiB" for the progress line, as far as the run knows them, and
+  /// the same figures into `record` when it is given.
+  std::string deviceFigures(double stepSeconds, Json *record) const;
 };
+
+void Session::findPeak() {
+  if (const planfile::Attr *f = plan_.findConfig("flops.model"))
+    if (const double *v = std::get_if<double>(&f->value))
+      stepFlops_ = *v;
+  // Ranks sharing a device share its peak: count the devices of this process's ranks, and
+  // every process is taken to have as many.
+  std::set<std::string> devices;
+  for (uint32_t r : ranks_->localRanks())
+    devices.insert(ranks_->executor(r).device().name());
+  double perDevice = options_.peakFlops;
+  if (perDevice <= 0) {
+    std::string model = ranks_->firstExecutor().device().model();
+    if (auto preset = cluster::presetForDevice(model))
+      perDevice = preset->peak16;
+  }
+  runPeak_ = perDevice * static_cast<double>(devices.size() * ranks_->processCount());
+}
+
+std::string Session::deviceFigures(double stepSeconds, Json *record) const {
+  std::string out;
+  char buffer[96];
+  if (stepFlops_ > 0 && runPeak_ > 0 && stepSeconds > 0) {
+    double mfu = stepFlops_ / stepSeconds / runPeak_;
+    std::snprintf(buffer, sizeof buffer, "MFU %.1f%%", 100 * mfu);
+    out = buffer;
+    if (record)
+      record->set("mfu", mfu);
+  }
+  uint64_t used = 0, total = 0;
+  if (ranks_->firstExecutor().device().memoryInUse(used, total)) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    std::snprintf(buffer, sizeof buffer, "%smem %.1f/%.1f GiB", out.empty() ? "" : "  ",
+                  static_cast<double>(used) / gib, static_cast<double>(total) / gib);
+    out += buffer;
+    if (record)
+      record->set("device_memory_gib", static_cast<double>(used) / gib);
+  }
+  return out;
+}
 
 bool Session::setUp() {
   std::string err;
@@ -296,6 +348,7 @@ bool Session::setUp() {
     return error("the plan cannot run: " + err);
   if (options_.profile)
     ranks_->firstExecutor().enableProfiling();
+  findPeak();
   const PipelineLayout *pipeline = ranks_->pipeline();
   for (const char *program : {"forward_backward", "optimizer_step"})
     if ((!pipeline || std::string(program) == "optimizer_step") &&
@@ -923,13 +976,14 @@ int Session::run() {
       m.set("grad_norm", static_cast<double>(gradNorm));
       m.set("tokens_per_s", tokensPerSec);
       m.set("step_time_s", stepTime);
+      deviceFigures(stepTime, &m);
       m.set("elapsed_s", now() - runStart);
       if (!metrics_->write(m, err))
         return error(err), 1;
     }
     if (progress_ &&
         (terminal || step % s_.logEvery == 0 || step == startStep_ + 1 || step == s_.steps))
-      progress_->update(step, loss, lr, tokensPerSec);
+      progress_->update(step, loss, lr, tokensPerSec, deviceFigures(stepTime, nullptr));
 
     bool last = step == s_.steps;
     if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {

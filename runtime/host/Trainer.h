@@ -30,6 +30,9 @@ struct RunOptions {
   int threads = 0;            ///< 0: every core; shared out between the ranks.
   std::string device = "cpu"; ///< Where the ranks compute: cpu or cuda.
   std::string metricsPath;    ///< JSON lines; "" for none.
+  /// Dense peak FLOP/s of one rank's device for the MFU; 0: the shipped preset of the GPU's
+  /// model (common/AcceleratorPeaks.h), none on the CPU.
+  double peakFlops = 0;
   std::string resume;         ///< A checkpoint or run directory to continue from.
   std::string dumpDir; ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
   bool quiet = false;

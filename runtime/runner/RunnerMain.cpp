@@ -9,10 +9,12 @@
 #include "common/PipelineLayout.h"
 #include "common/PlanFile.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/Rendezvous.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/Trainer.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,14 +42,20 @@ Training:
   --data PATH            a text file, a directory of text files, or a uint16 .bin token file
   --seed N               seed for initialisation, data order and dropout
   --device cpu|cuda      where the ranks compute (default cpu); with cuda a process's ranks
-                         take its GPUs in turn, and a plan whose kernels the CUDA device
-                         does not all have yet is refused at load, naming the kernel
+                         take its GPUs in turn (as threads, several sharing one GPU where
+                         there are more ranks than GPUs); under mpirun or torchrun each
+                         process runs one rank on the GPU of its local rank, over NCCL; a
+                         plan whose kernels the CUDA device does not all have yet is
+                         refused at load, naming the kernel
   --threads N            CPU threads, 1 to 1024 (default: every core), shared out between
                          the ranks of a plan that has several; under mpirun, threads per
                          process (default: the cores shared by the processes on the host)
   --eval-every N         evaluate the held-out loss every N steps (0: never)
   --log-every N          print progress every N steps when output is not a terminal
   --metrics FILE         append one JSON line per step (and per evaluation) to FILE
+  --peak TFLOPS          the dense peak of one rank's device, in TFLOP/s, for the MFU shown
+                         with the progress and in the metrics (default: on a GPU, its
+                         shipped preset's 16-bit peak; on the CPU none, so no MFU)
   --checkpoint-dir DIR   write checkpoints under DIR (DIR/latest names the newest)
   --checkpoint-every N   checkpoint every N steps (and always at the end when DIR is set)
   --resume PATH          continue from a checkpoint, or from the newest one in a directory
@@ -239,6 +247,13 @@ static int runnerMain(int argc, char **argv) {
         return usageError(argv[0], "--device " + o.device + ": expected cpu or cuda");
     } else if (arg == "--metrics") {
       ok = next(o.metricsPath);
+    } else if (arg == "--peak") {
+      char *end = nullptr;
+      ok = next(text);
+      if (ok) {
+        o.peakFlops = std::strtod(text.c_str(), &end) * 1e12;
+        ok = end && !*end && !text.empty() && std::isfinite(o.peakFlops) && o.peakFlops > 0;
+      }
     } else if (arg == "--resume") {
       ok = next(o.resume);
     } else if (arg == "--dump-dir") {
@@ -298,23 +313,29 @@ static int runnerMain(int argc, char **argv) {
     std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], source.c_str(), error.c_str());
     return 2;
   }
+  // Under mpirun or torchrun every process runs the host loop alike; the first speaks for the
+  // run, and the others write no files of their own beyond their checkpoint shards. (Bad
+  // torchrun variables are reported when the ranks are made.)
+  uint32_t processRank = 0;
+  rt::rendezvous::Place place;
+  std::string ignored;
   if (rt::mpi::launched()) {
-    // Every process runs the host loop alike; the first speaks for the run, and the others
-    // write no files of their own beyond their checkpoint shards.
     if (!rt::mpi::initialize(error)) {
       std::fprintf(stderr, "%s: error: %s\n", argv[0], error.c_str());
       return 1;
     }
-    if (rt::mpi::processRank() != 0) {
-      o.quiet = true;
-      o.metricsPath.clear();
-      o.tracePath.clear();
-      o.svgPath.clear();
-      if (!std::freopen("/dev/null", "w", stdout)) {
-        std::fprintf(stderr, "%s: error: cannot silence rank %u's output\n", argv[0],
-                     rt::mpi::processRank());
-        return 1;
-      }
+    processRank = rt::mpi::processRank();
+  } else if (rt::rendezvous::launched() && rt::rendezvous::readPlace(place, ignored)) {
+    processRank = place.rank;
+  }
+  if (processRank != 0) {
+    o.quiet = true;
+    o.metricsPath.clear();
+    o.tracePath.clear();
+    o.svgPath.clear();
+    if (!std::freopen("/dev/null", "w", stdout)) {
+      std::fprintf(stderr, "%s: error: cannot silence rank %u's output\n", argv[0], processRank);
+      return 1;
     }
   }
   if (memory)

@@ -17,6 +17,10 @@ Ranks as threads or as processes. By default each layout runs as threads of one 
 with --mpirun it runs as MPI processes, one per rank (`mpirun -np <world size>`), with the
 same reference (the one-rank run, started plainly), tolerances and comparisons.
 
+Plans for another machine. --emit-plans DIR compiles the one-rank reference (one-rank.plan)
+and each layout (<layout name>.plan) as plan files into DIR, and runs nothing: a GPU machine
+without the compiler trains them (scripts/gpu-plans.sh, scripts/gpu-check.sh).
+
 Which layouts. --layout gives them one by one. Otherwise the layouts vary the factors named by
 --factors (the others keep their first value) and are chosen as a covering array: greedily,
 each next layout is the valid one that covers the most pairs of factor values not yet covered
@@ -301,6 +305,9 @@ def main():
                     help="every valid combination of the factors, not a covering array")
     ap.add_argument("--mpirun", help="run each layout as MPI processes, started by this command")
     ap.add_argument("--list", action="store_true", help="print the layouts and exit")
+    ap.add_argument("--emit-plans", metavar="DIR",
+                    help="compile the one-rank reference and each layout into DIR as plan "
+                         "files, and exit")
     ap.add_argument("--same-accumulation", action="store_true",
                     help="compare each layout with a one-rank run of the same micro-batches "
                          "(accumulation dp x acc) rather than one micro-batch of the whole "
@@ -324,6 +331,21 @@ def main():
         for c in layouts:
             print(f"{name_of(c):56} {ranks(c):2} ranks")
         print(f"{len(layouts)} layouts")
+        return 0
+    if args.emit_plans:
+        os.makedirs(args.emit_plans, exist_ok=True)
+        template = open(args.model).read()
+        one = {"dp": 1, "tp": 1, "pp": 1, "sp": 0, "zero": 0, "acc": 1, "recompute": "none"}
+        for name, c in [("one-rank", one)] + [(name_of(c), c) for c in layouts]:
+            model = os.path.join(args.emit_plans, name + ".model")
+            micro = BATCH // (c["dp"] * c.get("ep", 1) * c["acc"])
+            with open(model, "w") as f:
+                f.write(template.replace("@PARALLEL@", parallel_section(c))
+                        .replace("@MICRO@", str(micro)))
+            run_command([args.tessel, "compile", model, "--emit=plan-file", "-o",
+                         os.path.join(args.emit_plans, name + ".plan")] + args.tessel_arg, name)
+            os.remove(model)
+            print(f"{name}.plan")
         return 0
     mpirun = shlex.split(args.mpirun) if args.mpirun else None
     if mpirun and shutil.which(mpirun[0]) is None:

@@ -165,14 +165,26 @@ TEST_F(CudaDevice, RunsBatchedProductsAndTheStepScalarsAsTheCpuDeviceDoes) {
 
 TEST_F(CudaDevice, RefusesAKernelItLacksAtLoad) {
   Plan plan = softmaxPlan();
-  plan.programs[0].instrs.push_back(
-      test::makeInstr("all_to_all", {arenaRef(0, 15)}, {arenaRef(15, 15)},
-                      {{"group", std::string("dp")}, {"outer", int64_t(1)}, {"chunk", int64_t(15)}},
-                      "test.model:5:3"));
+  plan.programs[0].instrs.push_back(test::makeInstr(
+      "top_k_mask", {arenaRef(0, 15)}, {arenaRef(15, 15)},
+      {{"rows", int64_t(3)}, {"cols", int64_t(5)}, {"k", int64_t(2)}}, "test.model:5:3"));
   std::string error, why;
   EXPECT_FALSE(Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why)));
-  EXPECT_NE(error.find("the cuda device has no 'all_to_all' kernel yet"), std::string::npos)
+  EXPECT_NE(error.find("the cuda device has no 'top_k_mask' kernel yet"), std::string::npos)
       << error;
+}
+
+TEST_F(CudaDevice, NamesItsModelAndMemory) {
+  std::string why;
+  auto device = rt::createCudaDevice(0, why);
+  ASSERT_TRUE(device) << why;
+  // The vendor's name (the runner finds the peak by it), and memory that is in use and fits.
+  EXPECT_NE(device->model(), device->name());
+  EXPECT_NE(device->model().find("NVIDIA"), std::string::npos) << device->model();
+  uint64_t used = 0, total = 0;
+  ASSERT_TRUE(device->memoryInUse(used, total));
+  EXPECT_GT(total, 0u);
+  EXPECT_LE(used, total);
 }
 
 } // namespace

@@ -731,6 +731,87 @@ TEST_F(CudaKernels, AttentionMatchesCpuOnHeadTailQueries) {
   checkAttention(a, 597);
 }
 
+/// Step `step` of rank `me` in a ring of `ways`: the CPU's RingBlockArgs, the CUDA kernels'
+/// AttentionArgs with both blocks placed, and the random keys and values of the block's rank.
+struct RingStep {
+  cpu::RingBlockArgs r;
+  cuda::AttentionArgs a;
+  Floats k, v;
+  std::string what;
+};
+
+RingStep ringStep(const cpu::AttentionArgs &shape, int64_t ways, int64_t me, int64_t step,
+                  uint32_t seed) {
+  RingStep s;
+  s.r.attention = shape;
+  s.r.ways = ways;
+  s.r.queryIndex = me;
+  s.r.keyIndex = (me - step + ways) % ways;
+  const int64_t S = shape.seq, nkv = shape.batch * S * shape.kvHeads * shape.head;
+  s.k = randomFloats(nkv, -1, 1, seed + 100 + static_cast<uint32_t>(s.r.keyIndex));
+  s.v = randomFloats(nkv, -1, 1, seed + 200 + static_cast<uint32_t>(s.r.keyIndex));
+  s.a = shape;
+  s.a.headStart = s.r.queryPosition(0);
+  s.a.tailStart = s.r.queryPosition(S / 2);
+  s.a.keyHeadStart = s.r.keyPosition(0);
+  s.a.keyTailStart = s.r.keyPosition(S / 2);
+  s.what = "ring of " + std::to_string(ways) + ", rank " + std::to_string(me) + " step " +
+           std::to_string(step) + ": " + describe(s.a);
+  return s;
+}
+
+/// One ring of `ways` ranks over random q, k, v (each rank's blocks head-tail; kvSeq = seq):
+/// each rank's steps 0 .. ways - 1 forward and backward on both backends. Each step starts from
+/// the CPU's state before it, so every step is checked on its own.
+void checkRing(const cpu::AttentionArgs &shape, int64_t ways, uint32_t seed) {
+  const int64_t nq = shape.batch * shape.seq * shape.heads * shape.head;
+  const int64_t nkv = shape.batch * shape.seq * shape.kvHeads * shape.head, rows = nq / shape.head;
+  for (int64_t me = 0; me < ways; ++me) {
+    const uint32_t mine = seed + 10 * static_cast<uint32_t>(me);
+    const Floats q = randomFloats(nq, -1, 1, mine), dout = randomFloats(nq, -1, 1, mine + 1);
+    Floats out(nq), lse(rows), dq(nq), dk(nkv), dv(nkv);
+    for (int64_t step = 0; step < ways; ++step) {
+      const RingStep s = ringStep(shape, ways, me, step, seed);
+      DeviceArray<float> gq(q), gk(s.k), gv(s.v), gout(out), glse(lse),
+          work(cuda::attentionBlockWorkspace(s.a));
+      ASSERT_EQ(cuda::attentionBlock(s.a, gq.get(), gk.get(), gv.get(), step == 0, gout.get(),
+                                     glse.get(), work.get(), nullptr),
+                cudaSuccess)
+          << s.what;
+      cpu::attentionBlock(s.r, q.data(), s.k.data(), s.v.data(), step == 0, out.data(), lse.data());
+      expectClose(out, gout.host(), "out of " + s.what, 2e-5f, 1e-4f);
+      expectClose(lse, glse.host(), "lse of " + s.what, 2e-5f, 1e-5f);
+    }
+    // Backward from the whole attention's output and log-sum-exp; stale values in the
+    // gradients at step 0 must be zeroed.
+    for (int64_t step = 0; step < ways; ++step) {
+      const RingStep s = ringStep(shape, ways, me, step, seed);
+      DeviceArray<float> gq(q), gk(s.k), gv(s.v), gdout(dout), gout(out), glse(lse),
+          gdq(step == 0 ? Floats(nq, 5.0f) : dq), gdk(step == 0 ? Floats(nkv, 5.0f) : dk),
+          gdv(step == 0 ? Floats(nkv, 5.0f) : dv), work(cuda::attentionBlockGradWorkspace(s.a));
+      ASSERT_EQ(cuda::attentionBlockGrad(s.a, gq.get(), gk.get(), gv.get(), gdout.get(), gout.get(),
+                                         glse.get(), step == 0, gdq.get(), gdk.get(), gdv.get(),
+                                         work.get(), nullptr),
+                cudaSuccess)
+          << s.what;
+      cpu::attentionBlockGrad(s.r, q.data(), s.k.data(), s.v.data(), dout.data(), out.data(),
+                              lse.data(), step == 0, dq.data(), dk.data(), dv.data());
+      expectClose(dq, gdq.host(), "dq of " + s.what, 2e-5f, 1e-3f);
+      expectClose(dk, gdk.host(), "dk of " + s.what, 2e-5f, 1e-3f);
+      expectClose(dv, gdv.host(), "dv of " + s.what, 2e-5f, 1e-3f);
+    }
+  }
+}
+
+TEST_F(CudaKernels, RingAttentionStepsMatchCpu) {
+  // Two ranks, causal, grouped kv heads, blocks of 2 x 20 positions (a ragged tile).
+  checkRing(attentionOf(2, 40, 4, 40, 2, 16, true, 0), 2, 600);
+  // Three ranks, causal: blocks no query of a rank sees, and queries that see none of a block.
+  checkRing(attentionOf(1, 18, 2, 18, 2, 24, true, 0), 3, 610);
+  // Not causal, the largest head.
+  checkRing(attentionOf(1, 34, 2, 34, 1, 128, false, 0), 2, 620);
+}
+
 TEST_F(CudaKernels, AttentionRefusesHeadsItCannotTake) {
   DeviceArray<float> x(1024);
   EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 2, 1, 129, true, 0), x.get(), x.get(), x.get(),

@@ -64,6 +64,10 @@ TEST(Progress, FormatLine) {
   // The step is padded to the total's width; an unknown ETA shows "--".
   EXPECT_EQ(ProgressLine::formatLine(7, 600, 10.5, 0, 800, -1),
             "step   7/600  loss 10.5000  lr 0.00e+00  800 tok/s  ETA --");
+  // The device's figures go between the rate and the ETA.
+  EXPECT_EQ(ProgressLine::formatLine(7, 600, 10.5, 0, 800, -1, "MFU 41.2%  mem 1.0/80.0 GiB"),
+            "step   7/600  loss 10.5000  lr 0.00e+00  800 tok/s  MFU 41.2%  mem 1.0/80.0 GiB  "
+            "ETA --");
 }
 
 TEST(Progress, TerminalRedrawsOneLine) {

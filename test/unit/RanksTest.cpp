@@ -3,8 +3,9 @@
 // Small plans of 2 and 4 ranks whose programs use the collective kernels, run through
 // Executors on threads with a LocalCommunicator and through Ranks (what the trainer uses): the
 // results against hand computation, asynchronous collectives with `event` and `wait`, the
-// blocks of split inputs and state, the rows of the data each process takes, and plans refused
-// at load or failing at run time with the failing rank named, never hanging.
+// blocks of split inputs and state, the rows of the data each process takes, the splits an NCCL
+// communicator makes (the same on every rank), and plans refused at load or failing at run
+// time with the failing rank named, never hanging.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <optional>
 #include <thread>
 
 using namespace tessel;
@@ -485,3 +488,44 @@ TEST(RanksExecutor, RefusesMembersThatDoNotFit) {
 }
 
 } // namespace
+
+namespace {
+
+/// The ranks of the world by the instance each holds of split `k` (those in none left out):
+/// what ncclCommSplit makes of every rank's (color, key).
+std::map<std::vector<uint32_t>, std::vector<uint32_t>> splitInstances(const Plan &plan, size_t k) {
+  std::map<std::vector<uint32_t>, std::vector<uint32_t>> instances;
+  for (uint32_t r = 0; r < plan.worldSize; ++r) {
+    const std::optional<rt::CommGroup> g = rt::ncclSplitsOf(plan, r)[k];
+    if (!g)
+      continue;
+    EXPECT_LT(g->index, g->size()) << "split " << k << ", rank " << r;
+    EXPECT_EQ(g->ranks[g->index], r) << "split " << k << ", rank " << r;
+    instances[g->ranks].push_back(r);
+  }
+  return instances;
+}
+
+} // namespace
+
+TEST(RanksNccl, EveryRankSplitsTheSameGroupsAndSubsets) {
+  // dp = 2 x tp = 3; an all_reduce over members {0, 2} of each tp instance (twice: one split).
+  Instr tied = kernel("all_reduce", {stateRef(0, 4)}, {stateRef(0, 4)},
+                      {{"group", std::string("tp")},
+                       {"op", std::string("sum")},
+                       {"n", int64_t(4)},
+                       {"members", std::vector<int64_t>{0, 2}}});
+  Plan plan = spmd({{"dp", 2}, {"tp", 3}}, {tensor("w", {4})}, program("step", 0, {tied, tied}));
+  const size_t splits = rt::ncclSplitsOf(plan, 0).size();
+  ASSERT_EQ(splits, 4u); // dp, tp, world, tp's members {0, 2}
+  for (uint32_t r = 1; r < plan.worldSize; ++r)
+    EXPECT_EQ(rt::ncclSplitsOf(plan, r).size(), splits) << "rank " << r;
+  using Instances = std::map<std::vector<uint32_t>, std::vector<uint32_t>>;
+  EXPECT_EQ(splitInstances(plan, 0),
+            (Instances{{{0, 3}, {0, 3}}, {{1, 4}, {1, 4}}, {{2, 5}, {2, 5}}}));
+  EXPECT_EQ(splitInstances(plan, 1), (Instances{{{0, 1, 2}, {0, 1, 2}}, {{3, 4, 5}, {3, 4, 5}}}));
+  EXPECT_EQ(splitInstances(plan, 2), (Instances{{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}}}));
+  // Ranks 1 and 4 (tp index 1) take part in no subset.
+  EXPECT_EQ(splitInstances(plan, 3), (Instances{{{0, 2}, {0, 2}}, {{3, 5}, {3, 5}}}));
+  EXPECT_FALSE(rt::ncclSplitsOf(plan, 1)[3]);
+}

@@ -1,6 +1,7 @@
 //===- PlanWriter.cpp - From the plan dialect to a plan file --------------===//
 
 #include "tessel/Target/PlanWriter.h"
+#include "tessel/Target/StepTime.h"
 
 #include "Graph/GraphOps.h"
 #include "Plan/PlanDialect.h"
@@ -247,5 +248,9 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
   std::string error;
   if (!planfile::validatePlan(plan, error))
     return module.emitError("the plan is inconsistent: ") << error;
+  // The runner's MFU divides these by the step time it measures (docs/planning.md).
+  StepFlops flops = countStepFlops(plan);
+  plan.config.push_back({"flops.model", flops.model});
+  plan.config.push_back({"flops.hardware", flops.hardware});
   return plan;
 }

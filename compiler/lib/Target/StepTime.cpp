@@ -18,6 +18,18 @@ using namespace tessel;
 namespace pf = tessel::planfile;
 namespace cl = tessel::cluster;
 
+StepFlops tessel::countStepFlops(const pf::Plan &plan) {
+  // Counting does not depend on the rates: any cluster with fused attention (whose FLOPs are
+  // those of the causal or windowed scores, not of the whole s x s square) counts the same.
+  cl::Cluster unit;
+  unit.name = "unit";
+  unit.peak16 = unit.peak32 = unit.memoryBandwidth = 1e12;
+  unit.intra = unit.inter = {1e9, 1e-6};
+  unit.gemm.points = unit.attention.points = {{1, 1}};
+  StepPrediction p = predictStep(plan, unit);
+  return {p.modelFlops, p.hardwareFlops};
+}
+
 namespace {
 
 int64_t intAttr(const pf::Instr &instr, const char *name, int64_t otherwise = 0) {

@@ -416,42 +416,9 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
   return true;
 }
 
-/// The sizes of a ring attention step and the places of its query and key blocks.
-template <class P> bool ringBlockArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
-  cpu::AttentionArgs &a = r.attention;
-  a.batch = p.batch;
-  a.seq = a.kvSeq = p.seq;
-  a.heads = p.heads;
-  a.kvHeads = p.kv_heads;
-  a.head = p.head;
-  a.causal = p.causal != 0;
-  a.scale = static_cast<float>(p.scale);
-  int64_t wholeHeads = a.heads, step = p.step;
-  if (!blockOfDim(c, p.head_group ? &*p.head_group : nullptr, a.heads, a.firstHead, wholeHeads))
-    return false;
-  r.ways = c.groupSize(p.group);
-  r.queryIndex = c.groupIndex(p.group);
-  if (!c.error.empty())
-    return false;
-  if (a.batch <= 0 || a.seq <= 0 || a.seq % 2 != 0 || a.heads <= 0 || a.kvHeads <= 0 ||
-      a.head <= 0 || wholeHeads % a.kvHeads != 0)
-    return c.fail("has inconsistent attention sizes (the block of the sequence must be even)");
-  if (step < 0 || step >= r.ways)
-    return c.fail("has step " + std::to_string(step) + " outside its ring of " +
-                  std::to_string(r.ways));
-  a.group = wholeHeads / a.kvHeads;
-  r.keyIndex = (r.queryIndex - step + r.ways) % r.ways;
-  return true;
-}
-
 bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
   cpu::RingBlockArgs r;
-  if (!ringBlockArgs(c, p, r))
-    return false;
-  const cpu::AttentionArgs &a = r.attention;
-  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q) ||
-      !c.needOut(1, q / a.head) || c.validating)
+  if (!ringBlockArgs(c, p, r) || !needRingOperands(c, r, false) || c.validating)
     return c.error.empty();
   cpu::attentionBlock(r, c.fin(0), c.fin(1), c.fin(2), p.step == 0, c.fout(0), c.fout(1));
   return true;
@@ -459,13 +426,7 @@ bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
 
 bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
   cpu::RingBlockArgs r;
-  if (!ringBlockArgs(c, p, r))
-    return false;
-  const cpu::AttentionArgs &a = r.attention;
-  int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.seq * a.kvHeads * a.head;
-  if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needIn(3, q) ||
-      !c.needIn(4, q) || !c.needIn(5, q / a.head) || !c.needOut(0, q) || !c.needOut(1, kv) ||
-      !c.needOut(2, kv) || c.validating)
+  if (!ringBlockArgs(c, p, r) || !needRingOperands(c, r, true) || c.validating)
     return c.error.empty();
   cpu::attentionBlockGrad(r, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4), c.fin(5),
                           p.step == 0, c.fout(0), c.fout(1), c.fout(2));

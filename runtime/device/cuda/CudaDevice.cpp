@@ -11,6 +11,11 @@
 // do not use TF32 unless TESSEL_CUDA_TF32=1 is set (results then differ from the CPU's in the
 // fourth significant digit).
 //
+// The collectives and transfers run the communicator's operations (comm/CollectiveCalls.h):
+// ranks as threads of this process reach each other's buffers through the device's
+// CudaCommMemory (copies and a reduction kernel on the GPU), ranks as processes go over NCCL
+// (comm/NcclCommunicator.h). Compiled, never run on a GPU.
+//
 // Fused elementwise calls run kernels generated for their bodies and compiled with NVRTC when
 // the plan is loaded (prepare; FusedKernels.h), the interpreter kernel where there are none
 // (TESSEL_NVRTC=off turns the generated kernels off).
@@ -23,6 +28,7 @@
 
 #include "runtime/device/Device.h"
 #include "runtime/device/KernelOperands.h"
+#include "runtime/device/cuda/CudaCommMemory.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 #include "runtime/device/cuda/FusedKernels.h"
 
@@ -81,7 +87,7 @@ private:
 
 class CudaDevice : public Device, private CudaLaunch {
 public:
-  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal), commMemory_(ordinal) {}
 
   ~CudaDevice() override {
     cudaSetDevice(ordinal_);
@@ -89,6 +95,8 @@ public:
       cudaStreamSynchronize(s);
     for (auto &[sequence, event] : recorded_)
       cudaEventDestroy(event);
+    if (collectiveEvent_)
+      cudaEventDestroy(collectiveEvent_);
     for (cudaEvent_t event : freeEvents_)
       cudaEventDestroy(event);
     for (Scratch &s : scratch_)
@@ -114,6 +122,8 @@ public:
       if (e == cudaSuccess)
         streams_.push_back(stream);
     }
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&collectiveEvent_, cudaEventDisableTiming);
     if (e == cudaSuccess)
       e = cudaMalloc(reinterpret_cast<void **>(&idError_), sizeof(cuda::IdError));
     if (e == cudaSuccess)
@@ -166,6 +176,21 @@ public:
   }
 
   std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
+  std::string model() const override {
+    cudaDeviceProp props{};
+    if (cudaGetDeviceProperties(&props, ordinal_) != cudaSuccess)
+      return name();
+    return props.name;
+  }
+  bool memoryInUse(uint64_t &used, uint64_t &total) const override {
+    cudaSetDevice(ordinal_);
+    size_t free = 0, all = 0;
+    if (cudaMemGetInfo(&free, &all) != cudaSuccess)
+      return false;
+    used = all - free;
+    total = all;
+    return true;
+  }
 
   std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) override {
     cudaSetDevice(ordinal_);
@@ -224,6 +249,8 @@ public:
   }
 
   uint32_t streams() const override { return kStreams; }
+
+  CommMemory &commMemory() override { return commMemory_; }
 
   bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
               const catalogue::KernelParams &params) override {
@@ -299,6 +326,7 @@ private:
   cudaStream_t stream() const override { return streams_[launching_]; }
   cuda::IdError *idError() const override { return idError_; }
   const cuda::BlasContext &blas() const override { return blas_[launching_]; }
+  cudaEvent_t collectiveEvent() const override { return collectiveEvent_; }
   cudaKernel_t fusedKernel(const planfile::Instr *instr) const override {
     return fused_ ? fused_->find(instr) : nullptr;
   }
@@ -358,6 +386,8 @@ private:
   }
 
   int ordinal_;
+  CudaCommMemory commMemory_;
+  cudaEvent_t collectiveEvent_ = nullptr;
   std::vector<cudaStream_t> streams_;
   std::vector<Scratch> scratch_;
   std::vector<std::vector<Scratch>> operandScratch_; ///< Per stream, per widened operand.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/CollectiveCalls.h"
 #include "runtime/device/KernelOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
@@ -382,6 +383,41 @@ bool run(KernelCall &c, const catalogue::AttentionGrad &p) {
                                          c.fout(1), c.fout(2), workspace, stream()));
 }
 
+/// A ring step's sizes, with its query and key blocks placed in the whole sequence, and the
+/// CUDA kernels' head limit.
+template <class P> bool cudaRingArgs(KernelCall &c, const P &p, cpu::RingBlockArgs &r) {
+  if (!ringBlockArgs(c, p, r))
+    return false;
+  if (r.attention.head > cuda::kMaxAttentionHead)
+    return c.fail("has head size " + std::to_string(r.attention.head) +
+                  "; the cuda attention kernels take at most " +
+                  std::to_string(cuda::kMaxAttentionHead));
+  placeRingBlocks(r);
+  return true;
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlock &p) {
+  cpu::RingBlockArgs r;
+  if (!cudaRingArgs(c, p, r) || !needRingOperands(c, r, false) || c.validating)
+    return c.error.empty();
+  const cuda::AttentionArgs &a = r.attention;
+  float *workspace = scratchFloats(c, cuda::attentionBlockWorkspace(a));
+  return workspace && launched(c, cuda::attentionBlock(a, c.fin(0), c.fin(1), c.fin(2), p.step == 0,
+                                                       c.fout(0), c.fout(1), workspace, stream()));
+}
+
+bool run(KernelCall &c, const catalogue::AttentionBlockGrad &p) {
+  cpu::RingBlockArgs r;
+  if (!cudaRingArgs(c, p, r) || !needRingOperands(c, r, true) || c.validating)
+    return c.error.empty();
+  const cuda::AttentionArgs &a = r.attention;
+  float *workspace = scratchFloats(c, cuda::attentionBlockGradWorkspace(a));
+  return workspace &&
+         launched(c, cuda::attentionBlockGrad(a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fin(4),
+                                              c.fin(5), p.step == 0, c.fout(0), c.fout(1),
+                                              c.fout(2), workspace, stream()));
+}
+
 bool run(KernelCall &c, const catalogue::Reduce &p) {
   const auto &sizes = p.shape, &sy = p.y_strides;
   cuda::Shape shape;
@@ -581,6 +617,42 @@ template <class P> bool dispatch(KernelCall &c, const catalogue::KernelParams &p
   return run(c, *std::get_if<P>(&params));
 }
 
+/// Orders a collective's work after the kernels launched before it on this launch's stream,
+/// which write its input. A communicator that enqueues on a GPU stream (NCCL) waits for them
+/// there, and so does this thread's stream, on which the kernel's own copies go (a group of
+/// one, a head-tail reordering; CudaCommMemory). Otherwise, ranks as threads, the host waits
+/// for them: the communicator's copies are issued by another thread.
+bool orderCollective(KernelCall &c) {
+  cudaStream_t s = stream();
+  cudaError_t e;
+  if (c.comm && c.comm->orderAfter(s)) {
+    cudaEvent_t ready = currentCudaLaunch()->collectiveEvent();
+    e = cudaEventRecord(ready, s);
+    if (e == cudaSuccess)
+      e = cudaStreamWaitEvent(cudaStreamPerThread, ready, 0);
+  } else {
+    e = cudaStreamSynchronize(s);
+  }
+  if (e == cudaSuccess)
+    return true;
+  return c.fail(std::string("waiting for the kernels before it failed: ") + cudaGetErrorName(e) +
+                ": " + cudaGetErrorString(e));
+}
+
+/// A collective or transfer: the handler every device shares (comm/CollectiveCalls.h), after
+/// the kernels that write its input.
+template <class P> bool collective(KernelCall &c, const catalogue::KernelParams &params) {
+  if (!c.validating && !orderCollective(c))
+    return false;
+  return rt::run(c, *std::get_if<P>(&params));
+}
+
+/// `wait`: the shared handler. The operation it ends wrote its output before the host learns it
+/// is done, so the kernels after it, launched later, see it.
+bool waitFor(KernelCall &c, const catalogue::KernelParams &params) {
+  return rt::run(c, *std::get_if<catalogue::Wait>(&params));
+}
+
 /// gemm with bf16 a and b and an f32 c (a weight's gradient under precision bf16): cuBLASLt's
 /// bf16 product with f32 accumulation, no widening copies. The offsets gemmCalls gives count
 /// elements, so they apply to the bf16 operands as they are.
@@ -636,6 +708,8 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(Rope)
     TESSEL_CUDA_KERNEL(Attention)
     TESSEL_CUDA_KERNEL(AttentionGrad)
+    TESSEL_CUDA_KERNEL(AttentionBlock)
+    TESSEL_CUDA_KERNEL(AttentionBlockGrad)
     TESSEL_CUDA_KERNEL(Reduce)
     TESSEL_CUDA_KERNEL(Pack)
     TESSEL_CUDA_KERNEL(Dropout)
@@ -652,6 +726,19 @@ KernelFn cudaKernel(catalogue::KernelId id) {
     TESSEL_CUDA_KERNEL(CeLoss)
     TESSEL_CUDA_KERNEL(CeGrad)
 #undef TESSEL_CUDA_KERNEL
+#define TESSEL_CUDA_COLLECTIVE(Id)                                                                 \
+  case catalogue::KernelId::Id:                                                                    \
+    return &collective<catalogue::Id>;
+    TESSEL_CUDA_COLLECTIVE(AllReduce)
+    TESSEL_CUDA_COLLECTIVE(AllGather)
+    TESSEL_CUDA_COLLECTIVE(ReduceScatter)
+    TESSEL_CUDA_COLLECTIVE(AllToAll)
+    TESSEL_CUDA_COLLECTIVE(Broadcast)
+    TESSEL_CUDA_COLLECTIVE(Send)
+    TESSEL_CUDA_COLLECTIVE(Recv)
+#undef TESSEL_CUDA_COLLECTIVE
+  case catalogue::KernelId::Wait:
+    return &waitFor;
   default:
     return nullptr;
   }

@@ -34,6 +34,8 @@ public:
   virtual cuda::IdError *idError() const = 0;
   /// The cuBLASLt handle and this stream's workspace (created once, with the device).
   virtual const cuda::BlasContext &blas() const = 0;
+  /// An event of this device for ordering a collective's work after the launch's stream.
+  virtual cudaEvent_t collectiveEvent() const = 0;
   /// The kernel generated and loaded for fused_elementwise call `instr` when the plan was
   /// loaded (FusedKernels.h); null where the call runs on the interpreter kernel.
   virtual cudaKernel_t fusedKernel(const planfile::Instr *instr) const = 0;

@@ -66,6 +66,15 @@ struct StepPrediction {
 /// programs, so the work is done once per stage, whatever dp and tp are.
 StepPrediction predictStep(const planfile::Plan &plan, const cluster::Cluster &cluster);
 
+/// FLOPs of one optimizer step over all ranks, as predictStep counts them but whatever the
+/// cluster: model FLOPs (GEMMs and attention, forward and backward, recomputation excluded)
+/// and hardware FLOPs (recomputation included). The plan writer records them for the
+/// runner's MFU.
+struct StepFlops {
+  double model = 0, hardware = 0;
+};
+StepFlops countStepFlops(const planfile::Plan &plan);
+
 /// The prediction for people, and as a JSON object (without a trailing newline).
 std::string formatPrediction(const StepPrediction &p, double worldSize);
 std::string predictionJson(const StepPrediction &p);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPU benchmarks of the CUDA backend against PyTorch, in one run on one GPU: GPT-2 124M
+# training steps (tokens/s, MFU) with Tessel's runner and with PyTorch eager and torch.compile
+# (benchmarks/torch_gpu.py), then causal attention forward+backward TFLOP/s, Tessel's kernel
+# (tessel-cuda-rate) against F.scaled_dot_product_attention, at sequences 1k-16k and head sizes
+# 64 and 128. Figures go to benchmarks/RESULTS.md with the device name.
+#
+# Run it on the GPU machine after scripts/gpu-check.sh has built the runner (build-gpu), with
+# the plans scripts/gpu-plans.sh compiled on the build machine (gpu-plans/bench/*.plan: the
+# model at each precision the compiler accepts).
+#
+# Usage: benchmarks/gpu_bench.sh [build-dir]       (default: build-gpu in the repository)
+# Environment: TESSEL_GPU_PLANS (default gpu-plans), STEPS (default 20), OUT (logs go there too)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+plans=${TESSEL_GPU_PLANS:-$root/gpu-plans}/bench
+steps=${STEPS:-20}
+out=${OUT:-$build.bench}
+mkdir -p "$out"
+python=${PYTHON:-python3}
+
+if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "gpu_bench: skipped: no CUDA device (PyTorch sees none)"
+  exit 1
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2> /dev/null
+
+# Random GPT-2 token ids (uint16), as many as the steps read, plus the held-out share.
+tokens=$out/tokens.bin
+"$python" - "$tokens" <<'PY'
+import sys, numpy as np
+np.random.default_rng(1).integers(0, 50257, 64 * 1024 * 1024, dtype=np.uint16).tofile(sys.argv[1])
+PY
+
+echo "== GPT-2 124M training step: Tessel"
+for plan in "$plans"/*.plan; do
+  [ -f "$plan" ] || { echo "no plans in $plans (scripts/gpu-plans.sh makes them)"; break; }
+  name=$(basename "$plan" .plan)
+  rm -f "$out/$name.jsonl"
+  if timeout 600 "$build/bin/tessel-runner" --plan "$plan" --data "$tokens" --device cuda \
+      --steps "$steps" --eval-every 0 --quiet --metrics "$out/$name.jsonl" \
+      > "$out/$name.log" 2>&1; then
+    "$python" - "$out/$name.jsonl" "$name" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
+rows = rows[len(rows) // 4:]  # the first quarter warms up (NVRTC, cuBLASLt heuristics)
+tps = statistics.median(r["tokens_per_s"] for r in rows)
+extra = {k: rows[-1][k] for k in ("mfu", "device_memory_gib") if k in rows[-1]}
+print(json.dumps({"peer": "tessel", "plan": sys.argv[2], "tokens_per_s": round(tps, 1),
+                  "step_median_ms": round(1e3 * statistics.median(r["step_time_s"] for r in rows), 3),
+                  "final_loss": rows[-1]["loss"], **extra}))
+PY
+  else
+    echo "$name: the runner failed:"
+    tail -5 "$out/$name.log"
+  fi
+done
+
+echo "== GPT-2 124M training step: PyTorch (bf16 autocast, SDPA, fused AdamW)"
+timeout 900 "$python" "$root/benchmarks/torch_gpu.py" step --steps "$steps" 2>&1 |
+  tee "$out/torch-step.log"
+echo "== GPT-2 124M training step: PyTorch in f32 (TF32 allowed), the peer of an f32 plan"
+timeout 600 "$python" "$root/benchmarks/torch_gpu.py" step --steps "$steps" --dtype f32 \
+  --modes eager 2>&1 | tee -a "$out/torch-step.log"
+
+echo "== causal attention forward+backward: Tessel (f32 kernel)"
+timeout 600 "$build/bin/tessel-cuda-rate" --seq 1024,2048,4096,8192,16384 --batch-heads 16 \
+  2>&1 | tee "$out/tessel-attention.log"
+echo "== causal attention forward+backward: PyTorch scaled_dot_product_attention"
+timeout 600 "$python" "$root/benchmarks/torch_gpu.py" attention --batch-heads 16 2>&1 |
+  tee "$out/torch-attention.log"
