@@ -349,8 +349,17 @@ const float *Executor::output(const std::string &program, const std::string &por
       const BufferRef &b = out.buffer;
       const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
       std::vector<float> &host = hostOutputs_[{program, port}];
+      const void *at = static_cast<const char *>(base.address()) + b.offset;
+      if (b.dtype == planfile::DType::BF16 || b.dtype == planfile::DType::F16) {
+        std::vector<uint16_t> half(b.bytes / 2);
+        device_->download(half.data(), at, half.size() * sizeof(uint16_t));
+        host.resize(half.size());
+        for (size_t e = 0; e < half.size(); ++e)
+          host[e] = b.dtype == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
+        return host.data();
+      }
       host.resize((b.bytes + 3) / 4);
-      device_->download(host.data(), static_cast<const char *>(base.address()) + b.offset, b.bytes);
+      device_->download(host.data(), at, b.bytes);
       return host.data();
     }
   return nullptr;

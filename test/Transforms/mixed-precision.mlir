@@ -4,6 +4,9 @@
 // RUN: tessel-opt %s -split-input-file -tessel-mixed-precision=precision=fp32 > %t.fp32
 // RUN: tessel-opt %s -split-input-file > %t.none
 // RUN: diff %t.fp32 %t.none
+// RUN: not tessel-opt %s -split-input-file -tessel-mixed-precision=precision=fp8 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BAD
+// BAD: error: -tessel-mixed-precision: precision 'fp8' is not fp32, bf16 or fp16
 // -tessel-mixed-precision under the module's `precision = "bf16"` (and the option's fp16 and
 // fp32): which buffers become 16-bit, where the parameters' working copies are made, and what
 // stays f32.

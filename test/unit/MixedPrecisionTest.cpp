@@ -198,6 +198,7 @@ TEST(MixedPrecision, SixteenBitCallsComputeInF32AndRoundOnStore) {
                                         {"a_strides", std::vector<int64_t>{1}},
                                         {"b_strides", std::vector<int64_t>{1}}},
                                        ""));
+    p.outputs.push_back({"y", type, {5}, {}, halfRef(64, 5, type)});
     plan.programs.push_back(p);
     std::string error;
     auto ex = Executor::create(plan, 0, error);
@@ -212,6 +213,11 @@ TEST(MixedPrecision, SixteenBitCallsComputeInF32AndRoundOnStore) {
       float y = round(std::exp(round(w[e])));
       EXPECT_EQ(rt::stateAt(*ex, 0, e), y + y) << dtypeName(type) << " element " << e;
     }
+    // A 16-bit program result reaches the host widened to f32.
+    const float *y = ex->output("step", "y");
+    ASSERT_NE(y, nullptr);
+    for (int e = 0; e < 5; ++e)
+      EXPECT_EQ(y[e], round(std::exp(round(w[e])))) << dtypeName(type) << " element " << e;
     // The rounding shows: bf16(exp(bf16(1.3))) differs from exp(1.3) in f32.
     if (type == DType::BF16) {
       EXPECT_NE(rt::stateAt(*ex, 0, 1), 2 * std::exp(1.3f));
