@@ -15,6 +15,7 @@
 #include "common/KernelCatalogue.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <functional>
@@ -178,18 +179,20 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
                                           source, view.getOffsetAttr());
         return narrowed[v] = clone.getResult();
       };
-      SmallVector<Value> old;
+      // The values the reads took, once each (two reads may go through one view).
+      llvm::SetVector<Operation *> old;
       for (OpOperand *r : reads) {
-        old.push_back(r->get());
+        if (auto view = r->get().getDefiningOp<plan::ViewOp>())
+          old.insert(view);
         r->set(narrowedOf(r->get()));
       }
-      // Views of the master that only those reads used go (innermost first).
+      // Views of the master that only those reads used go, and then their sources.
       while (!old.empty()) {
-        Value v = old.pop_back_val();
-        auto view = v.getDefiningOp<plan::ViewOp>();
-        if (!view || !v.use_empty())
+        auto view = cast<plan::ViewOp>(old.pop_back_val());
+        if (!view.getResult().use_empty())
           continue;
-        old.push_back(view.getSource());
+        if (auto source = view.getSource().getDefiningOp<plan::ViewOp>())
+          old.insert(source);
         view.erase();
       }
     }
