@@ -214,6 +214,8 @@ bool accepts(OperandTypes types, planfile::DType t) {
   switch (types) {
   case OperandTypes::Float:
     return planfile::isFloat(t);
+  case OperandTypes::F32:
+    return t == planfile::DType::F32;
   case OperandTypes::Index:
     return t == planfile::DType::I32;
   case OperandTypes::AnyType:
@@ -226,6 +228,8 @@ const char *typesWord(OperandTypes types) {
   switch (types) {
   case OperandTypes::Float:
     return "f32, bf16 or f16";
+  case OperandTypes::F32:
+    return "f32";
   case OperandTypes::Index:
     return "i32";
   case OperandTypes::AnyType:
@@ -270,6 +274,8 @@ std::string operandList(const std::vector<OperandInfo> &decl) {
     s += (s.empty() ? "" : ", ") + std::string(o.role);
     if (o.types == OperandTypes::Index)
       s += " (i32)";
+    if (o.types == OperandTypes::F32)
+      s += " (f32)";
     if (o.count == OperandCount::OneOrMore)
       s += "…";
     if (o.count == OperandCount::ZeroOrMore)

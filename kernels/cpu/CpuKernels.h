@@ -44,6 +44,18 @@ struct Strides {
 Strides denseStrides(const Shape &shape);
 
 //===----------------------------------------------------------------------===//
+// 16-bit storage (Convert.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The 16-bit floating-point storage types of mixed precision.
+enum class Half16 { BF16, F16 };
+
+/// y = x, exactly.
+void widen(Half16 type, int64_t n, const uint16_t *x, float *y);
+/// y = x rounded to the nearest 16-bit value, ties to even (common/Float16.h).
+void narrow(Half16 type, int64_t n, const float *x, uint16_t *y);
+
+//===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
 

@@ -212,7 +212,8 @@ constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
                     float *c, cudaStream_t stream);
 /// The same with bf16 A and B and an f32 C, accumulated in f32: the product of mixed precision
-/// (bf16 compute with f32 results). Not called by any plan yet.
+/// (bf16 compute with f32 results); a plan's gemm with bf16 a and b and an f32 c (a weight's
+/// gradient under precision bf16) runs it. Never run on a GPU.
 cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
                         const __nv_bfloat16 *b, float *c, cudaStream_t stream);
 
@@ -224,6 +225,15 @@ cudaError_t gemmSimple(const GemmArgs &args, const float *a, const float *b, flo
 
 /// Converts n floats to bf16 (round to nearest even), for the bf16 products' operands.
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// 16-bit storage (Convert.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::widen: y = x, exactly.
+cudaError_t widen(cpu::Half16 type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream);
+/// As cpu::narrow: y = x rounded to nearest even.
+cudaError_t narrow(cpu::Half16 type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Embedding (Embedding.cu)

@@ -7,6 +7,8 @@
 #include "runtime/core/KernelCall.h"
 #include "runtime/device/Device.h"
 
+#include "common/Float16.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -255,11 +257,11 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
       d.call.comm = comm;
       for (const BufferRef &b : instr.inputs) {
         d.call.in.push_back(pointer(b));
-        d.call.inElements.push_back(b.bytes / 4);
+        d.call.inElements.push_back(b.bytes / planfile::dtypeBytes(b.dtype));
       }
       for (const BufferRef &b : instr.outputs) {
         d.call.out.push_back(pointer(b));
-        d.call.outElements.push_back(b.bytes / 4);
+        d.call.outElements.push_back(b.bytes / planfile::dtypeBytes(b.dtype));
       }
       d.call.validating = true;
       d.fn(d.call, d.params);
@@ -347,8 +349,17 @@ const float *Executor::output(const std::string &program, const std::string &por
       const BufferRef &b = out.buffer;
       const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
       std::vector<float> &host = hostOutputs_[{program, port}];
+      const void *at = static_cast<const char *>(base.address()) + b.offset;
+      if (b.dtype == planfile::DType::BF16 || b.dtype == planfile::DType::F16) {
+        std::vector<uint16_t> half(b.bytes / 2);
+        device_->download(half.data(), at, half.size() * sizeof(uint16_t));
+        host.resize(half.size());
+        for (size_t e = 0; e < half.size(); ++e)
+          host[e] = b.dtype == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
+        return host.data();
+      }
       host.resize((b.bytes + 3) / 4);
-      device_->download(host.data(), static_cast<const char *>(base.address()) + b.offset, b.bytes);
+      device_->download(host.data(), at, b.bytes);
       return host.data();
     }
   return nullptr;
@@ -424,10 +435,18 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
       return false;
     }
     for (size_t k = 0; k < d.call.out.size(); ++k) {
-      if (d.call.instr->outputs[k].dtype != planfile::DType::F32)
+      const planfile::DType type = d.call.instr->outputs[k].dtype;
+      if (!planfile::isFloat(type))
         continue;
       std::vector<float> values(d.call.outElements[k]);
-      device_->download(values.data(), d.call.out[k], values.size() * sizeof(float));
+      if (type == planfile::DType::F32) {
+        device_->download(values.data(), d.call.out[k], values.size() * sizeof(float));
+      } else {
+        std::vector<uint16_t> half(values.size());
+        device_->download(half.data(), d.call.out[k], half.size() * sizeof(uint16_t));
+        for (size_t e = 0; e < half.size(); ++e)
+          values[e] = type == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
+      }
       const float *x = values.data();
       for (uint64_t e = 0; e < d.call.outElements[k]; ++e)
         if (!std::isfinite(x[e])) {

@@ -79,7 +79,7 @@ public:
   bool writeInput(const std::string &program, const std::string &port, const void *host,
                   uint64_t bytes);
   /// Output `port` of `program` after its last run, copied to the host (null if there is no
-  /// such output); the copy stays valid until the next run.
+  /// such output), a 16-bit one widened to f32; the copy stays valid until the next run.
   const float *output(const std::string &program, const std::string &port) const;
 
   /// Runs `program`; every collective it started is done when it returns. With

@@ -86,11 +86,11 @@ bool fusedSources(const planfile::Plan &plan, std::vector<std::string> &sources,
       call.instr = &instr;
       for (const planfile::BufferRef &b : instr.inputs) {
         call.in.push_back(nullptr);
-        call.inElements.push_back(b.bytes / 4);
+        call.inElements.push_back(b.bytes / planfile::dtypeBytes(b.dtype));
       }
       for (const planfile::BufferRef &b : instr.outputs) {
         call.out.push_back(nullptr);
-        call.outElements.push_back(b.bytes / 4);
+        call.outElements.push_back(b.bytes / planfile::dtypeBytes(b.dtype));
       }
       rt::FusedCall f;
       std::string source;

@@ -1,13 +1,22 @@
 """Holds `tessel estimate --json` to ZeRO's analytical model (Rajbhandari et al., 2020).
 
-With Ψ parameters, N data-parallel ranks and mixed-precision Adam (16-bit parameters and
-gradients, fp32 master weights and moments), each rank holds per ZeRO stage:
-  0: 2Ψ + 2Ψ + 12Ψ = 16Ψ      1: 2Ψ + 2Ψ + 12Ψ/N      2: 2Ψ + (2Ψ + 12Ψ)/N      3: 16Ψ/N
-and sends over dp per step 2Ψ(N-1)/N elements (an all-reduce of the gradients, or a
+With Ψ parameters, N data-parallel ranks and Adam in fp32 (4-byte parameters, gradients and
+two moments), each rank holds per ZeRO stage:
+  0: 4Ψ + 4Ψ + 8Ψ = 16Ψ       1: 4Ψ + 4Ψ + 8Ψ/N      2: 4Ψ + (4Ψ + 8Ψ)/N      3: 16Ψ/N
+and sends over dp per step 2Ψ(N-1)/N gradient elements of 4 bytes (an all-reduce, or a
 reduce-scatter plus an all-gather), 1.5 times that under stage 3 (two gathers of every
-parameter). In fp32 the parameters and gradients take 4 bytes and there is no master copy.
+parameter).
 
-usage: check_estimate.py STAGE PRECISION ESTIMATE.json
+Under bf16 Tessel's plan holds the same state: the parameters are the fp32 master weights,
+gradients are accumulated and reduced over dp in fp32, the moments are fp32; the bf16 working
+copies of the parameters live in the arena (activations), made at their first use in each
+program (-tessel-mixed-precision). That differs from the paper's mixed-precision layout (2Ψ
+bf16 parameters and 2Ψ bf16 gradients held, the fp32 master partitioned with the moments,
+K = 12), whose figures the estimate no longer reports because the plan does not allocate
+them: the state is the fp32 formula, and the check also asks that the arena is smaller than
+under fp32 (16-bit activations).
+
+usage: check_estimate.py STAGE PRECISION ESTIMATE.json [FP32-ESTIMATE.json]
 """
 import json
 import sys
@@ -17,8 +26,8 @@ def main():
     stage, precision, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     e = json.load(open(path))
     psi, n = e["parameter_count"], e["world_size"]
-    p = 2 if precision != "fp32" else 4          # bytes of a parameter or gradient element
-    o = 12 if precision != "fp32" else 8         # optimizer bytes per element
+    p = 4  # bytes of a parameter or gradient element (the fp32 master under bf16)
+    o = 8  # optimizer bytes per element: two fp32 moments
     expect_state = {
         0: p * psi + p * psi + o * psi,
         1: p * psi + p * psi + o * psi / n,
@@ -38,6 +47,14 @@ def main():
     if abs(dp - expect_dp) > 1e-4 * expect_dp:
         print(f"dp traffic {dp} bytes, formula {expect_dp}")
         failed = True
+    if len(sys.argv) > 4:
+        # Under 16-bit precision the activations (the arena) shrink against fp32's.
+        full = json.load(open(sys.argv[4]))
+        for r, f in zip(e["ranks"], full["ranks"]):
+            if not r["activations"] < f["activations"]:
+                print(f"rank {r['rank']}: activations {r['activations']} bytes, not below "
+                      f"fp32's {f['activations']}")
+                failed = True
     print(f"zero {stage} {precision}: Ψ = {psi:.0f}, N = {n}: state {state:.0f} bytes "
           f"(formula {expect_state:.0f}), dp {dp:.0f} bytes (formula {expect_dp:.0f})")
     sys.exit(1 if failed else 0)

@@ -225,7 +225,7 @@ def main() -> int:
     p.add_argument("--tessel", help="the tessel compiler (default: build/bin/tessel, then PATH)")
     p.add_argument("--threads", type=int, default=1, help="--threads for the executable")
     p.add_argument("--seed", type=int, help="--seed for the executable (default: train.seed)")
-    p.add_argument("--ref-dtype", choices=["float32", "float64"], default="float32",
+    p.add_argument("--ref-dtype", choices=["float32", "float64", "bf16-autocast"], default="float32",
                    help="the reference's compute dtype (float64 measures Tessel's own error)")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed to the executable")
     p.add_argument("--keep", metavar="DIR", help="run in DIR and keep the dumps")
@@ -286,7 +286,8 @@ def main() -> int:
         step_rows = []  # (step, ours loss, ref loss, err, ours lr, ref lr, err, ours gn, ref gn, err)
         grad_rows = []
         for s in range(1, args.steps + 1):
-            res = ref.train_step(model, opt, s, tcfg, batches[s - 1], keep_grads=(s == 1))
+            res = ref.train_step(model, opt, s, tcfg, batches[s - 1], keep_grads=(s == 1),
+                                 autocast=args.ref_dtype == "bf16-autocast")
             m = metrics[s]
             ours_loss, ours_lr, ours_gn = float(m["loss"]), float(m["lr"]), float(m["grad_norm"])
             step_rows.append((s, ours_loss, res.loss, rel_err(ours_loss, res.loss),

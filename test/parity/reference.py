@@ -638,10 +638,12 @@ class StepResult:
 
 def train_step(model: nn.Module, opt: torch.optim.Optimizer, step: int, t: TrainConfig,
                micro_batches: Sequence[Tuple[torch.Tensor, torch.Tensor]],
-               keep_grads: bool = False) -> StepResult:
+               keep_grads: bool = False, autocast: bool = False) -> StepResult:
     """One optimizer step: forward/backward over each micro-batch with its loss scaled by
     1/accumulation (so the gradients sum to the gradient of the step's mean loss), global-norm
-    clipping, then the optimizer update at the scheduled learning rate."""
+    clipping, then the optimizer update at the scheduled learning rate. With `autocast` the
+    forward pass runs under torch.autocast("cpu", bfloat16): PyTorch's bf16 mixed precision
+    (products in bf16, fp32 parameters, gradients and optimizer state)."""
     lr = lr_at(step, t)
     for group in opt.param_groups:
         group["lr"] = lr
@@ -649,7 +651,8 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, step: int, t: Train
     n = len(micro_batches)
     losses = []
     for tokens, targets in micro_batches:
-        loss = model(tokens, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(tokens, targets).float()
         (loss / n).backward()
         losses.append(loss.item())
     grads = {}

@@ -177,3 +177,51 @@ TEST_F(CudaDevice, NamesItsModelAndMemory) {
 }
 
 } // namespace
+
+/// Mixed precision: w (f32) to its bf16 working copy, c = w16 w16^T per batch index into a
+/// bf16 buffer (the f32 product between widening and narrowing copies) and into an f32 buffer
+/// (cuBLASLt's bf16 product), then gelu of the bf16 c into f32. The CPU device's results
+/// (bf16 in, f32 compute, bf16 out rounded to nearest even) within a bf16 tolerance: the GPU's
+/// f32 sums run in another order, which can move a rounding by one bf16 ulp.
+TEST_F(CudaDevice, RunsBf16OperandsAsTheCpuDeviceDoes) {
+  Plan plan = productPlan();
+  Program &p = plan.programs[0];
+  p.instrs.erase(p.instrs.begin() + 1, p.instrs.end()); // the gemm alone
+  p.outputs.clear();
+  const BufferRef state{Storage::State, 0, 0, 120 * 4, DType::F32};
+  // Bytes: [0, 384) c (f32), [384, 624) w16, [624, 816) c16, [816, 1200) gelu(c16) (f32).
+  const BufferRef w16{Storage::Arena, 0, 384, 240, DType::BF16};
+  const BufferRef c16{Storage::Arena, 0, 624, 192, DType::BF16};
+  const BufferRef g{Storage::Arena, 0, 816, 384, DType::F32};
+  p.arenaBytes = 1200;
+  p.instrs.insert(p.instrs.begin(), test::makeInstr("copy", {state}, {w16},
+                                                    {{"shape", std::vector<int64_t>{120}},
+                                                     {"x_strides", std::vector<int64_t>{1}}},
+                                                    "test.model:4:3"));
+  p.instrs[1].inputs = {w16, w16}; // c (f32) = w16 w16^T: the bf16 product
+  Instr narrowProduct = p.instrs[1];
+  narrowProduct.outputs = {c16}; // c16 = the same product stored in bf16
+  p.instrs.push_back(narrowProduct);
+  p.instrs.push_back(test::makeInstr(
+      "unary", {c16}, {g}, {{"op", std::string("gelu")}, {"n", int64_t(96)}}, "test.model:9:3"));
+  p.outputs.push_back({"c", DType::F32, {2, 3, 4, 4}, {}, arenaRef(0, 96)});
+  p.outputs.push_back({"g", DType::F32, {96}, {}, g});
+  std::string error, why;
+  auto gpu = Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why));
+  ASSERT_TRUE(gpu) << error << why;
+  auto cpu = Executor::create(plan, 0, error, nullptr, rt::createCpuDevice());
+  ASSERT_TRUE(cpu) << error;
+  float w[120];
+  for (int i = 0; i < 120; ++i)
+    w[i] = std::sin(0.37f * static_cast<float>(i));
+  ASSERT_TRUE(gpu->writeState(0, w));
+  ASSERT_TRUE(cpu->writeState(0, w));
+  ASSERT_TRUE(gpu->run("step", rt::StepContext{}, error)) << error;
+  ASSERT_TRUE(cpu->run("step", rt::StepContext{}, error)) << error;
+  for (const char *name : {"c", "g"}) {
+    const float *got = gpu->output("step", name), *ref = cpu->output("step", name);
+    ASSERT_TRUE(got && ref) << name;
+    for (int i = 0; i < 96; ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-5f + 0x1p-7f * std::fabs(ref[i])) << name << " element " << i;
+  }
+}

@@ -140,15 +140,6 @@ TEST(Device, ExecutorAllocatesCopiesAndLaunchesThroughTheDevice) {
   EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 2), 2 * std::exp(2.0f));
 }
 
-TEST(Device, CpuDeviceRefusesSixteenBitOperandsAtLoad) {
-  std::string error;
-  EXPECT_FALSE(Executor::create(twoKernels(DType::BF16), 0, error));
-  EXPECT_NE(error.find("instruction 0 of program 'step' (kernel 'unary', from test.model:2:3): "
-                       "output 0 is bf16; the cpu device computes in f32"),
-            std::string::npos)
-      << error;
-}
-
 // The optimizer step's guard: a value that is not finite ends the program before anything
 // after it runs, and the executor says where; a finite one lets it run to the end.
 TEST(Device, GuardFiniteEndsTheProgramBeforeLaterKernels) {

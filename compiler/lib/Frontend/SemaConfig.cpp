@@ -347,8 +347,16 @@ void Sema::readTrain(const ast::Section &section) {
       cfg.clip = {v, e->loc};
   }
   if (const ast::Expr *e = top.value("precision"))
-    if (auto w = readWord(*this, *e, "precision", {"fp32", "bf16", "fp16"}))
-      cfg.precision = {*w, e->loc};
+    if (auto w = readWord(*this, *e, "precision", {"fp32", "bf16", "fp16"})) {
+      // f16's range (6e-8 to 65504) loses small gradients unless the loss is scaled, which
+      // Tessel does not do; bf16 has f32's range. The plan and the devices handle f16 storage
+      // (-tessel-mixed-precision precision=fp16), so this is the one place that says no.
+      if (*w == "fp16")
+        error(e->loc, "precision fp16 needs loss scaling, which Tessel does not do",
+              "use bf16: 16-bit like fp16, with fp32's range");
+      else
+        cfg.precision = {*w, e->loc};
+    }
   readString(top, "data", cfg.data);
   if (const ast::Expr *e = top.value("tokenizer"))
     if (auto w = readWord(*this, *e, "tokenizer", {"byte", "tokens"}))

@@ -34,5 +34,8 @@ void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOption
   pm.addPass(createLowerToPlan());
   // Before memory planning, so the gradient buffers the GEMMs no longer write are not placed.
   pm.addPass(createFoldAccumulate());
+  // With every buffer's kernels known, the spec's precision picks each buffer's element type
+  // (fp32 plans are left as they are); memory planning then sizes buffers by it.
+  pm.addPass(createMixedPrecision());
   pm.addPass(createPlanMemory());
 }

@@ -108,8 +108,6 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
   configInt("pipeline.in_flight", e.inFlight);
   configDouble("pipeline.bubble", e.bubble);
   configDouble("pipeline.bubble_formula", e.bubbleFormula);
-  bool mixed = e.precision != "fp32";
-  double elementBytes = mixed ? 2 : 4;
 
   auto groupSize = [&](const std::string &name) {
     const pf::Group *g = plan.groupNamed(name);
@@ -155,15 +153,16 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     for (const pf::StateTensor &t : plan.state) {
       if (!t.heldBy(static_cast<uint32_t>(stage)))
         continue;
-      double n = elements(t.shape);
+      // The bytes the plan allocates, at the tensor's own element type: under mixed
+      // precision the parameters are the fp32 master weights, the gradients are accumulated
+      // in fp32, and the 16-bit working copies are arena buffers (activations).
+      const double bytes = static_cast<double>(t.bytes());
       if (t.role == "param")
-        r.parameters += n * elementBytes;
+        r.parameters += bytes;
       else if (t.role == "grad")
-        r.gradients += n * elementBytes;
-      else if (t.role == "adam_m")
-        r.optimizer += n * (mixed ? 8 : 4); // the moment, and the fp32 master copy
+        r.gradients += bytes;
       else
-        r.optimizer += n * 4; // adam_v, momentum
+        r.optimizer += bytes; // adam_m, adam_v, momentum
     }
     std::map<std::string, double> bytesSent;
     for (const pf::Program &p : plan.programs) {
@@ -183,6 +182,13 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
         if (const pf::Attr *members = in.find("members"))
           if (auto list = std::get_if<std::vector<int64_t>>(&members->value))
             k = static_cast<double>(list->size());
+        // Collectives move their operands' element type (f32 under mixed precision too:
+        // gradients are reduced in fp32).
+        const pf::BufferRef *operand = !in.inputs.empty()    ? &in.inputs.front()
+                                       : !in.outputs.empty() ? &in.outputs.front()
+                                                             : nullptr;
+        const double elementBytes =
+            operand ? static_cast<double>(pf::dtypeBytes(operand->dtype)) : 4;
         double bytes = 0;
         if (in.kernel == "all_reduce")
           bytes = 2 * (k - 1) / k * static_cast<double>(intAttr(in, "n")) * elementBytes;

@@ -147,8 +147,9 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
         auto dtype = tessel::plan::planDType(&op, type);
         if (failed(dtype))
           return failure();
-        refs[v] = pf::BufferRef{storage, state, offset,
-                                static_cast<uint64_t>(type.getNumElements()) * 4, *dtype};
+        refs[v] = pf::BufferRef{
+            storage, state, offset,
+            static_cast<uint64_t>(type.getNumElements()) * pf::dtypeBytes(*dtype), *dtype};
         return success();
       };
       LogicalResult ok =
@@ -187,8 +188,11 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                   return failure();
                 pf::BufferRef ref = *src;
                 if (auto offset = v.getOffset()) {
-                  ref.offset += static_cast<uint64_t>(*offset) * 4;
-                  ref.bytes = static_cast<uint64_t>(v.getResult().getType().getNumElements()) * 4;
+                  // The offset counts elements of the view's element type (the source's).
+                  const uint64_t width = pf::dtypeBytes(ref.dtype);
+                  ref.offset += static_cast<uint64_t>(*offset) * width;
+                  ref.bytes =
+                      static_cast<uint64_t>(v.getResult().getType().getNumElements()) * width;
                 }
                 refs[v.getResult()] = ref;
                 return success();

@@ -36,6 +36,7 @@ tessel::TrainSettings tessel::readTrainSettings(ModuleOp module) {
   read(train, "clip", s.clip);
   read(train, "data", s.data);
   read(train, "tokenizer", s.tokenizer);
+  read(train, "precision", s.precision);
   read(train, "seed", s.seed);
   read(train, "eval_every", s.evalEvery);
   read(train, "eval_batches", s.evalBatches);

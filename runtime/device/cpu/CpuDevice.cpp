@@ -2,11 +2,13 @@
 //
 // Buffers are 64-byte aligned host allocations; copies are memcpy; the one stream runs each
 // kernel when it is launched, so events are always reached and synchronize has nothing to wait
-// for. Kernels compute in f32 (with i32 ids); a plan with 16-bit operands is refused at load.
+// for. Kernels compute in f32 (with i32 ids); a compute kernel with bf16 or f16 operands runs
+// through the widening wrapper (WidenedCall.h), so mixed-precision plans run here too.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/Device.h"
+#include "runtime/device/cpu/WidenedCall.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -54,20 +56,16 @@ public:
 
   KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                   const std::vector<planfile::DType> &outs, std::string &error) override {
-    auto f32Only = [&](const std::vector<planfile::DType> &types, const char *direction) {
-      for (size_t k = 0; k < types.size(); ++k)
-        if (types[k] == planfile::DType::BF16 || types[k] == planfile::DType::F16) {
-          error = std::string(direction) + " " + std::to_string(k) + " is " +
-                  planfile::dtypeName(types[k]) +
-                  "; the cpu device computes in f32 (compile with precision fp32, or run on a "
-                  "device with 16-bit kernels)";
-          return false;
-        }
-      return true;
-    };
-    if (!f32Only(ins, "input") || !f32Only(outs, "output"))
+    if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
+      return cpuKernel(kernel.id);
+    // Collectives and control kernels move and compare f32 (sums over ranks are taken in
+    // f32); mixed precision keeps their operands f32.
+    if (kernel.family != catalogue::Family::Compute) {
+      error = "a 16-bit operand of a collective or control kernel; the cpu device runs those "
+              "on f32 and i32 buffers";
       return nullptr;
-    return cpuKernel(kernel.id);
+    }
+    return &widenedCall;
   }
 
   uint32_t streams() const override { return 1; }

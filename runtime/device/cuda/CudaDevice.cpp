@@ -101,6 +101,9 @@ public:
       cudaEventDestroy(event);
     for (Scratch &s : scratch_)
       cudaFree(s.data);
+    for (std::vector<Scratch> &slots : operandScratch_)
+      for (Scratch &s : slots)
+        cudaFree(s.data);
     cudaFree(idError_);
     for (cuda::BlasContext &b : blas_)
       cudaFree(b.workspace);
@@ -161,6 +164,7 @@ public:
       b.handle = blasHandle_;
     }
     scratch_.resize(kStreams);
+    operandScratch_.resize(kStreams);
     const char *nvrtc = std::getenv("TESSEL_NVRTC");
     if (!nvrtc || std::strcmp(nvrtc, "off") != 0) {
       int major = 0, minor = 0;
@@ -214,22 +218,25 @@ public:
 
   KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                   const std::vector<planfile::DType> &outs, std::string &error) override {
-    auto f32Only = [&](const std::vector<planfile::DType> &types, const char *direction) {
-      for (size_t k = 0; k < types.size(); ++k)
-        if (types[k] == planfile::DType::BF16 || types[k] == planfile::DType::F16) {
-          error = std::string(direction) + " " + std::to_string(k) + " is " +
-                  planfile::dtypeName(types[k]) + "; the cuda device has only f32 kernels so far";
-          return false;
-        }
-      return true;
-    };
-    if (!f32Only(ins, "input") || !f32Only(outs, "output"))
-      return nullptr;
     KernelFn fn = cudaKernel(kernel.id);
-    if (!fn)
+    if (!fn) {
       error = std::string("the cuda device has no '") + kernel.name +
               "' kernel yet (the CUDA backend is being built, issue 16); run on the cpu device";
-    return fn;
+      return nullptr;
+    }
+    if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
+      return fn;
+    // 16-bit operands: a kernel made for them where there is one (the bf16 product), else the
+    // f32 kernel between widening and narrowing copies (CudaWidenedCall.cpp). Never run on a
+    // GPU (issue 16).
+    if (kernel.family != catalogue::Family::Compute) {
+      error = "a 16-bit operand of a collective or control kernel; the cuda device runs those "
+              "on f32 and i32 buffers";
+      return nullptr;
+    }
+    if (KernelFn native = cudaSixteenBitKernel(kernel.id, ins, outs))
+      return native;
+    return &cudaWidenedCall;
   }
 
   void prepare(KernelCall &call, const catalogue::KernelParams &params) override {
@@ -324,20 +331,30 @@ private:
     return fused_ ? fused_->find(instr) : nullptr;
   }
   void *scratch(uint64_t bytes, std::string &error) override {
-    Scratch &s = scratch_[launching_];
+    return grown(scratch_[launching_], bytes, error);
+  }
+  void *operandScratch(size_t slot, uint64_t bytes, std::string &error) override {
+    std::vector<Scratch> &slots = operandScratch_[launching_];
+    if (slots.size() <= slot)
+      slots.resize(slot + 1);
+    return grown(slots[slot], bytes, error);
+  }
+
+  /// `s`, at least `bytes` long: grown rarely (the first step), after waiting for the stream's
+  /// kernels that still use the old memory.
+  void *grown(Scratch &s, uint64_t bytes, std::string &error) {
     if (s.bytes >= bytes && s.data)
       return s.data;
-    // Grown rarely (the first step): wait for the stream's kernels that still use the old one.
     cudaStreamSynchronize(streams_[launching_]);
     cudaFree(s.data);
     s = Scratch{};
-    const uint64_t grown = std::max<uint64_t>(bytes, 1 << 20);
-    if (cudaError_t e = cudaMalloc(&s.data, grown); e != cudaSuccess) {
+    const uint64_t size = std::max<uint64_t>(bytes, 1 << 20);
+    if (cudaError_t e = cudaMalloc(&s.data, size); e != cudaSuccess) {
       s.data = nullptr;
-      error = "allocating " + std::to_string(grown) + " bytes on " + name() + ": " + cudaMessage(e);
+      error = "allocating " + std::to_string(size) + " bytes on " + name() + ": " + cudaMessage(e);
       return nullptr;
     }
-    s.bytes = grown;
+    s.bytes = size;
     return s.data;
   }
 
@@ -373,6 +390,7 @@ private:
   cudaEvent_t collectiveEvent_ = nullptr;
   std::vector<cudaStream_t> streams_;
   std::vector<Scratch> scratch_;
+  std::vector<std::vector<Scratch>> operandScratch_; ///< Per stream, per widened operand.
   std::map<uint64_t, cudaEvent_t> recorded_;
   std::vector<cudaEvent_t> freeEvents_;
   cuda::IdError *idError_ = nullptr;

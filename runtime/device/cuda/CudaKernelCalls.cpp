@@ -653,7 +653,32 @@ bool waitFor(KernelCall &c, const catalogue::KernelParams &params) {
   return rt::run(c, *std::get_if<catalogue::Wait>(&params));
 }
 
+/// gemm with bf16 a and b and an f32 c (a weight's gradient under precision bf16): cuBLASLt's
+/// bf16 product with f32 accumulation, no widening copies. The offsets gemmCalls gives count
+/// elements, so they apply to the bf16 operands as they are.
+bool gemmBf16Call(KernelCall &c, const catalogue::KernelParams &params) {
+  GemmCalls calls;
+  if (!gemmCalls(c, *std::get_if<catalogue::Gemm>(&params), calls))
+    return c.error.empty();
+  const cuda::BlasContext &blas = currentCudaLaunch()->blas();
+  const auto *a = static_cast<const __nv_bfloat16 *>(c.in[0]);
+  const auto *b = static_cast<const __nv_bfloat16 *>(c.in[1]);
+  for (const auto &[ao, bo, out] : calls.offsets)
+    if (!multiplied(c, cuda::gemmBf16(blas, calls.args, a + ao, b + bo, c.fout(0) + out, stream())))
+      return false;
+  return true;
+}
+
 } // namespace
+
+KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
+                              const std::vector<planfile::DType> &outs) {
+  using planfile::DType;
+  if (id == catalogue::KernelId::Gemm && ins.size() == 2 && ins[0] == DType::BF16 &&
+      ins[1] == DType::BF16 && outs.size() == 1 && outs[0] == DType::F32)
+    return &gemmBf16Call;
+  return nullptr;
+}
 
 KernelFn cudaKernel(catalogue::KernelId id) {
   switch (id) {

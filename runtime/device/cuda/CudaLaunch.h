@@ -26,6 +26,10 @@ public:
   /// `bytes` of device memory that only this stream's kernels use, valid until the next call
   /// on the same stream; null (with the reason) if it cannot be had.
   virtual void *scratch(uint64_t bytes, std::string &error) = 0;
+  /// `bytes` of device memory for the f32 copy of a call's 16-bit operand `slot`
+  /// (cudaWidenedCall), apart from `scratch`, which the kernel itself may take; valid as
+  /// `scratch` is.
+  virtual void *operandScratch(size_t slot, uint64_t bytes, std::string &error) = 0;
   /// The device's record of the first out-of-range id, read at synchronize.
   virtual cuda::IdError *idError() const = 0;
   /// The cuBLASLt handle and this stream's workspace (created once, with the device).
@@ -42,6 +46,17 @@ CudaLaunch *currentCudaLaunch();
 
 /// The CUDA handler of kernel `id`, or null where the CUDA backend has none yet.
 KernelFn cudaKernel(catalogue::KernelId id);
+
+/// A CUDA handler made for these 16-bit operand types (a gemm of bf16 a and b into an f32 c,
+/// on cuBLASLt's bf16 path), or null where there is none.
+KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
+                              const std::vector<planfile::DType> &outs);
+
+/// The handler of a call with 16-bit operands whose kernel has only its f32 CUDA handler: as
+/// the CPU device's widenedCall (runtime/device/cpu/WidenedCall.h), on the launch's stream:
+/// 16-bit operands widened into operand scratch, the f32 handler, 16-bit outputs narrowed
+/// back to nearest even.
+bool cudaWidenedCall(KernelCall &call, const catalogue::KernelParams &params);
 
 } // namespace tessel::rt
 

@@ -32,7 +32,7 @@ struct PlanPipelineOptions {
 
 /// Adds the passes from (partitioned) training graph IR to a memory-planned plan module:
 /// the output head's fusion with its loss, elementwise fusion, lowering to the plan dialect,
-/// memory planning.
+/// mixed precision (the spec's `precision`), memory planning.
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options = {});
 
 } // namespace tessel

@@ -53,14 +53,15 @@ struct PlanEstimate {
 /// shapes and runs the same programs, so the figures are worked out once per stage, on its
 /// first rank, and given to each of its ranks: the estimate's cost does not grow with dp or
 /// tp. A rank counts the state tensors its pipeline stage holds.
-/// Parameters and gradients take the bytes of the plan's
-/// precision (train.precision: 4 for fp32, 2 for bf16 and fp16); the optimizer keeps its
-/// moments, and under 16-bit precision a master copy of the parameters, in fp32. Activations
+/// State takes the bytes the plan allocates for it, at each tensor's element type: under
+/// 16-bit precision (-tessel-mixed-precision) the parameters are the fp32 master weights and
+/// the gradients and moments are fp32 too, as under fp32; the 16-bit working copies of the
+/// parameters and the 16-bit activations are arena buffers. Activations
 /// are the peak of the largest program's arena. Collectives move, per rank, what a ring
 /// moves: 2(k-1)/k of the data for an all-reduce over k ranks, (k-1)/k of the whole tensor for
 /// an all-gather or a reduce-scatter; a pipeline stage sends its activations (gradients) to
-/// the next (previous) stage once per micro-batch. The figure per group is the most any rank
-/// sends.
+/// the next (previous) stage once per micro-batch, each at its operands' element type. The
+/// figure per group is the most any rank sends.
 PlanEstimate estimatePlan(const planfile::Plan &plan);
 
 /// A table for people: one row per run of consecutive ranks with the same figures.

@@ -242,6 +242,44 @@ def FoldAccumulate : Pass<"tessel-fold-accumulate", "mlir::ModuleOp"> {
   }];
 }
 
+def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Stores activations and the parameters' working copies in bf16 (or f16)";
+  let description = [{
+    Mixed precision as the spec's `precision` says, on the plan's buffers once every kernel
+    call is known (after the lowering and `-tessel-fold-accumulate`, before memory planning,
+    which then sizes each buffer by its element type). Every kernel computes in f32 whatever
+    its operands' types (a device widens 16-bit operands and rounds 16-bit results to nearest
+    even), so the rewrite only chooses where values are stored:
+
+    - An arena buffer (a `plan.alloc` and its views) becomes 16-bit unless something needs it
+      at full width: a program result the host reads, an operand of a collective or control
+      kernel (reductions over ranks sum in f32), an operand the kernel catalogue declares
+      `F32` (losses, statistics carried between kernels, gradients on their way to the
+      optimizer, the optimizer's values), one that is not a float type (`AnyType`), or a
+      buffer a kernel adds into (`accumulate`). So weight gradients are computed from 16-bit
+      activations into f32, reduced over the data axes in f32 and accumulated in f32.
+    - Parameters (`plan.tensor` role `param`) stay f32: they are the master weights the
+      optimizer updates. In each program, right before the first kernel that reads a
+      parameter as a `Float` operand, a `copy` kernel writes its 16-bit working copy into the
+      arena, and those reads take the copy: one rounding per parameter per program run.
+    - Program inputs and persistent state other than the working copies keep their types.
+
+    `precision` is the spec's word (fp32, bf16, fp16); empty reads the module's
+    `tessel.train` precision. Under fp32 the pass changes nothing.
+
+    ```mlir
+    %w = plan.state "w" : memref<128x512xf32>
+    %w16 = plan.alloc : memref<128x512xbf16>
+    plan.kernel "copy" ins(%w : memref<128x512xf32>) outs(%w16 : memref<128x512xbf16>) {...}
+    plan.kernel "gemm" ins(%x, %w16 : memref<1024x128xbf16>, memref<128x512xbf16>) ...
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"\"",
+           "fp32, bf16 or fp16; empty: the module's tessel.train precision">
+  ];
+}
+
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets from liveness";
   let description = [{

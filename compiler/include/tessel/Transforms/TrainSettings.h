@@ -23,6 +23,7 @@ struct TrainSettings {
   double minLr = 0.0;
   double clip = 0.0;
   std::string data, tokenizer = "byte";
+  std::string precision = "fp32"; ///< fp32, bf16 or fp16 (-tessel-mixed-precision).
   int64_t seed = 0;
   int64_t evalEvery = 0, evalBatches = 0;
   double evalFraction = 0.0;

@@ -1,0 +1,27 @@
+//===- WidenedCall.h - 16-bit operands around the f32 CPU kernels -*- C++ -*-===//
+//
+// The CPU kernels compute in f32. A call with bf16 or f16 operands runs them through one
+// wrapper rather than a 16-bit copy of each kernel: its 16-bit operands are widened into f32
+// scratch, the kernel's f32 handler runs on the scratch, and its 16-bit outputs are rounded
+// back to nearest even. That is the semantics of the CUDA kernels' 16-bit instantiations (16-bit
+// in, f32 compute, 16-bit out), so both devices give a plan the same meaning. A call whose
+// operands are all f32 or i32 never meets the wrapper: the device hands out the f32 handler.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_DEVICE_CPU_WIDENEDCALL_H
+#define TESSEL_RUNTIME_DEVICE_CPU_WIDENEDCALL_H
+
+#include "runtime/core/KernelCall.h"
+
+namespace tessel::rt {
+
+/// The handler of a compute kernel with 16-bit operands: widens them into this thread's f32
+/// scratch (an output only when the call adds into it, `accumulate`; an output that is one of
+/// the inputs shares that input's scratch, so in-place kernels stay in place), runs
+/// the kernel's f32 handler (cpuKernel) there, and narrows the 16-bit outputs back. Validation
+/// runs the f32 handler on the call as it is (its element counts are already per type).
+bool widenedCall(KernelCall &call, const catalogue::KernelParams &params);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_DEVICE_CPU_WIDENEDCALL_H

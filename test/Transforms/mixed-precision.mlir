@@ -1,0 +1,118 @@
+// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision=precision=fp16 \
+// RUN:   | FileCheck %s --check-prefix=F16
+// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision=precision=fp32 > %t.fp32
+// RUN: tessel-opt %s -split-input-file > %t.none
+// RUN: diff %t.fp32 %t.none
+// RUN: not tessel-opt %s -split-input-file -tessel-mixed-precision=precision=fp8 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BAD
+// BAD: error: -tessel-mixed-precision: precision 'fp8' is not fp32, bf16 or fp16
+// -tessel-mixed-precision under the module's `precision = "bf16"` (and the option's fp16 and
+// fp32): which buffers become 16-bit, where the parameters' working copies are made, and what
+// stays f32.
+
+// A linear layer, its loss and its weight gradient. The working copy of w is made right
+// before its first 16-bit read (the gemm) and read by both gemms; the activations h and y are
+// bf16; the loss (an `F32` operand of cross_entropy), the gradient accumulator (state), a
+// buffer reduced over dp (a collective's operand), the seed of the loss gradient (`F32`) and
+// a program result stay f32; the ids stay i32.
+// CHECK-LABEL: plan.program "forward_backward"
+// CHECK: %[[X:.*]] = plan.input "x" : memref<4x8xf32>
+// CHECK: %[[W:.*]] = plan.state "w" : memref<8x16xf32>
+// CHECK: %[[H:.*]] = plan.alloc : memref<4x16xbf16>
+// CHECK-NEXT: %[[W16:.*]] = plan.alloc : memref<8x16xbf16>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[W]] : memref<8x16xf32>) outs(%[[W16]] : memref<8x16xbf16>) {shape = array<i64: 8, 16>, x_strides = array<i64: 16, 1>}
+// CHECK-NEXT: plan.kernel "gemm" ins(%[[X]], %[[W16]] : memref<4x8xf32>, memref<8x16xbf16>) outs(%[[H]] : memref<4x16xbf16>)
+// CHECK: %[[L:.*]] = plan.alloc : memref<f32>
+// CHECK: plan.kernel "cross_entropy" ins(%[[H]], %{{.*}} : memref<4x16xbf16>, memref<4xi32>) outs(%[[L]] : memref<f32>)
+// CHECK: %[[ONE:.*]] = plan.alloc : memref<f32>
+// CHECK: %[[DH:.*]] = plan.alloc : memref<4x16xbf16>
+// CHECK: plan.kernel "cross_entropy_grad" ins(%[[H]], %{{.*}}, %[[ONE]] : memref<4x16xbf16>, memref<4xi32>, memref<f32>) outs(%[[DH]] : memref<4x16xbf16>)
+// CHECK: %[[GW:.*]] = plan.state "grad.w" : memref<8x16xf32>
+// CHECK: plan.kernel "gemm" ins(%[[X]], %[[DH]] : memref<4x8xf32>, memref<4x16xbf16>) outs(%[[GW]] : memref<8x16xf32>)
+// CHECK: %[[DX:.*]] = plan.alloc : memref<4x8xbf16>
+// CHECK: plan.kernel "gemm" ins(%[[DH]], %[[W16]] : memref<4x16xbf16>, memref<8x16xbf16>) outs(%[[DX]] : memref<4x8xbf16>)
+// CHECK: %[[R:.*]] = plan.alloc : memref<4x16xf32>
+// CHECK: plan.kernel "all_reduce" ins(%[[R]] : memref<4x16xf32>) outs(%[[R]] : memref<4x16xf32>)
+// CHECK: plan.output "loss", %[[L]] : memref<f32>
+// CHECK-NOT: "copy" ins(%[[W]]
+// The optimizer reads and writes the fp32 master: no working copy there.
+// CHECK-LABEL: plan.program "optimizer_step"
+// CHECK-NOT: bf16
+// CHECK: plan.kernel "adamw" ins({{.*}} : memref<8x16xf32>, memref<f32>, memref<f32>) outs({{.*}} : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>)
+
+// F16-LABEL: plan.program "forward_backward"
+// F16: plan.kernel "copy" ins(%{{.*}} : memref<8x16xf32>) outs(%{{.*}} : memref<8x16xf16>)
+// F16: plan.kernel "cross_entropy" ins(%{{.*}}, %{{.*}} : memref<4x16xf16>, memref<4xi32>) outs(%{{.*}} : memref<f32>)
+
+// Under fp32 nothing changes (the diff above).
+module attributes {tessel.train = {precision = "bf16"}} {
+  plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["embed", "vocab"] : memref<8x16xf32>
+  plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.0, 0.0) dims ["embed", "vocab"] : memref<8x16xf32>
+  plan.tensor "adam_m.w" role "adam_m" of "w" init "zeros"(0.0, 0.0) dims ["embed", "vocab"] : memref<8x16xf32>
+  plan.tensor "adam_v.w" role "adam_v" of "w" init "zeros"(0.0, 0.0) dims ["embed", "vocab"] : memref<8x16xf32>
+  plan.program "forward_backward" {
+    %x = plan.input "x" : memref<4x8xf32>
+    %t = plan.input "targets" : memref<4xi32>
+    %w = plan.state "w" : memref<8x16xf32>
+    %h = plan.alloc : memref<4x16xf32>
+    plan.kernel "gemm" ins(%x, %w : memref<4x8xf32>, memref<8x16xf32>) outs(%h : memref<4x16xf32>) {a_batch_strides = array<i64>, b_batch_strides = array<i64>, batch_shape = array<i64>, c_batch_strides = array<i64>, k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldc = 16 : i64, m = 4 : i64, n = 16 : i64, trans_a = 0 : i64, trans_b = 0 : i64}
+    %l = plan.alloc : memref<f32>
+    plan.kernel "cross_entropy" ins(%h, %t : memref<4x16xf32>, memref<4xi32>) outs(%l : memref<f32>) {cols = 16 : i64, rows = 4 : i64, scale = 0.25 : f64}
+    %one = plan.alloc : memref<f32>
+    plan.kernel "fill" outs(%one : memref<f32>) {n = 1 : i64, value = 1.0 : f64}
+    %dh = plan.alloc : memref<4x16xf32>
+    plan.kernel "cross_entropy_grad" ins(%h, %t, %one : memref<4x16xf32>, memref<4xi32>, memref<f32>) outs(%dh : memref<4x16xf32>) {cols = 16 : i64, rows = 4 : i64, scale = 0.25 : f64}
+    %gw = plan.state "grad.w" : memref<8x16xf32>
+    plan.kernel "gemm" ins(%x, %dh : memref<4x8xf32>, memref<4x16xf32>) outs(%gw : memref<8x16xf32>) {a_batch_strides = array<i64>, accumulate = 1 : i64, b_batch_strides = array<i64>, batch_shape = array<i64>, c_batch_strides = array<i64>, k = 4 : i64, lda = 8 : i64, ldb = 16 : i64, ldc = 16 : i64, m = 8 : i64, n = 16 : i64, trans_a = 1 : i64, trans_b = 0 : i64}
+    %dx = plan.alloc : memref<4x8xf32>
+    plan.kernel "gemm" ins(%dh, %w : memref<4x16xf32>, memref<8x16xf32>) outs(%dx : memref<4x8xf32>) {a_batch_strides = array<i64>, b_batch_strides = array<i64>, batch_shape = array<i64>, c_batch_strides = array<i64>, k = 16 : i64, lda = 16 : i64, ldb = 16 : i64, ldc = 8 : i64, m = 4 : i64, n = 8 : i64, trans_a = 0 : i64, trans_b = 1 : i64}
+    %r = plan.alloc : memref<4x16xf32>
+    plan.kernel "copy" ins(%dh : memref<4x16xf32>) outs(%r : memref<4x16xf32>) {shape = array<i64: 4, 16>, x_strides = array<i64: 16, 1>}
+    plan.kernel "all_reduce" ins(%r : memref<4x16xf32>) outs(%r : memref<4x16xf32>) {group = "dp", n = 64 : i64, op = "sum"}
+    plan.output "loss", %l : memref<f32>
+  }
+  plan.program "optimizer_step" {
+    %g = plan.state "grad.w" : memref<8x16xf32>
+    %lr = plan.alloc : memref<f32>
+    plan.kernel "fill" outs(%lr : memref<f32>) {n = 1 : i64, value = 1.0e-3 : f64}
+    %c = plan.alloc : memref<f32>
+    plan.kernel "fill" outs(%c : memref<f32>) {n = 1 : i64, value = 1.0 : f64}
+    %w = plan.state "w" : memref<8x16xf32>
+    %m = plan.state "adam_m.w" : memref<8x16xf32>
+    %v = plan.state "adam_v.w" : memref<8x16xf32>
+    plan.kernel "adamw" ins(%g, %lr, %c : memref<8x16xf32>, memref<f32>, memref<f32>) outs(%w, %m, %v : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>) {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, n = 128 : i64, weight_decay = 0.0 : f64}
+  }
+}
+
+// -----
+
+// Views follow their buffer: a bf16 buffer's views are bf16, and a parameter read through a
+// view is read through the same view of its working copy, made once after the copy.
+// CHECK-LABEL: plan.program "views"
+// CHECK: %[[W:.*]] = plan.state "w" : memref<4x2x8xf32>
+// CHECK-NOT: plan.view %[[W]]
+// CHECK: %[[A:.*]] = plan.alloc : memref<4x8xbf16>
+// CHECK-NEXT: %[[AV:.*]] = plan.view %[[A]] : memref<4x8xbf16> to memref<32xbf16>
+// CHECK-NEXT: %[[W16:.*]] = plan.alloc : memref<4x2x8xbf16>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[W]] : memref<4x2x8xf32>) outs(%[[W16]] : memref<4x2x8xbf16>)
+// CHECK-NEXT: %[[V16:.*]] = plan.view %[[W16]] offset 8 : memref<4x2x8xbf16> to memref<4x8xbf16>
+// CHECK-NEXT: plan.kernel "unary" ins(%[[V16]] : memref<4x8xbf16>) outs(%[[AV]] : memref<32xbf16>)
+// The last result is read by the host: f32, and so are its views.
+// CHECK: %[[O:.*]] = plan.alloc : memref<32xf32>
+// CHECK-NEXT: plan.kernel "unary" ins(%[[V16]] : memref<4x8xbf16>) outs(%[[O]] : memref<32xf32>)
+// CHECK-NEXT: plan.view %[[O]] : memref<32xf32> to memref<4x8xf32>
+module attributes {tessel.train = {precision = "bf16"}} {
+  plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a", "b", "c"] : memref<4x2x8xf32>
+  plan.program "views" {
+    %w = plan.state "w" : memref<4x2x8xf32>
+    %wv = plan.view %w offset 8 : memref<4x2x8xf32> to memref<4x8xf32>
+    %a = plan.alloc : memref<4x8xf32>
+    %av = plan.view %a : memref<4x8xf32> to memref<32xf32>
+    plan.kernel "unary" ins(%wv : memref<4x8xf32>) outs(%av : memref<32xf32>) {n = 32 : i64, op = "exp"}
+    %o = plan.alloc : memref<32xf32>
+    plan.kernel "unary" ins(%wv : memref<4x8xf32>) outs(%o : memref<32xf32>) {n = 32 : i64, op = "neg"}
+    %ov = plan.view %o : memref<32xf32> to memref<4x8xf32>
+    plan.output "y", %ov : memref<4x8xf32>
+  }
+}
