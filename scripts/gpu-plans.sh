@@ -25,7 +25,7 @@ python3 "$root/test/Equivalence/equivalence.py" --tessel "$tessel" \
   --data "$root/test/parity/Inputs/text.txt" --workdir "$out" --emit-plans "$out/ranks/gpt_pipeline" \
   --layout 1,1,0,0,2,2,1f1b > /dev/null
 # benchmarks/gpu_bench.sh's model: GPT-2 124M as llm.c trains it on one GPU (sequences of 1024
-# tokens, 16 per step), one rank, fp32.
+# tokens, 16 per step), one rank, in fp32 and in bf16.
 mkdir -p "$out/bench"
 sed -e 's/^    seq = 256$/    seq = 1024/' -e 's/^  batch = 4$/  batch = 16/' \
   -e 's/^  micro_batch = 4$/  micro_batch = 16/' "$root/benchmarks/models/gpt2_124m.model" \
@@ -34,3 +34,7 @@ grep -q "seq = 1024" "$out/bench/gpt2_124m.model" && grep -q "micro_batch = 16" 
   "$out/bench/gpt2_124m.model" || { echo "gpu-plans: could not resize gpt2_124m.model" >&2; exit 1; }
 "$tessel" compile "$out/bench/gpt2_124m.model" -I "$root" --emit=plan-file \
   -o "$out/bench/gpt2_124m-fp32.plan"
+# The same in bf16 mixed precision (fp32 masters and optimizer state).
+sed -e 's/^  precision = fp32/  precision = bf16/' "$out/bench/gpt2_124m.model" > "$out/bench/gpt2_124m_bf16.model"
+"$tessel" compile "$out/bench/gpt2_124m_bf16.model" -I "$root" --emit=plan-file \
+  -o "$out/bench/gpt2_124m-bf16.plan"
