@@ -14,6 +14,9 @@
 #include "runtime/comm/Rendezvous.h"
 #include "runtime/device/Device.h"
 
+#include "test/unit/CommGroups.h"
+#include "test/unit/RandomValues.h"
+
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -35,22 +38,10 @@ namespace {
 
 using Floats = std::vector<float>;
 
-Floats randomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
-  Floats v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using test::worldGroup;
 
-CommGroup worldGroup(uint32_t size, uint32_t rank) {
-  CommGroup g;
-  for (uint32_t r = 0; r < size; ++r)
-    g.ranks.push_back(r);
-  g.index = rank;
-  return g;
-}
+/// Values for a collective's buffers, the same for the same seed.
+Floats randomFloats(size_t n, uint32_t seed) { return test::randomFloats(n, -3.0f, 3.0f, seed); }
 
 /// One operation as every rank issues it: the kind, sizes, and each rank's input length.
 struct Case {
