@@ -31,10 +31,12 @@ namespace {
 
 using Floats = std::vector<float>;
 
-using test::worldGroup;
+using tessel::test::worldGroup;
 
 /// Values for a collective's buffers, the same for the same seed.
-Floats randomFloats(size_t n, uint32_t seed) { return test::randomFloats(n, -3.0f, 3.0f, seed); }
+Floats randomFloats(size_t n, uint32_t seed) {
+  return tessel::test::randomFloats(n, -3.0f, 3.0f, seed);
+}
 
 /// Runs body(rank, comm) on one thread per rank of a fresh world and joins them.
 void onRanks(uint32_t size, const std::function<void(uint32_t, Communicator &)> &body) {
