@@ -15,60 +15,48 @@ namespace tessel::cuda {
 
 namespace {
 
-__global__ void widenBf16Kernel(int64_t n, const __nv_bfloat16 *x, float *y) {
+// One element-wise conversion per storage type and direction.
+struct WidenBf16 {
+  __device__ float operator()(__nv_bfloat16 x) const { return __bfloat162float(x); }
+};
+struct WidenHalf {
+  __device__ float operator()(__half x) const { return __half2float(x); }
+};
+struct NarrowBf16 {
+  __device__ __nv_bfloat16 operator()(float x) const { return __float2bfloat16_rn(x); }
+};
+struct NarrowHalf {
+  __device__ __half operator()(float x) const { return __float2half_rn(x); }
+};
+
+template <class From, class To, class Convert>
+__global__ void convertKernel(int64_t n, const From *x, To *y, Convert convert) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __bfloat162float(x[i]);
+    y[i] = convert(x[i]);
 }
 
-__global__ void widenHalfKernel(int64_t n, const __half *x, float *y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __half2float(x[i]);
-}
-
-__global__ void narrowBf16Kernel(int64_t n, const float *x, __nv_bfloat16 *y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __float2bfloat16_rn(x[i]);
-}
-
-__global__ void narrowHalfKernel(int64_t n, const float *x, __half *y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __float2half_rn(x[i]);
+template <class From, class To, class Convert>
+cudaError_t convert(int64_t n, const void *x, void *y, Convert op, cudaStream_t stream) {
+  if (n < 0)
+    return cudaErrorInvalidValue;
+  if (n == 0)
+    return cudaSuccess;
+  convertKernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(
+      n, static_cast<const From *>(x), static_cast<To *>(y), op);
+  return detail::launched();
 }
 
 } // namespace
 
 cudaError_t widen(cpu::Half16 type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream) {
-  if (n < 0)
-    return cudaErrorInvalidValue;
-  if (n == 0)
-    return cudaSuccess;
-  const unsigned blocks = detail::mapBlocks(n);
-  if (type == cpu::Half16::BF16)
-    widenBf16Kernel<<<blocks, detail::kMapThreads, 0, stream>>>(
-        n, reinterpret_cast<const __nv_bfloat16 *>(x), y);
-  else
-    widenHalfKernel<<<blocks, detail::kMapThreads, 0, stream>>>(
-        n, reinterpret_cast<const __half *>(x), y);
-  return detail::launched();
+  return type == cpu::Half16::BF16 ? convert<__nv_bfloat16, float>(n, x, y, WidenBf16{}, stream)
+                                   : convert<__half, float>(n, x, y, WidenHalf{}, stream);
 }
 
 cudaError_t narrow(cpu::Half16 type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream) {
-  if (n < 0)
-    return cudaErrorInvalidValue;
-  if (n == 0)
-    return cudaSuccess;
-  const unsigned blocks = detail::mapBlocks(n);
-  if (type == cpu::Half16::BF16)
-    narrowBf16Kernel<<<blocks, detail::kMapThreads, 0, stream>>>(
-        n, x, reinterpret_cast<__nv_bfloat16 *>(y));
-  else
-    narrowHalfKernel<<<blocks, detail::kMapThreads, 0, stream>>>(n, x,
-                                                                 reinterpret_cast<__half *>(y));
-  return detail::launched();
+  return type == cpu::Half16::BF16 ? convert<float, __nv_bfloat16>(n, x, y, NarrowBf16{}, stream)
+                                   : convert<float, __half>(n, x, y, NarrowHalf{}, stream);
 }
 
 } // namespace tessel::cuda

@@ -225,12 +225,6 @@ cublasStatus_t batched(const BlasContext &blas, const GemmArgs &g, cudaDataType_
   return CUBLAS_STATUS_SUCCESS;
 }
 
-__global__ void toBf16Kernel(int64_t n, const float *x, __nv_bfloat16 *y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __float2bfloat16_rn(x[i]);
-}
-
 } // namespace
 
 cudaError_t gemmSimple(const GemmArgs &g, const float *a, const float *b, float *c,
@@ -269,12 +263,7 @@ cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __n
 }
 
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream) {
-  if (n < 0)
-    return cudaErrorInvalidValue;
-  if (n == 0)
-    return cudaSuccess;
-  toBf16Kernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(n, x, y);
-  return detail::launched();
+  return narrow(cpu::Half16::BF16, n, x, reinterpret_cast<uint16_t *>(y), stream);
 }
 
 } // namespace tessel::cuda
