@@ -681,6 +681,35 @@ static bool boundedBytes(const std::vector<int64_t> &shape, uint64_t elementByte
   return true;
 }
 
+/// A tensor's role is one the runtime knows; the runtime initialises and checkpoints by role,
+/// so a tensor it misread would train silently wrong. Parameters, and the working copies the
+/// `working_copies` program makes from them, are checked further: a copy is a 16-bit tensor
+/// of a parameter's own shape, split and stages.
+static bool validateRole(const Plan &plan, const StateTensor &t, std::string &error) {
+  static const char *const kRoles[] = {"param", "grad", "adam_m", "adam_v", "momentum", "working"};
+  if (std::find(std::begin(kRoles), std::end(kRoles), t.role) == std::end(kRoles)) {
+    error = "state tensor '" + t.name + "' has the unknown role '" + t.role + "'";
+    return false;
+  }
+  if (t.role == "param" && (t.dtype != DType::F32 || !t.of.empty())) {
+    error = "parameter '" + t.name + "' must be f32 and belong to no other tensor";
+    return false;
+  }
+  if (t.role != "working")
+    return true;
+  const StateTensor *master = nullptr;
+  for (const StateTensor &m : plan.state)
+    if (m.role == "param" && m.name == t.of)
+      master = &m;
+  if (!master || dtypeBytes(t.dtype) != 2 || !isFloat(t.dtype) || t.shape != master->shape ||
+      t.split != master->split || t.stages != master->stages) {
+    error = "working copy '" + t.name + "' must be a 16-bit float tensor of a parameter's " +
+            "shape, split and stages" + (master ? "" : " ('" + t.of + "' is no parameter)");
+    return false;
+  }
+  return true;
+}
+
 bool validatePlan(const Plan &plan, std::string &error) {
   if (plan.worldSize == 0 || plan.streams == 0) {
     error = "the plan has no ranks or no streams";
@@ -705,6 +734,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
                 " of " + std::to_string(plan.pipelineStages());
         return false;
       }
+    if (!validateRole(plan, t, error))
+      return false;
   }
   auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {
     uint64_t limit = p.arenaBytes;

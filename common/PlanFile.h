@@ -25,7 +25,7 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 5;
+constexpr uint32_t kPlanVersion = 6;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
 /// Element types of buffers, ports and state. Floating-point kernels take f32, bf16 or f16
@@ -87,8 +87,8 @@ struct Program {
   std::vector<Instr> instrs;
 };
 
-/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v" or "momentum"; `of` names the
-/// parameter a gradient or moment belongs to.
+/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v", "momentum" or "working"; `of`
+/// names the parameter a gradient, moment or working copy belongs to.
 struct StateTensor {
   std::string name, role, of;
   DType dtype = DType::F32;
@@ -105,7 +105,16 @@ struct StateTensor {
   uint64_t bytes() const;
   /// Whether ranks of pipeline stage `stage` hold the tensor.
   bool heldBy(uint32_t stage) const;
+  /// Whether a checkpoint holds the tensor: parameters and optimizer state do; gradients (zero
+  /// between steps) and working copies (the `working_copies` program makes them from the
+  /// parameters) do not.
+  bool checkpointed() const { return role != "grad" && role != "working"; }
 };
+
+/// The program that makes every parameter's working copy (role "working") from the parameter,
+/// once per pipeline stage; the runtime runs it after it sets the parameters (initialisation,
+/// a checkpoint). A plan without working copies has none.
+inline constexpr const char *kWorkingCopiesProgram = "working_copies";
 
 /// One axis of the mesh the ranks are laid out on.
 struct MeshAxis {

@@ -13,8 +13,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
   let summary = "Declares a persistent tensor of every rank";
   let description = [{
-    `role` is `param`, `grad`, `adam_m`, `adam_v` or `momentum`; `of` names the parameter a gradient
-    or moment belongs to. `init` says how the runtime fills it before the first step
+    `role` is `param`, `grad`, `adam_m`, `adam_v`, `momentum` or `working` (a parameter's 16-bit
+    working copy under mixed precision); `of` names the parameter a gradient, moment or copy
+    belongs to. `init` says how the runtime fills it before the first step
     (parameters from the spec; the rest start at zero); `dims` keeps the dim names for
     checkpoints and tools. On a mesh, the type is one rank's block and `split` names, per
     dim, the communicator group that splits it ("" for a whole dim). With a pipeline,

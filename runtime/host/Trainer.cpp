@@ -160,6 +160,18 @@ bool rngFromJson(const Json *j, Rng &rng) {
   return true;
 }
 
+/// After the host sets the parameters, their 16-bit working copies (mixed precision) are made
+/// again from them; a plan without working copies has nothing to run.
+bool refreshWorkingCopies(Ranks &ranks, std::string &error) {
+  if (!ranks.firstExecutor().hasProgram(planfile::kWorkingCopiesProgram))
+    return true;
+  std::string why;
+  if (ranks.run(planfile::kWorkingCopiesProgram, StepContext{}, why))
+    return true;
+  error = "making the parameters' working copies failed: " + why;
+  return false;
+}
+
 /// Loads `path`, checks it belongs to `plan`'s model, and copies its (whole) tensors into the
 /// ranks' state: parameters, and the optimizer state too when `withOptimizer`.
 std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, const std::string &path,
@@ -176,7 +188,7 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
   // overlap it: the checkpoint's layout need not be this run's.
   for (size_t i = 0; i < plan.state.size(); ++i) {
     const planfile::StateTensor &t = plan.state[i];
-    if (t.role == "grad" || (t.role != "param" && !withOptimizer))
+    if (!t.checkpointed() || (t.role != "param" && !withOptimizer))
       continue;
     const StoredTensor *x = ck->find(t.name);
     if (!x) {
@@ -201,6 +213,8 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
       ex.writeState(i, block.data());
     }
   }
+  if (!refreshWorkingCopies(ranks, error))
+    return nullptr;
   return ck;
 }
 
@@ -384,6 +398,8 @@ bool Session::setUp() {
   }
   dataRng_ = Rng(s_.seed ^ 0xD1B54A32D192ED03ull);
   initialiseParameters();
+  if (!refreshWorkingCopies(*ranks_, err))
+    return error(err);
   if (!options_.resume.empty() && !restore(options_.resume))
     return false;
   // After the resume, which may read from the same directory and must not find it made.
@@ -517,7 +533,7 @@ bool Session::save(int64_t step) {
   std::string bad;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
-    if (t.role == "grad")
+    if (!t.checkpointed())
       continue;
     CheckpointTensor whole{t.name, DType::F32, ranks_->stateShape(i)};
     (t.role == "param" ? c.params : c.optimizerState).push_back(whole);
@@ -724,7 +740,7 @@ std::string Session::firstNonFiniteState() {
   for (size_t i = 0; i < plan_.state.size() && first == static_cast<int64_t>(plan_.state.size());
        ++i) {
     const planfile::StateTensor &t = plan_.state[i];
-    if (t.role == "grad")
+    if (!t.checkpointed())
       continue;
     for (uint32_t r : ranks_->localRanks()) {
       std::vector<float> block(static_cast<size_t>(t.bytes() / 4));

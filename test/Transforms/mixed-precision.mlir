@@ -11,17 +11,18 @@
 // fp32): which buffers become 16-bit, where the parameters' working copies are made, and what
 // stays f32.
 
-// A linear layer, its loss and its weight gradient. The working copy of w is made right
-// before its first 16-bit read (the gemm) and read by both gemms; the activations h and y are
+// A linear layer, its loss and its weight gradient. w's working copy is a persistent bf16
+// tensor that both gemms read; the optimizer remakes it right after it updates w, and the
+// program working_copies makes it for the runtime's use; the activations h and y are
 // bf16; the loss (an `F32` operand of cross_entropy), the gradient accumulator (state), a
 // buffer reduced over dp (a collective's operand), the seed of the loss gradient (`F32`) and
 // a program result stay f32; the ids stay i32.
+// CHECK: plan.tensor "w" role "param"
+// CHECK: plan.tensor "working.w" role "working" of "w" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed", "vocab"] : memref<8x16xbf16>
 // CHECK-LABEL: plan.program "forward_backward"
 // CHECK: %[[X:.*]] = plan.input "x" : memref<4x8xf32>
-// CHECK: %[[W:.*]] = plan.state "w" : memref<8x16xf32>
 // CHECK: %[[H:.*]] = plan.alloc : memref<4x16xbf16>
-// CHECK-NEXT: %[[W16:.*]] = plan.alloc : memref<8x16xbf16>
-// CHECK-NEXT: plan.kernel "copy" ins(%[[W]] : memref<8x16xf32>) outs(%[[W16]] : memref<8x16xbf16>) {shape = array<i64: 8, 16>, x_strides = array<i64: 16, 1>}
+// CHECK-NEXT: %[[W16:.*]] = plan.state "working.w" : memref<8x16xbf16>
 // CHECK-NEXT: plan.kernel "gemm" ins(%[[X]], %[[W16]] : memref<4x8xf32>, memref<8x16xbf16>) outs(%[[H]] : memref<4x16xbf16>)
 // CHECK: %[[L:.*]] = plan.alloc : memref<f32>
 // CHECK: plan.kernel "cross_entropy" ins(%[[H]], %{{.*}} : memref<4x16xbf16>, memref<4xi32>) outs(%[[L]] : memref<f32>)
@@ -35,14 +36,22 @@
 // CHECK: %[[R:.*]] = plan.alloc : memref<4x16xf32>
 // CHECK: plan.kernel "all_reduce" ins(%[[R]] : memref<4x16xf32>) outs(%[[R]] : memref<4x16xf32>)
 // CHECK: plan.output "loss", %[[L]] : memref<f32>
-// CHECK-NOT: "copy" ins(%[[W]]
-// The optimizer reads and writes the fp32 master: no working copy there.
+// The optimizer updates the fp32 master, then remakes the copy from it.
 // CHECK-LABEL: plan.program "optimizer_step"
 // CHECK-NOT: bf16
 // CHECK: plan.kernel "adamw" ins({{.*}} : memref<8x16xf32>, memref<f32>, memref<f32>) outs({{.*}} : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>)
+// CHECK-NEXT: %[[M:.*]] = plan.state "w" : memref<8x16xf32>
+// CHECK-NEXT: %[[C:.*]] = plan.state "working.w" : memref<8x16xbf16>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[M]] : memref<8x16xf32>) outs(%[[C]] : memref<8x16xbf16>) {shape = array<i64: 8, 16>, x_strides = array<i64: 16, 1>}
+// CHECK-NEXT: {{^  }$}}
+// CHECK-LABEL: plan.program "working_copies"
+// CHECK-NEXT: %[[M:.*]] = plan.state "w" : memref<8x16xf32>
+// CHECK-NEXT: %[[C:.*]] = plan.state "working.w" : memref<8x16xbf16>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[M]] : memref<8x16xf32>) outs(%[[C]] : memref<8x16xbf16>)
+// CHECK-NEXT: {{^  }$}}
 
+// F16: plan.tensor "working.w" role "working" of "w" {{.*}} : memref<8x16xf16>
 // F16-LABEL: plan.program "forward_backward"
-// F16: plan.kernel "copy" ins(%{{.*}} : memref<8x16xf32>) outs(%{{.*}} : memref<8x16xf16>)
 // F16: plan.kernel "cross_entropy" ins(%{{.*}}, %{{.*}} : memref<4x16xf16>, memref<4xi32>) outs(%{{.*}} : memref<f32>)
 
 // Under fp32 nothing changes (the diff above).
@@ -88,20 +97,24 @@ module attributes {tessel.train = {precision = "bf16"}} {
 // -----
 
 // Views follow their buffer: a bf16 buffer's views are bf16, and a parameter read through a
-// view is read through the same view of its working copy, made once after the copy.
+// view is read through the same view of its working copy, made once. A plan without an
+// optimizer step still has its working_copies program.
+// The master, no longer read, goes with its views.
 // CHECK-LABEL: plan.program "views"
-// CHECK: %[[W:.*]] = plan.state "w" : memref<4x2x8xf32>
-// CHECK-NOT: plan.view %[[W]]
+// CHECK-NOT: plan.state "w"
 // CHECK: %[[A:.*]] = plan.alloc : memref<4x8xbf16>
 // CHECK-NEXT: %[[AV:.*]] = plan.view %[[A]] : memref<4x8xbf16> to memref<32xbf16>
-// CHECK-NEXT: %[[W16:.*]] = plan.alloc : memref<4x2x8xbf16>
-// CHECK-NEXT: plan.kernel "copy" ins(%[[W]] : memref<4x2x8xf32>) outs(%[[W16]] : memref<4x2x8xbf16>)
+// CHECK-NEXT: %[[W16:.*]] = plan.state "working.w" : memref<4x2x8xbf16>
 // CHECK-NEXT: %[[V16:.*]] = plan.view %[[W16]] offset 8 : memref<4x2x8xbf16> to memref<4x8xbf16>
 // CHECK-NEXT: plan.kernel "unary" ins(%[[V16]] : memref<4x8xbf16>) outs(%[[AV]] : memref<32xbf16>)
 // The last result is read by the host: f32, and so are its views.
 // CHECK: %[[O:.*]] = plan.alloc : memref<32xf32>
 // CHECK-NEXT: plan.kernel "unary" ins(%[[V16]] : memref<4x8xbf16>) outs(%[[O]] : memref<32xf32>)
 // CHECK-NEXT: plan.view %[[O]] : memref<32xf32> to memref<4x8xf32>
+// CHECK: plan.program "working_copies"
+// CHECK-NEXT: plan.state "w"
+// CHECK-NEXT: plan.state "working.w"
+// CHECK-NEXT: plan.kernel "copy"
 module attributes {tessel.train = {precision = "bf16"}} {
   plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a", "b", "c"] : memref<4x2x8xf32>
   plan.program "views" {

@@ -82,12 +82,12 @@ TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 5);
-  bytes[8] = 4; // Version 4 had no instruction flags.
+  ASSERT_EQ(bytes[8], 6);
+  bytes[8] = 5; // Version 5 had no working copies, which a runtime must make.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 4, this runtime reads 5: recompile the model");
+  EXPECT_EQ(error, "plan version 5, this runtime reads 6: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {
@@ -223,6 +223,37 @@ void expectRefused(const Plan &p, const std::string &expected) {
   std::string error;
   EXPECT_FALSE(validatePlan(p, error)) << "expected: " << expected;
   EXPECT_NE(error.find(expected), std::string::npos) << error;
+}
+
+TEST(PlanFile, RefusesUnknownRolesAndWorkingCopiesThatMatchNoParameter) {
+  // The runtime initialises and checkpoints each tensor by its role: a role it does not know,
+  // or a working copy it could not make from a parameter, would train wrong without a word.
+  Plan p = samplePlan();
+  StateTensor copy = p.state[0];
+  copy.name = "working.w";
+  copy.role = "working";
+  copy.of = "w";
+  copy.dtype = DType::BF16;
+  copy.init = "zeros";
+  p.state.push_back(copy);
+  std::string error;
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+  Plan bad = p;
+  bad.state[1].role = "shadow";
+  expectRefused(bad, "state tensor 'working.w' has the unknown role 'shadow'");
+  bad = p;
+  bad.state[1].of = "v";
+  expectRefused(bad, "working copy 'working.w' must be a 16-bit float tensor of a parameter's "
+                     "shape, split and stages ('v' is no parameter)");
+  bad = p;
+  bad.state[1].dtype = DType::F32;
+  expectRefused(bad, "working copy 'working.w' must be a 16-bit float tensor");
+  bad = p;
+  bad.state[1].shape = {8, 4};
+  expectRefused(bad, "working copy 'working.w' must be a 16-bit float tensor");
+  bad = p;
+  bad.state[0].dtype = DType::BF16;
+  expectRefused(bad, "parameter 'w' must be f32 and belong to no other tensor");
 }
 
 TEST(PlanFile, RefusesMeshesThatDoNotDescribeTheWorld) {

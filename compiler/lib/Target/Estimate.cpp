@@ -154,10 +154,10 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       if (!t.heldBy(static_cast<uint32_t>(stage)))
         continue;
       // The bytes the plan allocates, at the tensor's own element type: under mixed
-      // precision the parameters are the fp32 master weights, the gradients are accumulated
-      // in fp32, and the 16-bit working copies are arena buffers (activations).
+      // precision the parameters are the fp32 master weights and their persistent 16-bit
+      // working copies, and the gradients are accumulated in fp32.
       const double bytes = static_cast<double>(t.bytes());
-      if (t.role == "param")
+      if (t.role == "param" || t.role == "working")
         r.parameters += bytes;
       else if (t.role == "grad")
         r.gradients += bytes;

@@ -52,14 +52,6 @@ double product(const pf::Instr &instr, const char *name) {
   return n;
 }
 
-/// A 16-bit working copy of a parameter that mixed precision makes before the parameter's
-/// first read in a program (MixedPrecision.cpp): where it falls depends on which reads come
-/// first, not on the layer's structure.
-bool isWorkingCopy(const pf::Instr &in) {
-  return in.kernel == "copy" && in.inputs.size() == 1 && in.outputs.size() == 1 &&
-         in.inputs[0].storage == pf::Storage::State && pf::dtypeBytes(in.outputs[0].dtype) == 2;
-}
-
 bool isCollective(const std::string &kernel) {
   return kernel == "all_reduce" || kernel == "all_gather" || kernel == "reduce_scatter" ||
          kernel == "all_to_all" || kernel == "broadcast" || kernel == "send" || kernel == "recv";
@@ -295,11 +287,7 @@ public:
     std::vector<std::string> prefix;
     size_t runs = 0;
     bool inRun = false;
-    // Working copies are left out of both sequences: a layer's first reads of its weights
-    // make them in the forward program, and not again in its recomputation.
     for (const pf::Instr &in : backward.instrs) {
-      if (isWorkingCopy(in))
-        continue;
       if (in.recomputed && !inRun)
         ++runs;
       if (in.recomputed && runs == 1)
@@ -313,8 +301,7 @@ public:
     for (const pf::Instr &in : forward.instrs) {
       if (in.recomputed)
         break;
-      if (!isWorkingCopy(in))
-        fwd.push_back(&in);
+      fwd.push_back(&in);
     }
     std::vector<size_t> starts;
     for (size_t i = 0; i + prefix.size() <= fwd.size();) {

@@ -3,7 +3,9 @@
 // Runs on the plan, where every buffer and every kernel that touches it is known: the
 // catalogue says which operands must stay f32, so the choice is one walk per program rather
 // than a rule per graph op (and covers the scratch buffers the lowering invents, which the
-// graph never shows).
+// graph never shows). The parameters' 16-bit working copies are persistent state, made when
+// the masters change (by the optimizer step, and by a program the runtime runs after it
+// initialises or restores them), so a step rounds each weight once, not once per micro-batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,10 +15,13 @@
 #include "Plan/PlanDialect.h"
 
 #include "common/KernelCatalogue.h"
+#include "common/PlanFile.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <functional>
 
@@ -101,28 +106,42 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
     if (word == "fp32")
       return;
     Builder b(&getContext());
-    Type narrow;
     if (word == "bf16")
-      narrow = b.getBF16Type();
+      narrow_ = b.getBF16Type();
     else if (word == "fp16")
-      narrow = b.getF16Type();
+      narrow_ = b.getF16Type();
     else {
       module.emitError() << "-tessel-mixed-precision: precision '" << word
                          << "' is not fp32, bf16 or fp16";
       return signalPassFailure();
     }
-    llvm::StringSet<> params;
     for (auto t : module.getOps<plan::TensorOp>())
-      if (t.getRole() == "param")
-        params.insert(t.getSymName());
-    for (auto program : module.getOps<plan::ProgramOp>()) {
-      narrowActivations(program, narrow);
-      addWorkingCopies(program, params, narrow);
-    }
+      if (t.getRole() == "param" && t.getType().getElementType().isF32())
+        params_[t.getSymName()] = t;
+    SmallVector<plan::ProgramOp> programs(module.getOps<plan::ProgramOp>());
+    for (plan::ProgramOp program : programs)
+      narrowActivations(program);
+    // The reads first, so that every working copy exists before the programs that refresh it.
+    for (plan::ProgramOp program : programs)
+      if (program.getName() != kOptimizerStep)
+        readWorkingCopies(program);
+    for (plan::ProgramOp program : programs)
+      if (program.getName() == kOptimizerStep)
+        refreshAfterUpdates(program);
+    if (!working_.empty())
+      addRefreshPrograms(programs);
   }
 
+private:
+  static constexpr StringLiteral kOptimizerStep = "optimizer_step";
+
+  Type narrow_;
+  llvm::StringMap<plan::TensorOp> params_;
+  /// Per parameter name, its working copy's tensor, in the order they were made.
+  llvm::MapVector<StringRef, plan::TensorOp> working_;
+
   /// Every f32 arena buffer that nothing needs at full width becomes 16-bit.
-  void narrowActivations(plan::ProgramOp program, Type narrow) {
+  void narrowActivations(plan::ProgramOp program) {
     DenseSet<Operation *> wide;
     program.walk([&](Operation *op) {
       if (auto out = dyn_cast<plan::OutputOp>(op))
@@ -134,16 +153,33 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
     });
     program.walk([&](plan::AllocOp alloc) {
       if (!wide.contains(alloc) && alloc.getType().getElementType().isF32())
-        retype(alloc.getResult(), narrow);
+        retype(alloc.getResult(), narrow_);
     });
   }
 
-  /// Before a parameter's first 16-bit read in the program, its working copy; the reads (and
-  /// the views they go through) take the copy.
-  void addWorkingCopies(plan::ProgramOp program, const llvm::StringSet<> &params, Type narrow) {
+  /// The persistent 16-bit copy of `param`, declared beside the other state on first use.
+  plan::TensorOp workingTensorOf(plan::TensorOp param) {
+    plan::TensorOp &w = working_[param.getSymName()];
+    if (w)
+      return w;
+    ModuleOp module = getOperation();
+    OpBuilder b(&getContext());
+    b.setInsertionPoint(*module.getOps<plan::ProgramOp>().begin());
+    w = plan::TensorOp::create(
+        b, param.getLoc(), b.getStringAttr("working." + param.getSymName().str()),
+        b.getStringAttr("working"), param.getSymNameAttr(), b.getStringAttr("zeros"),
+        b.getF64FloatAttr(0), b.getF64FloatAttr(0), param.getDims(),
+        TypeAttr::get(withElement(param.getType(), narrow_)), param.getSplitAttr(),
+        param.getStagesAttr());
+    return w;
+  }
+
+  /// The reads of a parameter that may be 16-bit take its working copy instead (through
+  /// views of it cloned from the master's).
+  void readWorkingCopies(plan::ProgramOp program) {
     SmallVector<plan::StateOp> states;
     program.walk([&](plan::StateOp s) {
-      if (params.contains(s.getName()) && s.getType().getElementType().isF32())
+      if (params_.contains(s.getName()))
         states.push_back(s);
     });
     for (plan::StateOp state : states) {
@@ -151,23 +187,13 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
       narrowableReads(state.getResult(), reads);
       if (reads.empty())
         continue;
+      plan::TensorOp working = workingTensorOf(params_.lookup(state.getName()));
       Operation *first = reads.front()->getOwner();
       for (OpOperand *r : reads)
         if (r->getOwner()->isBeforeInBlock(first))
           first = r->getOwner();
       OpBuilder b(first);
-      MemRefType type = state.getType();
-      auto copy =
-          plan::AllocOp::create(b, state.getLoc(), withElement(type, narrow), IntegerAttr());
-      SmallVector<int64_t> strides(type.getRank(), 1);
-      for (int64_t d = type.getRank() - 2; d >= 0; --d)
-        strides[d] = strides[d + 1] * type.getDimSize(d + 1);
-      SmallVector<NamedAttribute> p = {
-          b.getNamedAttr("shape", b.getDenseI64ArrayAttr(type.getShape())),
-          b.getNamedAttr("x_strides", b.getDenseI64ArrayAttr(strides))};
-      plan::KernelOp::create(b, state.getLoc(), b.getStringAttr("copy"),
-                             ValueRange{state.getResult()}, ValueRange{copy.getResult()},
-                             b.getDictionaryAttr(p));
+      auto copy = plan::StateOp::create(b, state.getLoc(), working.getType(), working.getSymName());
       // Views of the copy, made once each, right after it (so they come before every read).
       DenseMap<Value, Value> narrowed{{state.getResult(), copy.getResult()}};
       std::function<Value(Value)> narrowedOf = [&](Value v) -> Value {
@@ -175,7 +201,7 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
           return n;
         auto view = v.getDefiningOp<plan::ViewOp>();
         Value source = narrowedOf(view.getSource());
-        auto clone = plan::ViewOp::create(b, view.getLoc(), withElement(v.getType(), narrow),
+        auto clone = plan::ViewOp::create(b, view.getLoc(), withElement(v.getType(), narrow_),
                                           source, view.getOffsetAttr());
         return narrowed[v] = clone.getResult();
       };
@@ -194,6 +220,67 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
         if (auto source = view.getSource().getDefiningOp<plan::ViewOp>())
           old.insert(source);
         view.erase();
+      }
+      if (state.getResult().use_empty())
+        state.erase();
+    }
+  }
+
+  /// `copy` of `param`'s master into its working copy, at `b`'s insertion point.
+  void copyToWorking(OpBuilder &b, Location loc, plan::TensorOp param, plan::TensorOp working) {
+    MemRefType type = param.getType();
+    Value from = plan::StateOp::create(b, loc, type, param.getSymName());
+    Value to = plan::StateOp::create(b, loc, working.getType(), working.getSymName());
+    SmallVector<int64_t> strides(type.getRank(), 1);
+    for (int64_t d = type.getRank() - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    SmallVector<NamedAttribute> p = {
+        b.getNamedAttr("shape", b.getDenseI64ArrayAttr(type.getShape())),
+        b.getNamedAttr("x_strides", b.getDenseI64ArrayAttr(strides))};
+    plan::KernelOp::create(b, loc, b.getStringAttr("copy"), ValueRange{from}, ValueRange{to},
+                           b.getDictionaryAttr(p));
+  }
+
+  /// Right after the optimizer's last write of a master, its working copy follows it: once
+  /// per step, and not at all when a non-finite gradient skips the update (`guard_finite`).
+  void refreshAfterUpdates(plan::ProgramOp program) {
+    DenseMap<StringRef, Operation *> lastWrite;
+    program.walk([&](plan::KernelOp k) {
+      for (Value out : k.getOuts())
+        if (auto state = dyn_cast_or_null<plan::StateOp>(ownerOf(out)))
+          if (working_.count(state.getName()))
+            lastWrite[state.getName()] = k;
+    });
+    for (auto &[name, working] : working_) {
+      Operation *writer = lastWrite.lookup(name);
+      if (!writer)
+        continue;
+      OpBuilder b(writer->getContext());
+      b.setInsertionPointAfter(writer);
+      copyToWorking(b, writer->getLoc(), params_.lookup(name), working);
+    }
+  }
+
+  /// The program the runtime runs whenever the masters change outside a step (initialisation,
+  /// a restored checkpoint), once per pipeline stage as the other programs are: every working
+  /// copy the stage holds, made afresh.
+  void addRefreshPrograms(ArrayRef<plan::ProgramOp> programs) {
+    SmallVector<IntegerAttr> stages;
+    for (plan::ProgramOp p : programs)
+      if (!llvm::is_contained(stages, p.getStageAttr()))
+        stages.push_back(p.getStageAttr());
+    OpBuilder b(&getContext());
+    for (IntegerAttr stageAttr : stages) {
+      b.setInsertionPointToEnd(getOperation().getBody());
+      Location loc = getOperation().getLoc();
+      auto program = plan::ProgramOp::create(
+          b, loc, b.getStringAttr(planfile::kWorkingCopiesProgram), IntegerAttr(), stageAttr);
+      b.createBlock(&program.getBody());
+      const int64_t stage = stageAttr ? stageAttr.getInt() : 0;
+      for (auto &[name, working] : working_) {
+        DenseI64ArrayAttr held = working.getStagesAttr();
+        if (!held || llvm::is_contained(held.asArrayRef(), stage))
+          copyToWorking(b, loc, params_.lookup(name), working);
       }
     }
   }

@@ -410,14 +410,18 @@ void printPlanSummary(const planfile::Plan &plan, StringRef path) {
       peak = &p;
   }
   uint64_t state = 0;
-  for (const planfile::StateTensor &t : plan.state)
+  bool working = false;
+  for (const planfile::StateTensor &t : plan.state) {
     state += t.bytes();
+    working |= t.role == "working";
+  }
   auto mib = [](uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   outs() << "wrote " << path << ": " << plan.programs.size() << " programs for " << plan.worldSize
          << (plan.worldSize == 1 ? " rank, " : " ranks, ") << calls << " kernel calls; arena ";
   outs() << format("%.1f", peak ? mib(peak->arenaBytes) : 0.0) << " MiB at the peak of '"
          << (peak ? peak->name : "") << "', state " << format("%.1f", mib(state))
-         << " MiB (parameters, gradients, optimizer)\n";
+         << " MiB (parameters, " << (working ? "their 16-bit working copies, " : "")
+         << "gradients, optimizer)\n";
 }
 
 int runCompile(const char *argv0) {

@@ -55,8 +55,8 @@ struct PlanEstimate {
 /// tp. A rank counts the state tensors its pipeline stage holds.
 /// State takes the bytes the plan allocates for it, at each tensor's element type: under
 /// 16-bit precision (-tessel-mixed-precision) the parameters are the fp32 master weights and
-/// the gradients and moments are fp32 too, as under fp32; the 16-bit working copies of the
-/// parameters and the 16-bit activations are arena buffers. Activations
+/// their persistent 16-bit working copies, the gradients and moments are fp32 as under fp32,
+/// and the activations are 16-bit arena buffers. Activations
 /// are the peak of the largest program's arena. Collectives move, per rank, what a ring
 /// moves: 2(k-1)/k of the data for an all-reduce over k ranks, (k-1)/k of the whole tensor for
 /// an all-gather or a reduce-scatter; a pipeline stage sends its activations (gradients) to

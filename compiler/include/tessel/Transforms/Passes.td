@@ -259,19 +259,31 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
       buffer a kernel adds into (`accumulate`). So weight gradients are computed from 16-bit
       activations into f32, reduced over the data axes in f32 and accumulated in f32.
     - Parameters (`plan.tensor` role `param`) stay f32: they are the master weights the
-      optimizer updates. In each program, right before the first kernel that reads a
-      parameter as a `Float` operand, a `copy` kernel writes its 16-bit working copy into the
-      arena, and those reads take the copy: one rounding per parameter per program run.
-    - Program inputs and persistent state other than the working copies keep their types.
+      optimizer updates. A parameter that some kernel reads as a `Float` operand gets a
+      persistent 16-bit working copy, `plan.tensor "working.<name>" role "working" of
+      "<name>"` (same dims, split and stages), and those reads take it instead (outside
+      `optimizer_step`). `optimizer_step` refreshes each copy (a `copy` kernel) right after
+      its last write of the master, so the copies cost one rounding per weight per step, not
+      per micro-batch, and a step that `guard_finite` ends leaves master and copy alike. A new
+      program per stage, `working_copies`, makes every copy of the stage from its master; the
+      runtime runs it whenever it sets the masters itself (initialisation, a checkpoint).
+      Working copies are never checkpointed: they follow from the masters.
+    - Program inputs and other persistent state keep their types.
 
     `precision` is the spec's word (fp32, bf16, fp16); empty reads the module's
     `tessel.train` precision. Under fp32 the pass changes nothing.
 
     ```mlir
-    %w = plan.state "w" : memref<128x512xf32>
-    %w16 = plan.alloc : memref<128x512xbf16>
-    plan.kernel "copy" ins(%w : memref<128x512xf32>) outs(%w16 : memref<128x512xbf16>) {...}
-    plan.kernel "gemm" ins(%x, %w16 : memref<1024x128xbf16>, memref<128x512xbf16>) ...
+    plan.tensor "working.w" role "working" of "w" ... : memref<128x512xbf16>
+    plan.program "forward_backward" {
+      %w16 = plan.state "working.w" : memref<128x512xbf16>
+      plan.kernel "gemm" ins(%x, %w16 : memref<1024x128xbf16>, memref<128x512xbf16>) ...
+    }
+    plan.program "optimizer_step" {
+      plan.kernel "adamw" ... outs(%w, ...)
+      plan.kernel "copy" ins(%w : memref<128x512xf32>) outs(%w16 : memref<128x512xbf16>) ...
+    }
+    plan.program "working_copies" { ... the same copy for every parameter ... }
     ```
   }];
   let options = [
