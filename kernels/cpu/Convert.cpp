@@ -7,28 +7,31 @@
 
 namespace tessel::cpu {
 
-void widen(Half16 type, int64_t n, const uint16_t *x, float *y) {
-  if (type == Half16::BF16) {
-#pragma omp parallel for schedule(static) if (n >= detail::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = bf16ToFloat(x[i]);
-    return;
-  }
+namespace {
+
+/// y[i] = convert(x[i]) for i < n, over the threads when n is large enough. One loop for every
+/// direction and 16-bit type: the conversion is inlined into it.
+template <class From, class To, class Convert>
+void convertEach(int64_t n, const From *x, To *y, Convert convert) {
 #pragma omp parallel for schedule(static) if (n >= detail::kParallelGrain)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = halfToFloat(x[i]);
+    y[i] = convert(x[i]);
+}
+
+} // namespace
+
+void widen(Half16 type, int64_t n, const uint16_t *x, float *y) {
+  if (type == Half16::BF16)
+    convertEach(n, x, y, [](uint16_t h) { return bf16ToFloat(h); });
+  else
+    convertEach(n, x, y, [](uint16_t h) { return halfToFloat(h); });
 }
 
 void narrow(Half16 type, int64_t n, const float *x, uint16_t *y) {
-  if (type == Half16::BF16) {
-#pragma omp parallel for schedule(static) if (n >= detail::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = floatToBf16(x[i]);
-    return;
-  }
-#pragma omp parallel for schedule(static) if (n >= detail::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = floatToHalf(x[i]);
+  if (type == Half16::BF16)
+    convertEach(n, x, y, [](float f) { return floatToBf16(f); });
+  else
+    convertEach(n, x, y, [](float f) { return floatToHalf(f); });
 }
 
 } // namespace tessel::cpu

@@ -2,6 +2,8 @@
 
 #include "runtime/device/cpu/WidenedCall.h"
 
+#include "runtime/device/HalfOperands.h"
+
 #include "kernels/cpu/CpuKernels.h"
 
 #include <cstdint>
@@ -11,23 +13,6 @@
 namespace tessel::rt {
 
 namespace {
-
-bool isHalf(planfile::DType t) { return t == planfile::DType::BF16 || t == planfile::DType::F16; }
-
-cpu::Half16 halfKind(planfile::DType t) {
-  return t == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
-}
-
-/// Whether the call adds into its outputs (the catalogue's `accumulate` parameter), so that
-/// they must be widened before it as well. No other kernel reads a 16-bit output: those that
-/// carry values in through an output (embedding_grad, the ring attention steps) take f32
-/// outputs only (KernelCatalogue.def), and an output that is one of the inputs shares its
-/// widened copy.
-bool addsIntoOutputs(const planfile::Instr &instr) {
-  const planfile::Attr *a = instr.find("accumulate");
-  const int64_t *flag = a ? std::get_if<int64_t>(&a->value) : nullptr;
-  return flag && *flag != 0;
-}
 
 /// Per thread (each rank runs its kernels on its own thread), one f32 buffer per operand
 /// slot, grown as needed and kept: a step's calls reuse the same memory. Never initialised:
@@ -70,10 +55,7 @@ bool widenedCall(KernelCall &c, const catalogue::KernelParams &params) {
     planfile::DType t = instr.outputs[k].dtype;
     if (!isHalf(t))
       continue;
-    size_t same = 0;
-    while (same < in.size() && !(in[same] == out[k] && instr.inputs[same].dtype == t &&
-                                 c.inElements[same] == c.outElements[k]))
-      ++same;
+    const size_t same = inputSameAsOutput(instr, c, in, out, k);
     if (same < in.size()) {
       c.out[k] = c.in[same];
       continue;

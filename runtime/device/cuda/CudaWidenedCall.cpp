@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/HalfOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
 #include "kernels/cuda/CudaKernels.h"
@@ -17,12 +18,6 @@
 namespace tessel::rt {
 
 namespace {
-
-bool isHalf(planfile::DType t) { return t == planfile::DType::BF16 || t == planfile::DType::F16; }
-
-cpu::Half16 halfKind(planfile::DType t) {
-  return t == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
-}
 
 bool converted(KernelCall &c, cudaError_t e) {
   if (e == cudaSuccess)
@@ -54,11 +49,9 @@ bool cudaWidenedCall(KernelCall &c, const catalogue::KernelParams &params) {
       return nullptr;
     return s;
   };
-  // An output is widened only for a call that adds into it (the catalogue's `accumulate`),
-  // as on the CPU device (device/cpu/WidenedCall.cpp says why no other kernel needs it).
-  const planfile::Attr *acc = instr.find("accumulate");
-  const int64_t *flag = acc ? std::get_if<int64_t>(&acc->value) : nullptr;
-  const bool addsIntoOutputs = flag && *flag != 0;
+  // An output is widened only for a call that adds into it (HalfOperands.h says why no other
+  // kernel needs it).
+  const bool widenOutputs = addsIntoOutputs(instr);
   for (size_t k = 0; ok && k < c.in.size(); ++k)
     if (isHalf(instr.inputs[k].dtype))
       ok = (c.in[k] = wide(in[k], instr.inputs[k].dtype, c.inElements[k], true)) != nullptr;
@@ -66,15 +59,12 @@ bool cudaWidenedCall(KernelCall &c, const catalogue::KernelParams &params) {
     const planfile::DType t = instr.outputs[k].dtype;
     if (!isHalf(t))
       continue;
-    size_t same = 0;
-    while (same < in.size() && !(in[same] == out[k] && instr.inputs[same].dtype == t &&
-                                 c.inElements[same] == c.outElements[k]))
-      ++same;
+    const size_t same = inputSameAsOutput(instr, c, in, out, k);
     // An output that is one of the inputs shares its copy, so in-place kernels stay in place.
     if (same < in.size())
       c.out[k] = c.in[same];
     else
-      ok = (c.out[k] = wide(out[k], t, c.outElements[k], addsIntoOutputs)) != nullptr;
+      ok = (c.out[k] = wide(out[k], t, c.outElements[k], widenOutputs)) != nullptr;
   }
   if (ok)
     ok = f32(c, params);

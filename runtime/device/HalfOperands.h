@@ -1,0 +1,41 @@
+//===- HalfOperands.h - 16-bit operands around f32 kernels -----*- C++ -*-===//
+//
+// What every device's widening wrapper decides the same way (device/cpu/WidenedCall.cpp,
+// device/cuda/CudaWidenedCall.cpp): which operands are 16-bit, which outputs must be widened
+// before the call, and which outputs are one of the inputs (so that an in-place kernel stays in
+// place once widened). The devices differ only in where the f32 copies live and what converts.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_DEVICE_HALFOPERANDS_H
+#define TESSEL_RUNTIME_DEVICE_HALFOPERANDS_H
+
+#include "runtime/core/KernelCall.h"
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace tessel::rt {
+
+/// Whether `t` is a 16-bit float type (bf16, f16), which the devices widen to f32.
+bool isHalf(planfile::DType t);
+
+/// The kernels' name for a 16-bit type.
+cpu::Half16 halfKind(planfile::DType t);
+
+/// Whether the call adds into its outputs (the catalogue's `accumulate` parameter), so that
+/// they must be widened before it as well. No other kernel reads a 16-bit output: those that
+/// carry values in through an output (embedding_grad, the ring attention steps) take f32
+/// outputs only (KernelCatalogue.def), and an output that is one of the inputs shares its
+/// widened copy.
+bool addsIntoOutputs(const planfile::Instr &instr);
+
+/// The input that output `k` of `instr` is (the same address, type and elements in the call's
+/// operands `in` and `out`, taken before widening); in.size() when it is none of them.
+size_t inputSameAsOutput(const planfile::Instr &instr, const KernelCall &c,
+                         const std::vector<void *> &in, const std::vector<void *> &out, size_t k);
+
+} // namespace tessel::rt
+
+#endif // TESSEL_RUNTIME_DEVICE_HALFOPERANDS_H
