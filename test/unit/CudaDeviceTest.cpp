@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <vector>
 
 using namespace tessel;
 using namespace tessel::planfile;
@@ -29,7 +31,29 @@ protected:
     if (rt::cudaDeviceCount(why) == 0)
       GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
   }
+
+  /// `plan` on the GPU (`gpu`) and on the CPU device (`cpu`, the reference), each with state
+  /// tensor 0 set to `w`. Call it under ASSERT_NO_FATAL_FAILURE.
+  void onBothDevices(const Plan &plan, const std::vector<float> &w) {
+    std::string error, why;
+    gpu = Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why));
+    ASSERT_TRUE(gpu) << error << why;
+    cpu = Executor::create(plan, 0, error, nullptr, rt::createCpuDevice());
+    ASSERT_TRUE(cpu) << error;
+    ASSERT_TRUE(gpu->writeState(0, w.data()));
+    ASSERT_TRUE(cpu->writeState(0, w.data()));
+  }
+
+  std::unique_ptr<Executor> gpu, cpu;
 };
+
+/// n values of a smooth function of the index, positive and negative.
+std::vector<float> sineValues(int n) {
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    w[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i));
+  return w;
+}
 
 BufferRef arenaRef(uint64_t offset, uint64_t elements) {
   return {Storage::Arena, 0, offset * 4, elements * 4, DType::F32};
@@ -66,17 +90,11 @@ Plan softmaxPlan() {
 }
 
 TEST_F(CudaDevice, RunsAPlanAsTheCpuDeviceDoes) {
-  const Plan plan = softmaxPlan();
-  std::string error, why;
-  auto gpu = Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why));
-  ASSERT_TRUE(gpu) << error << why;
-  auto cpu = Executor::create(plan, 0, error, nullptr, rt::createCpuDevice());
-  ASSERT_TRUE(cpu) << error;
-  float w[15];
+  std::vector<float> w(15);
   for (int i = 0; i < 15; ++i)
-    w[i] = 0.3f * static_cast<float>(i) - 2.0f;
-  ASSERT_TRUE(gpu->writeState(0, w));
-  ASSERT_TRUE(cpu->writeState(0, w));
+    w[static_cast<size_t>(i)] = 0.3f * static_cast<float>(i) - 2.0f;
+  ASSERT_NO_FATAL_FAILURE(onBothDevices(softmaxPlan(), w));
+  std::string error;
   for (int step = 0; step < 2; ++step) {
     ASSERT_TRUE(gpu->run("step", rt::StepContext{}, error)) << error;
     ASSERT_TRUE(cpu->run("step", rt::StepContext{}, error)) << error;
@@ -136,17 +154,8 @@ Plan productPlan() {
 }
 
 TEST_F(CudaDevice, RunsBatchedProductsAndTheStepScalarsAsTheCpuDeviceDoes) {
-  const Plan plan = productPlan();
-  std::string error, why;
-  auto gpu = Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why));
-  ASSERT_TRUE(gpu) << error << why;
-  auto cpu = Executor::create(plan, 0, error, nullptr, rt::createCpuDevice());
-  ASSERT_TRUE(cpu) << error;
-  float w[120];
-  for (int i = 0; i < 120; ++i)
-    w[i] = std::sin(0.37f * static_cast<float>(i));
-  ASSERT_TRUE(gpu->writeState(0, w));
-  ASSERT_TRUE(cpu->writeState(0, w));
+  ASSERT_NO_FATAL_FAILURE(onBothDevices(productPlan(), sineValues(120)));
+  std::string error;
   for (int64_t step = 1; step <= 4; ++step) {
     rt::StepContext ctx;
     ctx.step = step;
@@ -206,16 +215,8 @@ TEST_F(CudaDevice, RunsBf16OperandsAsTheCpuDeviceDoes) {
       "unary", {c16}, {g}, {{"op", std::string("gelu")}, {"n", int64_t(96)}}, "test.model:9:3"));
   p.outputs.push_back({"c", DType::F32, {2, 3, 4, 4}, {}, arenaRef(0, 96)});
   p.outputs.push_back({"g", DType::F32, {96}, {}, g});
-  std::string error, why;
-  auto gpu = Executor::create(plan, 0, error, nullptr, rt::createCudaDevice(0, why));
-  ASSERT_TRUE(gpu) << error << why;
-  auto cpu = Executor::create(plan, 0, error, nullptr, rt::createCpuDevice());
-  ASSERT_TRUE(cpu) << error;
-  float w[120];
-  for (int i = 0; i < 120; ++i)
-    w[i] = std::sin(0.37f * static_cast<float>(i));
-  ASSERT_TRUE(gpu->writeState(0, w));
-  ASSERT_TRUE(cpu->writeState(0, w));
+  ASSERT_NO_FATAL_FAILURE(onBothDevices(plan, sineValues(120)));
+  std::string error;
   ASSERT_TRUE(gpu->run("step", rt::StepContext{}, error)) << error;
   ASSERT_TRUE(cpu->run("step", rt::StepContext{}, error)) << error;
   for (const char *name : {"c", "g"}) {
