@@ -438,4 +438,13 @@ bool dropoutBlock(KernelCall &c, const catalogue::Dropout &p, std::vector<int64_
   return true;
 }
 
+bool topKMaskArgs(KernelCall &c, const catalogue::TopKMask &p, int64_t &rows, int64_t &cols) {
+  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols))
+    return false;
+  if (p.k < 1 || p.k > cols)
+    return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
+                  " columns");
+  return true;
+}
+
 } // namespace tessel::rt

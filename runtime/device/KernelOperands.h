@@ -25,6 +25,18 @@ int64_t product(const std::vector<int64_t> &v);
 /// The number of elements a strided view of `shape` reaches: one past its largest offset.
 int64_t reach(const std::vector<int64_t> &shape, const std::vector<int64_t> &strides);
 
+/// Reads the `rows` and `cols` of a row-wise kernel, which must be positive.
+template <class P> bool rowsCols(KernelCall &c, const P &p, int64_t &rows, int64_t &cols) {
+  rows = p.rows;
+  cols = p.cols;
+  if (rows <= 0 || cols <= 0)
+    return c.fail("has non-positive rows or cols");
+  return true;
+}
+
+/// top_k_mask's rows and cols, checked with its operands' sizes and k in [1, cols].
+bool topKMaskArgs(KernelCall &c, const catalogue::TopKMask &p, int64_t &rows, int64_t &cols);
+
 /// `sizes` as a kernel Shape; false (with the call's error) beyond kMaxRank dims or for a size
 /// that is not positive.
 bool toShape(KernelCall &c, const std::vector<int64_t> &sizes, cpu::Shape &shape);

@@ -214,15 +214,6 @@ bool run(KernelCall &c, const catalogue::Gemm &p) {
   return true;
 }
 
-/// Reads the `rows` and `cols` of a row-wise kernel, which must be positive.
-template <class P> bool rowsCols(KernelCall &c, const P &p, int64_t &rows, int64_t &cols) {
-  rows = p.rows;
-  cols = p.cols;
-  if (rows <= 0 || cols <= 0)
-    return c.fail("has non-positive rows or cols");
-  return true;
-}
-
 bool run(KernelCall &c, const catalogue::Softmax &p) {
   int64_t rows, cols;
   if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols) ||
@@ -243,11 +234,8 @@ bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
 
 bool run(KernelCall &c, const catalogue::TopKMask &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols))
+  if (!topKMaskArgs(c, p, rows, cols))
     return false;
-  if (p.k < 1 || p.k > cols)
-    return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
-                  " columns");
   if (!c.validating)
     cpu::topKMask(rows, cols, p.k, c.fin(0), c.fout(0));
   return true;

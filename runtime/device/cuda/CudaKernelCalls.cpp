@@ -140,15 +140,6 @@ bool run(KernelCall &c, const catalogue::Accumulate &p) {
                                   c.fout(0), stream()));
 }
 
-/// Reads the `rows` and `cols` of a row-wise kernel, which must be positive.
-template <class P> bool rowsCols(KernelCall &c, const P &p, int64_t &rows, int64_t &cols) {
-  rows = p.rows;
-  cols = p.cols;
-  if (rows <= 0 || cols <= 0)
-    return c.fail("has non-positive rows or cols");
-  return true;
-}
-
 /// `floats` f32 elements of the launch's scratch memory; null with the call's error.
 float *scratchFloats(KernelCall &c, int64_t floats) {
   std::string why;
@@ -176,11 +167,8 @@ bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
 
 bool run(KernelCall &c, const catalogue::TopKMask &p) {
   int64_t rows, cols;
-  if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols))
+  if (!topKMaskArgs(c, p, rows, cols))
     return false;
-  if (p.k < 1 || p.k > cols)
-    return c.fail("chooses k = " + std::to_string(p.k) + " of " + std::to_string(cols) +
-                  " columns");
   return c.validating ||
          launched(c, cuda::topKMask(rows, cols, p.k, c.fin(0), c.fout(0), stream()));
 }
