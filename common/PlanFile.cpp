@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 namespace tessel::planfile {
@@ -684,8 +685,9 @@ static bool boundedBytes(const std::vector<int64_t> &shape, uint64_t elementByte
 /// A tensor's role is one the runtime knows; the runtime initialises and checkpoints by role,
 /// so a tensor it misread would train silently wrong. Parameters, and the working copies the
 /// `working_copies` program makes from them, are checked further: a copy is a 16-bit tensor
-/// of a parameter's own shape, split and stages.
-static bool validateRole(const Plan &plan, const StateTensor &t, std::string &error) {
+/// of a parameter's own shape, split and stages (`params`: the plan's parameters by name).
+static bool validateRole(const std::unordered_map<std::string, const StateTensor *> &params,
+                         const StateTensor &t, std::string &error) {
   static const char *const kRoles[] = {"param", "grad", "adam_m", "adam_v", "momentum", "working"};
   if (std::find(std::begin(kRoles), std::end(kRoles), t.role) == std::end(kRoles)) {
     error = "state tensor '" + t.name + "' has the unknown role '" + t.role + "'";
@@ -697,10 +699,8 @@ static bool validateRole(const Plan &plan, const StateTensor &t, std::string &er
   }
   if (t.role != "working")
     return true;
-  const StateTensor *master = nullptr;
-  for (const StateTensor &m : plan.state)
-    if (m.role == "param" && m.name == t.of)
-      master = &m;
+  auto found = params.find(t.of);
+  const StateTensor *master = found == params.end() ? nullptr : found->second;
   if (!master || dtypeBytes(t.dtype) != 2 || !isFloat(t.dtype) || t.shape != master->shape ||
       t.split != master->split || t.stages != master->stages) {
     error = "working copy '" + t.name + "' must be a 16-bit float tensor of a parameter's " +
@@ -723,6 +723,10 @@ bool validatePlan(const Plan &plan, std::string &error) {
   }
   if (!validateMesh(plan, error))
     return false;
+  std::unordered_map<std::string, const StateTensor *> params;
+  for (const StateTensor &t : plan.state)
+    if (t.role == "param")
+      params.emplace(t.name, &t);
   for (const StateTensor &t : plan.state) {
     if (!boundedBytes(t.shape, dtypeBytes(t.dtype), "state tensor '" + t.name + "'", error))
       return false;
@@ -734,7 +738,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
                 " of " + std::to_string(plan.pipelineStages());
         return false;
       }
-    if (!validateRole(plan, t, error))
+    if (!validateRole(params, t, error))
       return false;
   }
   auto check = [&](const Program &p, const BufferRef &b, const std::string &what) {

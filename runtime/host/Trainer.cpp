@@ -398,10 +398,13 @@ bool Session::setUp() {
   }
   dataRng_ = Rng(s_.seed ^ 0xD1B54A32D192ED03ull);
   initialiseParameters();
-  if (!refreshWorkingCopies(*ranks_, err))
+  // A resume makes the working copies from the weights it loads; a fresh run from these.
+  if (!options_.resume.empty()) {
+    if (!restore(options_.resume))
+      return false;
+  } else if (!refreshWorkingCopies(*ranks_, err)) {
     return error(err);
-  if (!options_.resume.empty() && !restore(options_.resume))
-    return false;
+  }
   // After the resume, which may read from the same directory and must not find it made.
   if (!s_.checkpointDir.empty() &&
       !prepareOutputDirectory(s_.checkpointDir, "checkpoint directory", err))

@@ -231,12 +231,10 @@ private:
     MemRefType type = param.getType();
     Value from = plan::StateOp::create(b, loc, type, param.getSymName());
     Value to = plan::StateOp::create(b, loc, working.getType(), working.getSymName());
-    SmallVector<int64_t> strides(type.getRank(), 1);
-    for (int64_t d = type.getRank() - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    // State has the identity layout: its strides are row-major.
     SmallVector<NamedAttribute> p = {
         b.getNamedAttr("shape", b.getDenseI64ArrayAttr(type.getShape())),
-        b.getNamedAttr("x_strides", b.getDenseI64ArrayAttr(strides))};
+        b.getNamedAttr("x_strides", b.getDenseI64ArrayAttr(type.getStridesAndOffset().first))};
     plan::KernelOp::create(b, loc, b.getStringAttr("copy"), ValueRange{from}, ValueRange{to},
                            b.getDictionaryAttr(p));
   }
