@@ -9,8 +9,9 @@ in the environment (OMP_WAIT_POLICY, OPENBLAS_NUM_THREADS: both are read when th
 load, so they cannot change inside one process) and the CPUs it may use already set. SPEC
 holds the model as `tessel compile --emit=graph` describes it (kind, dims, layers, train), the
 steps, the warm-up and `torch_threads` (torch.set_num_threads). This trains the reference
-modules of test/parity/reference.py on random token batches and prints one JSON line: the
-tokens/s over the steps after the warm-up, each step's time, and what the process ran with.
+modules of test/parity/reference.py on random token batches (under torch.autocast's bf16 when
+the model's `precision` is bf16) and prints one JSON line: the tokens/s over the steps after
+the warm-up, each step's time, and what the process ran with.
 
 With --defaults it prints what PyTorch chooses on its own in this environment: its intra-op
 threads, OpenBLAS's threads and ATen's CPU capability.
@@ -79,6 +80,8 @@ def main() -> int:
     accumulation = tcfg.accumulation
     micro, seq, vocab = tcfg.micro_batch, mcfg.seq, mcfg.vocab
     steps, warmup = int(spec["steps"]), int(spec["warmup"])
+    # A bf16 model runs under PyTorch's own mixed precision: torch.autocast("cpu", bfloat16).
+    autocast = str(spec["train"].get("precision", "fp32")) == "bf16"
     times, losses = [], []
     for step in range(1, steps + 1):
         batches = []
@@ -86,7 +89,7 @@ def main() -> int:
             tokens = torch.randint(0, vocab, (micro, seq + 1), generator=gen)
             batches.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
         start = time.perf_counter()
-        res = ref.train_step(model, opt, step, tcfg, batches)
+        res = ref.train_step(model, opt, step, tcfg, batches, autocast=autocast)
         times.append(time.perf_counter() - start)
         losses.append(res.loss)
         if spec.get("verbose"):
@@ -99,6 +102,7 @@ def main() -> int:
         "step_times": times,
         "losses": losses,
         "torch_version": torch.__version__,
+        "autocast_bf16": autocast,
         "torch_threads": torch.get_num_threads(),
         "cpus": sorted(os.sched_getaffinity(0)),
         "blas_threads": blas_threads(),
