@@ -219,7 +219,10 @@ bool accepts(OperandTypes types, planfile::DType t) {
   case OperandTypes::Index:
     return t == planfile::DType::I32;
   case OperandTypes::AnyType:
+  case OperandTypes::Moved:
     return true;
+  case OperandTypes::Reduced:
+    return planfile::isFloat(t);
   }
   return false;
 }
@@ -233,7 +236,10 @@ const char *typesWord(OperandTypes types) {
   case OperandTypes::Index:
     return "i32";
   case OperandTypes::AnyType:
+  case OperandTypes::Moved:
     return "any element type";
+  case OperandTypes::Reduced:
+    return "f32, bf16 or f16";
   }
   return "?";
 }
@@ -329,10 +335,37 @@ const KernelInfo *findKernel(std::string_view name) {
   return it == byName.end() ? nullptr : it->second;
 }
 
+/// The operands declared `types` (Moved or Reduced) must all have one element type.
+bool checkAlike(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
+                const std::vector<planfile::DType> &outs, OperandTypes types, std::string &error) {
+  const OperandInfo *first = nullptr;
+  planfile::DType type{};
+  auto visit = [&](const std::vector<OperandInfo> &decl, const std::vector<planfile::DType> &got) {
+    for (size_t k = 0; k < got.size(); ++k) {
+      const OperandInfo &o = decl[std::min(k, decl.size() - 1)];
+      if (o.types != types)
+        continue;
+      if (!first) {
+        first = &o;
+        type = got[k];
+      } else if (got[k] != type) {
+        error = std::string("has `") + first->role + "` of " + planfile::dtypeName(type) +
+                " but `" + o.role + "` of " + planfile::dtypeName(got[k]) +
+                "; they must have one element type";
+        return false;
+      }
+    }
+    return true;
+  };
+  return visit(kernel.ins, ins) && visit(kernel.outs, outs);
+}
+
 bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                    const std::vector<planfile::DType> &outs, std::string &error) {
   return checkDirection(kernel.ins, ins, "input", error) &&
-         checkDirection(kernel.outs, outs, "output", error);
+         checkDirection(kernel.outs, outs, "output", error) &&
+         checkAlike(kernel, ins, outs, OperandTypes::Moved, error) &&
+         checkAlike(kernel, ins, outs, OperandTypes::Reduced, error);
 }
 
 bool decodeParams(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs,

@@ -112,8 +112,11 @@ enum class Family : uint8_t { Compute, Collective, Control };
 enum class Direction : uint8_t { In, Out };
 /// The element types an operand accepts: Float is f32, bf16 or f16; F32 is f32 alone (a loss,
 /// a statistic carried from one kernel to another, a gradient on its way to the optimizer, the
-/// optimizer's state: what mixed precision keeps at full width); Index is i32.
-enum class OperandTypes : uint8_t { Float, F32, Index, AnyType };
+/// optimizer's state: what mixed precision keeps at full width); Index is i32. A collective's
+/// operands follow their data: Moved takes any type and Reduced a float type, the same type
+/// as every other Moved (or Reduced) operand of the call (the bits move as they are; a
+/// reduction sums in f32 and rounds to that type once).
+enum class OperandTypes : uint8_t { Float, F32, Index, AnyType, Moved, Reduced };
 enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore };
 enum class ParamPresence : uint8_t { Required, Optional };
 enum class ParamType : uint8_t { I64, F64, Str, I64List, Flag, Body, Enum };

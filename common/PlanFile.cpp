@@ -13,34 +13,6 @@
 
 namespace tessel::planfile {
 
-size_t dtypeBytes(DType t) {
-  switch (t) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::BF16:
-  case DType::F16:
-    return 2;
-  }
-  return 0;
-}
-
-const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::I32:
-    return "i32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  }
-  return "?";
-}
-
-bool isFloat(DType t) { return t != DType::I32; }
-
 uint64_t StateTensor::bytes() const {
   uint64_t n = dtypeBytes(dtype);
   for (int64_t d : shape)

@@ -17,6 +17,8 @@
 #ifndef TESSEL_COMMON_PLANFILE_H
 #define TESSEL_COMMON_PLANFILE_H
 
+#include "common/DType.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,14 +29,6 @@ namespace tessel::planfile {
 
 constexpr uint32_t kPlanVersion = 6;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
-
-/// Element types of buffers, ports and state. Floating-point kernels take f32, bf16 or f16
-/// operands (common/KernelCatalogue.def says which of each kernel); ids and targets are i32.
-enum class DType : uint8_t { F32 = 0, I32 = 1, BF16 = 2, F16 = 3 };
-constexpr DType kLastDType = DType::F16;
-size_t dtypeBytes(DType t);
-const char *dtypeName(DType t);
-bool isFloat(DType t);
 
 /// Where a kernel operand lives: a byte range of the rank's arena, or of a state tensor.
 enum class Storage : uint8_t { Arena = 0, State = 1 };

@@ -60,6 +60,10 @@ cudaError_t fill(int64_t n, float value, float *y, cudaStream_t stream);
 /// y[i] = y[i] + x[i], or with `max` the larger (a NaN in either kept), for i < n: the
 /// collectives' reduction between ranks sharing a GPU, with the bits of the host's reduceInto.
 cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t stream);
+/// The same with x of a 16-bit type, widened exactly (a bf16 or f16 collective's sums, which
+/// are f32 until the end).
+cudaError_t combine(bool max, cpu::Half16 type, int64_t n, float *y, const uint16_t *x,
+                    cudaStream_t stream);
 /// y[i] = i for i < n.
 cudaError_t positions(int64_t n, float *y, cudaStream_t stream);
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.

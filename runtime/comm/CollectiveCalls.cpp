@@ -19,13 +19,23 @@ bool positive(KernelCall &c, std::initializer_list<int64_t> sizes) {
   return c.error.empty();
 }
 
+/// The type of the call's data: its operands have one (the catalogue's Moved and Reduced).
+planfile::DType dataType(const KernelCall &c) {
+  return c.instr->inputs.empty() ? c.instr->outputs[0].dtype : c.instr->inputs[0].dtype;
+}
+
+/// Bytes of `elements` of the call's data.
+size_t bytesOf(const KernelCall &c, int64_t elements) {
+  return static_cast<size_t>(elements) * planfile::dtypeBytes(dataType(c));
+}
+
 /// The output must not overlap the input, except by being the same buffer where `inPlace`.
 bool separate(KernelCall &c, int64_t inElements, int64_t outElements, bool inPlace) {
   const char *x = static_cast<const char *>(c.in[0]);
   const char *y = static_cast<const char *>(c.out[0]);
   if (inPlace && x == y)
     return true;
-  if (x < y + outElements * 4 && y < x + inElements * 4)
+  if (x < y + bytesOf(c, outElements) && y < x + bytesOf(c, inElements))
     return c.fail(inPlace ? "has an output that overlaps its input without being it"
                           : "has an output that overlaps its input");
   return true;
@@ -50,15 +60,14 @@ bool copyAlone(KernelCall &c, int64_t elements) {
   if (c.in[0] == c.out[0])
     return true;
   CommMemory &mem = memoryOf(c);
-  mem.copy(c.out[0], c.in[0], static_cast<size_t>(elements) * 4);
+  mem.copy(c.out[0], c.in[0], bytesOf(c, elements));
   return mem.finish(c.error);
 }
 
 /// Between the group-index order of the ranks' blocks, [outer, ways, 2, half], and the order
 /// of a head-tail dim's chunks in the whole, [outer, 2 * ways, half] (common/HeadTail.h).
 void headTailOrder(CommMemory &mem, const char *from, char *to, int64_t outer, int64_t ways,
-                   int64_t half, bool toWhole) {
-  const size_t bytes = static_cast<size_t>(half) * 4;
+                   size_t bytes, bool toWhole) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < ways; ++r)
       for (int64_t h = 0; h < 2; ++h) {
@@ -93,6 +102,7 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
     return copyAlone(c, slice);
   CommOp op;
   op.kind = kind;
+  op.type = dataType(c);
   op.group = g;
   op.outer = outer;
   op.chunk = chunk;
@@ -103,19 +113,21 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
   if (!c.comm)
     return c.fail("needs a communicator, which a world of one rank does not have");
   CommMemory &mem = memoryOf(c);
-  std::shared_ptr<void> buffer = mem.allocate(static_cast<size_t>(whole) * 4);
+  std::shared_ptr<void> buffer = mem.allocate(bytesOf(c, whole));
   if (!buffer)
     return c.fail("has no memory to reorder its head-tail blocks");
   char *blocks = static_cast<char *>(buffer.get());
   if (kind == CommOp::Kind::ReduceScatter) {
-    headTailOrder(mem, static_cast<const char *>(c.in[0]), blocks, outer, ways, chunk / 2, false);
+    headTailOrder(mem, static_cast<const char *>(c.in[0]), blocks, outer, ways,
+                  bytesOf(c, chunk / 2), false);
     op.x = blocks;
     return mem.finish(c.error) && c.comm->run(op, c.error);
   }
   op.y = blocks;
   if (!c.comm->run(op, c.error))
     return false;
-  headTailOrder(mem, blocks, static_cast<char *>(c.out[0]), outer, ways, chunk / 2, true);
+  headTailOrder(mem, blocks, static_cast<char *>(c.out[0]), outer, ways, bytesOf(c, chunk / 2),
+                true);
   return mem.finish(c.error);
 }
 
@@ -179,6 +191,7 @@ bool run(KernelCall &c, const catalogue::AllReduce &p) {
     return copyAlone(c, n);
   CommOp op;
   op.kind = CommOp::Kind::AllReduce;
+  op.type = dataType(c);
   op.group = g;
   op.reduce = p.op == catalogue::Reduction::Sum ? ReduceOp::Sum : ReduceOp::Max;
   op.n = n;
@@ -211,6 +224,7 @@ bool run(KernelCall &c, const catalogue::Broadcast &p) {
     return copyAlone(c, n);
   CommOp op;
   op.kind = CommOp::Kind::Broadcast;
+  op.type = dataType(c);
   op.group = g;
   op.root = static_cast<uint32_t>(root);
   op.n = n;
@@ -227,6 +241,7 @@ bool run(KernelCall &c, const catalogue::Send &p) {
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Send;
+  op.type = dataType(c);
   op.peer = peer;
   op.tag = tag;
   op.n = n;
@@ -242,6 +257,7 @@ bool run(KernelCall &c, const catalogue::Recv &p) {
     return c.error.empty();
   CommOp op;
   op.kind = CommOp::Kind::Recv;
+  op.type = dataType(c);
   op.peer = peer;
   op.tag = tag;
   op.n = n;

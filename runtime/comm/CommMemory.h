@@ -7,8 +7,9 @@
 // where a round's result or a buffered message is kept, and when the work is done. The
 // collective kernels' own local copies (a group of one, a head-tail reordering) use it too.
 //
-// Every implementation combines as reduceInto does (f32, one element at a time, in the order
-// the communicator calls it), so a run gives the same bits on either memory.
+// Every implementation combines as reduceInto does (into f32, one element at a time, in the
+// order the communicator calls it) and converts as widenInto and narrowInto do, so a run gives
+// the same bits on either memory.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_COMM_COMMMEMORY_H
@@ -29,8 +30,14 @@ public:
   /// Copies `bytes` from `from` to `to`: addresses of any rank of this process, or host memory.
   /// May return before the copy is done (see finish).
   virtual void copy(void *to, const void *from, size_t bytes) = 0;
-  /// y[i] = y[i] (op) x[i] for i < n, as reduceInto: y in this memory, x in any rank's.
-  virtual void reduce(ReduceOp op, float *y, const float *x, int64_t n) = 0;
+  /// acc[i] = acc[i] (op) x[i] for i < n, as reduceInto: acc (f32) in this memory, x (of
+  /// `type`) in any rank's.
+  virtual void reduce(ReduceOp op, float *acc, const void *x, planfile::DType type, int64_t n) = 0;
+  /// to = from widened to f32, as widenInto: `to` in this memory, `from` in any rank's. For f32,
+  /// a copy.
+  virtual void widen(float *to, const void *from, planfile::DType type, int64_t n) = 0;
+  /// to = from rounded to `type`, as narrowInto: both in this memory. For f32, a copy.
+  virtual void narrow(void *to, planfile::DType type, const float *from, int64_t n) = 0;
   /// `bytes` of this memory that every rank of the process may read, freed with the pointer
   /// (after the copies that use it are finished); null where it cannot be had.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
@@ -39,7 +46,8 @@ public:
   virtual bool finish(std::string &error) = 0;
 };
 
-/// Host memory: memcpy, reduceInto, malloc; every call is done when it returns.
+/// Host memory: memcpy, reduceInto, widenInto, narrowInto, malloc; every call is done when it
+/// returns.
 CommMemory &hostMemory();
 
 } // namespace tessel::rt

@@ -3,6 +3,8 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/CommMemory.h"
 
+#include "common/Float16.h"
+
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -32,13 +34,66 @@ const char *commKindName(CommOp::Kind kind) {
   return "?";
 }
 
-void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n) {
-  if (reduce == ReduceOp::Sum)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] += x[i];
+namespace {
+
+/// Element i of `x`, of `type`, widened to f32.
+template <planfile::DType T> float elementAt(const void *x, int64_t i) {
+  if constexpr (T == planfile::DType::BF16)
+    return bf16ToFloat(static_cast<const uint16_t *>(x)[i]);
+  else if constexpr (T == planfile::DType::F16)
+    return halfToFloat(static_cast<const uint16_t *>(x)[i]);
   else
+    return static_cast<const float *>(x)[i];
+}
+
+template <planfile::DType T>
+void reduceTyped(ReduceOp reduce, float *acc, const void *x, int64_t n) {
+  if (reduce == ReduceOp::Sum) {
     for (int64_t i = 0; i < n; ++i)
-      y[i] = y[i] != y[i] || x[i] > y[i] ? x[i] : y[i];
+      acc[i] += elementAt<T>(x, i);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = elementAt<T>(x, i);
+    acc[i] = acc[i] != acc[i] || v > acc[i] ? v : acc[i];
+  }
+}
+
+} // namespace
+
+void reduceInto(ReduceOp reduce, float *acc, const void *x, planfile::DType type, int64_t n) {
+  switch (type) {
+  case planfile::DType::BF16:
+    return reduceTyped<planfile::DType::BF16>(reduce, acc, x, n);
+  case planfile::DType::F16:
+    return reduceTyped<planfile::DType::F16>(reduce, acc, x, n);
+  default:
+    return reduceTyped<planfile::DType::F32>(reduce, acc, x, n);
+  }
+}
+
+void widenInto(float *to, const void *from, planfile::DType type, int64_t n) {
+  if (n <= 0)
+    return;
+  if (type == planfile::DType::BF16 || type == planfile::DType::F16) {
+    const uint16_t *h = static_cast<const uint16_t *>(from);
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = type == planfile::DType::BF16 ? bf16ToFloat(h[i]) : halfToFloat(h[i]);
+  } else if (to != from) {
+    std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+void narrowInto(void *to, planfile::DType type, const float *from, int64_t n) {
+  if (n <= 0)
+    return;
+  if (type == planfile::DType::BF16 || type == planfile::DType::F16) {
+    uint16_t *h = static_cast<uint16_t *>(to);
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = type == planfile::DType::BF16 ? floatToBf16(from[i]) : floatToHalf(from[i]);
+  } else if (to != from) {
+    std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+  }
 }
 
 namespace {
@@ -49,8 +104,14 @@ public:
     if (bytes > 0 && to != from)
       std::memcpy(to, from, bytes);
   }
-  void reduce(ReduceOp op, float *y, const float *x, int64_t n) override {
-    reduceInto(op, y, x, n);
+  void reduce(ReduceOp op, float *acc, const void *x, planfile::DType type, int64_t n) override {
+    reduceInto(op, acc, x, type, n);
+  }
+  void widen(float *to, const void *from, planfile::DType type, int64_t n) override {
+    widenInto(to, from, type, n);
+  }
+  void narrow(void *to, planfile::DType type, const float *from, int64_t n) override {
+    narrowInto(to, type, from, n);
   }
   std::shared_ptr<void> allocate(size_t bytes) override {
     void *p = std::malloc(bytes ? bytes : 1);

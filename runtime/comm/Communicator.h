@@ -17,6 +17,8 @@
 #ifndef TESSEL_RUNTIME_COMM_COMMUNICATOR_H
 #define TESSEL_RUNTIME_COMM_COMMUNICATOR_H
 
+#include "common/DType.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,14 +35,17 @@ struct CommGroup {
 
 enum class ReduceOp { Sum, Max };
 
-/// One operation as a rank issues it. Sizes count 4-byte elements: reductions compute in f32;
-/// the other operations move the bits, so i32 data travels through them too. `x` is read and
-/// `y` written until the operation is done.
+/// One operation as a rank issues it. Sizes count elements of `type`. The operations other
+/// than reductions move the bits, whatever the type. Reductions take float types only: they
+/// widen each member's values to f32, combine them in f32 in group-index order and round the
+/// result to `type` once, so a 16-bit reduction loses no more than its final rounding. `x` is
+/// read and `y` written until the operation is done.
 struct CommOp {
   enum class Kind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Send, Recv };
   Kind kind = Kind::AllReduce;
-  const CommGroup *group = nullptr; ///< Collectives; must outlive the operation.
-  ReduceOp reduce = ReduceOp::Sum;  ///< AllReduce.
+  planfile::DType type = planfile::DType::F32; ///< Of x and y.
+  const CommGroup *group = nullptr;            ///< Collectives; must outlive the operation.
+  ReduceOp reduce = ReduceOp::Sum;             ///< AllReduce.
   /// AllReduce, Broadcast, Send, Recv: elements of x and y.
   int64_t n = 0;
   /// AllGather: x [outer, chunk] -> y [outer, ways, chunk], y[o, r] = x of member r [o].
@@ -60,9 +65,19 @@ struct CommOp {
 /// The name of an operation kind, for messages.
 const char *commKindName(CommOp::Kind kind);
 
-/// y[i] = y[i] (op) x[i] for i < n: how every communicator reduces, so that all give the same
-/// bits. Max keeps a NaN, so a non-finite value is never reduced away.
-void reduceInto(ReduceOp reduce, float *y, const float *x, int64_t n);
+/// Bytes of `n` elements of `op`'s type.
+inline size_t commBytes(const CommOp &op, int64_t n) {
+  return static_cast<size_t>(n) * planfile::dtypeBytes(op.type);
+}
+
+/// acc[i] = acc[i] (op) x[i] for i < n, x of `type` widened to f32: how every communicator
+/// reduces, so that all give the same bits. Max keeps a NaN, so a non-finite value is never
+/// reduced away.
+void reduceInto(ReduceOp reduce, float *acc, const void *x, planfile::DType type, int64_t n);
+/// to[i] = from[i] widened to f32 (exactly) for i < n.
+void widenInto(float *to, const void *from, planfile::DType type, int64_t n);
+/// to[i] = from[i] rounded to `type` (to nearest, ties to even) for i < n.
+void narrowInto(void *to, planfile::DType type, const float *from, int64_t n);
 
 /// One rank's end of the communicator.
 class Communicator {

@@ -41,7 +41,7 @@ std::string describeRanks(const std::vector<uint32_t> &ranks) {
 }
 
 std::string describe(const CommOp &op) {
-  std::string s = commKindName(op.kind);
+  std::string s = std::string(commKindName(op.kind)) + " " + planfile::dtypeName(op.type);
   switch (op.kind) {
   case CommOp::Kind::AllReduce:
     return s + "(" + (op.reduce == ReduceOp::Sum ? "sum" : "max") + ", n " + std::to_string(op.n) +
@@ -62,11 +62,10 @@ std::string describe(const CommOp &op) {
 
 /// Whether two members' operations are the same collective.
 bool sameCollective(const CommOp &a, const CommOp &b) {
-  return a.kind == b.kind && a.reduce == b.reduce && a.n == b.n && a.outer == b.outer &&
-         a.chunk == b.chunk && a.root == b.root;
+  return a.kind == b.kind && a.type == b.type && a.reduce == b.reduce && a.n == b.n &&
+         a.outer == b.outer && a.chunk == b.chunk && a.root == b.root;
 }
 
-const float *asFloats(const void *p) { return static_cast<const float *>(p); }
 const char *asBytes(const void *p) { return static_cast<const char *>(p); }
 
 } // namespace
@@ -86,8 +85,8 @@ struct LocalCommunicator::World {
     std::vector<void *> y;
     std::vector<bool> joined;
     uint32_t arrived = 0, finished = 0, left = 0;
-    /// AllReduce: the result, in the memory of the member whose arrival completed the round,
-    /// each member computing a slice.
+    /// AllReduce: the result in f32, in the memory of the member whose arrival completed the
+    /// round, each member computing a slice.
     std::shared_ptr<void> sum;
   };
   struct GroupState {
@@ -99,6 +98,7 @@ struct LocalCommunicator::World {
   struct Message {
     std::shared_ptr<void> data;
     size_t bytes = 0;
+    planfile::DType type = planfile::DType::F32;
   };
 
   const uint32_t size;
@@ -234,9 +234,15 @@ struct LocalCommunicator::World {
     lock.unlock();
 
     CommMemory &mem = *memory[rank];
-    compute(mem, round, op, me, ways);
+    const bool computed = compute(mem, round, op, me, ways);
     if (!mem.finish(error))
       return false;
+    if (!computed) {
+      lock.lock();
+      abortLocked("rank " + std::to_string(rank) + ": no memory for the f32 sums of " +
+                  describe(op));
+      return failAborted(error);
+    }
 
     lock.lock();
     if (++round.finished == ways)
@@ -247,7 +253,7 @@ struct LocalCommunicator::World {
     lock.unlock();
     // Every member has finished reading the others' x: y may be x now.
     if (op.kind == CommOp::Kind::AllReduce && op.n > 0) {
-      mem.copy(op.y, round.sum.get(), static_cast<size_t>(op.n) * sizeof(float));
+      mem.narrow(op.y, op.type, static_cast<const float *>(round.sum.get()), op.n);
       if (!mem.finish(error))
         return false;
     }
@@ -257,10 +263,12 @@ struct LocalCommunicator::World {
     return true;
   }
 
-  /// This member's share of the work, reading every member's x in place.
-  static void compute(CommMemory &mem, Round &round, const CommOp &op, uint32_t me, uint32_t ways) {
-    const size_t chunkBytes = static_cast<size_t>(op.chunk) * sizeof(float);
+  /// This member's share of the work, reading every member's x in place; false where it has
+  /// no memory for a 16-bit reduction's f32 sums.
+  static bool compute(CommMemory &mem, Round &round, const CommOp &op, uint32_t me, uint32_t ways) {
+    const size_t chunkBytes = commBytes(op, op.chunk);
     char *y = static_cast<char *>(op.y);
+    auto element = [&](uint32_t r, int64_t i) { return asBytes(round.x[r]) + commBytes(op, i); };
     switch (op.kind) {
     case CommOp::Kind::AllReduce: {
       // Member `me` sums a slice of the elements for everyone, in group-index order.
@@ -268,9 +276,9 @@ struct LocalCommunicator::World {
       float *out = static_cast<float *>(round.sum.get());
       if (hi == lo)
         break;
-      mem.copy(out + lo, asFloats(round.x[0]) + lo, static_cast<size_t>(hi - lo) * 4);
+      mem.widen(out + lo, element(0, lo), op.type, hi - lo);
       for (uint32_t r = 1; r < ways; ++r)
-        mem.reduce(op.reduce, out + lo, asFloats(round.x[r]) + lo, hi - lo);
+        mem.reduce(op.reduce, out + lo, element(r, lo), op.type, hi - lo);
       break;
     }
     case CommOp::Kind::AllGather:
@@ -279,15 +287,24 @@ struct LocalCommunicator::World {
           mem.copy(y + (o * ways + r) * chunkBytes, asBytes(round.x[r]) + o * chunkBytes,
                    chunkBytes);
       break;
-    case CommOp::Kind::ReduceScatter:
+    case CommOp::Kind::ReduceScatter: {
+      // f32 sums straight into y; 16-bit ones into f32 first, rounded once at the end.
+      std::shared_ptr<void> wide;
+      if (op.type != planfile::DType::F32 &&
+          !(wide = mem.allocate(op.outer * op.chunk * sizeof(float))))
+        return false;
+      float *sums = wide ? static_cast<float *>(wide.get()) : static_cast<float *>(op.y);
       for (int64_t o = 0; o < op.outer; ++o) {
-        float *out = static_cast<float *>(op.y) + o * op.chunk;
+        float *out = sums + o * op.chunk;
         const int64_t at = (o * ways + me) * op.chunk;
-        mem.copy(out, asFloats(round.x[0]) + at, chunkBytes);
+        mem.widen(out, element(0, at), op.type, op.chunk);
         for (uint32_t r = 1; r < ways; ++r)
-          mem.reduce(ReduceOp::Sum, out, asFloats(round.x[r]) + at, op.chunk);
+          mem.reduce(ReduceOp::Sum, out, element(r, at), op.type, op.chunk);
       }
+      if (wide)
+        mem.narrow(op.y, op.type, sums, op.outer * op.chunk);
       break;
+    }
     case CommOp::Kind::AllToAll:
       for (int64_t o = 0; o < op.outer; ++o)
         for (uint32_t r = 0; r < ways; ++r)
@@ -296,12 +313,13 @@ struct LocalCommunicator::World {
       break;
     case CommOp::Kind::Broadcast:
       if (op.y != round.x[op.root] && op.n > 0)
-        mem.copy(op.y, round.x[op.root], static_cast<size_t>(op.n) * sizeof(float));
+        mem.copy(op.y, round.x[op.root], commBytes(op, op.n));
       break;
     case CommOp::Kind::Send:
     case CommOp::Kind::Recv:
       break;
     }
+    return true;
   }
 
   bool checkPeer(uint32_t rank, const CommOp &op, std::string &error) const {
@@ -319,7 +337,8 @@ struct LocalCommunicator::World {
     // Buffered: the data is copied now, so a send never waits for its receive.
     CommMemory &mem = *memory[rank];
     Message message;
-    message.bytes = static_cast<size_t>(op.n) * sizeof(float);
+    message.bytes = commBytes(op, op.n);
+    message.type = op.type;
     if (!(message.data = mem.allocate(message.bytes))) {
       error = describe(op) + " on rank " + std::to_string(rank) + ": no memory to buffer it";
       return false;
@@ -351,9 +370,10 @@ struct LocalCommunicator::World {
     Message message = std::move(queue.front());
     queue.pop_front();
     lock.unlock();
-    if (message.bytes != static_cast<size_t>(op.n) * sizeof(float)) {
+    if (message.type != op.type || message.bytes != commBytes(op, op.n)) {
       error = describe(op) + " on rank " + std::to_string(rank) + " received " +
-              std::to_string(message.bytes / sizeof(float)) + " elements";
+              std::to_string(message.bytes / planfile::dtypeBytes(message.type)) + " " +
+              planfile::dtypeName(message.type) + " elements";
       return false;
     }
     CommMemory &mem = *memory[rank];

@@ -181,44 +181,49 @@ private:
   bool allReduce(const CommOp &op, const CommGroup &g, const std::string &what,
                  std::string &error) {
     const uint32_t me = g.index, ways = g.size();
-    const float *x = static_cast<const float *>(op.x);
-    float *y = static_cast<float *>(op.y);
+    const char *x = static_cast<const char *>(op.x);
+    char *y = static_cast<char *>(op.y);
     const int64_t lo = cut(op.n, me, ways), mine = cut(op.n, me + 1, ways) - lo;
+    const size_t mineBytes = commBytes(op, mine);
     // Each member reduces its share of the elements, adding the members' values in
-    // group-index order, then the shares are gathered to everyone.
-    std::vector<std::vector<float>> parts(ways);
+    // group-index order in f32, then the shares, rounded to the type, are gathered to everyone.
+    std::vector<std::vector<char>> parts(ways);
     Requests reqs;
     for (uint32_t j = 0; j < ways; ++j) {
       if (j == me)
         continue;
       const int64_t at = cut(op.n, j, ways), len = cut(op.n, j + 1, ways) - at;
-      reqs.send(x + at, static_cast<size_t>(len) * 4, g.ranks[j], kCollectiveTag);
-      parts[j].resize(static_cast<size_t>(mine));
-      reqs.recv(parts[j].data(), static_cast<size_t>(mine) * 4, g.ranks[j], kCollectiveTag);
+      reqs.send(x + commBytes(op, at), commBytes(op, len), g.ranks[j], kCollectiveTag);
+      parts[j].resize(mineBytes);
+      reqs.recv(parts[j].data(), mineBytes, g.ranks[j], kCollectiveTag);
     }
     if (!reqs.wait(what, error))
       return false;
     std::vector<float> sum(static_cast<size_t>(mine));
-    auto share = [&](uint32_t r) { return r == me ? x + lo : parts[r].data(); };
-    std::memcpy(sum.data(), share(0), static_cast<size_t>(mine) * 4);
+    auto share = [&](uint32_t r) -> const void * {
+      return r == me ? x + commBytes(op, lo) : parts[r].data();
+    };
+    widenInto(sum.data(), share(0), op.type, mine);
     for (uint32_t r = 1; r < ways; ++r)
-      reduceInto(op.reduce, sum.data(), share(r), mine);
+      reduceInto(op.reduce, sum.data(), share(r), op.type, mine);
+    std::vector<char> result(mineBytes);
+    narrowInto(result.data(), op.type, sum.data(), mine);
     // Every member's sends from x are done: y may be x.
     for (uint32_t j = 0; j < ways; ++j) {
       if (j == me)
         continue;
       const int64_t at = cut(op.n, j, ways), len = cut(op.n, j + 1, ways) - at;
-      reqs.send(sum.data(), static_cast<size_t>(mine) * 4, g.ranks[j], kCollectiveTag);
-      reqs.recv(y + at, static_cast<size_t>(len) * 4, g.ranks[j], kCollectiveTag);
+      reqs.send(result.data(), mineBytes, g.ranks[j], kCollectiveTag);
+      reqs.recv(y + commBytes(op, at), commBytes(op, len), g.ranks[j], kCollectiveTag);
     }
     if (mine > 0)
-      std::memcpy(y + lo, sum.data(), static_cast<size_t>(mine) * 4);
+      std::memcpy(y + commBytes(op, lo), result.data(), mineBytes);
     return reqs.wait(what, error);
   }
 
   /// x [outer, ways, chunk] -> the [outer, chunk] pieces of column j, contiguous.
   static std::vector<char> column(const CommOp &op, uint32_t j, uint32_t ways) {
-    const size_t chunkBytes = static_cast<size_t>(op.chunk) * 4;
+    const size_t chunkBytes = commBytes(op, op.chunk);
     std::vector<char> out(static_cast<size_t>(op.outer) * chunkBytes);
     for (int64_t o = 0; o < op.outer; ++o)
       std::memcpy(out.data() + o * chunkBytes,
@@ -229,7 +234,8 @@ private:
   bool reduceScatter(const CommOp &op, const CommGroup &g, const std::string &what,
                      std::string &error) {
     const uint32_t me = g.index, ways = g.size();
-    const size_t bytes = static_cast<size_t>(op.outer * op.chunk) * 4;
+    const int64_t n = op.outer * op.chunk;
+    const size_t bytes = commBytes(op, n);
     std::vector<std::vector<char>> out(ways), in(ways);
     Requests reqs;
     for (uint32_t j = 0; j < ways; ++j) {
@@ -243,12 +249,14 @@ private:
     in[me] = column(op, me, ways);
     if (!reqs.wait(what, error))
       return false;
-    float *y = static_cast<float *>(op.y);
-    if (bytes > 0)
-      std::memcpy(y, in[0].data(), bytes);
+    // f32 sums straight into y; 16-bit ones into f32 first, rounded once at the end.
+    std::vector<float> wide(op.type == planfile::DType::F32 ? 0 : static_cast<size_t>(n));
+    float *sum = op.type == planfile::DType::F32 ? static_cast<float *>(op.y) : wide.data();
+    widenInto(sum, in[0].data(), op.type, n);
     for (uint32_t r = 1; r < ways; ++r)
-      reduceInto(ReduceOp::Sum, y, reinterpret_cast<const float *>(in[r].data()),
-                 op.outer * op.chunk);
+      reduceInto(ReduceOp::Sum, sum, in[r].data(), op.type, n);
+    if (op.type != planfile::DType::F32)
+      narrowInto(op.y, op.type, sum, n);
     return true;
   }
 
@@ -257,7 +265,7 @@ private:
                         std::string &error) {
     const uint32_t me = g.index, ways = g.size();
     const bool gather = op.kind == CommOp::Kind::AllGather;
-    const size_t chunkBytes = static_cast<size_t>(op.chunk) * 4;
+    const size_t chunkBytes = commBytes(op, op.chunk);
     const size_t bytes = static_cast<size_t>(op.outer) * chunkBytes;
     std::vector<std::vector<char>> out(ways), in(ways);
     Requests reqs;
@@ -291,7 +299,7 @@ private:
       error = what + ": root " + std::to_string(op.root) + " is not a member";
       return false;
     }
-    const size_t bytes = static_cast<size_t>(op.n) * 4;
+    const size_t bytes = commBytes(op, op.n);
     Requests reqs;
     if (g.index == op.root) {
       for (uint32_t j = 0; j < g.size(); ++j)
@@ -320,7 +328,7 @@ private:
       return false;
     }
     const int tag = static_cast<int>(mpiTag(op.tag));
-    const size_t bytes = static_cast<size_t>(op.n) * 4;
+    const size_t bytes = commBytes(op, op.n);
     if (op.kind == CommOp::Kind::Recv) {
       Requests reqs;
       reqs.recv(op.y, bytes, op.peer, tag);

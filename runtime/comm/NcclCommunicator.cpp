@@ -9,8 +9,6 @@
 
 #include "runtime/comm/NcclCommunicator.h"
 
-#include "kernels/cuda/CudaKernels.h"
-
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -89,20 +87,34 @@ std::string cudaMessage(const char *what, cudaError_t e) {
   return std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
 }
 
-/// y = x read as [b, a, chunk] from a dense [a, b, chunk]: swaps the two outer dims.
-cudaError_t swapOuter(int64_t a, int64_t b, int64_t chunk, const void *x, void *y,
+/// y = x read as [b, a, chunk] from a dense [a, b, chunk] of `chunkBytes` chunks: swaps the
+/// two outer dims, with one strided copy per index of the smaller one (a group's size).
+cudaError_t swapOuter(int64_t a, int64_t b, size_t chunkBytes, const void *x, void *y,
                       cudaStream_t stream) {
-  cuda::Shape shape;
-  shape.rank = 3;
-  shape.size[0] = b;
-  shape.size[1] = a;
-  shape.size[2] = chunk;
-  cuda::Strides sx;
-  sx.stride[0] = chunk;
-  sx.stride[1] = b * chunk;
-  sx.stride[2] = 1;
-  return cuda::stridedCopy(shape, static_cast<const float *>(x), sx, static_cast<float *>(y),
-                           stream);
+  const char *from = static_cast<const char *>(x);
+  char *to = static_cast<char *>(y);
+  const size_t rowA = static_cast<size_t>(a) * chunkBytes,
+               rowB = static_cast<size_t>(b) * chunkBytes;
+  cudaError_t e = cudaSuccess;
+  if (a <= b) {
+    // x[i, :] is contiguous; its b chunks go to y[:, i], a row of a chunks apart.
+    for (int64_t i = 0; i < a && e == cudaSuccess; ++i)
+      e = cudaMemcpy2DAsync(to + i * chunkBytes, rowA, from + i * rowB, chunkBytes, chunkBytes,
+                            static_cast<size_t>(b), cudaMemcpyDeviceToDevice, stream);
+  } else {
+    // y[j, :] is contiguous; its a chunks come from x[:, j], a row of b chunks apart.
+    for (int64_t j = 0; j < b && e == cudaSuccess; ++j)
+      e = cudaMemcpy2DAsync(to + j * rowA, chunkBytes, from + j * chunkBytes, rowB, chunkBytes,
+                            static_cast<size_t>(a), cudaMemcpyDeviceToDevice, stream);
+  }
+  return e;
+}
+
+/// NCCL's type for a reduction's elements.
+ncclDataType_t reductionType(planfile::DType t) {
+  return t == planfile::DType::BF16  ? ncclBfloat16
+         : t == planfile::DType::F16 ? ncclFloat16
+                                     : ncclFloat32;
 }
 
 /// Whether `p` is host memory (the host loop's), not a GPU's.
@@ -326,16 +338,15 @@ private:
     const bool gather = op.kind == CommOp::Kind::AllGather;
     const int64_t ways = op.group ? op.group->size() : 1;
     const size_t in = op.kind == CommOp::Kind::Recv ? 0
-                      : gather                      ? static_cast<size_t>(op.outer * op.chunk) * 4
+                      : gather                      ? commBytes(op, op.outer * op.chunk)
                       : op.kind == CommOp::Kind::ReduceScatter || op.kind == CommOp::Kind::AllToAll
-                          ? static_cast<size_t>(op.outer * ways * op.chunk) * 4
-                          : static_cast<size_t>(op.n) * 4;
+                          ? commBytes(op, op.outer * ways * op.chunk)
+                          : commBytes(op, op.n);
     const size_t out = op.kind == CommOp::Kind::Send ? 0
                        : gather || op.kind == CommOp::Kind::AllToAll
-                           ? static_cast<size_t>(op.outer * ways * op.chunk) * 4
-                       : op.kind == CommOp::Kind::ReduceScatter
-                           ? static_cast<size_t>(op.outer * op.chunk) * 4
-                           : static_cast<size_t>(op.n) * 4;
+                           ? commBytes(op, op.outer * ways * op.chunk)
+                       : op.kind == CommOp::Kind::ReduceScatter ? commBytes(op, op.outer * op.chunk)
+                                                                : commBytes(op, op.n);
     // Memory of the stream's own, apart from the staging buffers the repacking uses.
     auto deviceCopy = [&](size_t bytes, void *&at, std::shared_ptr<void> &owner) {
       if (bytes == 0)
@@ -412,73 +423,77 @@ private:
         error = cudaMessage("repacking", e);
       return e == cudaSuccess;
     };
+    // Reductions count elements of their type; moves count bytes, whatever the type.
     const size_t block = static_cast<size_t>(op.outer * op.chunk);
+    const size_t blockBytes = commBytes(op, op.outer * op.chunk);
+    const size_t chunkBytes = commBytes(op, op.chunk);
     switch (op.kind) {
     case CommOp::Kind::AllReduce:
-      return check("ncclAllReduce",
-                   nccl_.ncclAllReduce(op.x, op.y, static_cast<size_t>(op.n), ncclFloat32,
-                                       op.reduce == ReduceOp::Max ? ncclMax : ncclSum, comm,
-                                       stream_),
-                   error);
+      return check(
+          "ncclAllReduce",
+          nccl_.ncclAllReduce(op.x, op.y, static_cast<size_t>(op.n), reductionType(op.type),
+                              op.reduce == ReduceOp::Max ? ncclMax : ncclSum, comm, stream_),
+          error);
     case CommOp::Kind::Broadcast:
       return check("ncclBroadcast",
-                   nccl_.ncclBroadcast(op.x, op.y, static_cast<size_t>(op.n), ncclInt32,
+                   nccl_.ncclBroadcast(op.x, op.y, commBytes(op, op.n), ncclUint8,
                                        static_cast<int>(op.root), comm, stream_),
                    error);
     case CommOp::Kind::AllGather: {
       if (op.outer == 1)
         return check("ncclAllGather",
-                     nccl_.ncclAllGather(op.x, op.y, block, ncclInt32, comm, stream_), error);
-      void *gathered = staging(block * ways * 4, 0, error);
+                     nccl_.ncclAllGather(op.x, op.y, blockBytes, ncclUint8, comm, stream_), error);
+      void *gathered = staging(blockBytes * ways, 0, error);
       return gathered &&
              check("ncclAllGather",
-                   nccl_.ncclAllGather(op.x, gathered, block, ncclInt32, comm, stream_), error) &&
-             copied(swapOuter(ways, op.outer, op.chunk, gathered, op.y, stream_));
+                   nccl_.ncclAllGather(op.x, gathered, blockBytes, ncclUint8, comm, stream_),
+                   error) &&
+             copied(swapOuter(ways, op.outer, chunkBytes, gathered, op.y, stream_));
     }
     case CommOp::Kind::ReduceScatter: {
+      const ncclDataType_t type = reductionType(op.type);
       if (op.outer == 1)
-        return check(
-            "ncclReduceScatter",
-            nccl_.ncclReduceScatter(op.x, op.y, block, ncclFloat32, ncclSum, comm, stream_), error);
-      void *packed = staging(block * ways * 4, 0, error);
-      return packed && copied(swapOuter(op.outer, ways, op.chunk, op.x, packed, stream_)) &&
-             check(
-                 "ncclReduceScatter",
-                 nccl_.ncclReduceScatter(packed, op.y, block, ncclFloat32, ncclSum, comm, stream_),
-                 error);
+        return check("ncclReduceScatter",
+                     nccl_.ncclReduceScatter(op.x, op.y, block, type, ncclSum, comm, stream_),
+                     error);
+      void *packed = staging(blockBytes * ways, 0, error);
+      return packed && copied(swapOuter(op.outer, ways, chunkBytes, op.x, packed, stream_)) &&
+             check("ncclReduceScatter",
+                   nccl_.ncclReduceScatter(packed, op.y, block, type, ncclSum, comm, stream_),
+                   error);
     }
     case CommOp::Kind::AllToAll: {
       const void *send = op.x;
       void *receive = op.y;
       if (op.outer > 1) {
-        void *packed = staging(block * ways * 4, 0, error);
-        receive = packed ? staging(block * ways * 4, 1, error) : nullptr;
-        if (!receive || !copied(swapOuter(op.outer, ways, op.chunk, op.x, packed, stream_)))
+        void *packed = staging(blockBytes * ways, 0, error);
+        receive = packed ? staging(blockBytes * ways, 1, error) : nullptr;
+        if (!receive || !copied(swapOuter(op.outer, ways, chunkBytes, op.x, packed, stream_)))
           return false;
         send = packed;
       }
       if (!check("ncclGroupStart", nccl_.ncclGroupStart(), error))
         return false;
       for (int64_t r = 0; r < ways; ++r) {
-        const size_t at = static_cast<size_t>(r) * block * 4;
-        nccl_.ncclSend(static_cast<const char *>(send) + at, block, ncclInt32, static_cast<int>(r),
-                       comm, stream_);
-        nccl_.ncclRecv(static_cast<char *>(receive) + at, block, ncclInt32, static_cast<int>(r),
-                       comm, stream_);
+        const size_t at = static_cast<size_t>(r) * blockBytes;
+        nccl_.ncclSend(static_cast<const char *>(send) + at, blockBytes, ncclUint8,
+                       static_cast<int>(r), comm, stream_);
+        nccl_.ncclRecv(static_cast<char *>(receive) + at, blockBytes, ncclUint8,
+                       static_cast<int>(r), comm, stream_);
       }
       if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), error))
         return false;
-      return op.outer == 1 || copied(swapOuter(ways, op.outer, op.chunk, receive, op.y, stream_));
+      return op.outer == 1 || copied(swapOuter(ways, op.outer, chunkBytes, receive, op.y, stream_));
     }
     case CommOp::Kind::Send:
       return check("ncclSend",
-                   nccl_.ncclSend(op.x, static_cast<size_t>(op.n), ncclInt32,
-                                  static_cast<int>(op.peer), comm, stream_),
+                   nccl_.ncclSend(op.x, commBytes(op, op.n), ncclUint8, static_cast<int>(op.peer),
+                                  comm, stream_),
                    error);
     case CommOp::Kind::Recv:
       return check("ncclRecv",
-                   nccl_.ncclRecv(op.y, static_cast<size_t>(op.n), ncclInt32,
-                                  static_cast<int>(op.peer), comm, stream_),
+                   nccl_.ncclRecv(op.y, commBytes(op, op.n), ncclUint8, static_cast<int>(op.peer),
+                                  comm, stream_),
                    error);
     }
     error = "an unknown operation";

@@ -16,10 +16,12 @@
 //
 // Status: compiled, never run on a GPU. Unlike LocalCommunicator and MpiCommunicator, NCCL's
 // sums do not add in group-index order, so the bits differ from theirs (not the values beyond
-// f32 rounding); and NCCL pairs sends with receives by order, not by tag, so a plan's sends
-// between two ranks must be issued in the order of their receives. A send is not buffered: it
-// is done once its receive has taken it, so two ranks that send to each other at once wait for
-// each other (pipeline schedules under NCCL are untested for this).
+// f32 rounding), and a bf16 or f16 sum is rounded to its type at each step of NCCL's ring or
+// tree rather than once at the end (so its error grows with the group's size); and NCCL pairs sends
+// with receives by order, not by tag, so a plan's sends between two ranks must be issued in the
+// order of their receives. A send is not buffered: it is done once its receive has taken it, so two
+// ranks that send to each other at once wait for each other (pipeline schedules under NCCL are
+// untested for this).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H

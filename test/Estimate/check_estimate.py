@@ -4,20 +4,19 @@ With Ψ parameters, N data-parallel ranks and Adam in fp32 (4-byte parameters, g
 two moments), each rank holds per ZeRO stage:
   0: 4Ψ + 4Ψ + 8Ψ = 16Ψ       1: 4Ψ + 4Ψ + 8Ψ/N      2: 4Ψ + (4Ψ + 8Ψ)/N      3: 16Ψ/N
 and sends over dp per step 2Ψ(N-1)/N gradient elements of 4 bytes (an all-reduce, or a
-reduce-scatter plus an all-gather), 1.5 times that under stage 3 (two gathers of every
-parameter).
+reduce-scatter plus an all-gather), 1.5 times that under stage 3 (the gradients'
+reduce-scatter and two gathers of every parameter).
 
 Under bf16 Tessel's plan holds that state and the parameters' bf16 working copies: the
 parameters are the fp32 master weights, gradients are accumulated and reduced over dp in fp32,
 the moments are fp32, and each parameter that a kernel reads has a persistent bf16 copy
-(-tessel-mixed-precision), 2Ψ more. Under stage 3 the training step's kernels read the
-parameters that the all-gathers assemble in the arena (in fp32), and only the eval and sample
-programs, which compute on a rank's shards where they can, read shards: those shards have
-copies, so the state lies between 16Ψ/N and 18Ψ/N. That differs from the paper's mixed-precision
-layout (2Ψ bf16 parameters and 2Ψ bf16 gradients held, the fp32 master partitioned with the
-moments, K = 12), whose figures the estimate does not report because the plan does not
-allocate them; the check also asks that the arena is smaller than under fp32 (16-bit
-activations).
+(-tessel-mixed-precision), 2Ψ more, split like its parameter: 18Ψ in all under stage 0 and
+18Ψ/N under stage 3. Stage 3 gathers those copies, not the masters, so its two gathers move
+2-byte elements and the gradients' reduce-scatter 4-byte ones: (2·2 + 4)Ψ(N-1)/N bytes. That
+differs from the paper's mixed-precision layout (2Ψ bf16 parameters and 2Ψ bf16 gradients
+held, the fp32 master partitioned with the moments, K = 12), whose figures the estimate does
+not report because the plan does not allocate them; the check also asks that the arena is
+smaller than under fp32 (16-bit activations).
 
 usage: check_estimate.py STAGE PRECISION ESTIMATE.json [FP32-ESTIMATE.json]
 """
@@ -37,17 +36,17 @@ def main():
         2: p * psi + (p * psi + o * psi) / n,
         3: (p + p + o) * psi / n,
     }[stage]
-    copies = 0.0  # bytes of working copies a rank may hold beyond the formula
-    if precision != "fp32":
-        if stage < 3:
-            expect_state += 2 * psi
-        else:
-            copies = 2 * psi / n
-    expect_dp = 2 * psi * (n - 1) / n * p * (1.5 if stage == 3 else 1.0)
+    half = precision != "fp32"
+    if half:
+        expect_state += 2 * psi / (n if stage == 3 else 1)
+    # Gradients: an all-reduce, or a reduce-scatter and an all-gather, of 4-byte elements;
+    # stage 3 gathers the parameters twice instead (their working copies under bf16).
+    gathered = 2 if half else p
+    expect_dp = psi * (n - 1) / n * (p + 2 * gathered if stage == 3 else 2 * p)
     failed = False
     for r in e["ranks"]:
         state = r["parameters"] + r["gradients"] + r["optimizer"]
-        if not (expect_state * (1 - 1e-9) <= state <= (expect_state + copies) * (1 + 1e-9)):
+        if abs(state - expect_state) > 1e-9 * expect_state:
             print(f"rank {r['rank']}: state {state} bytes, formula {expect_state}")
             failed = True
     dp = e["communication"].get("dp", 0.0)

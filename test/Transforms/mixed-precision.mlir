@@ -14,9 +14,10 @@
 // A linear layer, its loss and its weight gradient. w's working copy is a persistent bf16
 // tensor that both gemms read; the optimizer remakes it right after it updates w, and the
 // program working_copies makes it for the runtime's use; the activations h and y are
-// bf16; the loss (an `F32` operand of cross_entropy), the gradient accumulator (state), a
-// buffer reduced over dp (a collective's operand), the seed of the loss gradient (`F32`) and
-// a program result stay f32; the ids stay i32.
+// bf16, and so is a copy of the logits' gradient that is all-reduced (a collective's operands
+// follow their data); the loss (an `F32` operand of cross_entropy), the gradient accumulator
+// (state), the seed of the loss gradient (`F32`) and a program result stay f32; the ids stay
+// i32.
 // CHECK: plan.tensor "w" role "param"
 // CHECK: plan.tensor "working.w" role "working" of "w" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed", "vocab"] : memref<8x16xbf16>
 // CHECK-LABEL: plan.program "forward_backward"
@@ -33,8 +34,8 @@
 // CHECK: plan.kernel "gemm" ins(%[[X]], %[[DH]] : memref<4x8xf32>, memref<4x16xbf16>) outs(%[[GW]] : memref<8x16xf32>)
 // CHECK: %[[DX:.*]] = plan.alloc : memref<4x8xbf16>
 // CHECK: plan.kernel "gemm" ins(%[[DH]], %[[W16]] : memref<4x16xbf16>, memref<8x16xbf16>) outs(%[[DX]] : memref<4x8xbf16>)
-// CHECK: %[[R:.*]] = plan.alloc : memref<4x16xf32>
-// CHECK: plan.kernel "all_reduce" ins(%[[R]] : memref<4x16xf32>) outs(%[[R]] : memref<4x16xf32>)
+// CHECK: %[[R:.*]] = plan.alloc : memref<4x16xbf16>
+// CHECK: plan.kernel "all_reduce" ins(%[[R]] : memref<4x16xbf16>) outs(%[[R]] : memref<4x16xbf16>)
 // CHECK: plan.output "loss", %[[L]] : memref<f32>
 // The optimizer updates the fp32 master, then remakes the copy from it.
 // CHECK-LABEL: plan.program "optimizer_step"
@@ -127,5 +128,76 @@ module attributes {tessel.train = {precision = "bf16"}} {
     plan.kernel "unary" ins(%wv : memref<4x8xf32>) outs(%o : memref<32xf32>) {n = 32 : i64, op = "neg"}
     %ov = plan.view %o : memref<32xf32> to memref<4x8xf32>
     plan.output "y", %ov : memref<4x8xf32>
+  }
+}
+
+// -----
+
+// A collective's operands follow their data. A ZeRO-3 gather of a weight's shard gathers the
+// shard's working copy into a bf16 buffer; a tensor-parallel partial sum is reduced in bf16
+// (the communicator sums in f32 and rounds once); the weight gradient and its reduce-scatter
+// stay f32, tied through the collective to the f32 accumulate into the gradient.
+// CHECK: plan.tensor "working.w" role "working" of "w" {{.*}} : memref<4x8xbf16>
+// CHECK-LABEL: plan.program "forward_backward"
+// CHECK-NOT: plan.state "w"
+// CHECK: %[[WG:.*]] = plan.alloc : memref<8x8xbf16>
+// CHECK-NEXT: %[[W16:.*]] = plan.state "working.w" : memref<4x8xbf16>
+// CHECK-NEXT: plan.kernel "all_gather" ins(%[[W16]] : memref<4x8xbf16>) outs(%[[WG]] : memref<8x8xbf16>)
+// CHECK: %[[P:.*]] = plan.alloc : memref<2x8xbf16>
+// CHECK: plan.kernel "all_reduce" ins(%[[P]] : memref<2x8xbf16>) outs(%[[P]] : memref<2x8xbf16>)
+// CHECK: %[[G:.*]] = plan.alloc : memref<8x8xf32>
+// CHECK: %[[GS:.*]] = plan.alloc : memref<4x8xf32>
+// CHECK-NEXT: plan.kernel "reduce_scatter" ins(%[[G]] : memref<8x8xf32>) outs(%[[GS]] : memref<4x8xf32>)
+module attributes {tessel.train = {precision = "bf16"}} {
+  plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a", "b"] split ["dp", ""] : memref<4x8xf32>
+  plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.0, 0.0) dims ["a", "b"] split ["dp", ""] : memref<4x8xf32>
+  plan.program "forward_backward" {
+    %w = plan.state "w" : memref<4x8xf32>
+    %wg = plan.alloc : memref<8x8xf32>
+    plan.kernel "all_gather" ins(%w : memref<4x8xf32>) outs(%wg : memref<8x8xf32>) {chunk = 32 : i64, group = "dp", outer = 1 : i64}
+    %x = plan.input "x" : memref<2x8xf32>
+    %p = plan.alloc : memref<2x8xf32>
+    plan.kernel "gemm" ins(%x, %wg : memref<2x8xf32>, memref<8x8xf32>) outs(%p : memref<2x8xf32>) {a_batch_strides = array<i64>, b_batch_strides = array<i64>, batch_shape = array<i64>, c_batch_strides = array<i64>, k = 8 : i64, lda = 8 : i64, ldb = 8 : i64, ldc = 8 : i64, m = 2 : i64, n = 8 : i64, trans_a = 0 : i64, trans_b = 0 : i64}
+    plan.kernel "all_reduce" ins(%p : memref<2x8xf32>) outs(%p : memref<2x8xf32>) {group = "tp", n = 16 : i64, op = "sum"}
+    %h = plan.alloc : memref<2x8xf32>
+    plan.kernel "unary" ins(%p : memref<2x8xf32>) outs(%h : memref<2x8xf32>) {n = 16 : i64, op = "exp"}
+    %g = plan.alloc : memref<8x8xf32>
+    plan.kernel "gemm" ins(%x, %h : memref<2x8xf32>, memref<2x8xf32>) outs(%g : memref<8x8xf32>) {a_batch_strides = array<i64>, b_batch_strides = array<i64>, batch_shape = array<i64>, c_batch_strides = array<i64>, k = 2 : i64, lda = 8 : i64, ldb = 8 : i64, ldc = 8 : i64, m = 8 : i64, n = 8 : i64, trans_a = 1 : i64, trans_b = 0 : i64}
+    %gs = plan.alloc : memref<4x8xf32>
+    plan.kernel "reduce_scatter" ins(%g : memref<8x8xf32>) outs(%gs : memref<4x8xf32>) {chunk = 32 : i64, group = "dp", outer = 1 : i64}
+    %acc = plan.state "grad.w" : memref<4x8xf32>
+    plan.kernel "accumulate" ins(%gs : memref<4x8xf32>) outs(%acc : memref<4x8xf32>) {n = 32 : i64}
+  }
+}
+
+// -----
+
+// The two ends of a transfer, a send and the receive of its tag in another program, narrow
+// together: tag 1's receiver reads it as bf16, so both ends are bf16; tag 2's receiver hands
+// it to the host, so both ends stay f32.
+// CHECK-LABEL: plan.program "sender"
+// CHECK: plan.kernel "send" ins(%{{.*}} : memref<8xbf16>) {{{.*}}tag = 1
+// CHECK: plan.kernel "send" ins(%{{.*}} : memref<8xf32>) {{{.*}}tag = 2
+// CHECK-LABEL: plan.program "receiver"
+// CHECK: plan.kernel "recv" outs(%{{.*}} : memref<8xbf16>) {{{.*}}tag = 1
+// CHECK: plan.kernel "recv" outs(%{{.*}} : memref<8xf32>) {{{.*}}tag = 2
+module attributes {tessel.train = {precision = "bf16"}} {
+  plan.program "sender" {
+    %x = plan.input "x" : memref<8xf32>
+    %a = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%x : memref<8xf32>) outs(%a : memref<8xf32>) {n = 8 : i64, op = "exp"}
+    plan.kernel "send" ins(%a : memref<8xf32>) {group = "pp", n = 8 : i64, peer = 1 : i64, tag = 1 : i64}
+    %b = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%x : memref<8xf32>) outs(%b : memref<8xf32>) {n = 8 : i64, op = "neg"}
+    plan.kernel "send" ins(%b : memref<8xf32>) {group = "pp", n = 8 : i64, peer = 1 : i64, tag = 2 : i64}
+  }
+  plan.program "receiver" {
+    %a = plan.alloc : memref<8xf32>
+    plan.kernel "recv" outs(%a : memref<8xf32>) {group = "pp", n = 8 : i64, peer = 0 : i64, tag = 1 : i64}
+    %h = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%a : memref<8xf32>) outs(%h : memref<8xf32>) {n = 8 : i64, op = "exp"}
+    %b = plan.alloc : memref<8xf32>
+    plan.kernel "recv" outs(%b : memref<8xf32>) {group = "pp", n = 8 : i64, peer = 0 : i64, tag = 2 : i64}
+    plan.output "y", %b : memref<8xf32>
   }
 }

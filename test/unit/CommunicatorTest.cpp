@@ -31,21 +31,12 @@ namespace {
 
 using Floats = std::vector<float>;
 
+using tessel::test::onRanks;
 using tessel::test::worldGroup;
 
 /// Values for a collective's buffers, the same for the same seed.
 Floats randomFloats(size_t n, uint32_t seed) {
   return tessel::test::randomFloats(n, -3.0f, 3.0f, seed);
-}
-
-/// Runs body(rank, comm) on one thread per rank of a fresh world and joins them.
-void onRanks(uint32_t size, const std::function<void(uint32_t, Communicator &)> &body) {
-  auto comms = LocalCommunicator::createWorld(size);
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < size; ++r)
-    threads.emplace_back([&, r] { body(r, *comms[r]); });
-  for (std::thread &t : threads)
-    t.join();
 }
 
 /// Bitwise equality of float vectors, naming the first difference.
@@ -426,7 +417,7 @@ TEST(Communicator, ReceiveChecksSizeAndPeer) {
     else
       c.recv(0, 0, y.data(), 4, errors[1]);
   });
-  EXPECT_NE(errors[1].find("received 6 elements"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("received 6 f32 elements"), std::string::npos) << errors[1];
   auto comms = LocalCommunicator::createWorld(2);
   std::string error;
   EXPECT_FALSE(comms[0]->send(0, 0, x.data(), 6, error));

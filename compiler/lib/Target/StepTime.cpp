@@ -150,7 +150,10 @@ public:
       return 0; // a receive is timed by its send; a group of one moves nothing
     const cl::Link &pair = linkOf(group, rank);
     cl::Link ring = collectiveLink(group, rank);
-    double eb = elementBytes_;
+    // The plan's own element type: under bf16, activations and gathered weights move in 16
+    // bits and gradients are reduced in f32.
+    const pf::BufferRef &data = in.inputs.empty() ? in.outputs.front() : in.inputs.front();
+    const double eb = static_cast<double>(pf::dtypeBytes(data.dtype));
     if (in.kernel == "all_reduce")
       return cost::allReduce(c_, ring, k, static_cast<double>(intAttr(in, "n")) * eb);
     double whole = static_cast<double>(intAttr(in, "outer") * intAttr(in, "chunk")) * k * eb;

@@ -18,6 +18,7 @@
 #include "common/PlanFile.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
@@ -51,6 +52,28 @@ const cat::OperandInfo &declaration(const cat::KernelInfo &k, plan::KernelOp op,
   const std::vector<cat::OperandInfo> &decl = index < ins ? k.ins : k.outs;
   unsigned at = index < ins ? index : index - ins;
   return decl[std::min<size_t>(at, decl.size() - 1)];
+}
+
+/// Whether operands declared `types` take their type from the data they move: the Moved and
+/// Reduced operands of a collective, which must all have one type.
+bool followsData(cat::OperandTypes types) {
+  return types == cat::OperandTypes::Moved || types == cat::OperandTypes::Reduced;
+}
+
+bool isHalf(Type t) { return cast<MemRefType>(t).getElementType().getIntOrFloatBitWidth() == 16; }
+
+/// Whether operand `index` of `op` follows its data and another such operand of the call is
+/// 16-bit already: a read of a parameter there takes the working copy.
+bool tiedToNarrow(plan::KernelOp op, unsigned index) {
+  const cat::KernelInfo *k = cat::findKernel(op.getName().str());
+  if (!k || !followsData(declaration(*k, op, index).types))
+    return false;
+  for (OpOperand &other : op->getOpOperands())
+    if (other.getOperandNumber() != index &&
+        followsData(declaration(*k, op, other.getOperandNumber()).types) &&
+        isHalf(other.get().getType()))
+      return true;
+  return false;
 }
 
 /// Whether `op`'s operand `index` may be 16-bit: an operand of a compute kernel that the
@@ -92,7 +115,8 @@ void narrowableReads(Value v, SmallVectorImpl<OpOperand *> &reads) {
       continue;
     }
     auto k = dyn_cast<plan::KernelOp>(user);
-    if (k && use.getOperandNumber() < k.getIns().size() && narrowable(k, use.getOperandNumber()))
+    const unsigned index = use.getOperandNumber();
+    if (k && index < k.getIns().size() && (narrowable(k, index) || tiedToNarrow(k, index)))
       reads.push_back(&use);
   }
 }
@@ -119,8 +143,7 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
       if (t.getRole() == "param" && t.getType().getElementType().isF32())
         params_[t.getSymName()] = t;
     SmallVector<plan::ProgramOp> programs(module.getOps<plan::ProgramOp>());
-    for (plan::ProgramOp program : programs)
-      narrowActivations(program);
+    narrowActivations(programs);
     // The reads first, so that every working copy exists before the programs that refresh it.
     for (plan::ProgramOp program : programs)
       if (program.getName() != kOptimizerStep)
@@ -140,21 +163,73 @@ private:
   /// Per parameter name, its working copy's tensor, in the order they were made.
   llvm::MapVector<StringRef, plan::TensorOp> working_;
 
-  /// Every f32 arena buffer that nothing needs at full width becomes 16-bit.
-  void narrowActivations(plan::ProgramOp program) {
+  bool isParam(Operation *owner) const {
+    auto state = dyn_cast_or_null<plan::StateOp>(owner);
+    return state && params_.contains(state.getName());
+  }
+
+  /// Every f32 arena buffer that nothing needs at full width becomes 16-bit. A collective's
+  /// operands follow their data, so the buffers it ties (its Moved or Reduced operands, and
+  /// the two ends of a transfer: the sends and receives of one tag, in whichever programs)
+  /// narrow together or not at all: a gradient on its way to an f32 accumulator keeps its
+  /// reduction in f32, while an activation's is 16-bit. A parameter read there counts as
+  /// narrow, since its working copy can take its place.
+  void narrowActivations(ArrayRef<plan::ProgramOp> programs) {
     DenseSet<Operation *> wide;
-    program.walk([&](Operation *op) {
-      if (auto out = dyn_cast<plan::OutputOp>(op))
-        wide.insert(ownerOf(out.getValue()));
-      if (auto k = dyn_cast<plan::KernelOp>(op))
-        for (OpOperand &operand : k->getOpOperands())
-          if (!narrowable(k, operand.getOperandNumber()))
-            wide.insert(ownerOf(operand.get()));
-    });
-    program.walk([&](plan::AllocOp alloc) {
-      if (!wide.contains(alloc) && alloc.getType().getElementType().isF32())
-        retype(alloc.getResult(), narrow_);
-    });
+    llvm::EquivalenceClasses<Operation *> tied;
+    DenseMap<int64_t, Operation *> transferEnds;
+    for (plan::ProgramOp program : programs)
+      program.walk([&](Operation *op) {
+        if (auto out = dyn_cast<plan::OutputOp>(op))
+          wide.insert(ownerOf(out.getValue()));
+        auto k = dyn_cast<plan::KernelOp>(op);
+        if (!k)
+          return;
+        const cat::KernelInfo *info = cat::findKernel(k.getName().str());
+        // A wait's operands only keep its collective's buffers alive in the memory plan.
+        if (info && info->id == cat::KernelId::Wait)
+          return;
+        Operation *first = nullptr;
+        for (OpOperand &operand : k->getOpOperands()) {
+          const unsigned index = operand.getOperandNumber();
+          Operation *owner = ownerOf(operand.get());
+          if (!info || !followsData(declaration(*info, k, index).types)) {
+            if (!narrowable(k, index))
+              wide.insert(owner);
+            continue;
+          }
+          // A collective never writes a master.
+          if (index >= k.getIns().size() && isParam(owner))
+            wide.insert(owner);
+          tied.insert(owner);
+          if (first)
+            tied.unionSets(first, owner);
+          else
+            first = owner;
+        }
+        auto tag = dyn_cast_or_null<IntegerAttr>(k.getParams().get("tag"));
+        if (first && tag && (info->id == cat::KernelId::Send || info->id == cat::KernelId::Recv)) {
+          auto [end, fresh] = transferEnds.try_emplace(tag.getInt(), first);
+          if (!fresh)
+            tied.unionSets(end->second, first);
+        }
+      });
+    // A tied class stays wide if any member must: one the rule above keeps wide, or one that
+    // is neither an arena buffer nor a parameter (an input, a gradient, optimizer state).
+    for (const auto *leader : tied) {
+      if (!leader->isLeader())
+        continue;
+      auto members = tied.members(*leader);
+      if (llvm::any_of(members, [&](Operation *m) {
+            return wide.contains(m) || !(isa<plan::AllocOp>(m) || isParam(m));
+          }))
+        wide.insert(members.begin(), members.end());
+    }
+    for (plan::ProgramOp program : programs)
+      program.walk([&](plan::AllocOp alloc) {
+        if (!wide.contains(alloc) && alloc.getType().getElementType().isF32())
+          retype(alloc.getResult(), narrow_);
+      });
   }
 
   /// The persistent 16-bit copy of `param`, declared beside the other state on first use.

@@ -58,11 +58,14 @@ public:
                   const std::vector<planfile::DType> &outs, std::string &error) override {
     if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
       return cpuKernel(kernel.id);
-    // Collectives and control kernels move and compare f32 (sums over ranks are taken in
-    // f32); mixed precision keeps their operands f32.
-    if (kernel.family != catalogue::Family::Compute) {
-      error = "a 16-bit operand of a collective or control kernel; the cpu device runs those "
-              "on f32 and i32 buffers";
+    // A collective's communicator moves elements of any type and sums 16-bit ones in f32, and
+    // a wait's operands only name its collective's buffers; the other control kernels read
+    // f32, which mixed precision keeps their operands.
+    if (kernel.family == catalogue::Family::Collective || kernel.id == catalogue::KernelId::Wait)
+      return cpuKernel(kernel.id);
+    if (kernel.family == catalogue::Family::Control) {
+      error = "a 16-bit operand of a control kernel; the cpu device runs those on f32 and i32 "
+              "buffers";
       return nullptr;
     }
     return &widenedCall;

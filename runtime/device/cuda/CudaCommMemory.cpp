@@ -52,33 +52,75 @@ bool onDevice(const void *p, int ordinal) {
   return where.type == cudaMemoryTypeDevice && where.device == ordinal;
 }
 
+/// `p` where a kernel of GPU `ordinal` can read it: itself, or a copy made here (kept alive by
+/// `staged`); null where no memory could be had.
+const void *readable(CudaCommMemory &mem, int ordinal, const void *p, size_t bytes,
+                     std::shared_ptr<void> &staged) {
+  if (onDevice(p, ordinal))
+    return p;
+  if (!(staged = mem.allocate(bytes)))
+    return nullptr;
+  mem.copy(staged.get(), p, bytes);
+  return staged.get();
+}
+
+cpu::Half16 halfOf(planfile::DType type) {
+  return type == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
+}
+
 } // namespace
 
-void CudaCommMemory::reduce(ReduceOp op, float *y, const float *x, int64_t n) {
+void CudaCommMemory::reduce(ReduceOp op, float *acc, const void *x, planfile::DType type,
+                            int64_t n) {
   if (n <= 0)
     return;
   note(cudaSetDevice(ordinal_));
   // A buffer of another GPU of the process (or the host's) is combined through a copy here,
   // since a kernel reads and writes only its own GPU's memory.
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  std::shared_ptr<void> stagedX, stagedY;
-  if (!onDevice(x, ordinal_)) {
-    if (!(stagedX = allocate(bytes)))
+  std::shared_ptr<void> stagedX, stagedAcc;
+  const void *from =
+      readable(*this, ordinal_, x, static_cast<size_t>(n) * planfile::dtypeBytes(type), stagedX);
+  if (!from)
+    return note(cudaErrorMemoryAllocation);
+  float *into = acc;
+  if (!onDevice(acc, ordinal_)) {
+    if (!(stagedAcc = allocate(bytes)))
       return note(cudaErrorMemoryAllocation);
-    copy(stagedX.get(), x, bytes);
-    x = static_cast<const float *>(stagedX.get());
+    into = static_cast<float *>(stagedAcc.get());
+    copy(into, acc, bytes);
   }
-  float *into = y;
-  if (!onDevice(y, ordinal_)) {
-    if (!(stagedY = allocate(bytes)))
-      return note(cudaErrorMemoryAllocation);
-    into = static_cast<float *>(stagedY.get());
-    copy(into, y, bytes);
-  }
-  note(cuda::combine(op == ReduceOp::Max, n, into, x, cudaStreamPerThread));
-  if (into != y)
-    copy(y, into, bytes);
+  const bool max = op == ReduceOp::Max;
+  note(type == planfile::DType::F32
+           ? cuda::combine(max, n, into, static_cast<const float *>(from), cudaStreamPerThread)
+           : cuda::combine(max, halfOf(type), n, into, static_cast<const uint16_t *>(from),
+                           cudaStreamPerThread));
+  if (into != acc)
+    copy(acc, into, bytes);
   // The staged copies go back to the pool in stream order, after the work that uses them.
+}
+
+void CudaCommMemory::widen(float *to, const void *from, planfile::DType type, int64_t n) {
+  if (n <= 0)
+    return;
+  if (type == planfile::DType::F32)
+    return copy(to, from, static_cast<size_t>(n) * sizeof(float));
+  note(cudaSetDevice(ordinal_));
+  std::shared_ptr<void> staged;
+  const void *x = readable(*this, ordinal_, from, static_cast<size_t>(n) * 2, staged);
+  if (!x)
+    return note(cudaErrorMemoryAllocation);
+  // `to` is this GPU's (a round's sums, or a buffer of this rank).
+  note(cuda::widen(halfOf(type), n, static_cast<const uint16_t *>(x), to, cudaStreamPerThread));
+}
+
+void CudaCommMemory::narrow(void *to, planfile::DType type, const float *from, int64_t n) {
+  if (n <= 0)
+    return;
+  if (type == planfile::DType::F32)
+    return copy(to, from, static_cast<size_t>(n) * sizeof(float));
+  note(cudaSetDevice(ordinal_));
+  note(cuda::narrow(halfOf(type), n, from, static_cast<uint16_t *>(to), cudaStreamPerThread));
 }
 
 std::shared_ptr<void> CudaCommMemory::allocate(size_t bytes) {

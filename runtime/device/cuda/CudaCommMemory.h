@@ -24,7 +24,9 @@ class CudaCommMemory final : public CommMemory {
 public:
   explicit CudaCommMemory(int ordinal);
   void copy(void *to, const void *from, size_t bytes) override;
-  void reduce(ReduceOp op, float *y, const float *x, int64_t n) override;
+  void reduce(ReduceOp op, float *acc, const void *x, planfile::DType type, int64_t n) override;
+  void widen(float *to, const void *from, planfile::DType type, int64_t n) override;
+  void narrow(void *to, planfile::DType type, const float *from, int64_t n) override;
   std::shared_ptr<void> allocate(size_t bytes) override;
   bool finish(std::string &error) override;
 

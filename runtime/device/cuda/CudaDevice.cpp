@@ -229,9 +229,14 @@ public:
     // 16-bit operands: a kernel made for them where there is one (the bf16 product), else the
     // f32 kernel between widening and narrowing copies (CudaWidenedCall.cpp). Never run on a
     // GPU (issue 16).
-    if (kernel.family != catalogue::Family::Compute) {
-      error = "a 16-bit operand of a collective or control kernel; the cuda device runs those "
-              "on f32 and i32 buffers";
+    // A collective's communicator moves elements of any type and sums 16-bit ones in f32, and
+    // a wait's operands only name its collective's buffers; the other control kernels read
+    // f32, which mixed precision keeps their operands.
+    if (kernel.family == catalogue::Family::Collective || kernel.id == catalogue::KernelId::Wait)
+      return fn;
+    if (kernel.family == catalogue::Family::Control) {
+      error = "a 16-bit operand of a control kernel; the cuda device runs those on f32 and i32 "
+              "buffers";
       return nullptr;
     }
     if (KernelFn native = cudaSixteenBitKernel(kernel.id, ins, outs))

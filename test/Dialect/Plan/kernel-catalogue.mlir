@@ -127,3 +127,37 @@ module {
     plan.kernel "fused_elementwise" ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {body = "const 2; pow x0 0.5; unary_grad sqrt x0 t1 t0; where x0 t2 t0; lt t3 x0", outputs = array<i64: 4>, shape = array<i64: 4>, x_strides = array<i64: 1>}
   }
 }
+
+// -----
+
+// A collective's operands follow its data: one element type for x and y, and a float type for
+// a reduction (which sums in f32 and rounds once).
+module {
+  plan.program "p" {
+    %a = plan.alloc : memref<4xf32>
+    %b = plan.alloc : memref<8xbf16>
+    // expected-error @+1 {{'all_gather' has `x` of f32 but `y` of bf16; they must have one element type}}
+    plan.kernel "all_gather" ins(%a : memref<4xf32>) outs(%b : memref<8xbf16>) {group = "dp", outer = 1 : i64, chunk = 4 : i64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %a = plan.alloc : memref<4xi32>
+    // expected-error @+1 {{'all_reduce' input 0 (`x`) is i32; it takes f32, bf16 or f16}}
+    plan.kernel "all_reduce" ins(%a : memref<4xi32>) outs(%a : memref<4xi32>) {group = "dp", n = 4 : i64, op = "sum"}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %a = plan.alloc : memref<4xbf16>
+    %b = plan.alloc : memref<8xbf16>
+    plan.kernel "all_reduce" ins(%a : memref<4xbf16>) outs(%a : memref<4xbf16>) {group = "dp", n = 4 : i64, op = "sum"}
+    plan.kernel "all_gather" ins(%a : memref<4xbf16>) outs(%b : memref<8xbf16>) {group = "dp", outer = 1 : i64, chunk = 4 : i64}
+  }
+}

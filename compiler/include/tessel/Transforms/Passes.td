@@ -252,17 +252,22 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
     even), so the rewrite only chooses where values are stored:
 
     - An arena buffer (a `plan.alloc` and its views) becomes 16-bit unless something needs it
-      at full width: a program result the host reads, an operand of a collective or control
-      kernel (reductions over ranks sum in f32), an operand the kernel catalogue declares
-      `F32` (losses, statistics carried between kernels, gradients on their way to the
-      optimizer, the optimizer's values), one that is not a float type (`AnyType`), or a
-      buffer a kernel adds into (`accumulate`). So weight gradients are computed from 16-bit
-      activations into f32, reduced over the data axes in f32 and accumulated in f32.
+      at full width: a program result the host reads, an operand of a control kernel, an
+      operand the kernel catalogue declares `F32` (losses, statistics carried between
+      kernels, gradients on their way to the optimizer, the optimizer's values), one that is
+      not a float type (`AnyType`), or a buffer a kernel adds into (`accumulate`).
+    - A collective's operands follow their data (the catalogue's `Moved` and `Reduced`): the
+      buffers one collective call ties, and the two ends of a transfer (a `send` and the
+      `recv`s of its tag, in any program), narrow together, or stay f32 together when one of
+      them must (an accumulator, an `F32` operand, an input). A communicator sums 16-bit
+      values in f32 and rounds once. So weight gradients are computed from 16-bit
+      activations into f32, reduced over the data axes in f32 and accumulated in f32, while
+      activations cross tp, sp and ep in 16 bits.
     - Parameters (`plan.tensor` role `param`) stay f32: they are the master weights the
       optimizer updates. A parameter that some kernel reads as a `Float` operand gets a
       persistent 16-bit working copy, `plan.tensor "working.<name>" role "working" of
       "<name>"` (same dims, split and stages), and those reads take it instead (outside
-      `optimizer_step`). `optimizer_step` refreshes each copy (a `copy` kernel) right after
+      `optimizer_step`), as does a collective that gathers it into a 16-bit buffer (ZeRO-3). `optimizer_step` refreshes each copy (a `copy` kernel) right after
       its last write of the master, so the copies cost one rounding per weight per step, not
       per micro-batch, and a step that `guard_finite` ends leaves master and copy alike. A new
       program per stage, `working_copies`, makes every copy of the stage from its master; the
