@@ -4,8 +4,9 @@
 // against ranks as threads on the CPU: every operation on random buffers, the same bits. NCCL
 // between two GPUs (two threads, each one rank, meeting over the torchrun rendezvous on this
 // host) against the same host results: with two ranks a sum has one order, so the bits match
-// too. Without a GPU every test is skipped with "skipped: no CUDA device"; the NCCL test also
-// needs two GPUs and says so where there are fewer.
+// too. Each operation runs on f32 and on 16-bit data (bf16 and f16 elements moved as bits, summed
+// in f32 and rounded once). Without a GPU every test is skipped with "skipped: no CUDA device"; the
+// NCCL test also needs two GPUs and says so where there are fewer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "runtime/comm/Rendezvous.h"
 #include "runtime/device/Device.h"
 
+#include "common/Float16.h"
 #include "test/unit/CommGroups.h"
 #include "test/unit/RandomValues.h"
 
@@ -37,6 +39,8 @@ using namespace tessel::rt;
 namespace {
 
 using Floats = std::vector<float>;
+using Bytes = std::vector<uint8_t>;
+using planfile::DType;
 
 using test::worldGroup;
 
@@ -50,7 +54,13 @@ struct Case {
   ReduceOp reduce = ReduceOp::Sum;
   int64_t n = 0, outer = 0, chunk = 0;
   uint32_t root = 0;
+  DType type = DType::F32;
 };
+
+/// Bytes of `elements` of the case's type.
+size_t bytesOf(const Case &c, int64_t elements) {
+  return static_cast<size_t>(elements) * planfile::dtypeBytes(c.type);
+}
 
 int64_t inElements(const Case &c, uint32_t ways) {
   switch (c.kind) {
@@ -85,6 +95,13 @@ std::vector<Case> cases() {
       {"all_to_all", CommOp::Kind::AllToAll, ReduceOp::Sum, 0, 2, 13},
       {"broadcast", CommOp::Kind::Broadcast, ReduceOp::Sum, 301, 0, 0, 1},
       {"send/recv chain", CommOp::Kind::Send, ReduceOp::Sum, 77},
+      {"bf16 all_reduce sum", CommOp::Kind::AllReduce, ReduceOp::Sum, 1003, 0, 0, 0, DType::BF16},
+      {"f16 all_reduce max", CommOp::Kind::AllReduce, ReduceOp::Max, 517, 0, 0, 0, DType::F16},
+      {"bf16 all_gather", CommOp::Kind::AllGather, ReduceOp::Sum, 0, 3, 37, 0, DType::BF16},
+      {"bf16 reduce_scatter", CommOp::Kind::ReduceScatter, ReduceOp::Sum, 0, 2, 41, 0, DType::BF16},
+      {"f16 all_to_all", CommOp::Kind::AllToAll, ReduceOp::Sum, 0, 2, 13, 0, DType::F16},
+      {"bf16 broadcast", CommOp::Kind::Broadcast, ReduceOp::Sum, 301, 0, 0, 1, DType::BF16},
+      {"bf16 send/recv chain", CommOp::Kind::Send, ReduceOp::Sum, 77, 0, 0, 0, DType::BF16},
   };
 }
 
@@ -109,20 +126,31 @@ void runCase(const Case &c, std::vector<Communicator *> comms, const std::vector
         if (r + 1 < size) {
           CommOp op;
           op.kind = CommOp::Kind::Send;
+          op.type = c.type;
           op.peer = r + 1;
           op.tag = 5;
           op.n = c.n;
           op.x = x[r];
           sent = comm.start(op);
         }
-        if (r > 0 && !comm.recv(r - 1, 5, y[r], c.n, error))
-          return;
+        if (r > 0) {
+          CommOp op;
+          op.kind = CommOp::Kind::Recv;
+          op.type = c.type;
+          op.peer = r - 1;
+          op.tag = 5;
+          op.n = c.n;
+          op.y = y[r];
+          if (!comm.run(op, error))
+            return;
+        }
         if (sent)
           comm.wait(sent, error);
         return;
       }
       CommOp op;
       op.kind = c.kind;
+      op.type = c.type;
       op.group = &groups[r];
       op.reduce = c.reduce;
       op.n = c.n;
@@ -137,22 +165,30 @@ void runCase(const Case &c, std::vector<Communicator *> comms, const std::vector
     t.join();
 }
 
-/// Every rank's input for case `c`, a NaN in one all_reduce max input.
-std::vector<Floats> inputsOf(const Case &c, uint32_t size) {
-  std::vector<Floats> in;
+/// Every rank's input for case `c`, in its type, a NaN in one all_reduce max input.
+std::vector<Bytes> inputsOf(const Case &c, uint32_t size) {
+  std::vector<Bytes> in;
   for (uint32_t r = 0; r < size; ++r) {
-    in.push_back(randomFloats(static_cast<size_t>(inElements(c, size)), 100 * r + 7));
+    Floats values = randomFloats(static_cast<size_t>(inElements(c, size)), 100 * r + 7);
     if (c.reduce == ReduceOp::Max && r == size - 1)
-      in.back()[3] = std::numeric_limits<float>::quiet_NaN();
+      values[3] = std::numeric_limits<float>::quiet_NaN();
+    Bytes bytes(bytesOf(c, static_cast<int64_t>(values.size())));
+    if (c.type == DType::F32)
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    for (size_t i = 0; c.type != DType::F32 && i < values.size(); ++i) {
+      const uint16_t h = c.type == DType::BF16 ? floatToBf16(values[i]) : floatToHalf(values[i]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    in.push_back(std::move(bytes));
   }
   return in;
 }
 
 /// The results of `c` on ranks as threads on the CPU.
-std::vector<Floats> onHost(const Case &c, const std::vector<Floats> &in) {
+std::vector<Bytes> onHost(const Case &c, const std::vector<Bytes> &in) {
   const uint32_t size = static_cast<uint32_t>(in.size());
   auto world = LocalCommunicator::createWorld(size);
-  std::vector<Floats> x = in, y(size, Floats(static_cast<size_t>(outElements(c, size))));
+  std::vector<Bytes> x = in, y(size, Bytes(bytesOf(c, outElements(c, size))));
   std::vector<Communicator *> comms;
   std::vector<void *> xs, ys;
   for (uint32_t r = 0; r < size; ++r) {
@@ -167,11 +203,11 @@ std::vector<Floats> onHost(const Case &c, const std::vector<Floats> &in) {
   return y;
 }
 
-void expectSameBits(const Floats &got, const Floats &want, const std::string &what) {
+void expectSameBits(const Case &c, const Bytes &got, const Bytes &want, const std::string &what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
-        << what << ": element " << i << " is " << got[i] << ", want " << want[i];
+  const size_t size = planfile::dtypeBytes(c.type);
+  for (size_t i = 0; i < got.size(); i += size)
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], size), 0) << what << ": element " << i / size;
 }
 
 class CudaCommunicator : public ::testing::Test {
@@ -188,8 +224,8 @@ TEST_F(CudaCommunicator, RanksSharingOneGpuGiveTheCpuBits) {
   for (uint32_t size : {2u, 3u, 4u})
     for (const Case &c : cases()) {
       const std::string what = c.name + " on " + std::to_string(size) + " ranks";
-      const std::vector<Floats> in = inputsOf(c, size);
-      const std::vector<Floats> want = onHost(c, in);
+      const std::vector<Bytes> in = inputsOf(c, size);
+      const std::vector<Bytes> want = onHost(c, in);
       // Every rank its own CUDA device on GPU 0, as Ranks makes them.
       std::vector<std::unique_ptr<Device>> devices;
       std::vector<CommMemory *> memories;
@@ -200,10 +236,10 @@ TEST_F(CudaCommunicator, RanksSharingOneGpuGiveTheCpuBits) {
         devices.push_back(createCudaDevice(0, error));
         ASSERT_TRUE(devices.back()) << error;
         memories.push_back(&devices.back()->commMemory());
-        xb.push_back(devices.back()->allocate(in[r].size() * 4, error));
-        yb.push_back(devices.back()->allocate(want[r].size() * 4, error));
+        xb.push_back(devices.back()->allocate(in[r].size(), error));
+        yb.push_back(devices.back()->allocate(want[r].size(), error));
         ASSERT_TRUE(xb.back() && yb.back()) << error;
-        devices.back()->upload(xb.back()->address(), in[r].data(), in[r].size() * 4);
+        devices.back()->upload(xb.back()->address(), in[r].data(), in[r].size());
         xs.push_back(xb.back()->address());
         ys.push_back(yb.back()->address());
       }
@@ -215,9 +251,9 @@ TEST_F(CudaCommunicator, RanksSharingOneGpuGiveTheCpuBits) {
       runCase(c, comms, xs, ys, errors);
       for (uint32_t r = 0; r < size; ++r) {
         ASSERT_EQ(errors[r], "") << what << ", rank " << r;
-        Floats got(want[r].size());
-        devices[r]->download(got.data(), ys[r], got.size() * 4);
-        expectSameBits(got, want[r], what + ", rank " + std::to_string(r));
+        Bytes got(want[r].size());
+        devices[r]->download(got.data(), ys[r], got.size());
+        expectSameBits(c, got, want[r], what + ", rank " + std::to_string(r));
       }
     }
 }
@@ -271,17 +307,17 @@ TEST_F(CudaCommunicator, NcclBetweenTwoGpusGivesTheCpuBits) {
   for (uint32_t r = 0; r < size; ++r)
     ASSERT_TRUE(comms[r]) << "rank " << r << ": " << errors[r];
   for (const Case &c : cases()) {
-    const std::vector<Floats> in = inputsOf(c, size);
-    const std::vector<Floats> want = onHost(c, in);
+    const std::vector<Bytes> in = inputsOf(c, size);
+    const std::vector<Bytes> want = onHost(c, in);
     std::vector<std::unique_ptr<DeviceBuffer>> xb, yb;
     std::vector<void *> xs, ys;
     std::vector<Communicator *> raw;
     std::string error;
     for (uint32_t r = 0; r < size; ++r) {
-      xb.push_back(devices[r]->allocate(in[r].size() * 4, error));
-      yb.push_back(devices[r]->allocate(want[r].size() * 4, error));
+      xb.push_back(devices[r]->allocate(in[r].size(), error));
+      yb.push_back(devices[r]->allocate(want[r].size(), error));
       ASSERT_TRUE(xb.back() && yb.back()) << error;
-      devices[r]->upload(xb.back()->address(), in[r].data(), in[r].size() * 4);
+      devices[r]->upload(xb.back()->address(), in[r].data(), in[r].size());
       xs.push_back(xb.back()->address());
       ys.push_back(yb.back()->address());
       raw.push_back(comms[r].get());
@@ -290,20 +326,20 @@ TEST_F(CudaCommunicator, NcclBetweenTwoGpusGivesTheCpuBits) {
     runCase(c, raw, xs, ys, caseErrors);
     for (uint32_t r = 0; r < size; ++r) {
       ASSERT_EQ(caseErrors[r], "") << c.name << ", rank " << r;
-      Floats got(want[r].size());
-      devices[r]->download(got.data(), ys[r], got.size() * 4);
-      expectSameBits(got, want[r], "NCCL " + c.name + ", rank " + std::to_string(r));
+      Bytes got(want[r].size());
+      devices[r]->download(got.data(), ys[r], got.size());
+      expectSameBits(c, got, want[r], "NCCL " + c.name + ", rank " + std::to_string(r));
     }
   }
   // The host loop's broadcast of host memory goes through the GPU.
   Case broadcast{"host broadcast", CommOp::Kind::Broadcast, ReduceOp::Sum, 33, 0, 0, 0};
-  std::vector<Floats> host = inputsOf(broadcast, size);
+  std::vector<Bytes> host = inputsOf(broadcast, size);
   std::vector<void *> hx{host[0].data(), host[1].data()};
   std::vector<Communicator *> raw{comms[0].get(), comms[1].get()};
   std::vector<std::string> hostErrors(size);
   runCase(broadcast, raw, hx, hx, hostErrors);
   EXPECT_EQ(hostErrors[0] + hostErrors[1], "");
-  expectSameBits(host[1], host[0], "host broadcast");
+  expectSameBits(broadcast, host[1], host[0], "host broadcast");
 }
 
 } // namespace
