@@ -2,11 +2,15 @@
 //
 // torch.optim.AdamW's single-tensor step in its order, as kernels/cpu/AdamW.cpp (the
 // reference): the bias corrections are formed in double on the host, the learning rate and
-// the gradient's scale read from device memory, where the step computed them.
+// the gradient's scale read from device memory, where the step computed them. The same pass
+// writes the parameter's 16-bit working copy where the plan asks for one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/Common.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 
@@ -20,9 +24,17 @@ struct AdamWConstants {
   bool smallWeight;
 };
 
+/// At most one of the three is non-null: the working copy in its type.
+struct WorkingOut {
+  float *f32 = nullptr;
+  __nv_bfloat16 *bf16 = nullptr;
+  __half *f16 = nullptr;
+};
+
 template <class T>
 __global__ void adamwKernel(AdamWConstants k, const float *lrAt, const float *gradScaleAt,
-                            int64_t n, float *param, const T *grad, float *m, float *v) {
+                            int64_t n, float *param, const T *grad, float *m, float *v,
+                            WorkingOut working) {
   const float lr = *lrAt, gradScale = *gradScaleAt;
   const float stepSize = static_cast<float>(lr / k.bc1);
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * k.weightDecay);
@@ -37,7 +49,14 @@ __global__ void adamwKernel(AdamWConstants k, const float *lrAt, const float *gr
     m[i] = mi;
     v[i] = vi;
     const float denom = sqrtf(vi) / k.bc2Sqrt + k.eps;
-    param[i] = p - stepSize * mi / denom;
+    const float updated = p - stepSize * mi / denom;
+    param[i] = updated;
+    if (working.bf16)
+      working.bf16[i] = __float2bfloat16_rn(updated);
+    else if (working.f16)
+      working.f16[i] = __float2half_rn(updated);
+    else if (working.f32)
+      working.f32[i] = updated;
   }
 }
 
@@ -60,8 +79,15 @@ cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *g
   k.oneMinusBeta2 = static_cast<float>(1.0 - static_cast<double>(args.beta2));
   k.smallWeight = std::fabs(k.oneMinusBeta1) < 0.5f;
   k.eps = args.eps;
-  adamwKernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(k, args.lr, args.gradScale,
-                                                                        n, param, grad, m, v);
+  WorkingOut working;
+  if (args.working && args.workingType == Working::BF16)
+    working.bf16 = static_cast<__nv_bfloat16 *>(args.working);
+  else if (args.working && args.workingType == Working::F16)
+    working.f16 = static_cast<__half *>(args.working);
+  else
+    working.f32 = static_cast<float *>(args.working);
+  adamwKernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(
+      k, args.lr, args.gradScale, n, param, grad, m, v, working);
   return detail::launched();
 }
 

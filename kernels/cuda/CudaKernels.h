@@ -157,11 +157,17 @@ cudaError_t ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, c
 
 /// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
 /// learning rate, the clipping factor) read from device memory.
+/// The type of AdamW's working copy of the parameter.
+enum class Working { F32, BF16, F16 };
 struct AdamWArgs {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
   int64_t step = 1;
   const float *lr = nullptr;        ///< One element.
   const float *gradScale = nullptr; ///< One element.
+  /// Where the same pass writes the new parameter in `workingType` (rounded to nearest even),
+  /// or null: the parameter's working copy, made without another pass over memory.
+  void *working = nullptr;
+  Working workingType = Working::BF16;
 };
 /// One AdamW step over n elements, as cpu::adamw.
 cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
@@ -298,8 +304,8 @@ cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float
 /// are computed by the attention kernel into the workspace, then merged into the running out
 /// [batch, seq, heads, head] and lse [batch, seq, heads], which `first` starts at 0 and -inf.
 int64_t attentionBlockWorkspace(const AttentionArgs &args);
-cudaError_t attentionBlock(const AttentionArgs &args, const float *q, const float *k, const float *v,
-                           bool first, float *out, float *lse, float *workspace,
+cudaError_t attentionBlock(const AttentionArgs &args, const float *q, const float *k,
+                           const float *v, bool first, float *out, float *lse, float *workspace,
                            cudaStream_t stream);
 /// One step of ring attention's backward pass, as cpu::attentionBlockGrad: from the whole
 /// attention's out and lse, adds the block's terms into dq, dk and dv (zeroed first when

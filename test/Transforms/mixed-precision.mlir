@@ -37,13 +37,12 @@
 // CHECK: %[[R:.*]] = plan.alloc : memref<4x16xbf16>
 // CHECK: plan.kernel "all_reduce" ins(%[[R]] : memref<4x16xbf16>) outs(%[[R]] : memref<4x16xbf16>)
 // CHECK: plan.output "loss", %[[L]] : memref<f32>
-// The optimizer updates the fp32 master, then remakes the copy from it.
+// The optimizer updates the fp32 master and, in the same pass, remakes the copy from it
+// (AdamW's `working` output).
 // CHECK-LABEL: plan.program "optimizer_step"
-// CHECK-NOT: bf16
-// CHECK: plan.kernel "adamw" ins({{.*}} : memref<8x16xf32>, memref<f32>, memref<f32>) outs({{.*}} : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>)
-// CHECK-NEXT: %[[M:.*]] = plan.state "w" : memref<8x16xf32>
-// CHECK-NEXT: %[[C:.*]] = plan.state "working.w" : memref<8x16xbf16>
-// CHECK-NEXT: plan.kernel "copy" ins(%[[M]] : memref<8x16xf32>) outs(%[[C]] : memref<8x16xbf16>) {shape = array<i64: 8, 16>, x_strides = array<i64: 16, 1>}
+// CHECK: %[[M:.*]] = plan.state "w" : memref<8x16xf32>
+// CHECK: %[[C:.*]] = plan.state "working.w" : memref<8x16xbf16>
+// CHECK-NEXT: plan.kernel "adamw" ins({{.*}} : memref<8x16xf32>, memref<f32>, memref<f32>) outs(%[[M]], %{{.*}}, %{{.*}}, %[[C]] : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>, memref<8x16xbf16>)
 // CHECK-NEXT: {{^  }$}}
 // CHECK-LABEL: plan.program "working_copies"
 // CHECK-NEXT: %[[M:.*]] = plan.state "w" : memref<8x16xf32>
@@ -199,5 +198,36 @@ module attributes {tessel.train = {precision = "bf16"}} {
     %b = plan.alloc : memref<8xf32>
     plan.kernel "recv" outs(%b : memref<8xf32>) {group = "pp", n = 8 : i64, peer = 0 : i64, tag = 2 : i64}
     plan.output "y", %b : memref<8xf32>
+  }
+}
+
+// -----
+
+// Another optimizer (sgd) leaves the copy to a `copy` right after its update.
+// CHECK-LABEL: plan.program "optimizer_step"
+// CHECK: plan.kernel "sgd"
+// CHECK-NEXT: %[[M:.*]] = plan.state "w" : memref<8xf32>
+// CHECK-NEXT: %[[C:.*]] = plan.state "working.w" : memref<8xbf16>
+// CHECK-NEXT: plan.kernel "copy" ins(%[[M]] : memref<8xf32>) outs(%[[C]] : memref<8xbf16>)
+module attributes {tessel.train = {precision = "bf16"}} {
+  plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a"] : memref<8xf32>
+  plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.0, 0.0) dims ["a"] : memref<8xf32>
+  plan.tensor "momentum.w" role "momentum" of "w" init "zeros"(0.0, 0.0) dims ["a"] : memref<8xf32>
+  plan.program "forward_backward" {
+    %w = plan.state "w" : memref<8xf32>
+    %h = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%w : memref<8xf32>) outs(%h : memref<8xf32>) {n = 8 : i64, op = "exp"}
+    %g = plan.state "grad.w" : memref<8xf32>
+    plan.kernel "accumulate" ins(%h : memref<8xf32>) outs(%g : memref<8xf32>) {n = 8 : i64}
+  }
+  plan.program "optimizer_step" {
+    %g = plan.state "grad.w" : memref<8xf32>
+    %lr = plan.alloc : memref<f32>
+    plan.kernel "fill" outs(%lr : memref<f32>) {n = 1 : i64, value = 1.0e-3 : f64}
+    %c = plan.alloc : memref<f32>
+    plan.kernel "fill" outs(%c : memref<f32>) {n = 1 : i64, value = 1.0 : f64}
+    %w = plan.state "w" : memref<8xf32>
+    %b = plan.state "momentum.w" : memref<8xf32>
+    plan.kernel "sgd" ins(%g, %lr, %c : memref<8xf32>, memref<f32>, memref<f32>) outs(%w, %b : memref<8xf32>, memref<8xf32>) {momentum = 0.9 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
   }
 }

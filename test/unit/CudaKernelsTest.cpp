@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/CudaKernels.h"
+#include "common/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
@@ -376,11 +377,19 @@ TEST_F(CudaKernels, AdamWMatchesCpuOverSteps) {
     b.lr = lr.get();
     b.gradScale = scale.get();
     DeviceArray<float> gg(grad);
+    // The parameter's bf16 working copy, written by the same pass: the new parameter rounded.
+    DeviceArray<uint16_t> working(static_cast<size_t>(n));
+    b.working = working.get();
+    b.workingType = cuda::Working::BF16;
     ASSERT_EQ(cuda::adamw(b, n, gp.get(), gg.get(), gm.get(), gv.get(), stream), cudaSuccess);
     const std::string at = " after step " + std::to_string(step);
-    expectClose(param, gp.host(), "adamw param" + at, 1e-6f);
+    const Floats updated = gp.host();
+    expectClose(param, updated, "adamw param" + at, 1e-6f);
     expectClose(m, gm.host(), "adamw m" + at, 1e-7f);
     expectClose(v, gv.host(), "adamw v" + at, 1e-8f);
+    const std::vector<uint16_t> copy = working.host();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(copy[i], tessel::floatToBf16(updated[i])) << "working copy element " << i << at;
   }
 }
 

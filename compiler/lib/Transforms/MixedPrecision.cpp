@@ -329,6 +329,16 @@ private:
       if (!writer)
         continue;
       OpBuilder b(writer->getContext());
+      // AdamW writes the copy in the same pass over the master, where it updates the whole
+      // master (not a view of it).
+      auto k = cast<plan::KernelOp>(writer);
+      if (k.getName() == "adamw" && k.getOuts().size() == 3 &&
+          k.getOuts()[0].getDefiningOp<plan::StateOp>()) {
+        b.setInsertionPoint(k);
+        Value to = plan::StateOp::create(b, k.getLoc(), working.getType(), working.getSymName());
+        k.getOutsMutable().append(to);
+        continue;
+      }
       b.setInsertionPointAfter(writer);
       copyToWorking(b, writer->getLoc(), params_.lookup(name), working);
     }

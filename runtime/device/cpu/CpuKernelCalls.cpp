@@ -14,6 +14,7 @@
 #include "common/HeadTail.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -539,13 +540,19 @@ bool run(KernelCall &c, const catalogue::AdamW &p) {
   a.beta2 = static_cast<float>(p.beta2);
   a.eps = static_cast<float>(p.eps);
   a.weightDecay = static_cast<float>(p.weight_decay);
+  const bool working = c.out.size() > 3;
+  if (working && c.out.size() > 4)
+    return c.fail("has more than one working copy");
   if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
-      !c.needOut(1, n) || !c.needOut(2, n) || c.validating)
+      !c.needOut(1, n) || !c.needOut(2, n) || (working && !c.needOut(3, n)) || c.validating)
     return c.error.empty();
   a.lr = c.fin(1)[0];
   a.gradScale = c.fin(2)[0];
   a.step = c.ctx->step;
   cpu::adamw(a, n, c.fout(0), c.fin(0), c.fout(1), c.fout(2));
+  // A 16-bit working copy is f32 scratch here, which the widening wrapper rounds.
+  if (working)
+    std::memcpy(c.fout(3), c.fout(0), static_cast<size_t>(n) * sizeof(float));
   return true;
 }
 

@@ -255,8 +255,11 @@ bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
 
 bool run(KernelCall &c, const catalogue::AdamW &p) {
   const int64_t n = p.n;
+  const bool working = c.out.size() > 3;
+  if (working && c.out.size() > 4)
+    return c.fail("has more than one working copy");
   if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
-      !c.needOut(1, n) || !c.needOut(2, n) || c.validating)
+      !c.needOut(1, n) || !c.needOut(2, n) || (working && !c.needOut(3, n)) || c.validating)
     return c.error.empty();
   cuda::AdamWArgs a;
   a.beta1 = static_cast<float>(p.beta1);
@@ -266,6 +269,14 @@ bool run(KernelCall &c, const catalogue::AdamW &p) {
   a.step = c.ctx->step;
   a.lr = c.fin(1);
   a.gradScale = c.fin(2);
+  // The working copy, written by the same pass in its own type (the sixteen-bit table below
+  // sends a 16-bit one here, not through the widening wrapper).
+  if (working) {
+    a.working = c.out[3];
+    a.workingType = c.instr->outputs[3].dtype == planfile::DType::BF16  ? cuda::Working::BF16
+                    : c.instr->outputs[3].dtype == planfile::DType::F16 ? cuda::Working::F16
+                                                                        : cuda::Working::F32;
+  }
   return launched(c, cuda::adamw(a, n, c.fout(0), c.fin(0), c.fout(1), c.fout(2), stream()));
 }
 
@@ -665,6 +676,9 @@ KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile
   if (id == catalogue::KernelId::Gemm && ins.size() == 2 && ins[0] == DType::BF16 &&
       ins[1] == DType::BF16 && outs.size() == 1 && outs[0] == DType::F32)
     return &gemmBf16Call;
+  // AdamW writes a 16-bit working copy itself; its other operands are f32.
+  if (id == catalogue::KernelId::AdamW && outs.size() == 4)
+    return &dispatch<catalogue::AdamW>;
   return nullptr;
 }
 

@@ -267,9 +267,10 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
       optimizer updates. A parameter that some kernel reads as a `Float` operand gets a
       persistent 16-bit working copy, `plan.tensor "working.<name>" role "working" of
       "<name>"` (same dims, split and stages), and those reads take it instead (outside
-      `optimizer_step`), as does a collective that gathers it into a 16-bit buffer (ZeRO-3). `optimizer_step` refreshes each copy (a `copy` kernel) right after
-      its last write of the master, so the copies cost one rounding per weight per step, not
-      per micro-batch, and a step that `guard_finite` ends leaves master and copy alike. A new
+      `optimizer_step`), as does a collective that gathers it into a 16-bit buffer (ZeRO-3).
+      `optimizer_step` refreshes each copy right after its last write of the master (AdamW's
+      `working` output, in the same pass, where AdamW writes the whole master; else a `copy`
+      kernel), so the copies cost one rounding per weight per step, not per micro-batch, and a step that `guard_finite` ends leaves master and copy alike. A new
       program per stage, `working_copies`, makes every copy of the stage from its master; the
       runtime runs it whenever it sets the masters itself (initialisation, a checkpoint).
       Working copies are never checkpointed: they follow from the masters.
@@ -285,10 +286,9 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
       plan.kernel "gemm" ins(%x, %w16 : memref<1024x128xbf16>, memref<128x512xbf16>) ...
     }
     plan.program "optimizer_step" {
-      plan.kernel "adamw" ... outs(%w, ...)
-      plan.kernel "copy" ins(%w : memref<128x512xf32>) outs(%w16 : memref<128x512xbf16>) ...
+      plan.kernel "adamw" ... outs(%w, %m, %v, %w16 : ..., memref<128x512xbf16>)
     }
-    plan.program "working_copies" { ... the same copy for every parameter ... }
+    plan.program "working_copies" { ... a copy from master to working for every parameter ... }
     ```
   }];
   let options = [
