@@ -7,7 +7,8 @@
 #
 # Run it on the GPU machine after scripts/gpu-check.sh has built the runner (build-gpu), with
 # the plans scripts/gpu-plans.sh compiled on the build machine (gpu-plans/bench/*.plan: the
-# model at each precision the compiler accepts).
+# model at each precision the compiler accepts, and beside each the step-time model's prediction
+# for each GPU preset, which is printed with the measured step: issue 15's GPU check).
 #
 # Usage: benchmarks/gpu_bench.sh [build-dir]       (default: build-gpu in the repository)
 # Environment: TESSEL_GPU_PLANS (default gpu-plans), STEPS (default 20), OUT (logs go there too)
@@ -25,6 +26,13 @@ if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() el
   exit 1
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2> /dev/null
+# The shipped preset of this GPU, whose predictions scripts/gpu-plans.sh wrote beside the plans.
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
+case "$gpu" in
+  *H200*) preset=h200 ;;
+  *H100*) preset=h100-sxm ;;
+  *) preset= ;;
+esac
 
 # Random GPT-2 token ids (uint16), as many as the steps read, plus the held-out share.
 tokens=$out/tokens.bin
@@ -41,15 +49,21 @@ for plan in "$plans"/*.plan; do
   if timeout 600 "$build/bin/tessel-runner" --plan "$plan" --data "$tokens" --device cuda \
       --steps "$steps" --eval-every 0 --quiet --metrics "$out/$name.jsonl" \
       > "$out/$name.log" 2>&1; then
-    "$python" - "$out/$name.jsonl" "$name" <<'PY'
-import json, statistics, sys
+    "$python" - "$out/$name.jsonl" "$name" "$plans/$name.$preset.json" <<'PY'
+import json, os, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
 rows = rows[len(rows) // 4:]  # the first quarter warms up (NVRTC, cuBLASLt heuristics)
 tps = statistics.median(r["tokens_per_s"] for r in rows)
+step = statistics.median(r["step_time_s"] for r in rows)
 extra = {k: rows[-1][k] for k in ("mfu", "device_memory_gib") if k in rows[-1]}
+# The step-time model's prediction for this GPU's preset (tessel estimate --cluster), if any.
+if os.path.isfile(sys.argv[3]):
+    predicted = json.load(open(sys.argv[3]))["prediction"]["step"]
+    extra.update(predicted_step_ms=round(1e3 * predicted, 3),
+                 prediction_error=f"{100 * (predicted - step) / step:+.1f}%")
 print(json.dumps({"peer": "tessel", "plan": sys.argv[2], "tokens_per_s": round(tps, 1),
-                  "step_median_ms": round(1e3 * statistics.median(r["step_time_s"] for r in rows), 3),
-                  "final_loss": rows[-1]["loss"], **extra}))
+                  "step_median_ms": round(1e3 * step, 3), "final_loss": rows[-1]["loss"],
+                  **extra}))
 PY
   else
     echo "$name: the runner failed:"

@@ -38,3 +38,13 @@ grep -q "seq = 1024" "$out/bench/gpt2_124m.model" && grep -q "micro_batch = 16" 
 sed -e 's/^  precision = fp32/  precision = bf16/' "$out/bench/gpt2_124m.model" > "$out/bench/gpt2_124m_bf16.model"
 "$tessel" compile "$out/bench/gpt2_124m_bf16.model" -I "$root" --emit=plan-file \
   -o "$out/bench/gpt2_124m-bf16.plan"
+# The step-time model's prediction of each benchmark plan on each shipped GPU preset, for
+# benchmarks/gpu_bench.sh to set beside the measured step (the GPU machine has no compiler).
+for precision in fp32 bf16; do
+  model="$out/bench/gpt2_124m.model"
+  [ "$precision" = bf16 ] && model="$out/bench/gpt2_124m_bf16.model"
+  for cluster in h100-sxm h200; do
+    "$tessel" estimate "$model" -I "$root" --cluster "$cluster" --json \
+      > "$out/bench/gpt2_124m-$precision.$cluster.json"
+  done
+done
