@@ -737,6 +737,10 @@ bool validatePlan(const Plan &plan, std::string &error) {
     }
     return true;
   };
+  // The two ends of a transfer, a send and the receives of its tag (in whichever programs),
+  // move one element type: a communicator carries bytes, and a receive of another type would
+  // read them as that type.
+  std::unordered_map<int64_t, std::pair<DType, const Program *>> transferTypes;
   for (const Program &p : plan.programs) {
     if (p.arenaBytes > kMaxTensorBytes) {
       error = "program '" + p.name + "' asks for an arena of " + std::to_string(p.arenaBytes) +
@@ -775,6 +779,20 @@ bool validatePlan(const Plan &plan, std::string &error) {
       if (in.stream >= plan.streams) {
         error = what + " uses stream " + std::to_string(in.stream);
         return false;
+      }
+      const Attr *tag = in.find("tag");
+      const std::vector<BufferRef> &data = in.kernel == "send" ? in.inputs : in.outputs;
+      if ((in.kernel == "send" || in.kernel == "recv") && tag && !data.empty() &&
+          std::holds_alternative<int64_t>(tag->value)) {
+        auto [end, fresh] =
+            transferTypes.try_emplace(std::get<int64_t>(tag->value), data.front().dtype, &p);
+        if (!fresh && end->second.first != data.front().dtype) {
+          error = "instruction " + std::to_string(i) + " (" + in.kernel + ") in '" + p.name +
+                  "' moves " + dtypeName(data.front().dtype) + " with tag " +
+                  std::to_string(std::get<int64_t>(tag->value)) + ", which '" +
+                  end->second.second->name + "' moves as " + dtypeName(end->second.first);
+          return false;
+        }
       }
       for (const char *key : {"group", "row_group", "col_group", "head_group"}) {
         const Attr *a = in.find(key);

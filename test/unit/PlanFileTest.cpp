@@ -129,6 +129,33 @@ TEST(PlanFile, RefusesOperandsOutsideTheArena) {
   EXPECT_NE(error.find("state tensor #7"), std::string::npos) << error;
 }
 
+TEST(PlanFile, RefusesTransfersWhoseEndsDisagreeOnTheType) {
+  // A send of 16 bf16 elements with tag 3 in one program and a receive of f32 with that tag in
+  // another: a communicator would hand the receiver bytes it reads as another type.
+  Plan p = samplePlan();
+  Instr send;
+  send.kernel = "send";
+  send.inputs = {{Storage::Arena, 0, 192, 32, DType::BF16}};
+  send.attrs = {{"group", std::string("world")},
+                {"peer", int64_t(1)},
+                {"tag", int64_t(3)},
+                {"n", int64_t(16)}};
+  p.programs[0].instrs.push_back(send);
+  Program other = p.programs[0];
+  other.name = "backward";
+  other.instrs = {send};
+  other.instrs[0].kernel = "recv";
+  other.instrs[0].outputs = {{Storage::Arena, 0, 128, 64, DType::F32}};
+  other.instrs[0].inputs.clear();
+  p.programs.push_back(other);
+  std::string error;
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("moves f32 with tag 3, which 'forward' moves as bf16"), std::string::npos)
+      << error;
+  p.programs[1].instrs[0].outputs[0] = {Storage::Arena, 0, 128, 32, DType::BF16};
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+}
+
 /// samplePlan over a mesh {dp = 2, tp = 2} (rank = dp * 2 + tp): the table split by rows over
 /// tp, the tokens by batch over dp, the embedding reading its rows through `row_group`. One
 /// version of the program serves every rank.
