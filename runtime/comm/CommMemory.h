@@ -33,10 +33,10 @@ public:
   /// acc[i] = acc[i] (op) x[i] for i < n, as reduceInto: acc (f32) in this memory, x (of
   /// `type`) in any rank's.
   virtual void reduce(ReduceOp op, float *acc, const void *x, planfile::DType type, int64_t n) = 0;
-  /// to = from widened to f32, as widenInto: `to` in this memory, `from` in any rank's. For f32,
-  /// a copy.
+  /// to = from widened to f32, as widenInto; each in any rank's memory (a round's sums are in
+  /// the memory of the member that completed it). For f32, a copy.
   virtual void widen(float *to, const void *from, planfile::DType type, int64_t n) = 0;
-  /// to = from rounded to `type`, as narrowInto: both in this memory. For f32, a copy.
+  /// to = from rounded to `type`, as narrowInto; each in any rank's memory. For f32, a copy.
   virtual void narrow(void *to, planfile::DType type, const float *from, int64_t n) = 0;
   /// `bytes` of this memory that every rank of the process may read, freed with the pointer
   /// (after the copies that use it are finished); null where it cannot be had.

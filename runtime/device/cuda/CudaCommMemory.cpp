@@ -106,12 +106,20 @@ void CudaCommMemory::widen(float *to, const void *from, planfile::DType type, in
   if (type == planfile::DType::F32)
     return copy(to, from, static_cast<size_t>(n) * sizeof(float));
   note(cudaSetDevice(ordinal_));
-  std::shared_ptr<void> staged;
-  const void *x = readable(*this, ordinal_, from, static_cast<size_t>(n) * 2, staged);
+  std::shared_ptr<void> stagedFrom, stagedTo;
+  const void *x = readable(*this, ordinal_, from, static_cast<size_t>(n) * 2, stagedFrom);
   if (!x)
     return note(cudaErrorMemoryAllocation);
-  // `to` is this GPU's (a round's sums, or a buffer of this rank).
-  note(cuda::widen(halfOf(type), n, static_cast<const uint16_t *>(x), to, cudaStreamPerThread));
+  // `to` is a round's sums or this rank's buffer; either may be another GPU's.
+  float *into = to;
+  if (!onDevice(to, ordinal_)) {
+    if (!(stagedTo = allocate(static_cast<size_t>(n) * sizeof(float))))
+      return note(cudaErrorMemoryAllocation);
+    into = static_cast<float *>(stagedTo.get());
+  }
+  note(cuda::widen(halfOf(type), n, static_cast<const uint16_t *>(x), into, cudaStreamPerThread));
+  if (into != to)
+    copy(to, into, static_cast<size_t>(n) * sizeof(float));
 }
 
 void CudaCommMemory::narrow(void *to, planfile::DType type, const float *from, int64_t n) {
@@ -120,7 +128,23 @@ void CudaCommMemory::narrow(void *to, planfile::DType type, const float *from, i
   if (type == planfile::DType::F32)
     return copy(to, from, static_cast<size_t>(n) * sizeof(float));
   note(cudaSetDevice(ordinal_));
-  note(cuda::narrow(halfOf(type), n, from, static_cast<uint16_t *>(to), cudaStreamPerThread));
+  // The sums may be in another GPU's memory (the member that completed the round), and `to`
+  // elsewhere than this GPU: the kernel runs on copies here where they are.
+  std::shared_ptr<void> stagedFrom, stagedTo;
+  const void *x =
+      readable(*this, ordinal_, from, static_cast<size_t>(n) * sizeof(float), stagedFrom);
+  if (!x)
+    return note(cudaErrorMemoryAllocation);
+  void *into = to;
+  if (!onDevice(to, ordinal_)) {
+    if (!(stagedTo = allocate(static_cast<size_t>(n) * 2)))
+      return note(cudaErrorMemoryAllocation);
+    into = stagedTo.get();
+  }
+  note(cuda::narrow(halfOf(type), n, static_cast<const float *>(x), static_cast<uint16_t *>(into),
+                    cudaStreamPerThread));
+  if (into != to)
+    copy(to, into, static_cast<size_t>(n) * 2);
 }
 
 std::shared_ptr<void> CudaCommMemory::allocate(size_t bytes) {
