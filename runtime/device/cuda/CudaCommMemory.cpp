@@ -64,87 +64,88 @@ const void *readable(CudaCommMemory &mem, int ordinal, const void *p, size_t byt
   return staged.get();
 }
 
+/// Where a kernel of GPU `ordinal` writes `p`'s `bytes`: `p` itself, or a copy made here (kept
+/// alive by `staged`; filled from `p` first when `adds`, for a kernel that adds into it), which
+/// writeBack returns to `p`; null where no memory could be had.
+void *writable(CudaCommMemory &mem, int ordinal, void *p, size_t bytes, bool adds,
+               std::shared_ptr<void> &staged) {
+  if (onDevice(p, ordinal))
+    return p;
+  if (!(staged = mem.allocate(bytes)))
+    return nullptr;
+  if (adds)
+    mem.copy(staged.get(), p, bytes);
+  return staged.get();
+}
+
+/// After the kernel: a staged output goes back to where it belongs. The staged copies go back
+/// to the pool in stream order, after the work that uses them.
+void writeBack(CudaCommMemory &mem, void *p, const void *at, size_t bytes) {
+  if (at != p)
+    mem.copy(p, at, bytes);
+}
+
 cpu::Half16 halfOf(planfile::DType type) {
   return type == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
 }
 
 } // namespace
 
+// A kernel reads and writes only its own GPU's memory: an operand of another GPU of the process
+// (or the host's) is combined or converted through a copy here.
+
 void CudaCommMemory::reduce(ReduceOp op, float *acc, const void *x, planfile::DType type,
                             int64_t n) {
   if (n <= 0)
     return;
   note(cudaSetDevice(ordinal_));
-  // A buffer of another GPU of the process (or the host's) is combined through a copy here,
-  // since a kernel reads and writes only its own GPU's memory.
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   std::shared_ptr<void> stagedX, stagedAcc;
   const void *from =
       readable(*this, ordinal_, x, static_cast<size_t>(n) * planfile::dtypeBytes(type), stagedX);
-  if (!from)
+  void *into = writable(*this, ordinal_, acc, bytes, true, stagedAcc);
+  if (!from || !into)
     return note(cudaErrorMemoryAllocation);
-  float *into = acc;
-  if (!onDevice(acc, ordinal_)) {
-    if (!(stagedAcc = allocate(bytes)))
-      return note(cudaErrorMemoryAllocation);
-    into = static_cast<float *>(stagedAcc.get());
-    copy(into, acc, bytes);
-  }
   const bool max = op == ReduceOp::Max;
+  float *sums = static_cast<float *>(into);
   note(type == planfile::DType::F32
-           ? cuda::combine(max, n, into, static_cast<const float *>(from), cudaStreamPerThread)
-           : cuda::combine(max, halfOf(type), n, into, static_cast<const uint16_t *>(from),
+           ? cuda::combine(max, n, sums, static_cast<const float *>(from), cudaStreamPerThread)
+           : cuda::combine(max, halfOf(type), n, sums, static_cast<const uint16_t *>(from),
                            cudaStreamPerThread));
-  if (into != acc)
-    copy(acc, into, bytes);
-  // The staged copies go back to the pool in stream order, after the work that uses them.
+  writeBack(*this, acc, into, bytes);
 }
 
 void CudaCommMemory::widen(float *to, const void *from, planfile::DType type, int64_t n) {
-  if (n <= 0)
-    return;
-  if (type == planfile::DType::F32)
-    return copy(to, from, static_cast<size_t>(n) * sizeof(float));
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (n <= 0 || type == planfile::DType::F32)
+    return copy(to, from, n > 0 ? bytes : 0);
   note(cudaSetDevice(ordinal_));
+  // `to` is a round's sums or this rank's buffer; either may be another GPU's.
   std::shared_ptr<void> stagedFrom, stagedTo;
   const void *x = readable(*this, ordinal_, from, static_cast<size_t>(n) * 2, stagedFrom);
-  if (!x)
+  void *into = writable(*this, ordinal_, to, bytes, false, stagedTo);
+  if (!x || !into)
     return note(cudaErrorMemoryAllocation);
-  // `to` is a round's sums or this rank's buffer; either may be another GPU's.
-  float *into = to;
-  if (!onDevice(to, ordinal_)) {
-    if (!(stagedTo = allocate(static_cast<size_t>(n) * sizeof(float))))
-      return note(cudaErrorMemoryAllocation);
-    into = static_cast<float *>(stagedTo.get());
-  }
-  note(cuda::widen(halfOf(type), n, static_cast<const uint16_t *>(x), into, cudaStreamPerThread));
-  if (into != to)
-    copy(to, into, static_cast<size_t>(n) * sizeof(float));
+  note(cuda::widen(halfOf(type), n, static_cast<const uint16_t *>(x), static_cast<float *>(into),
+                   cudaStreamPerThread));
+  writeBack(*this, to, into, bytes);
 }
 
 void CudaCommMemory::narrow(void *to, planfile::DType type, const float *from, int64_t n) {
-  if (n <= 0)
-    return;
-  if (type == planfile::DType::F32)
-    return copy(to, from, static_cast<size_t>(n) * sizeof(float));
+  if (n <= 0 || type == planfile::DType::F32)
+    return copy(to, from, n > 0 ? static_cast<size_t>(n) * sizeof(float) : 0);
   note(cudaSetDevice(ordinal_));
-  // The sums may be in another GPU's memory (the member that completed the round), and `to`
-  // elsewhere than this GPU: the kernel runs on copies here where they are.
+  // The sums may be in another GPU's memory (the member that completed the round).
+  const size_t bytes = static_cast<size_t>(n) * 2;
   std::shared_ptr<void> stagedFrom, stagedTo;
   const void *x =
       readable(*this, ordinal_, from, static_cast<size_t>(n) * sizeof(float), stagedFrom);
-  if (!x)
+  void *into = writable(*this, ordinal_, to, bytes, false, stagedTo);
+  if (!x || !into)
     return note(cudaErrorMemoryAllocation);
-  void *into = to;
-  if (!onDevice(to, ordinal_)) {
-    if (!(stagedTo = allocate(static_cast<size_t>(n) * 2)))
-      return note(cudaErrorMemoryAllocation);
-    into = stagedTo.get();
-  }
   note(cuda::narrow(halfOf(type), n, static_cast<const float *>(x), static_cast<uint16_t *>(into),
                     cudaStreamPerThread));
-  if (into != to)
-    copy(to, into, static_cast<size_t>(n) * 2);
+  writeBack(*this, to, into, bytes);
 }
 
 std::shared_ptr<void> CudaCommMemory::allocate(size_t bytes) {
