@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <type_traits>
+#include <variant>
 
 namespace tessel::catalogue {
 
@@ -244,33 +245,59 @@ const char *typesWord(OperandTypes types) {
   return "?";
 }
 
-/// Matches the operands of one direction against their declarations.
-bool checkDirection(const std::vector<OperandInfo> &decl, const std::vector<planfile::DType> &got,
-                    const char *direction, std::string &error) {
-  size_t fixed = 0;
+bool perTensor(OperandCount c) { return c == OperandCount::Each || c == OperandCount::EachOrNone; }
+
+/// Which declaration each of a direction's operands is, in `roles`; false with the reason when
+/// their count fits none. `tensors` is a multi-tensor call's count of tensors.
+bool layOut(const std::vector<OperandInfo> &decl, size_t got, size_t tensors, const char *direction,
+            std::vector<const OperandInfo *> &roles, std::string &error) {
+  size_t fixed = 0, each = 0, optional = 0;
   bool open = false;
   for (const OperandInfo &o : decl) {
-    if (o.count == OperandCount::One)
-      ++fixed;
-    else
-      open = true;
-    if (o.count == OperandCount::OneOrMore)
-      ++fixed;
+    fixed += o.count == OperandCount::One || o.count == OperandCount::OneOrMore;
+    each += o.count == OperandCount::Each;
+    optional += o.count == OperandCount::EachOrNone;
+    open |= o.count == OperandCount::OneOrMore || o.count == OperandCount::ZeroOrMore;
   }
-  if (got.size() < fixed || (!open && got.size() != fixed)) {
-    error = std::string("takes ") + (open ? "at least " : "") + std::to_string(fixed) + " " +
-            direction + (fixed == 1 ? "" : "s") + ", not " + std::to_string(got.size());
+  auto plural = [&](size_t n) { return std::to_string(n) + " " + direction + (n == 1 ? "" : "s"); };
+  roles.clear();
+  if (each + optional > 0) {
+    const size_t without = fixed + tensors * each, with = without + tensors * optional;
+    if (got != without && got != with) {
+      error = "takes " + plural(without) + (optional ? " (or " + std::to_string(with) + ")" : "") +
+              " for " + std::to_string(tensors) + " tensor" + (tensors == 1 ? "" : "s") + ", not " +
+              std::to_string(got);
+      return false;
+    }
+    for (const OperandInfo &o : decl) {
+      size_t n = o.count == OperandCount::One                                 ? 1
+                 : o.count == OperandCount::Each || (optional && got == with) ? tensors
+                                                                              : 0;
+      roles.insert(roles.end(), n, &o);
+    }
+    return true;
+  }
+  if (got < fixed || (!open && got != fixed)) {
+    error = std::string("takes ") + (open ? "at least " : "") + plural(fixed) + ", not " +
+            std::to_string(got);
     return false;
   }
   // A variadic operand is the last of its direction: it takes what the fixed ones leave.
-  for (size_t k = 0; k < got.size(); ++k) {
-    const OperandInfo &o = decl[std::min(k, decl.size() - 1)];
-    if (!accepts(o.types, got[k])) {
-      error = std::string(direction) + " " + std::to_string(k) + " (`" + o.role + "`) is " +
-              planfile::dtypeName(got[k]) + "; it takes " + typesWord(o.types);
+  for (size_t k = 0; k < got; ++k)
+    roles.push_back(&decl[std::min(k, decl.size() - 1)]);
+  return true;
+}
+
+/// Checks each operand's element type against its declaration.
+bool checkTypes(const std::vector<const OperandInfo *> &roles,
+                const std::vector<planfile::DType> &got, const char *direction,
+                std::string &error) {
+  for (size_t k = 0; k < got.size(); ++k)
+    if (!accepts(roles[k]->types, got[k])) {
+      error = std::string(direction) + " " + std::to_string(k) + " (`" + roles[k]->role + "`) is " +
+              planfile::dtypeName(got[k]) + "; it takes " + typesWord(roles[k]->types);
       return false;
     }
-  }
   return true;
 }
 
@@ -286,6 +313,10 @@ std::string operandList(const std::vector<OperandInfo> &decl) {
       s += "…";
     if (o.count == OperandCount::ZeroOrMore)
       s += "… (optional)";
+    if (o.count == OperandCount::Each)
+      s += "[t]";
+    if (o.count == OperandCount::EachOrNone)
+      s += "[t] (optional)";
   }
   return s.empty() ? "—" : s;
 }
@@ -335,14 +366,19 @@ const KernelInfo *findKernel(std::string_view name) {
   return it == byName.end() ? nullptr : it->second;
 }
 
+namespace {
+
 /// The operands declared `types` (Moved or Reduced) must all have one element type.
-bool checkAlike(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
+bool checkAlike(const std::vector<const OperandInfo *> &inRoles,
+                const std::vector<planfile::DType> &ins,
+                const std::vector<const OperandInfo *> &outRoles,
                 const std::vector<planfile::DType> &outs, OperandTypes types, std::string &error) {
   const OperandInfo *first = nullptr;
   planfile::DType type{};
-  auto visit = [&](const std::vector<OperandInfo> &decl, const std::vector<planfile::DType> &got) {
+  auto visit = [&](const std::vector<const OperandInfo *> &roles,
+                   const std::vector<planfile::DType> &got) {
     for (size_t k = 0; k < got.size(); ++k) {
-      const OperandInfo &o = decl[std::min(k, decl.size() - 1)];
+      const OperandInfo &o = *roles[k];
       if (o.types != types)
         continue;
       if (!first) {
@@ -357,15 +393,79 @@ bool checkAlike(const KernelInfo &kernel, const std::vector<planfile::DType> &in
     }
     return true;
   };
-  return visit(kernel.ins, ins) && visit(kernel.outs, outs);
+  return visit(inRoles, ins) && visit(outRoles, outs);
+}
+
+} // namespace
+
+size_t tensorsOf(const KernelInfo &kernel, size_t ins) {
+  size_t fixed = 0, each = 0;
+  for (const OperandInfo &o : kernel.ins) {
+    fixed += o.count == OperandCount::One;
+    each += o.count == OperandCount::Each;
+  }
+  if (each == 0 || ins <= fixed || (ins - fixed) % each)
+    return 0;
+  return (ins - fixed) / each;
 }
 
 bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                    const std::vector<planfile::DType> &outs, std::string &error) {
-  return checkDirection(kernel.ins, ins, "input", error) &&
-         checkDirection(kernel.outs, outs, "output", error) &&
-         checkAlike(kernel, ins, outs, OperandTypes::Moved, error) &&
-         checkAlike(kernel, ins, outs, OperandTypes::Reduced, error);
+  bool multi = false;
+  size_t fixed = 0;
+  for (const OperandInfo &o : kernel.ins) {
+    multi |= perTensor(o.count);
+    fixed += o.count == OperandCount::One;
+  }
+  const size_t tensors = tensorsOf(kernel, ins.size());
+  if (multi && tensors == 0) {
+    size_t each = 0;
+    for (const OperandInfo &o : kernel.ins)
+      each += o.count == OperandCount::Each;
+    error = "takes " + std::to_string(fixed) + " inputs and " + std::to_string(each) +
+            " per tensor, for one tensor or more; not " + std::to_string(ins.size());
+    return false;
+  }
+  std::vector<const OperandInfo *> inRoles, outRoles;
+  return layOut(kernel.ins, ins.size(), tensors, "input", inRoles, error) &&
+         layOut(kernel.outs, outs.size(), tensors, "output", outRoles, error) &&
+         checkTypes(inRoles, ins, "input", error) && checkTypes(outRoles, outs, "output", error) &&
+         checkAlike(inRoles, ins, outRoles, outs, OperandTypes::Moved, error) &&
+         checkAlike(inRoles, ins, outRoles, outs, OperandTypes::Reduced, error);
+}
+
+namespace {
+
+/// Whether a kernel's parameter struct has an element list `n` (a multi-tensor kernel's).
+template <class T, class = void> struct HasElementList : std::false_type {};
+template <class T>
+struct HasElementList<T, std::void_t<decltype(T::n)>> : std::is_same<decltype(T::n), I64List> {};
+
+} // namespace
+
+bool checkTensors(const KernelInfo &kernel, const KernelParams &params, size_t ins,
+                  std::string &error) {
+  const size_t k = tensorsOf(kernel, ins);
+  if (k == 0)
+    return true;
+  return std::visit(
+      [&](const auto &p) {
+        if constexpr (HasElementList<std::decay_t<decltype(p)>>::value) {
+          if (p.n.size() != k) {
+            error = "lists " + std::to_string(p.n.size()) + " tensor" +
+                    (p.n.size() == 1 ? "" : "s") + " in `n` but has operands for " +
+                    std::to_string(k);
+            return false;
+          }
+          for (int64_t n : p.n)
+            if (n < 0) {
+              error = "lists a tensor of " + std::to_string(n) + " elements in `n`";
+              return false;
+            }
+        }
+        return true;
+      },
+      params);
 }
 
 bool decodeParams(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs,

@@ -117,7 +117,13 @@ enum class Direction : uint8_t { In, Out };
 /// as every other Moved (or Reduced) operand of the call (the bits move as they are; a
 /// reduction sums in f32 and rounds to that type once).
 enum class OperandTypes : uint8_t { Float, F32, Index, AnyType, Moved, Reduced };
-enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore };
+/// How many operands a declaration stands for: One; OneOrMore and ZeroOrMore (the last operand
+/// of its direction, taking what the others leave); Each and EachOrNone, one per tensor of a
+/// multi-tensor call (an optimizer updating many tensors in one launch): the call's tensors are
+/// as many as its inputs declared Each have operands, and an EachOrNone output has one per
+/// tensor or none. Operands are laid out in declaration order, a per-tensor declaration's k
+/// operands together; such a kernel lists its tensors' elements in its I64List parameter `n`.
+enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore, Each, EachOrNone };
 enum class ParamPresence : uint8_t { Required, Optional };
 enum class ParamType : uint8_t { I64, F64, Str, I64List, Flag, Body, Enum };
 
@@ -155,6 +161,10 @@ const KernelInfo *findKernel(std::string_view name);
 #define TESSEL_ENUM(Enum, Doc) std::string_view wordOf(Enum value);
 #include "common/KernelCatalogue.def"
 
+/// The tensors of a multi-tensor call with `ins` inputs (0 for a kernel without per-tensor
+/// operands, or when `ins` fits no count of tensors).
+size_t tensorsOf(const KernelInfo &kernel, size_t ins);
+
 /// Checks an instruction's operand count and element types against `kernel`; false with the
 /// reason in `error` ("input 2 (`ids`) is f32; it takes i32").
 bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
@@ -165,6 +175,11 @@ bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> 
 /// kernel does not take is refused with the reason in `error`.
 bool decodeParams(const KernelInfo &kernel, const std::vector<planfile::Attr> &attrs,
                   KernelParams &params, std::string &error);
+
+/// A multi-tensor call lists its tensors' elements in its parameter `n`: checks that it lists
+/// as many as the call has operands for (after checkOperands and decodeParams).
+bool checkTensors(const KernelInfo &kernel, const KernelParams &params, size_t ins,
+                  std::string &error);
 
 /// The kernel table of docs/plan-format.md, in Markdown.
 std::string markdownTable();

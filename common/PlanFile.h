@@ -27,7 +27,7 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 6;
+constexpr uint32_t kPlanVersion = 7;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
 /// Where a kernel operand lives: a byte range of the rank's arena, or of a state tensor.

@@ -56,8 +56,7 @@ FailureOr<tessel::planfile::Attr> tessel::plan::planParam(Operation *op, NamedAt
   if (auto s = dyn_cast<StringAttr>(a))
     return planfile::Attr{name, s.str()};
   if (auto l = dyn_cast<DenseI64ArrayAttr>(a))
-    return planfile::Attr{name,
-                          std::vector<int64_t>(l.asArrayRef().begin(), l.asArrayRef().end())};
+    return planfile::Attr{name, std::vector<int64_t>(l.asArrayRef().begin(), l.asArrayRef().end())};
   return op->emitOpError() << "parameter '" << name << "' has an unsupported kind " << a;
 }
 
@@ -92,7 +91,8 @@ LogicalResult KernelOp::verify() {
   std::string why;
   cat::KernelParams decoded;
   if (!cat::checkOperands(*kernel, ins, outs, why) ||
-      !cat::decodeParams(*kernel, attrs, decoded, why))
+      !cat::decodeParams(*kernel, attrs, decoded, why) ||
+      !cat::checkTensors(*kernel, decoded, ins.size(), why))
     return emitOpError() << "'" << getName() << "' " << why;
   return success();
 }

@@ -1,4 +1,4 @@
-//===- AdamW.cpp - The AdamW optimizer step -------------------------------===//
+//===- AdamW.cpp - The optimizers' steps over many tensors ----------------===//
 
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/Loops.h"
@@ -7,9 +7,7 @@
 
 namespace tessel::cpu {
 
-using detail::kParallelGrain;
-
-void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m, float *v) {
+void adamw(const AdamWArgs &args, const AdamWTensor *tensors, size_t count) {
   // torch.optim.AdamW's single-tensor step, in its order: p *= 1 - lr * wd; m.lerp_(g, 1 - b1)
   // (m = b1 m + (1 - b1) g, written as torch's lerp); v = b2 v + (1 - b2) g^2; then
   // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). The scalars are formed in double, as
@@ -26,18 +24,33 @@ void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, fl
   // lerp(m, g, w) as ATen's: m + w (g - m) for |w| < 0.5, else g - (g - m)(1 - w).
   const bool smallWeight = std::fabs(oneMinusBeta1) < 0.5f;
   const float eps = args.eps, gradScale = args.gradScale;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * gradScale;
-    const float p = param[i] * decay;
-    const float mi =
-        smallWeight ? m[i] + oneMinusBeta1 * (g - m[i]) : g - (g - m[i]) * (1.0f - oneMinusBeta1);
-    const float vi = v[i] * beta2 + oneMinusBeta2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = std::sqrt(vi) / bc2Sqrt + eps;
-    param[i] = p - stepSize * mi / denom;
-  }
+  detail::forEachChunk(tensors, count, [&](const AdamWTensor &t, int64_t begin, int64_t end) {
+    float *param = t.param, *m = t.m, *v = t.v;
+    const float *grad = t.grad;
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = grad[i] * gradScale;
+      const float p = param[i] * decay;
+      const float mi =
+          smallWeight ? m[i] + oneMinusBeta1 * (g - m[i]) : g - (g - m[i]) * (1.0f - oneMinusBeta1);
+      const float vi = v[i] * beta2 + oneMinusBeta2 * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = std::sqrt(vi) / bc2Sqrt + eps;
+      param[i] = p - stepSize * mi / denom;
+    }
+  });
+}
+
+void sgd(const SgdArgs &args, const SgdTensor *tensors, size_t count) {
+  const float lr = args.lr, momentum = args.momentum, decay = args.weightDecay,
+              scale = args.gradScale;
+  detail::forEachChunk(tensors, count, [&](const SgdTensor &t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float d = t.grad[i] * scale + decay * t.param[i];
+      t.momentum[i] = momentum * t.momentum[i] + d;
+      t.param[i] -= lr * t.momentum[i];
+    }
+  });
 }
 
 } // namespace tessel::cpu

@@ -330,7 +330,38 @@ struct AdamWArgs {
   int64_t step = 1;
   float gradScale = 1.0f;
 };
-void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m, float *v);
+/// One tensor of a multi-tensor optimizer step: its elements and buffers.
+struct AdamWTensor {
+  int64_t n = 0;
+  float *param = nullptr;
+  const float *grad = nullptr;
+  float *m = nullptr, *v = nullptr;
+};
+/// One AdamW step on each of `count` tensors: the bits of a step on each in turn, with the
+/// elements of all of them shared among the threads (many small tensors cost one parallel
+/// region, not one each).
+void adamw(const AdamWArgs &args, const AdamWTensor *tensors, size_t count);
+/// One AdamW step on one tensor of n elements.
+inline void adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
+                  float *v) {
+  const AdamWTensor t{n, param, grad, m, v};
+  adamw(args, &t, 1);
+}
+
+/// One SGD step with momentum as torch.optim.SGD (no dampening, no Nesterov), on the gradient
+/// g × gradScale: buf = momentum buf + g + weightDecay param; param -= lr buf. The buffer starts
+/// at zero, so the first step's buffer is the gradient itself.
+struct SgdArgs {
+  float lr = 0, momentum = 0, weightDecay = 0, gradScale = 1.0f;
+};
+struct SgdTensor {
+  int64_t n = 0;
+  float *param = nullptr;
+  const float *grad = nullptr;
+  float *momentum = nullptr;
+};
+/// One SGD step on each of `count` tensors, their elements shared among the threads.
+void sgd(const SgdArgs &args, const SgdTensor *tensors, size_t count);
 
 //===----------------------------------------------------------------------===//
 // Buckets

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace tessel::cpu::detail {
 inline namespace TESSEL_CPU_ISA {
@@ -21,6 +22,26 @@ inline namespace TESSEL_CPU_ISA {
 /// Elementwise work below this many elements runs on one thread: a parallel region costs a
 /// few microseconds, which is more than the work itself.
 constexpr int64_t kParallelGrain = 1 << 15;
+
+/// Calls body(tensor, begin, end) for chunks of at most kParallelGrain elements of each of
+/// `count` tensors (each with its element count `n`), covering every element once, the chunks
+/// of all tensors split over threads in one parallel region. Only for work whose elements are
+/// updated independently: the bits do not depend on the split.
+template <class Tensor, class Body>
+void forEachChunk(const Tensor *tensors, size_t count, Body body) {
+  struct Chunk {
+    size_t tensor;
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t t = 0; t < count; ++t)
+    for (int64_t begin = 0; begin < tensors[t].n; begin += kParallelGrain)
+      chunks.push_back({t, begin, std::min(tensors[t].n, begin + kParallelGrain)});
+  const int64_t total = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) if (total > 1)
+  for (int64_t c = 0; c < total; ++c)
+    body(tensors[chunks[c].tensor], chunks[c].begin, chunks[c].end);
+}
 
 /// A shape with the strides of N operands, size-1 dims dropped and adjacent dims merged wherever
 /// every operand steps through them as one (stride[d] == stride[d+1] * size[d+1]). The walk

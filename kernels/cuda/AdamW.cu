@@ -1,13 +1,14 @@
-//===- AdamW.cu - The AdamW optimizer step over one tensor ----------------===//
+//===- AdamW.cu - The AdamW optimizer step over many tensors --------------===//
 //
 // torch.optim.AdamW's single-tensor step in its order, as kernels/cpu/AdamW.cpp (the
 // reference): the bias corrections are formed in double on the host, the learning rate and
-// the gradient's scale read from device memory, where the step computed them. The same pass
-// writes the parameter's 16-bit working copy where the plan asks for one.
+// the gradient's scale read from device memory, where the step computed them. Every tensor of a
+// call is updated in as few launches as MultiTensor.cuh's tables take; the same pass writes
+// each parameter's 16-bit working copy where the plan asks for one.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/MultiTensor.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,23 +25,25 @@ struct AdamWConstants {
   bool smallWeight;
 };
 
-/// At most one of the three is non-null: the working copy in its type.
-struct WorkingOut {
-  float *f32 = nullptr;
-  __nv_bfloat16 *bf16 = nullptr;
-  __half *f16 = nullptr;
-};
+/// The roles of a table's pointers.
+enum Role { Param, Grad, M, V, WorkingCopy, Roles };
+using Table = detail::MultiTensorTable<Roles>;
 
-template <class T>
+/// W is the working copy's element type.
+template <class W>
 __global__ void adamwKernel(AdamWConstants k, const float *lrAt, const float *gradScaleAt,
-                            int64_t n, float *param, const T *grad, float *m, float *v,
-                            WorkingOut working) {
+                            Table table) {
+  int64_t begin, end;
+  const int t = detail::blockRange(table, begin, end);
+  float *param = static_cast<float *>(table.ptr[Param][t]);
+  const float *grad = static_cast<const float *>(table.ptr[Grad][t]);
+  float *m = static_cast<float *>(table.ptr[M][t]), *v = static_cast<float *>(table.ptr[V][t]);
+  W *working = static_cast<W *>(table.ptr[WorkingCopy][t]);
   const float lr = *lrAt, gradScale = *gradScaleAt;
   const float stepSize = static_cast<float>(lr / k.bc1);
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * k.weightDecay);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = detail::load(grad + i) * gradScale;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float g = grad[i] * gradScale;
     const float p = param[i] * decay;
     // lerp(m, g, w) as ATen's: m + w (g - m) for |w| < 0.5, else g - (g - m)(1 - w).
     const float mi = k.smallWeight ? m[i] + k.oneMinusBeta1 * (g - m[i])
@@ -51,23 +54,38 @@ __global__ void adamwKernel(AdamWConstants k, const float *lrAt, const float *gr
     const float denom = sqrtf(vi) / k.bc2Sqrt + k.eps;
     const float updated = p - stepSize * mi / denom;
     param[i] = updated;
-    if (working.bf16)
-      working.bf16[i] = __float2bfloat16_rn(updated);
-    else if (working.f16)
-      working.f16[i] = __float2half_rn(updated);
-    else if (working.f32)
-      working.f32[i] = updated;
+    if (working)
+      detail::store(working + i, updated);
   }
+}
+
+template <class W>
+cudaError_t launchAdamW(const AdamWConstants &k, const AdamWArgs &args, const AdamWTensor *tensors,
+                        size_t count, cudaStream_t stream) {
+  return detail::forEachTable<Roles>(
+      count, [&](size_t t) { return tensors[t].n; },
+      [&](size_t t, int r) -> void * {
+        const AdamWTensor &x = tensors[t];
+        void *roles[Roles] = {x.param, const_cast<float *>(x.grad), x.m, x.v, x.working};
+        return roles[r];
+      },
+      [&](const Table &table, int blocks) {
+        adamwKernel<W>
+            <<<blocks, detail::kMapThreads, 0, stream>>>(k, args.lr, args.gradScale, table);
+        return detail::launched();
+      });
 }
 
 } // namespace
 
-cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
-                  float *v, cudaStream_t stream) {
-  if (n < 0 || args.step < 1 || !args.lr || !args.gradScale)
+cudaError_t adamw(const AdamWArgs &args, const AdamWTensor *tensors, size_t count,
+                  cudaStream_t stream) {
+  if (args.step < 1 || !args.lr || !args.gradScale || (count && !tensors))
     return cudaErrorInvalidValue;
-  if (n == 0)
-    return cudaSuccess;
+  for (size_t t = 0; t < count; ++t)
+    if (tensors[t].n < 0 ||
+        (tensors[t].n && (!tensors[t].param || !tensors[t].grad || !tensors[t].m || !tensors[t].v)))
+      return cudaErrorInvalidValue;
   const double step = static_cast<double>(args.step);
   AdamWConstants k;
   k.bc1 = 1.0 - std::pow(static_cast<double>(args.beta1), step);
@@ -79,16 +97,15 @@ cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *g
   k.oneMinusBeta2 = static_cast<float>(1.0 - static_cast<double>(args.beta2));
   k.smallWeight = std::fabs(k.oneMinusBeta1) < 0.5f;
   k.eps = args.eps;
-  WorkingOut working;
-  if (args.working && args.workingType == Working::BF16)
-    working.bf16 = static_cast<__nv_bfloat16 *>(args.working);
-  else if (args.working && args.workingType == Working::F16)
-    working.f16 = static_cast<__half *>(args.working);
-  else
-    working.f32 = static_cast<float *>(args.working);
-  adamwKernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(
-      k, args.lr, args.gradScale, n, param, grad, m, v, working);
-  return detail::launched();
+  switch (args.workingType) {
+  case Working::BF16:
+    return launchAdamW<__nv_bfloat16>(k, args, tensors, count, stream);
+  case Working::F16:
+    return launchAdamW<__half>(k, args, tensors, count, stream);
+  case Working::F32:
+    return launchAdamW<float>(k, args, tensors, count, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 } // namespace tessel::cuda

@@ -155,28 +155,48 @@ cudaError_t ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, c
 // Optimizers (AdamW.cu, Sgd.cu)
 //===----------------------------------------------------------------------===//
 
-/// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
-/// learning rate, the clipping factor) read from device memory.
 /// The type of AdamW's working copy of the parameter.
 enum class Working { F32, BF16, F16 };
+/// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
+/// learning rate, the clipping factor) read from device memory.
 struct AdamWArgs {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
   int64_t step = 1;
   const float *lr = nullptr;        ///< One element.
   const float *gradScale = nullptr; ///< One element.
-  /// Where the same pass writes the new parameter in `workingType` (rounded to nearest even),
-  /// or null: the parameter's working copy, made without another pass over memory.
-  void *working = nullptr;
+  /// The type of the tensors' working copies (AdamWTensor::working).
   Working workingType = Working::BF16;
 };
-/// One AdamW step over n elements, as cpu::adamw.
-cudaError_t adamw(const AdamWArgs &args, int64_t n, float *param, const float *grad, float *m,
-                  float *v, cudaStream_t stream);
-/// One SGD step with momentum over n elements, as the CPU's sgd: buf = momentum buf + g scale
-/// + weightDecay param; param -= lr buf. `lr` and `gradScale` are one element each.
-cudaError_t sgd(int64_t n, float momentum, float weightDecay, const float *lr,
-                const float *gradScale, const float *grad, float *param, float *momentumBuffer,
-                cudaStream_t stream);
+/// One tensor of a multi-tensor AdamW step. `working`, if not null, is where the same pass
+/// writes the new parameter in AdamWArgs::workingType (rounded to nearest even): the
+/// parameter's working copy, made without another pass over memory.
+struct AdamWTensor {
+  int64_t n = 0;
+  float *param = nullptr;
+  const float *grad = nullptr;
+  float *m = nullptr, *v = nullptr;
+  void *working = nullptr;
+};
+/// One AdamW step on each of `count` tensors, as cpu::adamw, in as few launches as the
+/// tensors' table takes (MultiTensor.cuh: up to 36 tensors and 320 chunks of 64 Ki elements
+/// each).
+cudaError_t adamw(const AdamWArgs &args, const AdamWTensor *tensors, size_t count,
+                  cudaStream_t stream);
+
+/// cpu::SgdArgs with the learning rate and the gradient's scale read from device memory.
+struct SgdArgs {
+  float momentum = 0, weightDecay = 0;
+  const float *lr = nullptr;        ///< One element.
+  const float *gradScale = nullptr; ///< One element.
+};
+struct SgdTensor {
+  int64_t n = 0;
+  float *param = nullptr;
+  const float *grad = nullptr;
+  float *momentum = nullptr;
+};
+/// One SGD step with momentum on each of `count` tensors, as cpu::sgd.
+cudaError_t sgd(const SgdArgs &args, const SgdTensor *tensors, size_t count, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Matrix products through cuBLASLt (Gemm.cu)

@@ -1,23 +1,30 @@
-//===- Sgd.cu - SGD with momentum over one tensor -------------------------===//
+//===- Sgd.cu - SGD with momentum over many tensors -----------------------===//
 //
-// The CPU counterpart is the sgd handler (runtime/device/cpu/CpuKernelCalls.cpp), as
-// torch.optim.SGD without dampening or Nesterov: the buffer starts at zero, so the first step's
-// buffer is the gradient itself. The learning rate and the gradient's scale are read from
-// device memory, where the step computed them.
+// As cpu::sgd (kernels/cpu/AdamW.cpp), torch.optim.SGD without dampening or Nesterov: the
+// buffer starts at zero, so the first step's buffer is the gradient itself. The learning rate
+// and the gradient's scale are read from device memory, where the step computed them; every
+// tensor of a call is updated in as few launches as MultiTensor.cuh's tables take.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/MultiTensor.cuh"
 
 namespace tessel::cuda {
 
 namespace {
 
-__global__ void sgdKernel(int64_t n, float momentum, float decay, const float *lrAt,
-                          const float *scaleAt, const float *grad, float *param, float *buf) {
+enum Role { Param, Grad, Momentum, Roles };
+using Table = detail::MultiTensorTable<Roles>;
+
+__global__ void sgdKernel(float momentum, float decay, const float *lrAt, const float *scaleAt,
+                          Table table) {
+  int64_t begin, end;
+  const int t = detail::blockRange(table, begin, end);
+  float *param = static_cast<float *>(table.ptr[Param][t]);
+  const float *grad = static_cast<const float *>(table.ptr[Grad][t]);
+  float *buf = static_cast<float *>(table.ptr[Momentum][t]);
   const float lr = *lrAt, scale = *scaleAt;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float d = grad[i] * scale + decay * param[i];
     buf[i] = momentum * buf[i] + d;
     param[i] -= lr * buf[i];
@@ -26,16 +33,25 @@ __global__ void sgdKernel(int64_t n, float momentum, float decay, const float *l
 
 } // namespace
 
-cudaError_t sgd(int64_t n, float momentum, float weightDecay, const float *lr,
-                const float *gradScale, const float *grad, float *param, float *momentumBuffer,
-                cudaStream_t stream) {
-  if (n < 0 || !lr || !gradScale)
+cudaError_t sgd(const SgdArgs &args, const SgdTensor *tensors, size_t count, cudaStream_t stream) {
+  if (!args.lr || !args.gradScale || (count && !tensors))
     return cudaErrorInvalidValue;
-  if (n == 0)
-    return cudaSuccess;
-  sgdKernel<<<detail::mapBlocks(n), detail::kMapThreads, 0, stream>>>(
-      n, momentum, weightDecay, lr, gradScale, grad, param, momentumBuffer);
-  return detail::launched();
+  for (size_t t = 0; t < count; ++t)
+    if (tensors[t].n < 0 ||
+        (tensors[t].n && (!tensors[t].param || !tensors[t].grad || !tensors[t].momentum)))
+      return cudaErrorInvalidValue;
+  return detail::forEachTable<Roles>(
+      count, [&](size_t t) { return tensors[t].n; },
+      [&](size_t t, int r) -> void * {
+        const SgdTensor &x = tensors[t];
+        void *roles[Roles] = {x.param, const_cast<float *>(x.grad), x.momentum};
+        return roles[r];
+      },
+      [&](const Table &table, int blocks) {
+        sgdKernel<<<blocks, detail::kMapThreads, 0, stream>>>(args.momentum, args.weightDecay,
+                                                              args.lr, args.gradScale, table);
+        return detail::launched();
+      });
 }
 
 } // namespace tessel::cuda

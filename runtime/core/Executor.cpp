@@ -68,6 +68,29 @@ bool KernelCall::needOut(size_t k, int64_t elements) {
   return error.empty();
 }
 
+bool KernelCall::needTensors(const std::vector<int64_t> &n, size_t eachIns, size_t eachOuts,
+                             size_t optionalOuts, bool *withOptional) {
+  const size_t k = n.size();
+  const bool optional = optionalOuts && out.size() == (eachOuts + optionalOuts) * k;
+  if (withOptional)
+    *withOptional = optional;
+  if (k == 0 || in.size() < eachIns * k || (out.size() != eachOuts * k && !optional))
+    return fail("has " + std::to_string(in.size()) + " inputs and " + std::to_string(out.size()) +
+                " outputs for the " + std::to_string(k) + " tensors of its `n`");
+  for (size_t t = 0; t < k; ++t) {
+    for (size_t r = 0; r < eachIns; ++r)
+      if (!needIn(r * k + t, n[t]))
+        return false;
+    for (size_t r = 0; r < eachOuts + (optional ? optionalOuts : 0); ++r)
+      if (!needOut(r * k + t, n[t]))
+        return false;
+  }
+  for (size_t i = eachIns * k; i < in.size(); ++i)
+    if (!needIn(i, 1))
+      return false;
+  return error.empty();
+}
+
 const CommGroup *KernelCall::group(const std::string &name) {
   if (rank) {
     auto it = rank->groups.find(name);
@@ -240,7 +263,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
       for (const BufferRef &b : instr.outputs)
         outs.push_back(b.dtype);
       if (!catalogue::checkOperands(*kernel, ins, outs, why) ||
-          !catalogue::decodeParams(*kernel, instr.attrs, d.params, why)) {
+          !catalogue::decodeParams(*kernel, instr.attrs, d.params, why) ||
+          !catalogue::checkTensors(*kernel, d.params, ins.size(), why)) {
         error = where + ": " + why;
         return nullptr;
       }

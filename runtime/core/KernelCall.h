@@ -68,6 +68,13 @@ struct KernelCall {
   /// Requires input (or output) `k` to hold at least `elements` elements.
   bool needIn(size_t k, int64_t elements);
   bool needOut(size_t k, int64_t elements);
+  /// Requires the operands of a multi-tensor call (the catalogue's per-tensor operands) of
+  /// n.size() tensors, tensor t of n[t] elements: `eachIns` inputs per tensor, then the call's
+  /// other inputs of one element each (scalars); `eachOuts` outputs per tensor and, where the
+  /// call has them (`withOptional`), `optionalOuts` more. Role r of tensor t is operand
+  /// r × n.size() + t of its direction.
+  bool needTensors(const std::vector<int64_t> &n, size_t eachIns, size_t eachOuts,
+                   size_t optionalOuts = 0, bool *withOptional = nullptr);
   bool fail(const std::string &why);
 
   /// This rank's instance of group `name`; null (and an error) if the plan has none.

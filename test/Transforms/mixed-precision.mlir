@@ -90,7 +90,7 @@ module attributes {tessel.train = {precision = "bf16"}} {
     %w = plan.state "w" : memref<8x16xf32>
     %m = plan.state "adam_m.w" : memref<8x16xf32>
     %v = plan.state "adam_v.w" : memref<8x16xf32>
-    plan.kernel "adamw" ins(%g, %lr, %c : memref<8x16xf32>, memref<f32>, memref<f32>) outs(%w, %m, %v : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>) {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, n = 128 : i64, weight_decay = 0.0 : f64}
+    plan.kernel "adamw" ins(%g, %lr, %c : memref<8x16xf32>, memref<f32>, memref<f32>) outs(%w, %m, %v : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>) {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, n = array<i64: 128>, weight_decay = 0.0 : f64}
   }
 }
 
@@ -228,6 +228,6 @@ module attributes {tessel.train = {precision = "bf16"}} {
     plan.kernel "fill" outs(%c : memref<f32>) {n = 1 : i64, value = 1.0 : f64}
     %w = plan.state "w" : memref<8xf32>
     %b = plan.state "momentum.w" : memref<8xf32>
-    plan.kernel "sgd" ins(%g, %lr, %c : memref<8xf32>, memref<f32>, memref<f32>) outs(%w, %b : memref<8xf32>, memref<8xf32>) {momentum = 0.9 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
+    plan.kernel "sgd" ins(%g, %lr, %c : memref<8xf32>, memref<f32>, memref<f32>) outs(%w, %b : memref<8xf32>, memref<8xf32>) {momentum = 0.9 : f64, n = array<i64: 8>, weight_decay = 0.0 : f64}
   }
 }

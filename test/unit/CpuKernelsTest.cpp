@@ -660,8 +660,8 @@ TEST(CpuKernelsRouting, TopKMaskChoosesTheLargestAndBreaksTiesByColumn) {
   // Row 0: plain; row 1: a tie between columns 1 and 3 for the second place; row 2: a NaN,
   // which ranks first; row 3: k = cols chooses everything.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> x = {0.1f, 0.7f, 0.3f, 0.2f,  //
-                                0.9f, 0.5f, 0.1f, 0.5f,  //
+  const std::vector<float> x = {0.1f, 0.7f, 0.3f, 0.2f, //
+                                0.9f, 0.5f, 0.1f, 0.5f, //
                                 0.2f, nan,  0.8f, 0.1f};
   std::vector<float> y(12);
   topKMask(3, 4, 2, x.data(), y.data());
@@ -1417,6 +1417,77 @@ TEST(CpuKernelsAdamW, TwoStepsMatchHandComputation) {
   expectClose(p, pd, 1e-6, 1e-7, "adamw param");
   expectClose(m, md, 1e-6, 1e-9, "adamw m");
   expectClose(v, vd, 1e-6, 1e-10, "adamw v");
+}
+
+/// Sizes for the multi-tensor calls: several chunks of the threads' grain (2^15), an empty
+/// tensor, one element, and odd sizes.
+const std::vector<int64_t> kTensorSizes = {100003, 0, 1, 40000, 7, 32768};
+
+TEST(CpuKernelsAdamW, ManyTensorsInOneCallGiveEachTensorsBits) {
+  AdamWArgs args;
+  args.lr = 3e-3f;
+  args.beta2 = 0.95f;
+  args.weightDecay = 0.1f;
+  args.gradScale = 0.7f;
+  const size_t k = kTensorSizes.size();
+  std::vector<Floats> p(k), m(k), v(k), p1, m1, v1;
+  for (size_t t = 0; t < k; ++t) {
+    p[t] = randomFloats(kTensorSizes[t], -1, 1, 300 + static_cast<uint32_t>(t));
+    m[t] = Floats(p[t].size(), 0.0f);
+    v[t] = Floats(p[t].size(), 0.0f);
+  }
+  p1 = p, m1 = m, v1 = v;
+  for (int64_t step = 1; step <= 3; ++step) {
+    args.step = step;
+    std::vector<AdamWTensor> tensors(k);
+    std::vector<Floats> g(k);
+    for (size_t t = 0; t < k; ++t) {
+      g[t] = randomFloats(kTensorSizes[t], -1, 1, 400 + 10 * static_cast<uint32_t>(step) + t);
+      tensors[t] = {kTensorSizes[t], p[t].data(), g[t].data(), m[t].data(), v[t].data()};
+      adamw(args, kTensorSizes[t], p1[t].data(), g[t].data(), m1[t].data(), v1[t].data());
+    }
+    adamw(args, tensors.data(), k);
+  }
+  for (size_t t = 0; t < k; ++t) {
+    EXPECT_EQ(p[t], p1[t]) << "param of tensor " << t;
+    EXPECT_EQ(m[t], m1[t]) << "m of tensor " << t;
+    EXPECT_EQ(v[t], v1[t]) << "v of tensor " << t;
+  }
+}
+
+TEST(CpuKernelsSgd, ManyTensorsFollowTorchsFormula) {
+  SgdArgs args;
+  args.lr = 0.05f;
+  args.momentum = 0.9f;
+  args.weightDecay = 0.01f;
+  args.gradScale = 0.5f;
+  const size_t k = kTensorSizes.size();
+  std::vector<Floats> p(k), buf(k), expected(k), expectedBuf(k);
+  for (size_t t = 0; t < k; ++t) {
+    p[t] = randomFloats(kTensorSizes[t], -1, 1, 500 + static_cast<uint32_t>(t));
+    buf[t] = Floats(p[t].size(), 0.0f);
+  }
+  expected = p, expectedBuf = buf;
+  for (int step = 1; step <= 2; ++step) {
+    std::vector<SgdTensor> tensors(k);
+    std::vector<Floats> g(k);
+    for (size_t t = 0; t < k; ++t) {
+      g[t] = randomFloats(kTensorSizes[t], -1, 1, 600 + 10 * static_cast<uint32_t>(step) + t);
+      tensors[t] = {kTensorSizes[t], p[t].data(), g[t].data(), buf[t].data()};
+      // torch.optim.SGD: d = g + wd p; buf = momentum buf + d (buf = d at the first step,
+      // which a zero buffer gives); p -= lr buf.
+      for (size_t i = 0; i < g[t].size(); ++i) {
+        const float d = g[t][i] * args.gradScale + args.weightDecay * expected[t][i];
+        expectedBuf[t][i] = args.momentum * expectedBuf[t][i] + d;
+        expected[t][i] -= args.lr * expectedBuf[t][i];
+      }
+    }
+    sgd(args, tensors.data(), k);
+  }
+  for (size_t t = 0; t < k; ++t) {
+    EXPECT_EQ(p[t], expected[t]) << "param of tensor " << t;
+    EXPECT_EQ(buf[t], expectedBuf[t]) << "buffer of tensor " << t;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -353,12 +353,34 @@ TEST_F(CudaKernels, CrossEntropyRecordsAnOutOfRangeTarget) {
   EXPECT_TRUE(std::isnan(loss.host()[0]));
 }
 
-TEST_F(CudaKernels, AdamWMatchesCpuOverSteps) {
-  const int64_t n = 3001;
-  Floats param = randomFloats(n, -1, 1, 20), m(n, 0.0f), v(n, 0.0f);
-  DeviceArray<float> gp(param), gm(m), gv(v), lr(Floats{3e-3f}), scale(Floats{0.5f});
+/// Element counts that exercise the multi-tensor tables (MultiTensor.cuh): odd sizes, empty
+/// and one-element tensors, more tensors than one table holds (36), and a tensor whose chunks
+/// run past one launch's 320 blocks of 64 Ki elements, so it continues in the next.
+std::vector<int64_t> multiTensorSizes() {
+  std::vector<int64_t> sizes = {3001, 1, 0, 65536, 65537, 320 * 65536 + 5, 129};
+  for (int64_t i = 0; i < 40; ++i)
+    sizes.push_back(17 + 61 * i);
+  return sizes;
+}
+
+TEST_F(CudaKernels, AdamWMatchesCpuOverManyTensorsAndSteps) {
+  const std::vector<int64_t> sizes = multiTensorSizes();
+  const size_t k = sizes.size();
+  std::vector<Floats> param(k), m(k), v(k);
+  std::vector<std::unique_ptr<DeviceArray<float>>> gp(k), gm(k), gv(k), gg(k);
+  std::vector<std::unique_ptr<DeviceArray<uint16_t>>> working(k);
+  for (size_t t = 0; t < k; ++t) {
+    const size_t n = static_cast<size_t>(sizes[t]);
+    param[t] = randomFloats(sizes[t], -1, 1, 20 + static_cast<uint32_t>(t));
+    m[t] = Floats(n, 0.0f);
+    v[t] = Floats(n, 0.0f);
+    gp[t] = std::make_unique<DeviceArray<float>>(param[t]);
+    gm[t] = std::make_unique<DeviceArray<float>>(m[t]);
+    gv[t] = std::make_unique<DeviceArray<float>>(v[t]);
+    working[t] = std::make_unique<DeviceArray<uint16_t>>(n);
+  }
+  DeviceArray<float> lr(Floats{3e-3f}), scale(Floats{0.5f});
   for (int64_t step = 1; step <= 3; ++step) {
-    const Floats grad = randomFloats(n, -1, 1, 20 + static_cast<uint32_t>(step));
     cpu::AdamWArgs a;
     a.lr = 3e-3f;
     a.beta1 = 0.9f;
@@ -367,7 +389,6 @@ TEST_F(CudaKernels, AdamWMatchesCpuOverSteps) {
     a.weightDecay = 0.1f;
     a.step = step;
     a.gradScale = 0.5f;
-    cpu::adamw(a, n, param.data(), grad.data(), m.data(), v.data());
     cuda::AdamWArgs b;
     b.beta1 = a.beta1;
     b.beta2 = a.beta2;
@@ -376,20 +397,31 @@ TEST_F(CudaKernels, AdamWMatchesCpuOverSteps) {
     b.step = step;
     b.lr = lr.get();
     b.gradScale = scale.get();
-    DeviceArray<float> gg(grad);
-    // The parameter's bf16 working copy, written by the same pass: the new parameter rounded.
-    DeviceArray<uint16_t> working(static_cast<size_t>(n));
-    b.working = working.get();
     b.workingType = cuda::Working::BF16;
-    ASSERT_EQ(cuda::adamw(b, n, gp.get(), gg.get(), gm.get(), gv.get(), stream), cudaSuccess);
-    const std::string at = " after step " + std::to_string(step);
-    const Floats updated = gp.host();
-    expectClose(param, updated, "adamw param" + at, 1e-6f);
-    expectClose(m, gm.host(), "adamw m" + at, 1e-7f);
-    expectClose(v, gv.host(), "adamw v" + at, 1e-8f);
-    const std::vector<uint16_t> copy = working.host();
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(copy[i], tessel::floatToBf16(updated[i])) << "working copy element " << i << at;
+    std::vector<Floats> grad(k);
+    std::vector<cpu::AdamWTensor> cpuTensors(k);
+    std::vector<cuda::AdamWTensor> gpuTensors(k);
+    for (size_t t = 0; t < k; ++t) {
+      grad[t] = randomFloats(sizes[t], -1, 1, 1000 * static_cast<uint32_t>(step) + t);
+      gg[t] = std::make_unique<DeviceArray<float>>(grad[t]);
+      cpuTensors[t] = {sizes[t], param[t].data(), grad[t].data(), m[t].data(), v[t].data()};
+      // The parameter's bf16 working copy, written by the same pass: the new parameter rounded.
+      gpuTensors[t] = {sizes[t],     gp[t]->get(), gg[t]->get(),
+                       gm[t]->get(), gv[t]->get(), working[t]->get()};
+    }
+    cpu::adamw(a, cpuTensors.data(), k);
+    ASSERT_EQ(cuda::adamw(b, gpuTensors.data(), k, stream), cudaSuccess);
+    for (size_t t = 0; t < k; ++t) {
+      const std::string at = " of tensor " + std::to_string(t) + " (" + std::to_string(sizes[t]) +
+                             " elements) after step " + std::to_string(step);
+      const Floats updated = gp[t]->host();
+      expectClose(param[t], updated, "adamw param" + at, 1e-6f);
+      expectClose(m[t], gm[t]->host(), "adamw m" + at, 1e-7f);
+      expectClose(v[t], gv[t]->host(), "adamw v" + at, 1e-8f);
+      const std::vector<uint16_t> copy = working[t]->host();
+      for (int64_t i = 0; i < sizes[t]; ++i)
+        ASSERT_EQ(copy[i], tessel::floatToBf16(updated[i])) << "working copy element " << i << at;
+    }
   }
 }
 
@@ -1036,25 +1068,46 @@ TEST_F(CudaKernels, ShardedCrossEntropyMatchesCpu) {
   EXPECT_EQ(bad.host()[0].flag, 0);
 }
 
-TEST_F(CudaKernels, SgdFollowsTheCpuFormulaOverSteps) {
-  const int64_t n = 1001;
-  const float lr = 0.05f, scale = 0.5f, momentum = 0.9f, decay = 0.01f;
-  Floats param = randomFloats(n, -1, 1, 670), buf(n, 0.0f);
-  DeviceArray<float> gp(param), gbuf(buf), glr(Floats{lr}), gscale(Floats{scale});
+TEST_F(CudaKernels, SgdMatchesCpuOverManyTensorsAndSteps) {
+  const std::vector<int64_t> sizes = multiTensorSizes();
+  const size_t k = sizes.size();
+  cpu::SgdArgs a;
+  a.lr = 0.05f;
+  a.gradScale = 0.5f;
+  a.momentum = 0.9f;
+  a.weightDecay = 0.01f;
+  DeviceArray<float> glr(Floats{a.lr}), gscale(Floats{a.gradScale});
+  cuda::SgdArgs b;
+  b.momentum = a.momentum;
+  b.weightDecay = a.weightDecay;
+  b.lr = glr.get();
+  b.gradScale = gscale.get();
+  std::vector<Floats> param(k), buf(k);
+  std::vector<std::unique_ptr<DeviceArray<float>>> gp(k), gbuf(k), gg(k);
+  for (size_t t = 0; t < k; ++t) {
+    param[t] = randomFloats(sizes[t], -1, 1, 670 + static_cast<uint32_t>(t));
+    buf[t] = Floats(static_cast<size_t>(sizes[t]), 0.0f);
+    gp[t] = std::make_unique<DeviceArray<float>>(param[t]);
+    gbuf[t] = std::make_unique<DeviceArray<float>>(buf[t]);
+  }
   for (int step = 1; step <= 3; ++step) {
-    const Floats grad = randomFloats(n, -1, 1, 670 + static_cast<uint32_t>(step));
-    // The CPU handler's loop (runtime/device/cpu/CpuKernelCalls.cpp).
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = grad[i] * scale + decay * param[i];
-      buf[i] = momentum * buf[i] + d;
-      param[i] -= lr * buf[i];
+    std::vector<Floats> grad(k);
+    std::vector<cpu::SgdTensor> cpuTensors(k);
+    std::vector<cuda::SgdTensor> gpuTensors(k);
+    for (size_t t = 0; t < k; ++t) {
+      grad[t] = randomFloats(sizes[t], -1, 1, 9000 * static_cast<uint32_t>(step) + t);
+      gg[t] = std::make_unique<DeviceArray<float>>(grad[t]);
+      cpuTensors[t] = {sizes[t], param[t].data(), grad[t].data(), buf[t].data()};
+      gpuTensors[t] = {sizes[t], gp[t]->get(), gg[t]->get(), gbuf[t]->get()};
     }
-    DeviceArray<float> gg(grad);
-    ASSERT_EQ(cuda::sgd(n, momentum, decay, glr.get(), gscale.get(), gg.get(), gp.get(), gbuf.get(),
-                        stream),
-              cudaSuccess);
-    expectClose(param, gp.host(), "sgd param after step " + std::to_string(step), 1e-7f, 1e-6f);
-    expectClose(buf, gbuf.host(), "sgd buffer after step " + std::to_string(step), 1e-7f, 1e-6f);
+    cpu::sgd(a, cpuTensors.data(), k);
+    ASSERT_EQ(cuda::sgd(b, gpuTensors.data(), k, stream), cudaSuccess);
+    for (size_t t = 0; t < k; ++t) {
+      const std::string at =
+          " of tensor " + std::to_string(t) + " after step " + std::to_string(step);
+      expectClose(param[t], gp[t]->host(), "sgd param" + at, 1e-7f, 1e-6f);
+      expectClose(buf[t], gbuf[t]->host(), "sgd buffer" + at, 1e-7f, 1e-6f);
+    }
   }
 }
 

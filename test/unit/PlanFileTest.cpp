@@ -82,12 +82,12 @@ TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 6);
-  bytes[8] = 5; // Version 5 had no working copies, which a runtime must make.
+  ASSERT_EQ(bytes[8], 7);
+  bytes[8] = 6; // Version 6's optimizer kernels took one tensor each and `n` as an integer.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 5, this runtime reads 6: recompile the model");
+  EXPECT_EQ(error, "plan version 6, this runtime reads 7: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {

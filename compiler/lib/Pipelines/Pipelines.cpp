@@ -37,5 +37,7 @@ void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOption
   // With every buffer's kernels known, the spec's precision picks each buffer's element type
   // (fp32 plans are left as they are); memory planning then sizes buffers by it.
   pm.addPass(createMixedPrecision());
+  // After mixed precision has given AdamW its working copies, so that they merge too.
+  pm.addPass(createGroupOptimizer());
   pm.addPass(createPlanMemory());
 }

@@ -534,46 +534,44 @@ bool run(KernelCall &c, const catalogue::LearningRate &p) {
 }
 
 bool run(KernelCall &c, const catalogue::AdamW &p) {
-  int64_t n = p.n;
+  // Tensor t of k: grad[t], then lr and c; param[t], m[t], v[t] and working[t].
+  const size_t k = p.n.size();
+  bool working = false;
+  if (!c.needTensors(p.n, 1, 3, 1, &working) || c.validating)
+    return c.error.empty();
   cpu::AdamWArgs a;
   a.beta1 = static_cast<float>(p.beta1);
   a.beta2 = static_cast<float>(p.beta2);
   a.eps = static_cast<float>(p.eps);
   a.weightDecay = static_cast<float>(p.weight_decay);
-  const bool working = c.out.size() > 3;
-  if (working && c.out.size() > 4)
-    return c.fail("has more than one working copy");
-  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
-      !c.needOut(1, n) || !c.needOut(2, n) || (working && !c.needOut(3, n)) || c.validating)
-    return c.error.empty();
-  a.lr = c.fin(1)[0];
-  a.gradScale = c.fin(2)[0];
+  a.lr = c.fin(k)[0];
+  a.gradScale = c.fin(k + 1)[0];
   a.step = c.ctx->step;
-  cpu::adamw(a, n, c.fout(0), c.fin(0), c.fout(1), c.fout(2));
+  std::vector<cpu::AdamWTensor> tensors(k);
+  for (size_t t = 0; t < k; ++t)
+    tensors[t] = {p.n[t], c.fout(t), c.fin(t), c.fout(k + t), c.fout(2 * k + t)};
+  cpu::adamw(a, tensors.data(), k);
   // A 16-bit working copy is f32 scratch here, which the widening wrapper rounds.
   if (working)
-    std::memcpy(c.fout(3), c.fout(0), static_cast<size_t>(n) * sizeof(float));
+    for (size_t t = 0; t < k; ++t)
+      std::memcpy(c.fout(3 * k + t), c.fout(t), static_cast<size_t>(p.n[t]) * sizeof(float));
   return true;
 }
 
 bool run(KernelCall &c, const catalogue::Sgd &p) {
-  int64_t n = p.n;
-  float momentum = static_cast<float>(p.momentum);
-  float decay = static_cast<float>(p.weight_decay);
-  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
-      !c.needOut(1, n) || c.validating)
+  // Tensor t of k: grad[t], then lr and c; param[t] and momentum[t].
+  const size_t k = p.n.size();
+  if (!c.needTensors(p.n, 1, 2) || c.validating)
     return c.error.empty();
-  // As torch.optim.SGD (no dampening, no Nesterov); the buffer starts at zero, so the first
-  // step's buffer is the gradient itself.
-  float lr = c.fin(1)[0], scale = c.fin(2)[0];
-  const float *g = c.fin(0);
-  float *param = c.fout(0), *buf = c.fout(1);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float d = g[i] * scale + decay * param[i];
-    buf[i] = momentum * buf[i] + d;
-    param[i] -= lr * buf[i];
-  }
+  cpu::SgdArgs a;
+  a.lr = c.fin(k)[0];
+  a.gradScale = c.fin(k + 1)[0];
+  a.momentum = static_cast<float>(p.momentum);
+  a.weightDecay = static_cast<float>(p.weight_decay);
+  std::vector<cpu::SgdTensor> tensors(k);
+  for (size_t t = 0; t < k; ++t)
+    tensors[t] = {p.n[t], c.fout(t), c.fin(t), c.fout(k + t)};
+  cpu::sgd(a, tensors.data(), k);
   return true;
 }
 

@@ -254,12 +254,10 @@ bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
 }
 
 bool run(KernelCall &c, const catalogue::AdamW &p) {
-  const int64_t n = p.n;
-  const bool working = c.out.size() > 3;
-  if (working && c.out.size() > 4)
-    return c.fail("has more than one working copy");
-  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
-      !c.needOut(1, n) || !c.needOut(2, n) || (working && !c.needOut(3, n)) || c.validating)
+  // Tensor t of k: grad[t], then lr and c; param[t], m[t], v[t] and working[t].
+  const size_t k = p.n.size();
+  bool working = false;
+  if (!c.needTensors(p.n, 1, 3, 1, &working) || c.validating)
     return c.error.empty();
   cuda::AdamWArgs a;
   a.beta1 = static_cast<float>(p.beta1);
@@ -267,17 +265,22 @@ bool run(KernelCall &c, const catalogue::AdamW &p) {
   a.eps = static_cast<float>(p.eps);
   a.weightDecay = static_cast<float>(p.weight_decay);
   a.step = c.ctx->step;
-  a.lr = c.fin(1);
-  a.gradScale = c.fin(2);
-  // The working copy, written by the same pass in its own type (the sixteen-bit table below
-  // sends a 16-bit one here, not through the widening wrapper).
+  a.lr = c.fin(k);
+  a.gradScale = c.fin(k + 1);
+  // The working copies, written by the same pass in their own type (the sixteen-bit table
+  // below sends 16-bit ones here, not through the widening wrapper); the catalogue gives
+  // every working copy of a call one type.
   if (working) {
-    a.working = c.out[3];
-    a.workingType = c.instr->outputs[3].dtype == planfile::DType::BF16  ? cuda::Working::BF16
-                    : c.instr->outputs[3].dtype == planfile::DType::F16 ? cuda::Working::F16
-                                                                        : cuda::Working::F32;
+    const planfile::DType type = c.instr->outputs[3 * k].dtype;
+    a.workingType = type == planfile::DType::BF16  ? cuda::Working::BF16
+                    : type == planfile::DType::F16 ? cuda::Working::F16
+                                                   : cuda::Working::F32;
   }
-  return launched(c, cuda::adamw(a, n, c.fout(0), c.fin(0), c.fout(1), c.fout(2), stream()));
+  std::vector<cuda::AdamWTensor> tensors(k);
+  for (size_t t = 0; t < k; ++t)
+    tensors[t] = {p.n[t],        c.fout(t),         c.fin(t),
+                  c.fout(k + t), c.fout(2 * k + t), working ? c.out[3 * k + t] : nullptr};
+  return launched(c, cuda::adamw(a, tensors.data(), k, stream()));
 }
 
 /// The end of a product's handler: cuBLASLt's status as the call's error.
@@ -558,13 +561,19 @@ bool run(KernelCall &c, const catalogue::ShardSlice &p) {
 }
 
 bool run(KernelCall &c, const catalogue::Sgd &p) {
-  const int64_t n = p.n;
-  if (!c.needIn(0, n) || !c.needIn(1, 1) || !c.needIn(2, 1) || !c.needOut(0, n) ||
-      !c.needOut(1, n) || c.validating)
+  // Tensor t of k: grad[t], then lr and c; param[t] and momentum[t].
+  const size_t k = p.n.size();
+  if (!c.needTensors(p.n, 1, 2) || c.validating)
     return c.error.empty();
-  return launched(c,
-                  cuda::sgd(n, static_cast<float>(p.momentum), static_cast<float>(p.weight_decay),
-                            c.fin(1), c.fin(2), c.fin(0), c.fout(0), c.fout(1), stream()));
+  cuda::SgdArgs a;
+  a.momentum = static_cast<float>(p.momentum);
+  a.weightDecay = static_cast<float>(p.weight_decay);
+  a.lr = c.fin(k);
+  a.gradScale = c.fin(k + 1);
+  std::vector<cuda::SgdTensor> tensors(k);
+  for (size_t t = 0; t < k; ++t)
+    tensors[t] = {p.n[t], c.fout(t), c.fin(t), c.fout(k + t)};
+  return launched(c, cuda::sgd(a, tensors.data(), k, stream()));
 }
 
 bool run(KernelCall &c, const catalogue::CeMax &p) {
@@ -676,8 +685,8 @@ KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile
   if (id == catalogue::KernelId::Gemm && ins.size() == 2 && ins[0] == DType::BF16 &&
       ins[1] == DType::BF16 && outs.size() == 1 && outs[0] == DType::F32)
     return &gemmBf16Call;
-  // AdamW writes a 16-bit working copy itself; its other operands are f32.
-  if (id == catalogue::KernelId::AdamW && outs.size() == 4)
+  // AdamW writes its 16-bit working copies itself; its other operands are f32.
+  if (id == catalogue::KernelId::AdamW && ins.size() > 2 && outs.size() == 4 * (ins.size() - 2))
     return &dispatch<catalogue::AdamW>;
   return nullptr;
 }

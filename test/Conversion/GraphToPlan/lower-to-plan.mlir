@@ -77,7 +77,7 @@ module {
 // CHECK-NEXT: %[[P:.*]] = plan.state "w" : memref<8x16xf32>
 // CHECK-NEXT: %[[M:.*]] = plan.state "adam_m.w" : memref<8x16xf32>
 // CHECK-NEXT: %[[V:.*]] = plan.state "adam_v.w" : memref<8x16xf32>
-// CHECK-NEXT: plan.kernel "adamw" ins(%[[G]], %[[LR]], %[[C]] : memref<8x16xf32>, memref<f32>, memref<f32>) outs(%[[P]], %[[M]], %[[V]] : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>) {beta1 = 5.000000e-01 : f64, beta2 = 7.500000e-01 : f64, eps = 1.000000e-08 : f64, n = 128 : i64, weight_decay = 2.500000e-01 : f64}
+// CHECK-NEXT: plan.kernel "adamw" ins(%[[G]], %[[LR]], %[[C]] : memref<8x16xf32>, memref<f32>, memref<f32>) outs(%[[P]], %[[M]], %[[V]] : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>) {beta1 = 5.000000e-01 : f64, beta2 = 7.500000e-01 : f64, eps = 1.000000e-08 : f64, n = array<i64: 128>, weight_decay = 2.500000e-01 : f64}
 // CHECK-NEXT: %[[Z:.*]] = plan.state "grad.w" : memref<8x16xf32>
 // CHECK-NEXT: plan.kernel "fill" outs(%[[Z]] : memref<8x16xf32>) {n = 128 : i64, value = 0.000000e+00 : f64}
 // CHECK-NEXT: plan.output "grad_norm", %[[N]] : memref<f32>

@@ -161,3 +161,49 @@ module {
     plan.kernel "all_gather" ins(%a : memref<4xbf16>) outs(%b : memref<8xbf16>) {group = "dp", outer = 1 : i64, chunk = 4 : i64}
   }
 }
+
+// -----
+
+// A multi-tensor call: each per-tensor role has an operand per tensor, an optional one all or
+// none, and `n` lists as many tensors.
+module {
+  plan.program "p" {
+    %g = plan.alloc : memref<4xf32>
+    %s = plan.alloc : memref<f32>
+    // expected-error @+1 {{'adamw' takes 6 outputs (or 8) for 2 tensors, not 7}}
+    plan.kernel "adamw" ins(%g, %g, %s, %s : memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>) outs(%g, %g, %g, %g, %g, %g, %g : memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>) {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, n = array<i64: 4, 4>, weight_decay = 0.0 : f64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %s = plan.alloc : memref<f32>
+    // expected-error @+1 {{'sgd' takes 2 inputs and 1 per tensor, for one tensor or more; not 2}}
+    plan.kernel "sgd" ins(%s, %s : memref<f32>, memref<f32>) {momentum = 0.9 : f64, n = array<i64>, weight_decay = 0.0 : f64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %g = plan.alloc : memref<4xf32>
+    %h = plan.alloc : memref<4xbf16>
+    %s = plan.alloc : memref<f32>
+    // expected-error @+1 {{'sgd' output 3 (`momentum`) is bf16; it takes f32}}
+    plan.kernel "sgd" ins(%g, %g, %s, %s : memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>) outs(%g, %g, %g, %h : memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xbf16>) {momentum = 0.9 : f64, n = array<i64: 4, 4>, weight_decay = 0.0 : f64}
+  }
+}
+
+// -----
+
+module {
+  plan.program "p" {
+    %g = plan.alloc : memref<4xf32>
+    %s = plan.alloc : memref<f32>
+    // expected-error @+1 {{'sgd' lists 1 tensor in `n` but has operands for 2}}
+    plan.kernel "sgd" ins(%g, %g, %s, %s : memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>) outs(%g, %g, %g, %g : memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>) {momentum = 0.9 : f64, n = array<i64: 8>, weight_decay = 0.0 : f64}
+  }
+}

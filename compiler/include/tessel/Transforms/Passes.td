@@ -297,6 +297,42 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def GroupOptimizer : Pass<"tessel-group-optimizer", "mlir::ModuleOp"> {
+  let summary = "Merges the optimizer's per-tensor calls into multi-tensor calls";
+  let description = [{
+    The lowering calls `adamw` (or `sgd`) once per parameter; a GPU would launch a kernel for
+    each, and a model has hundreds of small tensors (norms, biases). This pass merges the calls
+    of a program that share their learning rate, clipping factor, hyperparameters and the type
+    of their working copies into one call over many tensors (the catalogue's per-tensor
+    operands, `n` listing each tensor's elements), which the devices run in a few launches.
+    Each tensor's arithmetic is unchanged, so the bits are the same.
+
+    Calls need not be adjacent: under ZeRO each one is preceded by the slice of its shard and
+    followed by the gather of the result. The ops the merged calls depend on (through values,
+    or through a buffer one writes and the other reads or writes) move before the merged call,
+    the rest after it, each set in its order; collectives keep their order among themselves,
+    and nothing moves across a control kernel (`guard_finite`, `wait`). A call that would have
+    to move both before and after another starts a new group, as does one whose joining would
+    make the ops moved before the merged call allocate more than `max-bytes` of the arena
+    (default: the spec's `bucket_bytes`, 25 MiB when absent): those buffers (ZeRO's shards of
+    the parameters) stay alive until the merged call, so this bounds what grouping adds to the
+    program's peak. Without ZeRO nothing is allocated before the calls, and a program has one
+    call per key.
+
+    ```mlir
+    plan.kernel "adamw" ins(%g1, %lr, %c : ...) outs(%p1, %m1, %v1 : ...) {n = array<i64: 8192>, ...}
+    plan.kernel "adamw" ins(%g2, %lr, %c : ...) outs(%p2, %m2, %v2 : ...) {n = array<i64: 128>, ...}
+    // becomes
+    plan.kernel "adamw" ins(%g1, %g2, %lr, %c : ...) outs(%p1, %p2, %m1, %m2, %v1, %v2 : ...)
+        {n = array<i64: 8192, 128>, ...}
+    ```
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"0",
+           "the most arena bytes the ops moved before a merged call may allocate; 0: the spec's bucket_bytes">
+  ];
+}
+
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets from liveness";
   let description = [{

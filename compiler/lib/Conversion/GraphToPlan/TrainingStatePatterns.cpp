@@ -114,7 +114,8 @@ struct LearningRatePattern : PlanPattern<graph::LearningRateOp> {
 };
 
 /// sgd and adamw update the parameter in place (its state buffer, or the buffer `param`
-/// names under ZeRO-3), with their moments as state named after it.
+/// names under ZeRO-3), with their moments as state named after it: one call per tensor,
+/// which -tessel-group-optimizer merges into multi-tensor calls.
 template <typename OpTy> struct OptimizerPattern : PlanPattern<OpTy> {
   using PlanPattern<OpTy>::PlanPattern;
   static constexpr bool kAdam = std::is_same_v<OpTy, graph::AdamWOp>;
@@ -133,14 +134,14 @@ template <typename OpTy> struct OptimizerPattern : PlanPattern<OpTy> {
       Value m = this->lowering.derivedState(emit, "adam_m", op.getName(), t);
       Value v = this->lowering.derivedState(emit, "adam_v", op.getName(), t);
       emit.kernel("adamw", ins, {p, m, v},
-                  {emit.i64("n", n), emit.f64("beta1", op.getBeta1().convertToDouble()),
+                  {emit.list("n", {n}), emit.f64("beta1", op.getBeta1().convertToDouble()),
                    emit.f64("beta2", op.getBeta2().convertToDouble()),
                    emit.f64("eps", op.getEps().convertToDouble()),
                    emit.f64("weight_decay", op.getWeightDecay().convertToDouble())});
     } else {
       Value momentum = this->lowering.derivedState(emit, "momentum", op.getName(), t);
       emit.kernel("sgd", ins, {p, momentum},
-                  {emit.i64("n", n), emit.f64("momentum", op.getMomentum().convertToDouble()),
+                  {emit.list("n", {n}), emit.f64("momentum", op.getMomentum().convertToDouble()),
                    emit.f64("weight_decay", op.getWeightDecay().convertToDouble())});
     }
     return success();
