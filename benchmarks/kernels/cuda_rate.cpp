@@ -98,7 +98,8 @@ int main(int argc, char **argv) {
     blas.allowTf32 = variant == 1;
     const float ms = bestMs([&] {
       if (variant == 2)
-        cuda::gemmBf16(blas, g, ha, hb, c, nullptr);
+        cuda::gemmMixed(blas, g, cuda::ElementType::BF16, ha, hb, cuda::ElementType::F32, c,
+                        nullptr);
       else
         cuda::gemm(blas, g, a, b, c, nullptr);
     });

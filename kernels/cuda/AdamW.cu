@@ -98,11 +98,11 @@ cudaError_t adamw(const AdamWArgs &args, const AdamWTensor *tensors, size_t coun
   k.smallWeight = std::fabs(k.oneMinusBeta1) < 0.5f;
   k.eps = args.eps;
   switch (args.workingType) {
-  case Working::BF16:
+  case ElementType::BF16:
     return launchAdamW<__nv_bfloat16>(k, args, tensors, count, stream);
-  case Working::F16:
+  case ElementType::F16:
     return launchAdamW<__half>(k, args, tensors, count, stream);
-  case Working::F32:
+  case ElementType::F32:
     return launchAdamW<float>(k, args, tensors, count, stream);
   }
   return cudaErrorInvalidValue;

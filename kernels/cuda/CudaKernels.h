@@ -32,6 +32,10 @@
 
 namespace tessel::cuda {
 
+/// The element type of a buffer a kernel reads or writes in its own type (a plan's f32, bf16 or
+/// f16): a product's operands, AdamW's working copies, a generated fused kernel's operands.
+enum class ElementType : uint8_t { F32, BF16, F16 };
+
 // The shapes, strides and operation kinds are the CPU backend's.
 using cpu::AttentionArgs;
 using cpu::BinaryKind;
@@ -155,8 +159,6 @@ cudaError_t ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, c
 // Optimizers (AdamW.cu, Sgd.cu)
 //===----------------------------------------------------------------------===//
 
-/// The type of AdamW's working copy of the parameter.
-enum class Working { F32, BF16, F16 };
 /// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
 /// learning rate, the clipping factor) read from device memory.
 struct AdamWArgs {
@@ -165,7 +167,7 @@ struct AdamWArgs {
   const float *lr = nullptr;        ///< One element.
   const float *gradScale = nullptr; ///< One element.
   /// The type of the tensors' working copies (AdamWTensor::working).
-  Working workingType = Working::BF16;
+  ElementType workingType = ElementType::BF16;
 };
 /// One tensor of a multi-tensor AdamW step. `working`, if not null, is where the same pass
 /// writes the new parameter in AdamWArgs::workingType (rounded to nearest even): the
@@ -209,7 +211,7 @@ cudaError_t sgd(const SgdArgs &args, const SgdTensor *tensors, size_t count, cud
 /// on (sizes, strides, transposes, types, operand alignment, workspace): asking its heuristic
 /// costs more host time than a small product runs.
 struct BlasPlans {
-  using Key = std::array<int64_t, 18>;
+  using Key = std::array<int64_t, 19>;
   struct Choice {
     bool found = false; ///< False: cuBLASLt has none (the plain kernel runs).
     cublasLtMatmulAlgo_t algo{};
@@ -241,11 +243,13 @@ constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 /// for sizes that do not fit cuBLASLt's 32-bit dims or a batch that is not positive).
 cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
                     float *c, cudaStream_t stream);
-/// The same with bf16 A and B and an f32 C, accumulated in f32: the product of mixed precision
-/// (bf16 compute with f32 results); a plan's gemm with bf16 a and b and an f32 c (a weight's
-/// gradient under precision bf16) runs it. Never run on a GPU.
-cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
-                        const __nv_bfloat16 *b, float *c, cudaStream_t stream);
+/// The same with 16-bit A and B (`ab`, BF16 or F16) on the tensor cores, accumulated in f32,
+/// into a C of f32 (a weight's gradient under mixed precision) or of A's type (an activation:
+/// the f32 sum rounded once to nearest even, as the CPU's widened product rounds it; with
+/// beta ≠ 0, C is read at its type). Other combinations return CUBLAS_STATUS_NOT_SUPPORTED.
+cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementType ab,
+                         const void *a, const void *b, ElementType c, void *out,
+                         cudaStream_t stream);
 
 /// The same f32 product with a plain tiled kernel (16 x 16 outputs per block through shared
 /// memory), what gemm falls back to where cuBLASLt offers no algorithm. Slow; every output

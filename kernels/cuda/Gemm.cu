@@ -12,13 +12,13 @@
 // batch * m rows. Other zero strides run the batches one product at a time, in order (with
 // strideC == 0 every batch writes the same C, and the last one's product is what remains).
 //
-// f32 products use CUBLAS_COMPUTE_32F (no TF32) unless the context allows TF32; the bf16
-// entry point multiplies bf16 and accumulates in f32. The algorithm is cuBLASLt's first
-// heuristic choice for the shape, the operands' alignment and the stream's workspace,
-// asked once per product shape where the context keeps BlasPlans (descriptors are still made
-// on every call). Where cuBLASLt has none (operands
-// misaligned for every algorithm, say), an f32 product runs the plain tiled kernel
-// gemmSimple instead of failing.
+// f32 products use CUBLAS_COMPUTE_32F (no TF32) unless the context allows TF32; products of
+// 16-bit A and B (gemmMixed) run on the tensor cores and accumulate in f32, into an f32 C or
+// one of A's type (the f32 sum rounded once, as the CPU's widened product rounds it). The algorithm
+// is cuBLASLt's first heuristic choice for the shape, the operands' alignment and the stream's
+// workspace, asked once per product shape where the context keeps BlasPlans (descriptors are still
+// made on every call). Where cuBLASLt has none (operands misaligned for every algorithm, say), an
+// f32 product runs the plain tiled kernel gemmSimple instead of failing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,10 +120,24 @@ cublasStatus_t makeLayout(const BlasLt &lt, cublasLtMatrixLayout_t &layout, cuda
 }
 
 /// One cuBLASLt call: `batch` products of m rows (the plan's view) with the given strides.
+/// The element types of one product: A and B share one, C (and D, the same buffer) has its own.
+struct Types {
+  cudaDataType_t ab = CUDA_R_32F, c = CUDA_R_32F;
+  size_t abBytes = 4, cBytes = 4;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+
+cudaDataType_t cudaTypeOf(ElementType t) {
+  return t == ElementType::BF16 ? CUDA_R_16BF : t == ElementType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+size_t bytesOf(ElementType t) { return t == ElementType::F32 ? 4 : 2; }
+
 cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int64_t batch,
-                      int64_t strideA, int64_t strideB, int64_t strideC, cudaDataType_t abType,
-                      size_t abBytes, cublasComputeType_t compute, const void *a, const void *b,
-                      float *c, cudaStream_t stream) {
+                      int64_t strideA, int64_t strideB, int64_t strideC, const Types &types,
+                      const void *a, const void *b, void *c, cudaStream_t stream) {
+  const cudaDataType_t abType = types.ab;
+  const size_t abBytes = types.abBytes;
+  const cublasComputeType_t compute = types.compute;
   if (!fitsInt(m) || !fitsInt(g.n) || !fitsInt(g.k) || !fitsInt(batch))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!blas.lt || !blas.handle)
@@ -143,7 +157,7 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
                              batch, strideB));
   TESSEL_BLAS_TRY(
       makeLayout(lt, d.b, abType, g.transA ? m : g.k, g.transA ? g.k : m, g.lda, batch, strideA));
-  TESSEL_BLAS_TRY(makeLayout(lt, d.c, CUDA_R_32F, g.n, m, g.ldc, batch, strideC));
+  TESSEL_BLAS_TRY(makeLayout(lt, d.c, types.c, g.n, m, g.ldc, batch, strideC));
 
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceCreate(&d.preference));
   const uint64_t workspace = blas.workspaceBytes;
@@ -151,7 +165,7 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
       d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
   const uint32_t alignFirst = alignmentOf(b, strideB, abBytes);
   const uint32_t alignSecond = alignmentOf(a, strideA, abBytes);
-  const uint32_t alignC = alignmentOf(c, strideC, sizeof(float));
+  const uint32_t alignC = alignmentOf(c, strideC, types.cBytes);
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignFirst, sizeof alignFirst));
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
@@ -161,10 +175,25 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
 
-  const BlasPlans::Key key = {
-      m,       g.n,     g.k,        batch,       strideA,  strideB,
-      strideC, g.lda,   g.ldb,      g.ldc,       g.transA, g.transB,
-      abType,  compute, alignFirst, alignSecond, alignC,   static_cast<int64_t>(workspace)};
+  const BlasPlans::Key key = {m,
+                              g.n,
+                              g.k,
+                              batch,
+                              strideA,
+                              strideB,
+                              strideC,
+                              g.lda,
+                              g.ldb,
+                              g.ldc,
+                              g.transA,
+                              g.transB,
+                              abType,
+                              types.c,
+                              compute,
+                              alignFirst,
+                              alignSecond,
+                              alignC,
+                              static_cast<int64_t>(workspace)};
   BlasPlans::Choice choice;
   const BlasPlans::Choice *known = nullptr;
   if (blas.plans)
@@ -185,7 +214,7 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
   const bool found = choice.found;
   if (!found) {
     // No cuBLASLt algorithm for this shape and alignment: f32 products take the plain kernel.
-    if (abType != CUDA_R_32F)
+    if (abType != CUDA_R_32F || types.c != CUDA_R_32F)
       return CUBLAS_STATUS_NOT_SUPPORTED;
     GemmArgs one = g;
     one.m = m;
@@ -193,8 +222,8 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
     one.strideA = strideA;
     one.strideB = strideB;
     one.strideC = strideC;
-    return gemmSimple(one, static_cast<const float *>(a), static_cast<const float *>(b), c,
-                      stream) == cudaSuccess
+    return gemmSimple(one, static_cast<const float *>(a), static_cast<const float *>(b),
+                      static_cast<float *>(c), stream) == cudaSuccess
                ? CUBLAS_STATUS_SUCCESS
                : CUBLAS_STATUS_EXECUTION_FAILED;
   }
@@ -204,24 +233,23 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
 }
 
 /// cpu::gemm's batching (see the top) over matmul.
-cublasStatus_t batched(const BlasContext &blas, const GemmArgs &g, cudaDataType_t abType,
-                       size_t abBytes, cublasComputeType_t compute, const void *a, const void *b,
-                       float *c, cudaStream_t stream) {
+cublasStatus_t batched(const BlasContext &blas, const GemmArgs &g, const Types &types,
+                       const void *a, const void *b, void *c, cudaStream_t stream) {
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (g.batch == 1)
-    return matmul(blas, g, g.m, 1, 0, 0, 0, abType, abBytes, compute, a, b, c, stream);
+    return matmul(blas, g, g.m, 1, 0, 0, 0, types, a, b, c, stream);
   if (g.strideB == 0 && !g.transA && g.strideA == g.m * g.lda && g.strideC == g.m * g.ldc)
-    return matmul(blas, g, g.batch * g.m, 1, 0, 0, 0, abType, abBytes, compute, a, b, c, stream);
+    return matmul(blas, g, g.batch * g.m, 1, 0, 0, 0, types, a, b, c, stream);
   if (g.strideA != 0 && g.strideB != 0 && g.strideC != 0)
-    return matmul(blas, g, g.m, g.batch, g.strideA, g.strideB, g.strideC, abType, abBytes, compute,
-                  a, b, c, stream);
+    return matmul(blas, g, g.m, g.batch, g.strideA, g.strideB, g.strideC, types, a, b, c, stream);
   const char *ab = static_cast<const char *>(a), *bb = static_cast<const char *>(b);
+  char *cb = static_cast<char *>(c);
+  const int64_t abBytes = static_cast<int64_t>(types.abBytes),
+                cBytes = static_cast<int64_t>(types.cBytes);
   for (int64_t i = 0; i < g.batch; ++i)
-    TESSEL_BLAS_TRY(matmul(blas, g, g.m, 1, 0, 0, 0, abType, abBytes, compute,
-                           ab + i * g.strideA * static_cast<int64_t>(abBytes),
-                           bb + i * g.strideB * static_cast<int64_t>(abBytes), c + i * g.strideC,
-                           stream));
+    TESSEL_BLAS_TRY(matmul(blas, g, g.m, 1, 0, 0, 0, types, ab + i * g.strideA * abBytes,
+                           bb + i * g.strideB * abBytes, cb + i * g.strideC * cBytes, stream));
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -251,15 +279,23 @@ cudaError_t gemmSimple(const GemmArgs &g, const float *a, const float *b, float 
 
 cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *a, const float *b,
                     float *c, cudaStream_t stream) {
-  return batched(blas, args, CUDA_R_32F, sizeof(float),
-                 blas.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, a, b, c,
-                 stream);
+  Types types;
+  if (blas.allowTf32)
+    types.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  return batched(blas, args, types, a, b, c, stream);
 }
 
-cublasStatus_t gemmBf16(const BlasContext &blas, const GemmArgs &args, const __nv_bfloat16 *a,
-                        const __nv_bfloat16 *b, float *c, cudaStream_t stream) {
-  return batched(blas, args, CUDA_R_16BF, sizeof(__nv_bfloat16), CUBLAS_COMPUTE_32F, a, b, c,
-                 stream);
+cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementType ab,
+                         const void *a, const void *b, ElementType c, void *out,
+                         cudaStream_t stream) {
+  if (ab == ElementType::F32 || (c != ElementType::F32 && c != ab))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  Types types;
+  types.ab = cudaTypeOf(ab);
+  types.abBytes = bytesOf(ab);
+  types.c = cudaTypeOf(c);
+  types.cBytes = bytesOf(c);
+  return batched(blas, args, types, a, b, out, stream);
 }
 
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream) {

@@ -397,7 +397,7 @@ TEST_F(CudaKernels, AdamWMatchesCpuOverManyTensorsAndSteps) {
     b.step = step;
     b.lr = lr.get();
     b.gradScale = scale.get();
-    b.workingType = cuda::Working::BF16;
+    b.workingType = cuda::ElementType::BF16;
     std::vector<Floats> grad(k);
     std::vector<cpu::AdamWTensor> cpuTensors(k);
     std::vector<cuda::AdamWTensor> gpuTensors(k);
@@ -538,39 +538,71 @@ TEST_F(CudaKernels, GemmSharesAMatrixWhereAStrideIsZero) {
   checkGemm(blas(), sameC, seed += 3);
 }
 
-/// x rounded to the nearest bf16 (ties to even), as __float2bfloat16_rn.
-float roundToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
-
-TEST_F(CudaKernels, Bf16GemmAccumulatesInF32) {
-  // Rows and batches 16-byte aligned, as bf16 tensor-core products want them.
-  cpu::GemmArgs g = gemmArgs(2, 32, 48, 96, false, true, 0);
-  g.strideA = g.m * g.lda;
-  g.strideB = g.n * g.ldb;
-  g.strideC = g.m * g.ldc;
-  const GemmExtents e = extentsOf(g);
-  Floats a = randomFloats(e.a, -1, 1, 300), b = randomFloats(e.b, -1, 1, 301);
-  DeviceArray<float> fa(a), fb(b), gc(e.c);
-  DeviceArray<__nv_bfloat16> ha(static_cast<size_t>(e.a)), hb(static_cast<size_t>(e.b));
-  ASSERT_EQ(cuda::toBf16(e.a, fa.get(), ha.get(), stream), cudaSuccess);
-  ASSERT_EQ(cuda::toBf16(e.b, fb.get(), hb.get(), stream), cudaSuccess);
-  ASSERT_EQ(cuda::gemmBf16(blas(), g, ha.get(), hb.get(), gc.get(), stream), CUBLAS_STATUS_SUCCESS);
-  // The products of bf16 values are exact in f32: the reference is the f32 product of the
-  // rounded inputs, up to the order of the additions.
-  for (float &v : a)
-    v = roundToBf16(v);
-  for (float &v : b)
-    v = roundToBf16(v);
-  Floats c(e.c, 0.0f), got = gc.host();
-  cpu::gemm(g, a.data(), b.data(), c.data());
-  // Only the elements the products write (the rest stay zero on both).
-  expectClose(c, got, "bf16 " + describe(g), 2e-5f, 1e-4f);
+TEST_F(CudaKernels, SixteenBitGemmsAccumulateInF32AndRoundOnce) {
+  // Rows and batches 16-byte aligned, as 16-bit tensor-core products want them; a batch of
+  // strided products and one product.
+  for (int64_t batch : {2, 1}) {
+    cpu::GemmArgs g = gemmArgs(batch, 32, 48, 96, false, true, 0);
+    g.strideA = g.m * g.lda;
+    g.strideB = g.n * g.ldb;
+    g.strideC = g.m * g.ldc;
+    const GemmExtents e = extentsOf(g);
+    for (cuda::ElementType ab : {cuda::ElementType::BF16, cuda::ElementType::F16})
+      for (bool wideOut : {true, false}) {
+        const bool bf16 = ab == cuda::ElementType::BF16;
+        const std::string what = std::string(bf16 ? "bf16" : "f16") + " into " +
+                                 (wideOut ? "f32 "
+                                  : bf16  ? "bf16 "
+                                          : "f16 ") +
+                                 describe(g);
+        const cpu::Half16 half = bf16 ? cpu::Half16::BF16 : cpu::Half16::F16;
+        auto toHalf = [&](float v) {
+          return bf16 ? tessel::floatToBf16(v) : tessel::floatToHalf(v);
+        };
+        auto toFloat = [&](uint16_t v) {
+          return bf16 ? tessel::bf16ToFloat(v) : tessel::halfToFloat(v);
+        };
+        Floats a = randomFloats(e.a, -1, 1, 300), b = randomFloats(e.b, -1, 1, 301);
+        DeviceArray<float> fa(a), fb(b), fc(e.c);
+        DeviceArray<uint16_t> ha(static_cast<size_t>(e.a)), hb(static_cast<size_t>(e.b)),
+            hc(static_cast<size_t>(e.c));
+        ASSERT_EQ(cuda::narrow(half, e.a, fa.get(), ha.get(), stream), cudaSuccess);
+        ASSERT_EQ(cuda::narrow(half, e.b, fb.get(), hb.get(), stream), cudaSuccess);
+        ASSERT_EQ(cuda::gemmMixed(blas(), g, ab, ha.get(), hb.get(),
+                                  wideOut ? cuda::ElementType::F32 : ab,
+                                  wideOut ? static_cast<void *>(fc.get()) : hc.get(), stream),
+                  CUBLAS_STATUS_SUCCESS)
+            << what;
+        // The products of 16-bit values are exact in f32: the reference is the f32 product of
+        // the rounded inputs, up to the order of the additions, then (into a 16-bit C) rounded
+        // once, which the order can move by an ulp.
+        for (float &v : a)
+          v = toFloat(toHalf(v));
+        for (float &v : b)
+          v = toFloat(toHalf(v));
+        Floats c(e.c, 0.0f);
+        cpu::gemm(g, a.data(), b.data(), c.data());
+        if (wideOut) {
+          expectClose(c, fc.host(), what, 2e-5f, 1e-4f);
+          continue;
+        }
+        Floats got;
+        for (uint16_t v : hc.host())
+          got.push_back(toFloat(v));
+        for (float &v : c)
+          v = toFloat(toHalf(v));
+        expectClose(c, got, what, 1e-5f, bf16 ? 8e-3f : 1e-3f);
+      }
+  }
+  // An f32 A with a 16-bit C, or C of the other 16-bit type, is not a mixed product.
+  cpu::GemmArgs g = gemmArgs(1, 16, 16, 16, false, false, 0);
+  DeviceArray<uint16_t> x(256);
+  EXPECT_EQ(cuda::gemmMixed(blas(), g, cuda::ElementType::F32, x.get(), x.get(),
+                            cuda::ElementType::BF16, x.get(), stream),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(cuda::gemmMixed(blas(), g, cuda::ElementType::BF16, x.get(), x.get(),
+                            cuda::ElementType::F16, x.get(), stream),
+            CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 TEST_F(CudaKernels, GemmRefusesSizesCublasCannotTake) {

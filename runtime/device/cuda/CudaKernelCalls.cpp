@@ -271,10 +271,7 @@ bool run(KernelCall &c, const catalogue::AdamW &p) {
   // below sends 16-bit ones here, not through the widening wrapper); the catalogue gives
   // every working copy of a call one type.
   if (working) {
-    const planfile::DType type = c.instr->outputs[3 * k].dtype;
-    a.workingType = type == planfile::DType::BF16  ? cuda::Working::BF16
-                    : type == planfile::DType::F16 ? cuda::Working::F16
-                                                   : cuda::Working::F32;
+    a.workingType = elementTypeOf(c.instr->outputs[3 * k].dtype);
   }
   std::vector<cuda::AdamWTensor> tensors(k);
   for (size_t t = 0; t < k; ++t)
@@ -661,18 +658,25 @@ bool waitFor(KernelCall &c, const catalogue::KernelParams &params) {
   return rt::run(c, *std::get_if<catalogue::Wait>(&params));
 }
 
-/// gemm with bf16 a and b and an f32 c (a weight's gradient under precision bf16): cuBLASLt's
-/// bf16 product with f32 accumulation, no widening copies. The offsets gemmCalls gives count
-/// elements, so they apply to the bf16 operands as they are.
-bool gemmBf16Call(KernelCall &c, const catalogue::KernelParams &params) {
+/// gemm with 16-bit a and b, into an f32 c (a weight's gradient under mixed precision) or a c
+/// of their type (an activation): cuBLASLt's 16-bit product with f32 accumulation, no widening
+/// copies. The offsets gemmCalls gives count elements; each operand's apply at its own width.
+bool gemmMixedCall(KernelCall &c, const catalogue::KernelParams &params) {
   GemmCalls calls;
   if (!gemmCalls(c, *std::get_if<catalogue::Gemm>(&params), calls))
     return c.error.empty();
   const cuda::BlasContext &blas = currentCudaLaunch()->blas();
-  const auto *a = static_cast<const __nv_bfloat16 *>(c.in[0]);
-  const auto *b = static_cast<const __nv_bfloat16 *>(c.in[1]);
-  for (const auto &[ao, bo, out] : calls.offsets)
-    if (!multiplied(c, cuda::gemmBf16(blas, calls.args, a + ao, b + bo, c.fout(0) + out, stream())))
+  const planfile::DType abType = c.instr->inputs[0].dtype, outType = c.instr->outputs[0].dtype;
+  const size_t abBytes = planfile::dtypeBytes(abType), outBytes = planfile::dtypeBytes(outType);
+  const auto *a = static_cast<const char *>(c.in[0]);
+  const auto *b = static_cast<const char *>(c.in[1]);
+  auto *out = static_cast<char *>(c.out[0]);
+  for (const auto &[ao, bo, co] : calls.offsets)
+    if (!multiplied(c,
+                    cuda::gemmMixed(blas, calls.args, elementTypeOf(abType),
+                                    a + static_cast<size_t>(ao) * abBytes,
+                                    b + static_cast<size_t>(bo) * abBytes, elementTypeOf(outType),
+                                    out + static_cast<size_t>(co) * outBytes, stream())))
       return false;
   return true;
 }
@@ -682,9 +686,10 @@ bool gemmBf16Call(KernelCall &c, const catalogue::KernelParams &params) {
 KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
                               const std::vector<planfile::DType> &outs) {
   using planfile::DType;
-  if (id == catalogue::KernelId::Gemm && ins.size() == 2 && ins[0] == DType::BF16 &&
-      ins[1] == DType::BF16 && outs.size() == 1 && outs[0] == DType::F32)
-    return &gemmBf16Call;
+  // A product of two 16-bit operands of one type, into f32 or that type: the tensor cores.
+  if (id == catalogue::KernelId::Gemm && ins.size() == 2 && ins[0] != DType::F32 &&
+      ins[0] == ins[1] && outs.size() == 1 && (outs[0] == DType::F32 || outs[0] == ins[0]))
+    return &gemmMixedCall;
   // AdamW writes its 16-bit working copies itself; its other operands are f32.
   if (id == catalogue::KernelId::AdamW && ins.size() > 2 && outs.size() == 4 * (ins.size() - 2))
     return &dispatch<catalogue::AdamW>;

@@ -47,8 +47,16 @@ CudaLaunch *currentCudaLaunch();
 /// The CUDA handler of kernel `id`, or null where the CUDA backend has none yet.
 KernelFn cudaKernel(catalogue::KernelId id);
 
-/// A CUDA handler made for these 16-bit operand types (a gemm of bf16 a and b into an f32 c,
-/// on cuBLASLt's bf16 path), or null where there is none.
+/// A plan's element type as the CUDA kernels name it (i32 has no entry: f32).
+inline cuda::ElementType elementTypeOf(planfile::DType t) {
+  return t == planfile::DType::BF16  ? cuda::ElementType::BF16
+         : t == planfile::DType::F16 ? cuda::ElementType::F16
+                                     : cuda::ElementType::F32;
+}
+
+/// A CUDA handler made for these 16-bit operand types, or null where there is none: a gemm of
+/// two 16-bit operands (cuBLASLt's tensor-core path), AdamW writing 16-bit working copies, a
+/// fused elementwise call (its generated kernel loads and stores each operand's type).
 KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
                               const std::vector<planfile::DType> &outs);
 
