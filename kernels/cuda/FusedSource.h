@@ -37,13 +37,17 @@ struct FusedInputAccess {
   bool operator==(const FusedInputAccess &o) const { return kind == o.kind && dims == o.dims; }
 };
 
-/// What a generated kernel is specialised to: the shape and each input's access. Only a kernel
-/// with a strided input depends on the sizes: it splits the element index into digits by
-/// constants (a multiply and a shift, not a 64-bit division per element and dim).
+/// What a generated kernel is specialised to: the shape, each input's access, and each
+/// operand's element type (empty: all f32). Only a kernel with a strided input depends on the
+/// sizes: it splits the element index into digits by constants (a multiply and a shift, not a
+/// 64-bit division per element and dim). A 16-bit operand is loaded and widened, or rounded to
+/// nearest even and stored, by the kernel itself: a mixed-precision call moves its operands'
+/// own bytes, with no f32 copies on either side.
 struct FusedLayout {
   int rank = 0;
   int64_t size[kMaxRank] = {};
   std::vector<FusedInputAccess> inputs;
+  std::vector<ElementType> inTypes, outTypes;
 };
 
 /// The layout of inputs read through `strides` over `shape`.
@@ -52,14 +56,15 @@ FusedLayout fusedLayout(const Shape &shape, const std::vector<Strides> &strides)
 /// The generated kernel's second parameter, by value: the same struct is declared in the
 /// generated source (fusedKernelSource writes it from these constants).
 struct FusedKernelArgs {
-  const float *in[kMaxFusedInputs] = {};
-  float *out[kMaxFusedOutputs] = {};
+  const void *in[kMaxFusedInputs] = {};
+  void *out[kMaxFusedOutputs] = {};
   int64_t size[kMaxRank] = {};
   int64_t stride[kMaxFusedInputs][kMaxRank] = {};
 };
 
-/// The arguments of one call; false for more inputs or outputs than FusedKernelArgs holds, or
-/// strides of another count than the inputs.
+/// The arguments of one call (the operands' addresses, of whatever element type the layout
+/// gave the kernel); false for more inputs or outputs than FusedKernelArgs holds, or strides of
+/// another count than the inputs.
 bool fusedKernelArgs(const Shape &shape, const std::vector<Strides> &strides,
                      const std::vector<const float *> &inputs, const std::vector<float *> &outputs,
                      FusedKernelArgs &args);

@@ -174,11 +174,17 @@ bool fusedCall(KernelCall &c, const catalogue::FusedElementwise &p, FusedCall &o
     out.steps.push_back(s);
   }
   out.ins.clear();
-  for (size_t k = 0; k < nIn; ++k)
+  out.inTypes.clear();
+  for (size_t k = 0; k < nIn; ++k) {
     out.ins.push_back(c.fin(k));
+    out.inTypes.push_back(c.instr ? c.instr->inputs[k].dtype : planfile::DType::F32);
+  }
   out.outs.clear();
-  for (size_t o = 0; o < c.out.size(); ++o)
+  out.outTypes.clear();
+  for (size_t o = 0; o < c.out.size(); ++o) {
     out.outs.push_back(c.fout(o));
+    out.outTypes.push_back(c.instr ? c.instr->outputs[o].dtype : planfile::DType::F32);
+  }
   return true;
 }
 

@@ -66,8 +66,11 @@ struct FusedCall {
   std::vector<cpu::Strides> strides;
   std::vector<cpu::FusedStep> steps;
   std::vector<int32_t> outSteps;
+  /// The operands' addresses, and their element types (a 16-bit operand's address is not an
+  /// f32 array: only a kernel generated for its type reads it).
   std::vector<const float *> ins;
   std::vector<float *> outs;
+  std::vector<planfile::DType> inTypes, outTypes;
 };
 /// False with the call's error if the body reads an input the call lacks, `outputs` names a
 /// step the body does not have, or the operands are too small; false when only validating.

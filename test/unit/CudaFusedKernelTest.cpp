@@ -12,6 +12,7 @@
 
 #include "runtime/device/cuda/FusedCompiler.h"
 
+#include "common/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"
@@ -25,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,28 +49,29 @@ std::string noDevice() {
 }
 
 /// Device memory holding a copy of `host`, freed with the object.
-class DeviceFloats {
+template <class T> class DeviceArray {
 public:
-  explicit DeviceFloats(const Floats &host) : n_(host.size()) {
+  explicit DeviceArray(const std::vector<T> &host) : n_(host.size()) {
     EXPECT_EQ(cudaMalloc(reinterpret_cast<void **>(&data_), bytes()), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
   }
-  ~DeviceFloats() { cudaFree(data_); }
-  DeviceFloats(const DeviceFloats &) = delete;
-  DeviceFloats &operator=(const DeviceFloats &) = delete;
-  float *get() const { return data_; }
-  Floats host() const {
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray &) = delete;
+  DeviceArray &operator=(const DeviceArray &) = delete;
+  T *get() const { return data_; }
+  std::vector<T> host() const {
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    Floats out(n_);
+    std::vector<T> out(n_);
     EXPECT_EQ(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
     return out;
   }
 
 private:
-  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(float); }
-  float *data_ = nullptr;
+  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(T); }
+  T *data_ = nullptr;
   size_t n_;
 };
+using DeviceFloats = DeviceArray<float>;
 
 FusedStep step(FusedStep::Kind kind, std::initializer_list<int32_t> args, float value = 0) {
   FusedStep s;
@@ -243,5 +246,101 @@ TEST_F(CudaFusedKernel, MatchesInterpreterAndCpuOnOddShapes) {
       EXPECT_EQ(differ, 0u) << "output " << o << ": the generated kernel should compute each "
                             << "step as the interpreter does";
     }
+  }
+}
+
+TEST_F(CudaFusedKernel, SixteenBitOperandsAreLoadedAndStoredInTheirOwnType) {
+  // What the widening wrapper computes (16-bit inputs widened exactly, the interpreter in f32,
+  // 16-bit outputs rounded to nearest even) is what a kernel generated for the operands' types
+  // computes on their own bytes: the same bits.
+  const cpu::Shape shape = shapeOf({7, 13, 5});
+  const std::vector<cpu::Strides> strides = {stridesOf({65, 5, 1}), stridesOf({0, 0, 1}),
+                                             stridesOf({0, 0, 0})};
+  const std::vector<size_t> sizes = {455, 5, 1};
+  const size_t elements = static_cast<size_t>(shape.numElements());
+  using cuda::ElementType;
+  const std::vector<ElementType> inTypes = {ElementType::BF16, ElementType::F16, ElementType::F32};
+  const std::vector<FusedStep> steps = everyOperation();
+  const int32_t n = static_cast<int32_t>(steps.size());
+  const std::vector<int32_t> outSteps = {4, 11, 12 + 2 * 6 + 1, 12 + 2 * 12, n - 3, n - 1};
+  const std::vector<ElementType> outTypes = {ElementType::BF16, ElementType::F32, ElementType::F16,
+                                             ElementType::BF16, ElementType::F16, ElementType::F32};
+  auto narrow = [](ElementType t, float v) {
+    return t == ElementType::BF16 ? floatToBf16(v) : floatToHalf(v);
+  };
+  auto widen = [](ElementType t, uint16_t h) {
+    return t == ElementType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
+  };
+
+  // Inputs: the 16-bit ones as their bits, and widened for the interpreter.
+  std::vector<Floats> wide;
+  std::vector<std::unique_ptr<DeviceArray<uint16_t>>> halves;
+  std::vector<std::unique_ptr<DeviceFloats>> wideOnDevice, fullOnDevice;
+  std::vector<const float *> genIns;
+  for (size_t k = 0; k < 3; ++k) {
+    Floats x = tessel::test::randomFloats(sizes[k], -2, 2, 900 + static_cast<uint32_t>(k));
+    if (inTypes[k] == ElementType::F32) {
+      fullOnDevice.push_back(std::make_unique<DeviceFloats>(x));
+      genIns.push_back(fullOnDevice.back()->get());
+    } else {
+      std::vector<uint16_t> bits;
+      for (float &v : x) {
+        bits.push_back(narrow(inTypes[k], v));
+        v = widen(inTypes[k], bits.back());
+      }
+      halves.push_back(std::make_unique<DeviceArray<uint16_t>>(bits));
+      genIns.push_back(reinterpret_cast<const float *>(halves.back()->get()));
+    }
+    wide.push_back(x);
+    wideOnDevice.push_back(std::make_unique<DeviceFloats>(x));
+  }
+  std::vector<std::unique_ptr<DeviceFloats>> interp, genFull;
+  std::vector<std::unique_ptr<DeviceArray<uint16_t>>> genHalf;
+  std::vector<float *> interpPtrs, genOuts;
+  for (size_t o = 0; o < outSteps.size(); ++o) {
+    interp.push_back(std::make_unique<DeviceFloats>(Floats(elements)));
+    interpPtrs.push_back(interp.back()->get());
+    if (outTypes[o] == ElementType::F32) {
+      genFull.push_back(std::make_unique<DeviceFloats>(Floats(elements)));
+      genOuts.push_back(genFull.back()->get());
+    } else {
+      genHalf.push_back(
+          std::make_unique<DeviceArray<uint16_t>>(std::vector<uint16_t>(elements, 0)));
+      genOuts.push_back(reinterpret_cast<float *>(genHalf.back()->get()));
+    }
+  }
+  ASSERT_EQ(cuda::fusedElementwise(
+                shape, steps,
+                {wideOnDevice[0]->get(), wideOnDevice[1]->get(), wideOnDevice[2]->get()}, strides,
+                interpPtrs, outSteps, nullptr),
+            cudaSuccess);
+  cuda::FusedLayout layout = cuda::fusedLayout(shape, strides);
+  layout.inTypes = inTypes;
+  layout.outTypes = outTypes;
+  cudaKernel_t kernel = load(steps, layout, outSteps);
+  ASSERT_NE(kernel, nullptr);
+  cuda::FusedKernelArgs args;
+  ASSERT_TRUE(cuda::fusedKernelArgs(shape, strides, genIns, genOuts, args));
+  ASSERT_EQ(cuda::launchFusedKernel(kernel, shape, args, nullptr), cudaSuccess);
+
+  size_t full = 0, half = 0;
+  for (size_t o = 0; o < outSteps.size(); ++o) {
+    const Floats expected = interp[o]->host();
+    size_t differ = 0;
+    if (outTypes[o] == ElementType::F32) {
+      const Floats got = genFull[full++]->host();
+      for (size_t i = 0; i < elements; ++i)
+        differ += !sameBits(expected[i], got[i]);
+    } else {
+      const std::vector<uint16_t> got = genHalf[half++]->host();
+      for (size_t i = 0; i < elements; ++i) {
+        const uint16_t want = narrow(outTypes[o], expected[i]);
+        const bool bothNan = std::isnan(expected[i]) && std::isnan(widen(outTypes[o], got[i]));
+        differ += !bothNan && got[i] != want;
+      }
+    }
+    EXPECT_EQ(differ, 0u) << "output " << o << " (step " << outSteps[o] << ") differs from the "
+                          << "widened interpreter in " << differ << " of " << elements
+                          << " elements";
   }
 }

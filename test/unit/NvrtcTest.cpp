@@ -110,8 +110,10 @@ TEST(FusedSource, StepsAreStraightLineCodeAndTheTextIsDeterministic) {
   EXPECT_EQ(a, b);
   // The operations' definitions come first, then the kernel.
   EXPECT_LT(a.find("__device__ inline float applyUnary"), a.find("void tessel_fused"));
-  EXPECT_NE(a.find("const float x0 = a.in[0][e];"), std::string::npos) << a;
-  EXPECT_NE(a.find("const float x1 = a.in[1][i2 * a.stride[1][2]];"), std::string::npos) << a;
+  EXPECT_NE(a.find("const float x0 = ((const float *)a.in[0])[e];"), std::string::npos) << a;
+  EXPECT_NE(a.find("const float x1 = ((const float *)a.in[1])[i2 * a.stride[1][2]];"),
+            std::string::npos)
+      << a;
   // The digit a strided input needs, by its size as a constant; no other digit.
   EXPECT_NE(a.find("const long long i2 = (long long)(rest % 4ULL);"), std::string::npos) << a;
   EXPECT_EQ(a.find("const long long i1"), std::string::npos) << a;
@@ -121,11 +123,37 @@ TEST(FusedSource, StepsAreStraightLineCodeAndTheTextIsDeterministic) {
   EXPECT_NE(a.find("const float t1 = rounded(applyUnary(UnaryKind::Gelu, t0, 0.0f));"),
             std::string::npos)
       << a;
-  EXPECT_NE(a.find("a.out[1][e] = t1;"), std::string::npos) << a;
+  EXPECT_NE(a.find("((float *)a.out[1])[e] = t1;"), std::string::npos) << a;
   // Another body, another text.
   steps[1].unary = UnaryKind::Silu;
   ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, 1}, b, error)) << error;
   EXPECT_NE(a, b);
+}
+
+TEST(FusedSource, SixteenBitOperandsAreWidenedOnLoadAndRoundedOnStore) {
+  cuda::FusedLayout layout =
+      cuda::fusedLayout(shapeOf({2, 3, 4}), {stridesOf({12, 4, 1}), stridesOf({0, 0, 1})});
+  const std::vector<FusedStep> steps = {step(FusedStep::Kind::Binary, {0, 1})};
+  std::string f32, mixed, error;
+  ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, 0}, f32, error)) << error;
+  layout.inTypes = {cuda::ElementType::BF16, cuda::ElementType::F16};
+  layout.outTypes = {cuda::ElementType::F32, cuda::ElementType::BF16};
+  ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, 0}, mixed, error)) << error;
+  // The types are part of the text, so of the kernel cache's key.
+  EXPECT_NE(f32, mixed);
+  EXPECT_NE(mixed.find("inputs: x0 bf16 dense; x1 f16 strided over dims 2; outputs: f32 bf16"),
+            std::string::npos)
+      << mixed;
+  EXPECT_NE(mixed.find("const float x0 = fromBf16(((const unsigned short *)a.in[0])[e]);"),
+            std::string::npos)
+      << mixed;
+  EXPECT_NE(mixed.find("const float x1 = fromF16(((const unsigned short *)a.in[1])[i2 * "
+                       "a.stride[1][2]]);"),
+            std::string::npos)
+      << mixed;
+  EXPECT_NE(mixed.find("((float *)a.out[0])[e] = t0;"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("((unsigned short *)a.out[1])[e] = toBf16(t0);"), std::string::npos)
+      << mixed;
 }
 
 TEST(FusedSource, OnlyStridedKernelsDependOnTheSizes) {
@@ -158,23 +186,30 @@ TEST(FusedSource, RefusesBodiesItCannotRun) {
 TEST(Nvrtc, CompilesEveryOperationForSm80AndSm90) {
   SKIP_WITHOUT_NVRTC(nvrtc);
   const cpu::Shape shape = shapeOf({3, 5, 7});
-  const cuda::FusedLayout layout =
+  cuda::FusedLayout layout =
       cuda::fusedLayout(shape, {stridesOf({35, 7, 1}), stridesOf({0, 7, 1}), stridesOf({0, 0, 0})});
   const std::vector<FusedStep> steps = everyOperation(3);
-  std::string source, error;
-  ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, static_cast<int32_t>(steps.size() - 1)},
-                                      source, error))
-      << error;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    std::string cubin, log;
-    EXPECT_TRUE(nvrtc->compile(source, "every.cu", arch, rt::fusedKernelOptions(), cubin, log))
-        << arch << ": " << log;
-    // An ELF image.
-    EXPECT_EQ(cubin.compare(0, 4,
-                            "\x7f"
-                            "ELF"),
-              0)
-        << arch;
+  // f32 operands, and every 16-bit load and store.
+  for (bool half : {false, true}) {
+    if (half) {
+      layout.inTypes = {cuda::ElementType::BF16, cuda::ElementType::F16, cuda::ElementType::F32};
+      layout.outTypes = {cuda::ElementType::F16, cuda::ElementType::BF16};
+    }
+    std::string source, error;
+    ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, static_cast<int32_t>(steps.size() - 1)},
+                                        source, error))
+        << error;
+    for (const char *arch : {"sm_80", "sm_90"}) {
+      std::string cubin, log;
+      EXPECT_TRUE(nvrtc->compile(source, "every.cu", arch, rt::fusedKernelOptions(), cubin, log))
+          << arch << (half ? " (16-bit operands)" : "") << ": " << log;
+      // An ELF image.
+      EXPECT_EQ(cubin.compare(0, 4,
+                              "\x7f"
+                              "ELF"),
+                0)
+          << arch;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/CollectiveCalls.h"
+#include "runtime/device/Device.h"
 #include "runtime/device/KernelOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
@@ -451,6 +452,14 @@ bool run(KernelCall &c, const catalogue::Dropout &p) {
                                         dropoutSeed(c, p.mask), c.fin(0), c.fout(0), stream()));
 }
 
+/// Runs a fused call on the kernel generated for it at plan load.
+bool launchGenerated(KernelCall &c, const FusedCall &f, cudaKernel_t generated) {
+  cuda::FusedKernelArgs args;
+  if (!cuda::fusedKernelArgs(f.shape, f.strides, f.ins, f.outs, args))
+    return c.fail("has more inputs or outputs than a generated kernel takes");
+  return launched(c, cuda::launchFusedKernel(generated, f.shape, args, stream()));
+}
+
 /// A fused elementwise body interpreted on the device (FusedElementwise.cu); the same checks
 /// as the CPU handler, and the GPU interpreter's limits on steps, inputs and outputs.
 bool run(KernelCall &c, const catalogue::FusedElementwise &p) {
@@ -466,13 +475,12 @@ bool run(KernelCall &c, const catalogue::FusedElementwise &p) {
   if (!fusedCall(c, p, f))
     return c.error.empty();
   // The kernel generated for this call at plan load (CudaDevice::prepare), else the
+  // interpreter. A call with 16-bit operands comes here only between widening copies (its
+  // generated kernel, made for its types, runs from fusedHalfCall), so it takes the
   // interpreter.
-  if (cudaKernel_t generated = currentCudaLaunch()->fusedKernel(c.instr)) {
-    cuda::FusedKernelArgs args;
-    if (!cuda::fusedKernelArgs(f.shape, f.strides, f.ins, f.outs, args))
-      return c.fail("has more inputs or outputs than a generated kernel takes");
-    return launched(c, cuda::launchFusedKernel(generated, f.shape, args, stream()));
-  }
+  const bool widened = hasHalfOperand(f.inTypes) || hasHalfOperand(f.outTypes);
+  if (cudaKernel_t generated = widened ? nullptr : currentCudaLaunch()->fusedKernel(c.instr))
+    return launchGenerated(c, f, generated);
   return launched(
       c, cuda::fusedElementwise(f.shape, f.steps, f.ins, f.strides, f.outs, f.outSteps, stream()));
 }
@@ -681,6 +689,20 @@ bool gemmMixedCall(KernelCall &c, const catalogue::KernelParams &params) {
   return true;
 }
 
+/// fused_elementwise with 16-bit operands: the kernel generated for the call's types loads and
+/// stores them itself; where none was loaded (no NVRTC), the interpreter between widening
+/// copies.
+bool fusedHalfCall(KernelCall &c, const catalogue::KernelParams &params) {
+  if (!c.validating)
+    if (cudaKernel_t generated = currentCudaLaunch()->fusedKernel(c.instr)) {
+      FusedCall f;
+      if (!fusedCall(c, std::get<catalogue::FusedElementwise>(params), f))
+        return c.error.empty();
+      return launchGenerated(c, f, generated);
+    }
+  return cudaWidenedCall(c, params);
+}
+
 } // namespace
 
 KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
@@ -690,6 +712,8 @@ KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile
   if (id == catalogue::KernelId::Gemm && ins.size() == 2 && ins[0] != DType::F32 &&
       ins[0] == ins[1] && outs.size() == 1 && (outs[0] == DType::F32 || outs[0] == ins[0]))
     return &gemmMixedCall;
+  if (id == catalogue::KernelId::FusedElementwise)
+    return &fusedHalfCall;
   // AdamW writes its 16-bit working copies itself; its other operands are f32.
   if (id == catalogue::KernelId::AdamW && ins.size() > 2 && outs.size() == 4 * (ins.size() - 2))
     return &dispatch<catalogue::AdamW>;

@@ -1,6 +1,7 @@
 //===- FusedCompiler.cpp - Fused elementwise bodies to cubins -------------===//
 
 #include "runtime/device/cuda/FusedCompiler.h"
+#include "runtime/device/cuda/CudaLaunch.h"
 
 #include "runtime/support/AtomicFile.h"
 
@@ -20,8 +21,12 @@ std::string smArch(int major, int minor) {
 }
 
 bool fusedCallSource(const FusedCall &call, std::string &source, std::string &error) {
-  return cuda::fusedKernelSource(call.steps, cuda::fusedLayout(call.shape, call.strides),
-                                 call.outSteps, source, error);
+  cuda::FusedLayout layout = cuda::fusedLayout(call.shape, call.strides);
+  for (planfile::DType t : call.inTypes)
+    layout.inTypes.push_back(elementTypeOf(t));
+  for (planfile::DType t : call.outTypes)
+    layout.outTypes.push_back(elementTypeOf(t));
+  return cuda::fusedKernelSource(call.steps, layout, call.outSteps, source, error);
 }
 
 FusedCompiler *processFusedCompiler(std::string &error) {
