@@ -223,6 +223,68 @@ TEST(Device, GemmAccumulateAddsIntoItsOutput) {
   }
 }
 
+/// One rank: an sgd call over two tensors, a (4 elements) and b (2), with lr 0.5 and factor 1;
+/// `n` as given.
+Plan sgdOverTwoTensors(std::vector<int64_t> n) {
+  Plan plan;
+  plan.model = "test";
+  for (auto [name, size] : {std::pair<const char *, int64_t>{"a", 4},
+                            {"b", 2},
+                            {"grad.a", 4},
+                            {"grad.b", 2},
+                            {"momentum.a", 4},
+                            {"momentum.b", 2}}) {
+    StateTensor t;
+    t.name = name;
+    t.role = "param";
+    t.shape = {size};
+    plan.state.push_back(t);
+  }
+  auto state = [](uint32_t i, uint64_t elements) {
+    return BufferRef{Storage::State, i, 0, elements * 4, DType::F32};
+  };
+  Program p;
+  p.name = "step";
+  p.arenaBytes = 8;
+  auto fill = [&](uint64_t at, double value) {
+    return test::makeInstr("fill", {}, {arenaRef(at, 1)}, {{"n", int64_t(1)}, {"value", value}},
+                           "test.model:1:1");
+  };
+  p.instrs.push_back(fill(0, 0.5));
+  p.instrs.push_back(fill(1, 1.0));
+  p.instrs.push_back(
+      test::makeInstr("sgd", {state(2, 4), state(3, 2), arenaRef(0, 1), arenaRef(1, 1)},
+                      {state(0, 4), state(1, 2), state(4, 4), state(5, 2)},
+                      {{"n", n}, {"momentum", 0.0}, {"weight_decay", 0.0}}, "test.model:2:1"));
+  plan.programs.push_back(p);
+  return plan;
+}
+
+TEST(Device, MultiTensorCallsUpdateEveryTensorAndAreCheckedAtLoad) {
+  std::string error;
+  auto ex = Executor::create(sgdOverTwoTensors({4, 2}), 0, error);
+  ASSERT_TRUE(ex) << error;
+  const float a[4] = {1, 2, 3, 4}, b[2] = {5, 6}, ga[4] = {2, 2, 2, 2}, gb[2] = {4, 8};
+  ASSERT_TRUE(ex->writeState(0, a) && ex->writeState(1, b) && ex->writeState(2, ga) &&
+              ex->writeState(3, gb));
+  ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+  float a1[4], b1[2];
+  ASSERT_TRUE(ex->readState(0, a1) && ex->readState(1, b1));
+  EXPECT_EQ(std::vector<float>(a1, a1 + 4), (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<float>(b1, b1 + 2), (std::vector<float>{3, 2}));
+
+  // `n` that lists another count of tensors, or a tensor larger than its buffers.
+  EXPECT_FALSE(Executor::create(sgdOverTwoTensors({4}), 0, error));
+  EXPECT_NE(
+      error.find(
+          "(kernel 'sgd', from test.model:2:1): lists 1 tensor in `n` but has operands for 2"),
+      std::string::npos)
+      << error;
+  EXPECT_FALSE(Executor::create(sgdOverTwoTensors({4, 8}), 0, error));
+  EXPECT_NE(error.find("input 1 needs 8 elements but its buffer holds 2"), std::string::npos)
+      << error;
+}
+
 } // namespace
 
 // A runtime built with or without CUDA starts on a machine without a GPU: asking for the CUDA
