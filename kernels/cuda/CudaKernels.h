@@ -80,6 +80,11 @@ cudaError_t select(const Shape &shape, const float *c, const Strides &sc, const 
 /// out[i] = x[i . sx]: permutes, broadcasts and copies.
 cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out,
                         cudaStream_t stream);
+/// The same over 16-bit elements (bf16 or f16), moved as bits: a copy between buffers of one
+/// 16-bit type, which widening and narrowing would give the same values at three times the
+/// traffic.
+cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strides &sx,
+                              uint16_t *out, cudaStream_t stream);
 /// y = f(x), as cpu::unary (Gelu the tanh form, GeluErf the exact one, Pow by `exponent`).
 cudaError_t unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent,
                   cudaStream_t stream);

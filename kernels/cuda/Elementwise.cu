@@ -118,8 +118,11 @@ cudaError_t select(const Shape &shape, const float *c, const Strides &sc, const 
   return detail::launched();
 }
 
-cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out,
-                        cudaStream_t stream) {
+namespace {
+
+template <class T>
+cudaError_t launchCopy(const Shape &shape, const T *x, const Strides &sx, T *out,
+                       cudaStream_t stream) {
   Indexing<1> ix;
   const Strides *strides[1] = {&sx};
   if (!makeIndexing(shape, strides, ix))
@@ -127,6 +130,18 @@ cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, f
   const int64_t n = shape.numElements();
   copyKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, x, out);
   return detail::launched();
+}
+
+} // namespace
+
+cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out,
+                        cudaStream_t stream) {
+  return launchCopy(shape, x, sx, out, stream);
+}
+
+cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strides &sx,
+                              uint16_t *out, cudaStream_t stream) {
+  return launchCopy(shape, x, sx, out, stream);
 }
 
 cudaError_t unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent,

@@ -220,6 +220,25 @@ TEST_F(CudaKernels, SelectAndStridedCopyMatchCpu) {
   expectClose(refCopy, copied.host(), "copy", 0, 0);
 }
 
+TEST_F(CudaKernels, SixteenBitStridedCopyMovesBits) {
+  const cpu::Shape shape = shapeOf({4, 9, 5});
+  const cpu::Strides transposed = stridesOf({1, 20, 4});
+  std::vector<uint16_t> x(180), ref(180);
+  std::mt19937 rng(12);
+  for (uint16_t &v : x)
+    v = static_cast<uint16_t>(rng()); // every pattern, NaNs and subnormals too
+  // The CPU's strided copy of the same positions, on the indices.
+  Floats index(180), moved(180);
+  for (size_t i = 0; i < index.size(); ++i)
+    index[i] = static_cast<float>(i);
+  cpu::stridedCopy(shape, index.data(), transposed, moved.data());
+  for (size_t i = 0; i < ref.size(); ++i)
+    ref[i] = x[static_cast<size_t>(moved[i])];
+  DeviceArray<uint16_t> dx(x), dy(180);
+  ASSERT_EQ(cuda::stridedCopyBits16(shape, dx.get(), transposed, dy.get(), stream), cudaSuccess);
+  EXPECT_EQ(dy.host(), ref);
+}
+
 TEST_F(CudaKernels, SoftmaxAndGradMatchCpu) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 1021}, {5, 3}, {3, 4099}}) {
     const Floats x = randomFloats(rows * cols, -5, 5, 8), dy = randomFloats(rows * cols, -1, 1, 9);

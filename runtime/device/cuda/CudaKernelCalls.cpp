@@ -125,6 +125,11 @@ bool run(KernelCall &c, const catalogue::Copy &p) {
   if (!toShape(c, sizes, shape) || !toStrides(c, p.x_strides, sizes.size(), x) ||
       !c.needIn(0, reach(sizes, p.x_strides)) || !c.needOut(0, product(sizes)) || c.validating)
     return c.error.empty();
+  // A copy between buffers of one 16-bit type (cudaSixteenBitKernel sends it here) moves bits.
+  if (c.instr && c.instr->inputs[0].dtype != planfile::DType::F32 &&
+      c.instr->inputs[0].dtype == c.instr->outputs[0].dtype)
+    return launched(c, cuda::stridedCopyBits16(shape, static_cast<const uint16_t *>(c.in[0]), x,
+                                               static_cast<uint16_t *>(c.out[0]), stream()));
   return launched(c, cuda::stridedCopy(shape, c.fin(0), x, c.fout(0), stream()));
 }
 
@@ -714,6 +719,9 @@ KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile
     return &gemmMixedCall;
   if (id == catalogue::KernelId::FusedElementwise)
     return &fusedHalfCall;
+  // A copy between buffers of one 16-bit type moves their bits.
+  if (id == catalogue::KernelId::Copy && ins.size() == 1 && outs.size() == 1 && ins[0] == outs[0])
+    return &dispatch<catalogue::Copy>;
   // AdamW writes its 16-bit working copies itself; its other operands are f32.
   if (id == catalogue::KernelId::AdamW && ins.size() > 2 && outs.size() == 4 * (ins.size() - 2))
     return &dispatch<catalogue::AdamW>;
