@@ -245,8 +245,6 @@ const char *typesWord(OperandTypes types) {
   return "?";
 }
 
-bool perTensor(OperandCount c) { return c == OperandCount::Each || c == OperandCount::EachOrNone; }
-
 /// Which declaration each of a direction's operands is, in `roles`; false with the reason when
 /// their count fits none. `tensors` is a multi-tensor call's count of tensors.
 bool layOut(const std::vector<OperandInfo> &decl, size_t got, size_t tensors, const char *direction,
@@ -398,12 +396,22 @@ bool checkAlike(const std::vector<const OperandInfo *> &inRoles,
 
 } // namespace
 
-size_t tensorsOf(const KernelInfo &kernel, size_t ins) {
-  size_t fixed = 0, each = 0;
+namespace {
+
+/// A kernel's inputs of one operand each (`fixed`) and of one per tensor (`each`).
+void inputCounts(const KernelInfo &kernel, size_t &fixed, size_t &each) {
+  fixed = each = 0;
   for (const OperandInfo &o : kernel.ins) {
     fixed += o.count == OperandCount::One;
     each += o.count == OperandCount::Each;
   }
+}
+
+} // namespace
+
+size_t tensorsOf(const KernelInfo &kernel, size_t ins) {
+  size_t fixed, each;
+  inputCounts(kernel, fixed, each);
   if (each == 0 || ins <= fixed || (ins - fixed) % each)
     return 0;
   return (ins - fixed) / each;
@@ -411,17 +419,10 @@ size_t tensorsOf(const KernelInfo &kernel, size_t ins) {
 
 bool checkOperands(const KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                    const std::vector<planfile::DType> &outs, std::string &error) {
-  bool multi = false;
-  size_t fixed = 0;
-  for (const OperandInfo &o : kernel.ins) {
-    multi |= perTensor(o.count);
-    fixed += o.count == OperandCount::One;
-  }
+  size_t fixed, each;
+  inputCounts(kernel, fixed, each);
   const size_t tensors = tensorsOf(kernel, ins.size());
-  if (multi && tensors == 0) {
-    size_t each = 0;
-    for (const OperandInfo &o : kernel.ins)
-      each += o.count == OperandCount::Each;
+  if (each > 0 && tensors == 0) {
     error = "takes " + std::to_string(fixed) + " inputs and " + std::to_string(each) +
             " per tensor, for one tensor or more; not " + std::to_string(ins.size());
     return false;

@@ -64,10 +64,13 @@ cudaError_t launchAdamW(const AdamWConstants &k, const AdamWArgs &args, const Ad
                         size_t count, cudaStream_t stream) {
   return detail::forEachTable<Roles>(
       count, [&](size_t t) { return tensors[t].n; },
-      [&](size_t t, int r) -> void * {
+      [&](size_t t, void **ptrs) {
         const AdamWTensor &x = tensors[t];
-        void *roles[Roles] = {x.param, const_cast<float *>(x.grad), x.m, x.v, x.working};
-        return roles[r];
+        ptrs[Param] = x.param;
+        ptrs[Grad] = const_cast<float *>(x.grad);
+        ptrs[M] = x.m;
+        ptrs[V] = x.v;
+        ptrs[WorkingCopy] = x.working;
       },
       [&](const Table &table, int blocks) {
         adamwKernel<W>

@@ -45,17 +45,19 @@ __device__ inline int blockRange(const MultiTensorTable<Roles> &table, int64_t &
   return t;
 }
 
-/// Fills tables from `count` tensors, tensor t having elements n(t) and pointers roles(t, r)
-/// for r < Roles, and calls launch(table, blocks) for each full table and the last one. Returns
-/// the first error a launch returns.
-template <int Roles, class Elements, class Pointer, class Launch>
-cudaError_t forEachTable(size_t count, Elements n, Pointer roles, Launch launch) {
+/// Fills tables from `count` tensors, tensor t having elements n(t) and the pointers that
+/// roles(t, ptrs) writes to ptrs[0, Roles), and calls launch(table, blocks) for each full table
+/// and the last one. Returns the first error a launch returns.
+template <int Roles, class Elements, class Pointers, class Launch>
+cudaError_t forEachTable(size_t count, Elements n, Pointers roles, Launch launch) {
   MultiTensorTable<Roles> table;
   int tensors = 0, blocks = 0;
   auto place = [&](size_t t) {
     table.n[tensors] = n(t);
+    void *ptrs[Roles];
+    roles(t, ptrs);
     for (int r = 0; r < Roles; ++r)
-      table.ptr[r][tensors] = roles(t, r);
+      table.ptr[r][tensors] = ptrs[r];
     ++tensors;
   };
   for (size_t t = 0; t < count; ++t) {

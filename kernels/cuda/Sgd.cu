@@ -1,6 +1,6 @@
 //===- Sgd.cu - SGD with momentum over many tensors -----------------------===//
 //
-// As cpu::sgd (kernels/cpu/AdamW.cpp), torch.optim.SGD without dampening or Nesterov: the
+// As cpu::sgd (kernels/cpu/Sgd.cpp), torch.optim.SGD without dampening or Nesterov: the
 // buffer starts at zero, so the first step's buffer is the gradient itself. The learning rate
 // and the gradient's scale are read from device memory, where the step computed them; every
 // tensor of a call is updated in as few launches as MultiTensor.cuh's tables take.
@@ -42,10 +42,11 @@ cudaError_t sgd(const SgdArgs &args, const SgdTensor *tensors, size_t count, cud
       return cudaErrorInvalidValue;
   return detail::forEachTable<Roles>(
       count, [&](size_t t) { return tensors[t].n; },
-      [&](size_t t, int r) -> void * {
+      [&](size_t t, void **ptrs) {
         const SgdTensor &x = tensors[t];
-        void *roles[Roles] = {x.param, const_cast<float *>(x.grad), x.momentum};
-        return roles[r];
+        ptrs[Param] = x.param;
+        ptrs[Grad] = const_cast<float *>(x.grad);
+        ptrs[Momentum] = x.momentum;
       },
       [&](const Table &table, int blocks) {
         sgdKernel<<<blocks, detail::kMapThreads, 0, stream>>>(args.momentum, args.weightDecay,

@@ -107,13 +107,11 @@ public:
     }
   }
 
-  /// Splits the stretch's non-member ops into those `members` depend on (`before`, which the
-  /// merged call must follow) and the others (`after`), each in program order. False when an
-  /// op would have to come both before and after the merged call, or one member depends on
-  /// another.
+  /// The stretch's non-member ops that `members` depend on, in program order, in `before`: the
+  /// merged call must follow them, and the others stay after it. False when an op would have to
+  /// come both before and after the merged call, or one member depends on another.
   bool split(const llvm::SmallPtrSetImpl<Operation *> &members,
-             llvm::SmallVectorImpl<Operation *> &before,
-             llvm::SmallVectorImpl<Operation *> &after) const {
+             llvm::SmallVectorImpl<Operation *> &before) const {
     const size_t n = ops_.size();
     // Forward: what depends on a member.
     std::vector<bool> later(n, false);
@@ -143,11 +141,10 @@ public:
       }
     }
     for (size_t i = 0; i < n; ++i) {
-      if (members.contains(ops_[i]))
-        continue;
       if (earlier[i] && later[i])
         return false;
-      (earlier[i] ? before : after).push_back(ops_[i]);
+      if (earlier[i])
+        before.push_back(ops_[i]);
     }
     return true;
   }
@@ -268,25 +265,38 @@ int64_t allocatedBytes(ArrayRef<Operation *> ops) {
   return bytes;
 }
 
+/// The ops that must move before one call merging `members` (in program order), in `before`;
+/// false where the members cannot be merged.
+bool splitGroup(ArrayRef<plan::KernelOp> members, SmallVectorImpl<Operation *> &before) {
+  Roots roots;
+  Stretch stretch(members.front(), members.back(), roots);
+  llvm::SmallPtrSet<Operation *, 16> set;
+  for (plan::KernelOp k : members)
+    set.insert(k);
+  return stretch.split(set, before);
+}
+
 /// One call over every tensor of `members` (in order), at the first member's place.
-void merge(ArrayRef<plan::KernelOp> members, const Layout &first) {
-  plan::KernelOp head = members.front();
+void merge(ArrayRef<plan::KernelOp> members) {
+  SmallVector<plan::KernelOp> calls(members);
+  SmallVector<Layout> layouts;
+  for (plan::KernelOp k : calls)
+    layouts.push_back(*layoutOf(k));
+  const Layout &first = layouts.front();
+  plan::KernelOp head = calls.front();
   SmallVector<Value> ins, outs;
   SmallVector<int64_t> elements;
-  SmallVector<Layout> layouts;
-  for (plan::KernelOp k : members)
-    layouts.push_back(*layoutOf(k));
   for (size_t r = 0; r < first.insPerTensor; ++r)
-    for (size_t i = 0; i < members.size(); ++i)
+    for (size_t i = 0; i < calls.size(); ++i)
       for (size_t t = 0; t < layouts[i].tensors; ++t)
-        ins.push_back(plan::KernelOp(members[i]).getIns()[r * layouts[i].tensors + t]);
+        ins.push_back(calls[i].getIns()[r * layouts[i].tensors + t]);
   for (Value v : head.getIns().drop_front(first.insPerTensor * first.tensors))
     ins.push_back(v);
   for (size_t r = 0; r < first.outsPerTensor; ++r)
-    for (size_t i = 0; i < members.size(); ++i)
+    for (size_t i = 0; i < calls.size(); ++i)
       for (size_t t = 0; t < layouts[i].tensors; ++t)
-        outs.push_back(plan::KernelOp(members[i]).getOuts()[r * layouts[i].tensors + t]);
-  for (plan::KernelOp k : members)
+        outs.push_back(calls[i].getOuts()[r * layouts[i].tensors + t]);
+  for (plan::KernelOp k : calls)
     llvm::append_range(elements,
                        cast<DenseI64ArrayAttr>(k.getParams().get(kElements)).asArrayRef());
   OpBuilder b(head);
@@ -294,7 +304,7 @@ void merge(ArrayRef<plan::KernelOp> members, const Layout &first) {
   params.set(kElements, b.getDenseI64ArrayAttr(elements));
   plan::KernelOp::create(b, head.getLoc(), head.getName(), ins, outs,
                          params.getDictionary(b.getContext()));
-  for (plan::KernelOp k : members)
+  for (plan::KernelOp k : calls)
     k.erase();
 }
 
@@ -347,34 +357,23 @@ struct GroupOptimizerPass : tessel::impl::GroupOptimizerBase<GroupOptimizerPass>
     }
   }
 
-  /// Whether `next` can join `members`: the stretch from the first member to it splits, and
-  /// what moves before the merged call allocates at most `cap` bytes.
+  /// Whether `next` can join `members`: the group with it can be merged, and what moves before
+  /// the merged call allocates at most `cap` bytes.
   bool fits(ArrayRef<plan::KernelOp> members, plan::KernelOp next, int64_t cap) {
-    Roots roots;
-    Stretch stretch(members.front(), next, roots);
-    llvm::SmallPtrSet<Operation *, 16> set;
-    for (plan::KernelOp k : members)
-      set.insert(k);
-    set.insert(next);
-    SmallVector<Operation *> before, after;
-    return stretch.split(set, before, after) && allocatedBytes(before) <= cap;
+    SmallVector<plan::KernelOp> group(members);
+    group.push_back(next);
+    SmallVector<Operation *> before;
+    return splitGroup(group, before) && allocatedBytes(before) <= cap;
   }
 
   /// Reorders the stretch of `members` and merges them (nothing for a group of one).
   void flush(ArrayRef<plan::KernelOp> members) {
-    if (members.size() < 2)
-      return;
-    Roots roots;
-    Stretch stretch(members.front(), members.back(), roots);
-    llvm::SmallPtrSet<Operation *, 16> set;
-    for (plan::KernelOp k : members)
-      set.insert(k);
-    SmallVector<Operation *> before, after;
-    if (!stretch.split(set, before, after))
+    SmallVector<Operation *> before;
+    if (members.size() < 2 || !splitGroup(members, before))
       return; // Checked when each member joined; kept as a guard.
     for (Operation *op : before)
       op->moveBefore(members.front());
-    merge(members, *layoutOf(members.front()));
+    merge(members);
   }
 };
 
