@@ -13,7 +13,7 @@ For each layout (one rank; dp 2 × tp 2; a 2-stage 1F1B pipeline) and model it
   4. trains it for --steps steps with `--threads R` (R ranks, one thread each) and
      `--profile`, and takes the median `step_time_s` of the steps after the first,
   5. prints predicted, measured and the error (with --kernels, also each kernel's predicted and
-     measured time per step: the estimate's slowest stage against the runner's rank 0), and
+     measured time per step: the estimate's slowest stage against the same rank of the run), and
      rewrites the section "Step-time model against measured steps (CPU)" of
      benchmarks/RESULTS.md.
 
@@ -21,7 +21,7 @@ Run it with the build lock held (`flock /tmp/tessel-build.lock benchmarks/predic
 that no build shares the cores meanwhile.
 
 usage: benchmarks/predict_cpu.py [--steps N] [--build DIR] [--work DIR] [--kernels]
-                                 [--no-results]
+                                 [--no-results] [--only TEXT]
 """
 import argparse
 import json
@@ -66,12 +66,17 @@ def with_layout(text, section, divisor):
     return text.rstrip() + "\n\n" + section
 
 
-def profile_of(output, steps):
-    """{kernel: seconds per step} from the runner's --profile table."""
-    kernels = {}
+def profile_of(output, steps, rank):
+    """{kernel: seconds per step} of `rank` from the runner's --profile tables (one table, or one
+    per group of ranks headed "rank R:" / "ranks R, S:")."""
+    kernels, ranks = {}, None
     for line in output.splitlines():
+        head = re.match(r"^ranks? ([0-9, ]+):$", line)
+        if head:
+            ranks = {int(r) for r in head.group(1).split(",")}
+            continue
         m = re.match(r"^(\S.*?)\s+([0-9.]+)\s+(\d+)\s+[0-9.]+%$", line)
-        if m and m.group(1) != "kernel":
+        if m and m.group(1) != "kernel" and (ranks is None or rank in ranks):
             kernels[m.group(1)] = float(m.group(2)) / steps
     return kernels
 
@@ -87,6 +92,9 @@ def main():
     ap.add_argument("--work", default="/tmp/tessel-predict-cpu")
     ap.add_argument("--kernels", action="store_true", help="compare each kernel's time too")
     ap.add_argument("--no-results", action="store_true", help="do not rewrite RESULTS.md")
+    ap.add_argument("--only", metavar="TEXT",
+                    help="run only the rows whose model or layout contains TEXT (implies "
+                         "--no-results)")
     args = ap.parse_args()
     tessel = os.path.join(args.build, "bin", "tessel")
     os.makedirs(args.work, exist_ok=True)
@@ -101,6 +109,8 @@ def main():
         for name, text in texts.items():
             layout, section, divisor, _ = layouts(text)[index]
             tag = f"{name}-{layout.split()[0]}{ranks}"
+            if args.only and args.only not in f"{name} {layout}":
+                continue
             path = os.path.join(args.work, tag + ".model")
             open(path, "w").write(with_layout(text, section, divisor))
             exe = os.path.join(args.work, tag)
@@ -125,7 +135,7 @@ def main():
             print(f"{name:14s} {layout:30s} predicted {predicted * 1e3:9.1f} ms  measured "
                   f"{measured * 1e3:9.1f} ms  error {100 * err:+6.1f}%", flush=True)
             if args.kernels:
-                got = profile_of(out, args.steps)
+                got = profile_of(out, args.steps, est["prediction"].get("kernels_rank", 0))
                 want = {k: v["seconds"] for k, v in est["prediction"]["kernels"].items()}
                 for k in sorted(set(got) | set(want), key=lambda k: -got.get(k, 0)):
                     print(f"    {k:34s} predicted {want.get(k, 0) * 1e3:8.2f} ms  measured "
@@ -133,7 +143,7 @@ def main():
     load_after = os.getloadavg()[0]
     within = sum(abs(r[5]) <= 0.15 for r in rows)
     print(f"{within} of {len(rows)} within 15%")
-    if args.no_results:
+    if args.no_results or args.only:
         return
     lscpu = run(["lscpu"]).stdout
     cpu = re.search(r"Model name:\s*(.*)", lscpu).group(1).strip()

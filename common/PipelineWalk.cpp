@@ -30,18 +30,24 @@ struct PipelineWalk::RankChain {
   }
 };
 
-/// The values a rank keeps between actions.
+/// The values a rank keeps between actions. A value's buffer goes back to a pool after its
+/// last taker and serves the next value of its size: a step stashes the same values every
+/// micro-batch, so after the first one no buffer is allocated (a fresh one costs a page fault
+/// per 4 KiB on first touch, more than the copy into it).
 class PipelineWalk::Stash {
 public:
   void clear() {
+    for (auto &[key, e] : entries_)
+      recycle(std::move(e.data));
     entries_.clear();
     bytes_ = 0;
   }
   uint64_t peak() const { return peak_; }
 
-  /// Keeps `elements` elements of `data` (null in a walk without data) for `takers` takers.
-  bool put(int micro, const std::string &name, const float *data, int64_t elements, int takers,
-           std::string &error) {
+  /// Makes room for `elements` elements of value `name` of `micro`, kept for `takers` takers;
+  /// `data` (null in a walk without data) is where they are to be written.
+  bool put(int micro, const std::string &name, int64_t elements, int takers, bool withData,
+           float *&data, std::string &error) {
     auto [it, fresh] = entries_.try_emplace({micro, name});
     if (!fresh) {
       error = "value '" + name + "' of micro-batch " + std::to_string(micro) +
@@ -51,16 +57,21 @@ public:
     Entry &e = it->second;
     e.elements = elements;
     e.takers = takers;
-    if (data)
-      e.data.assign(data, data + elements);
+    data = nullptr;
+    if (withData) {
+      e.data = buffer(elements);
+      data = e.data.data();
+    }
     bytes_ += static_cast<uint64_t>(elements) * 4;
     peak_ = std::max(peak_, bytes_);
     return true;
   }
 
-  /// Copies value `name` of `micro` to `dest` (unless null) and drops it after its last taker.
-  bool take(int micro, const std::string &name, void *dest, const std::string &taker,
-            std::string &error) {
+  /// Hands value `name` of `micro` to `use` (null in a walk without data) and drops it after
+  /// its last taker.
+  template <typename Use>
+  bool take(int micro, const std::string &name, const std::string &taker, std::string &error,
+            Use use) {
     auto it = entries_.find({micro, name});
     if (it == entries_.end()) {
       error = taker + " needs value '" + name + "', which no program or receive has " +
@@ -68,10 +79,11 @@ public:
       return false;
     }
     Entry &e = it->second;
-    if (dest && !e.data.empty())
-      std::memcpy(dest, e.data.data(), static_cast<size_t>(e.elements) * 4);
+    if (!use(e.data.empty() ? nullptr : e.data.data(), e.elements))
+      return false;
     if (--e.takers == 0) {
       bytes_ -= static_cast<uint64_t>(e.elements) * 4;
+      recycle(std::move(e.data));
       entries_.erase(it);
     }
     return true;
@@ -83,12 +95,26 @@ private:
     int64_t elements = 0;
     int takers = 0;
   };
+
+  std::vector<float> buffer(int64_t elements) {
+    auto it = pool_.find(elements);
+    if (it == pool_.end())
+      return std::vector<float>(static_cast<size_t>(std::max<int64_t>(elements, 1)));
+    std::vector<float> v = std::move(it->second);
+    pool_.erase(it);
+    return v;
+  }
+  void recycle(std::vector<float> &&v) {
+    if (!v.empty())
+      pool_.emplace(static_cast<int64_t>(v.size()), std::move(v));
+  }
+
   std::map<std::pair<int, std::string>, Entry> entries_;
+  std::multimap<int64_t, std::vector<float>> pool_;
   uint64_t bytes_ = 0, peak_ = 0;
 };
 
-PipelineWalk::PipelineWalk(const PipelineLayout &layout, const planfile::Plan &plan,
-                           uint32_t rank)
+PipelineWalk::PipelineWalk(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank)
     : layout_(layout), rank_(rank), stage_(plan.pipelineStage(rank)),
       stash_(std::make_unique<Stash>()) {
   const PipelineConfig &config = layout.config();
@@ -191,8 +217,7 @@ bool PipelineWalk::perform(const Action &a, WalkHooks &hooks, std::string &error
   case Action::SendGrad:
     return send(*step_, chain.gradients[c], a.microbatch, peer, kGradientTag, hooks, error);
   case Action::RecvGrad:
-    return receive(*step_, chain.gradients[c + 1], a.microbatch, peer, kGradientTag, hooks,
-                   error);
+    return receive(*step_, chain.gradients[c + 1], a.microbatch, peer, kGradientTag, hooks, error);
   }
   return true;
 }
@@ -208,27 +233,24 @@ bool PipelineWalk::compute(const RankChain &chain, const std::string &name, int 
         return false;
       continue;
     }
-    if (!data) {
-      if (!stash_->take(micro, in.name, nullptr, what, error))
-        return false;
-      continue;
-    }
-    std::vector<float> staged(static_cast<size_t>(chain.chain->elements.at(in.name)));
-    if (!stash_->take(micro, in.name, staged.data(), what, error) ||
-        !hooks.writeInput(name, in.name, staged.data(), static_cast<int64_t>(staged.size()),
-                          error))
+    // Straight from the stash into the program's input: no copy in between.
+    if (!stash_->take(micro, in.name, what, error, [&](const float *values, int64_t elements) {
+          return !values || hooks.writeInput(name, in.name, values, elements, error);
+        }))
       return false;
   }
   if (!hooks.run(name, micro, error))
     return false;
   const bool last = chunk + 1 == layout_.config().chunks();
   for (const planfile::Port &out : program.outputs) {
-    const float *values = data ? hooks.output(name, out.name) : nullptr;
     const int64_t elements = chain.chain->elements.at(out.name);
     if (last && isHostOutput(out.name))
-      hooks.hostOutput(chain.chain->kind, out.name, micro, values, elements);
+      hooks.hostOutput(chain.chain->kind, out.name, micro,
+                       data ? hooks.output(name, out.name) : nullptr, elements);
     int takers = chain.takersOf(out.name);
-    if (takers > 0 && !stash_->put(micro, out.name, values, elements, takers, error))
+    float *into = nullptr;
+    if (takers > 0 && (!stash_->put(micro, out.name, elements, takers, data, into, error) ||
+                       (into && !hooks.readOutput(name, out.name, into, elements, error))))
       return false;
   }
   return true;
@@ -250,16 +272,19 @@ bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &
   float *buffer = message(n, hooks);
   size_t at = 0;
   for (const std::string &value : ports) {
-    if (!stash_->take(micro, value, buffer ? buffer + at : nullptr, what, error))
+    if (!stash_->take(micro, value, what, error, [&](const float *values, int64_t elements) {
+          if (values)
+            std::memcpy(buffer + at, values, static_cast<size_t>(elements) * 4);
+          at += static_cast<size_t>(elements);
+          return true;
+        }))
       return false;
-    at += static_cast<size_t>(chain.chain->elements.at(value));
   }
   return hooks.send(toStage, tag, buffer, n, error);
 }
 
-bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string> &ports,
-                           int micro, uint32_t fromStage, int64_t tag, WalkHooks &hooks,
-                           std::string &error) {
+bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string> &ports, int micro,
+                           uint32_t fromStage, int64_t tag, WalkHooks &hooks, std::string &error) {
   const int64_t n = chain.chain->messageElements(ports);
   float *buffer = message(n, hooks);
   if (!hooks.receive(fromStage, tag, buffer, n, error))
@@ -267,9 +292,11 @@ bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string
   size_t at = 0;
   for (const std::string &value : ports) {
     const int64_t elements = chain.chain->elements.at(value);
-    if (!stash_->put(micro, value, buffer ? buffer + at : nullptr, elements,
-                     chain.takersOf(value), error))
+    float *into = nullptr;
+    if (!stash_->put(micro, value, elements, chain.takersOf(value), buffer != nullptr, into, error))
       return false;
+    if (into)
+      std::memcpy(into, buffer + at, static_cast<size_t>(elements) * 4);
     at += static_cast<size_t>(elements);
   }
   return true;

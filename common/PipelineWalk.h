@@ -41,14 +41,22 @@ public:
   virtual ~WalkHooks();
 
   /// Whether values carry data: then a program's inputs are copied out of the stash through
-  /// `writeInput`, its outputs into the stash from `output`, and messages through a buffer.
+  /// `writeInput`, its outputs into the stash through `readOutput`, and messages through a
+  /// buffer.
   virtual bool movesData() const { return false; }
   /// Copies `elements` values from `host` to input `port` of `program` (with movesData).
   virtual bool writeInput(const std::string &program, const std::string &port, const float *host,
                           int64_t elements, std::string &error) {
     return true;
   }
-  /// Output `port` of `program` after it ran, on the host (with movesData).
+  /// Copies output `port` of `program` after it ran, `elements` values, to `host` (with
+  /// movesData): a value the stash keeps.
+  virtual bool readOutput(const std::string &program, const std::string &port, float *host,
+                          int64_t elements, std::string &error) {
+    return true;
+  }
+  /// Output `port` of `program` after it ran, on the host (with movesData): the last chunk's
+  /// host outputs.
   virtual const float *output(const std::string &program, const std::string &port) {
     return nullptr;
   }
@@ -64,8 +72,7 @@ public:
   virtual void hostOutput(const std::string &kind, const std::string &port, int micro,
                           const float *data, int64_t elements) {}
   /// Moves a message of `n` elements to / from pipeline stage `stage` of the rank's pipeline.
-  virtual bool send(uint32_t stage, int64_t tag, const float *data, int64_t n,
-                    std::string &error) {
+  virtual bool send(uint32_t stage, int64_t tag, const float *data, int64_t n, std::string &error) {
     return true;
   }
   virtual bool receive(uint32_t stage, int64_t tag, float *data, int64_t n, std::string &error) {

@@ -362,31 +362,57 @@ bool Executor::writeInput(const std::string &program, const std::string &port, c
 }
 
 const float *Executor::output(const std::string &program, const std::string &port) const {
-  auto cached = hostOutputs_.find({program, port});
-  if (cached != hostOutputs_.end())
-    return cached->second.data();
+  const planfile::Port *out = outputPort(program, port);
+  if (!out)
+    return nullptr;
+  HostOutput &cached = hostOutputs_[{program, port}];
+  if (!cached.fresh) {
+    const BufferRef &b = out->buffer;
+    size_t size = planfile::dtypeBytes(b.dtype) == 2 ? b.bytes / 2 : (b.bytes + 3) / 4;
+    cached.values.resize(size);
+    copyOut(b, cached.values.data(), size);
+    cached.fresh = true;
+  }
+  return cached.values.data();
+}
+
+bool Executor::readOutput(const std::string &program, const std::string &port, float *host,
+                          int64_t elements) const {
+  const planfile::Port *out = outputPort(program, port);
+  if (!out)
+    return false;
+  const BufferRef &b = out->buffer;
+  if (elements < 0 ||
+      static_cast<uint64_t>(elements) * std::max<size_t>(planfile::dtypeBytes(b.dtype), 1) >
+          b.bytes)
+    return false;
+  copyOut(b, host, static_cast<size_t>(elements));
+  return true;
+}
+
+const planfile::Port *Executor::outputPort(const std::string &program,
+                                           const std::string &port) const {
   const DecodedProgram *p = find(program);
   if (!p)
     return nullptr;
   for (const planfile::Port &out : p->program->outputs)
-    if (out.name == port) {
-      const BufferRef &b = out.buffer;
-      const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
-      std::vector<float> &host = hostOutputs_[{program, port}];
-      const void *at = static_cast<const char *>(base.address()) + b.offset;
-      if (b.dtype == planfile::DType::BF16 || b.dtype == planfile::DType::F16) {
-        std::vector<uint16_t> half(b.bytes / 2);
-        device_->download(half.data(), at, half.size() * sizeof(uint16_t));
-        host.resize(half.size());
-        for (size_t e = 0; e < half.size(); ++e)
-          host[e] = b.dtype == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
-        return host.data();
-      }
-      host.resize((b.bytes + 3) / 4);
-      device_->download(host.data(), at, b.bytes);
-      return host.data();
-    }
+    if (out.name == port)
+      return &out;
   return nullptr;
+}
+
+void Executor::copyOut(const BufferRef &b, float *host, size_t elements) const {
+  const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
+  const void *at = static_cast<const char *>(base.address()) + b.offset;
+  if (planfile::dtypeBytes(b.dtype) != 2) {
+    device_->download(host, at, std::min<uint64_t>(b.bytes, elements * 4));
+    return;
+  }
+  std::vector<uint16_t> &half = halfStaging_;
+  half.resize(elements);
+  device_->download(half.data(), at, elements * sizeof(uint16_t));
+  for (size_t e = 0; e < elements; ++e)
+    host[e] = b.dtype == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
 }
 
 bool Executor::run(const std::string &program, const StepContext &ctx, std::string &error,
@@ -398,7 +424,8 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
   }
   RankContext &rc = *rankContext_;
   rc.synchronous = checkFinite;
-  hostOutputs_.clear();
+  for (auto &[key, cached] : hostOutputs_)
+    cached.fresh = false;
   stoppedAt_.clear();
   bool ok = runInstructions(*p, ctx, error, checkFinite);
   std::string failed;

@@ -81,6 +81,10 @@ public:
   /// Output `port` of `program` after its last run, copied to the host (null if there is no
   /// such output), a 16-bit one widened to f32; the copy stays valid until the next run.
   const float *output(const std::string &program, const std::string &port) const;
+  /// Copies output `port` of `program` after its last run to `host`, `elements` f32 values (a
+  /// 16-bit output widened); false if there is no such output or it holds another count.
+  bool readOutput(const std::string &program, const std::string &port, float *host,
+                  int64_t elements) const;
 
   /// Runs `program`; every collective it started is done when it returns. With
   /// `checkFinite`, runs collectives synchronously and stops at the first instruction that
@@ -111,6 +115,9 @@ public:
 private:
   Executor(const planfile::Plan &plan, uint32_t rank);
   const DecodedProgram *find(const std::string &name) const;
+  const planfile::Port *outputPort(const std::string &program, const std::string &port) const;
+  /// Copies `elements` values of buffer `b` to `host` as f32 (16-bit values widened).
+  void copyOut(const planfile::BufferRef &b, float *host, size_t elements) const;
 
   bool runInstructions(const DecodedProgram &p, const StepContext &ctx, std::string &error,
                        bool checkFinite);
@@ -123,7 +130,14 @@ private:
   std::unique_ptr<DeviceBuffer> arena_;
   std::vector<std::unique_ptr<DeviceBuffer>> state_; ///< Null where the rank does not hold it.
   /// Outputs copied to the host since the last run, by (program, port).
-  mutable std::map<std::pair<std::string, std::string>, std::vector<float>> hostOutputs_;
+  /// output()'s copies, by (program, port); `fresh` until the next run, the vector kept so
+  /// that the next copy reuses its memory.
+  struct HostOutput {
+    std::vector<float> values;
+    bool fresh = false;
+  };
+  mutable std::map<std::pair<std::string, std::string>, HostOutput> hostOutputs_;
+  mutable std::vector<uint16_t> halfStaging_; ///< copyOut's 16-bit values before widening
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
   bool profiling_ = false;
   std::vector<KernelTime> times_;

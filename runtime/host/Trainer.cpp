@@ -246,6 +246,9 @@ private:
   int pipelineForwardBackward(int64_t step, double &loss);
   bool evalBatch(double &loss);
   bool writePipelineReport();
+  /// `--profile`: the time in each kernel, one table per group of local ranks that ran the same
+  /// kernels (one for dp and tp ranks, which run the same programs; one per pipeline stage).
+  void printProfile();
   /// The mean held-out loss; false (with a message) when evaluation fails to run.
   bool evaluate(double &mean);
   bool dumpTensors(const std::string &file, const std::string &role);
@@ -361,7 +364,8 @@ bool Session::setUp() {
   if (!ranks_)
     return error("the plan cannot run: " + err);
   if (options_.profile)
-    ranks_->firstExecutor().enableProfiling();
+    for (uint32_t rank : ranks_->localRanks())
+      ranks_->executor(rank).enableProfiling();
   findPeak();
   const PipelineLayout *pipeline = ranks_->pipeline();
   for (const char *program : {"forward_backward", "optimizer_step"})
@@ -907,6 +911,58 @@ bool Session::reportNonFiniteUpdate(int64_t step) {
   return true;
 }
 
+void Session::printProfile() {
+  // Ranks whose kernels were called the same number of times ran the same programs.
+  std::vector<std::pair<std::vector<uint32_t>, std::vector<Executor::KernelTime>>> groups;
+  for (uint32_t rank : ranks_->localRanks()) {
+    std::vector<Executor::KernelTime> times = ranks_->executor(rank).profile();
+    auto sameCalls = [&](const std::vector<Executor::KernelTime> &other) {
+      if (other.size() != times.size())
+        return false;
+      std::map<std::pair<std::string, bool>, int64_t> calls;
+      for (const Executor::KernelTime &t : other)
+        calls[{t.kernel, t.recomputed}] = t.calls;
+      for (const Executor::KernelTime &t : times) {
+        auto it = calls.find({t.kernel, t.recomputed});
+        if (it == calls.end() || it->second != t.calls)
+          return false;
+      }
+      return true;
+    };
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto &g) { return sameCalls(g.second); });
+    if (group == groups.end())
+      groups.push_back({{rank}, std::move(times)});
+    else
+      group->first.push_back(rank);
+  }
+  for (const auto &[ranks, times] : groups) {
+    // The first rank's times stand for its group: they run the same kernels at once.
+    if (groups.size() > 1) {
+      std::string names;
+      for (uint32_t r : ranks)
+        names += (names.empty() ? "" : ", ") + std::to_string(r);
+      std::printf("%s %s:\n", ranks.size() > 1 ? "ranks" : "rank", names.c_str());
+    }
+    double total = 0, recomputed = 0;
+    for (const Executor::KernelTime &t : times)
+      total += t.seconds;
+    std::printf("%-32s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
+    for (const Executor::KernelTime &t : times) {
+      std::printf("%-32s %10.3f %8lld %6.1f%%\n",
+                  (t.kernel + (t.recomputed ? " (recomputed)" : "")).c_str(), t.seconds,
+                  static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
+      if (t.recomputed)
+        recomputed += t.seconds;
+    }
+    // What recompute = selective or full costs: the kernels that compute again in the
+    // backward pass what the forward pass computed.
+    if (recomputed > 0)
+      std::printf("recomputation: %.3f s of %.3f s in kernels (%.1f%%)\n", recomputed, total,
+                  100 * recomputed / std::max(total, 1e-12));
+  }
+}
+
 bool Session::writePipelineReport() {
   const PipelineLayout *pipeline = ranks_->pipeline();
   if (!pipeline || s_.steps == startStep_)
@@ -1050,26 +1106,8 @@ int Session::run() {
   }
   if (!writePipelineReport())
     return 1;
-  if (options_.profile) {
-    double total = 0;
-    // Rank 0's kernels: the ranks run the same programs at once.
-    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile())
-      total += t.seconds;
-    std::printf("%-32s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
-    double recomputed = 0;
-    for (const Executor::KernelTime &t : ranks_->firstExecutor().profile()) {
-      std::printf("%-32s %10.3f %8lld %6.1f%%\n",
-                  (t.kernel + (t.recomputed ? " (recomputed)" : "")).c_str(), t.seconds,
-                  static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
-      if (t.recomputed)
-        recomputed += t.seconds;
-    }
-    // What recompute = selective or full costs: the kernels that compute again in the
-    // backward pass what the forward pass computed.
-    if (recomputed > 0)
-      std::printf("recomputation: %.3f s of %.3f s in kernels (%.1f%%)\n", recomputed, total,
-                  100 * recomputed / std::max(total, 1e-12));
-  }
+  if (options_.profile)
+    printProfile();
   if (!options_.quiet) {
     std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),
                 now() - runStart);

@@ -18,15 +18,23 @@ public:
   Run(PipelineRank &rank, Executor &ex, Communicator &comm,
       const std::vector<MicroBatchData> &batches, const StepContext &ctx, bool checkFinite,
       PipelineRank::Clock::time_point origin)
-      : rank_(rank), ex_(ex), comm_(comm), batches_(batches), ctx_(ctx),
-        checkFinite_(checkFinite), origin_(origin) {}
+      : rank_(rank), ex_(ex), comm_(comm), batches_(batches), ctx_(ctx), checkFinite_(checkFinite),
+        origin_(origin) {}
 
   bool movesData() const override { return true; }
   bool writeInput(const std::string &program, const std::string &port, const float *host,
                   int64_t elements, std::string &error) override {
     if (ex_.writeInput(program, port, host, static_cast<uint64_t>(elements) * 4))
       return true;
-    error = "program '" + program + "' has no input '" + port + "' of " +
+    error = "program '" + program + "' has no input '" + port + "' of " + std::to_string(elements) +
+            " elements";
+    return false;
+  }
+  bool readOutput(const std::string &program, const std::string &port, float *host,
+                  int64_t elements, std::string &error) override {
+    if (ex_.readOutput(program, port, host, elements))
+      return true;
+    error = "program '" + program + "' has no output '" + port + "' of " +
             std::to_string(elements) + " elements";
     return false;
   }
@@ -53,8 +61,7 @@ public:
             std::string &error) override {
     return comm_.send(peer(stage), tag, data, n, error);
   }
-  bool receive(uint32_t stage, int64_t tag, float *data, int64_t n,
-               std::string &error) override {
+  bool receive(uint32_t stage, int64_t tag, float *data, int64_t n, std::string &error) override {
     return comm_.recv(peer(stage), tag, data, n, error);
   }
   void beginAction(const Action &) override { start_ = seconds(); }
@@ -63,9 +70,7 @@ public:
   }
 
 private:
-  uint32_t peer(uint32_t stage) const {
-    return rank_.layout_.peerOf(rank_.walk_.rank(), stage);
-  }
+  uint32_t peer(uint32_t stage) const { return rank_.layout_.peerOf(rank_.walk_.rank(), stage); }
   double seconds() const {
     return std::chrono::duration<double>(PipelineRank::Clock::now() - origin_).count();
   }
@@ -80,8 +85,8 @@ private:
   double start_ = 0;
 };
 
-bool PipelineRank::Run::hostInput(const std::string &program, const planfile::Port &port,
-                                  int micro, std::string &error) {
+bool PipelineRank::Run::hostInput(const std::string &program, const planfile::Port &port, int micro,
+                                  std::string &error) {
   const MicroBatchData &data = batches_[micro];
   const std::vector<int32_t> &whole = port.name == "tokens" ? data.tokens : data.targets;
   Block b = blockOf(rank_.plan_, port.shape, port.split, rank_.walk_.rank());

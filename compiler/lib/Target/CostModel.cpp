@@ -58,7 +58,8 @@ double cost::unfusedAttention(const cluster::Cluster &c, double batch, double se
   return t;
 }
 
-double cost::stash(const cluster::Cluster &c, double bytes) {
+double cost::stash(const cluster::Cluster &c, double inputs, double outputs) {
+  double bytes = 2 * 4 * (inputs + outputs);
   return c.stashBandwidth > 0 ? bytes / c.stashBandwidth : 0;
 }
 

@@ -346,12 +346,10 @@ public:
     return t;
   }
 
-  /// The pipeline runtime's copies around one run of a stage's program (PipelineWalk): every
-  /// input that is not host data goes from the stash to a staging buffer, which is zeroed
-  /// first, and into the program's arena (a write and two copies), every output into the stash
-  /// (one copy), as 4-byte floats.
+  /// The pipeline runtime's copies around one run of a stage's program (cost::stash): its
+  /// inputs that are not host data from the stash, its outputs that are not host data into it.
   double stashTime(const std::string &name, uint32_t stage) const {
-    double bytes = 0;
+    double inputs = 0, outputs = 0;
     for (const pf::Program &p : plan_.programs) {
       if (p.name != name || p.stage != stage)
         continue;
@@ -363,12 +361,12 @@ public:
       };
       for (const pf::Port &in : p.inputs)
         if (!pipeline::isHostInput(in.name))
-          bytes += (1 + 2 * 2) * 4 * elements(in);
+          inputs += elements(in);
       for (const pf::Port &out : p.outputs)
         if (!pipeline::isHostOutput(out.name))
-          bytes += 2 * 4 * elements(out);
+          outputs += elements(out);
     }
-    return cost::stash(c_, bytes);
+    return cost::stash(c_, inputs, outputs);
   }
 
   const pf::Program *programOf(const std::string &name, uint32_t stage) const {
@@ -477,6 +475,7 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
     out.step = step.total + opt.total;
     step.add(opt, 1);
     out.kernels = step.kernels;
+    out.kernelsRank = rank;
     stepFlopsModel = step.modelFlops * plan.worldSize;
     stepFlopsHardware = step.hardwareFlops * plan.worldSize;
     out.tokens = tokensOf(plan, "forward_backward") * static_cast<double>(accumulation);
@@ -573,6 +572,7 @@ StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &clus
       out.breakdown = b;
       work.add(opt, 1);
       out.kernels = work.kernels;
+      out.kernelsRank = rank;
     }
     out.step = worst;
     out.tokens = tokensOf(plan, "forward.0") * static_cast<double>(m);
@@ -650,7 +650,7 @@ std::string tessel::predictionJson(const StepPrediction &p) {
     os << (first ? "" : ", ") << "\"" << g << "\": " << t;
     first = false;
   }
-  os << "}}, \"kernels\": {";
+  os << "}}, \"kernels_rank\": " << p.kernelsRank << ", \"kernels\": {";
   first = true;
   for (const auto &[name, k] : p.kernels) {
     os << (first ? "" : ", ") << "\"" << name << "\": {\"seconds\": " << k.seconds

@@ -330,9 +330,8 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   // The pipeline runtime's stash (`stash.bandwidth`), as the estimate times it from the plan's
   // ports: a chunk's forward program takes its input and gives its output and the values its
   // backward program keeps; the backward program takes those and the output's gradient and
-  // gives the input's. Each input is zeroed and copied twice, each output copied once, as
-  // 4-byte floats: (5·in + 2·out)·4 bytes. What a layer keeps follows the recomputation pass:
-  // under full recomputation its input; under selective, also the outputs of its products and
+  // gives the input's (cost::stash counts the copies). What a layer keeps follows the recomputation
+  // pass: under full recomputation its input; under selective, also the outputs of its products and
   // attention (q, k, v, attention's output, the output projection's, the MLP's first products);
   // without, the activations of the memory model below without the scores fused attention does
   // not keep, at 2 bytes an element. The last chunk also keeps the final norm's input, the
@@ -344,7 +343,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
     keptPerLayer = activationsPerLayer(m, l, false) / 2;
   double kept = layersPerChunk * keptPerLayer;
   double keptHead = hiddenShare + T * h + T * m.vocab / t; // the head reads the whole h
-  auto stash = [&](double in, double out) { return cost::stash(c, (5 * in + 2 * out) * 4); };
+  auto stash = [&](double in, double out) { return cost::stash(c, in, out); };
   for (int k = 0; k < chunks; ++k) {
     pipeline::Costs &x = costs[static_cast<size_t>(k)];
     double input = k > 0 ? hiddenShare : 0, output = k + 1 < chunks ? hiddenShare : 0;

@@ -37,9 +37,11 @@ double unfusedAttention(const cluster::Cluster &c, double batch, double seq, dou
                         double kvSeq, double head, bool backward, double elementBytes,
                         double &flops);
 
-/// The pipeline runtime moving `bytes` (reads and writes counted) through its stash, at
-/// `stash.bandwidth`; nothing on a cluster without one.
-double stash(const cluster::Cluster &c, double bytes);
+/// The pipeline runtime's copies around one run of a stage's program (common/PipelineWalk.h):
+/// `inputs` elements from its stash into the program's arena and `outputs` elements from the
+/// arena into the stash, each a read and a write of a 4-byte float, at `stash.bandwidth`;
+/// nothing on a cluster without one.
+double stash(const cluster::Cluster &c, double inputs, double outputs);
 
 /// A memory-bound kernel moving `bytes`: bytes / (bandwidth × memory efficiency) + overhead.
 double memoryBound(const cluster::Cluster &c, double bytes);

@@ -57,6 +57,8 @@ struct StepPrediction {
   /// The slowest stage's first rank's kernels by name (" (recomputed)" appended to those the
   /// plan marks recomputed), collectives by their whole α–β time, exposed or not.
   std::map<std::string, KernelCost> kernels;
+  /// The rank whose kernels `kernels` lists (the slowest stage's first rank).
+  uint32_t kernelsRank = 0;
   /// The predicted pipeline timeline, in seconds, when the plan has a pipeline.
   pipeline::Timeline timeline;
   bool pipelined = false;
