@@ -69,10 +69,10 @@ struct Cluster {
   /// (`layer`), each layer's whole forward pass, so also the layer's last kernels whose results
   /// only the next layer reads (GPT's second MLP product, its tp all-reduce, the residual add).
   bool replayWholeLayer = false;
-  /// The rate at which a pipelined run moves the values between a stage's programs through
-  /// host memory (the runtime's stash, common/PipelineWalk.h), in bytes/s: the memory
-  /// bandwidth on the CPU backend. 0: the values stay where the programs run and cost nothing
-  /// to keep (the GPU presets: what the runtime's host stash costs over PCIe is not modelled).
+  /// The rate at which a pipelined run copies the values between a stage's programs into and
+  /// out of its stash (common/PipelineWalk.h, in the rank's device memory), in bytes/s: the
+  /// memory bandwidth on the CPU backend. 0: the copies cost nothing (the GPU presets, where
+  /// they run at the memory bandwidth and are small beside a stage's kernels).
   double stashBandwidth = 0;
   /// Fixed time per kernel (launch and framework overhead) and per collective call.
   double kernelOverhead = 0, collectiveOverhead = 0;

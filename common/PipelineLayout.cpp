@@ -100,7 +100,8 @@ bool buildChain(const Plan &plan, const PipelineConfig &config, const std::strin
         int64_t n = 1;
         for (int64_t d : port.shape)
           n = d < 1 || d > kMaxElements || n > kMaxElements / d ? kMaxElements + 1 : n * d;
-        if (n > kMaxElements || static_cast<uint64_t>(n) * 4 > port.buffer.bytes) {
+        const uint64_t bytes = static_cast<uint64_t>(n) * planfile::dtypeBytes(port.dtype);
+        if (n > kMaxElements || bytes > port.buffer.bytes) {
           error = "port '" + port.name + "' of " + where + " has " +
                   std::to_string(port.buffer.bytes) + " bytes for a value of shape " +
                   describeShape(port.shape, port.dtype);
@@ -114,6 +115,7 @@ bool buildChain(const Plan &plan, const PipelineConfig &config, const std::strin
           return false;
         }
         chain.elements[port.name] = n;
+        chain.bytes[port.name] = bytes;
       }
   }
 
@@ -212,6 +214,13 @@ int64_t PipelineChain::messageElements(const std::vector<std::string> &ports) co
   int64_t n = 0;
   for (const std::string &port : ports)
     n += elements.at(port);
+  return n;
+}
+
+uint64_t PipelineChain::messageBytes(const std::vector<std::string> &ports) const {
+  uint64_t n = 0;
+  for (const std::string &port : ports)
+    n += bytes.at(port);
   return n;
 }
 

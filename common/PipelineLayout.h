@@ -51,11 +51,13 @@ struct PipelineChain {
   /// Per chunk c, the values (by name, in name order) its forward program sends to chunk c + 1,
   /// and those its backward program sends to chunk c - 1 (a step only).
   std::vector<std::vector<std::string>> activations, gradients;
-  /// Per value: its 4-byte elements on one rank.
+  /// Per value: its elements on one rank, and its bytes (in the ports' element type).
   std::map<std::string, int64_t> elements;
+  std::map<std::string, uint64_t> bytes;
 
-  /// The elements of a message of `ports`.
+  /// The elements and the bytes of a message of `ports`.
   int64_t messageElements(const std::vector<std::string> &ports) const;
+  uint64_t messageBytes(const std::vector<std::string> &ports) const;
 };
 
 /// The pipeline of a plan, as every rank sees it.

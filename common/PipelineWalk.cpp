@@ -30,24 +30,24 @@ struct PipelineWalk::RankChain {
   }
 };
 
-/// The values a rank keeps between actions. A value's buffer goes back to a pool after its
-/// last taker and serves the next value of its size: a step stashes the same values every
-/// micro-batch, so after the first one no buffer is allocated (a fresh one costs a page fault
-/// per 4 KiB on first touch, more than the copy into it).
+/// The values a rank keeps between actions, each in a buffer of the hooks' memory (none in a
+/// walk without data). A value's buffer goes back to a pool after its last taker and serves the
+/// next value of its size: a step stashes the same values every micro-batch, so after the first
+/// one nothing is allocated.
 class PipelineWalk::Stash {
 public:
   void clear() {
     for (auto &[key, e] : entries_)
-      recycle(std::move(e.data));
+      recycle(e);
     entries_.clear();
     bytes_ = 0;
   }
   uint64_t peak() const { return peak_; }
 
-  /// Makes room for `elements` elements of value `name` of `micro`, kept for `takers` takers;
-  /// `data` (null in a walk without data) is where they are to be written.
-  bool put(int micro, const std::string &name, int64_t elements, int takers, bool withData,
-           float *&data, std::string &error) {
+  /// Makes room for value `name` of `micro`, `bytes` long, kept for `takers` takers; `data`
+  /// is where it is to be written (null in a walk without data).
+  bool put(int micro, const std::string &name, uint64_t bytes, int takers, WalkHooks &hooks,
+           void *&data, std::string &error) {
     auto [it, fresh] = entries_.try_emplace({micro, name});
     if (!fresh) {
       error = "value '" + name + "' of micro-batch " + std::to_string(micro) +
@@ -55,62 +55,66 @@ public:
       return false;
     }
     Entry &e = it->second;
-    e.elements = elements;
+    e.bytes = bytes;
     e.takers = takers;
     data = nullptr;
-    if (withData) {
-      e.data = buffer(elements);
-      data = e.data.data();
+    if (hooks.movesData()) {
+      auto pooled = pool_.find(bytes);
+      if (pooled != pool_.end()) {
+        e.data = std::move(pooled->second);
+        pool_.erase(pooled);
+      } else if (!(e.data = hooks.allocate(bytes, error))) {
+        entries_.erase(it);
+        error = "no memory for value '" + name + "' (" + std::to_string(bytes) +
+                " bytes) in the pipeline stash" + (error.empty() ? "" : ": " + error);
+        return false;
+      }
+      data = e.data.get();
     }
-    bytes_ += static_cast<uint64_t>(elements) * 4;
+    bytes_ += bytes;
     peak_ = std::max(peak_, bytes_);
     return true;
   }
 
-  /// Hands value `name` of `micro` to `use` (null in a walk without data) and drops it after
-  /// its last taker.
-  template <typename Use>
-  bool take(int micro, const std::string &name, const std::string &taker, std::string &error,
-            Use use) {
+  /// Value `name` of `micro` (null in a walk without data), or null with the reason when no
+  /// program or receive has provided it.
+  bool find(int micro, const std::string &name, const std::string &taker, const void *&data,
+            std::string &error) {
     auto it = entries_.find({micro, name});
     if (it == entries_.end()) {
       error = taker + " needs value '" + name + "', which no program or receive has " +
               "provided on this rank by then";
       return false;
     }
-    Entry &e = it->second;
-    if (!use(e.data.empty() ? nullptr : e.data.data(), e.elements))
-      return false;
-    if (--e.takers == 0) {
-      bytes_ -= static_cast<uint64_t>(e.elements) * 4;
-      recycle(std::move(e.data));
-      entries_.erase(it);
-    }
+    data = it->second.data.get();
     return true;
+  }
+  /// One taker of value `name` of `micro` is done with it: dropped after its last one (once
+  /// the copies reading it are finished).
+  void taken(int micro, const std::string &name) {
+    auto it = entries_.find({micro, name});
+    Entry &e = it->second;
+    if (--e.takers > 0)
+      return;
+    bytes_ -= e.bytes;
+    recycle(e);
+    entries_.erase(it);
   }
 
 private:
   struct Entry {
-    std::vector<float> data;
-    int64_t elements = 0;
+    std::shared_ptr<void> data;
+    uint64_t bytes = 0;
     int takers = 0;
   };
 
-  std::vector<float> buffer(int64_t elements) {
-    auto it = pool_.find(elements);
-    if (it == pool_.end())
-      return std::vector<float>(static_cast<size_t>(std::max<int64_t>(elements, 1)));
-    std::vector<float> v = std::move(it->second);
-    pool_.erase(it);
-    return v;
-  }
-  void recycle(std::vector<float> &&v) {
-    if (!v.empty())
-      pool_.emplace(static_cast<int64_t>(v.size()), std::move(v));
+  void recycle(Entry &e) {
+    if (e.data)
+      pool_.emplace(e.bytes, std::move(e.data));
   }
 
   std::map<std::pair<int, std::string>, Entry> entries_;
-  std::multimap<int64_t, std::vector<float>> pool_;
+  std::multimap<uint64_t, std::shared_ptr<void>> pool_;
   uint64_t bytes_ = 0, peak_ = 0;
 };
 
@@ -227,79 +231,129 @@ bool PipelineWalk::compute(const RankChain &chain, const std::string &name, int 
   const planfile::Program &program = *chain.programs.at(name);
   const std::string what = describe(name, micro);
   const bool data = hooks.movesData();
+  // The inputs from the stash into the program's buffers; the copies are finished before it
+  // runs, and only then are the values dropped.
+  std::vector<std::string> taken;
   for (const planfile::Port &in : program.inputs) {
     if (isHostInput(in.name)) {
       if (!hooks.hostInput(name, in, micro, error))
         return false;
       continue;
     }
-    // Straight from the stash into the program's input: no copy in between.
-    if (!stash_->take(micro, in.name, what, error, [&](const float *values, int64_t elements) {
-          return !values || hooks.writeInput(name, in.name, values, elements, error);
-        }))
+    const void *value = nullptr;
+    if (!stash_->find(micro, in.name, what, value, error))
       return false;
+    if (data) {
+      const uint64_t bytes = chain.chain->bytes.at(in.name);
+      void *to = hooks.inputAddress(name, in.name, bytes, error);
+      if (!to)
+        return false;
+      hooks.copy(to, value, bytes);
+    }
+    taken.push_back(in.name);
   }
+  if (data && !hooks.finish(error))
+    return false;
+  for (const std::string &value : taken)
+    stash_->taken(micro, value);
   if (!hooks.run(name, micro, error))
     return false;
+  // The outputs into the stash, finished before the next program overwrites them.
   const bool last = chunk + 1 == layout_.config().chunks();
   for (const planfile::Port &out : program.outputs) {
-    const int64_t elements = chain.chain->elements.at(out.name);
     if (last && isHostOutput(out.name))
       hooks.hostOutput(chain.chain->kind, out.name, micro,
-                       data ? hooks.output(name, out.name) : nullptr, elements);
+                       data ? hooks.output(name, out.name) : nullptr,
+                       chain.chain->elements.at(out.name));
     int takers = chain.takersOf(out.name);
-    float *into = nullptr;
-    if (takers > 0 && (!stash_->put(micro, out.name, elements, takers, data, into, error) ||
-                       (into && !hooks.readOutput(name, out.name, into, elements, error))))
+    if (takers == 0)
+      continue;
+    const uint64_t bytes = chain.chain->bytes.at(out.name);
+    void *into = nullptr;
+    if (!stash_->put(micro, out.name, bytes, takers, hooks, into, error))
       return false;
+    if (data) {
+      const void *from = hooks.outputAddress(name, out.name, bytes, error);
+      if (!from)
+        return false;
+      hooks.copy(into, from, bytes);
+    }
   }
-  return true;
+  return !data || hooks.finish(error);
 }
 
-float *PipelineWalk::message(int64_t n, const WalkHooks &hooks) {
-  if (!hooks.movesData())
-    return nullptr;
-  // Never empty, so that even a message of no values has a buffer to point at.
-  message_.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
-  return message_.data();
+void *PipelineWalk::message(uint64_t bytes, WalkHooks &hooks, std::string &error) {
+  if (!message_ || messageBytes_ < bytes) {
+    message_ = hooks.allocate(std::max<uint64_t>(bytes, 1), error);
+    messageBytes_ = message_ ? bytes : 0;
+    if (!message_)
+      error = "no memory for a pipeline message of " + std::to_string(bytes) + " bytes" +
+              (error.empty() ? "" : ": " + error);
+  }
+  return message_.get();
 }
 
 bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &ports, int micro,
                         uint32_t toStage, int64_t tag, WalkHooks &hooks, std::string &error) {
-  // One message per send, its values in name order: the receiver cuts it up the same way.
+  // One message per send, its values in name order: the receiver cuts it up the same way. A
+  // message of one value goes straight from the stash; several are packed first.
   const std::string what = "the send to stage " + std::to_string(toStage);
-  const int64_t n = chain.chain->messageElements(ports);
-  float *buffer = message(n, hooks);
-  size_t at = 0;
+  const uint64_t bytes = chain.chain->messageBytes(ports);
+  const bool data = hooks.movesData();
+  std::vector<const void *> values;
   for (const std::string &value : ports) {
-    if (!stash_->take(micro, value, what, error, [&](const float *values, int64_t elements) {
-          if (values)
-            std::memcpy(buffer + at, values, static_cast<size_t>(elements) * 4);
-          at += static_cast<size_t>(elements);
-          return true;
-        }))
+    const void *at = nullptr;
+    if (!stash_->find(micro, value, what, at, error))
       return false;
+    values.push_back(at);
   }
-  return hooks.send(toStage, tag, buffer, n, error);
+  const void *message = values.size() == 1 ? values[0] : nullptr;
+  if (data && values.size() != 1) {
+    char *packed = static_cast<char *>(this->message(bytes, hooks, error));
+    if (!packed)
+      return false;
+    uint64_t at = 0;
+    for (size_t i = 0; i < ports.size(); ++i) {
+      const uint64_t n = chain.chain->bytes.at(ports[i]);
+      hooks.copy(packed + at, values[i], n);
+      at += n;
+    }
+    if (!hooks.finish(error))
+      return false;
+    message = packed;
+  }
+  if (!hooks.send(toStage, tag, message, bytes, error))
+    return false;
+  for (const std::string &value : ports)
+    stash_->taken(micro, value);
+  return true;
 }
 
 bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string> &ports, int micro,
                            uint32_t fromStage, int64_t tag, WalkHooks &hooks, std::string &error) {
-  const int64_t n = chain.chain->messageElements(ports);
-  float *buffer = message(n, hooks);
-  if (!hooks.receive(fromStage, tag, buffer, n, error))
-    return false;
-  size_t at = 0;
+  const uint64_t bytes = chain.chain->messageBytes(ports);
+  std::vector<void *> values;
   for (const std::string &value : ports) {
-    const int64_t elements = chain.chain->elements.at(value);
-    float *into = nullptr;
-    if (!stash_->put(micro, value, elements, chain.takersOf(value), buffer != nullptr, into, error))
+    void *into = nullptr;
+    if (!stash_->put(micro, value, chain.chain->bytes.at(value), chain.takersOf(value), hooks, into,
+                     error))
       return false;
-    if (into)
-      std::memcpy(into, buffer + at, static_cast<size_t>(elements) * 4);
-    at += static_cast<size_t>(elements);
+    values.push_back(into);
   }
-  return true;
+  if (!hooks.movesData())
+    return hooks.receive(fromStage, tag, nullptr, bytes, error);
+  if (values.size() == 1)
+    return hooks.receive(fromStage, tag, values[0], bytes, error);
+  char *packed = static_cast<char *>(message(bytes, hooks, error));
+  if (!packed || !hooks.receive(fromStage, tag, packed, bytes, error))
+    return false;
+  uint64_t at = 0;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const uint64_t n = chain.chain->bytes.at(ports[i]);
+    hooks.copy(values[i], packed + at, n);
+    at += n;
+  }
+  return hooks.finish(error);
 }
 
 bool peakStashBytes(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank,

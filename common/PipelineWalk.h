@@ -40,23 +40,31 @@ class WalkHooks {
 public:
   virtual ~WalkHooks();
 
-  /// Whether values carry data: then a program's inputs are copied out of the stash through
-  /// `writeInput`, its outputs into the stash through `readOutput`, and messages through a
-  /// buffer.
+  /// Whether values carry data. Then the stash keeps each value's bytes (in its ports' element
+  /// type) in the hooks' memory — the rank's device, so a value never leaves the device between
+  /// its producer and its takers: a program's outputs are copied from its buffers into the
+  /// stash, its inputs from the stash into its buffers, and messages are sent from and received
+  /// into that memory.
   virtual bool movesData() const { return false; }
-  /// Copies `elements` values from `host` to input `port` of `program` (with movesData).
-  virtual bool writeInput(const std::string &program, const std::string &port, const float *host,
-                          int64_t elements, std::string &error) {
-    return true;
+  /// `bytes` of the hooks' memory, freed with the pointer; null with the reason if there is
+  /// none to be had.
+  virtual std::shared_ptr<void> allocate(uint64_t bytes, std::string &error) { return nullptr; }
+  /// Copies `bytes` within the hooks' memory; may return before the copy is done.
+  virtual void copy(void *to, const void *from, uint64_t bytes) {}
+  /// Waits for the copies issued so far; false with the reason if one failed.
+  virtual bool finish(std::string &error) { return true; }
+  /// Where input `port` of `program` is, and output `port`, in the hooks' memory, when it holds
+  /// at least `bytes`; null with the reason otherwise.
+  virtual void *inputAddress(const std::string &program, const std::string &port, uint64_t bytes,
+                             std::string &error) {
+    return nullptr;
   }
-  /// Copies output `port` of `program` after it ran, `elements` values, to `host` (with
-  /// movesData): a value the stash keeps.
-  virtual bool readOutput(const std::string &program, const std::string &port, float *host,
-                          int64_t elements, std::string &error) {
-    return true;
+  virtual const void *outputAddress(const std::string &program, const std::string &port,
+                                    uint64_t bytes, std::string &error) {
+    return nullptr;
   }
-  /// Output `port` of `program` after it ran, on the host (with movesData): the last chunk's
-  /// host outputs.
+  /// Output `port` of `program` after it ran, on the host as f32 (with movesData): the last
+  /// chunk's host outputs.
   virtual const float *output(const std::string &program, const std::string &port) {
     return nullptr;
   }
@@ -71,11 +79,14 @@ public:
   /// `kind` ("step", "eval", "sample"); `data` is null unless values carry data.
   virtual void hostOutput(const std::string &kind, const std::string &port, int micro,
                           const float *data, int64_t elements) {}
-  /// Moves a message of `n` elements to / from pipeline stage `stage` of the rank's pipeline.
-  virtual bool send(uint32_t stage, int64_t tag, const float *data, int64_t n, std::string &error) {
+  /// Moves a message of `bytes` bytes, in the hooks' memory, to / from pipeline stage `stage`
+  /// of the rank's pipeline.
+  virtual bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes,
+                    std::string &error) {
     return true;
   }
-  virtual bool receive(uint32_t stage, int64_t tag, float *data, int64_t n, std::string &error) {
+  virtual bool receive(uint32_t stage, int64_t tag, void *data, uint64_t bytes,
+                       std::string &error) {
     return true;
   }
   /// Around each action of a step's list.
@@ -117,15 +128,16 @@ private:
             uint32_t toStage, int64_t tag, WalkHooks &hooks, std::string &error);
   bool receive(const RankChain &chain, const std::vector<std::string> &ports, int micro,
                uint32_t fromStage, int64_t tag, WalkHooks &hooks, std::string &error);
-  /// The message buffer for `n` elements, or null when values carry no data.
-  float *message(int64_t n, const WalkHooks &hooks);
+  /// A buffer of the hooks' memory for a message of `bytes` that is not one stashed value.
+  void *message(uint64_t bytes, WalkHooks &hooks, std::string &error);
 
   const PipelineLayout &layout_;
   uint32_t rank_, stage_;
   std::unique_ptr<RankChain> step_;
   std::map<std::string, std::unique_ptr<RankChain>> chains_;
   std::unique_ptr<Stash> stash_;
-  std::vector<float> message_;
+  std::shared_ptr<void> message_;
+  uint64_t messageBytes_ = 0;
 };
 
 /// The most bytes world rank `rank` of `plan` keeps in its stash: the dry walk of its step and

@@ -184,9 +184,11 @@ bool Communicator::broadcast(const CommGroup &group, uint32_t root, const void *
   return run(op, error);
 }
 
-bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error) {
+bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error,
+                        planfile::DType type) {
   CommOp op;
   op.kind = CommOp::Kind::Send;
+  op.type = type;
   op.peer = peer;
   op.tag = tag;
   op.n = n;
@@ -194,9 +196,11 @@ bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, st
   return run(op, error);
 }
 
-bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error) {
+bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error,
+                        planfile::DType type) {
   CommOp op;
   op.kind = CommOp::Kind::Recv;
+  op.type = type;
   op.peer = peer;
   op.tag = tag;
   op.n = n;

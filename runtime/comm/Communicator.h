@@ -125,8 +125,10 @@ public:
                 std::string &error);
   bool broadcast(const CommGroup &group, uint32_t root, const void *x, void *y, int64_t n,
                  std::string &error);
-  bool send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error);
-  bool recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error);
+  bool send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error,
+            planfile::DType type = planfile::DType::F32);
+  bool recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error,
+            planfile::DType type = planfile::DType::F32);
 };
 
 /// A communicator whose operations run on one worker thread per rank, in the order they were

@@ -376,18 +376,27 @@ const float *Executor::output(const std::string &program, const std::string &por
   return cached.values.data();
 }
 
-bool Executor::readOutput(const std::string &program, const std::string &port, float *host,
-                          int64_t elements) const {
+void *Executor::inputAddress(const std::string &program, const std::string &port, uint64_t bytes) {
+  const DecodedProgram *p = find(program);
+  if (!p)
+    return nullptr;
+  for (const planfile::Port &in : p->program->inputs)
+    if (in.name == port) {
+      if (bytes > in.buffer.bytes || in.buffer.storage != Storage::Arena)
+        return nullptr;
+      return static_cast<char *>(arena_->address()) + in.buffer.offset;
+    }
+  return nullptr;
+}
+
+const void *Executor::outputAddress(const std::string &program, const std::string &port,
+                                    uint64_t bytes) const {
   const planfile::Port *out = outputPort(program, port);
-  if (!out)
-    return false;
+  if (!out || bytes > out->buffer.bytes)
+    return nullptr;
   const BufferRef &b = out->buffer;
-  if (elements < 0 ||
-      static_cast<uint64_t>(elements) * std::max<size_t>(planfile::dtypeBytes(b.dtype), 1) >
-          b.bytes)
-    return false;
-  copyOut(b, host, static_cast<size_t>(elements));
-  return true;
+  const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
+  return static_cast<const char *>(base.address()) + b.offset;
 }
 
 const planfile::Port *Executor::outputPort(const std::string &program,

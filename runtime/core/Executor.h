@@ -81,10 +81,11 @@ public:
   /// Output `port` of `program` after its last run, copied to the host (null if there is no
   /// such output), a 16-bit one widened to f32; the copy stays valid until the next run.
   const float *output(const std::string &program, const std::string &port) const;
-  /// Copies output `port` of `program` after its last run to `host`, `elements` f32 values (a
-  /// 16-bit output widened); false if there is no such output or it holds another count.
-  bool readOutput(const std::string &program, const std::string &port, float *host,
-                  int64_t elements) const;
+  /// Where input `port` of `program` is in the device's memory, and output `port`, when it
+  /// holds at least `bytes` (in the arena, or an output in a state tensor); null otherwise.
+  void *inputAddress(const std::string &program, const std::string &port, uint64_t bytes);
+  const void *outputAddress(const std::string &program, const std::string &port,
+                            uint64_t bytes) const;
 
   /// Runs `program`; every collective it started is done when it returns. With
   /// `checkFinite`, runs collectives synchronously and stops at the first instruction that

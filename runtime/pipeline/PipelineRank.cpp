@@ -2,7 +2,9 @@
 
 #include "runtime/pipeline/PipelineRank.h"
 
+#include "runtime/comm/CommMemory.h"
 #include "runtime/core/Blocks.h"
+#include "runtime/device/Device.h"
 
 #include <cmath>
 
@@ -18,25 +20,33 @@ public:
   Run(PipelineRank &rank, Executor &ex, Communicator &comm,
       const std::vector<MicroBatchData> &batches, const StepContext &ctx, bool checkFinite,
       PipelineRank::Clock::time_point origin)
-      : rank_(rank), ex_(ex), comm_(comm), batches_(batches), ctx_(ctx), checkFinite_(checkFinite),
-        origin_(origin) {}
+      : rank_(rank), ex_(ex), comm_(comm), memory_(ex.device().commMemory()), batches_(batches),
+        ctx_(ctx), checkFinite_(checkFinite), origin_(origin) {}
 
   bool movesData() const override { return true; }
-  bool writeInput(const std::string &program, const std::string &port, const float *host,
-                  int64_t elements, std::string &error) override {
-    if (ex_.writeInput(program, port, host, static_cast<uint64_t>(elements) * 4))
-      return true;
-    error = "program '" + program + "' has no input '" + port + "' of " + std::to_string(elements) +
-            " elements";
-    return false;
+  std::shared_ptr<void> allocate(uint64_t bytes, std::string &error) override {
+    std::shared_ptr<void> p = memory_.allocate(bytes);
+    if (!p)
+      error = "the device has no " + std::to_string(bytes) + " bytes to spare";
+    return p;
   }
-  bool readOutput(const std::string &program, const std::string &port, float *host,
-                  int64_t elements, std::string &error) override {
-    if (ex_.readOutput(program, port, host, elements))
-      return true;
-    error = "program '" + program + "' has no output '" + port + "' of " +
-            std::to_string(elements) + " elements";
-    return false;
+  void copy(void *to, const void *from, uint64_t bytes) override { memory_.copy(to, from, bytes); }
+  bool finish(std::string &error) override { return memory_.finish(error); }
+  void *inputAddress(const std::string &program, const std::string &port, uint64_t bytes,
+                     std::string &error) override {
+    if (void *p = ex_.inputAddress(program, port, bytes))
+      return p;
+    error = "program '" + program + "' has no input '" + port + "' of " + std::to_string(bytes) +
+            " bytes";
+    return nullptr;
+  }
+  const void *outputAddress(const std::string &program, const std::string &port, uint64_t bytes,
+                            std::string &error) override {
+    if (const void *p = ex_.outputAddress(program, port, bytes))
+      return p;
+    error = "program '" + program + "' has no output '" + port + "' of " + std::to_string(bytes) +
+            " bytes";
+    return nullptr;
   }
   const float *output(const std::string &program, const std::string &port) override {
     return ex_.output(program, port);
@@ -57,12 +67,17 @@ public:
     else
       rank_.chainOutput_.assign(data, data + elements);
   }
-  bool send(uint32_t stage, int64_t tag, const float *data, int64_t n,
+  // A message moves as 2-byte units (every element type is 2 or 4 bytes long), which a send
+  // and a receive copy without reading.
+  bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes,
             std::string &error) override {
-    return comm_.send(peer(stage), tag, data, n, error);
+    return comm_.send(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), error,
+                      planfile::DType::BF16);
   }
-  bool receive(uint32_t stage, int64_t tag, float *data, int64_t n, std::string &error) override {
-    return comm_.recv(peer(stage), tag, data, n, error);
+  bool receive(uint32_t stage, int64_t tag, void *data, uint64_t bytes,
+               std::string &error) override {
+    return comm_.recv(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), error,
+                      planfile::DType::BF16);
   }
   void beginAction(const Action &) override { start_ = seconds(); }
   void endAction(const Action &a) override {
@@ -78,6 +93,7 @@ private:
   PipelineRank &rank_;
   Executor &ex_;
   Communicator &comm_;
+  CommMemory &memory_; ///< The rank's device memory, where the stash keeps its values.
   const std::vector<MicroBatchData> &batches_;
   StepContext ctx_;
   bool checkFinite_;

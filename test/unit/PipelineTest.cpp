@@ -21,9 +21,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
+#include <tuple>
 
 using namespace tessel;
 using pipeline::ScheduleKind;
@@ -241,6 +248,121 @@ TEST(Pipeline, EstimateWalksTheRuntimesStash) {
       EXPECT_EQ(peak, ranks->pipelineStashBytes(r)) << "rank " << r;
     }
   }
+}
+
+/// Walk hooks over host buffers that count what the walk allocates and copies; the two stages'
+/// walks exchange messages through a shared mailbox.
+class CountingHooks : public pipeline::WalkHooks {
+public:
+  struct Mailbox {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::deque<std::vector<char>>> queues;
+  };
+  CountingHooks(uint32_t stage, Mailbox &mailbox) : stage_(stage), mailbox_(mailbox) {}
+
+  bool movesData() const override { return true; }
+  std::shared_ptr<void> allocate(uint64_t bytes, std::string &) override {
+    ++allocations;
+    return std::shared_ptr<void>(std::malloc(std::max<uint64_t>(bytes, 1)), std::free);
+  }
+  void copy(void *to, const void *from, uint64_t bytes) override {
+    copied += bytes;
+    std::memcpy(to, from, bytes);
+  }
+  void *inputAddress(const std::string &program, const std::string &port, uint64_t bytes,
+                     std::string &) override {
+    return buffer(program + "/" + port, bytes);
+  }
+  const void *outputAddress(const std::string &program, const std::string &port, uint64_t bytes,
+                            std::string &) override {
+    return buffer(program + "/" + port, bytes);
+  }
+  bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes, std::string &) override {
+    std::lock_guard<std::mutex> lock(mailbox_.mutex);
+    const char *c = static_cast<const char *>(data);
+    mailbox_.queues[{stage_, stage, tag}].emplace_back(c, c + bytes);
+    mailbox_.arrived.notify_all();
+    return true;
+  }
+  bool receive(uint32_t stage, int64_t tag, void *data, uint64_t bytes,
+               std::string &error) override {
+    std::unique_lock<std::mutex> lock(mailbox_.mutex);
+    auto &queue = mailbox_.queues[{stage, stage_, tag}];
+    mailbox_.arrived.wait(lock, [&] { return !queue.empty(); });
+    if (queue.front().size() != bytes) {
+      error = "a message of " + std::to_string(queue.front().size()) + " bytes, not " +
+              std::to_string(bytes);
+      return false;
+    }
+    std::memcpy(data, queue.front().data(), bytes);
+    queue.pop_front();
+    return true;
+  }
+
+  int allocations = 0;
+  uint64_t copied = 0;
+
+private:
+  void *buffer(const std::string &name, uint64_t bytes) {
+    std::vector<char> &b = buffers_[name];
+    b.resize(std::max<uint64_t>(b.size(), bytes));
+    return b.data();
+  }
+  uint32_t stage_;
+  Mailbox &mailbox_;
+  std::map<std::string, std::vector<char>> buffers_;
+};
+
+TEST(Pipeline, StashReusesItsBuffersAfterTheFirstStep) {
+  // The stash keeps each value in a buffer of the hooks' memory (the device's in a run), and a
+  // value's buffer serves the next value of its size: a second step allocates nothing. Each
+  // value is copied once into the stash and once out of it.
+  PipelineModel m;
+  const planfile::Plan plan = m.pipelined();
+  std::string error;
+  auto layout = pipeline::PipelineLayout::create(plan, error);
+  ASSERT_TRUE(layout) << error;
+  CountingHooks::Mailbox mailbox;
+  std::vector<std::unique_ptr<pipeline::PipelineWalk>> walks;
+  std::vector<std::unique_ptr<CountingHooks>> hooks;
+  for (uint32_t r = 0; r < plan.worldSize; ++r) {
+    walks.push_back(std::make_unique<pipeline::PipelineWalk>(*layout, plan, r));
+    hooks.push_back(std::make_unique<CountingHooks>(walks.back()->stage(), mailbox));
+  }
+  auto step = [&] {
+    std::vector<std::string> errors(walks.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < walks.size(); ++r)
+      threads.emplace_back([&, r] { walks[r]->step(*hooks[r], errors[r]); });
+    for (std::thread &t : threads)
+      t.join();
+    for (const std::string &e : errors)
+      EXPECT_EQ(e, "");
+  };
+  step();
+  std::vector<int> first;
+  for (const auto &h : hooks) {
+    EXPECT_GT(h->allocations, 0);
+    EXPECT_GT(h->copied, 0u);
+    first.push_back(h->allocations);
+  }
+  std::vector<uint64_t> copied;
+  for (const auto &h : hooks)
+    copied.push_back(h->copied);
+  step();
+  for (size_t r = 0; r < hooks.size(); ++r) {
+    EXPECT_EQ(hooks[r]->allocations, first[r]) << "rank " << r << " allocated in step 2";
+    EXPECT_EQ(hooks[r]->copied, 2 * copied[r]) << "rank " << r;
+  }
+  // Per micro-batch, stage 0 copies x0 and h0 out of forward.0 (h0 is sent from its stash
+  // buffer), x0 and the received gradient of h0 into backward.0: 4 values. Stage 1 copies the
+  // received h0 into forward.1 and into backward.1, the kept target embedding out of forward.1
+  // and into backward.1, and the gradient of h0 out of backward.1: 5.
+  const uint64_t value = static_cast<uint64_t>(m.rows * m.seq * m.dim) * 4;
+  const uint64_t mb = static_cast<uint64_t>(m.microbatches);
+  EXPECT_EQ(copied[0], mb * 4 * value);
+  EXPECT_EQ(copied[1], mb * 5 * value);
 }
 
 TEST(Pipeline, FailingRankEndsEveryRankWithItsReason) {

@@ -50,9 +50,8 @@ std::string human(double bytes) {
 
 /// Whether two ranks' figures are the same in every column the table shows.
 bool sameFigures(const RankEstimate &a, const RankEstimate &b) {
-  return a.parameters == b.parameters && a.gradients == b.gradients &&
-         a.optimizer == b.optimizer && a.activations == b.activations && a.stash == b.stash &&
-         a.inFlight == b.inFlight;
+  return a.parameters == b.parameters && a.gradients == b.gradients && a.optimizer == b.optimizer &&
+         a.activations == b.activations && a.stash == b.stash && a.inFlight == b.inFlight;
 }
 
 /// The ranks of `ranks` as runs of consecutive ranks with the same figures, each [first, last]
@@ -72,8 +71,7 @@ std::vector<std::pair<size_t, size_t>> runsOfSameFigures(const std::vector<RankE
 /// "3", or "0-127" for a run of ranks.
 std::string rankRange(const std::vector<RankEstimate> &ranks, std::pair<size_t, size_t> run) {
   std::string first = std::to_string(ranks[run.first].rank);
-  return run.first == run.second ? first
-                                 : first + "-" + std::to_string(ranks[run.second].rank);
+  return run.first == run.second ? first : first + "-" + std::to_string(ranks[run.second].rank);
 }
 
 } // namespace
@@ -214,13 +212,12 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       // gradient back, to the neighbouring stage, as the runtime's layout says.
       const pipeline::PipelineChain &step = layout->step();
       for (int64_t c = r.stage; c < chunks; c += e.stages) {
-        int64_t elements = 0;
+        uint64_t bytes = 0;
         if (c + 1 < chunks)
-          elements += step.messageElements(step.activations[c]);
+          bytes += step.messageBytes(step.activations[c]);
         if (c > 0)
-          elements += step.messageElements(step.gradients[c]);
-        bytesSent["pp"] +=
-            4.0 * static_cast<double>(elements) * static_cast<double>(e.microbatches);
+          bytes += step.messageBytes(step.gradients[c]);
+        bytesSent["pp"] += static_cast<double>(bytes) * static_cast<double>(e.microbatches);
       }
     }
     for (const auto &[group, bytes] : bytesSent)
