@@ -160,7 +160,7 @@ def main():
     for name, layout, ranks, p, m, e in rows:
         out.append(f"| {name} | {layout} | {ranks} | {p * 1e3:.1f} ms | {m * 1e3:.1f} ms | "
                    f"{100 * e:+.1f}% |")
-    out += ["", f"{within} of {len(rows)} within the 15% goal.", ""]
+    out += ["", f"{within} of {len(rows)} within the 15% goal.", "", ""]
     results = os.path.join(ROOT, "benchmarks", "RESULTS.md")
     text = open(results).read()
     start = text.find(SECTION)
