@@ -348,17 +348,11 @@ bool Executor::hasProgram(const std::string &name) const { return find(name) != 
 
 bool Executor::writeInput(const std::string &program, const std::string &port, const void *host,
                           uint64_t bytes) {
-  const DecodedProgram *p = find(program);
-  if (!p)
+  void *to = inputAddress(program, port, bytes);
+  if (!to)
     return false;
-  for (const planfile::Port &in : p->program->inputs)
-    if (in.name == port) {
-      if (bytes > in.buffer.bytes || in.buffer.storage != Storage::Arena)
-        return false;
-      device_->upload(static_cast<char *>(arena_->address()) + in.buffer.offset, host, bytes);
-      return true;
-    }
-  return false;
+  device_->upload(to, host, bytes);
+  return true;
 }
 
 const float *Executor::output(const std::string &program, const std::string &port) const {
@@ -366,14 +360,23 @@ const float *Executor::output(const std::string &program, const std::string &por
   if (!out)
     return nullptr;
   HostOutput &cached = hostOutputs_[{program, port}];
-  if (!cached.fresh) {
-    const BufferRef &b = out->buffer;
-    size_t size = planfile::dtypeBytes(b.dtype) == 2 ? b.bytes / 2 : (b.bytes + 3) / 4;
-    cached.values.resize(size);
-    copyOut(b, cached.values.data(), size);
-    cached.fresh = true;
+  if (cached.fresh)
+    return cached.values.data();
+  const BufferRef &b = out->buffer;
+  const void *at = outputAddress(program, port, b.bytes);
+  std::vector<float> &host = cached.values;
+  if (b.dtype == planfile::DType::BF16 || b.dtype == planfile::DType::F16) {
+    std::vector<uint16_t> half(b.bytes / 2);
+    device_->download(half.data(), at, half.size() * sizeof(uint16_t));
+    host.resize(half.size());
+    for (size_t e = 0; e < half.size(); ++e)
+      host[e] = b.dtype == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
+  } else {
+    host.resize((b.bytes + 3) / 4);
+    device_->download(host.data(), at, b.bytes);
   }
-  return cached.values.data();
+  cached.fresh = true;
+  return host.data();
 }
 
 void *Executor::inputAddress(const std::string &program, const std::string &port, uint64_t bytes) {
@@ -408,20 +411,6 @@ const planfile::Port *Executor::outputPort(const std::string &program,
     if (out.name == port)
       return &out;
   return nullptr;
-}
-
-void Executor::copyOut(const BufferRef &b, float *host, size_t elements) const {
-  const DeviceBuffer &base = b.storage == Storage::Arena ? *arena_ : *state_[b.state];
-  const void *at = static_cast<const char *>(base.address()) + b.offset;
-  if (planfile::dtypeBytes(b.dtype) != 2) {
-    device_->download(host, at, std::min<uint64_t>(b.bytes, elements * 4));
-    return;
-  }
-  std::vector<uint16_t> &half = halfStaging_;
-  half.resize(elements);
-  device_->download(half.data(), at, elements * sizeof(uint16_t));
-  for (size_t e = 0; e < elements; ++e)
-    host[e] = b.dtype == planfile::DType::BF16 ? bf16ToFloat(half[e]) : halfToFloat(half[e]);
 }
 
 bool Executor::run(const std::string &program, const StepContext &ctx, std::string &error,

@@ -117,8 +117,6 @@ private:
   Executor(const planfile::Plan &plan, uint32_t rank);
   const DecodedProgram *find(const std::string &name) const;
   const planfile::Port *outputPort(const std::string &program, const std::string &port) const;
-  /// Copies `elements` values of buffer `b` to `host` as f32 (16-bit values widened).
-  void copyOut(const planfile::BufferRef &b, float *host, size_t elements) const;
 
   bool runInstructions(const DecodedProgram &p, const StepContext &ctx, std::string &error,
                        bool checkFinite);
@@ -130,7 +128,6 @@ private:
   uint64_t arenaBytes_ = 0;
   std::unique_ptr<DeviceBuffer> arena_;
   std::vector<std::unique_ptr<DeviceBuffer>> state_; ///< Null where the rank does not hold it.
-  /// Outputs copied to the host since the last run, by (program, port).
   /// output()'s copies, by (program, port); `fresh` until the next run, the vector kept so
   /// that the next copy reuses its memory.
   struct HostOutput {
@@ -138,7 +135,6 @@ private:
     bool fresh = false;
   };
   mutable std::map<std::pair<std::string, std::string>, HostOutput> hostOutputs_;
-  mutable std::vector<uint16_t> halfStaging_; ///< copyOut's 16-bit values before widening
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
   bool profiling_ = false;
   std::vector<KernelTime> times_;
