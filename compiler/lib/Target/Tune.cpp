@@ -330,9 +330,10 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   // The pipeline runtime's stash (`stash.bandwidth`), as the estimate times it from the plan's
   // ports: a chunk's forward program takes its input and gives its output and the values its
   // backward program keeps; the backward program takes those and the output's gradient and
-  // gives the input's (cost::stash counts the copies). What a layer keeps follows the recomputation
-  // pass: under full recomputation its input; under selective, also the outputs of its products and
-  // attention (q, k, v, attention's output, the output projection's, the MLP's first products);
+  // gives the input's (cost::stash counts the copies). What a layer keeps follows the
+  // recomputation pass: under full recomputation its input; under selective, also the outputs of
+  // its products and attention (q, k, v, attention's output, the output projection's, the MLP's
+  // first products);
   // without, the activations of the memory model below without the scores fused attention does
   // not keep, at 2 bytes an element. The last chunk also keeps the final norm's input, the
   // head's input (all of h, gathered under sequence parallelism) and the logits (T × vocab/t).
