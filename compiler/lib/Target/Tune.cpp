@@ -333,10 +333,10 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   // gives the input's (cost::stash counts the copies). What a layer keeps follows the
   // recomputation pass: under full recomputation its input; under selective, also the outputs of
   // its products and attention (q, k, v, attention's output, the output projection's, the MLP's
-  // first products);
-  // without, the activations of the memory model below without the scores fused attention does
-  // not keep, at 2 bytes an element. The last chunk also keeps the final norm's input, the
-  // head's input (all of h, gathered under sequence parallelism) and the logits (T × vocab/t).
+  // first products); without, the activations of the memory model below without the scores
+  // fused attention does not keep, at 2 bytes an element. The last chunk also keeps the final
+  // norm's input, the head's input (all of h, gathered under sequence parallelism) and the
+  // logits (T × vocab/t).
   double keptPerLayer = hiddenShare;
   if (l.recompute == "selective")
     keptPerLayer += T * (qkv + attnOut + h + (m.mlpMatrices - 1) * ffn);
