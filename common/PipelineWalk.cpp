@@ -3,7 +3,6 @@
 #include "common/PipelineWalk.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace tessel::pipeline {
 
