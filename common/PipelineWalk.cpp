@@ -1,6 +1,7 @@
 //===- PipelineWalk.cpp - One pipeline rank's walk and its stash ----------===//
 
 #include "common/PipelineWalk.h"
+#include "common/ScheduleMessages.h"
 
 #include <algorithm>
 
@@ -153,6 +154,13 @@ PipelineWalk::~PipelineWalk() = default;
 
 uint64_t PipelineWalk::peakStashBytes() const { return stash_->peak(); }
 
+void PipelineWalk::clear() {
+  stash_->clear();
+  unpacks_.clear();
+  sent_.clear();
+  messagesUsed_ = 0;
+}
+
 bool PipelineWalk::check(std::string &error) {
   WalkHooks dry;
   if (!step(dry, error))
@@ -164,14 +172,39 @@ bool PipelineWalk::check(std::string &error) {
 }
 
 bool PipelineWalk::step(WalkHooks &hooks, std::string &error) {
-  stash_->clear();
-  for (const Action &a : layout_.actions(stage_)) {
-    hooks.beginAction(a);
-    if (!perform(a, hooks, error)) {
-      error = actionLabel(a, layout_.config().virtualStages > 1) + ": " + error;
+  clear();
+  const std::vector<Action> &actions = layout_.actions(stage_);
+  const bool chunks = layout_.config().virtualStages > 1;
+  for (size_t i = 0; i < actions.size();) {
+    const Action &a = actions[i];
+    if (!isCommunication(a.kind)) {
+      hooks.beginAction(a);
+      if (!perform(a, hooks, error)) {
+        error = actionLabel(a, chunks) + ": " + error;
+        return false;
+      }
+      hooks.endAction(a);
+      ++i;
+      continue;
+    }
+    // An exchange: its messages are posted one by one and done together at its end, which
+    // ends the last action's time.
+    const size_t end = detail::exchangeEnd(actions, i);
+    hooks.beginExchange();
+    for (; i < end; ++i) {
+      hooks.beginAction(actions[i]);
+      if (!perform(actions[i], hooks, error)) {
+        error = actionLabel(actions[i], chunks) + ": " + error;
+        return false;
+      }
+      if (i + 1 < end)
+        hooks.endAction(actions[i]);
+    }
+    if (!endExchange(hooks, error)) {
+      error = actionLabel(actions[end - 1], chunks) + ": " + error;
       return false;
     }
-    hooks.endAction(a);
+    hooks.endAction(actions[end - 1]);
   }
   return true;
 }
@@ -183,19 +216,26 @@ bool PipelineWalk::chain(const std::string &kind, WalkHooks &hooks, std::string 
     return false;
   }
   const RankChain &chain = *it->second;
-  stash_->clear();
+  clear();
   const PipelineChain &c = *chain.chain;
   const int chunks = layout_.config().chunks(), p = layout_.config().stages;
+  // Each message is an exchange of its own: the chain's values only flow forward.
   for (int j = 0; j < layout_.config().virtualStages; ++j) {
     const int chunk = layout_.chunkOf(stage_, j);
-    if (chunk > 0 &&
-        !receive(chain, c.activations[chunk - 1], 0, (chunk - 1) % p, kChainTag, hooks, error))
-      return false;
+    if (chunk > 0) {
+      hooks.beginExchange();
+      if (!receive(chain, c.activations[chunk - 1], 0, (chunk - 1) % p, kChainTag, hooks, error) ||
+          !endExchange(hooks, error))
+        return false;
+    }
     if (!compute(chain, c.programs[chunk][0], chunk, 0, hooks, error))
       return false;
-    if (chunk + 1 < chunks &&
-        !send(chain, c.activations[chunk], 0, (chunk + 1) % p, kChainTag, hooks, error))
-      return false;
+    if (chunk + 1 < chunks) {
+      hooks.beginExchange();
+      if (!send(chain, c.activations[chunk], 0, (chunk + 1) % p, kChainTag, hooks, error) ||
+          !endExchange(hooks, error))
+        return false;
+    }
   }
   return true;
 }
@@ -282,14 +322,22 @@ bool PipelineWalk::compute(const RankChain &chain, const std::string &name, int 
 }
 
 void *PipelineWalk::message(uint64_t bytes, WalkHooks &hooks, std::string &error) {
-  if (!message_ || messageBytes_ < bytes) {
-    message_ = hooks.allocate(std::max<uint64_t>(bytes, 1), error);
-    messageBytes_ = message_ ? bytes : 0;
-    if (!message_)
+  // One buffer per packed message of an exchange, since they are all in flight at once; the
+  // buffers serve every exchange after.
+  if (messagesUsed_ == messages_.size())
+    messages_.push_back({nullptr, 0});
+  auto &[buffer, size] = messages_[messagesUsed_];
+  if (!buffer || size < bytes) {
+    buffer = hooks.allocate(std::max<uint64_t>(bytes, 1), error);
+    size = buffer ? bytes : 0;
+    if (!buffer) {
       error = "no memory for a pipeline message of " + std::to_string(bytes) + " bytes" +
               (error.empty() ? "" : ": " + error);
+      return nullptr;
+    }
   }
-  return message_.get();
+  ++messagesUsed_;
+  return buffer.get();
 }
 
 bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &ports, int micro,
@@ -323,8 +371,9 @@ bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &
   }
   if (!hooks.send(toStage, tag, message, bytes, error))
     return false;
+  // The values stay in the stash until the exchange is done: the send reads them until then.
   for (const std::string &value : ports)
-    stash_->taken(micro, value);
+    sent_.emplace_back(micro, value);
   return true;
 }
 
@@ -346,13 +395,28 @@ bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string
   char *packed = static_cast<char *>(message(bytes, hooks, error));
   if (!packed || !hooks.receive(fromStage, tag, packed, bytes, error))
     return false;
+  // Cut up once the exchange is done and the message is there.
   uint64_t at = 0;
   for (size_t i = 0; i < ports.size(); ++i) {
     const uint64_t n = chain.chain->bytes.at(ports[i]);
-    hooks.copy(values[i], packed + at, n);
+    unpacks_.push_back({values[i], packed + at, n});
     at += n;
   }
-  return hooks.finish(error);
+  return true;
+}
+
+bool PipelineWalk::endExchange(WalkHooks &hooks, std::string &error) {
+  if (!hooks.endExchange(error))
+    return false;
+  for (const Unpack &u : unpacks_)
+    hooks.copy(u.to, u.from, u.bytes);
+  const bool copied = unpacks_.empty() || hooks.finish(error);
+  unpacks_.clear();
+  for (const auto &[micro, value] : sent_)
+    stash_->taken(micro, value);
+  sent_.clear();
+  messagesUsed_ = 0;
+  return copied;
 }
 
 bool peakStashBytes(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank,

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::pipeline {
@@ -79,8 +80,15 @@ public:
   /// `kind` ("step", "eval", "sample"); `data` is null unless values carry data.
   virtual void hostOutput(const std::string &kind, const std::string &port, int micro,
                           const float *data, int64_t elements) {}
+  /// Around each exchange: the messages between two computations of a rank's list, which
+  /// must be in flight together (a send over NCCL is done only once its receive runs, so two
+  /// ranks that each send to the other before receiving need both messages posted at once;
+  /// Schedule.h). In between, send and receive may only post their messages: they are done,
+  /// and a received message's data is there, once endExchange returns true.
+  virtual void beginExchange() {}
+  virtual bool endExchange(std::string &error) { return true; }
   /// Moves a message of `bytes` bytes, in the hooks' memory, to / from pipeline stage `stage`
-  /// of the rank's pipeline.
+  /// of the rank's pipeline, within an exchange.
   virtual bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes,
                     std::string &error) {
     return true;
@@ -121,6 +129,8 @@ public:
   class Stash;
 
 private:
+  /// Empties the stash and forgets an exchange a failed walk left behind.
+  void clear();
   bool perform(const Action &action, WalkHooks &hooks, std::string &error);
   bool compute(const RankChain &chain, const std::string &program, int chunk, int micro,
                WalkHooks &hooks, std::string &error);
@@ -128,16 +138,30 @@ private:
             uint32_t toStage, int64_t tag, WalkHooks &hooks, std::string &error);
   bool receive(const RankChain &chain, const std::vector<std::string> &ports, int micro,
                uint32_t fromStage, int64_t tag, WalkHooks &hooks, std::string &error);
-  /// A buffer of the hooks' memory for a message of `bytes` that is not one stashed value.
+  /// A buffer of the hooks' memory for a message of `bytes` that is not one stashed value,
+  /// its own for the rest of the exchange.
   void *message(uint64_t bytes, WalkHooks &hooks, std::string &error);
+  /// Ends the exchange (hooks.endExchange), then cuts the received messages up into their
+  /// values and drops the sent values their sends were the last takers of.
+  bool endExchange(WalkHooks &hooks, std::string &error);
 
   const PipelineLayout &layout_;
   uint32_t rank_, stage_;
   std::unique_ptr<RankChain> step_;
   std::map<std::string, std::unique_ptr<RankChain>> chains_;
   std::unique_ptr<Stash> stash_;
-  std::shared_ptr<void> message_;
-  uint64_t messageBytes_ = 0;
+  /// Buffers for packed messages with their sizes; the first `messagesUsed_` belong to the
+  /// exchange in progress.
+  std::vector<std::pair<std::shared_ptr<void>, uint64_t>> messages_;
+  size_t messagesUsed_ = 0;
+  /// What the exchange in progress finishes at its end.
+  struct Unpack {
+    void *to;
+    const char *from;
+    uint64_t bytes;
+  };
+  std::vector<Unpack> unpacks_;
+  std::vector<std::pair<int, std::string>> sent_; ///< (micro-batch, value) of its sends.
 };
 
 /// The most bytes world rank `rank` of `plan` keeps in its stash: the dry walk of its step and

@@ -193,8 +193,8 @@ void buildInterleaved(ListBuilder &b, int p, int m, int v) {
   auto forwardChunk = [&](int k) { return (k / p) % v; };
   auto backwardChunk = [&](int k) { return v - 1 - (k / p) % v; };
   for (int r = 0; r < p; ++r) {
-    // With m == p Megatron-LM runs every forward first; with buffered sends the general
-    // count is deadlock-free too, so it is used throughout.
+    // With m == p Megatron-LM runs every forward first; the general count is deadlock-free
+    // too once the sends are paired with receives (buildSchedule), so it is used throughout.
     int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * p);
     for (int k = 0; k < warmup; ++k)
       b.forward(r, microbatchOf(k), forwardChunk(k));
@@ -228,7 +228,10 @@ std::vector<std::vector<Action>> buildSchedule(ScheduleKind kind, int p, int m, 
     buildZbh1(builder, p, m);
     break;
   }
-  return builder.take();
+  std::vector<std::vector<Action>> lists = builder.take();
+  if (!detail::pairExchanges(p, lists, error))
+    return {};
+  return lists;
 }
 
 double analyticBubble(ScheduleKind kind, int p, int m, int v) {

@@ -31,9 +31,12 @@ const char *scheduleKindName(ScheduleKind kind);
 /// One action list per rank, in execution order, for `stages` ranks, `microbatches`
 /// micro-batches and `virtualStages` model chunks per rank (1 except for interleaved). A
 /// receive comes right before the computation that needs it and a send right after the one
-/// that produces it; where both stages are on one rank (one rank, interleaved) the data stays
-/// local and there is neither. On bad sizes returns no lists and sets `error`; otherwise
-/// leaves `error` as it was.
+/// that produces it, except where two ranks would then wait in sends to each other when a send
+/// is done only with its receive (NCCL): such a send moves to the rank's next exchange, the
+/// messages between two computations, which the runtime posts together (Megatron-LM pairs its
+/// sends with receives the same way). Where both stages are on one rank (one rank,
+/// interleaved) the data stays local and there is neither. On bad sizes returns no lists and
+/// sets `error`; otherwise leaves `error` as it was.
 ///
 /// - AFAB: every F in micro-batch order, then every B in micro-batch order. Rank r holds all
 ///   m micro-batches' activations at its peak.
@@ -56,10 +59,11 @@ std::vector<std::vector<Action>> buildSchedule(ScheduleKind kind, int stages, in
 /// send has exactly one matching receive on its peer (same kind, micro-batch and destination
 /// stage), and the activations (gradients) a rank sends another arrive in the order they
 /// were sent — the communicator pairs the k-th send and k-th receive of a tag, so one tag per
-/// kind suffices; and the lists run to the end when executed. That last check runs the lists
-/// with buffered sends — a send never waits, a receive waits for its send — which is what the
-/// runtime's communicator provides; with rendezvous sends, 1F1B's neighbours would have to
-/// pair their exchanges. Returns false with the first problem in `error`.
+/// kind suffices; and the lists run to the end when executed, both with buffered sends (a
+/// send never waits, a receive waits for its send: threads) and with rendezvous sends (a send
+/// is done only together with its receive: NCCL, MPI's synchronous sends), each rank posting
+/// an exchange — a maximal run of consecutive messages in its list — at a time and waiting for
+/// all of it. Returns false with the first problem in `error`.
 bool checkSchedule(ScheduleKind kind, int stages, int microbatches, int virtualStages,
                    const std::vector<std::vector<Action>> &lists, std::string &error);
 

@@ -3,7 +3,8 @@
 // A schedule is checked in three passes: each action on its own (sizes, peers, duplicates),
 // then each (micro-batch, virtual stage) against its neighbours (the data it needs arrives
 // before it and what it produces leaves after it), then the whole set of lists is executed
-// with buffered sends to show that no rank waits forever.
+// twice to show that no rank waits forever: with buffered sends (threads), and with
+// rendezvous sends posted an exchange at a time (NCCL, MPI; ScheduleExchanges.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -229,6 +230,8 @@ private:
                  " waits for rank " + std::to_string(lists_[r][next[r]].peer);
     if (!stuck.empty())
       return fail("the schedule deadlocks: " + stuck);
+    if (!detail::runExchanges(p_, lists_, stuck))
+      return fail("the schedule deadlocks when a send waits for its receive (NCCL, MPI): " + stuck);
     return true;
   }
 

@@ -12,6 +12,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace tessel::pipeline::detail {
 
@@ -58,6 +59,29 @@ inline bool isSend(Action::Kind kind) {
 inline bool isRecv(Action::Kind kind) {
   return kind == Action::RecvActivation || kind == Action::RecvGrad;
 }
+
+/// The end of the exchange that starts at `begin` of a rank's list: an exchange is a maximal
+/// run of consecutive sends and receives, which the runtime posts together and waits for
+/// together (PipelineWalk, Communicator::exchange).
+inline size_t exchangeEnd(const std::vector<Action> &list, size_t begin) {
+  while (begin < list.size() && isCommunication(list[begin].kind))
+    ++begin;
+  return begin;
+}
+
+/// Runs `lists` with rendezvous messages, an exchange at a time: a rank posts its next
+/// exchange once the computations before it are done and waits until every message in it is
+/// done, and a send is done only together with its receive, which must be posted too — how
+/// NCCL's sends and MPI's synchronous sends behave. True when every rank reaches its end;
+/// otherwise `stuck` says which ranks wait, at which action of their lists.
+bool runExchanges(int stages, const std::vector<std::vector<Action>> &lists, std::string &stuck);
+
+/// Makes `lists` run to the end that way: while the ranks wait for one another, a send that
+/// waits for a receive its peer has not posted moves to the front of its rank's next exchange
+/// (after the computations that follow it; at the end of the list if no exchange follows), as
+/// Megatron-LM pairs each send with the next receives. False with the reason if no send can
+/// move and the ranks still wait.
+bool pairExchanges(int stages, std::vector<std::vector<Action>> &lists, std::string &error);
 
 } // namespace tessel::pipeline::detail
 

@@ -184,8 +184,7 @@ bool Communicator::broadcast(const CommGroup &group, uint32_t root, const void *
   return run(op, error);
 }
 
-bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error,
-                        planfile::DType type) {
+CommOp sendOp(uint32_t peer, int64_t tag, const void *x, int64_t n, planfile::DType type) {
   CommOp op;
   op.kind = CommOp::Kind::Send;
   op.type = type;
@@ -193,11 +192,10 @@ bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, st
   op.tag = tag;
   op.n = n;
   op.x = x;
-  return run(op, error);
+  return op;
 }
 
-bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error,
-                        planfile::DType type) {
+CommOp recvOp(uint32_t peer, int64_t tag, void *y, int64_t n, planfile::DType type) {
   CommOp op;
   op.kind = CommOp::Kind::Recv;
   op.type = type;
@@ -205,7 +203,24 @@ bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::str
   op.tag = tag;
   op.n = n;
   op.y = y;
-  return run(op, error);
+  return op;
+}
+
+bool Communicator::send(uint32_t peer, int64_t tag, const void *x, int64_t n, std::string &error,
+                        planfile::DType type) {
+  return run(sendOp(peer, tag, x, n, type), error);
+}
+
+bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error,
+                        planfile::DType type) {
+  return run(recvOp(peer, tag, y, n, type), error);
+}
+
+bool Communicator::exchange(const std::vector<CommOp> &ops, std::string &error) {
+  for (const CommOp &op : ops)
+    if (!run(op, error))
+      return false;
+  return true;
 }
 
 //===----------------------------------------------------------------------===//
@@ -215,7 +230,7 @@ bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::str
 struct QueuedCommunicator::Worker {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<CommOp> queue;
+  std::deque<Item> queue;
   Ticket issued = 0, completed = 0;
   Ticket firstFailed = 0; ///< 0 while none failed; from it on, every operation fails.
   std::string failure;
@@ -235,10 +250,10 @@ void QueuedCommunicator::startWorker() {
       w.cv.wait(lock, [&] { return w.stopping || !w.queue.empty(); });
       if (w.queue.empty())
         return;
-      CommOp op = w.queue.front();
+      Item item = w.queue.front();
       lock.unlock();
       std::string error;
-      bool ok = execute(op, error);
+      bool ok = executeItem(item, error);
       lock.lock();
       w.queue.pop_front();
       ++w.completed;
@@ -268,17 +283,39 @@ void QueuedCommunicator::stopWorker() {
 
 Communicator::Ticket QueuedCommunicator::start(const CommOp &op) {
   std::lock_guard<std::mutex> lock(worker_->mu);
-  worker_->queue.push_back(op);
+  worker_->queue.push_back({{op}, false});
   worker_->cv.notify_all();
   return ++worker_->issued;
 }
 
 bool QueuedCommunicator::run(const CommOp &op, std::string &error) {
+  return runItem({{op}, false}, error);
+}
+
+bool QueuedCommunicator::exchange(const std::vector<CommOp> &ops, std::string &error) {
+  return runItem({ops, true}, error);
+}
+
+bool QueuedCommunicator::executeItem(const Item &item, std::string &error) {
+  return item.exchange ? executeExchange(item.ops, error) : execute(item.ops[0], error);
+}
+
+bool QueuedCommunicator::executeExchange(const std::vector<CommOp> &ops, std::string &error) {
+  for (const CommOp &op : ops)
+    if (!execute(op, error))
+      return false;
+  return true;
+}
+
+bool QueuedCommunicator::runItem(Item item, std::string &error) {
   std::unique_lock<std::mutex> lock(worker_->mu);
   // An operation in the queue (or running on the worker) goes first.
   if (!worker_->queue.empty()) {
+    worker_->queue.push_back(std::move(item));
+    worker_->cv.notify_all();
+    const Ticket ticket = ++worker_->issued;
     lock.unlock();
-    return wait(start(op), error);
+    return wait(ticket, error);
   }
   const Ticket ticket = ++worker_->issued;
   if (worker_->firstFailed != 0) {
@@ -288,7 +325,7 @@ bool QueuedCommunicator::run(const CommOp &op, std::string &error) {
   }
   // Nothing else issues this rank's operations while it runs, so the worker stays idle.
   lock.unlock();
-  bool ok = execute(op, error);
+  bool ok = executeItem(item, error);
   lock.lock();
   ++worker_->completed;
   if (!ok && worker_->firstFailed == 0) {

@@ -62,6 +62,12 @@ struct CommOp {
   void *y = nullptr;
 };
 
+/// A Send of `n` elements of `type` at `x` to world rank `peer` with `tag`; a Recv into `y`.
+CommOp sendOp(uint32_t peer, int64_t tag, const void *x, int64_t n,
+              planfile::DType type = planfile::DType::F32);
+CommOp recvOp(uint32_t peer, int64_t tag, void *y, int64_t n,
+              planfile::DType type = planfile::DType::F32);
+
 /// The name of an operation kind, for messages.
 const char *commKindName(CommOp::Kind kind);
 
@@ -115,6 +121,13 @@ public:
 
   /// start + wait: the operation in its turn after those started before it.
   virtual bool run(const CommOp &op, std::string &error) { return wait(start(op), error); }
+  /// Point-to-point operations (Send, Recv) in flight together, in their turn after those
+  /// started before: done when every one of them is. A send over NCCL, or MPI's synchronous
+  /// send, is done only once its receive runs, so two ranks that each send to the other before
+  /// receiving would wait forever if they took their operations one at a time (a pipeline's
+  /// exchanges, common/Schedule.h). This one runs them in order, which suffices where sends
+  /// are buffered.
+  virtual bool exchange(const std::vector<CommOp> &ops, std::string &error);
   bool allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y, int64_t n,
                  std::string &error);
   bool allGather(const CommGroup &group, const void *x, void *y, int64_t outer, int64_t chunk,
@@ -142,6 +155,8 @@ public:
   /// With nothing in flight, runs `op` on the calling thread: handing it to the idle worker
   /// and waiting to be woken by it would only add two thread switches.
   bool run(const CommOp &op, std::string &error) final;
+  /// The operations as one item of the queue (executeExchange), the same way.
+  bool exchange(const std::vector<CommOp> &ops, std::string &error) final;
 
 protected:
   QueuedCommunicator();
@@ -154,9 +169,19 @@ protected:
   /// Runs one operation, on the worker thread or in run() on the issuing thread, never both
   /// at once; false with the reason if it failed.
   virtual bool execute(const CommOp &op, std::string &error) = 0;
+  /// Runs an exchange's operations, the same way; in order unless overridden.
+  virtual bool executeExchange(const std::vector<CommOp> &ops, std::string &error);
 
 private:
   struct Worker;
+  /// What the worker runs at a time: one operation, or an exchange's.
+  struct Item {
+    std::vector<CommOp> ops;
+    bool exchange = false;
+  };
+  /// Queues `item` behind what is in flight, or runs it here when nothing is; waits for it.
+  bool runItem(Item item, std::string &error);
+  bool executeItem(const Item &item, std::string &error);
   std::unique_ptr<Worker> worker_;
 };
 

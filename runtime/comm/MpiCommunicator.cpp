@@ -67,18 +67,22 @@ bool ok(int rc, const std::string &what, std::string &error) {
   return false;
 }
 
-/// Posts a send (or receive) of `bytes` at `data` in pieces MPI can count, each request
+/// Posts a send (or a receive) of `bytes` at `data` in pieces MPI can count, each request
 /// appended to `requests`; the first failure's code, or MPI_SUCCESS.
-int post(bool send, const void *data, size_t bytes, uint32_t peer, int tag,
+enum class Post { Send, SynchronousSend, Recv };
+
+int post(Post kind, const void *data, size_t bytes, uint32_t peer, int tag,
          std::vector<MPI_Request> &requests) {
   char *p = static_cast<char *>(const_cast<void *>(data));
   do {
     size_t piece = std::min(bytes, kPieceBytes);
     requests.emplace_back();
-    int rc = send ? MPI_Isend(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(peer), tag,
-                              MPI_COMM_WORLD, &requests.back())
-                  : MPI_Irecv(p, static_cast<int>(piece), MPI_BYTE, static_cast<int>(peer), tag,
-                              MPI_COMM_WORLD, &requests.back());
+    const int count = static_cast<int>(piece), to = static_cast<int>(peer);
+    MPI_Request *r = &requests.back();
+    int rc = kind == Post::Send ? MPI_Isend(p, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, r)
+             : kind == Post::SynchronousSend
+                 ? MPI_Issend(p, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, r)
+                 : MPI_Irecv(p, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, r);
     if (rc != MPI_SUCCESS) {
       requests.back() = MPI_REQUEST_NULL; // Nothing to wait for.
       return rc;
@@ -93,10 +97,14 @@ int post(bool send, const void *data, size_t bytes, uint32_t peer, int tag,
 class Requests {
 public:
   void send(const void *data, size_t bytes, uint32_t to, int tag) {
-    note(post(true, data, bytes, to, tag, requests_));
+    note(post(Post::Send, data, bytes, to, tag, requests_));
+  }
+  /// Done only once the receive has started.
+  void synchronousSend(const void *data, size_t bytes, uint32_t to, int tag) {
+    note(post(Post::SynchronousSend, data, bytes, to, tag, requests_));
   }
   void recv(void *data, size_t bytes, uint32_t from, int tag) {
-    note(post(false, data, bytes, from, tag, requests_));
+    note(post(Post::Recv, data, bytes, from, tag, requests_));
   }
   bool wait(const std::string &what, std::string &error) {
     int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
@@ -313,11 +321,13 @@ private:
     return reqs.wait(what, error);
   }
 
-  bool pointToPoint(const CommOp &op, const std::string &what, std::string &error) {
+  /// The MPI tag of point-to-point `op`; -1 with the reason if `op` names no other rank or
+  /// its tag does not fit.
+  int checkedTag(const CommOp &op, const std::string &what, std::string &error) const {
     if (op.peer >= size_ || op.peer == rank_ || op.n < 0) {
       error = what + " to or from rank " + std::to_string(op.peer) +
               ": the peer must be another rank of this world of " + std::to_string(size_);
-      return false;
+      return -1;
     }
     void *attr = nullptr;
     int found = 0;
@@ -325,9 +335,15 @@ private:
     const int64_t upper = found ? *static_cast<int *>(attr) : 32767;
     if (op.tag > upper / 2 - 1 || op.tag < -(upper - 1) / 2) {
       error = what + ": tag " + std::to_string(op.tag) + " is beyond what MPI carries";
-      return false;
+      return -1;
     }
-    const int tag = static_cast<int>(mpiTag(op.tag));
+    return static_cast<int>(mpiTag(op.tag));
+  }
+
+  bool pointToPoint(const CommOp &op, const std::string &what, std::string &error) {
+    const int tag = checkedTag(op, what, error);
+    if (tag < 0)
+      return false;
     const size_t bytes = commBytes(op, op.n);
     if (op.kind == CommOp::Kind::Recv) {
       Requests reqs;
@@ -338,8 +354,33 @@ private:
     const char *x = static_cast<const char *>(op.x);
     sends_.push_back(PendingSend{{}, std::vector<char>(x, x + bytes)});
     PendingSend &s = sends_.back();
-    return ok(post(true, s.bytes.data(), bytes, op.peer, tag, s.requests),
+    return ok(post(Post::Send, s.bytes.data(), bytes, op.peer, tag, s.requests),
               what + " to rank " + std::to_string(op.peer), error);
+  }
+
+  /// An exchange's sends are synchronous (done only once their receives have started) and
+  /// not copied, as NCCL's: a pipeline's exchanges run on the CPU as they must on GPUs, so a
+  /// schedule that would deadlock over NCCL deadlocks here too rather than only there.
+  bool executeExchange(const std::vector<CommOp> &ops, std::string &error) override {
+    reapSends();
+    Requests reqs;
+    std::string what = "rank " + std::to_string(rank_) + ": exchange";
+    for (const CommOp &op : ops) {
+      if (op.kind != CommOp::Kind::Send && op.kind != CommOp::Kind::Recv) {
+        error = what + " holds a " + commKindName(op.kind) + ", not a send or receive";
+        return false;
+      }
+      const int tag = checkedTag(op, what, error);
+      if (tag < 0)
+        return false;
+      const bool sending = op.kind == CommOp::Kind::Send;
+      what += std::string(sending ? ", send to " : ", receive from ") + std::to_string(op.peer);
+      if (sending)
+        reqs.synchronousSend(op.x, commBytes(op, op.n), op.peer, tag);
+      else
+        reqs.recv(op.y, commBytes(op, op.n), op.peer, tag);
+    }
+    return reqs.wait(what, error);
   }
 
   /// Forgets the buffered sends that have completed.

@@ -148,6 +148,8 @@ public:
       cudaFree(p);
     for (auto &[ranks, comm] : groups_)
       nccl_.ncclCommDestroy(comm);
+    for (auto &[tag, comm] : tagged_)
+      nccl_.ncclCommDestroy(comm);
     if (world_)
       nccl_.ncclCommDestroy(world_);
     if (stream_)
@@ -156,7 +158,7 @@ public:
 
   /// Joins the world and splits the groups; false with the reason.
   bool start(const IdExchange &exchange, const std::vector<std::optional<CommGroup>> &splits,
-             std::string &error) {
+             const std::vector<int64_t> &tags, std::string &error) {
     if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
       error = cudaMessage("cudaSetDevice", e);
       return false;
@@ -215,6 +217,17 @@ public:
       if (!fresh)
         nccl_.ncclCommDestroy(sub);
     }
+    // NCCL pairs a send with a receive by their order on a communicator, without tags: each
+    // tag given gets a copy of the world, so its messages pair in order whatever the others do.
+    for (int64_t tag : tags) {
+      if (tagged_.count(tag))
+        continue;
+      ncclComm_t copy = nullptr;
+      if (!check("ncclCommSplit",
+                 nccl_.ncclCommSplit(world_, 0, static_cast<int>(rank_), &copy, nullptr), error))
+        return false;
+      tagged_[tag] = copy;
+    }
     return true;
   }
 
@@ -256,6 +269,51 @@ public:
     return ticket;
   }
 
+  /// One NCCL group: every operation is posted before any has to be done.
+  bool exchange(const std::vector<CommOp> &ops, std::string &error) override {
+    cudaSetDevice(device_);
+    if (!abortReason_.empty() || !pendingFailure_.empty()) {
+      error = abortReason_.empty() ? pendingFailure_ : abortReason_;
+      pendingFailure_.clear();
+      return false;
+    }
+    for (const CommOp &op : ops) {
+      if (op.kind != CommOp::Kind::Send && op.kind != CommOp::Kind::Recv) {
+        error =
+            std::string("an exchange holds a ") + commKindName(op.kind) + ", not a send or receive";
+        return false;
+      }
+      if ((op.x && isHostMemory(op.x)) || (op.y && isHostMemory(op.y))) {
+        error = "an exchange of host memory: NCCL moves device memory only";
+        return false;
+      }
+    }
+    if (!check("ncclGroupStart", nccl_.ncclGroupStart(), error))
+      return false;
+    bool posted = true;
+    for (const CommOp &op : ops)
+      posted = posted && enqueue(op, error);
+    // The group is ended whatever happened, or NCCL stays inside it.
+    std::string ending;
+    if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), ending) && posted) {
+      error = ending;
+      posted = false;
+    }
+    if (!posted)
+      return false;
+    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) {
+      error = cudaMessage("an exchange failed on the GPU", e);
+      return false;
+    }
+    ncclResult_t asyncError = ncclSuccess;
+    if (nccl_.ncclCommGetAsyncError(world_, &asyncError) == ncclSuccess &&
+        asyncError != ncclSuccess) {
+      error = std::string("NCCL: ") + nccl_.ncclGetErrorString(asyncError);
+      return false;
+    }
+    return true;
+  }
+
   bool wait(Ticket ticket, std::string &error) override {
     cudaSetDevice(device_);
     if (auto f = failures_.find(ticket); f != failures_.end()) {
@@ -292,6 +350,9 @@ public:
     for (auto &[ranks, comm] : groups_)
       nccl_.ncclCommAbort(comm);
     groups_.clear();
+    for (auto &[tag, comm] : tagged_)
+      nccl_.ncclCommAbort(comm);
+    tagged_.clear();
     if (world_)
       nccl_.ncclCommAbort(world_);
     world_ = nullptr;
@@ -386,8 +447,10 @@ private:
 
   /// The communicator of `op`'s group: the world's for all ranks in order, else the split.
   ncclComm_t commOf(const CommOp &op, std::string &error) const {
-    if (op.kind == CommOp::Kind::Send || op.kind == CommOp::Kind::Recv)
-      return world_;
+    if (op.kind == CommOp::Kind::Send || op.kind == CommOp::Kind::Recv) {
+      auto it = tagged_.find(op.tag);
+      return it == tagged_.end() ? world_ : it->second;
+    }
     if (!op.group) {
       error = "no group";
       return nullptr;
@@ -508,6 +571,8 @@ private:
   ncclComm_t world_ = nullptr;
   /// Sub-communicators by their members' world ranks, in group-index order.
   std::map<std::vector<uint32_t>, ncclComm_t> groups_;
+  /// Copies of the world for the point-to-point tags named at creation.
+  std::map<int64_t, ncclComm_t> tagged_;
   std::map<Ticket, cudaEvent_t> events_;
   std::map<Ticket, std::string> failures_;
   Ticket next_ = 1;
@@ -522,7 +587,8 @@ bool available() { return true; }
 
 std::unique_ptr<Communicator>
 createCommunicator(int device, uint32_t rank, uint32_t size, const IdExchange &exchange,
-                   const std::vector<std::optional<CommGroup>> &splits, std::string &error) {
+                   const std::vector<std::optional<CommGroup>> &splits,
+                   const std::vector<int64_t> &tags, std::string &error) {
   const Library *nccl = loadLibrary(error);
   if (!nccl) {
     // The other ranks wait for rank 0's id: tell them why none comes.
@@ -534,7 +600,7 @@ createCommunicator(int device, uint32_t rank, uint32_t size, const IdExchange &e
     return nullptr;
   }
   auto comm = std::make_unique<NcclCommunicator>(*nccl, device, rank, size);
-  if (!comm->start(exchange, splits, error))
+  if (!comm->start(exchange, splits, tags, error))
     return nullptr;
   return comm;
 }

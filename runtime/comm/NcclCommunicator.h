@@ -17,11 +17,13 @@
 // Status: compiled, never run on a GPU. Unlike LocalCommunicator and MpiCommunicator, NCCL's
 // sums do not add in group-index order, so the bits differ from theirs (not the values beyond
 // f32 rounding), and a bf16 or f16 sum is rounded to its type at each step of NCCL's ring or
-// tree rather than once at the end (so its error grows with the group's size); and NCCL pairs sends
-// with receives by order, not by tag, so a plan's sends between two ranks must be issued in the
-// order of their receives. A send is not buffered: it is done once its receive has taken it, so two
-// ranks that send to each other at once wait for each other (pipeline schedules under NCCL are
-// untested for this).
+// tree rather than once at the end (so its error grows with the group's size). NCCL pairs sends
+// with receives by order, not by tag: the tags named at creation (the pipeline's) each get a
+// copy of the world, so their messages pair in order per tag, as the schedule check proves them
+// to; a plan's own sends between two ranks must be issued in the order of their receives. A
+// send is not buffered: it is done once its receive runs, so two ranks that send to each other
+// post both messages in one exchange (an NCCL group); the pipeline schedules are proven to run
+// that way (common/Schedule.h), and MPI runs their exchanges the same way on the CPU.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H
@@ -49,10 +51,12 @@ using IdExchange = std::function<bool(std::vector<char> &id, std::string &error)
 /// order: each is one ncclCommSplit of the world, into the instances of one group (or the
 /// subgroups that a collective's `members` picks from them), this rank's given (nullopt where
 /// the rank takes part in none). An operation on a group no split made fails, naming it.
-/// Null with the reason.
+/// Sends and receives with one of `tags` go over a copy of the world of their own (NCCL pairs
+/// them by order, not tag), the others over the world. Null with the reason.
 std::unique_ptr<Communicator>
 createCommunicator(int device, uint32_t rank, uint32_t size, const IdExchange &exchange,
-                   const std::vector<std::optional<CommGroup>> &splits, std::string &error);
+                   const std::vector<std::optional<CommGroup>> &splits,
+                   const std::vector<int64_t> &tags, std::string &error);
 
 } // namespace tessel::rt::nccl
 

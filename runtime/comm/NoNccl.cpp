@@ -13,7 +13,7 @@ bool available() { return false; }
 
 std::unique_ptr<Communicator> createCommunicator(int, uint32_t, uint32_t, const IdExchange &,
                                                  const std::vector<std::optional<CommGroup>> &,
-                                                 std::string &error) {
+                                                 const std::vector<int64_t> &, std::string &error) {
   error = "this runtime was built without NCCL (CMake found no CUDA toolkit or no nccl.h), so "
           "it cannot run one process per GPU; run the ranks as threads (no launcher)";
   return nullptr;

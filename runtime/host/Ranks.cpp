@@ -4,6 +4,7 @@
 
 #include "runtime/device/Device.h"
 
+#include "common/PipelineWalk.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/Rendezvous.h"
@@ -244,8 +245,9 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
         return rendezvous::exchange(place, id, timeout, why);
       };
     }
-    ranks->comms_[r] =
-        nccl::createCommunicator(gpuOf(r), r, size, exchange, ncclSplitsOf(plan, r), error);
+    ranks->comms_[r] = nccl::createCommunicator(
+        gpuOf(r), r, size, exchange, ncclSplitsOf(plan, r),
+        {pipeline::kActivationTag, pipeline::kGradientTag, pipeline::kChainTag}, error);
     if (!ranks->comms_[r]) {
       error = "rank " + std::to_string(r) + ": " + error;
       return nullptr;

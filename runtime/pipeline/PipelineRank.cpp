@@ -67,18 +67,21 @@ public:
     else
       rank_.chainOutput_.assign(data, data + elements);
   }
-  // A message moves as 2-byte units (every element type is 2 or 4 bytes long), which a send
-  // and a receive copy without reading.
-  bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes,
-            std::string &error) override {
-    return comm_.send(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), error,
-                      planfile::DType::BF16);
+  // An exchange's messages go to the communicator together when it ends. A message moves as
+  // 2-byte units (every element type is 2 or 4 bytes long), which a send and a receive copy
+  // without reading.
+  void beginExchange() override { exchange_.clear(); }
+  bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes, std::string &) override {
+    exchange_.push_back(
+        sendOp(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), planfile::DType::BF16));
+    return true;
   }
-  bool receive(uint32_t stage, int64_t tag, void *data, uint64_t bytes,
-               std::string &error) override {
-    return comm_.recv(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), error,
-                      planfile::DType::BF16);
+  bool receive(uint32_t stage, int64_t tag, void *data, uint64_t bytes, std::string &) override {
+    exchange_.push_back(
+        recvOp(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), planfile::DType::BF16));
+    return true;
   }
+  bool endExchange(std::string &error) override { return comm_.exchange(exchange_, error); }
   void beginAction(const Action &) override { start_ = seconds(); }
   void endAction(const Action &a) override {
     rank_.timed_.push_back({static_cast<int>(rank_.stage()), a, start_, seconds()});
@@ -99,6 +102,7 @@ private:
   bool checkFinite_;
   PipelineRank::Clock::time_point origin_;
   double start_ = 0;
+  std::vector<CommOp> exchange_; ///< The messages of the exchange in progress.
 };
 
 bool PipelineRank::Run::hostInput(const std::string &program, const planfile::Port &port, int micro,

@@ -299,7 +299,7 @@ TEST_F(CudaCommunicator, NcclBetweenTwoGpusGivesTheCpuBits) {
             [&](std::vector<char> &id, std::string &why) {
               return rendezvous::exchange(place, id, 60, why);
             },
-            {worldGroup(size, r)}, errors[r]);
+            {worldGroup(size, r)}, {}, errors[r]);
       });
     for (std::thread &t : threads)
       t.join();

@@ -1,6 +1,7 @@
 //===- ScheduleTest.cpp - Tests of the pipeline schedules and timelines ---===//
 
 #include "common/Schedule.h"
+#include "common/ScheduleMessages.h"
 #include "common/Timeline.h"
 #include "runtime/support/Json.h"
 
@@ -160,6 +161,85 @@ TEST(Schedule, MessagesSitNextToTheirComputations) {
   Lists single = build(ScheduleKind::Interleaved, 1, 3, 2);
   for (const Action &a : single[0])
     EXPECT_TRUE(isCompute(a.kind)) << actionLabel(a, true);
+}
+
+TEST(Schedule, SendsWaitingForEachOtherArePairedWithReceives) {
+  // Two ranks that each send and then compute before receiving: fine when sends are buffered,
+  // stuck when a send is done only together with its receive (NCCL).
+  Lists crossing = {
+      {{Action::SendActivation, 0, 0, 1}, {Action::Forward, 1, 0}, {Action::RecvGrad, 0, 1, 1}},
+      {{Action::SendGrad, 0, 1, 0}, {Action::Forward, 1, 1}, {Action::RecvActivation, 0, 0, 0}}};
+  std::string stuck;
+  EXPECT_FALSE(detail::runExchanges(2, crossing, stuck));
+  EXPECT_EQ(stuck, "rank 0, action 0 (send act 0.0) waits for rank 1; rank 1, action 0 (send "
+                   "grad 0.1) waits for rank 0");
+  // Each send joins its rank's next exchange, the receive the other rank waits in.
+  std::string error;
+  ASSERT_TRUE(detail::pairExchanges(2, crossing, error)) << error;
+  EXPECT_EQ(crossing[0], (std::vector<Action>{{Action::Forward, 1, 0},
+                                              {Action::SendActivation, 0, 0, 1},
+                                              {Action::RecvGrad, 0, 1, 1}}));
+  EXPECT_EQ(crossing[1], (std::vector<Action>{{Action::Forward, 1, 1},
+                                              {Action::SendGrad, 0, 1, 0},
+                                              {Action::RecvActivation, 0, 0, 0}}));
+  EXPECT_TRUE(detail::runExchanges(2, crossing, stuck));
+
+  // Interleaved 1F1B needs it (1F1B's neighbours already meet in one exchange); on two ranks,
+  // rank 0 sends the gradient of micro-batch 0's second chunk together with the next
+  // receive, after F3.0, as Megatron-LM's send_backward_recv_forward does.
+  Lists inter = build(ScheduleKind::Interleaved, 2, 4, 2);
+  const std::vector<Action> &rank0 = inter[0];
+  size_t send = find(rank0, {Action::SendGrad, 0, 1, 1});
+  ASSERT_LT(send + 1, rank0.size());
+  EXPECT_EQ(rank0[send - 1], (Action{Action::Forward, 3, 0, -1}));
+  EXPECT_EQ(rank0[send + 1], (Action{Action::RecvGrad, 1, 1, 1}));
+  Lists oneF = build(ScheduleKind::OneFOneB, 2, 4);
+  size_t f = find(oneF[0], {Action::Forward, 1, 0, -1});
+  EXPECT_EQ(oneF[0][f + 1], (Action{Action::SendActivation, 1, 0, 1}));
+  EXPECT_EQ(oneF[0][f + 2], (Action{Action::RecvGrad, 0, 0, 1}));
+
+  // checkSchedule refuses lists that only run with buffered sends: here rank 1 runs W0 between
+  // sending the gradient of micro-batch 0 and receiving the activation of 1, while rank 0 waits
+  // in that send before it computes F2 and receives the gradient.
+  const Action::Kind F = Action::Forward, B = Action::BackwardInput, W = Action::BackwardWeight;
+  Lists unpaired = {{{F, 0},
+                     {Action::SendActivation, 0, 0, 1},
+                     {F, 1},
+                     {Action::SendActivation, 1, 0, 1},
+                     {F, 2},
+                     {Action::SendActivation, 2, 0, 1},
+                     {Action::RecvGrad, 0, 0, 1},
+                     {B, 0},
+                     {W, 0},
+                     {Action::RecvGrad, 1, 0, 1},
+                     {B, 1},
+                     {W, 1},
+                     {Action::RecvGrad, 2, 0, 1},
+                     {B, 2},
+                     {W, 2}},
+                    {{Action::RecvActivation, 0, 0, 0},
+                     {F, 0},
+                     {B, 0},
+                     {Action::SendGrad, 0, 0, 0},
+                     {W, 0},
+                     {Action::RecvActivation, 1, 0, 0},
+                     {F, 1},
+                     {B, 1},
+                     {Action::SendGrad, 1, 0, 0},
+                     {W, 1},
+                     {Action::RecvActivation, 2, 0, 0},
+                     {F, 2},
+                     {B, 2},
+                     {Action::SendGrad, 2, 0, 0},
+                     {W, 2}}};
+  EXPECT_EQ(checkError(ScheduleKind::ZBH1, 2, 3, 1, unpaired),
+            "the schedule deadlocks when a send waits for its receive (NCCL, MPI): rank 0, "
+            "action 3 (send act 1) waits for rank 1; rank 1, action 3 (send grad 0) waits for "
+            "rank 0");
+  // Paired, they run both ways.
+  std::string why;
+  ASSERT_TRUE(detail::pairExchanges(2, unpaired, why)) << why;
+  EXPECT_EQ(checkError(ScheduleKind::ZBH1, 2, 3, 1, unpaired), "");
 }
 
 TEST(Schedule, BubbleOfAfabAndOneFOneB) {
