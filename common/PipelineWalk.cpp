@@ -158,6 +158,8 @@ void PipelineWalk::clear() {
   stash_->clear();
   unpacks_.clear();
   sent_.clear();
+  inFlight_.clear();
+  receives_ = 0;
   messagesUsed_ = 0;
 }
 
@@ -187,9 +189,13 @@ bool PipelineWalk::step(WalkHooks &hooks, std::string &error) {
       ++i;
       continue;
     }
-    // An exchange: its messages are posted one by one and done together at its end, which
+    // An exchange: its messages are posted one by one and started together at its end, which
     // ends the last action's time.
     const size_t end = detail::exchangeEnd(actions, i);
+    if (!settleExchange(hooks, error)) {
+      error = actionLabel(a, chunks) + ": " + error;
+      return false;
+    }
     hooks.beginExchange();
     for (; i < end; ++i) {
       hooks.beginAction(actions[i]);
@@ -206,7 +212,7 @@ bool PipelineWalk::step(WalkHooks &hooks, std::string &error) {
     }
     hooks.endAction(actions[end - 1]);
   }
-  return true;
+  return settleExchange(hooks, error);
 }
 
 bool PipelineWalk::chain(const std::string &kind, WalkHooks &hooks, std::string &error) {
@@ -223,6 +229,8 @@ bool PipelineWalk::chain(const std::string &kind, WalkHooks &hooks, std::string 
   for (int j = 0; j < layout_.config().virtualStages; ++j) {
     const int chunk = layout_.chunkOf(stage_, j);
     if (chunk > 0) {
+      if (!settleExchange(hooks, error))
+        return false;
       hooks.beginExchange();
       if (!receive(chain, c.activations[chunk - 1], 0, (chunk - 1) % p, kChainTag, hooks, error) ||
           !endExchange(hooks, error))
@@ -237,7 +245,7 @@ bool PipelineWalk::chain(const std::string &kind, WalkHooks &hooks, std::string 
         return false;
     }
   }
-  return true;
+  return settleExchange(hooks, error);
 }
 
 bool PipelineWalk::perform(const Action &a, WalkHooks &hooks, std::string &error) {
@@ -379,6 +387,7 @@ bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &
 
 bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string> &ports, int micro,
                            uint32_t fromStage, int64_t tag, WalkHooks &hooks, std::string &error) {
+  ++receives_;
   const uint64_t bytes = chain.chain->messageBytes(ports);
   std::vector<void *> values;
   for (const std::string &value : ports) {
@@ -406,7 +415,15 @@ bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string
 }
 
 bool PipelineWalk::endExchange(WalkHooks &hooks, std::string &error) {
-  if (!hooks.endExchange(error))
+  if (receives_ == 0) {
+    // Sends only: the rank computes on while they wait for their receives.
+    messagesUsed_ = 0;
+    inFlight_ = std::move(sent_);
+    sent_.clear();
+    return hooks.endExchange(/*wait=*/false, error);
+  }
+  receives_ = 0;
+  if (!hooks.endExchange(/*wait=*/true, error))
     return false;
   for (const Unpack &u : unpacks_)
     hooks.copy(u.to, u.from, u.bytes);
@@ -417,6 +434,15 @@ bool PipelineWalk::endExchange(WalkHooks &hooks, std::string &error) {
   sent_.clear();
   messagesUsed_ = 0;
   return copied;
+}
+
+bool PipelineWalk::settleExchange(WalkHooks &hooks, std::string &error) {
+  if (!hooks.settleExchange(error))
+    return false;
+  for (const auto &[micro, value] : inFlight_)
+    stash_->taken(micro, value);
+  inFlight_.clear();
+  return true;
 }
 
 bool peakStashBytes(const PipelineLayout &layout, const planfile::Plan &plan, uint32_t rank,

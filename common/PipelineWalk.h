@@ -83,10 +83,14 @@ public:
   /// Around each exchange: the messages between two computations of a rank's list, which
   /// must be in flight together (a send over NCCL is done only once its receive runs, so two
   /// ranks that each send to the other before receiving need both messages posted at once;
-  /// Schedule.h). In between, send and receive may only post their messages: they are done,
-  /// and a received message's data is there, once endExchange returns true.
+  /// Schedule.h). In between, send and receive may only post their messages. endExchange
+  /// starts them; with `wait` they are done, and a received message's data is there, when it
+  /// returns true; without (an exchange of sends only, which the rank need not wait for) they
+  /// may still be in flight until settleExchange, which the walk calls before the next
+  /// exchange begins and at the end of a walk.
   virtual void beginExchange() {}
-  virtual bool endExchange(std::string &error) { return true; }
+  virtual bool endExchange(bool wait, std::string &error) { return true; }
+  virtual bool settleExchange(std::string &error) { return true; }
   /// Moves a message of `bytes` bytes, in the hooks' memory, to / from pipeline stage `stage`
   /// of the rank's pipeline, within an exchange.
   virtual bool send(uint32_t stage, int64_t tag, const void *data, uint64_t bytes,
@@ -141,9 +145,12 @@ private:
   /// A buffer of the hooks' memory for a message of `bytes` that is not one stashed value,
   /// its own for the rest of the exchange.
   void *message(uint64_t bytes, WalkHooks &hooks, std::string &error);
-  /// Ends the exchange (hooks.endExchange), then cuts the received messages up into their
-  /// values and drops the sent values their sends were the last takers of.
+  /// Ends the exchange (hooks.endExchange): one with receives is waited for, its messages cut
+  /// up into their values; one of sends only is left in flight. The sent values leave the
+  /// stash once their exchange is done.
   bool endExchange(WalkHooks &hooks, std::string &error);
+  /// Waits for an exchange left in flight and drops the values it carried.
+  bool settleExchange(WalkHooks &hooks, std::string &error);
 
   const PipelineLayout &layout_;
   uint32_t rank_, stage_;
@@ -161,7 +168,10 @@ private:
     uint64_t bytes;
   };
   std::vector<Unpack> unpacks_;
+  int receives_ = 0;                              ///< Receives of the exchange in progress.
   std::vector<std::pair<int, std::string>> sent_; ///< (micro-batch, value) of its sends.
+  /// The values of an exchange of sends left in flight.
+  std::vector<std::pair<int, std::string>> inFlight_;
 };
 
 /// The most bytes world rank `rank` of `plan` keeps in its stash: the dry walk of its step and

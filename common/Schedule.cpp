@@ -117,6 +117,31 @@ public:
 
   void weight(int rank, int mb, int chunk) { push(rank, {Action::BackwardWeight, mb, chunk}); }
 
+  /// The computations alone, and the messages around them, for a builder that places the
+  /// messages itself: each pushes nothing where the neighbouring stage is on the same rank or
+  /// there is none.
+  void compute(int rank, Action::Kind kind, int mb, int chunk) { push(rank, {kind, mb, chunk}); }
+  void receiveActivation(int rank, int mb, int chunk) {
+    int stage = stageOf(rank, chunk, p_);
+    if (stage > 0 && rankOfStage(stage - 1, p_) != rank)
+      push(rank, {Action::RecvActivation, mb, chunk, rankOfStage(stage - 1, p_)});
+  }
+  void sendActivation(int rank, int mb, int chunk) {
+    int stage = stageOf(rank, chunk, p_);
+    if (stage < lastStage_ && rankOfStage(stage + 1, p_) != rank)
+      push(rank, {Action::SendActivation, mb, chunk, rankOfStage(stage + 1, p_)});
+  }
+  void receiveGradient(int rank, int mb, int chunk) {
+    int stage = stageOf(rank, chunk, p_);
+    if (stage < lastStage_ && rankOfStage(stage + 1, p_) != rank)
+      push(rank, {Action::RecvGrad, mb, chunk, rankOfStage(stage + 1, p_)});
+  }
+  void sendGradient(int rank, int mb, int chunk) {
+    int stage = stageOf(rank, chunk, p_);
+    if (stage > 0 && rankOfStage(stage - 1, p_) != rank)
+      push(rank, {Action::SendGrad, mb, chunk, rankOfStage(stage - 1, p_)});
+  }
+
   std::vector<std::vector<Action>> take() { return std::move(lists_); }
 
 private:
@@ -186,24 +211,56 @@ void buildZbh1(ListBuilder &b, int p, int m) {
 
 /// Megatron-LM's interleaved schedule (forward_backward_pipelining_with_interleaving). The
 /// k-th forward unit of a rank is micro-batch (k / pv) p + k % p of chunk (k / p) % v; the
-/// k-th backward unit the same micro-batch of chunk v - 1 - (k / p) % v.
+/// k-th backward unit the same micro-batch of chunk v - 1 - (k / p) % v. Its messages are
+/// placed as Megatron-LM places them, one exchange after each step of the loop: in the
+/// warm-up, after each F, its output and the next F's input (and, after the last, the first
+/// B's gradient); in the steady phase F and B run back to back and then exchange all four
+/// (send_forward_backward_recv_forward_backward); in the cool-down, after each B, its
+/// gradient and the next B's. Every rank then exchanges with both neighbours at the same
+/// point of its loop, so when a send waits for its receive (NCCL) no rank waits for a
+/// neighbour that is still computing, beyond the schedule's own dependencies.
 void buildInterleaved(ListBuilder &b, int p, int m, int v) {
   int total = m * v;
   auto microbatchOf = [&](int k) { return (k / (p * v)) * p + k % p; };
   auto forwardChunk = [&](int k) { return (k / p) % v; };
   auto backwardChunk = [&](int k) { return v - 1 - (k / p) % v; };
   for (int r = 0; r < p; ++r) {
+    auto receiveForward = [&](int k) {
+      if (k < total)
+        b.receiveActivation(r, microbatchOf(k), forwardChunk(k));
+    };
+    auto receiveBackward = [&](int k) {
+      if (k < total)
+        b.receiveGradient(r, microbatchOf(k), backwardChunk(k));
+    };
+    auto forward = [&](int k) { b.compute(r, Action::Forward, microbatchOf(k), forwardChunk(k)); };
+    auto backward = [&](int k) {
+      b.compute(r, Action::Backward, microbatchOf(k), backwardChunk(k));
+    };
     // With m == p Megatron-LM runs every forward first; the general count is deadlock-free
-    // too once the sends are paired with receives (buildSchedule), so it is used throughout.
+    // too, so it is used throughout.
     int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * p);
-    for (int k = 0; k < warmup; ++k)
-      b.forward(r, microbatchOf(k), forwardChunk(k));
-    for (int k = 0; k + warmup < total; ++k) {
-      b.forward(r, microbatchOf(k + warmup), forwardChunk(k + warmup));
-      b.backward(r, microbatchOf(k), backwardChunk(k));
+    receiveForward(0);
+    for (int k = 0; k < warmup; ++k) {
+      forward(k);
+      b.sendActivation(r, microbatchOf(k), forwardChunk(k));
+      receiveForward(k + 1);
+      if (k + 1 == warmup)
+        receiveBackward(0);
     }
-    for (int k = total - warmup; k < total; ++k)
-      b.backward(r, microbatchOf(k), backwardChunk(k));
+    for (int k = 0; k + warmup < total; ++k) {
+      forward(k + warmup);
+      backward(k);
+      b.sendActivation(r, microbatchOf(k + warmup), forwardChunk(k + warmup));
+      b.sendGradient(r, microbatchOf(k), backwardChunk(k));
+      receiveForward(k + warmup + 1);
+      receiveBackward(k + 1);
+    }
+    for (int k = std::max(0, total - warmup); k < total; ++k) {
+      backward(k);
+      b.sendGradient(r, microbatchOf(k), backwardChunk(k));
+      receiveBackward(k + 1);
+    }
   }
 }
 
@@ -228,10 +285,7 @@ std::vector<std::vector<Action>> buildSchedule(ScheduleKind kind, int p, int m, 
     buildZbh1(builder, p, m);
     break;
   }
-  std::vector<std::vector<Action>> lists = builder.take();
-  if (!detail::pairExchanges(p, lists, error))
-    return {};
-  return lists;
+  return builder.take();
 }
 
 double analyticBubble(ScheduleKind kind, int p, int m, int v) {

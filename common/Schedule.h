@@ -78,11 +78,13 @@ struct Costs {
   double transfer = 0;
 };
 
-/// Times `lists` (which should pass checkSchedule): each rank runs its list in order, one
-/// action at a time. A computation takes its cost; a send occupies its rank for `transfer`
-/// and the data is there when it ends; a receive takes no time and starts when both its rank
-/// is free and its data is there, so waiting shows as idle time before it. Actions that could
-/// never run (a list that deadlocks) are left out.
+/// Times `lists` (which should pass checkSchedule): each rank runs its list in order. A
+/// computation takes its cost. An exchange (the messages between two computations) is posted
+/// whole when its rank is free; a message moves once its send and its receive are both posted
+/// (a send waits for its receive, as over NCCL) and takes the sending chunk's `transfer`; the
+/// rank goes on when all of the exchange's messages have arrived. A send is timed from when it
+/// moves to its arrival, a receive as an instant at the arrival, so waiting shows as idle time
+/// before it. Actions that could never run (a list that deadlocks) are left out.
 Timeline simulate(ScheduleKind kind, int stages, int microbatches, int virtualStages,
                   const std::vector<std::vector<Action>> &lists, const Costs &costs = Costs());
 /// The same with costs per model chunk (`chunkCosts[c]` for chunk c, which runs on rank

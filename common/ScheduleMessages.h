@@ -76,13 +76,6 @@ inline size_t exchangeEnd(const std::vector<Action> &list, size_t begin) {
 /// otherwise `stuck` says which ranks wait, at which action of their lists.
 bool runExchanges(int stages, const std::vector<std::vector<Action>> &lists, std::string &stuck);
 
-/// Makes `lists` run to the end that way: while the ranks wait for one another, a send that
-/// waits for a receive its peer has not posted moves to the front of its rank's next exchange
-/// (after the computations that follow it; at the end of the list if no exchange follows), as
-/// Megatron-LM pairs each send with the next receives. False with the reason if no send can
-/// move and the ranks still wait.
-bool pairExchanges(int stages, std::vector<std::vector<Action>> &lists, std::string &error);
-
 } // namespace tessel::pipeline::detail
 
 #endif // TESSEL_COMMON_SCHEDULEMESSAGES_H

@@ -216,13 +216,6 @@ bool Communicator::recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::str
   return run(recvOp(peer, tag, y, n, type), error);
 }
 
-bool Communicator::exchange(const std::vector<CommOp> &ops, std::string &error) {
-  for (const CommOp &op : ops)
-    if (!run(op, error))
-      return false;
-  return true;
-}
-
 //===----------------------------------------------------------------------===//
 // The worker that runs one rank's operations in order
 //===----------------------------------------------------------------------===//
@@ -284,6 +277,13 @@ void QueuedCommunicator::stopWorker() {
 Communicator::Ticket QueuedCommunicator::start(const CommOp &op) {
   std::lock_guard<std::mutex> lock(worker_->mu);
   worker_->queue.push_back({{op}, false});
+  worker_->cv.notify_all();
+  return ++worker_->issued;
+}
+
+Communicator::Ticket QueuedCommunicator::startExchange(const std::vector<CommOp> &ops) {
+  std::lock_guard<std::mutex> lock(worker_->mu);
+  worker_->queue.push_back({ops, true});
   worker_->cv.notify_all();
   return ++worker_->issued;
 }

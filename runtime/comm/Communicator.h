@@ -125,9 +125,12 @@ public:
   /// started before: done when every one of them is. A send over NCCL, or MPI's synchronous
   /// send, is done only once its receive runs, so two ranks that each send to the other before
   /// receiving would wait forever if they took their operations one at a time (a pipeline's
-  /// exchanges, common/Schedule.h). This one runs them in order, which suffices where sends
-  /// are buffered.
-  virtual bool exchange(const std::vector<CommOp> &ops, std::string &error);
+  /// exchanges, common/Schedule.h). startExchange issues them and returns at once, as start
+  /// does; exchange waits for them too.
+  virtual Ticket startExchange(const std::vector<CommOp> &ops) = 0;
+  virtual bool exchange(const std::vector<CommOp> &ops, std::string &error) {
+    return wait(startExchange(ops), error);
+  }
   bool allReduce(const CommGroup &group, ReduceOp reduce, const float *x, float *y, int64_t n,
                  std::string &error);
   bool allGather(const CommGroup &group, const void *x, void *y, int64_t outer, int64_t chunk,
@@ -155,7 +158,8 @@ public:
   /// With nothing in flight, runs `op` on the calling thread: handing it to the idle worker
   /// and waiting to be woken by it would only add two thread switches.
   bool run(const CommOp &op, std::string &error) final;
-  /// The operations as one item of the queue (executeExchange), the same way.
+  /// The operations as one item of the queue (executeExchange), the same ways.
+  Ticket startExchange(const std::vector<CommOp> &ops) final;
   bool exchange(const std::vector<CommOp> &ops, std::string &error) final;
 
 protected:

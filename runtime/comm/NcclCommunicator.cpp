@@ -269,49 +269,28 @@ public:
     return ticket;
   }
 
-  /// One NCCL group: every operation is posted before any has to be done.
-  bool exchange(const std::vector<CommOp> &ops, std::string &error) override {
+  /// One NCCL group: every operation is posted before any has to be done. Its ticket is an
+  /// event recorded after the group, as start's.
+  Ticket startExchange(const std::vector<CommOp> &ops) override {
     cudaSetDevice(device_);
-    if (!abortReason_.empty() || !pendingFailure_.empty()) {
-      error = abortReason_.empty() ? pendingFailure_ : abortReason_;
-      pendingFailure_.clear();
-      return false;
-    }
-    for (const CommOp &op : ops) {
-      if (op.kind != CommOp::Kind::Send && op.kind != CommOp::Kind::Recv) {
-        error =
-            std::string("an exchange holds a ") + commKindName(op.kind) + ", not a send or receive";
-        return false;
+    const Ticket ticket = next_++;
+    std::string error = abortReason_.empty() ? pendingFailure_ : abortReason_;
+    pendingFailure_.clear();
+    if (error.empty() && group(ops, error)) {
+      cudaEvent_t event = nullptr;
+      cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+      if (e == cudaSuccess)
+        e = cudaEventRecord(event, stream_);
+      if (e == cudaSuccess) {
+        events_[ticket] = event;
+        return ticket;
       }
-      if ((op.x && isHostMemory(op.x)) || (op.y && isHostMemory(op.y))) {
-        error = "an exchange of host memory: NCCL moves device memory only";
-        return false;
-      }
+      if (event)
+        cudaEventDestroy(event);
+      error = cudaMessage("recording the exchange's event", e);
     }
-    if (!check("ncclGroupStart", nccl_.ncclGroupStart(), error))
-      return false;
-    bool posted = true;
-    for (const CommOp &op : ops)
-      posted = posted && enqueue(op, error);
-    // The group is ended whatever happened, or NCCL stays inside it.
-    std::string ending;
-    if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), ending) && posted) {
-      error = ending;
-      posted = false;
-    }
-    if (!posted)
-      return false;
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) {
-      error = cudaMessage("an exchange failed on the GPU", e);
-      return false;
-    }
-    ncclResult_t asyncError = ncclSuccess;
-    if (nccl_.ncclCommGetAsyncError(world_, &asyncError) == ncclSuccess &&
-        asyncError != ncclSuccess) {
-      error = std::string("NCCL: ") + nccl_.ncclGetErrorString(asyncError);
-      return false;
-    }
-    return true;
+    failures_[ticket] = "exchange: " + error;
+    return ticket;
   }
 
   bool wait(Ticket ticket, std::string &error) override {
@@ -370,6 +349,33 @@ public:
   void setRunning(bool) override {}
 
 private:
+  /// Enqueues `ops` as one NCCL group on the stream; false with the reason.
+  bool group(const std::vector<CommOp> &ops, std::string &error) {
+    for (const CommOp &op : ops) {
+      if (op.kind != CommOp::Kind::Send && op.kind != CommOp::Kind::Recv) {
+        error =
+            std::string("an exchange holds a ") + commKindName(op.kind) + ", not a send or receive";
+        return false;
+      }
+      if ((op.x && isHostMemory(op.x)) || (op.y && isHostMemory(op.y))) {
+        error = "an exchange of host memory: NCCL moves device memory only";
+        return false;
+      }
+    }
+    if (!check("ncclGroupStart", nccl_.ncclGroupStart(), error))
+      return false;
+    bool posted = true;
+    for (const CommOp &op : ops)
+      posted = posted && enqueue(op, error);
+    // The group is ended whatever happened, or NCCL stays inside it.
+    std::string ending;
+    if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), ending) && posted) {
+      error = ending;
+      posted = false;
+    }
+    return posted;
+  }
+
   bool check(const char *what, ncclResult_t r, std::string &error) const {
     if (r == ncclSuccess)
       return true;

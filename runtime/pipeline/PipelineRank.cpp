@@ -81,7 +81,17 @@ public:
         recvOp(peer(stage), tag, data, static_cast<int64_t>(bytes / 2), planfile::DType::BF16));
     return true;
   }
-  bool endExchange(std::string &error) override { return comm_.exchange(exchange_, error); }
+  bool endExchange(bool wait, std::string &error) override {
+    if (wait)
+      return comm_.exchange(exchange_, error);
+    inFlight_ = comm_.startExchange(exchange_);
+    return true;
+  }
+  bool settleExchange(std::string &error) override {
+    const Communicator::Ticket ticket = inFlight_;
+    inFlight_ = 0;
+    return ticket == 0 || comm_.wait(ticket, error);
+  }
   void beginAction(const Action &) override { start_ = seconds(); }
   void endAction(const Action &a) override {
     rank_.timed_.push_back({static_cast<int>(rank_.stage()), a, start_, seconds()});
@@ -102,7 +112,8 @@ private:
   bool checkFinite_;
   PipelineRank::Clock::time_point origin_;
   double start_ = 0;
-  std::vector<CommOp> exchange_; ///< The messages of the exchange in progress.
+  std::vector<CommOp> exchange_;      ///< The messages of the exchange in progress.
+  Communicator::Ticket inFlight_ = 0; ///< An exchange of sends left in flight; 0 if none.
 };
 
 bool PipelineRank::Run::hostInput(const std::string &program, const planfile::Port &port, int micro,
