@@ -245,52 +245,15 @@ public:
   }
 
   Ticket start(const CommOp &op) override {
-    cudaSetDevice(device_);
-    const Ticket ticket = next_++;
-    std::string error = abortReason_.empty() ? pendingFailure_ : abortReason_;
-    pendingFailure_.clear();
-    if (error.empty()) {
+    return issue(commKindName(op.kind), [&](std::string &error) {
       const bool onHost = (op.x && isHostMemory(op.x)) || (op.y && isHostMemory(op.y));
-      if (onHost ? runStaged(op, error) : enqueue(op, error)) {
-        cudaEvent_t event = nullptr;
-        cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-        if (e == cudaSuccess)
-          e = cudaEventRecord(event, stream_);
-        if (e == cudaSuccess) {
-          events_[ticket] = event;
-          return ticket;
-        }
-        if (event)
-          cudaEventDestroy(event);
-        error = cudaMessage("recording the operation's event", e);
-      }
-    }
-    failures_[ticket] = std::string(commKindName(op.kind)) + ": " + error;
-    return ticket;
+      return onHost ? runStaged(op, error) : enqueue(op, error);
+    });
   }
 
-  /// One NCCL group: every operation is posted before any has to be done. Its ticket is an
-  /// event recorded after the group, as start's.
+  /// One NCCL group: every operation is posted before any has to be done.
   Ticket startExchange(const std::vector<CommOp> &ops) override {
-    cudaSetDevice(device_);
-    const Ticket ticket = next_++;
-    std::string error = abortReason_.empty() ? pendingFailure_ : abortReason_;
-    pendingFailure_.clear();
-    if (error.empty() && group(ops, error)) {
-      cudaEvent_t event = nullptr;
-      cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-      if (e == cudaSuccess)
-        e = cudaEventRecord(event, stream_);
-      if (e == cudaSuccess) {
-        events_[ticket] = event;
-        return ticket;
-      }
-      if (event)
-        cudaEventDestroy(event);
-      error = cudaMessage("recording the exchange's event", e);
-    }
-    failures_[ticket] = "exchange: " + error;
-    return ticket;
+    return issue("exchange", [&](std::string &error) { return group(ops, error); });
   }
 
   bool wait(Ticket ticket, std::string &error) override {
@@ -349,6 +312,30 @@ public:
   void setRunning(bool) override {}
 
 private:
+  /// The ticket of what `post` enqueues on the stream (false with the reason if it cannot):
+  /// an event recorded after it, or the failure, named by `what`, that wait reports.
+  template <typename Post> Ticket issue(const std::string &what, Post post) {
+    cudaSetDevice(device_);
+    const Ticket ticket = next_++;
+    std::string error = abortReason_.empty() ? pendingFailure_ : abortReason_;
+    pendingFailure_.clear();
+    if (error.empty() && post(error)) {
+      cudaEvent_t event = nullptr;
+      cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+      if (e == cudaSuccess)
+        e = cudaEventRecord(event, stream_);
+      if (e == cudaSuccess) {
+        events_[ticket] = event;
+        return ticket;
+      }
+      if (event)
+        cudaEventDestroy(event);
+      error = cudaMessage("recording the operation's event", e);
+    }
+    failures_[ticket] = what + ": " + error;
+    return ticket;
+  }
+
   /// Enqueues `ops` as one NCCL group on the stream; false with the reason.
   bool group(const std::vector<CommOp> &ops, std::string &error) {
     for (const CommOp &op : ops) {
