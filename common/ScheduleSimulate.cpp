@@ -21,7 +21,8 @@ namespace tessel::pipeline {
 
 namespace {
 
-double costOf(Action::Kind kind, const Costs &costs) {
+/// The time of a computation (messages are timed by their exchange: `Costs::transfer`).
+double computeCost(Action::Kind kind, const Costs &costs) {
   switch (kind) {
   case Action::Forward:
     return costs.forward;
@@ -31,14 +32,9 @@ double costOf(Action::Kind kind, const Costs &costs) {
     return costs.backwardInput;
   case Action::BackwardWeight:
     return costs.backwardWeight;
-  case Action::SendActivation:
-  case Action::SendGrad:
-    return costs.transfer;
-  case Action::RecvActivation:
-  case Action::RecvGrad:
+  default:
     return 0;
   }
-  return 0;
 }
 
 } // namespace
@@ -112,7 +108,7 @@ double run(int p, int m, int v, const std::vector<std::vector<Action>> &lists,
       const Action &message = lists[r][i];
       const Posted &t = *postedOf(message, r);
       const double start = std::max(t.send, t.receive);
-      const double arrival = start + costOf(Action::SendActivation, costsOf(senderOf(message, r)));
+      const double arrival = start + costsOf(senderOf(message, r)).transfer;
       done = std::max(done, arrival);
       if (timed)
         timed->push_back({r, message, detail::isSend(message.kind) ? start : arrival, arrival});
@@ -139,7 +135,7 @@ double run(int p, int m, int v, const std::vector<std::vector<Action>> &lists,
         if (!isCommunication(a.kind)) {
           const size_t chunk =
               static_cast<size_t>(a.chunk) * static_cast<size_t>(p) + static_cast<size_t>(r);
-          const double start = clock[r], end = start + costOf(a.kind, costsOf(chunk));
+          const double start = clock[r], end = start + computeCost(a.kind, costsOf(chunk));
           clock[r] = end;
           latest = std::max(latest, end);
           if (timed)
