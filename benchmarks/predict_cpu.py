@@ -6,9 +6,10 @@ For each layout (one rank; dp 2 × tp 2; a 2-stage 1F1B pipeline) and model it
   1. writes the model with that layout (its `parallel` section replaced; the pipeline runs 4
      micro-batches of a quarter of the batch each) and compiles it,
   2. calibrates this machine as the layout's R ranks see it, just before the run (`tessel
-     calibrate --threads 1 --ranks R`: every figure is what each of R ranks, one compute thread
-     each, gets while all R run at once, so ranks that outnumber the cores, or share them with
-     other work, are measured sharing them),
+     calibrate --threads 1 --ranks R --model MODEL`: every figure is what each of R ranks, one
+     compute thread each, gets while all R run at once, so ranks that outnumber the cores, or
+     share them with other work, are measured sharing them; the GEMM shapes of the model's plan
+     are measured as they are, unless --table-only leaves them to the table by smallest dim),
   3. predicts the step with `tessel estimate MODEL --cluster CPU --json`,
   4. trains it for --steps steps with `--threads R` (R ranks, one thread each) and
      `--profile`, and takes the median `step_time_s` of the steps after the first,
@@ -21,7 +22,7 @@ Run it with the build lock held (`flock /tmp/tessel-build.lock benchmarks/predic
 that no build shares the cores meanwhile.
 
 usage: benchmarks/predict_cpu.py [--steps N] [--build DIR] [--work DIR] [--kernels]
-                                 [--no-results] [--only TEXT]
+                                 [--no-results] [--only TEXT] [--table-only]
 """
 import argparse
 import json
@@ -95,6 +96,8 @@ def main():
     ap.add_argument("--only", metavar="TEXT",
                     help="run only the rows whose model or layout contains TEXT (implies "
                          "--no-results)")
+    ap.add_argument("--table-only", action="store_true",
+                    help="calibrate without the model's GEMM shapes (implies --no-results)")
     args = ap.parse_args()
     tessel = os.path.join(args.build, "bin", "tessel")
     os.makedirs(args.work, exist_ok=True)
@@ -118,7 +121,9 @@ def main():
             # Calibrated just before the run: what the ranks get of the cores moves with the
             # machine's other work.
             cluster = os.path.join(args.work, tag + ".cluster")
-            run([tessel, "calibrate", "--threads", "1", "--ranks", str(ranks), "-o", cluster])
+            shapes = [] if args.table_only else ["--model", path, "-I", ROOT]
+            run([tessel, "calibrate", "--threads", "1", "--ranks", str(ranks), "-o", cluster]
+                + shapes)
             est = json.loads(run([tessel, "estimate", path, "--cluster", cluster, "--json",
                                   "-I", ROOT]).stdout)
             predicted = est["prediction"]["step"]
@@ -143,7 +148,7 @@ def main():
     load_after = os.getloadavg()[0]
     within = sum(abs(r[5]) <= 0.15 for r in rows)
     print(f"{within} of {len(rows)} within 15%")
-    if args.no_results or args.only:
+    if args.no_results or args.only or args.table_only:
         return
     lscpu = run(["lscpu"]).stdout
     cpu = re.search(r"Model name:\s*(.*)", lscpu).group(1).strip()
@@ -151,7 +156,8 @@ def main():
            f"{time.strftime('%Y-%m-%d')}, {cpu}, {cores} cores; load average {load_before:.1f} "
            f"before and {load_after:.1f} after (the machine was shared with other builds and "
            "runs outside the build lock: the figures move with the load). Each layout's ranks are "
-           "calibrated together (`tessel calibrate --threads 1 --ranks R`) just before each run; "
+           "calibrated together, with the GEMM shapes of the model's plan (`tessel calibrate "
+           "--threads 1 --ranks R --model MODEL`), just before each run; "
            "each rank runs one compute thread. Measured: the median `step_time_s` of steps "
            f"2..{args.steps}.", "",
            "Command: `flock /tmp/tessel-build.lock benchmarks/predict_cpu.py --steps %d`" % args.steps, "",

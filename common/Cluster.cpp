@@ -3,7 +3,8 @@
 // One `key = value` per line, `#` starts a comment. A value is a quoted string (name), an
 // integer (node.accelerators), a number with the unit its key's quantity needs (a rate, a
 // bandwidth, a size, a time), a bare fraction (efficiency.memory), a word (attention.kernel,
-// recompute.replay) or a table of `size:efficiency` pairs. Every problem is reported at its line
+// recompute.replay), a table of `size:efficiency` pairs or a list of measured GEMM shapes
+// (`BATCHxMxNxK:efficiency`). Every problem is reported at its line
 // and column.
 //
 //===----------------------------------------------------------------------===//
@@ -38,9 +39,16 @@ double EfficiencyTable::at(double size) const {
   return points.back().second;
 }
 
+double Cluster::gemmEfficiency(double batch, double m, double n, double k) const {
+  for (const GemmShape &s : gemmShapes)
+    if (s.batch == batch && s.m == m && s.n == n && s.k == k)
+      return s.efficiency;
+  return gemm.at(std::min({m, n, k}));
+}
+
 namespace {
 
-enum class Quantity { Name, Count, Rate, Bandwidth, Size, Time, Fraction, Table, Word };
+enum class Quantity { Name, Count, Rate, Bandwidth, Size, Time, Fraction, Table, Shapes, Word };
 
 struct Key {
   const char *name;
@@ -62,6 +70,7 @@ const Key kKeys[] = {
     {"inter.bandwidth", Quantity::Bandwidth, true},
     {"inter.latency", Quantity::Time, true},
     {"efficiency.gemm", Quantity::Table, true},
+    {"efficiency.gemm.shapes", Quantity::Shapes, false},
     {"efficiency.attention", Quantity::Table, true},
     {"efficiency.memory", Quantity::Fraction, true},
     {"attention.kernel", Quantity::Word, false},
@@ -191,6 +200,46 @@ struct Parser {
       return fail(at, std::string(key.name) + " needs at least one size:efficiency pair");
     return true;
   }
+
+  /// "BxMxNxK:efficiency ...": a batch of products and their sizes, each shape once.
+  bool shapes(const Key &key, const std::string &value, size_t at, std::vector<GemmShape> &out) {
+    std::istringstream words(value);
+    std::string word;
+    size_t from = 0;
+    while (words >> word) {
+      size_t col = at + value.find(word, from);
+      from = value.find(word, from) + word.size();
+      size_t colon = word.find(':');
+      std::string left = word.substr(0, colon);
+      double dims[4] = {0, 0, 0, 0}, eff = 0;
+      size_t p = 0, got = 0;
+      while (got < 4 && readNumber(left, p, dims[got]) && dims[got] >= 1 &&
+             dims[got] == std::floor(dims[got])) {
+        ++got;
+        if (got < 4 && (p >= left.size() || left[p++] != 'x'))
+          break;
+      }
+      size_t q = 0;
+      std::string right = colon == std::string::npos ? "" : word.substr(colon + 1);
+      if (colon == std::string::npos || got != 4 || p != left.size() ||
+          !readNumber(right, q, eff) || q != right.size())
+        return fail(col,
+                    std::string(key.name) +
+                        " needs BATCHxMxNxK:efficiency entries of positive whole sizes, not '" +
+                        word + "'");
+      if (!(eff > 0) || eff > 1)
+        return fail(col + colon + 1,
+                    std::string(key.name) + ": an efficiency is a fraction of the peak, in (0, 1]");
+      GemmShape s{dims[0], dims[1], dims[2], dims[3], eff};
+      for (const GemmShape &o : out)
+        if (o.batch == s.batch && o.m == s.m && o.n == s.n && o.k == s.k)
+          return fail(col, std::string(key.name) + ": the shape '" + left + "' is given twice");
+      out.push_back(s);
+    }
+    if (out.empty())
+      return fail(at, std::string(key.name) + " needs at least one BATCHxMxNxK:efficiency entry");
+    return true;
+  }
 };
 
 std::string trim(const std::string &s, size_t &offset) {
@@ -278,6 +327,10 @@ bool parseCluster(const std::string &text, const std::string &file, Cluster &out
         return p.fail(valueAt, key + " is 'fused' or 'unfused', not '" + value + "'");
       c.unfusedAttention = value == "unfused";
       continue;
+    case Quantity::Shapes:
+      if (!p.shapes(*k, value, valueAt, c.gemmShapes))
+        return false;
+      continue;
     case Quantity::Table: {
       EfficiencyTable t;
       if (!p.table(*k, value, valueAt, t))
@@ -335,6 +388,14 @@ std::string formatCluster(const Cluster &c, const std::string &header) {
       s += (s.empty() ? "" : " ") + number(size) + ":" + number(eff);
     return s;
   };
+  auto shapes = [](const std::vector<GemmShape> &all) {
+    auto whole = [](double x) { return std::to_string(static_cast<long long>(x)); };
+    std::string s;
+    for (const GemmShape &g : all)
+      s += (s.empty() ? "" : " ") + whole(g.batch) + "x" + whole(g.m) + "x" + whole(g.n) + "x" +
+           whole(g.k) + ":" + number(g.efficiency);
+    return s;
+  };
   os << "name = \"" << c.name << "\"\n"
      << (c.device.empty() ? "" : "accelerator.device = \"" + c.device + "\"\n")
      << "accelerator.bf16 = " << number(c.peak16 / 1e9) << " GFLOP/s\n"
@@ -347,6 +408,7 @@ std::string formatCluster(const Cluster &c, const std::string &header) {
      << "inter.bandwidth = " << number(c.inter.bandwidth / 1e9) << " GB/s\n"
      << "inter.latency = " << number(c.inter.latency * 1e6) << " us\n"
      << "efficiency.gemm = " << table(c.gemm) << "\n"
+     << (c.gemmShapes.empty() ? "" : "efficiency.gemm.shapes = " + shapes(c.gemmShapes) + "\n")
      << "efficiency.attention = " << table(c.attention) << "\n"
      << "efficiency.memory = " << number(c.memoryEfficiency) << "\n"
      << (c.unfusedAttention ? "attention.kernel = unfused\n" : "")

@@ -36,6 +36,15 @@ struct EfficiencyTable {
   double at(double size) const;
 };
 
+/// The efficiency measured on one GEMM shape as a plan calls it: `batch` products of m × n
+/// over k (the product of the call's batch shape). `tessel calibrate --model` measures the
+/// shapes of a model's plan, which the table by the smallest dim cannot tell apart (on a CPU a
+/// 512 × 384 × 1152 product runs a fifth slower than a 2048 × 384 × 384 one).
+struct GemmShape {
+  double batch = 1, m = 0, n = 0, k = 0;
+  double efficiency = 1;
+};
+
 /// A link as one accelerator sees it: the bandwidth it can send at in one direction while
 /// receiving at the same rate, and the latency of one message.
 struct Link {
@@ -58,6 +67,8 @@ struct Cluster {
   /// GEMM efficiency by the smallest of m, n and k; attention (flash) efficiency by the key
   /// sequence length; the fraction of the memory bandwidth memory-bound kernels reach.
   EfficiencyTable gemm, attention;
+  /// Measured GEMM shapes, which take precedence over the table for exactly those shapes.
+  std::vector<GemmShape> gemmShapes;
   double memoryEfficiency = 1;
   /// How attention runs: one fused (flash) kernel timed by the attention table, or, as
   /// Megatron-LM ran it before fused kernels, two batched GEMMs (q·kᵀ and p·v, timed by the GEMM
@@ -79,6 +90,9 @@ struct Cluster {
 
   /// The peak rate for an element size of `bytes` (2: 16-bit, 4: fp32).
   double peak(double bytes) const { return bytes <= 2 ? peak16 : peak32; }
+  /// The efficiency of `batch` m × n × k products: the measured shape's, else the table's at
+  /// the smallest dim.
+  double gemmEfficiency(double batch, double m, double n, double k) const;
 };
 
 /// Parses a cluster file. On a problem returns false with "file:line:col: error: reason" in

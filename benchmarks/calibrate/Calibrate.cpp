@@ -20,7 +20,11 @@
 //     ranks: with more ranks × threads than cores, or other work on the machine, the ranks
 //     share the cores, and the figures say so;
 //   - with --mpi, started under mpirun with 2 processes, the same over the MPI communicator:
-//     the inter-node link (on one host it is shared memory, still a process boundary).
+//     the inter-node link (on one host it is shared memory, still a process boundary);
+//   - with --plan FILE, every distinct GEMM call of that plan, run by the runtime's own gemm
+//     handler on operands of the call's sizes (in fp32, as the CPU backend computes), written
+//     as measured shapes (`efficiency.gemm.shapes`) that the step-time model takes for exactly
+//     those shapes instead of the table by the smallest dim.
 //
 // `tessel calibrate` runs this (from its own bin directory) and writes the file; the compiler
 // itself links none of the runtime, BLAS, OpenMP or MPI. It takes well under 30 s.
@@ -28,10 +32,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "common/Cluster.h"
+#include "common/KernelCatalogue.h"
+#include "common/PlanFile.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/KernelCall.h"
 
 #include <algorithm>
 #include <chrono>
@@ -39,8 +46,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -95,6 +106,87 @@ double attentionRate(int64_t seq, double budget) {
       meanTime([&] { cpu::attention(args, q.data(), k.data(), v.data(), o.data()); }, budget);
   // As the model counts it: 4 b h s (s / 2) d for a causal forward.
   return 4.0 * 4 * static_cast<double>(seq) * (static_cast<double>(seq) / 2) * 64 / t;
+}
+
+/// One distinct GEMM call of a plan: its instruction and parameters, how many calls of the
+/// plan's programs have exactly these, and the shape the step-time model looks it up by.
+struct PlanGemm {
+  const planfile::Instr *instr = nullptr;
+  catalogue::KernelParams params;
+  double calls = 0;
+  cluster::GemmShape shape;
+};
+
+/// The GEMM calls of `plan`, each distinct call (same parameters, same operand sizes) once.
+bool planGemms(const planfile::Plan &plan, std::vector<PlanGemm> &out, std::string &error) {
+  const catalogue::KernelInfo *gemm = catalogue::findKernel("gemm");
+  std::map<std::string, size_t> seen;
+  for (const planfile::Program &program : plan.programs)
+    for (const planfile::Instr &in : program.instrs) {
+      if (in.kernel != "gemm")
+        continue;
+      PlanGemm g;
+      g.instr = &in;
+      if (!catalogue::decodeParams(*gemm, in.attrs, g.params, error)) {
+        error = "program '" + program.name + "': gemm: " + error;
+        return false;
+      }
+      const auto &p = std::get<catalogue::Gemm>(g.params);
+      std::string key;
+      for (int64_t v : p.batch_shape)
+        key += std::to_string(v) + ",";
+      for (const auto *list : {&p.a_batch_strides, &p.b_batch_strides, &p.c_batch_strides})
+        for (int64_t v : *list)
+          key += std::to_string(v) + ";";
+      for (int64_t v : {p.m, p.n, p.k, int64_t(p.trans_a), int64_t(p.trans_b), p.lda, p.ldb, p.ldc})
+        key += std::to_string(v) + " ";
+      for (const auto *refs : {&in.inputs, &in.outputs})
+        for (const planfile::BufferRef &r : *refs)
+          key += std::to_string(r.bytes / planfile::dtypeBytes(r.dtype)) + "e ";
+      auto [it, fresh] = seen.try_emplace(key, out.size());
+      if (!fresh) {
+        out[it->second].calls += 1;
+        continue;
+      }
+      double batch = 1;
+      for (int64_t v : p.batch_shape)
+        batch *= static_cast<double>(v);
+      g.calls = 1;
+      g.shape = {batch, static_cast<double>(p.m), static_cast<double>(p.n),
+                 static_cast<double>(p.k), 1};
+      out.push_back(std::move(g));
+    }
+  return true;
+}
+
+/// The FLOP rate of `g` run by the runtime's CPU gemm handler, on fp32 operands of its
+/// operands' element counts.
+double planGemmRate(const PlanGemm &g, double budget, std::string &error) {
+  std::vector<std::vector<float>> ins, outs;
+  rt::KernelCall call;
+  call.instr = g.instr;
+  for (const planfile::BufferRef &r : g.instr->inputs) {
+    uint64_t n = r.bytes / planfile::dtypeBytes(r.dtype);
+    ins.push_back(filled(static_cast<size_t>(n)));
+    call.inElements.push_back(n);
+  }
+  for (const planfile::BufferRef &r : g.instr->outputs) {
+    uint64_t n = r.bytes / planfile::dtypeBytes(r.dtype);
+    outs.emplace_back(static_cast<size_t>(n));
+    call.outElements.push_back(n);
+  }
+  for (auto &v : ins)
+    call.in.push_back(v.data());
+  for (auto &v : outs)
+    call.out.push_back(v.data());
+  rt::KernelFn run = rt::cpuKernel(catalogue::KernelId::Gemm);
+  if (!run(call, g.params)) {
+    error = call.error;
+    return 0;
+  }
+  double t = meanTime([&] { run(call, g.params); }, budget);
+  const cluster::GemmShape &s = g.shape;
+  return 2.0 * s.batch * s.m * s.n * s.k / t;
 }
 
 /// The bytes per second of an elementwise add of three 64 MiB arrays: the memory bandwidth.
@@ -234,6 +326,7 @@ int main(int argc, char **argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int ranks = 1;
   bool mpi = false, quick = false;
+  std::string planPath;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc)
@@ -244,12 +337,15 @@ int main(int argc, char **argv) {
       mpi = true;
     else if (a == "--quick")
       quick = true;
+    else if (a == "--plan" && i + 1 < argc)
+      planPath = argv[++i];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--threads N] [--ranks R] [--quick] [--mpi]\n"
+                   "usage: %s [--threads N] [--ranks R] [--quick] [--plan FILE] [--mpi]\n"
                    "  prints this machine as a cluster file for R ranks of N threads each\n"
-                   "  running at once; --mpi (under mpirun -n 2) prints\n"
-                   "  only 'mpi LATENCY_S BANDWIDTH_BPS' for the MPI communicator\n",
+                   "  running at once, with the GEMM shapes of plan FILE measured; --mpi\n"
+                   "  (under mpirun -n 2) prints only 'mpi LATENCY_S BANDWIDTH_BPS' for the\n"
+                   "  MPI communicator\n",
                    argv[0]);
       return 2;
     }
@@ -291,6 +387,25 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  // The plan's GEMM calls, read before any measurement so a bad plan fails at once.
+  planfile::Plan plan;
+  std::vector<PlanGemm> planCalls;
+  if (!planPath.empty()) {
+    std::ifstream file(planPath, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                               std::istreambuf_iterator<char>());
+    std::string error;
+    if (!file.good() && !file.eof()) {
+      std::fprintf(stderr, "tessel-calibrate: cannot read '%s'\n", planPath.c_str());
+      return 1;
+    }
+    if (!planfile::parsePlan(bytes.data(), bytes.size(), plan, error) ||
+        !planGemms(plan, planCalls, error)) {
+      std::fprintf(stderr, "tessel-calibrate: %s: %s\n", planPath.c_str(), error.c_str());
+      return 1;
+    }
+  }
+
   rt::setComputeThreads(threads);
   cluster::Cluster c;
   c.name = "this CPU (" + std::to_string(threads) + " threads per rank" +
@@ -307,10 +422,39 @@ int main(int argc, char **argv) {
   }
   // A transformer layer's shape: many rows against a narrow weight.
   peak = std::max(peak, perRank(ranks, threads, [&] { return gemmRate(2048, 768, 768, budget); }));
+  // The plan's shapes: a shape's efficiency is the time-weighted rate of the calls that have
+  // it (calls of one shape may differ in transposes and strides).
+  std::map<std::tuple<double, double, double, double>, std::pair<double, double>> byShape;
+  std::vector<cluster::GemmShape> order;
+  for (const PlanGemm &g : planCalls) {
+    std::string error;
+    double r = perRank(ranks, threads, [&] { return planGemmRate(g, budget / 4, error); });
+    if (!error.empty() || !(r > 0)) {
+      std::fprintf(stderr, "tessel-calibrate: %s: a gemm call failed: %s\n", planPath.c_str(),
+                   error.c_str());
+      return 1;
+    }
+    const cluster::GemmShape &s = g.shape;
+    double flops = 2.0 * s.batch * s.m * s.n * s.k * g.calls;
+    auto [it, fresh] = byShape.try_emplace({s.batch, s.m, s.n, s.k}, 0.0, 0.0);
+    if (fresh)
+      order.push_back(s);
+    it->second.first += flops;
+    it->second.second += flops / r;
+  }
+  for (const cluster::GemmShape &s : order) {
+    auto [flops, seconds] = byShape[{s.batch, s.m, s.n, s.k}];
+    peak = std::max(peak, flops / seconds);
+  }
   c.peak32 = peak;
   c.peak16 = peak; // the CPU backend computes in fp32 whatever the precision
   for (auto [s, r] : gemm)
     c.gemm.points.push_back({s, std::clamp(r / peak, 1e-3, 1.0)});
+  for (cluster::GemmShape s : order) {
+    auto [flops, seconds] = byShape[{s.batch, s.m, s.n, s.k}];
+    s.efficiency = std::clamp(flops / seconds / peak, 1e-3, 1.0);
+    c.gemmShapes.push_back(s);
+  }
 
   for (int64_t s : {64, 256, 1024}) {
     double r = perRank(ranks, threads, [&] { return attentionRate(s, budget); });

@@ -12,7 +12,7 @@ double cost::gemmFlops(double m, double n, double k, double batch) { return 2 * 
 double cost::gemm(const cluster::Cluster &c, double m, double n, double k, double batch,
                   double elementBytes) {
   double flops = gemmFlops(m, n, k, batch);
-  double eff = c.gemm.at(std::min({m, n, k}));
+  double eff = c.gemmEfficiency(batch, m, n, k);
   double bytes = (m * k + k * n + m * n) * batch * elementBytes;
   return std::max(flops / (c.peak(elementBytes) * eff), bytes / c.memoryBandwidth) +
          c.kernelOverhead;

@@ -30,6 +30,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -78,6 +79,11 @@ cl::opt<bool> calibrateMpi("mpi",
                            cl::desc("Also measure the MPI communicator (2 processes under "
                                     "mpirun) as the inter-node link"),
                            cl::sub(calibrateCommand));
+cl::opt<std::string> calibrateModel(
+    "model",
+    cl::desc("Also measure every GEMM shape this model's plan calls (written as "
+             "efficiency.gemm.shapes; estimates of this model then time its GEMMs as measured)"),
+    cl::value_desc("file.model"), cl::sub(calibrateCommand));
 cl::SubCommand tuneCommand("tune",
                            "Search the parallel layouts of N accelerators of a cluster for the "
                            "fastest step that fits in memory");
@@ -133,7 +139,8 @@ cl::list<std::string> importDirs("I", cl::desc("Add a directory to search for im
                                  cl::value_desc("dir"), cl::Prefix, cl::sub(checkCommand),
                                  cl::sub(compileCommand), cl::sub(runCommand),
                                  cl::sub(generateCommand), cl::sub(estimateCommand),
-                                 cl::sub(tuneCommand), cl::cat(category));
+                                 cl::sub(tuneCommand), cl::sub(calibrateCommand),
+                                 cl::cat(category));
 cl::opt<int64_t> ranks("ranks",
                        cl::desc("Number of ranks the run will have; the mesh must match it"),
                        cl::init(0), cl::sub(checkCommand), cl::sub(compileCommand),
@@ -639,6 +646,34 @@ int runCalibrate(const char *argv0) {
     words.insert(words.end(), {"--ranks", std::to_string(calibrateRanks)});
   if (calibrateQuick)
     words.push_back("--quick");
+  // With --model: the model's plan, in a temporary file that tessel-calibrate reads.
+  SmallString<128> planPath;
+  llvm::scope_exit removePlan([&] {
+    if (!planPath.empty())
+      sys::fs::remove(planPath);
+  });
+  if (!calibrateModel.empty()) {
+    inputFile.setValue(calibrateModel);
+    planfile::Plan plan;
+    if (int rc = compileToPlan(argv0, plan))
+      return rc;
+    int fd = -1;
+    if (std::error_code ec = sys::fs::createTemporaryFile("tessel-calibrate", "plan", fd, planPath)) {
+      errs() << "tessel: error: cannot create a temporary file: " << ec.message() << "\n";
+      return 2;
+    }
+    std::vector<uint8_t> bytes = planfile::serializePlan(plan);
+    raw_fd_ostream out(fd, /*shouldClose=*/true);
+    out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    out.close();
+    if (out.has_error()) {
+      errs() << "tessel: error: cannot write '" << planPath << "': " << out.error().message()
+             << "\n";
+      out.clear_error();
+      return 2;
+    }
+    words.insert(words.end(), {"--plan", std::string(planPath)});
+  }
   std::vector<StringRef> args(words.begin(), words.end());
   std::string text;
   if (!capture(args, text))
@@ -651,8 +686,11 @@ int runCalibrate(const char *argv0) {
     return 2;
   }
   std::string note = "Measured by `tessel calibrate` on this machine with the CPU backend's "
-                     "kernels and communicators.\nintra: the local communicator (ranks as "
-                     "threads of one process); ";
+                     "kernels and communicators.\n";
+  if (!calibrateModel.empty())
+    note += "efficiency.gemm.shapes: the GEMM calls of " +
+            sys::path::filename(calibrateModel).str() + "'s plan.\n";
+  note += "intra: the local communicator (ranks as threads of one process); ";
   if (calibrateMpi) {
     auto mpirun = sys::findProgramByName("mpirun");
     std::string line;
