@@ -6,10 +6,10 @@ For each layout (one rank; dp 2 × tp 2; a 2-stage 1F1B pipeline) and model it
   1. writes the model with that layout (its `parallel` section replaced; the pipeline runs 4
      micro-batches of a quarter of the batch each) and compiles it,
   2. calibrates this machine as the layout's R ranks see it, just before the run (`tessel
-     calibrate --threads 1 --ranks R --model MODEL`: every figure is what each of R ranks, one
+     calibrate --threads 1 --ranks R`: every figure is what each of R ranks, one
      compute thread each, gets while all R run at once, so ranks that outnumber the cores, or
-     share them with other work, are measured sharing them; the GEMM shapes of the model's plan
-     are measured as they are, unless --table-only leaves them to the table by smallest dim),
+     share them with other work, are measured sharing them; with --gemm-shapes also every GEMM
+     shape of the model's plan, `--model MODEL`, instead of the table by the smallest dim),
   3. predicts the step with `tessel estimate MODEL --cluster CPU --json`,
   4. trains it for --steps steps with `--threads R` (R ranks, one thread each) and
      `--profile`, and takes the median `step_time_s` of the steps after the first,
@@ -22,7 +22,7 @@ Run it with the build lock held (`flock /tmp/tessel-build.lock benchmarks/predic
 that no build shares the cores meanwhile.
 
 usage: benchmarks/predict_cpu.py [--steps N] [--build DIR] [--work DIR] [--kernels]
-                                 [--no-results] [--only TEXT] [--table-only]
+                                 [--no-results] [--only TEXT] [--gemm-shapes]
 """
 import argparse
 import json
@@ -96,8 +96,9 @@ def main():
     ap.add_argument("--only", metavar="TEXT",
                     help="run only the rows whose model or layout contains TEXT (implies "
                          "--no-results)")
-    ap.add_argument("--table-only", action="store_true",
-                    help="calibrate without the model's GEMM shapes (implies --no-results)")
+    ap.add_argument("--gemm-shapes", action="store_true",
+                    help="calibrate with the GEMM shapes of each model's plan (calibrate "
+                         "--model; implies --no-results)")
     args = ap.parse_args()
     tessel = os.path.join(args.build, "bin", "tessel")
     os.makedirs(args.work, exist_ok=True)
@@ -121,7 +122,7 @@ def main():
             # Calibrated just before the run: what the ranks get of the cores moves with the
             # machine's other work.
             cluster = os.path.join(args.work, tag + ".cluster")
-            shapes = [] if args.table_only else ["--model", path, "-I", ROOT]
+            shapes = ["--model", path, "-I", ROOT] if args.gemm_shapes else []
             run([tessel, "calibrate", "--threads", "1", "--ranks", str(ranks), "-o", cluster]
                 + shapes)
             est = json.loads(run([tessel, "estimate", path, "--cluster", cluster, "--json",
@@ -148,7 +149,7 @@ def main():
     load_after = os.getloadavg()[0]
     within = sum(abs(r[5]) <= 0.15 for r in rows)
     print(f"{within} of {len(rows)} within 15%")
-    if args.no_results or args.only or args.table_only:
+    if args.no_results or args.only or args.gemm_shapes:
         return
     lscpu = run(["lscpu"]).stdout
     cpu = re.search(r"Model name:\s*(.*)", lscpu).group(1).strip()
@@ -156,8 +157,7 @@ def main():
            f"{time.strftime('%Y-%m-%d')}, {cpu}, {cores} cores; load average {load_before:.1f} "
            f"before and {load_after:.1f} after (the machine was shared with other builds and "
            "runs outside the build lock: the figures move with the load). Each layout's ranks are "
-           "calibrated together, with the GEMM shapes of the model's plan (`tessel calibrate "
-           "--threads 1 --ranks R --model MODEL`), just before each run; "
+           "calibrated together (`tessel calibrate --threads 1 --ranks R`) just before each run; "
            "each rank runs one compute thread. Measured: the median `step_time_s` of steps "
            f"2..{args.steps}.", "",
            "Command: `flock /tmp/tessel-build.lock benchmarks/predict_cpu.py --steps %d`" % args.steps, "",
