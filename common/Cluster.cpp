@@ -170,48 +170,57 @@ struct Parser {
     return true;
   }
 
-  /// "size:efficiency size:efficiency ..." with sizes ascending.
-  bool table(const Key &key, const std::string &value, size_t at, EfficiencyTable &out) {
+  /// Calls `entry(left, efficiency, column)` for each `LEFT:efficiency` word of `value` (which
+  /// starts at column `at`), the efficiency checked to be in (0, 1]; `what` says in an error
+  /// what the words should be. False at the first problem, or if there is no word.
+  template <typename Entry>
+  bool entries(const Key &key, const std::string &value, size_t at, const std::string &what,
+               Entry entry) {
     std::istringstream words(value);
     std::string word;
-    size_t from = 0;
+    size_t from = 0, count = 0;
     while (words >> word) {
       size_t col = at + value.find(word, from);
       from = value.find(word, from) + word.size();
-      size_t colon = word.find(':');
-      double size = 0, eff = 0;
-      size_t p = 0, q = colon + 1;
+      size_t colon = word.find(':'), q = 0;
+      double eff = 0;
       std::string right = colon == std::string::npos ? "" : word.substr(colon + 1);
-      std::string left = word.substr(0, colon);
-      if (colon == std::string::npos || !readNumber(left, p, size) || p != left.size() ||
-          !readNumber(right, (q = 0), eff) || q != right.size())
-        return fail(col,
-                    std::string(key.name) + " needs size:efficiency pairs, not '" + word + "'");
-      if (!(size > 0))
-        return fail(col, std::string(key.name) + ": the size must be positive");
+      if (colon == std::string::npos || !readNumber(right, q, eff) || q != right.size())
+        return fail(col, std::string(key.name) + " needs " + what + ", not '" + word + "'");
       if (!(eff > 0) || eff > 1)
         return fail(col + colon + 1,
                     std::string(key.name) + ": an efficiency is a fraction of the peak, in (0, 1]");
+      if (!entry(word.substr(0, colon), eff, col))
+        return false;
+      ++count;
+    }
+    if (count == 0)
+      return fail(at, std::string(key.name) + " needs " + what);
+    return true;
+  }
+
+  /// "size:efficiency size:efficiency ..." with sizes ascending.
+  bool table(const Key &key, const std::string &value, size_t at, EfficiencyTable &out) {
+    const std::string what = "size:efficiency pairs";
+    return entries(key, value, at, what, [&](const std::string &left, double eff, size_t col) {
+      double size = 0;
+      size_t p = 0;
+      if (!readNumber(left, p, size) || p != left.size())
+        return fail(col, std::string(key.name) + " needs " + what + ", not '" + left + "'");
+      if (!(size > 0))
+        return fail(col, std::string(key.name) + ": the size must be positive");
       if (!out.points.empty() && size <= out.points.back().first)
         return fail(col, std::string(key.name) + ": sizes must be ascending");
       out.points.push_back({size, eff});
-    }
-    if (out.points.empty())
-      return fail(at, std::string(key.name) + " needs at least one size:efficiency pair");
-    return true;
+      return true;
+    });
   }
 
   /// "BxMxNxK:efficiency ...": a batch of products and their sizes, each shape once.
   bool shapes(const Key &key, const std::string &value, size_t at, std::vector<GemmShape> &out) {
-    std::istringstream words(value);
-    std::string word;
-    size_t from = 0;
-    while (words >> word) {
-      size_t col = at + value.find(word, from);
-      from = value.find(word, from) + word.size();
-      size_t colon = word.find(':');
-      std::string left = word.substr(0, colon);
-      double dims[4] = {0, 0, 0, 0}, eff = 0;
+    const std::string what = "BATCHxMxNxK:efficiency entries of positive whole sizes";
+    return entries(key, value, at, what, [&](const std::string &left, double eff, size_t col) {
+      double dims[4] = {0, 0, 0, 0};
       size_t p = 0, got = 0;
       while (got < 4 && readNumber(left, p, dims[got]) && dims[got] >= 1 &&
              dims[got] == std::floor(dims[got])) {
@@ -219,26 +228,15 @@ struct Parser {
         if (got < 4 && (p >= left.size() || left[p++] != 'x'))
           break;
       }
-      size_t q = 0;
-      std::string right = colon == std::string::npos ? "" : word.substr(colon + 1);
-      if (colon == std::string::npos || got != 4 || p != left.size() ||
-          !readNumber(right, q, eff) || q != right.size())
-        return fail(col,
-                    std::string(key.name) +
-                        " needs BATCHxMxNxK:efficiency entries of positive whole sizes, not '" +
-                        word + "'");
-      if (!(eff > 0) || eff > 1)
-        return fail(col + colon + 1,
-                    std::string(key.name) + ": an efficiency is a fraction of the peak, in (0, 1]");
+      if (got != 4 || p != left.size())
+        return fail(col, std::string(key.name) + " needs " + what + ", not '" + left + "'");
       GemmShape s{dims[0], dims[1], dims[2], dims[3], eff};
       for (const GemmShape &o : out)
         if (o.batch == s.batch && o.m == s.m && o.n == s.n && o.k == s.k)
           return fail(col, std::string(key.name) + ": the shape '" + left + "' is given twice");
       out.push_back(s);
-    }
-    if (out.empty())
-      return fail(at, std::string(key.name) + " needs at least one BATCHxMxNxK:efficiency entry");
-    return true;
+      return true;
+    });
   }
 };
 
