@@ -170,8 +170,8 @@ struct Parser {
     return true;
   }
 
-  /// Calls `entry(left, efficiency, column)` for each `LEFT:efficiency` word of `value` (which
-  /// starts at column `at`), the efficiency checked to be in (0, 1]; `what` says in an error
+  /// Calls `entry(left, efficiency, column, word)` for each `LEFT:efficiency` word of `value`
+  /// (which starts at column `at`), the efficiency checked to be in (0, 1]; `what` says in an error
   /// what the words should be. False at the first problem, or if there is no word.
   template <typename Entry>
   bool entries(const Key &key, const std::string &value, size_t at, const std::string &what,
@@ -190,7 +190,7 @@ struct Parser {
       if (!(eff > 0) || eff > 1)
         return fail(col + colon + 1,
                     std::string(key.name) + ": an efficiency is a fraction of the peak, in (0, 1]");
-      if (!entry(word.substr(0, colon), eff, col))
+      if (!entry(word.substr(0, colon), eff, col, word))
         return false;
       ++count;
     }
@@ -202,41 +202,45 @@ struct Parser {
   /// "size:efficiency size:efficiency ..." with sizes ascending.
   bool table(const Key &key, const std::string &value, size_t at, EfficiencyTable &out) {
     const std::string what = "size:efficiency pairs";
-    return entries(key, value, at, what, [&](const std::string &left, double eff, size_t col) {
-      double size = 0;
-      size_t p = 0;
-      if (!readNumber(left, p, size) || p != left.size())
-        return fail(col, std::string(key.name) + " needs " + what + ", not '" + left + "'");
-      if (!(size > 0))
-        return fail(col, std::string(key.name) + ": the size must be positive");
-      if (!out.points.empty() && size <= out.points.back().first)
-        return fail(col, std::string(key.name) + ": sizes must be ascending");
-      out.points.push_back({size, eff});
-      return true;
-    });
+    return entries(key, value, at, what,
+                   [&](const std::string &left, double eff, size_t col, const std::string &word) {
+                     double size = 0;
+                     size_t p = 0;
+                     if (!readNumber(left, p, size) || p != left.size())
+                       return fail(col, std::string(key.name) + " needs " + what + ", not '" +
+                                            word + "'");
+                     if (!(size > 0))
+                       return fail(col, std::string(key.name) + ": the size must be positive");
+                     if (!out.points.empty() && size <= out.points.back().first)
+                       return fail(col, std::string(key.name) + ": sizes must be ascending");
+                     out.points.push_back({size, eff});
+                     return true;
+                   });
   }
 
   /// "BxMxNxK:efficiency ...": a batch of products and their sizes, each shape once.
   bool shapes(const Key &key, const std::string &value, size_t at, std::vector<GemmShape> &out) {
     const std::string what = "BATCHxMxNxK:efficiency entries of positive whole sizes";
-    return entries(key, value, at, what, [&](const std::string &left, double eff, size_t col) {
-      double dims[4] = {0, 0, 0, 0};
-      size_t p = 0, got = 0;
-      while (got < 4 && readNumber(left, p, dims[got]) && dims[got] >= 1 &&
-             dims[got] == std::floor(dims[got])) {
-        ++got;
-        if (got < 4 && (p >= left.size() || left[p++] != 'x'))
-          break;
-      }
-      if (got != 4 || p != left.size())
-        return fail(col, std::string(key.name) + " needs " + what + ", not '" + left + "'");
-      GemmShape s{dims[0], dims[1], dims[2], dims[3], eff};
-      for (const GemmShape &o : out)
-        if (o.batch == s.batch && o.m == s.m && o.n == s.n && o.k == s.k)
-          return fail(col, std::string(key.name) + ": the shape '" + left + "' is given twice");
-      out.push_back(s);
-      return true;
-    });
+    return entries(
+        key, value, at, what,
+        [&](const std::string &left, double eff, size_t col, const std::string &word) {
+          double dims[4] = {0, 0, 0, 0};
+          size_t p = 0, got = 0;
+          while (got < 4 && readNumber(left, p, dims[got]) && dims[got] >= 1 &&
+                 dims[got] == std::floor(dims[got])) {
+            ++got;
+            if (got < 4 && (p >= left.size() || left[p++] != 'x'))
+              break;
+          }
+          if (got != 4 || p != left.size())
+            return fail(col, std::string(key.name) + " needs " + what + ", not '" + word + "'");
+          GemmShape s{dims[0], dims[1], dims[2], dims[3], eff};
+          for (const GemmShape &o : out)
+            if (o.batch == s.batch && o.m == s.m && o.n == s.n && o.k == s.k)
+              return fail(col, std::string(key.name) + ": the shape '" + left + "' is given twice");
+          out.push_back(s);
+          return true;
+        });
   }
 };
 
