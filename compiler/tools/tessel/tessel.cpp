@@ -657,21 +657,12 @@ int runCalibrate(const char *argv0) {
     planfile::Plan plan;
     if (int rc = compileToPlan(argv0, plan))
       return rc;
-    int fd = -1;
-    if (std::error_code ec = sys::fs::createTemporaryFile("tessel-calibrate", "plan", fd, planPath)) {
-      errs() << "tessel: error: cannot create a temporary file: " << ec.message() << "\n";
+    if (std::error_code ec = sys::fs::createTemporaryFile("tessel-calibrate", "plan", planPath)) {
+      errs() << "tessel: error: cannot create a temporary plan file: " << ec.message() << "\n";
       return 2;
     }
-    std::vector<uint8_t> bytes = planfile::serializePlan(plan);
-    raw_fd_ostream out(fd, /*shouldClose=*/true);
-    out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    out.close();
-    if (out.has_error()) {
-      errs() << "tessel: error: cannot write '" << planPath << "': " << out.error().message()
-             << "\n";
-      out.clear_error();
+    if (!writeOutput(std::string(planPath), planfile::serializePlan(plan), false))
       return 2;
-    }
     words.insert(words.end(), {"--plan", std::string(planPath)});
   }
   std::vector<StringRef> args(words.begin(), words.end());
