@@ -298,7 +298,9 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   };
   forwardPass(fwd, true);
   // Backward: each GEMM twice (input and weight gradients), attention 2.5 times its forward,
-  // twice the elementwise traffic, the tp collectives mirrored.
+  // twice the elementwise traffic, the tp collectives mirrored; under sequence parallelism
+  // also the two inputs of the column-parallel products gathered again for their weight
+  // gradients, since only their shards are kept (the activations below count them so).
   gemm(bwd, T, qkv, h, 2);
   gemm(bwd, T, h, attnOut, 2);
   gemm(bwd, T, ffn, h, 2 * (m.mlpMatrices - 1));
@@ -306,7 +308,7 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   attention(bwd, true);
   bwd.add(cost::memoryBound(c, 2 * elementwise * eb));
   if (tpPass > 0)
-    bwd.addComm("tp", tpPass);
+    bwd.addComm("tp", l.sp ? 1.5 * tpPass : tpPass);
   if (cpPass > 0)
     bwd.addComm("cp", cpPass);
   if (l.recompute == "full")
@@ -472,9 +474,14 @@ std::vector<Candidate> tessel::searchLayouts(const TransformerShape &s, const cl
         if (gpus % (tp * cp * pp) || static_cast<int64_t>(s.layers) % pp)
           continue;
         int dp = gpus / (tp * cp * pp);
+        int perStage = static_cast<int>(static_cast<int64_t>(s.layers) / pp);
         for (int mb : {1, 2, 4, 8})
           for (const char *schedule : {"1f1b", "interleaved", "zbh1"})
-            for (int v : {1, 2, 3, 4}) {
+            // Interleaving may split a stage's layers into any equal number of chunks, down to
+            // one layer per chunk (Megatron-Core's limit too).
+            for (int v = 1; v <= perStage; ++v) {
+              if (perStage % v)
+                continue;
               if (pp == 1 && (v > 1 || std::string(schedule) != "1f1b"))
                 continue;
               if (pp > 1 && (std::string(schedule) == "interleaved") != (v > 1))

@@ -10,8 +10,9 @@
 // Ops are placed by their layer: `graph.layer` through the `sched.pipeline` layer runs. What
 // has no layer follows the data: an op after the layers goes with its latest operand (the
 // final norm and the loss on the last stage, the loss gradient there too), an op before them
-// with its first user (the embedding on the first stage). Parameters live on the stages
-// whose pieces use them.
+// with its first user (the embedding on the first stage), and an all-gather feeding one
+// chunk's layers with them (so the smaller shard crosses the boundary). Parameters live on
+// the stages whose pieces use them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +80,27 @@ struct Stages {
 
 using Placement = DenseMap<Operation *, Segment>;
 
+/// The chunk of an all-gather the partition pass added (it has no layer) when every user is
+/// an op of the layers on one chunk, else -1. A gather multiplies its bytes by the group's
+/// size, so at a chunk boundary it runs after the message, where its users are: the backward
+/// pass of a reduce-scatter that ends a stage (sequence parallelism) sends the gradient's
+/// shard back, not the gathered gradient.
+int64_t gatherUsersChunk(Operation *op, const Stages &st, int64_t layers) {
+  if (!isa<shard::AllGatherOp>(op) || op->getResult(0).use_empty())
+    return -1;
+  int64_t chunk = -1;
+  for (Operation *user : op->getUsers()) {
+    auto layer = user->getAttrOfType<IntegerAttr>("graph.layer");
+    if (!layer || layer.getInt() < 0 || layer.getInt() >= layers)
+      return -1;
+    int64_t c = st.chunkOfLayer[layer.getInt()];
+    if (chunk >= 0 && c != chunk)
+      return -1;
+    chunk = c;
+  }
+  return chunk;
+}
+
 /// Places every op of `func` but the free ones. With `training`, the ops the returned loss
 /// depends on are forward and the others backward; otherwise everything is forward.
 FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
@@ -98,6 +120,8 @@ FailureOr<Placement> place(func::FuncOp func, const Stages &st, bool training) {
     auto layer = op.getAttrOfType<IntegerAttr>("graph.layer");
     if (layer && layer.getInt() >= 0 && layer.getInt() < layers) {
       chunk = st.chunkOfLayer[layer.getInt()];
+    } else if (int64_t c = gatherUsersChunk(&op, st, layers); c >= 0) {
+      chunk = c;
     } else {
       for (Value x : op.getOperands())
         if (Operation *d = x.getDefiningOp(); d && seg.count(d))

@@ -3,13 +3,15 @@
 // The forward values of a layer that its backward pass reads are stored from the forward
 // pass until then: the activation memory of training. With `recompute = full` only each
 // layer's input is kept (the value another layer, or what follows the layers, reads); with
-// `selective`, also the outputs of contractions and attention, which are costly to recompute
-// (Korthikanti et al. 2022 keep GEMM outputs and drop what is cheap to recompute). Every other
+// `selective`, also the outputs of contractions and attention, which are costly to recompute,
+// and of the collectives that sum partial products over tp (Korthikanti et al. 2022 keep GEMM
+// outputs and the norms' inputs and drop what is cheap to recompute). Every other
 // forward value a backward op reads is computed again right before its first backward use, by
 // clones of the ops that made it, down to the kept values; the original's last use is then in
 // the forward pass. Clones keep their attributes: the same layer and sharding, and the same
-// dropout mask numbers, so they compute the same bits. Collectives the partition pass put in
-// the layer are recomputed with it, as Megatron-LM re-gathers sequence-parallel activations.
+// dropout mask numbers, so they compute the same bits. Under `full`, collectives the partition
+// pass put in the layer are recomputed with it; under `selective`, its all-gathers, as
+// Megatron-LM re-gathers sequence-parallel activations.
 // The clones are marked `graph.recomputed`; the plan keeps the mark on their kernels, and
 // `--profile` reports their time apart.
 //
@@ -21,6 +23,7 @@
 #include "Graph/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -97,7 +100,13 @@ bool Recomputer::kept(Operation *op, int64_t layer) {
   for (Operation *user : op->getUsers())
     if (forward_.contains(user) && layerOf(user) != layer)
       return true;
-  if (mode_ == Mode::Selective && isa<graph::ContractOp, graph::AttentionOp>(op))
+  // Selective keeps what is costly to compute again: products, attention, and the sums of
+  // partial products over tp (Megatron-LM keeps the norms' inputs, the residual stream these
+  // sums feed, rather than reduce again). All-gathers are recomputed: keeping their result
+  // would store the whole tensor where its shard suffices, so the backward pass gathers again,
+  // as Megatron-LM's sequence parallelism does.
+  if (mode_ == Mode::Selective &&
+      isa<graph::ContractOp, graph::AttentionOp, shard::AllReduceOp, shard::ReduceScatterOp>(op))
     return true;
   return false;
 }

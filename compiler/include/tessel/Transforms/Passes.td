@@ -132,7 +132,8 @@ def Recompute : Pass<"tessel-recompute", "mlir::ModuleOp"> {
     In `@forward_backward` (after partitioning, so that collectives are recomputed with what
     they gather): with `full`, only each layer's input (a value read by another layer or by
     what follows the layers) is kept for the backward pass; with `selective`, also the
-    results of contractions and attention. Every other forward value of a layer that a
+    results of contractions, attention, all-reduces and reduce-scatters (all-gathers are
+    recomputed: their shards are what is kept). Every other forward value of a layer that a
     backward op reads is recomputed right before its first backward use by clones of the ops
     that made it (same attributes: layer, sharding, dropout mask numbers, so the same bits),
     and the backward ops read the copies. `none` changes nothing. The mode is the spec's
