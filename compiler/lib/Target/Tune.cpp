@@ -474,15 +474,15 @@ std::vector<Candidate> tessel::searchLayouts(const TransformerShape &s, const cl
         if (gpus % (tp * cp * pp) || static_cast<int64_t>(s.layers) % pp)
           continue;
         int dp = gpus / (tp * cp * pp);
-        int perStage = static_cast<int>(static_cast<int64_t>(s.layers) / pp);
+        // Interleaving may split a stage's layers into any equal number of chunks, down to one
+        // layer per chunk (Megatron-Core's limit too); without a pipeline there is one chunk.
+        int perStage = pp > 1 ? static_cast<int>(static_cast<int64_t>(s.layers) / pp) : 1;
         for (int mb : {1, 2, 4, 8})
           for (const char *schedule : {"1f1b", "interleaved", "zbh1"})
-            // Interleaving may split a stage's layers into any equal number of chunks, down to
-            // one layer per chunk (Megatron-Core's limit too).
             for (int v = 1; v <= perStage; ++v) {
               if (perStage % v)
                 continue;
-              if (pp == 1 && (v > 1 || std::string(schedule) != "1f1b"))
+              if (pp == 1 && std::string(schedule) != "1f1b")
                 continue;
               if (pp > 1 && (std::string(schedule) == "interleaved") != (v > 1))
                 continue;
