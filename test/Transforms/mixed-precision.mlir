@@ -203,6 +203,43 @@ module attributes {tessel.train = {precision = "bf16"}} {
 
 // -----
 
+// A value one program outputs and another inputs by name (a pipeline stage boundary, a
+// stashed activation) narrows with every input of its name: "h" is bf16 at both ends. "s" stays f32 at both ends, since its reader accumulates into it;
+// "y", which no program inputs, is the host's and stays f32, as does the host input "x".
+// CHECK-LABEL: plan.program "forward.0"
+// CHECK: %[[X:.*]] = plan.input "x" : memref<8xf32>
+// CHECK: %[[H:.*]] = plan.alloc : memref<8xbf16>
+// CHECK: %[[S:.*]] = plan.alloc : memref<8xf32>
+// CHECK: plan.output "h", %[[H]] : memref<8xbf16>
+// CHECK: plan.output "s", %[[S]] : memref<8xf32>
+// CHECK-LABEL: plan.program "forward.1"
+// CHECK: %[[H1:.*]] = plan.input "h" : memref<8xbf16>
+// CHECK: %[[S1:.*]] = plan.input "s" : memref<8xf32>
+// CHECK: %[[Y:.*]] = plan.alloc : memref<8xf32>
+// CHECK: plan.kernel "accumulate" ins(%[[Y]] : memref<8xf32>) outs(%[[S1]] : memref<8xf32>)
+// CHECK: plan.output "y", %[[Y]] : memref<8xf32>
+module attributes {tessel.train = {precision = "bf16"}} {
+  plan.program "forward.0" {
+    %x = plan.input "x" : memref<8xf32>
+    %h = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%x : memref<8xf32>) outs(%h : memref<8xf32>) {n = 8 : i64, op = "exp"}
+    %s = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%x : memref<8xf32>) outs(%s : memref<8xf32>) {n = 8 : i64, op = "neg"}
+    plan.output "h", %h : memref<8xf32>
+    plan.output "s", %s : memref<8xf32>
+  }
+  plan.program "forward.1" {
+    %h = plan.input "h" : memref<8xf32>
+    %s = plan.input "s" : memref<8xf32>
+    %y = plan.alloc : memref<8xf32>
+    plan.kernel "unary" ins(%h : memref<8xf32>) outs(%y : memref<8xf32>) {n = 8 : i64, op = "exp"}
+    plan.kernel "accumulate" ins(%y : memref<8xf32>) outs(%s : memref<8xf32>) {n = 8 : i64}
+    plan.output "y", %y : memref<8xf32>
+  }
+}
+
+// -----
+
 // Another optimizer (sgd) leaves the copy to a `copy` right after its update.
 // CHECK-LABEL: plan.program "optimizer_step"
 // CHECK: plan.kernel "sgd"

@@ -178,10 +178,38 @@ private:
     DenseSet<Operation *> wide;
     llvm::EquivalenceClasses<Operation *> tied;
     DenseMap<int64_t, Operation *> transferEnds;
+    // A value one program outputs and another inputs by name (a pipeline stage's boundary,
+    // or a stashed activation on its way to the backward pass) ties the output's buffer to
+    // every input of that name: the runtime moves the port's bytes as they are, so a value
+    // that is 16-bit in the one-rank plan stays 16-bit across the boundary and in the stash.
+    // An output no program inputs is the host's (the loss, the logits) and stays f32.
+    llvm::StringMap<SmallVector<Operation *>> portOutputs, portInputs;
     for (plan::ProgramOp program : programs)
       program.walk([&](Operation *op) {
         if (auto out = dyn_cast<plan::OutputOp>(op))
-          wide.insert(ownerOf(out.getValue()));
+          portOutputs[out.getName()].push_back(ownerOf(out.getValue()));
+        else if (auto in = dyn_cast<plan::InputOp>(op))
+          portInputs[in.getName()].push_back(in);
+      });
+    for (auto &[name, owners] : portOutputs) {
+      auto inputs = portInputs.find(name);
+      for (Operation *owner : owners) {
+        // Only an arena buffer or a port's own input can follow its value's type.
+        if (inputs == portInputs.end() || !isa<plan::AllocOp, plan::InputOp>(owner))
+          wide.insert(owner);
+        if (inputs == portInputs.end())
+          continue;
+        tied.insert(owner);
+        for (Operation *in : inputs->second)
+          tied.unionSets(owner, in);
+      }
+    }
+    auto isPortInput = [&](Operation *m) {
+      auto in = dyn_cast<plan::InputOp>(m);
+      return in && portOutputs.contains(in.getName());
+    };
+    for (plan::ProgramOp program : programs)
+      program.walk([&](Operation *op) {
         auto k = dyn_cast<plan::KernelOp>(op);
         if (!k)
           return;
@@ -214,21 +242,25 @@ private:
             tied.unionSets(end->second, first);
         }
       });
-    // A tied class stays wide if any member must: one the rule above keeps wide, or one that
-    // is neither an arena buffer nor a parameter (an input, a gradient, optimizer state).
+    // A tied class stays wide if any member must: one the rules above keep wide, or one that
+    // is neither an arena buffer, a parameter nor a port's input (a host input, a gradient,
+    // optimizer state).
     for (const auto *leader : tied) {
       if (!leader->isLeader())
         continue;
       auto members = tied.members(*leader);
       if (llvm::any_of(members, [&](Operation *m) {
-            return wide.contains(m) || !(isa<plan::AllocOp>(m) || isParam(m));
+            return wide.contains(m) || !(isa<plan::AllocOp>(m) || isParam(m) || isPortInput(m));
           }))
         wide.insert(members.begin(), members.end());
     }
     for (plan::ProgramOp program : programs)
-      program.walk([&](plan::AllocOp alloc) {
-        if (!wide.contains(alloc) && alloc.getType().getElementType().isF32())
-          retype(alloc.getResult(), narrow_);
+      program.walk([&](Operation *op) {
+        if (!isa<plan::AllocOp>(op) && !isPortInput(op))
+          return;
+        Value v = op->getResult(0);
+        if (!wide.contains(op) && cast<MemRefType>(v.getType()).getElementType().isF32())
+          retype(v, narrow_);
       });
   }
 
