@@ -1,7 +1,7 @@
 //===- Common.cuh - What the CUDA kernels share -----------------*- CUDA -*-===//
 //
 // Private to kernels/cuda: element loads and stores (every kernel computes in f32 and is
-// templated on its storage type, so a bf16 copy is one more instantiation), block-wide
+// templated on its operands: plain f32 pointers, or operands of a type given per call), block-wide
 // reductions, grid sizes, and the launch check every launcher ends with.
 //
 //===----------------------------------------------------------------------===//
@@ -10,6 +10,8 @@
 
 #include "kernels/cuda/CudaKernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +26,42 @@ constexpr int kMapThreads = 256;
 /// An element of storage type T as the f32 the kernels compute in, and back.
 template <class T> __device__ inline float load(const T *p) { return static_cast<float>(*p); }
 template <class T> __device__ inline void store(T *p, float v) { *p = static_cast<T>(v); }
+
+/// The same through operands of a type known per call (ConstFloats, Floats): the kernels are
+/// templates over their operands, instantiated with plain f32 pointers where every operand of
+/// a call is f32, else with these, whose element type is one branch that every thread of a
+/// launch takes alike. A store rounds to nearest even, as cuda::narrow does.
+__device__ inline float load(ConstFloats p) {
+  switch (p.type) {
+  case ElementType::BF16:
+    return __bfloat162float(*static_cast<const __nv_bfloat16 *>(p.data));
+  case ElementType::F16:
+    return __half2float(*static_cast<const __half *>(p.data));
+  default:
+    return *static_cast<const float *>(p.data);
+  }
+}
+__device__ inline float load(Floats p) { return load(ConstFloats(p)); }
+__device__ inline void store(Floats p, float v) {
+  switch (p.type) {
+  case ElementType::BF16:
+    *static_cast<__nv_bfloat16 *>(p.data) = __float2bfloat16_rn(v);
+    return;
+  case ElementType::F16:
+    *static_cast<__half *>(p.data) = __float2half_rn(v);
+    return;
+  default:
+    *static_cast<float *>(p.data) = v;
+  }
+}
+
+/// Whether every operand of a call is f32, so that its kernel runs on plain pointers.
+template <class... Operands> inline bool allF32(const Operands &...operands) {
+  return ((operands.type == ElementType::F32) && ...);
+}
+/// An f32 operand's pointer (allF32 said it is one).
+inline const float *f32(ConstFloats p) { return static_cast<const float *>(p.data); }
+inline float *f32(Floats p) { return static_cast<float *>(p.data); }
 
 /// Blocks for a grid-stride loop over n elements: enough to fill the device, never zero.
 inline unsigned mapBlocks(int64_t n) {
@@ -73,8 +111,7 @@ __device__ inline float blockMax(float v, float *scratch) {
 
 /// The block's row `xr` of `cols` elements: its maximum and the sum of exp(x - max), the two
 /// halves of a softmax's (and a cross entropy's) normaliser; every thread gets both.
-template <class T>
-__device__ inline float2 rowMaxAndSumExp(int64_t cols, const T *xr, float *scratch) {
+template <class In> __device__ inline float2 rowMaxAndSumExp(int64_t cols, In xr, float *scratch) {
   float max = -INFINITY;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     max = fmaxf(max, load(xr + j));
@@ -104,5 +141,20 @@ __device__ inline void reportBadId(IdError *error, int32_t id, int64_t position,
 inline cudaError_t launched() { return cudaGetLastError(); }
 
 } // namespace tessel::cuda::detail
+
+namespace tessel::cuda {
+
+/// Element k of an operand, as a pointer's `p + k` is (found by argument-dependent lookup
+/// from the kernels, whose operands may be either).
+__device__ inline ConstFloats operator+(ConstFloats p, int64_t k) {
+  const int64_t bytes = p.type == ElementType::F32 ? 4 : 2;
+  return ConstFloats(static_cast<const char *>(p.data) + k * bytes, p.type);
+}
+__device__ inline Floats operator+(Floats p, int64_t k) {
+  const int64_t bytes = p.type == ElementType::F32 ? 4 : 2;
+  return Floats(static_cast<char *>(p.data) + k * bytes, p.type);
+}
+
+} // namespace tessel::cuda
 
 #endif // TESSEL_KERNELS_CUDA_COMMON_CUH

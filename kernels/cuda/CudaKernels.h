@@ -8,8 +8,9 @@
 // not hold, otherwise the launch's own error; faults inside a kernel surface at the stream's
 // next synchronisation.
 //
-// Buffers are f32 (ids i32); the kernels compute in f32 and are templates over their storage
-// type, so bf16 storage is one more instantiation behind new overloads here.
+// Buffers are f32 (ids i32) unless a launcher takes ConstFloats / Floats: those read and write
+// each operand at its own type (f32, bf16, f16), so a mixed-precision plan's calls run on them
+// without widening copies; every kernel computes in f32.
 //
 // Unlike the CPU kernels, these make no promise of the CPU's bits: reductions run in a fixed
 // order (the same result on every run), but in f32 and in a different order from the CPU's.
@@ -36,6 +37,34 @@ namespace tessel::cuda {
 /// f16): a product's operands, AdamW's working copies, a generated fused kernel's operands.
 enum class ElementType : uint8_t { F32, BF16, F16 };
 
+#if defined(__CUDACC__)
+#define TESSEL_CUDA_HOST_DEVICE __host__ __device__
+#else
+#define TESSEL_CUDA_HOST_DEVICE
+#endif
+
+/// A float operand in its buffer's own element type. A launcher given operands that are not all
+/// f32 loads each at its type, computes in f32 and stores each output rounded to nearest even:
+/// the values of the widening wrapper (runtime/device/HalfOperands.h) without its copies. An
+/// f32 pointer converts to one, so f32 callers pass their pointers as they are, and a launcher
+/// whose operands are all f32 runs its kernel on plain pointers.
+struct ConstFloats {
+  const void *data = nullptr;
+  ElementType type = ElementType::F32;
+  ConstFloats() = default;
+  TESSEL_CUDA_HOST_DEVICE ConstFloats(const float *p) : data(p) {}
+  TESSEL_CUDA_HOST_DEVICE ConstFloats(const void *p, ElementType t) : data(p), type(t) {}
+};
+/// An output operand in its buffer's own element type (see ConstFloats).
+struct Floats {
+  void *data = nullptr;
+  ElementType type = ElementType::F32;
+  Floats() = default;
+  TESSEL_CUDA_HOST_DEVICE Floats(float *p) : data(p) {}
+  TESSEL_CUDA_HOST_DEVICE Floats(void *p, ElementType t) : data(p), type(t) {}
+  TESSEL_CUDA_HOST_DEVICE operator ConstFloats() const { return ConstFloats(data, type); }
+};
+
 // The shapes, strides and operation kinds are the CPU backend's.
 using cpu::AttentionArgs;
 using cpu::BinaryKind;
@@ -60,7 +89,7 @@ struct IdError {
 //===----------------------------------------------------------------------===//
 
 /// y[i] = value for i < n.
-cudaError_t fill(int64_t n, float value, float *y, cudaStream_t stream);
+cudaError_t fill(int64_t n, float value, Floats y, cudaStream_t stream);
 /// y[i] = y[i] + x[i], or with `max` the larger (a NaN in either kept), for i < n: the
 /// collectives' reduction between ranks sharing a GPU, with the bits of the host's reduceInto.
 cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t stream);
@@ -71,14 +100,14 @@ cudaError_t combine(bool max, cpu::Half16 type, int64_t n, float *y, const uint1
 /// y[i] = i for i < n.
 cudaError_t positions(int64_t n, float *y, cudaStream_t stream);
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.
-cudaError_t binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa,
-                   const float *b, const Strides &sb, float *out, cudaStream_t stream);
+cudaError_t binary(BinaryKind kind, const Shape &shape, ConstFloats a, const Strides &sa,
+                   ConstFloats b, const Strides &sb, Floats out, cudaStream_t stream);
 /// out[i] = c[i . sc] != 0 ? a[i . sa] : b[i . sb]; `out` is dense.
-cudaError_t select(const Shape &shape, const float *c, const Strides &sc, const float *a,
-                   const Strides &sa, const float *b, const Strides &sb, float *out,
+cudaError_t select(const Shape &shape, ConstFloats c, const Strides &sc, ConstFloats a,
+                   const Strides &sa, ConstFloats b, const Strides &sb, Floats out,
                    cudaStream_t stream);
-/// out[i] = x[i . sx]: permutes, broadcasts and copies.
-cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out,
+/// out[i] = x[i . sx]: permutes, broadcasts and copies (and converts, between types).
+cudaError_t stridedCopy(const Shape &shape, ConstFloats x, const Strides &sx, Floats out,
                         cudaStream_t stream);
 /// The same over 16-bit elements (bf16 or f16), moved as bits: a copy between buffers of one
 /// 16-bit type, which widening and narrowing would give the same values at three times the
@@ -86,19 +115,19 @@ cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, f
 cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strides &sx,
                               uint16_t *out, cudaStream_t stream);
 /// y = f(x), as cpu::unary (Gelu the tanh form, GeluErf the exact one, Pow by `exponent`).
-cudaError_t unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent,
+cudaError_t unary(UnaryKind kind, int64_t n, ConstFloats x, Floats y, float exponent,
                   cudaStream_t stream);
 /// dx = dy * f'(x), as cpu::unaryGrad; `y` is f(x).
-cudaError_t unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
-                      float *dx, float exponent, cudaStream_t stream);
+cudaError_t unaryGrad(UnaryKind kind, int64_t n, ConstFloats x, ConstFloats y, ConstFloats dy,
+                      Floats dx, float exponent, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Softmax over the last dim (Softmax.cu) and the top-k mask (TopK.cu)
 //===----------------------------------------------------------------------===//
 
-cudaError_t softmax(int64_t rows, int64_t cols, const float *x, float *y, cudaStream_t stream);
+cudaError_t softmax(int64_t rows, int64_t cols, ConstFloats x, Floats y, cudaStream_t stream);
 /// dx = y * (dy - sum(dy * y)) per row.
-cudaError_t softmaxGrad(int64_t rows, int64_t cols, const float *y, const float *dy, float *dx,
+cudaError_t softmaxGrad(int64_t rows, int64_t cols, ConstFloats y, ConstFloats dy, Floats dx,
                         cudaStream_t stream);
 /// y = 1 at the k largest of each row of x (ties: the lower column), 0 elsewhere.
 cudaError_t topKMask(int64_t rows, int64_t cols, int64_t k, const float *x, float *y,
@@ -112,17 +141,18 @@ cudaError_t topKMask(int64_t rows, int64_t cols, int64_t k, const float *x, floa
 int64_t normGradWorkspace(int64_t rows);
 
 /// y = (x - mean) / sqrt(var + eps) * g + b per row (biased variance).
-cudaError_t layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const float *b,
-                      float eps, float *y, cudaStream_t stream);
-/// dx per row; dg and db summed over rows. `workspace` holds normGradWorkspace(rows) floats.
-cudaError_t layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
-                          const float *dy, float eps, float *dx, float *dg, float *db,
-                          float *workspace, cudaStream_t stream);
+cudaError_t layerNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats b,
+                      float eps, Floats y, cudaStream_t stream);
+/// dx per row; dg and db summed over rows (db may be null). `workspace` holds
+/// normGradWorkspace(rows) floats.
+cudaError_t layerNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats dy,
+                          float eps, Floats dx, Floats dg, Floats db, float *workspace,
+                          cudaStream_t stream);
 /// y = x / sqrt(mean(x^2) + eps) * g per row.
-cudaError_t rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float eps, float *y,
+cudaError_t rmsNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, float eps, Floats y,
                     cudaStream_t stream);
-cudaError_t rmsNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, const float *dy,
-                        float eps, float *dx, float *dg, float *workspace, cudaStream_t stream);
+cudaError_t rmsNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats dy,
+                        float eps, Floats dx, Floats dg, float *workspace, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Cross entropy over the last dim (Loss.cu)
@@ -133,15 +163,15 @@ int64_t crossEntropyWorkspace(int64_t rows);
 
 /// loss[0] = the mean over rows (scaled: scale times the sum) of -log softmax(logits)[target].
 /// A target outside [0, cols) is recorded in `idError` and makes the loss NaN.
-cudaError_t crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+cudaError_t crossEntropy(int64_t rows, int64_t cols, ConstFloats logits, const int32_t *targets,
                          bool scaled, double scale, float *loss, float *workspace, IdError *idError,
                          cudaStream_t stream);
 /// dlogits = (softmax(logits) - onehot(targets)) * dloss[0] / rows (scaled: * scale instead
 /// of / rows). A bad target is recorded as above and its row left as the softmax times the
 /// factor.
-cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, const float *logits,
-                             const int32_t *targets, const float *dloss, bool scaled, double scale,
-                             float *dlogits, IdError *idError, cudaStream_t stream);
+cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, ConstFloats logits, const int32_t *targets,
+                             const float *dloss, bool scaled, double scale, Floats dlogits,
+                             IdError *idError, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Cross entropy over classes split between ranks (ShardedLoss.cu)
@@ -282,7 +312,7 @@ cudaError_t narrow(cpu::Half16 type, int64_t n, const float *x, uint16_t *y, cud
 /// table's `rows` here, a zero row where it is another rank's. An id outside [0, vocab) is
 /// recorded in `idError` and gives a zero row.
 cudaError_t embedding(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
-                      const float *table, const int32_t *ids, float *out, IdError *idError,
+                      ConstFloats table, const int32_t *ids, Floats out, IdError *idError,
                       cudaStream_t stream);
 /// Bytes of workspace embeddingGrad needs for n ids and `rows` rows.
 size_t embeddingGradWorkspace(int64_t n, int64_t rows);
@@ -291,7 +321,7 @@ size_t embeddingGradWorkspace(int64_t n, int64_t rows);
 /// bits are the CPU's). The positions are grouped by row with a stable radix sort; ids of
 /// other ranks' rows are skipped, ids outside [0, vocab) recorded in `idError` and skipped.
 cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
-                          const float *dout, const int32_t *ids, float *dtable, void *workspace,
+                          ConstFloats dout, const int32_t *ids, Floats dtable, void *workspace,
                           size_t workspaceBytes, IdError *idError, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
@@ -302,7 +332,7 @@ cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, 
 /// sines computed in f64 and rounded once, as the CPU does. `inverse` turns back.
 /// With headStart >= 0 the rows' positions are two runs (a head-tail block), as cpu::rope's.
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-                 const float *x, float *y, cudaStream_t stream, int64_t headStart = -1,
+                 ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart = -1,
                  int64_t tailStart = -1);
 
 //===----------------------------------------------------------------------===//
@@ -352,8 +382,8 @@ cudaError_t attentionBlockGrad(const AttentionArgs &args, const float *q, const 
 /// As cpu::reduceSum: out[i . so] = scale * the sum of x over the dims where `so` is 0, each
 /// output summing its inputs in increasing index order in f64 (the CPU's order and precision).
 /// With `accumulate` the scaled sum (rounded to f32) is added to out, as the CPU does.
-cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, float scale,
-                      float *out, cudaStream_t stream, bool accumulate = false);
+cudaError_t reduceSum(const Shape &shape, ConstFloats x, const Strides &so, float scale, Floats out,
+                      cudaStream_t stream, bool accumulate = false);
 
 /// As cpu::pack, one launch per input.
 cudaError_t pack(int64_t count, const float *const *inputs, const int64_t *outers,

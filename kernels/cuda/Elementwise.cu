@@ -21,7 +21,7 @@ using detail::makeIndexing;
 using detail::mapBlocks;
 using detail::offsetOf;
 
-template <class T> __global__ void fillKernel(int64_t n, float value, T *y) {
+template <class Out> __global__ void fillKernel(int64_t n, float value, Out y) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     detail::store(y + i, value);
@@ -33,18 +33,16 @@ template <class T> __global__ void positionsKernel(int64_t n, T *y) {
     detail::store(y + i, static_cast<float>(i));
 }
 
-template <class T>
-__global__ void binaryKernel(BinaryKind kind, int64_t n, Indexing<2> ix, const T *a, const T *b,
-                             T *out) {
+template <class In, class Out>
+__global__ void binaryKernel(BinaryKind kind, int64_t n, Indexing<2> ix, In a, In b, Out out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     detail::store(out + i, applyBinary(kind, detail::load(a + offsetOf(ix, 0, i)),
                                        detail::load(b + offsetOf(ix, 1, i))));
 }
 
-template <class T>
-__global__ void selectKernel(int64_t n, Indexing<3> ix, const T *c, const T *a, const T *b,
-                             T *out) {
+template <class In, class Out>
+__global__ void selectKernel(int64_t n, Indexing<3> ix, In c, In a, In b, Out out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const bool pick = detail::load(c + offsetOf(ix, 0, i)) != 0.0f;
@@ -59,16 +57,23 @@ template <class T> __global__ void copyKernel(int64_t n, Indexing<1> ix, const T
     out[i] = x[offsetOf(ix, 0, i)];
 }
 
-template <class T>
-__global__ void unaryKernel(UnaryKind kind, int64_t n, const T *x, T *y, float exponent) {
+/// A copy between element types: each element widened and rounded to the output's type.
+__global__ void convertingCopyKernel(int64_t n, Indexing<1> ix, ConstFloats x, Floats out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    detail::store(out + i, detail::load(x + offsetOf(ix, 0, i)));
+}
+
+template <class In, class Out>
+__global__ void unaryKernel(UnaryKind kind, int64_t n, In x, Out y, float exponent) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     detail::store(y + i, applyUnary(kind, detail::load(x + i), exponent));
 }
 
-template <class T>
-__global__ void unaryGradKernel(UnaryKind kind, int64_t n, const T *x, const T *y, const T *dy,
-                                T *dx, float exponent) {
+template <class In, class Out>
+__global__ void unaryGradKernel(UnaryKind kind, int64_t n, In x, In y, In dy, Out dx,
+                                float exponent) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     detail::store(dx + i, applyUnaryGrad(kind, detail::load(x + i), detail::load(y + i),
@@ -77,12 +82,15 @@ __global__ void unaryGradKernel(UnaryKind kind, int64_t n, const T *x, const T *
 
 } // namespace
 
-cudaError_t fill(int64_t n, float value, float *y, cudaStream_t stream) {
+cudaError_t fill(int64_t n, float value, Floats y, cudaStream_t stream) {
   if (n < 0)
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  fillKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, value, y);
+  if (detail::allF32(y))
+    fillKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, value, detail::f32(y));
+  else
+    fillKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, value, y);
   return detail::launched();
 }
 
@@ -95,26 +103,34 @@ cudaError_t positions(int64_t n, float *y, cudaStream_t stream) {
   return detail::launched();
 }
 
-cudaError_t binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa,
-                   const float *b, const Strides &sb, float *out, cudaStream_t stream) {
+cudaError_t binary(BinaryKind kind, const Shape &shape, ConstFloats a, const Strides &sa,
+                   ConstFloats b, const Strides &sb, Floats out, cudaStream_t stream) {
   Indexing<2> ix;
   const Strides *strides[2] = {&sa, &sb};
   if (!makeIndexing(shape, strides, ix))
     return cudaErrorInvalidValue;
   const int64_t n = shape.numElements();
-  binaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, ix, a, b, out);
+  if (detail::allF32(a, b, out))
+    binaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, ix, detail::f32(a),
+                                                           detail::f32(b), detail::f32(out));
+  else
+    binaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, ix, a, b, out);
   return detail::launched();
 }
 
-cudaError_t select(const Shape &shape, const float *c, const Strides &sc, const float *a,
-                   const Strides &sa, const float *b, const Strides &sb, float *out,
+cudaError_t select(const Shape &shape, ConstFloats c, const Strides &sc, ConstFloats a,
+                   const Strides &sa, ConstFloats b, const Strides &sb, Floats out,
                    cudaStream_t stream) {
   Indexing<3> ix;
   const Strides *strides[3] = {&sc, &sa, &sb};
   if (!makeIndexing(shape, strides, ix))
     return cudaErrorInvalidValue;
   const int64_t n = shape.numElements();
-  selectKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, c, a, b, out);
+  if (detail::allF32(c, a, b, out))
+    selectKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, detail::f32(c), detail::f32(a),
+                                                           detail::f32(b), detail::f32(out));
+  else
+    selectKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, c, a, b, out);
   return detail::launched();
 }
 
@@ -134,9 +150,20 @@ cudaError_t launchCopy(const Shape &shape, const T *x, const Strides &sx, T *out
 
 } // namespace
 
-cudaError_t stridedCopy(const Shape &shape, const float *x, const Strides &sx, float *out,
+cudaError_t stridedCopy(const Shape &shape, ConstFloats x, const Strides &sx, Floats out,
                         cudaStream_t stream) {
-  return launchCopy(shape, x, sx, out, stream);
+  if (x.type == out.type && x.type != ElementType::F32)
+    return launchCopy(shape, static_cast<const uint16_t *>(x.data), sx,
+                      static_cast<uint16_t *>(out.data), stream);
+  if (detail::allF32(x, out))
+    return launchCopy(shape, detail::f32(x), sx, detail::f32(out), stream);
+  Indexing<1> ix;
+  const Strides *strides[1] = {&sx};
+  if (!makeIndexing(shape, strides, ix))
+    return cudaErrorInvalidValue;
+  const int64_t n = shape.numElements();
+  convertingCopyKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, x, out);
+  return detail::launched();
 }
 
 cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strides &sx,
@@ -144,23 +171,31 @@ cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strid
   return launchCopy(shape, x, sx, out, stream);
 }
 
-cudaError_t unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent,
+cudaError_t unary(UnaryKind kind, int64_t n, ConstFloats x, Floats y, float exponent,
                   cudaStream_t stream) {
   if (n < 0)
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  unaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, x, y, exponent);
+  if (detail::allF32(x, y))
+    unaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, detail::f32(x), detail::f32(y),
+                                                          exponent);
+  else
+    unaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, x, y, exponent);
   return detail::launched();
 }
 
-cudaError_t unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
-                      float *dx, float exponent, cudaStream_t stream) {
+cudaError_t unaryGrad(UnaryKind kind, int64_t n, ConstFloats x, ConstFloats y, ConstFloats dy,
+                      Floats dx, float exponent, cudaStream_t stream) {
   if (n < 0)
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  unaryGradKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, x, y, dy, dx, exponent);
+  if (detail::allF32(x, y, dy, dx))
+    unaryGradKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(
+        kind, n, detail::f32(x), detail::f32(y), detail::f32(dy), detail::f32(dx), exponent);
+  else
+    unaryGradKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, x, y, dy, dx, exponent);
   return detail::launched();
 }
 

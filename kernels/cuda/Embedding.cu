@@ -31,16 +31,16 @@ __device__ inline int64_t localRow(int32_t id, int64_t position, int64_t rows, i
   return row >= 0 && row < rows ? row : -1;
 }
 
+template <class In, class Out>
 __global__ void embeddingKernel(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
-                                const float *table, const int32_t *ids, float *out,
-                                IdError *error) {
+                                In table, const int32_t *ids, Out out, IdError *error) {
   const int64_t total = n * cols;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e / cols, j = e % cols;
     // Only the row's first column reports a bad id, once per position.
     const int64_t row = localRow(ids[i], i, rows, first, vocab, j == 0 ? error : nullptr);
-    out[e] = row >= 0 ? table[row * cols + j] : 0.0f;
+    detail::store(out + e, row >= 0 ? detail::load(table + (row * cols + j)) : 0.0f);
   }
 }
 
@@ -58,8 +58,9 @@ __global__ void rowKeysKernel(int64_t n, int64_t rows, int64_t first, int64_t vo
 
 /// One block per sorted position; only the block at the start of a run of equal rows works:
 /// its threads take the row's columns and add the run's dout rows in order.
+template <class In, class Out>
 __global__ void sumRunsKernel(int64_t n, int64_t rows, int64_t cols, const int32_t *keys,
-                              const int32_t *positions, const float *dout, float *dtable) {
+                              const int32_t *positions, In dout, Out dtable) {
   const int64_t s = blockIdx.x;
   const int32_t row = keys[s];
   if (row >= rows || (s > 0 && keys[s - 1] == row))
@@ -70,8 +71,8 @@ __global__ void sumRunsKernel(int64_t n, int64_t rows, int64_t cols, const int32
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     double sum = 0.0;
     for (int64_t p = s; p < end; ++p)
-      sum += dout[static_cast<int64_t>(positions[p]) * cols + j];
-    dtable[static_cast<int64_t>(row) * cols + j] = static_cast<float>(sum);
+      sum += detail::load(dout + (static_cast<int64_t>(positions[p]) * cols + j));
+    detail::store(dtable + (static_cast<int64_t>(row) * cols + j), static_cast<float>(sum));
   }
 }
 
@@ -99,14 +100,19 @@ size_t sortBytes(int64_t n, int64_t rows) {
 } // namespace
 
 cudaError_t embedding(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
-                      const float *table, const int32_t *ids, float *out, IdError *idError,
+                      ConstFloats table, const int32_t *ids, Floats out, IdError *idError,
                       cudaStream_t stream) {
   if (n < 0 || rows <= 0 || cols <= 0 || first < 0 || vocab < rows)
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  embeddingKernel<<<mapBlocks(n * cols), kMapThreads, 0, stream>>>(n, rows, cols, first, vocab,
-                                                                   table, ids, out, idError);
+  const unsigned blocks = mapBlocks(n * cols);
+  if (detail::allF32(table, out))
+    embeddingKernel<<<blocks, kMapThreads, 0, stream>>>(
+        n, rows, cols, first, vocab, detail::f32(table), ids, detail::f32(out), idError);
+  else
+    embeddingKernel<<<blocks, kMapThreads, 0, stream>>>(n, rows, cols, first, vocab, table, ids,
+                                                        out, idError);
   return detail::launched();
 }
 
@@ -116,13 +122,15 @@ size_t embeddingGradWorkspace(int64_t n, int64_t rows) {
 }
 
 cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
-                          const float *dout, const int32_t *ids, float *dtable, void *workspace,
+                          ConstFloats dout, const int32_t *ids, Floats dtable, void *workspace,
                           size_t workspaceBytes, IdError *idError, cudaStream_t stream) {
   if (n < 0 || n > 0x7fffffff || rows <= 0 || rows >= 0x7fffffff || cols <= 0 || first < 0 ||
       vocab < rows)
     return cudaErrorInvalidValue;
+  // Zero is all-zero bits at every element type.
+  const size_t elementBytes = dtable.type == ElementType::F32 ? 4 : 2;
   if (cudaError_t e =
-          cudaMemsetAsync(dtable, 0, static_cast<size_t>(rows * cols) * sizeof(float), stream);
+          cudaMemsetAsync(dtable.data, 0, static_cast<size_t>(rows * cols) * elementBytes, stream);
       e != cudaSuccess || n == 0)
     return e;
   const size_t sort = sortBytes(n, rows);
@@ -144,8 +152,12 @@ cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, 
       e != cudaSuccess)
     return e;
   const unsigned threads = static_cast<unsigned>(std::min<int64_t>(cols, 256));
-  sumRunsKernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(n, rows, cols, sortedKeys,
-                                                                  sortedPositions, dout, dtable);
+  if (detail::allF32(dout, dtable))
+    sumRunsKernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(
+        n, rows, cols, sortedKeys, sortedPositions, detail::f32(dout), detail::f32(dtable));
+  else
+    sumRunsKernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(n, rows, cols, sortedKeys,
+                                                                    sortedPositions, dout, dtable);
   return detail::launched();
 }
 

@@ -14,11 +14,11 @@ namespace {
 
 using detail::kRowThreads;
 
-template <class T>
-__global__ void rowLosses(int64_t cols, const T *logits, const int32_t *targets, float *perRow,
+template <class In>
+__global__ void rowLosses(int64_t cols, In logits, const int32_t *targets, float *perRow,
                           IdError *idError) {
   __shared__ float scratch[32];
-  const T *xr = logits + blockIdx.x * cols;
+  const In xr = logits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
   const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
   if (threadIdx.x != 0)
@@ -49,13 +49,13 @@ __global__ void sumRows(int64_t rows, const float *perRow, bool scaled, double s
         static_cast<float>(scaled ? partial[0] * scale : partial[0] / static_cast<double>(rows));
 }
 
-template <class T>
-__global__ void rowGrads(int64_t rows, int64_t cols, const T *logits, const int32_t *targets,
-                         const float *dloss, bool scaled, double scale, T *dlogits,
+template <class In, class Out>
+__global__ void rowGrads(int64_t rows, int64_t cols, In logits, const int32_t *targets,
+                         const float *dloss, bool scaled, double scale, Out dlogits,
                          IdError *idError) {
   __shared__ float scratch[32];
-  const T *xr = logits + blockIdx.x * cols;
-  T *dr = dlogits + blockIdx.x * cols;
+  const In xr = logits + blockIdx.x * cols;
+  const Out dr = dlogits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
   // As the CPU: dloss / rows in f32, or dloss * scale in double, rounded once.
   const float factor = scaled ? static_cast<float>(static_cast<double>(dloss[0]) * scale)
@@ -78,26 +78,35 @@ __global__ void rowGrads(int64_t rows, int64_t cols, const T *logits, const int3
 
 int64_t crossEntropyWorkspace(int64_t rows) { return rows; }
 
-cudaError_t crossEntropy(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
+cudaError_t crossEntropy(int64_t rows, int64_t cols, ConstFloats logits, const int32_t *targets,
                          bool scaled, double scale, float *loss, float *workspace, IdError *idError,
                          cudaStream_t stream) {
   if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !workspace || !idError)
     return cudaErrorInvalidValue;
-  rowLosses<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, logits, targets,
-                                                                     workspace, idError);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(logits))
+    rowLosses<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(logits), targets, workspace,
+                                                  idError);
+  else
+    rowLosses<<<blocks, kRowThreads, 0, stream>>>(cols, logits, targets, workspace, idError);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   sumRows<<<1, kRowThreads, 0, stream>>>(rows, workspace, scaled, scale, loss);
   return detail::launched();
 }
 
-cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, const float *logits,
-                             const int32_t *targets, const float *dloss, bool scaled, double scale,
-                             float *dlogits, IdError *idError, cudaStream_t stream) {
+cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, ConstFloats logits, const int32_t *targets,
+                             const float *dloss, bool scaled, double scale, Floats dlogits,
+                             IdError *idError, cudaStream_t stream) {
   if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !idError)
     return cudaErrorInvalidValue;
-  rowGrads<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      rows, cols, logits, targets, dloss, scaled, scale, dlogits, idError);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(logits, dlogits))
+    rowGrads<<<blocks, kRowThreads, 0, stream>>>(rows, cols, detail::f32(logits), targets, dloss,
+                                                 scaled, scale, detail::f32(dlogits), idError);
+  else
+    rowGrads<<<blocks, kRowThreads, 0, stream>>>(rows, cols, logits, targets, dloss, scaled, scale,
+                                                 dlogits, idError);
   return detail::launched();
 }
 

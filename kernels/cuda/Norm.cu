@@ -19,8 +19,8 @@ using detail::kRowThreads;
 constexpr int kColumnTile = 32, kRowLanes = 8;
 
 /// The mean and 1 / sqrt(var + eps) of a row (two passes: the variance from the deviations).
-template <class T>
-__device__ inline float2 layerNormStats(int64_t cols, const T *xr, float eps, float *scratch) {
+template <class In>
+__device__ inline float2 layerNormStats(int64_t cols, In xr, float eps, float *scratch) {
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     sum += detail::load(xr + j);
@@ -35,8 +35,8 @@ __device__ inline float2 layerNormStats(int64_t cols, const T *xr, float eps, fl
 }
 
 /// 1 / sqrt(mean(x^2) + eps) of a row.
-template <class T>
-__device__ inline float rmsFactor(int64_t cols, const T *xr, float eps, float *scratch) {
+template <class In>
+__device__ inline float rmsFactor(int64_t cols, In xr, float eps, float *scratch) {
   float squares = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float v = detail::load(xr + j);
@@ -45,11 +45,11 @@ __device__ inline float rmsFactor(int64_t cols, const T *xr, float eps, float *s
   return 1.0f / sqrtf(detail::blockSum(squares, scratch) / static_cast<float>(cols) + eps);
 }
 
-template <class T>
-__global__ void layerNormKernel(int64_t cols, const T *x, const T *g, const T *b, float eps, T *y) {
+template <class In, class Out>
+__global__ void layerNormKernel(int64_t cols, In x, In g, In b, float eps, Out y) {
   __shared__ float scratch[32];
-  const T *xr = x + blockIdx.x * cols;
-  T *yr = y + blockIdx.x * cols;
+  const In xr = x + blockIdx.x * cols;
+  const Out yr = y + blockIdx.x * cols;
   const float2 s = layerNormStats(cols, xr, eps, scratch);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     detail::store(yr + j,
@@ -57,12 +57,12 @@ __global__ void layerNormKernel(int64_t cols, const T *x, const T *g, const T *b
 }
 
 /// dx of one row, and the row's (mean, rstd) into stats.
-template <class T>
-__global__ void layerNormGradRows(int64_t cols, const T *x, const T *g, const T *dy, float eps,
-                                  T *dx, float2 *stats) {
+template <class In, class Out>
+__global__ void layerNormGradRows(int64_t cols, In x, In g, In dy, float eps, Out dx,
+                                  float2 *stats) {
   __shared__ float scratch[32];
-  const T *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
-  T *dxr = dx + blockIdx.x * cols;
+  const In xr = x + blockIdx.x * cols, dyr = dy + blockIdx.x * cols;
+  const Out dxr = dx + blockIdx.x * cols;
   const float2 s = layerNormStats(cols, xr, eps, scratch);
   if (threadIdx.x == 0)
     stats[blockIdx.x] = s;
@@ -82,23 +82,22 @@ __global__ void layerNormGradRows(int64_t cols, const T *x, const T *g, const T 
   }
 }
 
-template <class T>
-__global__ void rmsNormKernel(int64_t cols, const T *x, const T *g, float eps, T *y) {
+template <class In, class Out>
+__global__ void rmsNormKernel(int64_t cols, In x, In g, float eps, Out y) {
   __shared__ float scratch[32];
-  const T *xr = x + blockIdx.x * cols;
-  T *yr = y + blockIdx.x * cols;
+  const In xr = x + blockIdx.x * cols;
+  const Out yr = y + blockIdx.x * cols;
   const float f = rmsFactor(cols, xr, eps, scratch);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     detail::store(yr + j, detail::load(xr + j) * f * detail::load(g + j));
 }
 
 /// dx of one row, and the row's (0, factor) into stats.
-template <class T>
-__global__ void rmsNormGradRows(int64_t cols, const T *x, const T *g, const T *dy, float eps, T *dx,
-                                float2 *stats) {
+template <class In, class Out>
+__global__ void rmsNormGradRows(int64_t cols, In x, In g, In dy, float eps, Out dx, float2 *stats) {
   __shared__ float scratch[32];
-  const T *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
-  T *dxr = dx + blockIdx.x * cols;
+  const In xr = x + blockIdx.x * cols, dyr = dy + blockIdx.x * cols;
+  const Out dxr = dx + blockIdx.x * cols;
   const float f = rmsFactor(cols, xr, eps, scratch);
   if (threadIdx.x == 0)
     stats[blockIdx.x] = make_float2(0.0f, f);
@@ -114,9 +113,9 @@ __global__ void rmsNormGradRows(int64_t cols, const T *x, const T *g, const T *d
 
 /// dg[j] = sum over rows of dy * (x - mean) * rstd (RMSNorm: mean 0, rstd the factor) and,
 /// if db is set, db[j] = sum over rows of dy. Block (kColumnTile, kRowLanes).
-template <class T>
-__global__ void normParamGrads(int64_t rows, int64_t cols, const T *x, const T *dy,
-                               const float2 *stats, T *dg, T *db) {
+template <class In, class Out>
+__global__ void normParamGrads(int64_t rows, int64_t cols, In x, In dy, const float2 *stats, Out dg,
+                               Out db, bool withDb) {
   __shared__ float partG[kRowLanes][kColumnTile + 1], partB[kRowLanes][kColumnTile + 1];
   const int64_t j = blockIdx.x * int64_t(kColumnTile) + threadIdx.x;
   float sumG = 0.0f, sumB = 0.0f;
@@ -137,15 +136,20 @@ __global__ void normParamGrads(int64_t rows, int64_t cols, const T *x, const T *
     sumB += partB[lane][threadIdx.x];
   }
   detail::store(dg + j, sumG);
-  if (db)
+  if (withDb)
     detail::store(db + j, sumB);
 }
 
-cudaError_t launchParamGrads(int64_t rows, int64_t cols, const float *x, const float *dy,
-                             const float2 *stats, float *dg, float *db, cudaStream_t stream) {
+cudaError_t launchParamGrads(int64_t rows, int64_t cols, ConstFloats x, ConstFloats dy,
+                             const float2 *stats, Floats dg, Floats db, cudaStream_t stream) {
   const unsigned tiles = static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
-  normParamGrads<<<tiles, dim3(kColumnTile, kRowLanes), 0, stream>>>(rows, cols, x, dy, stats, dg,
-                                                                     db);
+  const dim3 block(kColumnTile, kRowLanes);
+  const bool withDb = db.data != nullptr;
+  if (detail::allF32(x, dy, dg, db))
+    normParamGrads<<<tiles, block, 0, stream>>>(rows, cols, detail::f32(x), detail::f32(dy), stats,
+                                                detail::f32(dg), detail::f32(db), withDb);
+  else
+    normParamGrads<<<tiles, block, 0, stream>>>(rows, cols, x, dy, stats, dg, db, withDb);
   return detail::launched();
 }
 
@@ -157,45 +161,63 @@ bool validNorm(int64_t rows, int64_t cols) {
 
 int64_t normGradWorkspace(int64_t rows) { return 2 * rows; }
 
-cudaError_t layerNorm(int64_t rows, int64_t cols, const float *x, const float *g, const float *b,
-                      float eps, float *y, cudaStream_t stream) {
+cudaError_t layerNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats b,
+                      float eps, Floats y, cudaStream_t stream) {
   if (!validNorm(rows, cols))
     return cudaErrorInvalidValue;
-  layerNormKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, b, eps, y);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(x, g, b, y))
+    layerNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(x), detail::f32(g),
+                                                        detail::f32(b), eps, detail::f32(y));
+  else
+    layerNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, b, eps, y);
   return detail::launched();
 }
 
-cudaError_t layerNormGrad(int64_t rows, int64_t cols, const float *x, const float *g,
-                          const float *dy, float eps, float *dx, float *dg, float *db,
-                          float *workspace, cudaStream_t stream) {
+cudaError_t layerNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats dy,
+                          float eps, Floats dx, Floats dg, Floats db, float *workspace,
+                          cudaStream_t stream) {
   if (!validNorm(rows, cols) || !workspace)
     return cudaErrorInvalidValue;
   float2 *stats = reinterpret_cast<float2 *>(workspace);
-  layerNormGradRows<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, dy, eps,
-                                                                             dx, stats);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(x, g, dy, dx))
+    layerNormGradRows<<<blocks, kRowThreads, 0, stream>>>(
+        cols, detail::f32(x), detail::f32(g), detail::f32(dy), eps, detail::f32(dx), stats);
+  else
+    layerNormGradRows<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx, stats);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   return launchParamGrads(rows, cols, x, dy, stats, dg, db, stream);
 }
 
-cudaError_t rmsNorm(int64_t rows, int64_t cols, const float *x, const float *g, float eps, float *y,
+cudaError_t rmsNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, float eps, Floats y,
                     cudaStream_t stream) {
   if (!validNorm(rows, cols))
     return cudaErrorInvalidValue;
-  rmsNormKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, eps, y);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(x, g, y))
+    rmsNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(x), detail::f32(g), eps,
+                                                      detail::f32(y));
+  else
+    rmsNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, eps, y);
   return detail::launched();
 }
 
-cudaError_t rmsNormGrad(int64_t rows, int64_t cols, const float *x, const float *g, const float *dy,
-                        float eps, float *dx, float *dg, float *workspace, cudaStream_t stream) {
+cudaError_t rmsNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats dy,
+                        float eps, Floats dx, Floats dg, float *workspace, cudaStream_t stream) {
   if (!validNorm(rows, cols) || !workspace)
     return cudaErrorInvalidValue;
   float2 *stats = reinterpret_cast<float2 *>(workspace);
-  rmsNormGradRows<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx,
-                                                                           stats);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(x, g, dy, dx))
+    rmsNormGradRows<<<blocks, kRowThreads, 0, stream>>>(
+        cols, detail::f32(x), detail::f32(g), detail::f32(dy), eps, detail::f32(dx), stats);
+  else
+    rmsNormGradRows<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx, stats);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
-  return launchParamGrads(rows, cols, x, dy, stats, dg, nullptr, stream);
+  return launchParamGrads(rows, cols, x, dy, stats, dg, Floats(), stream);
 }
 
 } // namespace tessel::cuda

@@ -24,8 +24,8 @@ struct ReducePlan {
   int64_t outputs = 1, terms = 1;
 };
 
-__global__ void reduceKernel(ReducePlan plan, const float *x, float scale, bool accumulate,
-                             float *out) {
+template <class In, class Out>
+__global__ void reduceKernel(ReducePlan plan, In x, float scale, bool accumulate, Out out) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < plan.outputs;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t rest = o, xBase = 0, outOffset = 0;
@@ -40,7 +40,7 @@ __global__ void reduceKernel(ReducePlan plan, const float *x, float scale, bool 
     int64_t offset = 0;
     double sum = 0.0;
     for (int64_t t = 0; t < plan.terms; ++t) {
-      sum += x[xBase + offset];
+      sum += detail::load(x + (xBase + offset));
       for (int d = plan.summedRank - 1; d >= 0; --d) {
         offset += plan.summedX[d];
         if (++index[d] < plan.summedSize[d])
@@ -50,14 +50,14 @@ __global__ void reduceKernel(ReducePlan plan, const float *x, float scale, bool 
       }
     }
     const float scaled = static_cast<float>(sum * scale);
-    out[outOffset] = accumulate ? out[outOffset] + scaled : scaled;
+    detail::store(out + outOffset, accumulate ? detail::load(out + outOffset) + scaled : scaled);
   }
 }
 
 } // namespace
 
-cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, float scale,
-                      float *out, cudaStream_t stream, bool accumulate) {
+cudaError_t reduceSum(const Shape &shape, ConstFloats x, const Strides &so, float scale, Floats out,
+                      cudaStream_t stream, bool accumulate) {
   if (shape.rank < 0 || shape.rank > kMaxRank)
     return cudaErrorInvalidValue;
   ReducePlan plan;
@@ -89,8 +89,12 @@ cudaError_t reduceSum(const Shape &shape, const float *x, const Strides &so, flo
     plan.summedSize[d] = summedSize[plan.summedRank - 1 - d];
     plan.summedX[d] = summedX[plan.summedRank - 1 - d];
   }
-  reduceKernel<<<detail::mapBlocks(plan.outputs), detail::kMapThreads, 0, stream>>>(
-      plan, x, scale, accumulate, out);
+  const unsigned blocks = detail::mapBlocks(plan.outputs);
+  if (detail::allF32(x, out))
+    reduceKernel<<<blocks, detail::kMapThreads, 0, stream>>>(plan, detail::f32(x), scale,
+                                                             accumulate, detail::f32(out));
+  else
+    reduceKernel<<<blocks, detail::kMapThreads, 0, stream>>>(plan, x, scale, accumulate, out);
   return detail::launched();
 }
 

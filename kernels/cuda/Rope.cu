@@ -13,9 +13,9 @@ namespace tessel::cuda {
 namespace {
 
 /// One thread per (row, head, pair): y[lo] = lo c - hi s, y[hi] = hi c + lo s.
+template <class In, class Out>
 __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t half, double theta,
-                           bool inverse, int64_t headStart, int64_t tailStart, const float *x,
-                           float *y) {
+                           bool inverse, int64_t headStart, int64_t tailStart, In x, Out y) {
   const int64_t head = 2 * half;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pairs;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -27,24 +27,31 @@ __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t ha
         static_cast<double>(pos) * pow(theta, -2.0 * static_cast<double>(i) / head);
     const float c = static_cast<float>(cos(angle));
     const float s = static_cast<float>(inverse ? -sin(angle) : sin(angle));
-    const float *xh = x + rowHead * head;
-    float *yh = y + rowHead * head;
-    const float lo = xh[i], hi = xh[i + half];
-    yh[i] = lo * c - hi * s;
-    yh[i + half] = hi * c + lo * s;
+    const In xh = x + rowHead * head;
+    const Out yh = y + rowHead * head;
+    const float lo = detail::load(xh + i), hi = detail::load(xh + (i + half));
+    detail::store(yh + i, lo * c - hi * s);
+    detail::store(yh + (i + half), hi * c + lo * s);
   }
 }
 
 } // namespace
 
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-                 const float *x, float *y, cudaStream_t stream, int64_t headStart,
+                 ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart,
                  int64_t tailStart) {
   if (batch <= 0 || seq <= 0 || heads <= 0 || head <= 0 || head % 2 != 0)
     return cudaErrorInvalidValue;
   const int64_t pairs = batch * seq * heads * (head / 2);
-  ropeKernel<<<detail::mapBlocks(pairs), detail::kMapThreads, 0, stream>>>(
-      pairs, seq, heads, head / 2, static_cast<double>(theta), inverse, headStart, tailStart, x, y);
+  const unsigned blocks = detail::mapBlocks(pairs);
+  const double t = static_cast<double>(theta);
+  if (detail::allF32(x, y))
+    ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(pairs, seq, heads, head / 2, t, inverse,
+                                                           headStart, tailStart, detail::f32(x),
+                                                           detail::f32(y));
+  else
+    ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(pairs, seq, heads, head / 2, t, inverse,
+                                                           headStart, tailStart, x, y);
   return detail::launched();
 }
 

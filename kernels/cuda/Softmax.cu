@@ -13,20 +13,21 @@ namespace {
 
 using detail::kRowThreads;
 
-template <class T> __global__ void softmaxKernel(int64_t cols, const T *x, T *y) {
+template <class In, class Out> __global__ void softmaxKernel(int64_t cols, In x, Out y) {
   __shared__ float scratch[32];
-  const T *xr = x + blockIdx.x * cols;
-  T *yr = y + blockIdx.x * cols;
+  const In xr = x + blockIdx.x * cols;
+  const Out yr = y + blockIdx.x * cols;
   const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
   const float max = s.x, inv = 1.0f / s.y;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     detail::store(yr + j, expf(detail::load(xr + j) - max) * inv);
 }
 
-template <class T> __global__ void softmaxGradKernel(int64_t cols, const T *y, const T *dy, T *dx) {
+template <class In, class Out>
+__global__ void softmaxGradKernel(int64_t cols, In y, In dy, Out dx) {
   __shared__ float scratch[32];
-  const T *yr = y + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
-  T *dxr = dx + blockIdx.x * cols;
+  const In yr = y + blockIdx.x * cols, dyr = dy + blockIdx.x * cols;
+  const Out dxr = dx + blockIdx.x * cols;
   float dot = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     dot += detail::load(dyr + j) * detail::load(yr + j);
@@ -37,18 +38,27 @@ template <class T> __global__ void softmaxGradKernel(int64_t cols, const T *y, c
 
 } // namespace
 
-cudaError_t softmax(int64_t rows, int64_t cols, const float *x, float *y, cudaStream_t stream) {
+cudaError_t softmax(int64_t rows, int64_t cols, ConstFloats x, Floats y, cudaStream_t stream) {
   if (!detail::validRows(rows, cols))
     return cudaErrorInvalidValue;
-  softmaxKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, x, y);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(x, y))
+    softmaxKernel<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(x), detail::f32(y));
+  else
+    softmaxKernel<<<blocks, kRowThreads, 0, stream>>>(cols, x, y);
   return detail::launched();
 }
 
-cudaError_t softmaxGrad(int64_t rows, int64_t cols, const float *y, const float *dy, float *dx,
+cudaError_t softmaxGrad(int64_t rows, int64_t cols, ConstFloats y, ConstFloats dy, Floats dx,
                         cudaStream_t stream) {
   if (!detail::validRows(rows, cols))
     return cudaErrorInvalidValue;
-  softmaxGradKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(cols, y, dy, dx);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (detail::allF32(y, dy, dx))
+    softmaxGradKernel<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(y), detail::f32(dy),
+                                                          detail::f32(dx));
+  else
+    softmaxGradKernel<<<blocks, kRowThreads, 0, stream>>>(cols, y, dy, dx);
   return detail::launched();
 }
 

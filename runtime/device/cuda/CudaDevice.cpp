@@ -226,7 +226,8 @@ public:
     }
     if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
       return fn;
-    // 16-bit operands: a kernel made for them where there is one (the bf16 product), else the
+    // 16-bit operands: a handler made for them where there is one (cudaSixteenBitKernel: the
+    // 16-bit products, the memory-bound kernels that take each operand at its type), else the
     // f32 kernel between widening and narrowing copies (CudaWidenedCall.cpp). Never run on a
     // GPU (issue 16).
     // A collective's communicator moves elements of any type and sums 16-bit ones in f32, and

@@ -52,10 +52,21 @@ bool launched(KernelCall &c, cudaError_t e) {
 
 cudaStream_t stream() { return currentCudaLaunch()->stream(); }
 
+/// Input k of a handler that reads its float operands at their own types (cudaSixteenBitKernel
+/// sends it the calls with 16-bit ones): the plan's type, f32 for a call made without a plan
+/// instruction.
+cuda::ConstFloats typedIn(KernelCall &c, size_t k) {
+  return {c.in[k], c.instr ? elementTypeOf(c.instr->inputs[k].dtype) : cuda::ElementType::F32};
+}
+/// Output k of such a handler.
+cuda::Floats typedOut(KernelCall &c, size_t k) {
+  return {c.out[k], c.instr ? elementTypeOf(c.instr->outputs[k].dtype) : cuda::ElementType::F32};
+}
+
 bool run(KernelCall &c, const catalogue::Fill &p) {
   if (!c.needOut(0, p.n) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::fill(p.n, static_cast<float>(p.value), c.fout(0), stream()));
+  return launched(c, cuda::fill(p.n, static_cast<float>(p.value), typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Positions &p) {
@@ -74,8 +85,8 @@ bool run(KernelCall &c, const catalogue::Binary &p) {
   if (!c.needIn(0, reach(sizes, p.a_strides)) || !c.needIn(1, reach(sizes, p.b_strides)) ||
       !c.needOut(0, product(sizes)) || c.validating)
     return c.error.empty();
-  return launched(
-      c, cuda::binary(binaryKind(p.op), shape, c.fin(0), a, c.fin(1), b, c.fout(0), stream()));
+  return launched(c, cuda::binary(binaryKind(p.op), shape, typedIn(c, 0), a, typedIn(c, 1), b,
+                                  typedOut(c, 0), stream()));
 }
 
 /// pow's exponent, which it requires; 0 for the functions that have none.
@@ -92,7 +103,8 @@ bool run(KernelCall &c, const catalogue::Unary &p) {
   if (!exponentOf(c, p.op, p.exponent, exponent) || !c.needIn(0, p.n) || !c.needOut(0, p.n) ||
       c.validating)
     return c.error.empty();
-  return launched(c, cuda::unary(unaryKind(p.op), p.n, c.fin(0), c.fout(0), exponent, stream()));
+  return launched(
+      c, cuda::unary(unaryKind(p.op), p.n, typedIn(c, 0), typedOut(c, 0), exponent, stream()));
 }
 
 bool run(KernelCall &c, const catalogue::UnaryGrad &p) {
@@ -100,8 +112,8 @@ bool run(KernelCall &c, const catalogue::UnaryGrad &p) {
   if (!exponentOf(c, p.op, p.exponent, exponent) || !c.needIn(0, p.n) || !c.needIn(1, p.n) ||
       !c.needIn(2, p.n) || !c.needOut(0, p.n) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::unaryGrad(unaryKind(p.op), p.n, c.fin(0), c.fin(1), c.fin(2), c.fout(0),
-                                     exponent, stream()));
+  return launched(c, cuda::unaryGrad(unaryKind(p.op), p.n, typedIn(c, 0), typedIn(c, 1),
+                                     typedIn(c, 2), typedOut(c, 0), exponent, stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Where &p) {
@@ -114,8 +126,8 @@ bool run(KernelCall &c, const catalogue::Where &p) {
   if (!c.needIn(0, reach(sizes, p.cond_strides)) || !c.needIn(1, reach(sizes, p.a_strides)) ||
       !c.needIn(2, reach(sizes, p.b_strides)) || !c.needOut(0, product(sizes)) || c.validating)
     return c.error.empty();
-  return launched(
-      c, cuda::select(shape, c.fin(0), sc, c.fin(1), sa, c.fin(2), sb, c.fout(0), stream()));
+  return launched(c, cuda::select(shape, typedIn(c, 0), sc, typedIn(c, 1), sa, typedIn(c, 2), sb,
+                                  typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Copy &p) {
@@ -125,12 +137,8 @@ bool run(KernelCall &c, const catalogue::Copy &p) {
   if (!toShape(c, sizes, shape) || !toStrides(c, p.x_strides, sizes.size(), x) ||
       !c.needIn(0, reach(sizes, p.x_strides)) || !c.needOut(0, product(sizes)) || c.validating)
     return c.error.empty();
-  // A copy between buffers of one 16-bit type (cudaSixteenBitKernel sends it here) moves bits.
-  if (c.instr && c.instr->inputs[0].dtype != planfile::DType::F32 &&
-      c.instr->inputs[0].dtype == c.instr->outputs[0].dtype)
-    return launched(c, cuda::stridedCopyBits16(shape, static_cast<const uint16_t *>(c.in[0]), x,
-                                               static_cast<uint16_t *>(c.out[0]), stream()));
-  return launched(c, cuda::stridedCopy(shape, c.fin(0), x, c.fout(0), stream()));
+  // Between buffers of one 16-bit type the copy moves bits; between types it converts.
+  return launched(c, cuda::stridedCopy(shape, typedIn(c, 0), x, typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Accumulate &p) {
@@ -142,8 +150,8 @@ bool run(KernelCall &c, const catalogue::Accumulate &p) {
   shape.rank = 1;
   shape.size[0] = p.n;
   const cuda::Strides dense = cpu::denseStrides(shape);
-  return launched(c, cuda::binary(cuda::BinaryKind::Add, shape, c.fout(0), dense, c.fin(0), dense,
-                                  c.fout(0), stream()));
+  return launched(c, cuda::binary(cuda::BinaryKind::Add, shape, typedOut(c, 0), dense,
+                                  typedIn(c, 0), dense, typedOut(c, 0), stream()));
 }
 
 /// `floats` f32 elements of the launch's scratch memory; null with the call's error.
@@ -160,7 +168,7 @@ bool run(KernelCall &c, const catalogue::Softmax &p) {
   if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needOut(0, rows * cols) ||
       c.validating)
     return c.error.empty();
-  return launched(c, cuda::softmax(rows, cols, c.fin(0), c.fout(0), stream()));
+  return launched(c, cuda::softmax(rows, cols, typedIn(c, 0), typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
@@ -168,7 +176,8 @@ bool run(KernelCall &c, const catalogue::SoftmaxGrad &p) {
   if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, rows * cols) ||
       !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::softmaxGrad(rows, cols, c.fin(0), c.fin(1), c.fout(0), stream()));
+  return launched(
+      c, cuda::softmaxGrad(rows, cols, typedIn(c, 0), typedIn(c, 1), typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::TopKMask &p) {
@@ -184,8 +193,8 @@ bool run(KernelCall &c, const catalogue::LayerNorm &p) {
   if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||
       !c.needIn(2, cols) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::layerNorm(rows, cols, c.fin(0), c.fin(1), c.fin(2),
-                                     static_cast<float>(p.eps), c.fout(0), stream()));
+  return launched(c, cuda::layerNorm(rows, cols, typedIn(c, 0), typedIn(c, 1), typedIn(c, 2),
+                                     static_cast<float>(p.eps), typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::LayerNormGrad &p) {
@@ -197,9 +206,9 @@ bool run(KernelCall &c, const catalogue::LayerNormGrad &p) {
   float *workspace = scratchFloats(c, cuda::normGradWorkspace(rows));
   if (!workspace)
     return false;
-  return launched(c, cuda::layerNormGrad(rows, cols, c.fin(0), c.fin(1), c.fin(2),
-                                         static_cast<float>(p.eps), c.fout(0), c.fout(1), c.fout(2),
-                                         workspace, stream()));
+  return launched(c, cuda::layerNormGrad(rows, cols, typedIn(c, 0), typedIn(c, 1), typedIn(c, 2),
+                                         static_cast<float>(p.eps), typedOut(c, 0), typedOut(c, 1),
+                                         typedOut(c, 2), workspace, stream()));
 }
 
 bool run(KernelCall &c, const catalogue::RmsNorm &p) {
@@ -207,8 +216,8 @@ bool run(KernelCall &c, const catalogue::RmsNorm &p) {
   if (!rowsCols(c, p, rows, cols) || !c.needIn(0, rows * cols) || !c.needIn(1, cols) ||
       !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::rmsNorm(rows, cols, c.fin(0), c.fin(1), static_cast<float>(p.eps),
-                                   c.fout(0), stream()));
+  return launched(c, cuda::rmsNorm(rows, cols, typedIn(c, 0), typedIn(c, 1),
+                                   static_cast<float>(p.eps), typedOut(c, 0), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::RmsNormGrad &p) {
@@ -220,9 +229,9 @@ bool run(KernelCall &c, const catalogue::RmsNormGrad &p) {
   float *workspace = scratchFloats(c, cuda::normGradWorkspace(rows));
   if (!workspace)
     return false;
-  return launched(c, cuda::rmsNormGrad(rows, cols, c.fin(0), c.fin(1), c.fin(2),
-                                       static_cast<float>(p.eps), c.fout(0), c.fout(1), workspace,
-                                       stream()));
+  return launched(c, cuda::rmsNormGrad(rows, cols, typedIn(c, 0), typedIn(c, 1), typedIn(c, 2),
+                                       static_cast<float>(p.eps), typedOut(c, 0), typedOut(c, 1),
+                                       workspace, stream()));
 }
 
 /// The optional `scale` of a loss: absent, the loss is the mean over rows.
@@ -244,8 +253,9 @@ bool run(KernelCall &c, const catalogue::CrossEntropy &p) {
   float *workspace = scratchFloats(c, cuda::crossEntropyWorkspace(rows));
   if (!workspace)
     return false;
-  return launched(c, cuda::crossEntropy(rows, cols, c.fin(0), c.ids(1), scaled, scale, c.fout(0),
-                                        workspace, currentCudaLaunch()->idError(), stream()));
+  return launched(c,
+                  cuda::crossEntropy(rows, cols, typedIn(c, 0), c.ids(1), scaled, scale, c.fout(0),
+                                     workspace, currentCudaLaunch()->idError(), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
@@ -255,8 +265,9 @@ bool run(KernelCall &c, const catalogue::CrossEntropyGrad &p) {
   if (!rowsCols(c, p, rows, cols) || !lossScale(c, p, scaled, scale) || !c.needIn(0, rows * cols) ||
       !c.needIn(1, rows) || !c.needIn(2, 1) || !c.needOut(0, rows * cols) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::crossEntropyGrad(rows, cols, c.fin(0), c.ids(1), c.fin(2), scaled, scale,
-                                            c.fout(0), currentCudaLaunch()->idError(), stream()));
+  return launched(c, cuda::crossEntropyGrad(rows, cols, typedIn(c, 0), c.ids(1), c.fin(2), scaled,
+                                            scale, typedOut(c, 0), currentCudaLaunch()->idError(),
+                                            stream()));
 }
 
 bool run(KernelCall &c, const catalogue::AdamW &p) {
@@ -320,8 +331,8 @@ bool run(KernelCall &c, const catalogue::Embedding &p) {
   if (!blockOfDim(c, p.row_group ? &*p.row_group : nullptr, rows, first, vocab) ||
       !c.needIn(0, rows * cols) || !c.needIn(1, n) || !c.needOut(0, n * cols) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::embedding(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
-                                     currentCudaLaunch()->idError(), stream()));
+  return launched(c, cuda::embedding(n, rows, cols, first, vocab, typedIn(c, 0), c.ids(1),
+                                     typedOut(c, 0), currentCudaLaunch()->idError(), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::EmbeddingGrad &p) {
@@ -333,9 +344,9 @@ bool run(KernelCall &c, const catalogue::EmbeddingGrad &p) {
   void *workspace = scratchBytes(c, bytes);
   if (!workspace)
     return false;
-  return launched(c,
-                  cuda::embeddingGrad(n, rows, cols, first, vocab, c.fin(0), c.ids(1), c.fout(0),
-                                      workspace, bytes, currentCudaLaunch()->idError(), stream()));
+  return launched(c, cuda::embeddingGrad(n, rows, cols, first, vocab, typedIn(c, 0), c.ids(1),
+                                         typedOut(c, 0), workspace, bytes,
+                                         currentCudaLaunch()->idError(), stream()));
 }
 
 bool run(KernelCall &c, const catalogue::Rope &p) {
@@ -347,9 +358,9 @@ bool run(KernelCall &c, const catalogue::Rope &p) {
     return false;
   if (!c.needIn(0, n) || !c.needOut(0, n) || c.validating)
     return c.error.empty();
-  return launched(c,
-                  cuda::rope(p.batch, p.seq, p.heads, p.head, static_cast<float>(p.theta),
-                             p.inverse != 0, c.fin(0), c.fout(0), stream(), headStart, tailStart));
+  return launched(c, cuda::rope(p.batch, p.seq, p.heads, p.head, static_cast<float>(p.theta),
+                                p.inverse != 0, typedIn(c, 0), typedOut(c, 0), stream(), headStart,
+                                tailStart));
 }
 
 /// The attention sizes the CUDA kernels take beyond the CPU's: a head of at most
@@ -431,8 +442,8 @@ bool run(KernelCall &c, const catalogue::Reduce &p) {
       !c.needIn(0, product(sizes)) || !c.needOut(0, p.y_elements) ||
       !c.needOut(0, reach(sizes, sy)) || c.validating)
     return c.error.empty();
-  return launched(c, cuda::reduceSum(shape, c.fin(0), y, static_cast<float>(p.scale), c.fout(0),
-                                     stream(), p.accumulate.value_or(false)));
+  return launched(c, cuda::reduceSum(shape, typedIn(c, 0), y, static_cast<float>(p.scale),
+                                     typedOut(c, 0), stream(), p.accumulate.value_or(false)));
 }
 
 bool run(KernelCall &c, const catalogue::Pack &p) {
@@ -719,13 +730,36 @@ KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile
     return &gemmMixedCall;
   if (id == catalogue::KernelId::FusedElementwise)
     return &fusedHalfCall;
-  // A copy between buffers of one 16-bit type moves their bits.
-  if (id == catalogue::KernelId::Copy && ins.size() == 1 && outs.size() == 1 && ins[0] == outs[0])
-    return &dispatch<catalogue::Copy>;
   // AdamW writes its 16-bit working copies itself; its other operands are f32.
   if (id == catalogue::KernelId::AdamW && ins.size() > 2 && outs.size() == 4 * (ins.size() - 2))
     return &dispatch<catalogue::AdamW>;
-  return nullptr;
+  // The kernels whose handlers pass each float operand at its own type (typedIn, typedOut):
+  // the maps, copies (bits between one 16-bit type, a conversion between two), reductions,
+  // norms, softmax, cross entropy, embeddings and rotary embedding.
+  switch (id) {
+  case catalogue::KernelId::Fill:
+  case catalogue::KernelId::Binary:
+  case catalogue::KernelId::Unary:
+  case catalogue::KernelId::UnaryGrad:
+  case catalogue::KernelId::Where:
+  case catalogue::KernelId::Copy:
+  case catalogue::KernelId::Accumulate:
+  case catalogue::KernelId::Reduce:
+  case catalogue::KernelId::Softmax:
+  case catalogue::KernelId::SoftmaxGrad:
+  case catalogue::KernelId::LayerNorm:
+  case catalogue::KernelId::LayerNormGrad:
+  case catalogue::KernelId::RmsNorm:
+  case catalogue::KernelId::RmsNormGrad:
+  case catalogue::KernelId::CrossEntropy:
+  case catalogue::KernelId::CrossEntropyGrad:
+  case catalogue::KernelId::Embedding:
+  case catalogue::KernelId::EmbeddingGrad:
+  case catalogue::KernelId::Rope:
+    return cudaKernel(id);
+  default:
+    return nullptr;
+  }
 }
 
 KernelFn cudaKernel(catalogue::KernelId id) {

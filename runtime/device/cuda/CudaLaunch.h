@@ -56,7 +56,10 @@ inline cuda::ElementType elementTypeOf(planfile::DType t) {
 
 /// A CUDA handler made for these 16-bit operand types, or null where there is none: a gemm of
 /// two 16-bit operands (cuBLASLt's tensor-core path), AdamW writing 16-bit working copies, a
-/// fused elementwise call (its generated kernel loads and stores each operand's type).
+/// fused elementwise call (its generated kernel loads and stores each operand's type), and the
+/// memory-bound kernels whose launchers take each operand at its type (cuda::ConstFloats):
+/// maps, copies, reductions, norms, softmax, cross entropy, embeddings, rotary embedding.
+/// Attention and the rest run between widening copies (cudaWidenedCall).
 KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
                               const std::vector<planfile::DType> &outs);
 

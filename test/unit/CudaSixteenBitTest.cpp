@@ -1,0 +1,357 @@
+//===- CudaSixteenBitTest.cpp - The kernels' own 16-bit operands ----------===//
+//
+// The memory-bound CUDA launchers take each float operand at its own type (cuda::ConstFloats):
+// a mixed-precision plan's calls run on them without the widening copies. Their contract is the
+// widening wrapper's values: each 16-bit input widened exactly, the f32 computation, each
+// 16-bit output rounded to nearest even once. So each test runs a launcher on bf16 (and f16)
+// operands and the same launcher on the f32 values of those operands, rounds the f32 outputs
+// on the host, and asks for the same values: within one unit in the last place of the 16-bit
+// type (the two instantiations may contract multiply-adds differently), f32 outputs within
+// f32 roundoff. On a machine without a GPU every test is skipped with "skipped: no CUDA
+// device" and the reason.
+//
+//===----------------------------------------------------------------------===//
+
+#include "common/Float16.h"
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cuda/CudaKernels.h"
+#include "test/unit/KernelShapes.h"
+#include "test/unit/RandomValues.h"
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cpu = tessel::cpu;
+namespace cuda = tessel::cuda;
+
+namespace {
+
+using Values = std::vector<float>;
+using tessel::test::randomFloats;
+using tessel::test::shapeOf;
+using tessel::test::stridesOf;
+
+std::string noDevice() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  }
+  return count > 0 ? "" : "the CUDA driver sees no device";
+}
+
+/// A device buffer of `n` elements of `type`, holding `values` rounded to that type.
+class Buffer {
+public:
+  Buffer(cuda::ElementType type, const Values &values) : type_(type), n_(values.size()) {
+    EXPECT_EQ(cudaMalloc(&data_, bytes()), cudaSuccess);
+    if (type == cuda::ElementType::F32) {
+      EXPECT_EQ(cudaMemcpy(data_, values.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+      return;
+    }
+    std::vector<uint16_t> bits(n_);
+    for (size_t i = 0; i < n_; ++i)
+      bits[i] = type == cuda::ElementType::BF16 ? tessel::floatToBf16(values[i])
+                                                : tessel::floatToHalf(values[i]);
+    EXPECT_EQ(cudaMemcpy(data_, bits.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  Buffer(cuda::ElementType type, size_t n) : Buffer(type, Values(n, 0.0f)) {}
+  ~Buffer() { cudaFree(data_); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+
+  cuda::ConstFloats in() const { return {data_, type_}; }
+  cuda::Floats out() { return {data_, type_}; }
+  /// Waits for the device, then reads the values back, widened.
+  Values host() const {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Values out(n_);
+    if (type_ == cuda::ElementType::F32) {
+      EXPECT_EQ(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      return out;
+    }
+    std::vector<uint16_t> bits(n_);
+    EXPECT_EQ(cudaMemcpy(bits.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n_; ++i)
+      out[i] = type_ == cuda::ElementType::BF16 ? tessel::bf16ToFloat(bits[i])
+                                                : tessel::halfToFloat(bits[i]);
+    return out;
+  }
+
+private:
+  size_t bytes() const {
+    return std::max<size_t>(n_, 1) * (type_ == cuda::ElementType::F32 ? 4 : 2);
+  }
+  cuda::ElementType type_;
+  size_t n_;
+  void *data_ = nullptr;
+};
+
+/// `values` as a buffer of `type` holds them.
+Values rounded(cuda::ElementType type, const Values &values) {
+  Values out(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = type == cuda::ElementType::BF16  ? tessel::bf16ToFloat(tessel::floatToBf16(values[i]))
+             : type == cuda::ElementType::F16 ? tessel::halfToFloat(tessel::floatToHalf(values[i]))
+                                              : values[i];
+  return out;
+}
+
+/// One unit in the last place of `type` at v (f32: 2^-16 relative, room for sums whose
+/// multiply-adds the two instantiations contract differently).
+float ulp(cuda::ElementType type, float v) {
+  const int bits = type == cuda::ElementType::BF16 ? 8 : type == cuda::ElementType::F16 ? 11 : 16;
+  int exponent = 0;
+  std::frexp(v == 0.0f ? 1e-30f : v, &exponent);
+  const float smallest = type == cuda::ElementType::F16 ? std::ldexp(1.0f, -24) : 0.0f;
+  return std::max(std::ldexp(1.0f, exponent - bits), smallest);
+}
+
+/// `got` (an output of `type`) is `want` (the f32 launch's output, rounded to `type`) within
+/// one unit in its last place.
+void expectSame(cuda::ElementType type, const Values &want, const Values &got,
+                const std::string &what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  const Values target = rounded(type, want);
+  int reported = 0;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (std::isnan(target[i]) && std::isnan(got[i]))
+      continue;
+    if (std::fabs(got[i] - target[i]) <= ulp(type, target[i]))
+      continue;
+    ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", the f32 launch rounded "
+                  << target[i];
+    if (++reported == 5)
+      return;
+  }
+}
+
+const cuda::ElementType kHalfTypes[] = {cuda::ElementType::BF16, cuda::ElementType::F16};
+
+std::string nameOf(cuda::ElementType t) { return t == cuda::ElementType::BF16 ? "bf16" : "f16"; }
+
+class CudaSixteenBit : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const std::string why = noDevice();
+    if (!why.empty())
+      GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  }
+  cudaStream_t stream = nullptr;
+};
+
+TEST_F(CudaSixteenBit, MapsAndCopiesRoundTheF32Values) {
+  constexpr auto F32 = cuda::ElementType::F32;
+  const int64_t n = 2053;
+  for (cuda::ElementType t : kHalfTypes) {
+    const Values x = rounded(t, randomFloats(n, 0.1f, 3.0f, 1)),
+                 y = rounded(t, randomFloats(n, -2.0f, 2.0f, 2));
+    Buffer hx(t, x), hy(t, y), hout(t, n), fx(F32, x), fy(F32, y), fout(F32, n);
+    for (cpu::UnaryKind kind :
+         {cpu::UnaryKind::Exp, cpu::UnaryKind::Gelu, cpu::UnaryKind::Silu, cpu::UnaryKind::Rsqrt}) {
+      ASSERT_EQ(cuda::unary(kind, n, hx.in(), hout.out(), 2.0f, stream), cudaSuccess);
+      ASSERT_EQ(cuda::unary(kind, n, fx.in(), fout.out(), 2.0f, stream), cudaSuccess);
+      expectSame(t, fout.host(), hout.host(),
+                 nameOf(t) + " unary " + std::to_string(static_cast<int>(kind)));
+      ASSERT_EQ(cuda::unaryGrad(kind, n, hx.in(), hy.in(), hy.in(), hout.out(), 2.0f, stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::unaryGrad(kind, n, fx.in(), fy.in(), fy.in(), fout.out(), 2.0f, stream),
+                cudaSuccess);
+      expectSame(t, fout.host(), hout.host(),
+                 nameOf(t) + " unary_grad " + std::to_string(static_cast<int>(kind)));
+    }
+    // [3, 5, 7] with x permuted and y broadcast, as the f32 test lays them out.
+    const cpu::Shape shape = shapeOf({3, 5, 7});
+    const cpu::Strides sa = stridesOf({5, 1, 15}), sb = stridesOf({7, 0, 1});
+    ASSERT_EQ(
+        cuda::binary(cpu::BinaryKind::Mul, shape, hx.in(), sa, hy.in(), sb, hout.out(), stream),
+        cudaSuccess);
+    ASSERT_EQ(
+        cuda::binary(cpu::BinaryKind::Mul, shape, fx.in(), sa, fy.in(), sb, fout.out(), stream),
+        cudaSuccess);
+    expectSame(t, fout.host(), hout.host(), nameOf(t) + " binary");
+    ASSERT_EQ(cuda::select(shape, hy.in(), sb, hx.in(), sa, hy.in(), sa, hout.out(), stream),
+              cudaSuccess);
+    ASSERT_EQ(cuda::select(shape, fy.in(), sb, fx.in(), sa, fy.in(), sa, fout.out(), stream),
+              cudaSuccess);
+    expectSame(t, fout.host(), hout.host(), nameOf(t) + " where");
+    ASSERT_EQ(cuda::fill(n, 0.3f, hout.out(), stream), cudaSuccess);
+    expectSame(t, Values(n, 0.3f), hout.host(), nameOf(t) + " fill");
+    // Copies: 16-bit to 16-bit moves bits, f32 to 16-bit rounds, 16-bit to f32 widens.
+    const Values wide = randomFloats(105, -3.0f, 3.0f, 3);
+    Buffer w(F32, wide), narrow(t, 105), back(F32, 105);
+    ASSERT_EQ(cuda::stridedCopy(shape, w.in(), sa, narrow.out(), stream), cudaSuccess);
+    ASSERT_EQ(cuda::stridedCopy(shape, w.in(), sa, fout.out(), stream), cudaSuccess);
+    const Values permuted = fout.host();
+    expectSame(t, Values(permuted.begin(), permuted.begin() + 105), narrow.host(),
+               nameOf(t) + " copy from f32");
+    ASSERT_EQ(cuda::stridedCopy(shape, narrow.in(), cpu::denseStrides(shape), back.out(), stream),
+              cudaSuccess);
+    expectSame(F32, narrow.host(), back.host(), nameOf(t) + " copy to f32");
+    ASSERT_EQ(cuda::stridedCopy(shape, narrow.in(), cpu::denseStrides(shape), hout.out(), stream),
+              cudaSuccess);
+    const Values moved = hout.host();
+    expectSame(t, narrow.host(), Values(moved.begin(), moved.begin() + 105),
+               nameOf(t) + " copy between 16-bit buffers");
+  }
+}
+
+TEST_F(CudaSixteenBit, RowKernelsRoundTheF32Values) {
+  constexpr auto F32 = cuda::ElementType::F32;
+  for (cuda::ElementType t : kHalfTypes)
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 771}, {3, 5}}) {
+      const int64_t n = rows * cols;
+      const std::string what = nameOf(t) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+      const Values x = rounded(t, randomFloats(n, -2, 3, 10)),
+                   g = rounded(t, randomFloats(cols, 0.5f, 1.5f, 11)),
+                   b = rounded(t, randomFloats(cols, -0.5f, 0.5f, 12)),
+                   dy = rounded(t, randomFloats(n, -1, 1, 13));
+      // Activations and working weights 16-bit, parameter gradients f32: a bf16 plan's norms.
+      Buffer hx(t, x), hg(t, g), hb(t, b), hdy(t, dy), hy(t, n), hdx(t, n), hdg(F32, cols),
+          hdb(F32, cols);
+      Buffer fx(F32, x), fg(F32, g), fb(F32, b), fdy(F32, dy), fy(F32, n), fdx(F32, n),
+          fdg(F32, cols), fdb(F32, cols), work(F32, cuda::normGradWorkspace(rows));
+      float *ws = static_cast<float *>(const_cast<void *>(work.in().data));
+      ASSERT_EQ(cuda::layerNorm(rows, cols, hx.in(), hg.in(), hb.in(), 1e-5f, hy.out(), stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::layerNorm(rows, cols, fx.in(), fg.in(), fb.in(), 1e-5f, fy.out(), stream),
+                cudaSuccess);
+      expectSame(t, fy.host(), hy.host(), what + " layernorm");
+      ASSERT_EQ(cuda::layerNormGrad(rows, cols, hx.in(), hg.in(), hdy.in(), 1e-5f, hdx.out(),
+                                    hdg.out(), hdb.out(), ws, stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::layerNormGrad(rows, cols, fx.in(), fg.in(), fdy.in(), 1e-5f, fdx.out(),
+                                    fdg.out(), fdb.out(), ws, stream),
+                cudaSuccess);
+      expectSame(t, fdx.host(), hdx.host(), what + " layernorm_grad dx");
+      expectSame(F32, fdg.host(), hdg.host(), what + " layernorm_grad dg");
+      expectSame(F32, fdb.host(), hdb.host(), what + " layernorm_grad db");
+      ASSERT_EQ(cuda::rmsNorm(rows, cols, hx.in(), hg.in(), 1e-5f, hy.out(), stream), cudaSuccess);
+      ASSERT_EQ(cuda::rmsNorm(rows, cols, fx.in(), fg.in(), 1e-5f, fy.out(), stream), cudaSuccess);
+      expectSame(t, fy.host(), hy.host(), what + " rmsnorm");
+      ASSERT_EQ(cuda::rmsNormGrad(rows, cols, hx.in(), hg.in(), hdy.in(), 1e-5f, hdx.out(),
+                                  hdg.out(), ws, stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::rmsNormGrad(rows, cols, fx.in(), fg.in(), fdy.in(), 1e-5f, fdx.out(),
+                                  fdg.out(), ws, stream),
+                cudaSuccess);
+      expectSame(t, fdx.host(), hdx.host(), what + " rmsnorm_grad dx");
+      expectSame(F32, fdg.host(), hdg.host(), what + " rmsnorm_grad dg");
+      ASSERT_EQ(cuda::softmax(rows, cols, hx.in(), hy.out(), stream), cudaSuccess);
+      ASSERT_EQ(cuda::softmax(rows, cols, fx.in(), fy.out(), stream), cudaSuccess);
+      expectSame(t, fy.host(), hy.host(), what + " softmax");
+      ASSERT_EQ(cuda::softmaxGrad(rows, cols, hy.in(), hdy.in(), hdx.out(), stream), cudaSuccess);
+      Buffer fy16(F32, hy.host());
+      ASSERT_EQ(cuda::softmaxGrad(rows, cols, fy16.in(), fdy.in(), fdx.out(), stream), cudaSuccess);
+      expectSame(t, fdx.host(), hdx.host(), what + " softmax_grad");
+      // Cross entropy: 16-bit logits, an f32 loss; the logits' gradient 16-bit.
+      std::vector<int32_t> targets(rows);
+      std::mt19937 rng(14);
+      for (int32_t &v : targets)
+        v = static_cast<int32_t>(rng() % cols);
+      int32_t *dTargets = nullptr;
+      cuda::IdError *bad = nullptr;
+      ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&dTargets), rows * sizeof(int32_t)),
+                cudaSuccess);
+      ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&bad), sizeof(cuda::IdError)), cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpy(dTargets, targets.data(), rows * sizeof(int32_t), cudaMemcpyHostToDevice),
+          cudaSuccess);
+      ASSERT_EQ(cudaMemset(bad, 0, sizeof(cuda::IdError)), cudaSuccess);
+      Buffer hloss(F32, 1), floss(F32, 1), ceWork(F32, cuda::crossEntropyWorkspace(rows)),
+          dloss(F32, Values{0.75f});
+      float *cw = static_cast<float *>(const_cast<void *>(ceWork.in().data));
+      auto f32Out = [](Buffer &b) { return static_cast<float *>(b.out().data); };
+      const float *dl = static_cast<const float *>(dloss.in().data);
+      ASSERT_EQ(cuda::crossEntropy(rows, cols, hx.in(), dTargets, false, 0.0, f32Out(hloss), cw,
+                                   bad, stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::crossEntropy(rows, cols, fx.in(), dTargets, false, 0.0, f32Out(floss), cw,
+                                   bad, stream),
+                cudaSuccess);
+      expectSame(F32, floss.host(), hloss.host(), what + " cross_entropy");
+      ASSERT_EQ(cuda::crossEntropyGrad(rows, cols, hx.in(), dTargets, dl, false, 0.0, hdx.out(),
+                                       bad, stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::crossEntropyGrad(rows, cols, fx.in(), dTargets, dl, false, 0.0, fdx.out(),
+                                       bad, stream),
+                cudaSuccess);
+      expectSame(t, fdx.host(), hdx.host(), what + " cross_entropy_grad");
+      cudaFree(dTargets);
+      cudaFree(bad);
+    }
+}
+
+TEST_F(CudaSixteenBit, EmbeddingRopeAndReduceRoundTheF32Values) {
+  constexpr auto F32 = cuda::ElementType::F32;
+  for (cuda::ElementType t : kHalfTypes) {
+    const int64_t n = 211, rows = 7, cols = 45, first = 14, vocab = 35;
+    std::mt19937 rng(400);
+    std::vector<int32_t> ids(n);
+    for (int32_t &id : ids)
+      id = static_cast<int32_t>(rng() % vocab);
+    int32_t *dIds = nullptr;
+    cuda::IdError *bad = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&dIds), n * sizeof(int32_t)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&bad), sizeof(cuda::IdError)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dIds, ids.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemset(bad, 0, sizeof(cuda::IdError)), cudaSuccess);
+    const Values table = rounded(t, randomFloats(rows * cols, -1, 1, 401)),
+                 dout = rounded(t, randomFloats(n * cols, -1, 1, 402));
+    Buffer htable(t, table), hout(t, n * cols), hdout(t, dout), hdtable(F32, rows * cols);
+    Buffer ftable(F32, table), fout(F32, n * cols), fdout(F32, dout), fdtable(F32, rows * cols);
+    const size_t bytes = cuda::embeddingGradWorkspace(n, rows);
+    void *work = nullptr;
+    ASSERT_EQ(cudaMalloc(&work, bytes), cudaSuccess);
+    ASSERT_EQ(
+        cuda::embedding(n, rows, cols, first, vocab, htable.in(), dIds, hout.out(), bad, stream),
+        cudaSuccess);
+    ASSERT_EQ(
+        cuda::embedding(n, rows, cols, first, vocab, ftable.in(), dIds, fout.out(), bad, stream),
+        cudaSuccess);
+    expectSame(t, fout.host(), hout.host(), nameOf(t) + " embedding");
+    ASSERT_EQ(cuda::embeddingGrad(n, rows, cols, first, vocab, hdout.in(), dIds, hdtable.out(),
+                                  work, bytes, bad, stream),
+              cudaSuccess);
+    ASSERT_EQ(cuda::embeddingGrad(n, rows, cols, first, vocab, fdout.in(), dIds, fdtable.out(),
+                                  work, bytes, bad, stream),
+              cudaSuccess);
+    expectSame(F32, fdtable.host(), hdtable.host(), nameOf(t) + " embedding_grad");
+    cudaFree(work);
+    cudaFree(dIds);
+    cudaFree(bad);
+
+    // Rotary embedding of [2, 5, 3, 8], forward and inverse.
+    const int64_t elements = 2 * 5 * 3 * 8;
+    const Values x = rounded(t, randomFloats(elements, -2, 2, 403));
+    Buffer hx(t, x), hy(t, elements), fx(F32, x), fy(F32, elements);
+    for (bool inverse : {false, true}) {
+      ASSERT_EQ(cuda::rope(2, 5, 3, 8, 10000.0f, inverse, hx.in(), hy.out(), stream), cudaSuccess);
+      ASSERT_EQ(cuda::rope(2, 5, 3, 8, 10000.0f, inverse, fx.in(), fy.out(), stream), cudaSuccess);
+      expectSame(t, fy.host(), hy.host(), nameOf(t) + (inverse ? " rope inverse" : " rope"));
+    }
+
+    // A sum over dims 0 and 2 of [3, 5, 7] into f32 (a bias's gradient) and, added into what
+    // is there, into 16-bit.
+    const cpu::Shape shape = shapeOf({3, 5, 7});
+    const cpu::Strides kept = stridesOf({0, 1, 0});
+    const Values r = rounded(t, randomFloats(105, -1, 1, 404)), start = rounded(t, Values(5, 0.5f));
+    Buffer hr(t, r), fr(F32, r), hsum(F32, 5), fsum(F32, 5), hacc(t, start), facc(F32, start);
+    ASSERT_EQ(cuda::reduceSum(shape, hr.in(), kept, 0.5f, hsum.out(), stream), cudaSuccess);
+    ASSERT_EQ(cuda::reduceSum(shape, fr.in(), kept, 0.5f, fsum.out(), stream), cudaSuccess);
+    expectSame(F32, fsum.host(), hsum.host(), nameOf(t) + " reduce");
+    ASSERT_EQ(cuda::reduceSum(shape, hr.in(), kept, 0.5f, hacc.out(), stream, true), cudaSuccess);
+    ASSERT_EQ(cuda::reduceSum(shape, fr.in(), kept, 0.5f, facc.out(), stream, true), cudaSuccess);
+    expectSame(t, facc.host(), hacc.host(), nameOf(t) + " reduce, accumulated");
+  }
+}
+
+} // namespace
