@@ -16,6 +16,7 @@
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"
+#include "test/unit/CudaPresence.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
@@ -37,16 +38,6 @@ using test::stridesOf;
 using Floats = std::vector<float>;
 
 namespace {
-
-std::string noDevice() {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  return count > 0 ? "" : "the CUDA driver sees no device";
-}
 
 /// Device memory holding a copy of `host`, freed with the object.
 template <class T> class DeviceArray {
@@ -122,7 +113,7 @@ bool sameBits(float a, float b) {
 class CudaFusedKernel : public ::testing::Test {
 protected:
   void SetUp() override {
-    const std::string why = noDevice();
+    const std::string why = tessel::test::noCudaDevice();
     if (!why.empty())
       GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
     std::string error;

@@ -10,6 +10,7 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "common/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
+#include "test/unit/CudaPresence.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
@@ -30,17 +31,6 @@ namespace cuda = tessel::cuda;
 namespace {
 
 using Floats = std::vector<float>;
-
-/// Empty where this process can run CUDA kernels, else why not.
-std::string noDevice() {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  return count > 0 ? "" : "the CUDA driver sees no device";
-}
 
 using tessel::test::randomFloats;
 using tessel::test::shapeOf;
@@ -94,7 +84,7 @@ void expectClose(const Floats &cpuValues, const Floats &gpuValues, const std::st
 class CudaKernels : public ::testing::Test {
 protected:
   void SetUp() override {
-    const std::string why = noDevice();
+    const std::string why = tessel::test::noCudaDevice();
     if (!why.empty())
       GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
   }

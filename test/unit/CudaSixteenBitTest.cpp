@@ -15,6 +15,7 @@
 #include "common/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/CudaKernels.h"
+#include "test/unit/CudaPresence.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
@@ -36,16 +37,6 @@ using Values = std::vector<float>;
 using tessel::test::randomFloats;
 using tessel::test::shapeOf;
 using tessel::test::stridesOf;
-
-std::string noDevice() {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  return count > 0 ? "" : "the CUDA driver sees no device";
-}
 
 /// A device buffer of `n` elements of `type`, holding `values` rounded to that type.
 class Buffer {
@@ -140,7 +131,7 @@ std::string nameOf(cuda::ElementType t) { return t == cuda::ElementType::BF16 ? 
 class CudaSixteenBit : public ::testing::Test {
 protected:
   void SetUp() override {
-    const std::string why = noDevice();
+    const std::string why = tessel::test::noCudaDevice();
     if (!why.empty())
       GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
   }
