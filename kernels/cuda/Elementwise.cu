@@ -136,15 +136,16 @@ cudaError_t select(const Shape &shape, ConstFloats c, const Strides &sc, ConstFl
 
 namespace {
 
-template <class T>
-cudaError_t launchCopy(const Shape &shape, const T *x, const Strides &sx, T *out,
-                       cudaStream_t stream) {
+/// `kernel` (a copy: moving elements, or converting them) over `shape` read through `sx`.
+template <class In, class Out>
+cudaError_t launchCopy(void (*kernel)(int64_t, Indexing<1>, In, Out), const Shape &shape, In x,
+                       const Strides &sx, Out out, cudaStream_t stream) {
   Indexing<1> ix;
   const Strides *strides[1] = {&sx};
   if (!makeIndexing(shape, strides, ix))
     return cudaErrorInvalidValue;
   const int64_t n = shape.numElements();
-  copyKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, x, out);
+  kernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, x, out);
   return detail::launched();
 }
 
@@ -153,22 +154,16 @@ cudaError_t launchCopy(const Shape &shape, const T *x, const Strides &sx, T *out
 cudaError_t stridedCopy(const Shape &shape, ConstFloats x, const Strides &sx, Floats out,
                         cudaStream_t stream) {
   if (x.type == out.type && x.type != ElementType::F32)
-    return launchCopy(shape, static_cast<const uint16_t *>(x.data), sx,
-                      static_cast<uint16_t *>(out.data), stream);
+    return stridedCopyBits16(shape, static_cast<const uint16_t *>(x.data), sx,
+                             static_cast<uint16_t *>(out.data), stream);
   if (detail::allF32(x, out))
-    return launchCopy(shape, detail::f32(x), sx, detail::f32(out), stream);
-  Indexing<1> ix;
-  const Strides *strides[1] = {&sx};
-  if (!makeIndexing(shape, strides, ix))
-    return cudaErrorInvalidValue;
-  const int64_t n = shape.numElements();
-  convertingCopyKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, x, out);
-  return detail::launched();
+    return launchCopy(&copyKernel<float>, shape, detail::f32(x), sx, detail::f32(out), stream);
+  return launchCopy(&convertingCopyKernel, shape, x, sx, out, stream);
 }
 
 cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strides &sx,
                               uint16_t *out, cudaStream_t stream) {
-  return launchCopy(shape, x, sx, out, stream);
+  return launchCopy(&copyKernel<uint16_t>, shape, x, sx, out, stream);
 }
 
 cudaError_t unary(UnaryKind kind, int64_t n, ConstFloats x, Floats y, float exponent,
