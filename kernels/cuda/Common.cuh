@@ -147,12 +147,10 @@ namespace tessel::cuda {
 /// Element k of an operand, as a pointer's `p + k` is (found by argument-dependent lookup
 /// from the kernels, whose operands may be either).
 __device__ inline ConstFloats operator+(ConstFloats p, int64_t k) {
-  const int64_t bytes = p.type == ElementType::F32 ? 4 : 2;
-  return ConstFloats(static_cast<const char *>(p.data) + k * bytes, p.type);
+  return ConstFloats(static_cast<const char *>(p.data) + k * elementBytes(p.type), p.type);
 }
 __device__ inline Floats operator+(Floats p, int64_t k) {
-  const int64_t bytes = p.type == ElementType::F32 ? 4 : 2;
-  return Floats(static_cast<char *>(p.data) + k * bytes, p.type);
+  return Floats(static_cast<char *>(p.data) + k * elementBytes(p.type), p.type);
 }
 
 } // namespace tessel::cuda

@@ -43,6 +43,11 @@ enum class ElementType : uint8_t { F32, BF16, F16 };
 #define TESSEL_CUDA_HOST_DEVICE
 #endif
 
+/// Bytes of one element of type `t`.
+TESSEL_CUDA_HOST_DEVICE constexpr int64_t elementBytes(ElementType t) {
+  return t == ElementType::F32 ? 4 : 2;
+}
+
 /// A float operand in its buffer's own element type. A launcher given operands that are not all
 /// f32 loads each at its type, computes in f32 and stores each output rounded to nearest even:
 /// the values of the widening wrapper (runtime/device/HalfOperands.h) without its copies. An

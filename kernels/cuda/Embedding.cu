@@ -128,9 +128,8 @@ cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, 
       vocab < rows)
     return cudaErrorInvalidValue;
   // Zero is all-zero bits at every element type.
-  const size_t elementBytes = dtable.type == ElementType::F32 ? 4 : 2;
-  if (cudaError_t e =
-          cudaMemsetAsync(dtable.data, 0, static_cast<size_t>(rows * cols) * elementBytes, stream);
+  if (cudaError_t e = cudaMemsetAsync(
+          dtable.data, 0, static_cast<size_t>(rows * cols * elementBytes(dtable.type)), stream);
       e != cudaSuccess || n == 0)
     return e;
   const size_t sort = sortBytes(n, rows);

@@ -130,7 +130,6 @@ struct Types {
 cudaDataType_t cudaTypeOf(ElementType t) {
   return t == ElementType::BF16 ? CUDA_R_16BF : t == ElementType::F16 ? CUDA_R_16F : CUDA_R_32F;
 }
-size_t bytesOf(ElementType t) { return t == ElementType::F32 ? 4 : 2; }
 
 cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int64_t batch,
                       int64_t strideA, int64_t strideB, int64_t strideC, const Types &types,
@@ -292,9 +291,9 @@ cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementT
     return CUBLAS_STATUS_NOT_SUPPORTED;
   Types types;
   types.ab = cudaTypeOf(ab);
-  types.abBytes = bytesOf(ab);
+  types.abBytes = elementBytes(ab);
   types.c = cudaTypeOf(c);
-  types.cBytes = bytesOf(c);
+  types.cBytes = elementBytes(c);
   return batched(blas, args, types, a, b, out, stream);
 }
 

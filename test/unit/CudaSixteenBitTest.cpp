@@ -78,7 +78,7 @@ public:
 
 private:
   size_t bytes() const {
-    return std::max<size_t>(n_, 1) * (type_ == cuda::ElementType::F32 ? 4 : 2);
+    return std::max<size_t>(n_, 1) * static_cast<size_t>(cuda::elementBytes(type_));
   }
   cuda::ElementType type_;
   size_t n_;
