@@ -11,13 +11,16 @@
 # for each GPU preset, which is printed with the measured step: issue 15's GPU check).
 #
 # Usage: benchmarks/gpu_bench.sh [build-dir]       (default: build-gpu in the repository)
-# Environment: TESSEL_GPU_PLANS (default gpu-plans), STEPS (default 20), OUT (logs go there too)
+# Environment: TESSEL_GPU_PLANS (default gpu-plans), STEPS (default 20), OUT (logs go there too),
+#   BENCH_PLANS (a glob of the plan names to run, default every one: gpt2_124m-bf16 for one),
+#   BENCH_TIMEOUT (seconds for each program, default 600)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
 plans=${TESSEL_GPU_PLANS:-$root/gpu-plans}/bench
 steps=${STEPS:-20}
 out=${OUT:-$build.bench}
+limit=${BENCH_TIMEOUT:-600}
 mkdir -p "$out"
 python=${PYTHON:-python3}
 
@@ -42,11 +45,11 @@ np.random.default_rng(1).integers(0, 50257, 64 * 1024 * 1024, dtype=np.uint16).t
 PY
 
 echo "== GPT-2 124M training step: Tessel"
-for plan in "$plans"/*.plan; do
+for plan in "$plans"/${BENCH_PLANS:-*}.plan; do
   [ -f "$plan" ] || { echo "no plans in $plans (scripts/gpu-plans.sh makes them)"; break; }
   name=$(basename "$plan" .plan)
   rm -f "$out/$name.jsonl"
-  if timeout 600 "$build/bin/tessel-runner" --plan "$plan" --data "$tokens" --device cuda \
+  if timeout "$limit" "$build/bin/tessel-runner" --plan "$plan" --data "$tokens" --device cuda \
       --steps "$steps" --eval-every 0 --quiet --metrics "$out/$name.jsonl" \
       > "$out/$name.log" 2>&1; then
     "$python" - "$out/$name.jsonl" "$name" "$plans/$name.$preset.json" <<'PY'
@@ -72,15 +75,15 @@ PY
 done
 
 echo "== GPT-2 124M training step: PyTorch (bf16 autocast, SDPA, fused AdamW)"
-timeout 900 "$python" "$root/benchmarks/torch_gpu.py" step --steps "$steps" 2>&1 |
+timeout "$limit" "$python" "$root/benchmarks/torch_gpu.py" step --steps "$steps" 2>&1 |
   tee "$out/torch-step.log"
 echo "== GPT-2 124M training step: PyTorch in f32 (TF32 allowed), the peer of an f32 plan"
-timeout 600 "$python" "$root/benchmarks/torch_gpu.py" step --steps "$steps" --dtype f32 \
+timeout "$limit" "$python" "$root/benchmarks/torch_gpu.py" step --steps "$steps" --dtype f32 \
   --modes eager 2>&1 | tee -a "$out/torch-step.log"
 
 echo "== causal attention forward+backward: Tessel (f32 kernel)"
-timeout 600 "$build/bin/tessel-cuda-rate" --seq 1024,2048,4096,8192,16384 --batch-heads 16 \
+timeout "$limit" "$build/bin/tessel-cuda-rate" --seq 1024,2048,4096,8192,16384 --batch-heads 16 \
   2>&1 | tee "$out/tessel-attention.log"
 echo "== causal attention forward+backward: PyTorch scaled_dot_product_attention"
-timeout 600 "$python" "$root/benchmarks/torch_gpu.py" attention --batch-heads 16 2>&1 |
+timeout "$limit" "$python" "$root/benchmarks/torch_gpu.py" attention --batch-heads 16 2>&1 |
   tee "$out/torch-attention.log"

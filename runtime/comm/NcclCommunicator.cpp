@@ -530,14 +530,25 @@ private:
       }
       if (!check("ncclGroupStart", nccl_.ncclGroupStart(), error))
         return false;
-      for (int64_t r = 0; r < ways; ++r) {
+      bool posted = true;
+      for (int64_t r = 0; posted && r < ways; ++r) {
         const size_t at = static_cast<size_t>(r) * blockBytes;
-        nccl_.ncclSend(static_cast<const char *>(send) + at, blockBytes, ncclUint8,
-                       static_cast<int>(r), comm, stream_);
-        nccl_.ncclRecv(static_cast<char *>(receive) + at, blockBytes, ncclUint8,
-                       static_cast<int>(r), comm, stream_);
+        posted = check("ncclSend",
+                       nccl_.ncclSend(static_cast<const char *>(send) + at, blockBytes, ncclUint8,
+                                      static_cast<int>(r), comm, stream_),
+                       error) &&
+                 check("ncclRecv",
+                       nccl_.ncclRecv(static_cast<char *>(receive) + at, blockBytes, ncclUint8,
+                                      static_cast<int>(r), comm, stream_),
+                       error);
       }
-      if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), error))
+      // The group is ended whatever happened, or NCCL stays inside it.
+      std::string ending;
+      if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), ending) && posted) {
+        error = ending;
+        posted = false;
+      }
+      if (!posted)
         return false;
       return op.outer == 1 || copied(swapOuter(ways, op.outer, chunkBytes, receive, op.y, stream_));
     }

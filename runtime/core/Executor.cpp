@@ -205,7 +205,8 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
             " ranks needs a communicator of as many ranks, at rank " + std::to_string(rank);
     return nullptr;
   }
-  if (!fitsInMemory(rankAllocationBytes(plan, rank), "rank " + std::to_string(rank), error))
+  if (!fitsInMemoryOf(*device, rankAllocationBytes(plan, rank), "rank " + std::to_string(rank),
+                      error))
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor(plan, rank));
   ex->device_ = std::move(device);

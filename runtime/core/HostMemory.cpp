@@ -2,6 +2,8 @@
 
 #include "runtime/core/HostMemory.h"
 
+#include "runtime/device/Device.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -50,6 +52,19 @@ bool fitsInMemory(uint64_t bytes, const std::string &what, std::string &error) {
   error = "running " + what + " needs " + formatBytes(bytes) +
           " for state and arenas; this machine has " +
           formatBytes(physical) + " of memory";
+  return false;
+}
+
+bool fitsInMemoryOf(const Device &device, uint64_t bytes, const std::string &what,
+                    std::string &error) {
+  uint64_t used = 0, total = 0;
+  if (!device.memoryInUse(used, total))
+    return fitsInMemory(bytes, what, error);
+  const uint64_t free = total > used ? total - used : 0;
+  if (bytes <= free)
+    return true;
+  error = "running " + what + " needs " + formatBytes(bytes) + " for state and arenas; " +
+          device.name() + " has " + formatBytes(free) + " free of " + formatBytes(total);
   return false;
 }
 

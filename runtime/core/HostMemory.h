@@ -15,6 +15,8 @@
 
 namespace tessel::rt {
 
+class Device;
+
 /// The machine's physical memory, or 0 when it cannot be read.
 uint64_t physicalMemoryBytes();
 
@@ -27,6 +29,12 @@ uint64_t rankAllocationBytes(const planfile::Plan &plan, uint32_t rank);
 
 /// Checks that `bytes` for `what` fit in this machine's memory; otherwise `error` gives both.
 bool fitsInMemory(uint64_t bytes, const std::string &what, std::string &error);
+
+/// Checks that `bytes` for `what` fit in what `device` has free: a GPU's memory (what the
+/// driver reports free now, so ranks sharing one GPU are checked as each allocates), or this
+/// machine's memory for a device that computes in it.
+bool fitsInMemoryOf(const Device &device, uint64_t bytes, const std::string &what,
+                    std::string &error);
 
 /// Under an address-space limit (`ulimit -v`), checks that what is left of it holds `bytes` of
 /// state and arenas and what `computeThreads` threads reserve beside them: OpenBLAS's buffer

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <new>
 #include <set>
 #include <system_error>
@@ -214,7 +215,9 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
   const std::string what = localCount > 1 ? "the plan's " + std::to_string(localCount) + " ranks"
                            : size > 1     ? "rank " + std::to_string(ranks->local_[0])
                                           : "the plan";
-  if (!fitsInMemory(bytes, what, error) ||
+  // On the CPU the ranks' state and arenas are this machine's memory; on CUDA each GPU's,
+  // checked below once the devices exist.
+  if ((device != "cuda" && !fitsInMemory(bytes, what, error)) ||
       !fitsInAddressSpace(bytes, static_cast<int>(localCount) * threadsPerRank, what, error))
     return nullptr;
   ranks->threadsPerRank_ = threadsPerRank;
@@ -228,6 +231,22 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
   for (uint32_t r : ranks->local_)
     if (!(devices[r] = device == "cuda" ? createCudaDevice(gpuOf(r), error) : createCpuDevice()))
       return nullptr;
+  if (device == "cuda") {
+    // The ranks sharing each GPU together, against what that GPU has free.
+    std::map<int, std::vector<uint32_t>> ranksOfGpu;
+    for (uint32_t r : ranks->local_)
+      ranksOfGpu[gpuOf(r)].push_back(r);
+    for (const auto &[gpu, rs] : ranksOfGpu) {
+      uint64_t onGpu = 0;
+      for (uint32_t r : rs)
+        onGpu += rankAllocationBytes(plan, r);
+      const std::string who = rs.size() > 1 ? "the plan's " + std::to_string(rs.size()) +
+                                                  " ranks on one GPU"
+                                            : what;
+      if (!fitsInMemoryOf(*devices[rs[0]], onGpu, who, error))
+        return nullptr;
+    }
+  }
   if (ranks->processCount_ > 1 && device == "cuda") {
     const uint32_t r = ranks->local_[0];
     // NCCL's unique id travels over MPI under mpirun, else over the torchrun rendezvous.
