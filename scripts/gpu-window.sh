@@ -184,7 +184,7 @@ PY
   : > "$work/still-failing"
   while read -r t; do
     [ -n "$t" ] || continue
-    if bounded 60 "$bin/tessel-cuda-tests" --gtest_filter="$t" > "$logs/alone-$t.log" 2>&1; then
+    if bounded 30 "$bin/tessel-cuda-tests" --gtest_filter="$t" > "$logs/alone-$t.log" 2>&1; then
       note "alone: $t passed (it failed only beside the others)"
     else
       note "alone: $t FAILED: $(grep -m1 -E 'Failure|error|rror:' "$logs/alone-$t.log" | cut -c1-200)"
