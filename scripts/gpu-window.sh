@@ -60,8 +60,10 @@ note() { echo "$*" | tee -a "$summary"; }
 elapsed() { echo $(($(date +%s) - started)); }
 left() { echo $((budget - $(elapsed))); }
 # Everything under logs/ into one archive beside summary.txt: at most two files come back.
-pack() { tar czf "$out/logs.tar.gz.part" -C "$work" logs 2> /dev/null &&
-  mv "$out/logs.tar.gz.part" "$out/logs.tar.gz"; }
+# Data the steps make (token files, dumps, checkpoints) stays behind: a file that comes back
+# may be 16 MiB at most.
+pack() { tar czf "$out/logs.tar.gz.part" -C "$work" --exclude='*.bin' --exclude='*.safetensors' \
+    --exclude='ckpt' logs 2> /dev/null && mv "$out/logs.tar.gz.part" "$out/logs.tar.gz"; }
 fail() { note "FAIL $*"; failures=$((failures + 1)); }
 # bounded SECONDS CMD...: CMD under a timeout no longer than the budget's rest.
 bounded() {
@@ -187,7 +189,9 @@ PY
     if bounded 30 "$bin/tessel-cuda-tests" --gtest_filter="$t" > "$logs/alone-$t.log" 2>&1; then
       note "alone: $t passed (it failed only beside the others)"
     else
-      note "alone: $t FAILED: $(grep -m1 -E 'Failure|error|rror:' "$logs/alone-$t.log" | cut -c1-200)"
+      note "alone: $t FAILED:"
+      grep -A3 -m3 -E 'Failure|error|rror:' "$logs/alone-$t.log" | cut -c1-300 | sed 's/^/    /' |
+        tee -a "$summary"
       echo "$t" >> "$work/still-failing"
     fi
     pack

@@ -241,8 +241,8 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
       std::to_string(kMaxFusedInputs) + "][" + std::to_string(kMaxRank) +
       "];\n};\n\n"
       "// A step's value rounded to f32 before a later step reads it, as when the steps run one\n"
-      "// at a time (the interpreter, the unfused kernels): __fmul_rn is never contracted into\n"
-      "// an FMA with the next step's arithmetic.\n"
+      "// at a time (the interpreter, the unfused kernels). The kernel is compiled without FMA\n"
+      "// contraction (--fmad=false), as they are.\n"
       "__device__ __forceinline__ float rounded(float v) { return __fmul_rn(v, 1.0f); }\n"
       "// A constant as the interpreter has it, known only at run time: the compiler cannot\n"
       "// specialise an operation to it (powf(x, 2) as x * x, expf of a constant folded on the\n"

@@ -11,8 +11,11 @@
 
 namespace tessel::rt {
 
+// No contraction of a multiply and an add into an FMA: the interpreter and the unfused kernels
+// (kernels/cuda/CMakeLists.txt compiles them with -fmad=false too) round each product, so the
+// generated kernel gives their bits, and the CPU's (whose baseline x86-64 code has no FMA).
 const std::vector<std::string> &fusedKernelOptions() {
-  static const std::vector<std::string> options = {"--std=c++17", "--fmad=true"};
+  static const std::vector<std::string> options = {"--std=c++17", "--fmad=false"};
   return options;
 }
 
