@@ -5,8 +5,9 @@
 # (tessel-cuda-rate) against F.scaled_dot_product_attention, at sequences 1k-16k and head sizes
 # 64 and 128. Figures go to benchmarks/RESULTS.md with the device name.
 #
-# Run it on the GPU machine after scripts/gpu-check.sh has built the runner (build-gpu), with
-# the plans scripts/gpu-plans.sh compiled on the build machine (gpu-plans/bench/*.plan: the
+# scripts/gpu-window.sh runs it on the GPU machine with the folder scripts/gpu-prepare.sh made
+# as the build directory (its bin/) and its plans/ as TESSEL_GPU_PLANS: the plans
+# scripts/gpu-plans.sh compiled on the build machine (gpu-plans/bench/*.plan: the
 # model at each precision the compiler accepts, and beside each the step-time model's prediction
 # for each GPU preset, which is printed with the measured step: issue 15's GPU check).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles the plans scripts/gpu-check.sh trains on a GPU machine, which has no compiler (no
+# Compiles the plans scripts/gpu-window.sh trains on a GPU machine, which has no compiler (no
 # MLIR, no ANTLR): run it on the build machine, then carry the folder along (it is git-ignored).
 #
 # Usage: scripts/gpu-plans.sh [tessel-binary] [out-dir]
@@ -13,7 +13,7 @@ mkdir -p "$out"
 for model in tiny_gpt llama_small; do
   "$tessel" compile "$root/examples/$model.model" --emit=plan-file -o "$out/$model.plan"
 done
-# Multi-rank layouts for ranks as threads sharing one GPU (gpu-check.sh trains each against its
+# Multi-rank layouts for ranks as threads sharing one GPU (gpu-window.sh trains each against its
 # one-rank plan): the equivalence suite's GPT over dp 2, tp 2 with sequence parallelism, dp 2 x
 # tp 2 with ZeRO-1, and its eight-layer GPT over a two-stage 1F1B pipeline.
 python3 "$root/test/Equivalence/equivalence.py" --tessel "$tessel" \

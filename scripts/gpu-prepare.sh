@@ -54,8 +54,13 @@ step "build ${binaries[*]}"
 ninja -C "$build" "${binaries[@]}" > "$build.build.log" 2>&1 ||
   { grep -E "error" "$build.build.log" | head -30; die "build failed (log: $build.build.log)"; }
 
+# Only a folder this script made (it has a MANIFEST) is replaced.
+if [ -e "$out" ] && [ ! -f "$out/MANIFEST" ] && [ -n "$(ls -A "$out" 2> /dev/null)" ]; then
+  die "$out exists and is not a prepared folder (no MANIFEST): name another with --out"
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/ref" "$out/nvrtc-cache"
+echo "incomplete: scripts/gpu-prepare.sh did not finish" > "$out/MANIFEST"
 step "binaries and the libraries they need"
 for b in "${binaries[@]}"; do
   cp "$build/bin/$b" "$out/bin/"

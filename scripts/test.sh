@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Tessel needs, builds it, and runs every test: the lit suite (compiler,
-# diagnostics, dialects, examples), the runtime-only build with its unit tests, and a bounded
+# diagnostics, dialects, examples), the runtime-only build with its unit tests, the GPU window
+# prepared and dry-run (scripts/gpu-prepare.sh, scripts/gpu-window.sh --dry-run), and a bounded
 # fuzzing run of the front end.
 # Usage: scripts/test.sh            (FUZZ_SECONDS=90 by default)
 set -euo pipefail
@@ -54,13 +55,31 @@ runtime_build="$root/build-runtime-only"
 [ "$runtime_failed" -eq 0 ] || failed=1
 echo "runtime-only build and unit tests: $([ "$runtime_failed" -eq 0 ] && echo passed || echo failed)"
 
+# The GPU window's preparation and a dry run of it (every GPU step says "skipped: no CUDA
+# device"), so neither script rots between the windows that a lent GPU makes possible.
+echo "== GPU window (prepared here, dry run)"
+window_failed=0
+if [ "$runtime_failed" -eq 0 ] && [ -x "$runtime_build/bin/tessel-cuda-tests" ]; then
+  {
+    "$root/scripts/gpu-prepare.sh" --build "$runtime_build" --out "$runtime_build.gpu-window" &&
+      OUT="$runtime_build.gpu-window-out" "$root/scripts/gpu-window.sh" --dry-run \
+        --prepared "$runtime_build.gpu-window" \
+        --steps env,cuda-tests,train,ranks,bench,memcheck,racecheck
+  } > "$runtime_build.gpu-window.log" 2>&1 || { window_failed=1; tail -40 "$runtime_build.gpu-window.log"; }
+  grep -E "^(SKIP|FAIL|== done)" "$runtime_build.gpu-window-out/summary.txt" 2> /dev/null || true
+else
+  echo "skipped: the runtime-only build has no CUDA tests (no CUDA toolkit here)"
+fi
+[ "$window_failed" -eq 0 ] || failed=1
+echo "GPU window dry run: $([ "$window_failed" -eq 0 ] && echo passed || echo failed)"
+
 echo "== fuzz"
 fuzz_failed=0
 "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-90}" || fuzz_failed=1
 [ "$fuzz_failed" -eq 0 ] || failed=1
 
-total_passed=$(( lit_passed + (1 - fuzz_failed) + (1 - runtime_failed) ))
-total_failed=$(( lit_failed + fuzz_failed + runtime_failed ))
+total_passed=$(( lit_passed + (1 - fuzz_failed) + (1 - runtime_failed) + (1 - window_failed) ))
+total_failed=$(( lit_failed + fuzz_failed + runtime_failed + window_failed ))
 echo
 echo "${total_passed} passed, ${total_failed} failed$([ "$lit_skipped" -eq 0 ] || echo ", ${lit_skipped} skipped")"
 exit "$failed"

@@ -63,7 +63,7 @@ if config.have_cuda:
                             "machine has one: the tests that REQUIRES: cuda-2gpus are unsupported")
     else:
         lit_config.note("skipped: no CUDA device (%s): the GPU tests (REQUIRES: cuda) are "
-                        "unsupported here; on a GPU machine run scripts/gpu-check.sh" % why)
+                        "unsupported here; on a GPU machine run scripts/gpu-window.sh (prepared by scripts/gpu-prepare.sh)" % why)
     # 'nvrtc' where the runtime can open NVRTC (no GPU needed): the fused elementwise kernels
     # are compiled here (test/Runtime/nvrtc-*.test); tessel-nvrtc says why it cannot.
     try:

@@ -1,6 +1,6 @@
 //===- NcclCommunicator.cpp - Ranks as one GPU per process, over NCCL -----===//
 //
-// Compiled, never run on a GPU (see the header). The plan's layouts of all-gather,
+// Run on one GPU as a world of one; between GPUs not yet (see the header). The plan's layouts of all-gather,
 // reduce-scatter and all-to-all put the member index in the middle ([outer, ways, chunk]);
 // NCCL's put it first. With outer > 1 the operation goes through staging memory, repacked by
 // the CUDA backend's strided copy (which moves the bits of any 4-byte element).

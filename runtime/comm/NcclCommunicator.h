@@ -14,7 +14,8 @@
 // sharing rank 0's outputs, pipeline stages passing activations) go through device memory and
 // are done when start returns.
 //
-// Status: compiled, never run on a GPU. Unlike LocalCommunicator and MpiCommunicator, NCCL's
+// Status: a world of one has run on an H200 (every collective, host staging); between GPUs it
+// has not run yet. Unlike LocalCommunicator and MpiCommunicator, NCCL's
 // sums do not add in group-index order, so the bits differ from theirs (not the values beyond
 // f32 rounding), and a bf16 or f16 sum is rounded to its type at each step of NCCL's ring or
 // tree rather than once at the end (so its error grows with the group's size). NCCL pairs sends

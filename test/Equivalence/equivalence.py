@@ -19,7 +19,7 @@ same reference (the one-rank run, started plainly), tolerances and comparisons.
 
 Plans for another machine. --emit-plans DIR compiles the one-rank reference (one-rank.plan)
 and each layout (<layout name>.plan) as plan files into DIR, and runs nothing: a GPU machine
-without the compiler trains them (scripts/gpu-plans.sh, scripts/gpu-check.sh).
+without the compiler trains them (scripts/gpu-plans.sh, scripts/gpu-window.sh).
 
 Which layouts. --layout gives them one by one. Otherwise the layouts vary the factors named by
 --factors (the others keep their first value) and are chosen as a covering array: greedily,

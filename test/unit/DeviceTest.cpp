@@ -285,6 +285,36 @@ TEST(Device, MultiTensorCallsUpdateEveryTensorAndAreCheckedAtLoad) {
       << error;
 }
 
+/// A device with `free` bytes of its own memory left: a GPU's, as the driver reports it.
+class SmallMemoryDevice : public RecordingDevice {
+public:
+  SmallMemoryDevice(Counts &counts, uint64_t free) : RecordingDevice(counts), free_(free) {}
+  std::string name() const override { return "small:0"; }
+  bool memoryInUse(uint64_t &used, uint64_t &total) const override {
+    total = uint64_t(80) << 30;
+    used = total - free_;
+    return true;
+  }
+
+private:
+  uint64_t free_;
+};
+
+// A plan is checked against the memory of the device it runs on (a GPU's, not the host's), and
+// refused before anything is allocated, with both figures.
+TEST(Device, PlanIsCheckedAgainstTheDevicesMemory) {
+  RecordingDevice::Counts counts;
+  std::string error;
+  EXPECT_FALSE(Executor::create(twoKernels(), 0, error, nullptr,
+                                std::make_unique<SmallMemoryDevice>(counts, 16)));
+  EXPECT_NE(error.find("small:0 has 16 bytes free of 80.0 GiB"), std::string::npos) << error;
+  EXPECT_EQ(counts.allocations, 0);
+  error.clear();
+  EXPECT_TRUE(Executor::create(twoKernels(), 0, error, nullptr,
+                               std::make_unique<SmallMemoryDevice>(counts, uint64_t(1) << 30)))
+      << error;
+}
+
 } // namespace
 
 // A runtime built with or without CUDA starts on a machine without a GPU: asking for the CUDA

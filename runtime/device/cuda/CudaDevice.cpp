@@ -14,7 +14,7 @@
 // The collectives and transfers run the communicator's operations (comm/CollectiveCalls.h):
 // ranks as threads of this process reach each other's buffers through the device's
 // CudaCommMemory (copies and a reduction kernel on the GPU), ranks as processes go over NCCL
-// (comm/NcclCommunicator.h). Compiled, never run on a GPU.
+// (comm/NcclCommunicator.h). Run on an H200 (scripts/gpu-window.sh).
 //
 // Fused elementwise calls run kernels generated for their bodies and compiled with NVRTC when
 // the plan is loaded (prepare; FusedKernels.h), the interpreter kernel where there are none
