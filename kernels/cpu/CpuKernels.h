@@ -139,7 +139,10 @@ void scale(int64_t n, const float *x, float scale, float *y);
 /// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten (with
 /// `accumulate`, added to: out += float(sum), the same bits as a separate addition); the sum
 /// is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
-/// increasing index order.
+/// increasing index order, in f64, in runs of kReduceRun terms: the sum of each run, then the
+/// runs' sums in order. (So a GPU may sum the runs of one output in parallel and give the same
+/// bits; an output of at most kReduceRun terms is the plain sum in order.)
+constexpr int64_t kReduceRun = 256;
 void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t outElements,
                float scale, float *out, bool accumulate = false);
 

@@ -1,7 +1,8 @@
 //===- Reduce.cpp - Sums over dims ----------------------------------------===//
 //
 // Every output element is owned by one thread and sums its inputs in increasing index order in
-// double, so the result does not depend on the thread count.
+// double, in runs of kReduceRun terms (CpuKernels.h), so the result does not depend on the
+// thread count, and the CUDA kernel, which sums an output's runs in parallel, gives its bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,15 +118,23 @@ void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t ou
       const float *xb = x + xBase + first;
       // The sums stay in L1 rather than registers: a wide block keeps each row's reads
       // contiguous, which matters more when the rows stream in from L3.
-      double sums[kColumnBlock] = {};
+      double sums[kColumnBlock] = {}, runs[kColumnBlock] = {};
+      int64_t inRun = 0;
       plan.forEachReduced([&](int64_t offset) {
         const float *row = xb + offset;
         for (int64_t j = 0; j < width; ++j)
-          sums[j] += row[j];
+          runs[j] += row[j];
+        if (++inRun < kReduceRun)
+          return;
+        for (int64_t j = 0; j < width; ++j) {
+          sums[j] += runs[j];
+          runs[j] = 0.0;
+        }
+        inRun = 0;
       });
       float *ob = out + outBase + first * outStep;
       for (int64_t j = 0; j < width; ++j) {
-        const float sum = static_cast<float>(sums[j] * scale);
+        const float sum = static_cast<float>((sums[j] + runs[j]) * scale);
         ob[j * outStep] = accumulate ? ob[j * outStep] + sum : sum;
       }
     }
@@ -142,14 +151,25 @@ void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t ou
   for (int64_t o = 0; o < outputs; ++o) {
     int64_t xBase, outBase;
     plan.keptOffsets(o, 0, xBase, outBase);
-    double acc = 0.0;
+    double total = 0.0, acc = 0.0;
+    int64_t inRun = 0;
     const float *xb = x + xBase;
     outerPlan.forEachReduced([&](int64_t offset) {
       const float *row = xb + offset;
-      for (int64_t j = 0; j < run; ++j)
-        acc += row[j];
+      // The row's terms, split where a run of kReduceRun ends.
+      for (int64_t j = 0; j < run;) {
+        const int64_t end = std::min(run, j + (kReduceRun - inRun));
+        inRun += end - j;
+        for (; j < end; ++j)
+          acc += row[j];
+        if (inRun == kReduceRun) {
+          total += acc;
+          acc = 0.0;
+          inRun = 0;
+        }
+      }
     });
-    const float sum = static_cast<float>(acc * scale);
+    const float sum = static_cast<float>((total + acc) * scale);
     out[outBase] = accumulate ? out[outBase] + sum : sum;
   }
 }

@@ -385,10 +385,15 @@ cudaError_t attentionBlockGrad(const AttentionArgs &args, const float *q, const 
 //===----------------------------------------------------------------------===//
 
 /// As cpu::reduceSum: out[i . so] = scale * the sum of x over the dims where `so` is 0, each
-/// output summing its inputs in increasing index order in f64 (the CPU's order and precision).
-/// With `accumulate` the scaled sum (rounded to f32) is added to out, as the CPU does.
+/// output summing its inputs in the CPU's order and precision (f64, in runs of
+/// cpu::kReduceRun terms), so with the CPU's bits. With `accumulate` the scaled sum (rounded to
+/// f32) is added to out, as the CPU does. With `workspace` (reduceSumWorkspaceBytes of it,
+/// 8-byte aligned) an output's runs are summed in parallel; without, one thread sums each
+/// output (the same bits, slower where outputs are few and long).
 cudaError_t reduceSum(const Shape &shape, ConstFloats x, const Strides &so, float scale, Floats out,
-                      cudaStream_t stream, bool accumulate = false);
+                      cudaStream_t stream, bool accumulate = false, void *workspace = nullptr);
+/// The workspace reduceSum takes to sum runs in parallel: 0 where every output is one run.
+int64_t reduceSumWorkspaceBytes(const Shape &shape, const Strides &so);
 
 /// As cpu::pack, one launch per input.
 cudaError_t pack(int64_t count, const float *const *inputs, const int64_t *outers,

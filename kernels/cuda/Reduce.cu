@@ -1,11 +1,13 @@
 //===- Reduce.cu - Sums over dims -----------------------------------------===//
 //
-// The CPU counterpart is cpu::reduceSum (kernels/cpu/Reduce.cpp): every output element sums
-// its inputs in increasing index order in f64 and is scaled once. Here one thread owns one
-// output element and adds in the same order and precision, so the sums are the CPU's bits.
-// Where the innermost dim is kept, neighbouring threads read neighbouring inputs; where it is
-// summed each thread reads a contiguous run. (Simple first: a wide sum over few outputs, a
-// bias gradient's, runs on few threads.)
+// The CPU counterpart is cpu::reduceSum (kernels/cpu/Reduce.cpp), whose order this follows to
+// the bit: every output sums its terms in increasing index order in f64, in runs of
+// cpu::kReduceRun terms, then the runs' sums in order, and is scaled once. An output of at most
+// one run, or a call without workspace, is summed by one thread. Otherwise two launches: one
+// thread per (output, run) sums its run into an f64 workspace, neighbouring threads taking
+// neighbouring outputs (a bias gradient's columns: coalesced reads) and, past the outputs, the
+// next run; then one thread per output adds its runs in order. A bias gradient over 16,384 rows
+// is 64 runs, so 768 columns give 49,152 threads instead of 768.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,50 +26,116 @@ struct ReducePlan {
   int64_t outputs = 1, terms = 1;
 };
 
+/// Output o's offsets in x (of its first term) and in out.
+__device__ inline void keptOffsets(const ReducePlan &plan, int64_t o, int64_t &xBase,
+                                   int64_t &outOffset) {
+  xBase = outOffset = 0;
+  for (int d = plan.keptRank - 1; d >= 0; --d) {
+    const int64_t i = o % plan.keptSize[d];
+    o /= plan.keptSize[d];
+    xBase += i * plan.keptX[d];
+    outOffset += i * plan.keptOut[d];
+  }
+}
+
+/// The f64 sum of terms [first, end) of the output whose first term is at xBase, in order: an
+/// odometer over the summed dims, started at `first`. With `runs`, the terms are added in runs
+/// of cpu::kReduceRun and the runs' sums in order (the whole contract); without, plainly (one
+/// run's part of it).
+template <class In>
+__device__ double sumTerms(const ReducePlan &plan, In x, int64_t xBase, int64_t first,
+                           int64_t end, bool runs) {
+  int64_t index[kMaxRank] = {};
+  int64_t offset = 0;
+  for (int64_t d = plan.summedRank - 1, rest = first; d >= 0; --d) {
+    index[d] = rest % plan.summedSize[d];
+    rest /= plan.summedSize[d];
+    offset += index[d] * plan.summedX[d];
+  }
+  double total = 0.0, run = 0.0;
+  int64_t inRun = 0;
+  for (int64_t t = first; t < end; ++t) {
+    run += detail::load(x + (xBase + offset));
+    if (runs && ++inRun == cpu::kReduceRun) {
+      total += run;
+      run = 0.0;
+      inRun = 0;
+    }
+    for (int d = plan.summedRank - 1; d >= 0; --d) {
+      offset += plan.summedX[d];
+      if (++index[d] < plan.summedSize[d])
+        break;
+      offset -= plan.summedSize[d] * plan.summedX[d];
+      index[d] = 0;
+    }
+  }
+  return total + run;
+}
+
+template <class Out>
+__device__ inline void storeSum(Out out, int64_t outOffset, double sum, float scale,
+                                bool accumulate) {
+  const float scaled = static_cast<float>(sum * scale);
+  detail::store(out + outOffset, accumulate ? detail::load(out + outOffset) + scaled : scaled);
+}
+
+/// One thread per output, summing all its runs.
 template <class In, class Out>
 __global__ void reduceKernel(ReducePlan plan, In x, float scale, bool accumulate, Out out) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < plan.outputs;
        o += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rest = o, xBase = 0, outOffset = 0;
-    for (int d = plan.keptRank - 1; d >= 0; --d) {
-      const int64_t i = rest % plan.keptSize[d];
-      rest /= plan.keptSize[d];
-      xBase += i * plan.keptX[d];
-      outOffset += i * plan.keptOut[d];
-    }
-    // The summed indices in increasing order: an odometer over the summed dims.
-    int64_t index[kMaxRank] = {};
-    int64_t offset = 0;
-    double sum = 0.0;
-    for (int64_t t = 0; t < plan.terms; ++t) {
-      sum += detail::load(x + (xBase + offset));
-      for (int d = plan.summedRank - 1; d >= 0; --d) {
-        offset += plan.summedX[d];
-        if (++index[d] < plan.summedSize[d])
-          break;
-        offset -= plan.summedSize[d] * plan.summedX[d];
-        index[d] = 0;
-      }
-    }
-    const float scaled = static_cast<float>(sum * scale);
-    detail::store(out + outOffset, accumulate ? detail::load(out + outOffset) + scaled : scaled);
+    int64_t xBase, outOffset;
+    keptOffsets(plan, o, xBase, outOffset);
+    storeSum(out, outOffset, sumTerms(plan, x, xBase, 0, plan.terms, true), scale, accumulate);
   }
 }
 
-} // namespace
+/// One thread per (output, run): runSums[run * outputs + output].
+template <class In>
+__global__ void reduceRunsKernel(ReducePlan plan, In x, int64_t runs, double *runSums) {
+  const int64_t pairs = plan.outputs * runs;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pairs;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = p % plan.outputs, r = p / plan.outputs;
+    int64_t xBase, outOffset;
+    keptOffsets(plan, o, xBase, outOffset);
+    const int64_t first = r * cpu::kReduceRun;
+    const int64_t end = first + cpu::kReduceRun < plan.terms ? first + cpu::kReduceRun : plan.terms;
+    runSums[p] = sumTerms(plan, x, xBase, first, end, false);
+  }
+}
 
-cudaError_t reduceSum(const Shape &shape, ConstFloats x, const Strides &so, float scale, Floats out,
-                      cudaStream_t stream, bool accumulate) {
+/// One thread per output: its runs' sums in order, scaled once.
+template <class Out>
+__global__ void reduceFinishKernel(ReducePlan plan, int64_t runs, const double *runSums,
+                                   float scale, bool accumulate, Out out) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < plan.outputs;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t xBase, outOffset;
+    keptOffsets(plan, o, xBase, outOffset);
+    double total = 0.0;
+    for (int64_t r = 0; r < runs; ++r)
+      total += runSums[r * plan.outputs + o];
+    storeSum(out, outOffset, total, scale, accumulate);
+  }
+}
+
+/// Runs per output, where more than one.
+int64_t runsOf(const ReducePlan &plan) {
+  return plan.terms > cpu::kReduceRun ? (plan.terms + cpu::kReduceRun - 1) / cpu::kReduceRun : 0;
+}
+
+/// Splits the input's dims into kept and summed ones; false for a shape out of range.
+bool planOf(const Shape &shape, const Strides &so, ReducePlan &plan) {
   if (shape.rank < 0 || shape.rank > kMaxRank)
-    return cudaErrorInvalidValue;
-  ReducePlan plan;
+    return false;
   int64_t xStride = 1;
   int64_t keptX[kMaxRank], keptOut[kMaxRank], keptSize[kMaxRank];
   int64_t summedX[kMaxRank], summedSize[kMaxRank];
   // Innermost first, then reversed into row-major order.
   for (int d = shape.rank - 1; d >= 0; --d) {
     if (shape.size[d] <= 0)
-      return cudaErrorInvalidValue;
+      return false;
     if (so.stride[d] != 0) {
       keptSize[plan.keptRank] = shape.size[d];
       keptX[plan.keptRank] = xStride;
@@ -89,13 +157,46 @@ cudaError_t reduceSum(const Shape &shape, ConstFloats x, const Strides &so, floa
     plan.summedSize[d] = summedSize[plan.summedRank - 1 - d];
     plan.summedX[d] = summedX[plan.summedRank - 1 - d];
   }
-  const unsigned blocks = detail::mapBlocks(plan.outputs);
-  if (detail::allF32(x, out))
-    reduceKernel<<<blocks, detail::kMapThreads, 0, stream>>>(plan, detail::f32(x), scale,
-                                                             accumulate, detail::f32(out));
-  else
-    reduceKernel<<<blocks, detail::kMapThreads, 0, stream>>>(plan, x, scale, accumulate, out);
+  return true;
+}
+
+template <class In, class Out>
+cudaError_t launchReduce(const ReducePlan &plan, In x, float scale, Out out, void *workspace,
+                         cudaStream_t stream, bool accumulate) {
+  const int64_t runs = runsOf(plan);
+  if (runs == 0 || !workspace) {
+    reduceKernel<<<detail::mapBlocks(plan.outputs), detail::kMapThreads, 0, stream>>>(
+        plan, x, scale, accumulate, out);
+    return detail::launched();
+  }
+  double *runSums = static_cast<double *>(workspace);
+  reduceRunsKernel<<<detail::mapBlocks(plan.outputs * runs), detail::kMapThreads, 0, stream>>>(
+      plan, x, runs, runSums);
+  if (cudaError_t e = detail::launched(); e != cudaSuccess)
+    return e;
+  reduceFinishKernel<<<detail::mapBlocks(plan.outputs), detail::kMapThreads, 0, stream>>>(
+      plan, runs, runSums, scale, accumulate, out);
   return detail::launched();
+}
+
+} // namespace
+
+int64_t reduceSumWorkspaceBytes(const Shape &shape, const Strides &so) {
+  ReducePlan plan;
+  if (!planOf(shape, so, plan))
+    return 0;
+  return plan.outputs * runsOf(plan) * static_cast<int64_t>(sizeof(double));
+}
+
+cudaError_t reduceSum(const Shape &shape, ConstFloats x, const Strides &so, float scale, Floats out,
+                      cudaStream_t stream, bool accumulate, void *workspace) {
+  ReducePlan plan;
+  if (!planOf(shape, so, plan))
+    return cudaErrorInvalidValue;
+  if (detail::allF32(x, out))
+    return launchReduce(plan, detail::f32(x), scale, detail::f32(out), workspace, stream,
+                        accumulate);
+  return launchReduce(plan, x, scale, out, workspace, stream, accumulate);
 }
 
 } // namespace tessel::cuda

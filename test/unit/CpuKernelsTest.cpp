@@ -499,6 +499,48 @@ TEST(CpuKernelsReduce, ReduceSumMatchesReference) {
   }
 }
 
+// Each output sums its terms in runs of kReduceRun (in f64, in order), then the runs in order:
+// the contract the CUDA kernel meets bit for bit. Column sums, row sums whose runs end inside
+// a row, and a reduction over several dims whose rows are shorter than a run.
+TEST(CpuKernelsReduce, ReduceSumAddsRunsInOrder) {
+  struct Case {
+    const char *name;
+    Shape shape;
+    Strides so;
+    int64_t outElements;
+  };
+  const Case cases[] = {
+      {"columns", makeShape({1000, 3}), makeStrides({0, 1}), 3},
+      {"rows", makeShape({3, 1000}), makeStrides({1, 0}), 3},
+      {"short rows", makeShape({300, 2, 5}), makeStrides({0, 1, 0}), 2},
+      {"all", makeShape({7, 130}), makeStrides({0, 0}), 1},
+  };
+  uint32_t seed = 90;
+  for (const Case &c : cases) {
+    const int64_t n = c.shape.numElements();
+    const Floats x = randomFloats(static_cast<size_t>(n), -1, 1, seed++);
+    Floats out(static_cast<size_t>(c.outElements), NAN);
+    reduceSum(c.shape, x.data(), c.so, c.outElements, 0.5f, out.data());
+    // Each output's terms in increasing index order, then summed run by run.
+    std::vector<Doubles> terms(static_cast<size_t>(c.outElements));
+    for (int64_t i = 0; i < n; ++i)
+      terms[offsetOf(c.shape, c.so, i)].push_back(x[i]);
+    for (size_t o = 0; o < terms.size(); ++o) {
+      ASSERT_GT(terms[o].size(), size_t(kReduceRun)) << c.name;
+      double total = 0.0, run = 0.0;
+      for (size_t t = 0; t < terms[o].size(); ++t) {
+        run += terms[o][t];
+        if ((t + 1) % kReduceRun == 0) {
+          total += run;
+          run = 0.0;
+        }
+      }
+      const float want = static_cast<float>((total + run) * 0.5f);
+      EXPECT_EQ(out[o], want) << c.name << ", output " << o;
+    }
+  }
+}
+
 TEST(CpuKernelsReduce, SumOfSquares) {
   const Floats x = randomFloats(10001, -2, 2, 80);
   double want = 0;

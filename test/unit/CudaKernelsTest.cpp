@@ -917,29 +917,52 @@ TEST_F(CudaKernels, AttentionRefusesHeadsItCannotTake) {
 //===----------------------------------------------------------------------===//
 
 TEST_F(CudaKernels, ReduceMatchesCpuBitForBit) {
-  const cpu::Shape shape = shapeOf({5, 7, 9, 3});
-  const Floats x = randomFloats(945, -3, 3, 600);
-  DeviceArray<float> gx(x);
-  // Summed dims: the first (a bias gradient's), the middle two, the last, all.
-  const std::pair<cpu::Strides, int64_t> cases[] = {{stridesOf({0, 27, 3, 1}), 189},
-                                                    {stridesOf({3, 0, 0, 1}), 15},
-                                                    {stridesOf({63, 9, 1, 0}), 315},
-                                                    {stridesOf({0, 0, 0, 0}), 1},
-                                                    {stridesOf({1, 0, 5, 0}), 45}};
+  struct Case {
+    cpu::Shape shape;
+    cpu::Strides so;
+    int64_t elements;
+  };
+  // Summed dims: the first (a bias gradient's), the middle two, the last, all; then sums of
+  // several runs (cpu::kReduceRun terms each): a bias gradient's columns over 1000 rows, rows
+  // of 1000, and rows of 7 whose runs span several rows.
+  const cpu::Shape small = shapeOf({5, 7, 9, 3});
+  const Case cases[] = {{small, stridesOf({0, 27, 3, 1}), 189},
+                        {small, stridesOf({3, 0, 0, 1}), 15},
+                        {small, stridesOf({63, 9, 1, 0}), 315},
+                        {small, stridesOf({0, 0, 0, 0}), 1},
+                        {small, stridesOf({1, 0, 5, 0}), 45},
+                        {shapeOf({1000, 67}), stridesOf({0, 1}), 67},
+                        {shapeOf({67, 1000}), stridesOf({1, 0}), 67},
+                        {shapeOf({300, 3, 7}), stridesOf({0, 1, 0}), 3}};
   int index = 0;
-  for (const auto &[so, elements] : cases) {
-    Floats ref(elements);
-    cpu::reduceSum(shape, x.data(), so, elements, 0.25f, ref.data());
-    DeviceArray<float> gout(elements);
-    ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gout.get(), stream), cudaSuccess);
-    // The CPU's order and precision (f64, increasing index): the same bits.
-    expectClose(ref, gout.host(), "reduce case " + std::to_string(index), 0, 0);
-    // Added to what is there, as the CPU adds it.
-    Floats before = randomFloats(elements, -1, 1, 601 + index), refSum = before;
-    cpu::reduceSum(shape, x.data(), so, elements, 0.25f, refSum.data(), true);
-    DeviceArray<float> gsum(before);
-    ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gsum.get(), stream, true), cudaSuccess);
-    expectClose(refSum, gsum.host(), "reduce accumulating case " + std::to_string(index++), 0, 0);
+  for (const Case &c : cases) {
+    const cpu::Shape &shape = c.shape;
+    const cpu::Strides &so = c.so;
+    const Floats x = randomFloats(shape.numElements(), -3, 3, 600 + index);
+    DeviceArray<float> gx(x);
+    Floats ref(c.elements);
+    cpu::reduceSum(shape, x.data(), so, c.elements, 0.25f, ref.data());
+    Floats before = randomFloats(c.elements, -1, 1, 601 + index), refSum = before;
+    cpu::reduceSum(shape, x.data(), so, c.elements, 0.25f, refSum.data(), true);
+    // One thread per output (no workspace), and each output's runs in parallel: both the CPU's
+    // order and precision, so the same bits.
+    const int64_t workspaceBytes = cuda::reduceSumWorkspaceBytes(shape, so);
+    EXPECT_EQ(workspaceBytes > 0, shape.numElements() / c.elements > cpu::kReduceRun);
+    DeviceArray<double> workspace(static_cast<size_t>(std::max<int64_t>(workspaceBytes, 8) / 8));
+    for (void *w : {static_cast<void *>(nullptr), static_cast<void *>(workspace.get())}) {
+      const std::string what = "reduce case " + std::to_string(index) +
+                               (w ? " (runs in parallel)" : " (one thread per output)");
+      DeviceArray<float> gout(c.elements);
+      ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gout.get(), stream, false, w),
+                cudaSuccess);
+      expectClose(ref, gout.host(), what, 0, 0);
+      // Added to what is there, as the CPU adds it.
+      DeviceArray<float> gsum(before);
+      ASSERT_EQ(cuda::reduceSum(shape, gx.get(), so, 0.25f, gsum.get(), stream, true, w),
+                cudaSuccess);
+      expectClose(refSum, gsum.host(), what + ", accumulating", 0, 0);
+    }
+    ++index;
   }
 }
 

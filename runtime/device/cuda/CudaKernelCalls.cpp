@@ -442,8 +442,14 @@ bool run(KernelCall &c, const catalogue::Reduce &p) {
       !c.needIn(0, product(sizes)) || !c.needOut(0, p.y_elements) ||
       !c.needOut(0, reach(sizes, sy)) || c.validating)
     return c.error.empty();
+  // The runs of long sums (a bias gradient's rows) in parallel, in scratch memory.
+  const int64_t workspaceBytes = cuda::reduceSumWorkspaceBytes(shape, y);
+  float *workspace = nullptr;
+  if (workspaceBytes > 0 && !(workspace = scratchFloats(c, (workspaceBytes + 3) / 4)))
+    return false;
   return launched(c, cuda::reduceSum(shape, typedIn(c, 0), y, static_cast<float>(p.scale),
-                                     typedOut(c, 0), stream(), p.accumulate.value_or(false)));
+                                     typedOut(c, 0), stream(), p.accumulate.value_or(false),
+                                     workspace));
 }
 
 bool run(KernelCall &c, const catalogue::Pack &p) {
