@@ -1,8 +1,8 @@
 //===- NcclCommunicator.cpp - Ranks as one GPU per process, over NCCL -----===//
 //
-// Run on one GPU as a world of one; between GPUs not yet (see the header). The plan's layouts of all-gather,
-// reduce-scatter and all-to-all put the member index in the middle ([outer, ways, chunk]);
-// NCCL's put it first. With outer > 1 the operation goes through staging memory, repacked by
+// Run on one GPU as a world of one; between GPUs not yet (see the header). The plan's layouts
+// of all-gather, reduce-scatter and all-to-all put the member index in the middle ([outer,
+// ways, chunk]); NCCL's put it first. With outer > 1 the operation goes through staging memory, repacked by
 // the CUDA backend's strided copy (which moves the bits of any 4-byte element).
 //
 //===----------------------------------------------------------------------===//
@@ -354,11 +354,16 @@ private:
     bool posted = true;
     for (const CommOp &op : ops)
       posted = posted && enqueue(op, error);
-    // The group is ended whatever happened, or NCCL stays inside it.
+    return endGroup(posted, error);
+  }
+
+  /// Ends an NCCL group whatever was posted in it, or NCCL stays inside it: whether all was
+  /// posted and the group ended, with the first error (the posting's before the ending's).
+  bool endGroup(bool posted, std::string &error) {
     std::string ending;
     if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), ending) && posted) {
       error = ending;
-      posted = false;
+      return false;
     }
     return posted;
   }
@@ -542,13 +547,7 @@ private:
                                       static_cast<int>(r), comm, stream_),
                        error);
       }
-      // The group is ended whatever happened, or NCCL stays inside it.
-      std::string ending;
-      if (!check("ncclGroupEnd", nccl_.ncclGroupEnd(), ending) && posted) {
-        error = ending;
-        posted = false;
-      }
-      if (!posted)
+      if (!endGroup(posted, error))
         return false;
       return op.outer == 1 || copied(swapOuter(ways, op.outer, chunkBytes, receive, op.y, stream_));
     }

@@ -17,6 +17,7 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"
 #include "test/unit/CudaPresence.h"
+#include "test/unit/DeviceArray.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
@@ -39,29 +40,7 @@ using Floats = std::vector<float>;
 
 namespace {
 
-/// Device memory holding a copy of `host`, freed with the object.
-template <class T> class DeviceArray {
-public:
-  explicit DeviceArray(const std::vector<T> &host) : n_(host.size()) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void **>(&data_), bytes()), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray &) = delete;
-  DeviceArray &operator=(const DeviceArray &) = delete;
-  T *get() const { return data_; }
-  std::vector<T> host() const {
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<T> out(n_);
-    EXPECT_EQ(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-
-private:
-  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(T); }
-  T *data_ = nullptr;
-  size_t n_;
-};
+using tessel::test::DeviceArray;
 using DeviceFloats = DeviceArray<float>;
 
 FusedStep step(FusedStep::Kind kind, std::initializer_list<int32_t> args, float value = 0) {

@@ -11,6 +11,7 @@
 #include "common/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "test/unit/CudaPresence.h"
+#include "test/unit/DeviceArray.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
@@ -36,39 +37,7 @@ using tessel::test::randomFloats;
 using tessel::test::shapeOf;
 using tessel::test::stridesOf;
 
-/// A device copy of a host vector, freed with the object.
-template <class T> class DeviceArray {
-public:
-  explicit DeviceArray(const std::vector<T> &host) : n_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, bytes()), cudaSuccess);
-    // An empty vector may hold no storage at all: nothing to copy.
-    if (n_) {
-      EXPECT_EQ(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),
-                cudaSuccess);
-    }
-  }
-  explicit DeviceArray(size_t n) : DeviceArray(std::vector<T>(n, T{})) {}
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray &) = delete;
-  DeviceArray &operator=(const DeviceArray &) = delete;
-
-  T *get() const { return static_cast<T *>(data_); }
-  /// Waits for the device, then copies back.
-  std::vector<T> host() const {
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<T> out(n_);
-    if (n_) {
-      EXPECT_EQ(cudaMemcpy(out.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost),
-                cudaSuccess);
-    }
-    return out;
-  }
-
-private:
-  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(T); }
-  void *data_ = nullptr;
-  size_t n_;
-};
+using tessel::test::DeviceArray;
 
 /// |gpu - cpu| <= atol + rtol |cpu| everywhere (f32: the kernels add in different orders).
 void expectClose(const Floats &cpuValues, const Floats &gpuValues, const std::string &what,
