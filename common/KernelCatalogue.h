@@ -11,6 +11,7 @@
 #ifndef TESSEL_COMMON_KERNELCATALOGUE_H
 #define TESSEL_COMMON_KERNELCATALOGUE_H
 
+#include "common/KernelOps.h"
 #include "common/PlanFile.h"
 
 #include <cstdint>
@@ -32,12 +33,7 @@ constexpr size_t kKernelCount = 0
 #include "common/KernelCatalogue.def"
     ;
 
-#define TESSEL_ENUM(Enum, Doc) enum class Enum : uint8_t {
-#define TESSEL_ENUM_VALUE(Enum, Value, Word) Value,
-#define TESSEL_ENUM_END(Enum)                                                                      \
-  }                                                                                                \
-  ;
-#include "common/KernelCatalogue.def"
+// The enumerated parameter types (BinaryOp, UnaryOp, ...) are in common/KernelOps.h.
 
 //===----------------------------------------------------------------------===//
 // The body of a fused elementwise kernel

@@ -38,7 +38,8 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/core/Executor.h"
-#include "runtime/core/KernelCall.h"
+#include "runtime/device/KernelArgs.h"
+#include "runtime/device/cpu/CpuKernelCalls.h"
 
 #include <algorithm>
 #include <chrono>
@@ -179,12 +180,13 @@ double planGemmRate(const PlanGemm &g, double budget, std::string &error) {
     call.in.push_back(v.data());
   for (auto &v : outs)
     call.out.push_back(v.data());
+  rt::KernelArgs args;
   rt::KernelFn run = rt::cpuKernel(catalogue::KernelId::Gemm);
-  if (!run(call, g.params)) {
+  if (!rt::checkKernelCall(call, g.params, args) || !run(call, args)) {
     error = call.error;
     return 0;
   }
-  double t = meanTime([&] { run(call, g.params); }, budget);
+  double t = meanTime([&] { run(call, args); }, budget);
   const cluster::GemmShape &s = g.shape;
   return 2.0 * s.batch * s.m * s.n * s.k / t;
 }

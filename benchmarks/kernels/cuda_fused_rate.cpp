@@ -29,7 +29,7 @@
 #include <vector>
 
 using namespace tessel;
-using cpu::FusedStep;
+using cuda::FusedStep;
 
 namespace {
 
@@ -63,13 +63,13 @@ std::vector<Body> bodies() {
     Body b{"add x0 x1; gelu t0 (bias row)", {}, {false, true}, {0, 1}};
     b.steps.push_back(step(FusedStep::Kind::Binary, {0, 1}));
     b.steps.push_back(step(FusedStep::Kind::Unary, {2}));
-    b.steps.back().unary = cpu::UnaryKind::Gelu;
+    b.steps.back().unary = cuda::UnaryKind::Gelu;
     out.push_back(b);
   }
   {
     Body b{"unary_grad gelu x0 x1 x2", {}, {false, false, false}, {0}};
     b.steps.push_back(step(FusedStep::Kind::UnaryGrad, {0, 1, 2}));
-    b.steps.back().unary = cpu::UnaryKind::Gelu;
+    b.steps.back().unary = cuda::UnaryKind::Gelu;
     out.push_back(b);
   }
   {
@@ -77,7 +77,7 @@ std::vector<Body> bodies() {
     b.steps.push_back(step(FusedStep::Kind::Binary, {0, 1}));
     b.steps.push_back(step(FusedStep::Kind::Binary, {4, 2}));
     b.steps.push_back(step(FusedStep::Kind::Binary, {5, 3}));
-    b.steps.back().binary = cpu::BinaryKind::Mul;
+    b.steps.back().binary = cuda::BinaryKind::Mul;
     out.push_back(b);
   }
   return out;
@@ -113,19 +113,19 @@ int main(int argc, char **argv) {
               static_cast<long long>(cols));
   rt::FusedCompiler compiler(*nvrtc, rt::KernelCache(""));
 
-  cpu::Shape shape;
+  cuda::Shape shape;
   shape.rank = 2;
   shape.size[0] = rows;
   shape.size[1] = cols;
   const int64_t n = rows * cols;
   int failures = 0;
   for (const Body &b : bodies()) {
-    std::vector<cpu::Strides> strides;
+    std::vector<cuda::Strides> strides;
     std::vector<const float *> ins;
     std::vector<float *> interp, generated;
     double bytes = 0;
     for (size_t k = 0; k < b.rowBroadcast.size(); ++k) {
-      cpu::Strides s;
+      cuda::Strides s;
       s.stride[0] = b.rowBroadcast[k] ? 0 : cols;
       s.stride[1] = 1;
       strides.push_back(s);

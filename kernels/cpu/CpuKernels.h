@@ -17,38 +17,31 @@
 #ifndef TESSEL_KERNELS_CPU_CPUKERNELS_H
 #define TESSEL_KERNELS_CPU_CPUKERNELS_H
 
+#include "kernels/KernelTypes.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tessel::cpu {
 
-constexpr int kMaxRank = 8;
-
-struct Shape {
-  int rank = 0;
-  int64_t size[kMaxRank] = {};
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int i = 0; i < rank; ++i)
-      n *= size[i];
-    return n;
-  }
-};
-
-struct Strides {
-  int64_t stride[kMaxRank] = {};
-};
-
-/// The row-major strides of `shape` (what a dense operand with the output's dims uses).
-Strides denseStrides(const Shape &shape);
+// The argument types every device's kernels share (kernels/KernelTypes.h).
+using kernels::AttentionArgs;
+using kernels::BinaryKind;
+using kernels::denseStrides;
+using kernels::FusedStep;
+using kernels::GemmArgs;
+using kernels::Half16;
+using kernels::kMaxRank;
+using kernels::kReduceRun;
+using kernels::RingBlockArgs;
+using kernels::Shape;
+using kernels::Strides;
+using kernels::UnaryKind;
 
 //===----------------------------------------------------------------------===//
 // 16-bit storage (Convert.cpp)
 //===----------------------------------------------------------------------===//
-
-/// The 16-bit floating-point storage types of mixed precision.
-enum class Half16 { BF16, F16 };
 
 /// y = x, exactly.
 void widen(Half16 type, int64_t n, const uint16_t *x, float *y);
@@ -59,23 +52,6 @@ void narrow(Half16 type, int64_t n, const float *x, uint16_t *y);
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-/// Arithmetic, then comparisons (which give 1.0 where they hold and 0.0 elsewhere).
-enum class BinaryKind { Add, Sub, Mul, Div, Lt, Le, Gt, Ge, Eq, Ne };
-enum class UnaryKind {
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Tanh,
-  Gelu,
-  Silu,
-  Relu,
-  Sigmoid,
-  Square,
-  Pow,
-  GeluErf
-};
 
 /// out[i] = a[i . sa] (op) b[i . sb] for every index i of `shape`; `out` is dense.
 void binary(BinaryKind kind, const Shape &shape, const float *a, const Strides &sa, const float *b,
@@ -89,9 +65,7 @@ void select(const Shape &shape, const float *c, const Strides &sc, const float *
 /// y[i] = i for i < n.
 void positions(int64_t n, float *y);
 
-/// y = f(x) elementwise. Gelu is the tanh approximation (GPT-2, PyTorch's
-/// gelu(approximate="tanh")); GeluErf is the exact x * Phi(x) (PyTorch's gelu()). Pow raises
-/// to `exponent` (std::pow); the other kinds ignore it.
+/// y = f(x) elementwise. Pow raises to `exponent` (std::pow); the other kinds ignore it.
 void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent = 0.0f);
 
 /// dx = dy * f'(x). `y` is f(x) as the forward computed it; kernels use whichever of x and y
@@ -99,21 +73,6 @@ void unary(UnaryKind kind, int64_t n, const float *x, float *y, float exponent =
 void unaryGrad(UnaryKind kind, int64_t n, const float *x, const float *y, const float *dy,
                float *dx, float exponent = 0.0f);
 
-/// One step of a fused elementwise program: a value per element, from the operands `args`
-/// (value numbers: the inputs first, 0 .. inputs - 1, then the steps in order).
-struct FusedStep {
-  enum class Kind { Const, Unary, UnaryGrad, Binary, Where };
-  Kind kind = Kind::Const;
-  UnaryKind unary = UnaryKind::Neg;
-  BinaryKind binary = BinaryKind::Add;
-  int32_t args[3] = {0, 0, 0}; ///< Unary: x; UnaryGrad: x, y, dy; Binary: a, b; Where: c, a, b.
-  float value = 0;             ///< Const: the value; pow (Unary, UnaryGrad): the exponent.
-
-  /// How many of `args` a step of `kind` reads.
-  static constexpr int operandsOf(Kind kind) {
-    return kind == Kind::Const ? 0 : kind == Kind::Unary ? 1 : kind == Kind::Binary ? 2 : 3;
-  }
-};
 
 /// Runs `steps` for every index i of `shape` in one pass over memory: input k is read at
 /// i . inStrides[k]; output o (dense) gets the value of step outSteps[o]. The element range is
@@ -139,10 +98,7 @@ void scale(int64_t n, const float *x, float scale, float *y);
 /// `so` is 0 along the reduced dims. `out` has `outElements` elements and is overwritten (with
 /// `accumulate`, added to: out += float(sum), the same bits as a separate addition); the sum
 /// is multiplied by `scale` (1/n for a mean). Each output element sums its inputs in
-/// increasing index order, in f64, in runs of kReduceRun terms: the sum of each run, then the
-/// runs' sums in order. (So a GPU may sum the runs of one output in parallel and give the same
-/// bits; an output of at most kReduceRun terms is the plain sum in order.)
-constexpr int64_t kReduceRun = 256;
+/// increasing index order in runs of kReduceRun terms (kernels/KernelTypes.h).
 void reduceSum(const Shape &shape, const float *x, const Strides &so, int64_t outElements,
                float scale, float *out, bool accumulate = false);
 
@@ -156,13 +112,7 @@ double sumOfSquares(int64_t n, const float *x);
 /// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b < batch, through cblas_sgemm.
 /// op(A) is m x k, op(B) is k x n, C[b] is m x n with leading dimension ldc. Batch b's
 /// matrices start at A + b * strideA (and likewise B, C); a stride of 0 reuses one matrix.
-struct GemmArgs {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool transA = false, transB = false;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  int64_t strideA = 0, strideB = 0, strideC = 0;
-  float alpha = 1.0f, beta = 0.0f;
-};
+/// (GemmArgs: kernels/KernelTypes.h.)
 void gemm(const GemmArgs &args, const float *a, const float *b, float *c);
 
 //===----------------------------------------------------------------------===//
@@ -246,44 +196,13 @@ bool embeddingGradRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int
 // Attention and positions
 //===----------------------------------------------------------------------===//
 
-/// Layouts: q and out are [batch, seq, heads, head]; k and v are [batch, kvSeq, kvHeads,
-/// head]. Query head h reads key/value head h / (heads / kvHeads). `causal` masks key
-/// positions j > i (with kvSeq == seq). out = softmax(q k^T * scale) v.
-struct AttentionArgs {
-  int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, head = 0;
-  bool causal = false;
-  /// With `causal`, a sliding window: query i sees keys i - window + 1 .. i (0: all before).
-  int64_t window = 0;
-  float scale = 1.0f;
-  /// A block of the query heads of a wider attention whose kv heads are all here (tensor
-  /// parallelism over fewer kv heads than ranks): query head h is head firstHead + h of the
-  /// whole, and reads kv head (firstHead + h) / group. A group of 0 means heads / kvHeads.
-  int64_t firstHead = 0, group = 0;
-  /// Context parallelism with every key here: the queries are the two chunks of a head-tail
-  /// split (common/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
-  /// tailStart + i - seq / 2 of the kvSeq keys. Negative: query i is at position i.
-  int64_t headStart = -1, tailStart = -1;
-  /// The same for the keys, where they are a head-tail block too (one step of ring attention
-  /// as the CUDA kernels run it: RingBlockArgs places the CPU's keys itself). Negative: key j
-  /// is at position j.
-  int64_t keyHeadStart = -1, keyTailStart = -1;
-};
+/// out = softmax(q k^T * scale) v per (batch, head), as AttentionArgs (kernels/KernelTypes.h)
+/// lays the operands out.
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                float *out);
 /// Recomputes the probabilities from q and k, then writes dq, dk, dv.
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
                    const float *dout, float *dq, float *dk, float *dv);
-/// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
-/// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
-/// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`
-/// gives the sizes, scale, causal flag and query-head block (kvSeq and window unused).
-struct RingBlockArgs {
-  AttentionArgs attention;
-  int64_t queryIndex = 0, keyIndex = 0, ways = 1;
-  /// Places in the whole sequence of query i and key j here.
-  int64_t queryPosition(int64_t i) const;
-  int64_t keyPosition(int64_t j) const;
-};
 /// Merges the block's attention into the running output `out` [batch, seq, heads, head] and
 /// log-sum-exp `lse` [batch, seq, heads] (set to 0 and −inf first when `first`).
 void attentionBlock(const RingBlockArgs &args, const float *q, const float *k, const float *v,
@@ -328,8 +247,8 @@ void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> 
 
 /// One AdamW step as PyTorch's torch.optim.AdamW (decoupled weight decay, bias correction),
 /// on the gradient g * gradScale (gradScale carries clipping). `step` counts from 1.
-struct AdamWArgs {
-  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
+struct AdamWArgs : kernels::AdamWHyper {
+  float lr = 0;
   int64_t step = 1;
   float gradScale = 1.0f;
 };

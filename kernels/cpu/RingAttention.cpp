@@ -60,16 +60,6 @@ bool blockSeen(const RingBlockArgs &a) {
 
 } // namespace
 
-int64_t RingBlockArgs::queryPosition(int64_t i) const {
-  const int64_t half = attention.seq / 2, chunk = i < half ? queryIndex : 2 * ways - 1 - queryIndex;
-  return chunk * half + (i < half ? i : i - half);
-}
-
-int64_t RingBlockArgs::keyPosition(int64_t j) const {
-  const int64_t half = attention.seq / 2, chunk = j < half ? keyIndex : 2 * ways - 1 - keyIndex;
-  return chunk * half + (j < half ? j : j - half);
-}
-
 void attentionBlock(const RingBlockArgs &a, const float *q, const float *k, const float *v,
                     bool first, float *out, float *lse) {
   const AttentionArgs &at = a.attention;

@@ -19,7 +19,7 @@
 #ifndef TESSEL_KERNELS_CUDA_CUDAKERNELS_H
 #define TESSEL_KERNELS_CUDA_CUDAKERNELS_H
 
-#include "kernels/cpu/CpuKernels.h"
+#include "kernels/KernelTypes.h"
 
 #include "kernels/cuda/BlasLt.h"
 
@@ -70,15 +70,19 @@ struct Floats {
   TESSEL_CUDA_HOST_DEVICE operator ConstFloats() const { return ConstFloats(data, type); }
 };
 
-// The shapes, strides and operation kinds are the CPU backend's.
-using cpu::AttentionArgs;
-using cpu::BinaryKind;
-using cpu::FusedStep;
-using cpu::GemmArgs;
-using cpu::kMaxRank;
-using cpu::Shape;
-using cpu::Strides;
-using cpu::UnaryKind;
+// The argument types every device's kernels share (kernels/KernelTypes.h).
+using kernels::AttentionArgs;
+using kernels::BinaryKind;
+using kernels::denseStrides;
+using kernels::FusedStep;
+using kernels::GemmArgs;
+using kernels::Half16;
+using kernels::kMaxRank;
+using kernels::kReduceRun;
+using kernels::RingBlockArgs;
+using kernels::Shape;
+using kernels::Strides;
+using kernels::UnaryKind;
 
 /// Where a kernel that reads ids (cross entropy) records the first id outside [0, limit):
 /// device memory, zeroed by its owner; `flag` is set once, by the first bad id found.
@@ -100,7 +104,7 @@ cudaError_t fill(int64_t n, float value, Floats y, cudaStream_t stream);
 cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t stream);
 /// The same with x of a 16-bit type, widened exactly (a bf16 or f16 collective's sums, which
 /// are f32 until the end).
-cudaError_t combine(bool max, cpu::Half16 type, int64_t n, float *y, const uint16_t *x,
+cudaError_t combine(bool max, Half16 type, int64_t n, float *y, const uint16_t *x,
                     cudaStream_t stream);
 /// y[i] = i for i < n.
 cudaError_t positions(int64_t n, float *y, cudaStream_t stream);
@@ -201,8 +205,7 @@ cudaError_t ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, c
 
 /// cpu::AdamWArgs with the two scalars the step computes on the device (the scheduled
 /// learning rate, the clipping factor) read from device memory.
-struct AdamWArgs {
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
+struct AdamWArgs : kernels::AdamWHyper {
   int64_t step = 1;
   const float *lr = nullptr;        ///< One element.
   const float *gradScale = nullptr; ///< One element.
@@ -305,9 +308,9 @@ cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t str
 //===----------------------------------------------------------------------===//
 
 /// As cpu::widen: y = x, exactly.
-cudaError_t widen(cpu::Half16 type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream);
+cudaError_t widen(Half16 type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream);
 /// As cpu::narrow: y = x rounded to nearest even.
-cudaError_t narrow(cpu::Half16 type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream);
+cudaError_t narrow(Half16 type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Embedding (Embedding.cu)
@@ -386,7 +389,7 @@ cudaError_t attentionBlockGrad(const AttentionArgs &args, const float *q, const 
 
 /// As cpu::reduceSum: out[i . so] = scale * the sum of x over the dims where `so` is 0, each
 /// output summing its inputs in the CPU's order and precision (f64, in runs of
-/// cpu::kReduceRun terms), so with the CPU's bits. With `accumulate` the scaled sum (rounded to
+/// kReduceRun terms), so with the CPU's bits. With `accumulate` the scaled sum (rounded to
 /// f32) is added to out, as the CPU does. With `workspace` (reduceSumWorkspaceBytes of it,
 /// 8-byte aligned) an output's runs are summed in parallel; without, one thread sums each
 /// output (the same bits, slower where outputs are few and long).

@@ -166,7 +166,7 @@ bool fusedKernelArgs(const Shape &shape, const std::vector<Strides> &strides,
 
 const std::string &fusedSourcePrelude() {
   static const std::string prelude = [] {
-    std::string s = "// The kinds of tessel::cuda (kernels/cpu/CpuKernels.h), in their order.\n"
+    std::string s = "// The kinds of tessel::cuda (kernels/KernelTypes.h), in their order.\n"
                     "namespace tessel::cuda {\nenum class BinaryKind {";
     for (size_t k = 0; k < binaryNames().size(); ++k)
       s += std::string(k ? ", " : " ") + binaryNames()[k];

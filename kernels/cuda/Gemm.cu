@@ -298,7 +298,7 @@ cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementT
 }
 
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream) {
-  return narrow(cpu::Half16::BF16, n, x, reinterpret_cast<uint16_t *>(y), stream);
+  return narrow(Half16::BF16, n, x, reinterpret_cast<uint16_t *>(y), stream);
 }
 
 } // namespace tessel::cuda

@@ -2,7 +2,7 @@
 //
 // The CPU counterpart is cpu::reduceSum (kernels/cpu/Reduce.cpp), whose order this follows to
 // the bit: every output sums its terms in increasing index order in f64, in runs of
-// cpu::kReduceRun terms, then the runs' sums in order, and is scaled once. An output of at most
+// kReduceRun terms, then the runs' sums in order, and is scaled once. An output of at most
 // one run, or a call without workspace, is summed by one thread. Otherwise two launches: one
 // thread per (output, run) sums its run into an f64 workspace, neighbouring threads taking
 // neighbouring outputs (a bias gradient's columns: coalesced reads) and, past the outputs, the
@@ -40,7 +40,7 @@ __device__ inline void keptOffsets(const ReducePlan &plan, int64_t o, int64_t &x
 
 /// The f64 sum of terms [first, end) of the output whose first term is at xBase, in order: an
 /// odometer over the summed dims, started at `first`. With `runs`, the terms are added in runs
-/// of cpu::kReduceRun and the runs' sums in order (the whole contract); without, plainly (one
+/// of kReduceRun and the runs' sums in order (the whole contract); without, plainly (one
 /// run's part of it).
 template <class In>
 __device__ double sumTerms(const ReducePlan &plan, In x, int64_t xBase, int64_t first,
@@ -56,7 +56,7 @@ __device__ double sumTerms(const ReducePlan &plan, In x, int64_t xBase, int64_t 
   int64_t inRun = 0;
   for (int64_t t = first; t < end; ++t) {
     run += detail::load(x + (xBase + offset));
-    if (runs && ++inRun == cpu::kReduceRun) {
+    if (runs && ++inRun == kReduceRun) {
       total += run;
       run = 0.0;
       inRun = 0;
@@ -99,8 +99,8 @@ __global__ void reduceRunsKernel(ReducePlan plan, In x, int64_t runs, double *ru
     const int64_t o = p % plan.outputs, r = p / plan.outputs;
     int64_t xBase, outOffset;
     keptOffsets(plan, o, xBase, outOffset);
-    const int64_t first = r * cpu::kReduceRun;
-    const int64_t end = first + cpu::kReduceRun < plan.terms ? first + cpu::kReduceRun : plan.terms;
+    const int64_t first = r * kReduceRun;
+    const int64_t end = first + kReduceRun < plan.terms ? first + kReduceRun : plan.terms;
     runSums[p] = sumTerms(plan, x, xBase, first, end, false);
   }
 }
@@ -122,7 +122,7 @@ __global__ void reduceFinishKernel(ReducePlan plan, int64_t runs, const double *
 
 /// Runs per output, where more than one.
 int64_t runsOf(const ReducePlan &plan) {
-  return plan.terms > cpu::kReduceRun ? (plan.terms + cpu::kReduceRun - 1) / cpu::kReduceRun : 0;
+  return plan.terms > kReduceRun ? (plan.terms + kReduceRun - 1) / kReduceRun : 0;
 }
 
 /// Splits the input's dims into kept and summed ones; false for a shape out of range.

@@ -4,8 +4,8 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/HostMemory.h"
-#include "runtime/core/KernelCall.h"
 #include "runtime/device/Device.h"
+#include "runtime/device/KernelArgs.h"
 
 #include "common/Float16.h"
 
@@ -33,7 +33,7 @@ void setComputeThreads(int threads) {
 struct Executor::Decoded {
   KernelFn fn;
   uint32_t stream = 0;
-  catalogue::KernelParams params;
+  KernelArgs args;
   KernelCall call;
 };
 
@@ -41,104 +41,6 @@ struct Executor::DecodedProgram {
   const planfile::Program *program;
   std::vector<Decoded> instrs;
 };
-
-//===----------------------------------------------------------------------===//
-// KernelCall
-//===----------------------------------------------------------------------===//
-
-bool KernelCall::fail(const std::string &why) {
-  if (error.empty())
-    error = why;
-  return false;
-}
-
-bool KernelCall::needIn(size_t k, int64_t elements) {
-  if (k >= inElements.size() || elements < 0 || static_cast<uint64_t>(elements) > inElements[k])
-    return fail("input " + std::to_string(k) + " needs " + std::to_string(elements) +
-                " elements but its buffer holds " +
-                std::to_string(k < inElements.size() ? inElements[k] : 0));
-  return error.empty();
-}
-
-bool KernelCall::needOut(size_t k, int64_t elements) {
-  if (k >= outElements.size() || elements < 0 || static_cast<uint64_t>(elements) > outElements[k])
-    return fail("output " + std::to_string(k) + " needs " + std::to_string(elements) +
-                " elements but its buffer holds " +
-                std::to_string(k < outElements.size() ? outElements[k] : 0));
-  return error.empty();
-}
-
-bool KernelCall::needTensors(const std::vector<int64_t> &n, size_t eachIns, size_t eachOuts,
-                             size_t optionalOuts, bool *withOptional) {
-  const size_t k = n.size();
-  const bool optional = optionalOuts && out.size() == (eachOuts + optionalOuts) * k;
-  if (withOptional)
-    *withOptional = optional;
-  if (k == 0 || in.size() < eachIns * k || (out.size() != eachOuts * k && !optional))
-    return fail("has " + std::to_string(in.size()) + " inputs and " + std::to_string(out.size()) +
-                " outputs for the " + std::to_string(k) + " tensors of its `n`");
-  for (size_t t = 0; t < k; ++t) {
-    for (size_t r = 0; r < eachIns; ++r)
-      if (!needIn(r * k + t, n[t]))
-        return false;
-    for (size_t r = 0; r < eachOuts + (optional ? optionalOuts : 0); ++r)
-      if (!needOut(r * k + t, n[t]))
-        return false;
-  }
-  for (size_t i = eachIns * k; i < in.size(); ++i)
-    if (!needIn(i, 1))
-      return false;
-  return error.empty();
-}
-
-const CommGroup *KernelCall::group(const std::string &name) {
-  if (rank) {
-    auto it = rank->groups.find(name);
-    if (it != rank->groups.end())
-      return &it->second;
-  }
-  fail("the plan has no group '" + name + "' holding this rank");
-  return nullptr;
-}
-
-int64_t KernelCall::groupIndex(const std::string &name) {
-  const CommGroup *g = group(name);
-  return g ? g->index : 0;
-}
-
-int64_t KernelCall::groupSize(const std::string &name) {
-  const CommGroup *g = group(name);
-  return g ? g->size() : 0;
-}
-
-//===----------------------------------------------------------------------===//
-// RankContext
-//===----------------------------------------------------------------------===//
-
-RankContext RankContext::forRank(const planfile::Plan &plan, uint32_t rank, Communicator *comm) {
-  RankContext r;
-  r.rank = rank;
-  r.worldSize = plan.worldSize;
-  r.comm = comm;
-  for (const planfile::Group &g : plan.groups) {
-    std::optional<planfile::GroupInstance> instance = plan.findGroup(g.name, rank);
-    r.groups[g.name] = CommGroup{std::move(instance->ranks), instance->index};
-  }
-  return r;
-}
-
-bool RankContext::drainEvents(std::string &error) {
-  bool ok = true;
-  for (const auto &[event, ticket] : events) {
-    std::string why;
-    if (!comm->wait(ticket, why) && ok) {
-      error = "collective of event " + std::to_string(event) + ": " + why;
-      ok = false;
-    }
-  }
-  events.clear();
-  return ok;
-}
 
 namespace {
 
@@ -263,9 +165,10 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
         ins.push_back(b.dtype);
       for (const BufferRef &b : instr.outputs)
         outs.push_back(b.dtype);
+      catalogue::KernelParams params;
       if (!catalogue::checkOperands(*kernel, ins, outs, why) ||
-          !catalogue::decodeParams(*kernel, instr.attrs, d.params, why) ||
-          !catalogue::checkTensors(*kernel, d.params, ins.size(), why)) {
+          !catalogue::decodeParams(*kernel, instr.attrs, params, why) ||
+          !catalogue::checkTensors(*kernel, params, ins.size(), why)) {
         error = where + ": " + why;
         return nullptr;
       }
@@ -288,14 +191,10 @@ std::unique_ptr<Executor> Executor::create(const planfile::Plan &plan, uint32_t 
         d.call.out.push_back(pointer(b));
         d.call.outElements.push_back(b.bytes / planfile::dtypeBytes(b.dtype));
       }
-      d.call.validating = true;
-      d.fn(d.call, d.params);
-      if (!d.call.error.empty()) {
+      if (!checkKernelCall(d.call, params, d.args) || !dev.prepare(d.call, d.args)) {
         error = where + ": " + d.call.error;
         return nullptr;
       }
-      d.call.validating = false;
-      dev.prepare(d.call, d.params);
       decoded->instrs.push_back(std::move(d));
     }
     ex->programs_.push_back(std::move(decoded));
@@ -452,7 +351,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     d.call.error.clear();
     d.call.stop = false;
     auto start = std::chrono::steady_clock::now();
-    bool ok = device_->launch(d.stream, d.fn, d.call, d.params);
+    bool ok = device_->launch(d.stream, d.fn, d.call, d.args);
     if (profiling_) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -15,6 +15,8 @@
 #ifndef TESSEL_RUNTIME_CORE_EXECUTOR_H
 #define TESSEL_RUNTIME_CORE_EXECUTOR_H
 
+#include "runtime/device/KernelCall.h"
+
 #include "common/PlanFile.h"
 
 #include <cstdint>
@@ -30,13 +32,6 @@ class Device;
 class DeviceBuffer;
 struct RankContext;
 
-/// What a kernel may read about the run: the optimizer step (from 1), the micro-batch within
-/// it, and the run's seed (dropout masks derive from all three).
-struct StepContext {
-  int64_t step = 1;
-  int64_t micro = 0;
-  uint64_t seed = 0;
-};
 
 /// Sets the threads the CPU kernels (and GEMM, which slices its products over them) use.
 void setComputeThreads(int threads);

@@ -15,7 +15,7 @@
 #ifndef TESSEL_RUNTIME_DEVICE_DEVICE_H
 #define TESSEL_RUNTIME_DEVICE_DEVICE_H
 
-#include "runtime/core/KernelCall.h"
+#include "runtime/device/KernelCall.h"
 
 #include "common/KernelCatalogue.h"
 
@@ -62,25 +62,24 @@ public:
   virtual void upload(void *device, const void *host, uint64_t bytes) = 0;
   virtual void download(void *host, const void *device, uint64_t bytes) = 0;
 
-  /// The device's handler of `kernel` for operands of these element types; null, with the
-  /// reason, where the device does not run that combination (a bf16 operand on a device that
-  /// computes in f32).
+  /// The device's launch of `kernel` for operands of these element types; null, with the
+  /// reason, where the device does not run that combination.
   virtual KernelFn kernel(const catalogue::KernelInfo &kernel,
                           const std::vector<planfile::DType> &ins,
                           const std::vector<planfile::DType> &outs, std::string &error) = 0;
 
-  /// Called once per instruction when a plan is loaded, after its handler has validated the
-  /// call: where a device makes code for a call ahead of its launches (the CUDA device compiles
-  /// fused elementwise bodies with NVRTC). A device that cannot still runs the call; the
-  /// default does nothing.
-  virtual void prepare(KernelCall & /*call*/, const catalogue::KernelParams & /*params*/) {}
+  /// Called once per instruction when a plan is loaded, after the call's arguments are checked
+  /// (KernelArgs.h): where a device refuses a call beyond its own limits (false, with the
+  /// reason in call.error: the CUDA attention kernels' largest head), or makes code for it
+  /// ahead of its launches (the CUDA device compiles fused elementwise bodies with NVRTC). The
+  /// default accepts every call.
+  virtual bool prepare(KernelCall & /*call*/, const KernelArgs & /*args*/) { return true; }
   /// The streams the device runs at once; an instruction's `stream` must be below it.
   virtual uint32_t streams() const = 0;
   /// Launches `fn` on `stream`, after what was launched there before. False, with the reason
   /// in call.error, where the kernel failed (a device that runs launches later reports a
   /// failure at the next synchronize).
-  virtual bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
-                      const catalogue::KernelParams &params) = 0;
+  virtual bool launch(uint32_t stream, KernelFn fn, KernelCall &call, const KernelArgs &args) = 0;
   /// Marks the current end of `stream`; `waitFor` makes another stream wait for it.
   virtual DeviceEvent record(uint32_t stream) = 0;
   virtual void waitFor(uint32_t stream, const DeviceEvent &event) = 0;

@@ -6,10 +6,19 @@
 
 namespace tessel::rt {
 
+SixteenBit sixteenBitOf(catalogue::KernelId id) {
+  static const SixteenBit table[] = {
+#define TESSEL_SIXTEEN_BIT(Id, How) SixteenBit::How,
+#include "common/KernelCatalogue.def"
+  };
+  static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
+  return table[static_cast<size_t>(id)];
+}
+
 bool isHalf(planfile::DType t) { return t == planfile::DType::BF16 || t == planfile::DType::F16; }
 
-cpu::Half16 halfKind(planfile::DType t) {
-  return t == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
+kernels::Half16 halfKind(planfile::DType t) {
+  return t == planfile::DType::BF16 ? kernels::Half16::BF16 : kernels::Half16::F16;
 }
 
 bool addsIntoOutputs(const planfile::Instr &instr) {

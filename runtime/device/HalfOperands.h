@@ -9,20 +9,25 @@
 #ifndef TESSEL_RUNTIME_DEVICE_HALFOPERANDS_H
 #define TESSEL_RUNTIME_DEVICE_HALFOPERANDS_H
 
-#include "runtime/core/KernelCall.h"
+#include "runtime/device/KernelCall.h"
 
-#include "kernels/cpu/CpuKernels.h"
+#include "kernels/KernelTypes.h"
 
 #include <cstddef>
 #include <vector>
 
 namespace tessel::rt {
 
+/// How a device runs a call of kernel `id` with 16-bit operands (KernelCatalogue.def's
+/// TESSEL_SIXTEEN_BIT column).
+enum class SixteenBit { CudaNative, Widened, Moved, Refused };
+SixteenBit sixteenBitOf(catalogue::KernelId id);
+
 /// Whether `t` is a 16-bit float type (bf16, f16), which the devices widen to f32.
 bool isHalf(planfile::DType t);
 
 /// The kernels' name for a 16-bit type.
-cpu::Half16 halfKind(planfile::DType t);
+kernels::Half16 halfKind(planfile::DType t);
 
 /// Whether the call adds into its outputs (the catalogue's `accumulate` parameter), so that
 /// they must be widened before it as well. No other kernel reads a 16-bit output: those that

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/device/KernelOperands.h"
+#include "runtime/device/KernelArgs.h"
 #include "runtime/device/cuda/FusedCompiler.h"
 #include "runtime/support/AtomicFile.h"
 
@@ -92,11 +92,11 @@ bool fusedSources(const planfile::Plan &plan, std::vector<std::string> &sources,
         call.out.push_back(nullptr);
         call.outElements.push_back(b.bytes / planfile::dtypeBytes(b.dtype));
       }
-      rt::FusedCall f;
+      rt::KernelArgs args;
       std::string source;
-      if (!rt::fusedCall(call, std::get<catalogue::FusedElementwise>(params), f))
+      if (!rt::checkKernelCall(call, params, args))
         return error = where + ": " + call.error, false;
-      if (!rt::fusedCallSource(f, source, error))
+      if (!rt::fusedCallSource(call, args.as<rt::args::FusedElementwise>(), source, error))
         return error = where + ": " + error, false;
       ++calls;
       if (seen.insert(source).second)

@@ -1,5 +1,5 @@
-"""Checks Tessel's layering: common/ is plain C++ that the compiler and the runtime share, and
-neither side reaches into the other.
+"""Checks Tessel's layering: common/ is plain C++ that the compiler and the runtime share,
+neither side reaches into the other, and the runtime's folders depend one way.
 
 Three kinds of evidence, each optional on the command line:
   --sources ROOT      the include lines of every C/C++/CUDA file under ROOT's compiler/,
@@ -52,6 +52,61 @@ LOAD_RULES = {
     "tessel-runner": ["libMLIR", "libLLVM", "antlr"],
 }
 
+# The runtime's folders depend one way, each on those after it: the runner and side tools on
+# the host loop, the host on the pipeline walk and checkpoints, those on the executor (core),
+# the executor on the devices and their kernel-call contract (device), devices on the
+# communicators (comm), and everything on support. A folder includes its own headers and
+# those of folders after it; nothing includes upward.
+RUNTIME_ORDER = [["runner", "tools"], ["host"], ["pipeline", "checkpoint"], ["core"],
+                 ["device"], ["comm"], ["support"]]
+
+# Per folder (a path under the root), include prefixes it may not use beyond its top-level
+# directory's: neither backend's kernels reach into the other's, neither device into the other,
+# and the device-neutral contract (files directly in runtime/device) into no backend.
+FOLDER_RULES = {
+    "kernels/cpu": ["kernels/cuda/"],
+    "kernels/cuda": ["kernels/cpu/"],
+    "runtime/device/cpu": ["runtime/device/cuda/", "kernels/cuda/"],
+    "runtime/device/cuda": ["runtime/device/cpu/", "kernels/cpu/"],
+}
+DEVICE_NEUTRAL = ("runtime/device", ["runtime/device/cpu/", "runtime/device/cuda/",
+                                     "kernels/cpu/", "kernels/cuda/"])
+
+
+def runtime_level(folder):
+    """The index in RUNTIME_ORDER of runtime/FOLDER, or None for a folder it does not name."""
+    for level, names in enumerate(RUNTIME_ORDER):
+        if folder in names:
+            return level
+    return None
+
+
+def folder_problems(relpath, included):
+    """The rules beyond the top-level ones that `relpath` (relative to the root) breaks by
+    including `included`."""
+    found = []
+    directory = os.path.dirname(relpath)
+    parts = relpath.split("/")
+    if parts[0] == "runtime" and len(parts) > 2 and included.startswith("runtime/"):
+        mine, theirs = parts[1], included.split("/")[1]
+        a, b = runtime_level(mine), runtime_level(theirs)
+        if a is None:
+            found.append(f"runtime/{mine}/ is not in the runtime's order; add it to RUNTIME_ORDER")
+        elif b is not None and mine != theirs and b <= a:
+            found.append(f"runtime/{mine}/ may not include runtime/{theirs}/, which comes before "
+                         f"it in the runtime's order")
+    for folder, forbidden in FOLDER_RULES.items():
+        if directory == folder or directory.startswith(folder + "/"):
+            for prefix in forbidden:
+                if included.startswith(prefix):
+                    found.append(f"{folder}/ may not include {prefix}")
+    if directory == DEVICE_NEUTRAL[0]:
+        for prefix in DEVICE_NEUTRAL[1]:
+            if included.startswith(prefix):
+                found.append(f"the device-neutral {DEVICE_NEUTRAL[0]}/ may not include {prefix}")
+    return found
+
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
 SOURCE_SUFFIXES = (".h", ".hpp", ".inc", ".c", ".cc", ".cpp", ".cu", ".cuh", ".td", ".def")
 
@@ -77,11 +132,14 @@ def check_sources(root, problems):
                         if not m:
                             continue
                         included = normalised(m.group(1))
+                        relpath = os.path.relpath(path, root)
                         for prefix in forbidden:
                             if included.startswith(prefix):
                                 problems.append(
-                                    f"{os.path.relpath(path, root)}:{number}: {top}/ includes "
+                                    f"{relpath}:{number}: {top}/ includes "
                                     f"\"{m.group(1)}\"; {top}/ may not include {prefix}")
+                        for why in folder_problems(relpath, included):
+                            problems.append(f"{relpath}:{number}: includes \"{m.group(1)}\"; {why}")
     return files
 
 

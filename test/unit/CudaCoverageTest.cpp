@@ -1,12 +1,13 @@
-//===- CudaCoverageTest.cpp - Every compute kernel has a CUDA handler -----===//
+//===- CudaCoverageTest.cpp - The CUDA device's launch tables -------------===//
 //
-// The CUDA device runs a plan only if it has a handler for each of the plan's compute kernels
-// (collectives go to the communicator): a kernel added to the catalogue, or a handler left out
-// of the dispatch table, would make every plan calling it fail at load on a GPU. No GPU is
-// needed to look the handlers up, so this runs wherever the CUDA toolkit is.
+// The CUDA device's tables come from the catalogue: a launch for every kernel (a missing one
+// fails to compile), and a 16-bit launch exactly for the kernels whose TESSEL_SIXTEEN_BIT column
+// says CudaNative; every other kernel's 16-bit calls run between widening copies. No GPU is
+// needed to look the launches up, so this runs wherever the CUDA toolkit is.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/HalfOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
 #include "common/KernelCatalogue.h"
@@ -14,14 +15,32 @@
 #include <gtest/gtest.h>
 
 using namespace tessel;
+using planfile::DType;
 
-TEST(CudaCoverage, EveryComputeKernelHasAHandler) {
-  int compute = 0;
+TEST(CudaCoverage, EveryKernelHasALaunch) {
+  int kernels = 0;
   for (const catalogue::KernelInfo &k : catalogue::kernels()) {
-    if (k.family != catalogue::Family::Compute)
-      continue;
-    ++compute;
-    EXPECT_NE(rt::cudaKernel(k.id), nullptr) << "the cuda device has no handler for " << k.name;
+    ++kernels;
+    EXPECT_NE(rt::cudaKernel(k.id), nullptr) << "the cuda device has no launch for " << k.name;
   }
-  EXPECT_GE(compute, 40); // the catalogue is read, not an empty list
+  EXPECT_GE(kernels, 40); // the catalogue is read, not an empty list
+}
+
+TEST(CudaCoverage, SixteenBitLaunchesAreTheCataloguesNativeKernels) {
+  int native = 0;
+  for (const catalogue::KernelInfo &k : catalogue::kernels()) {
+    // A product's 16-bit launch needs a and b of one type (its f32 result: a weight gradient).
+    const bool gemm = k.id == catalogue::KernelId::Gemm;
+    const std::vector<DType> ins = gemm ? std::vector<DType>{DType::BF16, DType::BF16}
+                                        : std::vector<DType>{DType::BF16};
+    const std::vector<DType> outs = {gemm ? DType::F32 : DType::BF16};
+    const bool expected = rt::sixteenBitOf(k.id) == rt::SixteenBit::CudaNative;
+    native += expected;
+    EXPECT_EQ(rt::cudaSixteenBitKernel(k.id, ins, outs) != nullptr, expected) << k.name;
+  }
+  EXPECT_GE(native, 20);
+  // A product of two different 16-bit types has no such launch: it is widened.
+  EXPECT_EQ(rt::cudaSixteenBitKernel(catalogue::KernelId::Gemm, {DType::BF16, DType::F16},
+                                     {DType::F32}),
+            nullptr);
 }

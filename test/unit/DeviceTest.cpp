@@ -33,7 +33,7 @@ public:
   struct Counts {
     int allocations = 0, uploads = 0, downloads = 0, launches = 0, synchronizes = 0;
     std::vector<std::string> kernels;
-    /// Instructions handed to prepare (validated, not validating), and the launches before.
+    /// Instructions handed to prepare (checked), and the launches before.
     std::vector<std::string> prepared;
     int launchesBeforePrepare = 0;
   };
@@ -57,17 +57,17 @@ public:
     counts_.kernels.push_back(kernel.name);
     return cpu_->kernel(kernel, ins, outs, error);
   }
-  void prepare(KernelCall &call, const catalogue::KernelParams &params) override {
-    if (!call.validating && call.error.empty())
+  bool prepare(KernelCall &call, const rt::KernelArgs &args) override {
+    if (call.error.empty())
       counts_.prepared.push_back(call.instr->kernel);
     counts_.launchesBeforePrepare += counts_.launches;
-    cpu_->prepare(call, params);
+    return cpu_->prepare(call, args);
   }
   uint32_t streams() const override { return 1; }
   bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
-              const catalogue::KernelParams &params) override {
+              const rt::KernelArgs &args) override {
     ++counts_.launches;
-    return cpu_->launch(stream, fn, call, params);
+    return cpu_->launch(stream, fn, call, args);
   }
   DeviceEvent record(uint32_t stream) override { return cpu_->record(stream); }
   void waitFor(uint32_t stream, const DeviceEvent &event) override { cpu_->waitFor(stream, event); }

@@ -10,7 +10,7 @@
 #include "common/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "runtime/core/Executor.h"
-#include "runtime/core/KernelCall.h"
+#include "runtime/device/cpu/CpuKernelCalls.h"
 #include "runtime/device/Device.h"
 
 #include "test/unit/ExecutorState.h"

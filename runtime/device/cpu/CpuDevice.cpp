@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/Device.h"
+#include "runtime/device/HalfOperands.h"
+#include "runtime/device/cpu/CpuKernelCalls.h"
 #include "runtime/device/cpu/WidenedCall.h"
 
 #include <cstdlib>
@@ -58,23 +60,23 @@ public:
                   const std::vector<planfile::DType> &outs, std::string &error) override {
     if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
       return cpuKernel(kernel.id);
-    // A collective's communicator moves elements of any type and sums 16-bit ones in f32, and
-    // a wait's operands only name its collective's buffers; the other control kernels read
-    // f32, which mixed precision keeps their operands.
-    if (kernel.family == catalogue::Family::Collective || kernel.id == catalogue::KernelId::Wait)
+    switch (sixteenBitOf(kernel.id)) {
+    case SixteenBit::Moved:
       return cpuKernel(kernel.id);
-    if (kernel.family == catalogue::Family::Control) {
+    case SixteenBit::Refused:
       error = "a 16-bit operand of a control kernel; the cpu device runs those on f32 and i32 "
               "buffers";
       return nullptr;
+    case SixteenBit::CudaNative:
+    case SixteenBit::Widened:
+      break;
     }
     return &widenedCall;
   }
 
   uint32_t streams() const override { return 1; }
-  bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
-              const catalogue::KernelParams &params) override {
-    return fn(call, params);
+  bool launch(uint32_t stream, KernelFn fn, KernelCall &call, const KernelArgs &args) override {
+    return fn(call, args);
   }
   DeviceEvent record(uint32_t stream) override { return DeviceEvent{stream, ++launched_}; }
   void waitFor(uint32_t stream, const DeviceEvent &event) override {}

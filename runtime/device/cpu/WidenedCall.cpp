@@ -3,6 +3,8 @@
 #include "runtime/device/cpu/WidenedCall.h"
 
 #include "runtime/device/HalfOperands.h"
+#include "runtime/device/KernelArgs.h"
+#include "runtime/device/cpu/CpuKernelCalls.h"
 
 #include "kernels/cpu/CpuKernels.h"
 
@@ -35,10 +37,8 @@ float *scratch(size_t slot, uint64_t elements) {
 
 } // namespace
 
-bool widenedCall(KernelCall &c, const catalogue::KernelParams &params) {
-  KernelFn f32 = cpuKernel(static_cast<catalogue::KernelId>(params.index() - 1));
-  if (c.validating)
-    return f32(c, params);
+bool widenedCall(KernelCall &c, const KernelArgs &args) {
+  KernelFn f32 = cpuKernel(args.id());
   const planfile::Instr &instr = *c.instr;
   std::vector<void *> in = c.in, out = c.out;
   size_t slot = 0;
@@ -66,7 +66,7 @@ bool widenedCall(KernelCall &c, const catalogue::KernelParams &params) {
                  static_cast<const uint16_t *>(out[k]), s);
     c.out[k] = s;
   }
-  bool ok = f32(c, params);
+  bool ok = f32(c, args);
   for (size_t k = 0; k < c.out.size(); ++k)
     if (isHalf(instr.outputs[k].dtype))
       cpu::narrow(halfKind(instr.outputs[k].dtype), static_cast<int64_t>(c.outElements[k]),

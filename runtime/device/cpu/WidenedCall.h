@@ -11,16 +11,16 @@
 #ifndef TESSEL_RUNTIME_DEVICE_CPU_WIDENEDCALL_H
 #define TESSEL_RUNTIME_DEVICE_CPU_WIDENEDCALL_H
 
-#include "runtime/core/KernelCall.h"
+#include "runtime/device/KernelCall.h"
 
 namespace tessel::rt {
 
-/// The handler of a compute kernel with 16-bit operands: widens them into this thread's f32
+/// The launch of a compute kernel with 16-bit operands: widens them into this thread's f32
 /// scratch (an output only when the call adds into it, `accumulate`; an output that is one of
-/// the inputs shares that input's scratch, so in-place kernels stay in place), runs
-/// the kernel's f32 handler (cpuKernel) there, and narrows the 16-bit outputs back. Validation
-/// runs the f32 handler on the call as it is (its element counts are already per type).
-bool widenedCall(KernelCall &call, const catalogue::KernelParams &params);
+/// the inputs shares that input's scratch, so in-place kernels stay in place), runs the
+/// kernel's f32 launch (cpuKernel) there, and narrows the 16-bit outputs back. The call's
+/// element counts are per operand whatever its type, so its check holds for the scratch too.
+bool widenedCall(KernelCall &call, const KernelArgs &args);
 
 } // namespace tessel::rt
 

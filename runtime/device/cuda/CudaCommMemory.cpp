@@ -2,6 +2,8 @@
 
 #include "runtime/device/cuda/CudaCommMemory.h"
 
+#include "runtime/device/HalfOperands.h"
+
 #include "kernels/cuda/CudaKernels.h"
 
 #include <cuda_runtime_api.h>
@@ -85,10 +87,6 @@ void writeBack(CudaCommMemory &mem, void *p, const void *at, size_t bytes) {
     mem.copy(p, at, bytes);
 }
 
-cpu::Half16 halfOf(planfile::DType type) {
-  return type == planfile::DType::BF16 ? cpu::Half16::BF16 : cpu::Half16::F16;
-}
-
 } // namespace
 
 // A kernel reads and writes only its own GPU's memory: an operand of another GPU of the process
@@ -110,7 +108,7 @@ void CudaCommMemory::reduce(ReduceOp op, float *acc, const void *x, planfile::DT
   float *sums = static_cast<float *>(into);
   note(type == planfile::DType::F32
            ? cuda::combine(max, n, sums, static_cast<const float *>(from), cudaStreamPerThread)
-           : cuda::combine(max, halfOf(type), n, sums, static_cast<const uint16_t *>(from),
+           : cuda::combine(max, halfKind(type), n, sums, static_cast<const uint16_t *>(from),
                            cudaStreamPerThread));
   writeBack(*this, acc, into, bytes);
 }
@@ -126,7 +124,7 @@ void CudaCommMemory::widen(float *to, const void *from, planfile::DType type, in
   void *into = writable(*this, ordinal_, to, bytes, false, stagedTo);
   if (!x || !into)
     return note(cudaErrorMemoryAllocation);
-  note(cuda::widen(halfOf(type), n, static_cast<const uint16_t *>(x), static_cast<float *>(into),
+  note(cuda::widen(halfKind(type), n, static_cast<const uint16_t *>(x), static_cast<float *>(into),
                    cudaStreamPerThread));
   writeBack(*this, to, into, bytes);
 }
@@ -143,7 +141,7 @@ void CudaCommMemory::narrow(void *to, planfile::DType type, const float *from, i
   void *into = writable(*this, ordinal_, to, bytes, false, stagedTo);
   if (!x || !into)
     return note(cudaErrorMemoryAllocation);
-  note(cuda::narrow(halfOf(type), n, static_cast<const float *>(x), static_cast<uint16_t *>(into),
+  note(cuda::narrow(halfKind(type), n, static_cast<const float *>(x), static_cast<uint16_t *>(into),
                     cudaStreamPerThread));
   writeBack(*this, to, into, bytes);
 }

@@ -3,15 +3,16 @@
 // Buffers are cudaMalloc allocations; the device runs kStreams non-blocking streams, events
 // are CUDA events, and launches return as soon as the work is queued: a kernel that faults is
 // reported at the next synchronize. Copies to and from the host first wait for every stream,
-// then copy and wait for the copy. Kernels compute in f32 (with i32 ids) for now; the handlers
-// are in CudaKernelCalls.cpp, and a kernel without one is refused when the plan is loaded.
+// then copy and wait for the copy. The launches are in CudaKernelCalls.cpp: every kernel of the
+// catalogue has one, on f32 and i32 operands and, for the kernels the catalogue marks
+// CudaNative, on 16-bit ones; the others run 16-bit calls between widening copies.
 // The device loads cuBLASLt (kernels/cuda/BlasLt.h: opened with dlopen, so that a runner on
 // the CPU device never maps it) and creates one handle and, per stream, a workspace of
 // cuda::kBlasWorkspaceBytes, so products on different streams never share one; f32 products
 // do not use TF32 unless TESSEL_CUDA_TF32=1 is set (results then differ from the CPU's in the
 // fourth significant digit).
 //
-// The collectives and transfers run the communicator's operations (comm/CollectiveCalls.h):
+// The collectives and transfers run the communicator's operations (device/CollectiveCalls.h):
 // ranks as threads of this process reach each other's buffers through the device's
 // CudaCommMemory (copies and a reduction kernel on the GPU), ranks as processes go over NCCL
 // (comm/NcclCommunicator.h). Run on an H200 (scripts/gpu-window.sh).
@@ -27,7 +28,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/Device.h"
-#include "runtime/device/KernelOperands.h"
+#include "runtime/device/HalfOperands.h"
+#include "runtime/device/KernelArgs.h"
 #include "runtime/device/cuda/CudaCommMemory.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 #include "runtime/device/cuda/FusedKernels.h"
@@ -44,8 +46,6 @@
 namespace tessel::rt {
 
 namespace {
-
-thread_local CudaLaunch *current = nullptr;
 
 /// Streams of one device: enough for compute, collectives and copies to overlap.
 constexpr uint32_t kStreams = 4;
@@ -218,55 +218,51 @@ public:
 
   KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                   const std::vector<planfile::DType> &outs, std::string &error) override {
-    KernelFn fn = cudaKernel(kernel.id);
-    if (!fn) {
-      error = std::string("the cuda device has no '") + kernel.name +
-              "' kernel yet (the CUDA backend is being built, issue 16); run on the cpu device";
-      return nullptr;
-    }
     if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
-      return fn;
-    // 16-bit operands: a handler made for them where there is one (cudaSixteenBitKernel: the
-    // 16-bit products, the memory-bound kernels that take each operand at its type), else the
-    // f32 kernel between widening and narrowing copies (CudaWidenedCall.cpp). Never run on a
-    // GPU (issue 16).
-    // A collective's communicator moves elements of any type and sums 16-bit ones in f32, and
-    // a wait's operands only name its collective's buffers; the other control kernels read
-    // f32, which mixed precision keeps their operands.
-    if (kernel.family == catalogue::Family::Collective || kernel.id == catalogue::KernelId::Wait)
-      return fn;
-    if (kernel.family == catalogue::Family::Control) {
+      return cudaKernel(kernel.id);
+    // 16-bit operands: the catalogue says how (TESSEL_SIXTEEN_BIT): a launch made for them
+    // (cudaSixteenBitKernel: the 16-bit products, the memory-bound kernels that take each
+    // operand at its type), else the f32 kernel between widening and narrowing copies
+    // (CudaWidenedCall.cpp).
+    switch (sixteenBitOf(kernel.id)) {
+    case SixteenBit::Moved:
+      return cudaKernel(kernel.id);
+    case SixteenBit::Refused:
       error = "a 16-bit operand of a control kernel; the cuda device runs those on f32 and i32 "
               "buffers";
       return nullptr;
+    case SixteenBit::CudaNative:
+      if (KernelFn native = cudaSixteenBitKernel(kernel.id, ins, outs))
+        return native;
+      break;
+    case SixteenBit::Widened:
+      break;
     }
-    if (KernelFn native = cudaSixteenBitKernel(kernel.id, ins, outs))
-      return native;
     return &cudaWidenedCall;
   }
 
-  void prepare(KernelCall &call, const catalogue::KernelParams &params) override {
-    const auto *p = std::get_if<catalogue::FusedElementwise>(&params);
-    FusedCall f;
-    if (p && fused_ && fusedCall(call, *p, f)) {
+  bool prepare(KernelCall &call, const KernelArgs &args) override {
+    if (!cudaAccepts(call, args))
+      return false;
+    if (fused_ && args.id() == catalogue::KernelId::FusedElementwise) {
       cudaSetDevice(ordinal_);
-      fused_->prepare(call.instr, f);
+      fused_->prepare(call, args.as<args::FusedElementwise>());
     }
+    return true;
   }
 
   uint32_t streams() const override { return kStreams; }
 
   CommMemory &commMemory() override { return commMemory_; }
 
-  bool launch(uint32_t stream, KernelFn fn, KernelCall &call,
-              const catalogue::KernelParams &params) override {
+  bool launch(uint32_t stream, KernelFn fn, KernelCall &call, const KernelArgs &args) override {
     if (fused_ && fused_->reportPending())
       fused_->report();
     cudaSetDevice(ordinal_);
     launching_ = stream % kStreams;
-    current = this;
-    const bool ok = fn(call, params);
-    current = nullptr;
+    call.launch = this;
+    const bool ok = fn(call, args);
+    call.launch = nullptr;
     return ok;
   }
 
@@ -412,7 +408,6 @@ private:
 
 } // namespace
 
-CudaLaunch *currentCudaLaunch() { return current; }
 
 std::unique_ptr<Device> createCudaDevice(int ordinal, std::string &error) {
   int count = 0;

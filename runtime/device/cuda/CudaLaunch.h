@@ -1,15 +1,15 @@
 //===- CudaLaunch.h - What a CUDA kernel call runs with ---------*- C++ -*-===//
 //
-// Private to device/cuda. A kernel handler has the signature every device shares (KernelFn);
-// what it needs of the CUDA device beyond its operands (the stream, scratch memory, where a
-// bad id is recorded, cuBLASLt) the device hands it for the length of one launch, through a pointer
-// local to the launching thread. Validation at load runs the handlers without it.
+// Private to device/cuda. A launch has the signature every device shares (KernelFn); what it
+// needs of the CUDA device beyond its operands (the stream, scratch memory, where a bad id is
+// recorded, cuBLASLt) the device hands it for the length of one launch, as the call's launch
+// context (KernelCall::launch).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
 #define TESSEL_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
 
-#include "runtime/core/KernelCall.h"
+#include "runtime/device/KernelArgs.h"
 
 #include "kernels/cuda/CudaKernels.h"
 
@@ -19,9 +19,8 @@
 
 namespace tessel::rt {
 
-class CudaLaunch {
+class CudaLaunch : public LaunchContext {
 public:
-  virtual ~CudaLaunch() = default;
   virtual cudaStream_t stream() const = 0;
   /// `bytes` of device memory that only this stream's kernels use, valid until the next call
   /// on the same stream; null (with the reason) if it cannot be had.
@@ -41,10 +40,13 @@ public:
   virtual cudaKernel_t fusedKernel(const planfile::Instr *instr) const = 0;
 };
 
-/// The launch in progress on this thread; null outside CudaDevice::launch.
-CudaLaunch *currentCudaLaunch();
+/// The CUDA device's context of the launch in progress of `call`.
+inline CudaLaunch &cudaLaunchOf(const KernelCall &call) {
+  return static_cast<CudaLaunch &>(*call.launch);
+}
 
-/// The CUDA handler of kernel `id`, or null where the CUDA backend has none yet.
+/// The CUDA launch of kernel `id` on f32 and i32 operands; every kernel of the catalogue has
+/// one.
 KernelFn cudaKernel(catalogue::KernelId id);
 
 /// A plan's element type as the CUDA kernels name it (i32 has no entry: f32).
@@ -54,20 +56,23 @@ inline cuda::ElementType elementTypeOf(planfile::DType t) {
                                      : cuda::ElementType::F32;
 }
 
-/// A CUDA handler made for these 16-bit operand types, or null where there is none: a gemm of
-/// two 16-bit operands (cuBLASLt's tensor-core path), AdamW writing 16-bit working copies, a
-/// fused elementwise call (its generated kernel loads and stores each operand's type), and the
-/// memory-bound kernels whose launchers take each operand at its type (cuda::ConstFloats):
-/// maps, copies, reductions, norms, softmax, cross entropy, embeddings, rotary embedding.
-/// Attention and the rest run between widening copies (cudaWidenedCall).
+/// The CUDA launch of kernel `id` made for the 16-bit types of these operands, or null where
+/// there is none (the catalogue's TESSEL_SIXTEEN_BIT column: Native kernels load and store
+/// each operand at its own type; the rest run between widening copies, cudaWidenedCall). A
+/// product takes them natively when a and b are of one 16-bit type and c is f32 or that type.
 KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile::DType> &ins,
                               const std::vector<planfile::DType> &outs);
 
-/// The handler of a call with 16-bit operands whose kernel has only its f32 CUDA handler: as
-/// the CPU device's widenedCall (runtime/device/cpu/WidenedCall.h), on the launch's stream:
-/// 16-bit operands widened into operand scratch, the f32 handler, 16-bit outputs narrowed
-/// back to nearest even.
-bool cudaWidenedCall(KernelCall &call, const catalogue::KernelParams &params);
+/// What the CUDA kernels take beyond every device's check (CudaDevice::prepare): attention heads
+/// of at most kMaxAttentionHead, fused bodies within the interpreter's steps and operands.
+/// False with the reason in call.error.
+bool cudaAccepts(KernelCall &call, const KernelArgs &args);
+
+/// The launch of a call with 16-bit operands whose kernel has only its f32 CUDA launch: as the
+/// CPU device's widenedCall (runtime/device/cpu/WidenedCall.h), on the launch's stream: 16-bit
+/// operands widened into operand scratch, the f32 launch, 16-bit outputs narrowed back to
+/// nearest even.
+bool cudaWidenedCall(KernelCall &call, const KernelArgs &args);
 
 } // namespace tessel::rt
 

@@ -27,11 +27,9 @@ bool converted(KernelCall &c, cudaError_t e) {
 
 } // namespace
 
-bool cudaWidenedCall(KernelCall &c, const catalogue::KernelParams &params) {
-  KernelFn f32 = cudaKernel(static_cast<catalogue::KernelId>(params.index() - 1));
-  if (c.validating)
-    return f32(c, params);
-  CudaLaunch &launch = *currentCudaLaunch();
+bool cudaWidenedCall(KernelCall &c, const KernelArgs &args) {
+  KernelFn f32 = cudaKernel(args.id());
+  CudaLaunch &launch = cudaLaunchOf(c);
   const cudaStream_t stream = launch.stream();
   const planfile::Instr &instr = *c.instr;
   std::vector<void *> in = c.in, out = c.out;
@@ -67,7 +65,7 @@ bool cudaWidenedCall(KernelCall &c, const catalogue::KernelParams &params) {
       ok = (c.out[k] = wide(out[k], t, c.outElements[k], widenOutputs)) != nullptr;
   }
   if (ok)
-    ok = f32(c, params);
+    ok = f32(c, args);
   for (size_t k = 0; ok && k < c.out.size(); ++k)
     if (isHalf(instr.outputs[k].dtype))
       ok = converted(c, cuda::narrow(halfKind(instr.outputs[k].dtype),

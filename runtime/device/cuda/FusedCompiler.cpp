@@ -23,13 +23,14 @@ std::string smArch(int major, int minor) {
   return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
-bool fusedCallSource(const FusedCall &call, std::string &source, std::string &error) {
-  cuda::FusedLayout layout = cuda::fusedLayout(call.shape, call.strides);
-  for (planfile::DType t : call.inTypes)
-    layout.inTypes.push_back(elementTypeOf(t));
-  for (planfile::DType t : call.outTypes)
-    layout.outTypes.push_back(elementTypeOf(t));
-  return cuda::fusedKernelSource(call.steps, layout, call.outSteps, source, error);
+bool fusedCallSource(const KernelCall &call, const args::FusedElementwise &a, std::string &source,
+                     std::string &error) {
+  cuda::FusedLayout layout = cuda::fusedLayout(a.shape, a.strides);
+  for (const planfile::BufferRef &b : call.instr->inputs)
+    layout.inTypes.push_back(elementTypeOf(b.dtype));
+  for (const planfile::BufferRef &b : call.instr->outputs)
+    layout.outTypes.push_back(elementTypeOf(b.dtype));
+  return cuda::fusedKernelSource(a.steps, layout, a.outSteps, source, error);
 }
 
 FusedCompiler *processFusedCompiler(std::string &error) {

@@ -9,7 +9,7 @@
 #ifndef TESSEL_RUNTIME_DEVICE_CUDA_FUSEDCOMPILER_H
 #define TESSEL_RUNTIME_DEVICE_CUDA_FUSEDCOMPILER_H
 
-#include "runtime/device/KernelOperands.h"
+#include "runtime/device/KernelArgs.h"
 #include "runtime/device/cuda/KernelCache.h"
 #include "runtime/device/cuda/Nvrtc.h"
 
@@ -36,8 +36,10 @@ FusedCompiler *processFusedCompiler(std::string &error);
 /// "sm_90" for compute capability 9.0.
 std::string smArch(int major, int minor);
 
-/// The generated source of a decoded call (fusedCall); false with the reason.
-bool fusedCallSource(const FusedCall &call, std::string &source, std::string &error);
+/// The generated source of a checked fused_elementwise call, for its operands' element types;
+/// false with the reason.
+bool fusedCallSource(const KernelCall &call, const args::FusedElementwise &a, std::string &source,
+                     std::string &error);
 
 class FusedCompiler {
 public:

@@ -21,7 +21,8 @@ void FusedKernels::warn(const std::string &why) {
                deviceName_.c_str(), why.c_str());
 }
 
-void FusedKernels::prepare(const planfile::Instr *instr, const FusedCall &call) {
+void FusedKernels::prepare(const KernelCall &call, const args::FusedElementwise &a) {
+  const planfile::Instr *instr = call.instr;
   std::lock_guard<std::mutex> lock(mutex_);
   pending_ = true;
   ++calls_;
@@ -37,7 +38,7 @@ void FusedKernels::prepare(const planfile::Instr *instr, const FusedCall &call) 
     }
   }
   std::string source, error, warning;
-  if (!fusedCallSource(call, source, error)) {
+  if (!fusedCallSource(call, a, source, error)) {
     warn("a fused body has no generated kernel: " + error);
     return;
   }

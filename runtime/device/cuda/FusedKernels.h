@@ -33,7 +33,7 @@ public:
 
   /// Generates, compiles and loads the kernel of call `instr` (decoded as `call`). Where that
   /// fails the call keeps the interpreter; the first failure is printed.
-  void prepare(const planfile::Instr *instr, const FusedCall &call);
+  void prepare(const KernelCall &call, const args::FusedElementwise &a);
   /// The kernel prepared for `instr`, or null.
   cudaKernel_t find(const planfile::Instr *instr) const;
   /// Whether prepare ran since the last report.

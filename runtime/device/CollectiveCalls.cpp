@@ -1,6 +1,6 @@
 //===- CollectiveCalls.cpp - Plan kernels that communicate ----------------===//
 
-#include "runtime/comm/CollectiveCalls.h"
+#include "runtime/device/CollectiveCalls.h"
 
 #include "common/HeadTail.h"
 
@@ -56,11 +56,11 @@ bool issue(KernelCall &c, const CommOp &op, const std::optional<int64_t> &event)
 CommMemory &memoryOf(KernelCall &c) { return c.rank->memory ? *c.rank->memory : hostMemory(); }
 
 /// A group of one rank: every collective copies x to y.
-bool copyAlone(KernelCall &c, int64_t elements) {
+bool copyAlone(KernelCall &c, uint64_t bytes) {
   if (c.in[0] == c.out[0])
     return true;
   CommMemory &mem = memoryOf(c);
-  mem.copy(c.out[0], c.in[0], bytesOf(c, elements));
+  mem.copy(c.out[0], c.in[0], bytes);
   return mem.finish(c.error);
 }
 
@@ -80,11 +80,21 @@ void headTailOrder(CommMemory &mem, const char *from, char *to, int64_t outer, i
       }
 }
 
-/// The kind of all_gather, reduce_scatter and all_to_all: x and y of [outer, ways, chunk] or
-/// [outer, chunk]. Along a head-tail dim (a group splitting a sequence for context
-/// parallelism) a rank's chunk is two chunks of the whole: the whole side is reordered
-/// through a buffer of its own, and the collective runs at once, whatever its event.
-template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind kind) {
+/// The operation of a collective over group `g` on the call's data, without its buffers.
+CommOp opOf(const KernelCall &c, CommOp::Kind kind, const CommGroup *g) {
+  CommOp op;
+  op.kind = kind;
+  op.type = dataType(c);
+  op.group = g;
+  return op;
+}
+
+/// all_gather, reduce_scatter and all_to_all: x and y of [outer, ways, chunk] or [outer,
+/// chunk]. Along a head-tail dim (a group splitting a sequence for context parallelism) a
+/// rank's chunk is two chunks of the whole: the whole side is reordered through a buffer of its
+/// own, and the collective runs at once, whatever its event.
+template <class P>
+bool checkBlockCollective(KernelCall &c, const P &p, CommOp::Kind kind, args::Collective &a) {
   const int64_t outer = p.outer, chunk = p.chunk;
   const CommGroup *g = c.group(p.group);
   if (!g || !positive(c, {outer, chunk}))
@@ -92,43 +102,56 @@ template <class P> bool blockCollective(KernelCall &c, const P &p, CommOp::Kind 
   const int64_t ways = g->size(), slice = outer * chunk, whole = outer * ways * chunk;
   const int64_t in = kind == CommOp::Kind::AllGather ? slice : whole;
   const int64_t out = kind == CommOp::Kind::ReduceScatter ? slice : whole;
-  const bool headTail = headtail::isHeadTail(p.group) && ways > 1 && kind != CommOp::Kind::AllToAll;
-  if (headTail && chunk % 2 != 0)
+  a.headTail = headtail::isHeadTail(p.group) && ways > 1 && kind != CommOp::Kind::AllToAll;
+  if (a.headTail && chunk % 2 != 0)
     return c.fail("splits a dim head-tail over group " + p.group + " but its chunk of " +
                   std::to_string(chunk) + " elements is odd");
-  if (!c.needIn(0, in) || !c.needOut(0, out) || !separate(c, in, out, false) || c.validating)
-    return c.error.empty();
-  if (ways == 1)
-    return copyAlone(c, slice);
-  CommOp op;
-  op.kind = kind;
-  op.type = dataType(c);
-  op.group = g;
-  op.outer = outer;
-  op.chunk = chunk;
-  op.x = c.in[0];
-  op.y = c.out[0];
-  if (!headTail)
-    return issue(c, op, p.event);
+  if (!c.needIn(0, in) || !c.needOut(0, out) || !separate(c, in, out, false))
+    return false;
+  a.op = opOf(c, kind, g);
+  a.op.outer = outer;
+  a.op.chunk = chunk;
+  a.alone = ways == 1;
+  a.aloneBytes = bytesOf(c, slice);
+  a.wholeBytes = bytesOf(c, whole);
+  a.event = p.event;
+  return true;
+}
+
+/// A head-tail block collective: the whole side in group-index order through a buffer.
+bool launchHeadTail(KernelCall &c, const args::Collective &a, CommOp op) {
   if (!c.comm)
     return c.fail("needs a communicator, which a world of one rank does not have");
   CommMemory &mem = memoryOf(c);
-  std::shared_ptr<void> buffer = mem.allocate(bytesOf(c, whole));
+  std::shared_ptr<void> buffer = mem.allocate(a.wholeBytes);
   if (!buffer)
     return c.fail("has no memory to reorder its head-tail blocks");
   char *blocks = static_cast<char *>(buffer.get());
-  if (kind == CommOp::Kind::ReduceScatter) {
-    headTailOrder(mem, static_cast<const char *>(c.in[0]), blocks, outer, ways,
-                  bytesOf(c, chunk / 2), false);
+  const int64_t ways = op.group->size();
+  const size_t half = bytesOf(c, op.chunk / 2);
+  if (op.kind == CommOp::Kind::ReduceScatter) {
+    headTailOrder(mem, static_cast<const char *>(c.in[0]), blocks, op.outer, ways, half, false);
     op.x = blocks;
     return mem.finish(c.error) && c.comm->run(op, c.error);
   }
   op.y = blocks;
   if (!c.comm->run(op, c.error))
     return false;
-  headTailOrder(mem, blocks, static_cast<char *>(c.out[0]), outer, ways, bytesOf(c, chunk / 2),
-                true);
+  headTailOrder(mem, blocks, static_cast<char *>(c.out[0]), op.outer, ways, half, true);
   return mem.finish(c.error);
+}
+
+/// all_reduce and broadcast: x and y of n elements over group g; y may be x.
+bool checkWhole(KernelCall &c, const CommGroup *g, int64_t n, CommOp::Kind kind,
+                const std::optional<int64_t> &event, args::Collective &a) {
+  if (!positive(c, {n}) || !c.needIn(0, n) || !c.needOut(0, n) || !separate(c, n, n, true))
+    return false;
+  a.op = opOf(c, kind, g);
+  a.op.n = n;
+  a.alone = g->size() == 1;
+  a.aloneBytes = bytesOf(c, n);
+  a.event = event;
+  return true;
 }
 
 /// The peer of a send or receive: another rank of its group, by its index in the group (so a
@@ -149,10 +172,8 @@ bool peerOf(KernelCall &c, const std::string &group, int64_t p, bool relative, u
 }
 
 /// The members of `g` that `members` names (ascending indices into it), which must include
-/// this rank: found once while validating, then cached in the call.
+/// this rank: a sub-group the rank keeps for the calls that use it.
 const CommGroup *membersOf(KernelCall &c, const CommGroup &g, const std::vector<int64_t> &members) {
-  if (!c.validating)
-    return c.subgroup;
   std::vector<uint32_t> ranks;
   int64_t index = -1;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -172,108 +193,91 @@ const CommGroup *membersOf(KernelCall &c, const CommGroup &g, const std::vector<
     return nullptr;
   }
   auto it = c.rank->subgroups.try_emplace(ranks, CommGroup{ranks, static_cast<uint32_t>(index)});
-  c.subgroup = &it.first->second;
-  return c.subgroup;
+  return &it.first->second;
+}
+
+/// A send or receive of n elements with `tag` to or from the group's `peer`.
+template <class P> bool checkTransfer(KernelCall &c, const P &p, CommOp::Kind kind,
+                                      args::Collective &a) {
+  uint32_t peer = 0;
+  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {p.n}))
+    return false;
+  if (kind == CommOp::Kind::Send ? !c.needIn(0, p.n) : !c.needOut(0, p.n))
+    return false;
+  a.op = opOf(c, kind, nullptr);
+  a.op.peer = peer;
+  a.op.tag = p.tag;
+  a.op.n = p.n;
+  a.event = p.event;
+  return true;
 }
 
 } // namespace
 
-bool run(KernelCall &c, const catalogue::AllReduce &p) {
-  const int64_t n = p.n;
+bool check(KernelCall &c, const catalogue::AllReduce &p, args::AllReduce &a) {
   const CommGroup *g = c.group(p.group);
   if (g && p.members)
     g = membersOf(c, *g, *p.members);
-  if (!g || !positive(c, {n}))
+  if (!g || !checkWhole(c, g, p.n, CommOp::Kind::AllReduce, p.event, a))
     return false;
-  if (!c.needIn(0, n) || !c.needOut(0, n) || !separate(c, n, n, true) || c.validating)
-    return c.error.empty();
-  if (g->size() == 1)
-    return copyAlone(c, n);
-  CommOp op;
-  op.kind = CommOp::Kind::AllReduce;
-  op.type = dataType(c);
-  op.group = g;
-  op.reduce = p.op == catalogue::Reduction::Sum ? ReduceOp::Sum : ReduceOp::Max;
-  op.n = n;
-  op.x = c.in[0];
-  op.y = c.out[0];
-  return issue(c, op, p.event);
+  a.op.reduce = p.op == catalogue::Reduction::Sum ? ReduceOp::Sum : ReduceOp::Max;
+  return true;
 }
 
-bool run(KernelCall &c, const catalogue::AllGather &p) {
-  return blockCollective(c, p, CommOp::Kind::AllGather);
+bool check(KernelCall &c, const catalogue::AllGather &p, args::AllGather &a) {
+  return checkBlockCollective(c, p, CommOp::Kind::AllGather, a);
 }
-bool run(KernelCall &c, const catalogue::ReduceScatter &p) {
-  return blockCollective(c, p, CommOp::Kind::ReduceScatter);
+bool check(KernelCall &c, const catalogue::ReduceScatter &p, args::ReduceScatter &a) {
+  return checkBlockCollective(c, p, CommOp::Kind::ReduceScatter, a);
 }
-bool run(KernelCall &c, const catalogue::AllToAll &p) {
-  return blockCollective(c, p, CommOp::Kind::AllToAll);
+bool check(KernelCall &c, const catalogue::AllToAll &p, args::AllToAll &a) {
+  return checkBlockCollective(c, p, CommOp::Kind::AllToAll, a);
 }
 
-bool run(KernelCall &c, const catalogue::Broadcast &p) {
-  const int64_t n = p.n, root = p.root;
+bool check(KernelCall &c, const catalogue::Broadcast &p, args::Broadcast &a) {
   const CommGroup *g = c.group(p.group);
-  if (!g || !positive(c, {n}))
+  if (!g)
     return false;
-  if (root < 0 || root >= g->size())
-    return c.fail("has root " + std::to_string(root) + " outside its group of " +
+  if (p.root < 0 || p.root >= g->size())
+    return c.fail("has root " + std::to_string(p.root) + " outside its group of " +
                   std::to_string(g->size()));
-  if (!c.needIn(0, n) || !c.needOut(0, n) || !separate(c, n, n, true) || c.validating)
-    return c.error.empty();
-  if (g->size() == 1)
-    return copyAlone(c, n);
-  CommOp op;
-  op.kind = CommOp::Kind::Broadcast;
-  op.type = dataType(c);
-  op.group = g;
-  op.root = static_cast<uint32_t>(root);
-  op.n = n;
-  op.x = c.in[0];
-  op.y = c.out[0];
-  return issue(c, op, p.event);
+  if (!checkWhole(c, g, p.n, CommOp::Kind::Broadcast, p.event, a))
+    return false;
+  a.op.root = static_cast<uint32_t>(p.root);
+  return true;
 }
 
-bool run(KernelCall &c, const catalogue::Send &p) {
-  const int64_t n = p.n, tag = p.tag;
-  uint32_t peer = 0;
-  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {n}) ||
-      !c.needIn(0, n) || c.validating)
-    return c.error.empty();
-  CommOp op;
-  op.kind = CommOp::Kind::Send;
-  op.type = dataType(c);
-  op.peer = peer;
-  op.tag = tag;
-  op.n = n;
-  op.x = c.in[0];
-  return issue(c, op, p.event);
+bool check(KernelCall &c, const catalogue::Send &p, args::Send &a) {
+  return checkTransfer(c, p, CommOp::Kind::Send, a);
+}
+bool check(KernelCall &c, const catalogue::Recv &p, args::Recv &a) {
+  return checkTransfer(c, p, CommOp::Kind::Recv, a);
 }
 
-bool run(KernelCall &c, const catalogue::Recv &p) {
-  const int64_t n = p.n, tag = p.tag;
-  uint32_t peer = 0;
-  if (!peerOf(c, p.group, p.peer, p.relative.value_or(0) != 0, peer) || !positive(c, {n}) ||
-      !c.needOut(0, n) || c.validating)
-    return c.error.empty();
-  CommOp op;
-  op.kind = CommOp::Kind::Recv;
-  op.type = dataType(c);
-  op.peer = peer;
-  op.tag = tag;
-  op.n = n;
-  op.y = c.out[0];
-  return issue(c, op, p.event);
-}
-
-bool run(KernelCall &c, const catalogue::Wait &p) {
+bool check(KernelCall &, const catalogue::Wait &p, args::Wait &a) {
   // Operands, if any, name the buffers the collective uses (so that the memory plan keeps
   // them until here); the wait itself reads and writes nothing.
-  const int64_t event = p.event;
-  if (c.validating)
-    return true;
+  a.event = p.event;
+  return true;
+}
+
+bool launchCollective(KernelCall &c, const args::Collective &a) {
+  if (a.alone)
+    return copyAlone(c, a.aloneBytes);
+  CommOp op = a.op;
+  if (!c.in.empty())
+    op.x = c.in[0];
+  if (!c.out.empty())
+    op.y = c.out[0];
+  if (a.headTail)
+    return launchHeadTail(c, a, op);
+  return issue(c, op, a.event);
+}
+
+bool launchWait(KernelCall &c, const args::Wait &a) {
   // Absent: the collective ran to completion when it was issued (a group of one, or a
   // synchronous run); the executor checked at load that it was started.
-  auto it = c.rank->events.find(event);
+  auto it = c.rank->events.find(a.event);
   if (it == c.rank->events.end())
     return true;
   Communicator::Ticket ticket = it->second;

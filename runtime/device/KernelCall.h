@@ -1,21 +1,23 @@
-//===- KernelCall.h - One decoded kernel call -------------------*- C++ -*-===//
+//===- KernelCall.h - The contract between a plan instruction and a device -*- C++ -*-===//
 //
-// The bridge between a plan instruction and a kernel. Its parameters are decoded once, at load,
-// into the kernel's struct of common/KernelCatalogue.h, and its operand count and element types
-// checked against the catalogue. Each kernel's handler takes that struct, states how many
-// elements each operand must hold, and (unless validating) runs the kernel. Validation runs
-// the same handler once at load time, so a parameter that would make a kernel read or write
-// outside its buffers is refused before anything runs.
+// How every device runs a plan's kernels. When a plan is loaded, each instruction's parameters
+// are decoded into its kernel's struct (common/KernelCatalogue.h), its operand count and element
+// types checked against the catalogue, and then its arguments checked once, for every device
+// alike, against its operands and groups (KernelArgs.h: the kernel's argument struct). A device
+// implements only the launch: a KernelFn that takes the checked arguments and the operands'
+// addresses, and runs the kernel on the device's own kernels. So a parameter that would make a
+// kernel read or write outside its buffers is refused before anything runs, in the same words
+// on every device.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TESSEL_RUNTIME_CORE_KERNELCALL_H
-#define TESSEL_RUNTIME_CORE_KERNELCALL_H
+#ifndef TESSEL_RUNTIME_DEVICE_KERNELCALL_H
+#define TESSEL_RUNTIME_DEVICE_KERNELCALL_H
+
+#include "runtime/comm/CommMemory.h"
+#include "runtime/comm/Communicator.h"
 
 #include "common/KernelCatalogue.h"
 #include "common/PlanFile.h"
-#include "runtime/comm/CommMemory.h"
-#include "runtime/comm/Communicator.h"
-#include "runtime/core/Executor.h"
 
 #include <map>
 #include <string>
@@ -46,6 +48,27 @@ struct RankContext {
   bool drainEvents(std::string &error);
 };
 
+/// What a kernel may read about the run: the optimizer step (from 1), the micro-batch within
+/// it, and the run's seed (dropout masks derive from all three; the learning rate's schedule
+/// and AdamW's bias correction from the step).
+struct StepContext {
+  int64_t step = 1;
+  int64_t micro = 0;
+  uint64_t seed = 0;
+};
+
+/// What a device hands its kernels for the length of one launch, beyond the operands (the CUDA
+/// device: its stream, scratch memory, cuBLASLt; device/cuda/CudaLaunch.h). Each device that
+/// needs one derives its own; the CPU device has none.
+class LaunchContext {
+public:
+  virtual ~LaunchContext() = default;
+};
+
+struct KernelArgs;
+
+/// One instruction as its kernels see it: its operands' addresses (in the device's address
+/// space, fixed when the plan is loaded) and element counts, and what it runs in.
 struct KernelCall {
   const planfile::Instr *instr = nullptr;
   std::vector<void *> in, out;
@@ -53,9 +76,8 @@ struct KernelCall {
   const StepContext *ctx = nullptr;
   RankContext *rank = nullptr;
   Communicator *comm = nullptr; ///< rank->comm: null in a world of one rank.
-  /// The sub-group of a collective with `members`, found when the call is validated.
-  const CommGroup *subgroup = nullptr;
-  bool validating = false;
+  /// Set by the device for the length of one launch; null otherwise.
+  LaunchContext *launch = nullptr;
   /// Set by a kernel that ends its program early (guard_finite): the executor runs nothing
   /// after it and reports where the program stopped.
   bool stop = false;
@@ -84,13 +106,11 @@ struct KernelCall {
   int64_t groupSize(const std::string &name);
 };
 
-/// A kernel handler: validates, then (unless validating) computes, reading its parameters from
-/// the struct of its kernel that `params` holds.
-using KernelFn = bool (*)(KernelCall &call, const catalogue::KernelParams &params);
-
-/// The CPU backend's handler of kernel `id`.
-KernelFn cpuKernel(catalogue::KernelId id);
+/// A device's launch of one kernel: runs it on the call's operands with the arguments its check
+/// gave (the struct of its kernel in `args`). False with the reason in call.error where it
+/// failed (a device that runs launches later reports a failure at its next synchronize).
+using KernelFn = bool (*)(KernelCall &call, const KernelArgs &args);
 
 } // namespace tessel::rt
 
-#endif // TESSEL_RUNTIME_CORE_KERNELCALL_H
+#endif // TESSEL_RUNTIME_DEVICE_KERNELCALL_H

@@ -1,0 +1,141 @@
+//===- KernelTypes.h - What the kernels of every device take ------*- C++ -*-===//
+//
+// The argument types the CPU kernels (kernels/cpu) and the CUDA kernels (kernels/cuda) share,
+// and that the runtime's device-neutral checks (runtime/device/KernelArgs.h) fill in once per
+// call: shapes and strides, the operation kinds (the catalogue's own enums, common/KernelOps.h),
+// a fused elementwise step, a product's layout, attention's sizes, the 16-bit storage types, and
+// the order in which a long sum is added up (so both devices give the same bits). Neither
+// backend owns this header.
+//
+// Conventions: `Shape` is an output shape of at most kMaxRank dims; `Strides` gives, for one
+// operand, the element stride of each output dim in that operand (0 where it is broadcast).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_KERNELTYPES_H
+#define TESSEL_KERNELS_KERNELTYPES_H
+
+#include "common/KernelOps.h"
+
+#include <cstdint>
+
+namespace tessel::kernels {
+
+constexpr int kMaxRank = 8;
+
+struct Shape {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i)
+      n *= size[i];
+    return n;
+  }
+};
+
+struct Strides {
+  int64_t stride[kMaxRank] = {};
+};
+
+/// The row-major strides of `shape` (what a dense operand with the output's dims uses).
+inline Strides denseStrides(const Shape &shape) {
+  Strides s;
+  int64_t step = 1;
+  for (int i = shape.rank - 1; i >= 0; --i) {
+    s.stride[i] = step;
+    step *= shape.size[i];
+  }
+  return s;
+}
+
+/// The 16-bit floating-point storage types of mixed precision.
+enum class Half16 { BF16, F16 };
+
+/// The elementwise operations: arithmetic, then comparisons (which give 1.0 where they hold
+/// and 0.0 elsewhere); the functions. Gelu is the tanh approximation (GPT-2, PyTorch's
+/// gelu(approximate="tanh")), GeluErf the exact x * Phi(x) (PyTorch's gelu()).
+using BinaryKind = catalogue::BinaryOp;
+using UnaryKind = catalogue::UnaryOp;
+
+/// One step of a fused elementwise program: a value per element, from the operands `args`
+/// (value numbers: the inputs first, 0 .. inputs - 1, then the steps in order).
+struct FusedStep {
+  enum class Kind { Const, Unary, UnaryGrad, Binary, Where };
+  Kind kind = Kind::Const;
+  UnaryKind unary = UnaryKind::Neg;
+  BinaryKind binary = BinaryKind::Add;
+  int32_t args[3] = {0, 0, 0}; ///< Unary: x; UnaryGrad: x, y, dy; Binary: a, b; Where: c, a, b.
+  float value = 0;             ///< Const: the value; pow (Unary, UnaryGrad): the exponent.
+
+  /// How many of `args` a step of `kind` reads.
+  static constexpr int operandsOf(Kind kind) {
+    return kind == Kind::Const ? 0 : kind == Kind::Unary ? 1 : kind == Kind::Binary ? 2 : 3;
+  }
+};
+
+/// The order of a long sum (reduce): each output element sums its inputs in increasing index
+/// order, in f64, in runs of kReduceRun terms: the sum of each run, then the runs' sums in
+/// order. So a GPU may sum the runs of one output in parallel and give the CPU's bits; an
+/// output of at most kReduceRun terms is the plain sum in order.
+constexpr int64_t kReduceRun = 256;
+
+/// AdamW's hyperparameters, as torch.optim.AdamW names them (weight_decay decoupled).
+struct AdamWHyper {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
+};
+
+/// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b < batch, row-major. op(A) is m x k,
+/// op(B) is k x n, C[b] is m x n with leading dimension ldc. Batch b's matrices start at
+/// A + b * strideA (and likewise B, C); a stride of 0 reuses one matrix.
+struct GemmArgs {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+/// Layouts: q and out are [batch, seq, heads, head]; k and v are [batch, kvSeq, kvHeads,
+/// head]. Query head h reads key/value head h / (heads / kvHeads). `causal` masks key
+/// positions j > i (with kvSeq == seq). out = softmax(q k^T * scale) v.
+struct AttentionArgs {
+  int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, head = 0;
+  bool causal = false;
+  /// With `causal`, a sliding window: query i sees keys i - window + 1 .. i (0: all before).
+  int64_t window = 0;
+  float scale = 1.0f;
+  /// A block of the query heads of a wider attention whose kv heads are all here (tensor
+  /// parallelism over fewer kv heads than ranks): query head h is head firstHead + h of the
+  /// whole, and reads kv head (firstHead + h) / group. A group of 0 means heads / kvHeads.
+  int64_t firstHead = 0, group = 0;
+  /// Context parallelism with every key here: the queries are the two chunks of a head-tail
+  /// split (common/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
+  /// tailStart + i - seq / 2 of the kvSeq keys. Negative: query i is at position i.
+  int64_t headStart = -1, tailStart = -1;
+  /// The same for the keys, where they are a head-tail block too (one step of ring attention
+  /// as the CUDA kernels run it: RingBlockArgs places the CPU's keys itself). Negative: key j
+  /// is at position j.
+  int64_t keyHeadStart = -1, keyTailStart = -1;
+};
+
+/// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
+/// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
+/// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`
+/// gives the sizes, scale, causal flag and query-head block (kvSeq and window unused).
+struct RingBlockArgs {
+  AttentionArgs attention;
+  int64_t queryIndex = 0, keyIndex = 0, ways = 1;
+  /// Places in the whole sequence of query i and key j here.
+  int64_t queryPosition(int64_t i) const { return positionOf(queryIndex, i); }
+  int64_t keyPosition(int64_t j) const { return positionOf(keyIndex, j); }
+  /// Where element i of the head-tail block of `index` lies in the whole sequence: its first
+  /// half is chunk `index`, its second chunk 2 * ways - 1 - index (common/HeadTail.h).
+  int64_t positionOf(int64_t index, int64_t i) const {
+    const int64_t half = attention.seq / 2, chunk = i < half ? index : 2 * ways - 1 - index;
+    return chunk * half + (i < half ? i : i - half);
+  }
+};
+
+} // namespace tessel::kernels
+
+#endif // TESSEL_KERNELS_KERNELTYPES_H

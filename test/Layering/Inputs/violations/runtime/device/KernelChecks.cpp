@@ -1,0 +1,5 @@
+// A device-neutral runtime file that reaches back up into the executor and into a backend.
+
+#include "runtime/core/Executor.h"
+#include "kernels/cpu/CpuKernels.h"
+#include "runtime/comm/Communicator.h"
