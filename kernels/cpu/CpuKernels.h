@@ -25,19 +25,9 @@
 
 namespace tessel::cpu {
 
-// The argument types every device's kernels share (kernels/KernelTypes.h).
-using kernels::AttentionArgs;
-using kernels::BinaryKind;
-using kernels::denseStrides;
-using kernels::FusedStep;
-using kernels::GemmArgs;
-using kernels::Half16;
-using kernels::kMaxRank;
-using kernels::kReduceRun;
-using kernels::RingBlockArgs;
-using kernels::Shape;
-using kernels::Strides;
-using kernels::UnaryKind;
+// The argument types every device's kernels share (kernels/KernelTypes.h), by their own
+// names here.
+using namespace kernels;
 
 //===----------------------------------------------------------------------===//
 // 16-bit storage (Convert.cpp)

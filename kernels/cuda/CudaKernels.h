@@ -70,19 +70,9 @@ struct Floats {
   TESSEL_CUDA_HOST_DEVICE operator ConstFloats() const { return ConstFloats(data, type); }
 };
 
-// The argument types every device's kernels share (kernels/KernelTypes.h).
-using kernels::AttentionArgs;
-using kernels::BinaryKind;
-using kernels::denseStrides;
-using kernels::FusedStep;
-using kernels::GemmArgs;
-using kernels::Half16;
-using kernels::kMaxRank;
-using kernels::kReduceRun;
-using kernels::RingBlockArgs;
-using kernels::Shape;
-using kernels::Strides;
-using kernels::UnaryKind;
+// The argument types every device's kernels share (kernels/KernelTypes.h), by their own
+// names here.
+using namespace kernels;
 
 /// Where a kernel that reads ids (cross entropy) records the first id outside [0, limit):
 /// device memory, zeroed by its owner; `flag` is set once, by the first bad id found.
