@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU benchmarks of the CUDA backend against PyTorch, in one run on one GPU: GPT-2 124M
 # training steps (tokens/s, MFU) with Tessel's runner and with PyTorch eager and torch.compile
-# (benchmarks/torch_gpu.py), then causal attention forward+backward TFLOP/s, Tessel's kernel
+# (benchmarks/torch_gpu.py), the time of each of Tessel's kernels over a few steps (--profile,
+# timed on the GPU with CUDA events), then causal attention forward+backward TFLOP/s, Tessel's kernel
 # (tessel-cuda-rate) against F.scaled_dot_product_attention, at sequences 1k-16k and head sizes
 # 64 and 128. Figures go to benchmarks/RESULTS.md with the device name.
 #
@@ -73,6 +74,17 @@ PY
     echo "$name: the runner failed:"
     tail -5 "$out/$name.log"
   fi
+done
+
+# Where a step's time goes: the kernels timed on the GPU (CUDA events around each launch).
+for plan in "$plans"/${BENCH_PLANS:-*}.plan; do
+  [ -f "$plan" ] || break
+  name=$(basename "$plan" .plan)
+  echo "== $name: time per kernel over 4 steps (--profile, CUDA events)"
+  timeout "$limit" "$build/bin/tessel-runner" --plan "$plan" --data "$tokens" --device cuda \
+    --steps 4 --eval-every 0 --quiet --profile > "$out/$name.profile" 2>&1 ||
+    echo "$name: the profiled run failed"
+  head -25 "$out/$name.profile"
 done
 
 echo "== GPT-2 124M training step: PyTorch (bf16 autocast, SDPA, fused AdamW)"

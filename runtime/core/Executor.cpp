@@ -331,6 +331,12 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
     error = "program '" + program + "' on " + device_->name() + ": " + failed;
     ok = false;
   }
+  for (const PendingTimer &t : pendingTimers_) {
+    const double seconds = device_->timerSeconds(t.timer);
+    if (ok)
+      times_[t.index].seconds += seconds;
+  }
+  pendingTimers_.clear();
   // The other ranks must not wait for this one: abort before waiting for what is in flight.
   if (!ok && rc.comm)
     rc.comm->abort("rank " + std::to_string(rank_) + ": " + error);
@@ -350,18 +356,23 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     d.call.ctx = &ctx;
     d.call.error.clear();
     d.call.stop = false;
+    const int64_t timer = profiling_ ? device_->startTimer(d.stream) : -1;
     auto start = std::chrono::steady_clock::now();
     bool ok = device_->launch(d.stream, d.fn, d.call, d.args);
     if (profiling_) {
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const bool recomputed = d.call.instr->recomputed;
       auto it = std::find_if(times_.begin(), times_.end(), [&](const KernelTime &t) {
         return t.kernel == d.call.instr->kernel && t.recomputed == recomputed;
       });
       if (it == times_.end())
         it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0, recomputed});
-      it->seconds += seconds;
+      if (timer >= 0) {
+        device_->stopTimer(timer, d.stream);
+        pendingTimers_.push_back({timer, static_cast<size_t>(it - times_.begin())});
+      } else {
+        it->seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
       ++it->calls;
     }
     if (!ok) {

@@ -95,7 +95,8 @@ public:
   /// to the end. Outputs computed before that point are valid; the others are not.
   const std::string &stoppedAt() const { return stoppedAt_; }
 
-  /// Times every kernel call from now on; `profile()` sums seconds and calls per kernel.
+  /// Times every kernel call from now on, on the device where it has timers (a GPU), else on
+  /// the host; `profile()` sums seconds and calls per kernel.
   void enableProfiling() { profiling_ = true; }
   struct KernelTime {
     std::string kernel;
@@ -133,6 +134,12 @@ private:
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
   bool profiling_ = false;
   std::vector<KernelTime> times_;
+  /// Device timers of this run's launches, read into times_[index] once the run synchronized.
+  struct PendingTimer {
+    int64_t timer;
+    size_t index;
+  };
+  std::vector<PendingTimer> pendingTimers_;
   std::string stoppedAt_;
 };
 

@@ -86,6 +86,15 @@ public:
   /// Waits for every stream; false with the first failure's reason.
   virtual bool synchronize(std::string &error) = 0;
 
+  /// Kernel timing (--profile) on a device whose launches return before their kernels run: a
+  /// timer started on `stream` right before a launch and stopped right after it measures, on
+  /// the device, the kernels that launch ran. startTimer answers -1 where the device has no
+  /// timers (the CPU device: a launch is done when it returns, and the host clock times it);
+  /// timerSeconds reads a stopped timer once the device has synchronized, and frees it.
+  virtual int64_t startTimer(uint32_t /*stream*/) { return -1; }
+  virtual void stopTimer(int64_t /*timer*/, uint32_t /*stream*/) {}
+  virtual double timerSeconds(int64_t /*timer*/) { return 0; }
+
   /// How collectives reach this device's buffers (CommMemory.h): the communicator between the
   /// ranks of this process, and the collective kernels' own copies. Host memory by default.
   virtual CommMemory &commMemory() { return hostMemory(); }

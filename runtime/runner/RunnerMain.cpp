@@ -64,7 +64,8 @@ Training:
                          plans of one rank)
   --quiet                no progress output
   --profile              print the time spent in each kernel at the end (one table
-                         per pipeline stage: its ranks run other kernels)
+                         per pipeline stage: its ranks run other kernels); on a GPU
+                         timed on the device with CUDA events
   --trace FILE           with a pipeline: write the last step's measured schedule as a
                          Chrome trace (open it in Perfetto or chrome://tracing)
   --svg FILE             with a pipeline: draw the last step's measured schedule as an SVG

@@ -36,6 +36,10 @@ public:
     /// Instructions handed to prepare (checked), and the launches before.
     std::vector<std::string> prepared;
     int launchesBeforePrepare = 0;
+    /// With `timers`, the device times launches itself: each timer reads 0.25 s, once the
+    /// device has synchronized after it was stopped.
+    bool timers = false;
+    int timersStarted = 0, timersStopped = 0, timersReadBeforeSynchronize = 0;
   };
   explicit RecordingDevice(Counts &counts) : counts_(counts), cpu_(rt::createCpuDevice()) {}
 
@@ -73,12 +77,25 @@ public:
   void waitFor(uint32_t stream, const DeviceEvent &event) override { cpu_->waitFor(stream, event); }
   bool synchronize(std::string &error) override {
     ++counts_.synchronizes;
+    stoppedSinceSynchronize_ = 0;
     return cpu_->synchronize(error);
+  }
+  int64_t startTimer(uint32_t stream) override {
+    return counts_.timers ? counts_.timersStarted++ : -1;
+  }
+  void stopTimer(int64_t timer, uint32_t stream) override {
+    ++counts_.timersStopped;
+    ++stoppedSinceSynchronize_;
+  }
+  double timerSeconds(int64_t timer) override {
+    counts_.timersReadBeforeSynchronize += stoppedSinceSynchronize_ > 0;
+    return 0.25;
   }
 
 private:
   Counts &counts_;
   std::unique_ptr<Device> cpu_;
+  int stoppedSinceSynchronize_ = 0;
 };
 
 BufferRef arenaRef(uint64_t offset, uint64_t elements, DType type = DType::F32) {
@@ -138,6 +155,41 @@ TEST(Device, ExecutorAllocatesCopiesAndLaunchesThroughTheDevice) {
   ex->output("step", "y"); // Copied once per run.
   EXPECT_EQ(counts.downloads, 1);
   EXPECT_FLOAT_EQ(rt::stateAt(*ex, 0, 2), 2 * std::exp(2.0f));
+}
+
+// --profile on a device that times its own launches (a GPU, whose launches return before the
+// kernels run): each launch is timed by the device's timer, read once the run synchronized,
+// not by the host clock around the launch.
+TEST(Device, ProfileTakesTheDevicesTimersWhereItHasThem) {
+  RecordingDevice::Counts counts;
+  counts.timers = true;
+  std::string error;
+  auto ex =
+      Executor::create(twoKernels(), 0, error, nullptr, std::make_unique<RecordingDevice>(counts));
+  ASSERT_TRUE(ex) << error;
+  ex->enableProfiling();
+  for (int run = 0; run < 2; ++run)
+    ASSERT_TRUE(ex->run("step", rt::StepContext{}, error)) << error;
+  EXPECT_EQ(counts.timersStarted, 4);
+  EXPECT_EQ(counts.timersStopped, 4);
+  EXPECT_EQ(counts.timersReadBeforeSynchronize, 0);
+  const std::vector<Executor::KernelTime> times = ex->profile();
+  ASSERT_EQ(times.size(), 2u);
+  for (const Executor::KernelTime &t : times) {
+    EXPECT_EQ(t.calls, 2) << t.kernel;
+    EXPECT_DOUBLE_EQ(t.seconds, 0.5) << t.kernel; // two timers of 0.25 s, nothing of the host
+  }
+
+  // Without timers (the CPU device) the host clock times each launch.
+  RecordingDevice::Counts untimed;
+  auto host =
+      Executor::create(twoKernels(), 0, error, nullptr, std::make_unique<RecordingDevice>(untimed));
+  ASSERT_TRUE(host) << error;
+  host->enableProfiling();
+  ASSERT_TRUE(host->run("step", rt::StepContext{}, error)) << error;
+  EXPECT_EQ(untimed.timersStopped, 0);
+  for (const Executor::KernelTime &t : host->profile())
+    EXPECT_LT(t.seconds, 0.25) << t.kernel;
 }
 
 // The optimizer step's guard: a value that is not finite ends the program before anything

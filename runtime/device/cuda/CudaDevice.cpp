@@ -99,6 +99,12 @@ public:
       cudaEventDestroy(collectiveEvent_);
     for (cudaEvent_t event : freeEvents_)
       cudaEventDestroy(event);
+    for (const auto &[id, t] : timers_)
+      freeTimers_.push_back(t);
+    for (const Timer &t : freeTimers_) {
+      cudaEventDestroy(t.start);
+      cudaEventDestroy(t.stop);
+    }
     for (Scratch &s : scratch_)
       cudaFree(s.data);
     for (std::vector<Scratch> &slots : operandScratch_)
@@ -318,6 +324,39 @@ public:
     return false;
   }
 
+  int64_t startTimer(uint32_t stream) override {
+    cudaSetDevice(ordinal_);
+    Timer t;
+    if (!freeTimers_.empty()) {
+      t = freeTimers_.back();
+      freeTimers_.pop_back();
+    } else if (cudaEventCreate(&t.start) != cudaSuccess || cudaEventCreate(&t.stop) != cudaSuccess) {
+      // A run without timings is still a run: this launch goes untimed.
+      if (t.start)
+        cudaEventDestroy(t.start);
+      return -1;
+    }
+    cudaEventRecord(t.start, streams_[stream % kStreams]);
+    const int64_t id = nextTimer_++;
+    timers_[id] = t;
+    return id;
+  }
+  void stopTimer(int64_t timer, uint32_t stream) override {
+    if (auto it = timers_.find(timer); it != timers_.end())
+      cudaEventRecord(it->second.stop, streams_[stream % kStreams]);
+  }
+  double timerSeconds(int64_t timer) override {
+    auto it = timers_.find(timer);
+    if (it == timers_.end())
+      return 0;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, it->second.start, it->second.stop) != cudaSuccess)
+      ms = 0;
+    freeTimers_.push_back(it->second);
+    timers_.erase(it);
+    return ms / 1e3;
+  }
+
 private:
   struct Scratch {
     void *data = nullptr;
@@ -395,6 +434,13 @@ private:
   std::vector<std::vector<Scratch>> operandScratch_; ///< Per stream, per widened operand.
   std::map<uint64_t, cudaEvent_t> recorded_;
   std::vector<cudaEvent_t> freeEvents_;
+  /// Kernel timers (startTimer): timing events around one launch, kept for reuse once read.
+  struct Timer {
+    cudaEvent_t start = nullptr, stop = nullptr;
+  };
+  std::map<int64_t, Timer> timers_;
+  std::vector<Timer> freeTimers_;
+  int64_t nextTimer_ = 0;
   cuda::IdError *idError_ = nullptr;
   const cuda::BlasLt *blasLt_ = nullptr; ///< Loaded by start, for the life of the process.
   cublasLtHandle_t blasHandle_ = nullptr;
