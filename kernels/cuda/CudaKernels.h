@@ -248,8 +248,24 @@ struct BlasPlans {
   struct Choice {
     bool found = false; ///< False: cuBLASLt has none (the plain kernel runs).
     cublasLtMatmulAlgo_t algo{};
+    /// The product's descriptors, made with the choice and kept for every later call of the
+    /// shape (destroyed with the plans).
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   };
   std::map<Key, Choice> choices;
+  /// The cuBLASLt that made the kept descriptors.
+  const BlasLt *lt = nullptr;
+
+  BlasPlans() = default;
+  BlasPlans(BlasPlans &&other) noexcept { *this = std::move(other); }
+  BlasPlans &operator=(BlasPlans &&other) noexcept;
+  BlasPlans(const BlasPlans &) = delete;
+  BlasPlans &operator=(const BlasPlans &) = delete;
+  ~BlasPlans();
+
+private:
+  void release();
 };
 
 struct BlasContext {

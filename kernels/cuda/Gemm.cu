@@ -16,8 +16,8 @@
 // 16-bit A and B (gemmMixed) run on the tensor cores and accumulate in f32, into an f32 C or
 // one of A's type (the f32 sum rounded once, as the CPU's widened product rounds it). The algorithm
 // is cuBLASLt's first heuristic choice for the shape, the operands' alignment and the stream's
-// workspace, asked once per product shape where the context keeps BlasPlans (descriptors are still
-// made on every call). Where cuBLASLt has none (operands misaligned for every algorithm, say), an
+// workspace, asked once per product shape where the context keeps BlasPlans, which keep the
+// shape's descriptors too: a product of a shape met before makes no cuBLASLt object. Where cuBLASLt has none (operands misaligned for every algorithm, say), an
 // f32 product runs the plain tiled kernel gemmSimple instead of failing.
 //
 //===----------------------------------------------------------------------===//
@@ -75,16 +75,30 @@ __global__ void simpleGemmKernel(GemmArgs g, int64_t batchBase, const float *a, 
   }
 }
 
-/// Destroys what one product created, whatever happened.
+/// The descriptors of one product shape: destroyed with this object unless `keep` hands them
+/// to a BlasPlans::Choice.
 struct Descriptors {
   explicit Descriptors(const BlasLt &lt) : lt(lt) {}
   const BlasLt &lt;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
+  void keep(BlasPlans::Choice &choice) {
+    choice.op = op;
+    choice.a = a;
+    choice.b = b;
+    choice.c = c;
+    op = nullptr;
+    a = b = c = nullptr;
+  }
   ~Descriptors() {
     if (preference)
       lt.cublasLtMatmulPreferenceDestroy(preference);
+    destroyDescriptors(lt, op, a, b, c);
+  }
+  static void destroyDescriptors(const BlasLt &lt, cublasLtMatmulDesc_t op,
+                                 cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                 cublasLtMatrixLayout_t c) {
     if (c)
       lt.cublasLtMatrixLayoutDestroy(c);
     if (b)
@@ -119,7 +133,6 @@ cublasStatus_t makeLayout(const BlasLt &lt, cublasLtMatrixLayout_t &layout, cuda
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/// One cuBLASLt call: `batch` products of m rows (the plan's view) with the given strides.
 /// The element types of one product: A and B share one, C (and D, the same buffer) has its own.
 struct Types {
   cudaDataType_t ab = CUDA_R_32F, c = CUDA_R_32F;
@@ -131,19 +144,13 @@ cudaDataType_t cudaTypeOf(ElementType t) {
   return t == ElementType::BF16 ? CUDA_R_16BF : t == ElementType::F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
-cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int64_t batch,
-                      int64_t strideA, int64_t strideB, int64_t strideC, const Types &types,
-                      const void *a, const void *b, void *c, cudaStream_t stream) {
-  const cudaDataType_t abType = types.ab;
-  const size_t abBytes = types.abBytes;
-  const cublasComputeType_t compute = types.compute;
-  if (!fitsInt(m) || !fitsInt(g.n) || !fitsInt(g.k) || !fitsInt(batch))
-    return CUBLAS_STATUS_INVALID_VALUE;
-  if (!blas.lt || !blas.handle)
-    return CUBLAS_STATUS_NOT_INITIALIZED;
+/// Makes the descriptors of one product shape into `d` and asks cuBLASLt for its first
+/// algorithm given the operands' alignments and the workspace.
+cublasStatus_t describe(const BlasContext &blas, const GemmArgs &g, int64_t m, int64_t batch,
+                        int64_t strideA, int64_t strideB, int64_t strideC, const Types &types,
+                        const uint32_t align[3], Descriptors &d, BlasPlans::Choice &choice) {
   const BlasLt &lt = *blas.lt;
-  Descriptors d(lt);
-  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulDescCreate(&d.op, types.compute, CUDA_R_32F));
   // cuBLASLt's first operand is the plan's B, its second the plan's A (see the top).
   const cublasOperation_t opFirst = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opSecond = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -152,28 +159,45 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
   TESSEL_BLAS_TRY(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
                                                     sizeof opSecond));
   // Stored (column-major) shapes: B is n x k (k x n when transposed), A is k x m (m x k).
-  TESSEL_BLAS_TRY(makeLayout(lt, d.a, abType, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb,
+  TESSEL_BLAS_TRY(makeLayout(lt, d.a, types.ab, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb,
                              batch, strideB));
   TESSEL_BLAS_TRY(
-      makeLayout(lt, d.b, abType, g.transA ? m : g.k, g.transA ? g.k : m, g.lda, batch, strideA));
+      makeLayout(lt, d.b, types.ab, g.transA ? m : g.k, g.transA ? g.k : m, g.lda, batch, strideA));
   TESSEL_BLAS_TRY(makeLayout(lt, d.c, types.c, g.n, m, g.ldc, batch, strideC));
 
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceCreate(&d.preference));
   const uint64_t workspace = blas.workspaceBytes;
   TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
-  const uint32_t alignFirst = alignmentOf(b, strideB, abBytes);
-  const uint32_t alignSecond = alignmentOf(a, strideA, abBytes);
-  const uint32_t alignC = alignmentOf(c, strideC, types.cBytes);
-  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
-      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignFirst, sizeof alignFirst));
-  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
-      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignSecond, sizeof alignSecond));
-  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
-      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC));
-  TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(
-      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
+  const cublasLtMatmulPreferenceAttributes_t alignments[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    TESSEL_BLAS_TRY(lt.cublasLtMatmulPreferenceSetAttribute(d.preference, alignments[i],
+                                                            &align[std::min(i, 2)],
+                                                            sizeof align[0]));
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int count = 0;
+  TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
+                                                    d.preference, 1, &heuristic, &count));
+  choice.found = count > 0;
+  choice.algo = heuristic.algo;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
+/// One cuBLASLt call: `batch` products of m rows (the plan's view) with the given strides.
+cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int64_t batch,
+                      int64_t strideA, int64_t strideB, int64_t strideC, const Types &types,
+                      const void *a, const void *b, void *c, cudaStream_t stream) {
+  if (!fitsInt(m) || !fitsInt(g.n) || !fitsInt(g.k) || !fitsInt(batch))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!blas.lt || !blas.handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  const BlasLt &lt = *blas.lt;
+  // cuBLASLt's operands in its order (the plan's B, A, then C), each's alignment.
+  const uint32_t align[3] = {alignmentOf(b, strideB, types.abBytes),
+                             alignmentOf(a, strideA, types.abBytes),
+                             alignmentOf(c, strideC, types.cBytes)};
   const BlasPlans::Key key = {m,
                               g.n,
                               g.k,
@@ -186,34 +210,38 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
                               g.ldc,
                               g.transA,
                               g.transB,
-                              abType,
+                              types.ab,
                               types.c,
-                              compute,
-                              alignFirst,
-                              alignSecond,
-                              alignC,
-                              static_cast<int64_t>(workspace)};
-  BlasPlans::Choice choice;
-  const BlasPlans::Choice *known = nullptr;
+                              types.compute,
+                              align[0],
+                              align[1],
+                              align[2],
+                              static_cast<int64_t>(blas.workspaceBytes)};
+  Descriptors made(lt);
+  BlasPlans::Choice fresh;
+  const BlasPlans::Choice *choice = nullptr;
   if (blas.plans)
     if (auto it = blas.plans->choices.find(key); it != blas.plans->choices.end())
-      known = &it->second;
-  if (known) {
-    choice = *known;
-  } else {
-    cublasLtMatmulHeuristicResult_t heuristic = {};
-    int count = 0;
-    TESSEL_BLAS_TRY(lt.cublasLtMatmulAlgoGetHeuristic(blas.handle, d.op, d.a, d.b, d.c, d.c,
-                                                      d.preference, 1, &heuristic, &count));
-    choice.found = count > 0;
-    choice.algo = heuristic.algo;
-    if (blas.plans)
-      blas.plans->choices[key] = choice;
+      choice = &it->second;
+  if (!choice) {
+    TESSEL_BLAS_TRY(describe(blas, g, m, batch, strideA, strideB, strideC, types, align, made,
+                             fresh));
+    if (blas.plans) {
+      // The plans keep the descriptors for the shape's later calls.
+      made.keep(fresh);
+      blas.plans->lt = &lt;
+      choice = &(blas.plans->choices[key] = fresh);
+    } else {
+      fresh.op = made.op;
+      fresh.a = made.a;
+      fresh.b = made.b;
+      fresh.c = made.c;
+      choice = &fresh;
+    }
   }
-  const bool found = choice.found;
-  if (!found) {
+  if (!choice->found) {
     // No cuBLASLt algorithm for this shape and alignment: f32 products take the plain kernel.
-    if (abType != CUDA_R_32F || types.c != CUDA_R_32F)
+    if (types.ab != CUDA_R_32F || types.c != CUDA_R_32F)
       return CUBLAS_STATUS_NOT_SUPPORTED;
     GemmArgs one = g;
     one.m = m;
@@ -227,8 +255,9 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
                : CUBLAS_STATUS_EXECUTION_FAILED;
   }
   const float alpha = g.alpha, beta = g.beta;
-  return lt.cublasLtMatmul(blas.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
-                           &choice.algo, blas.workspace, blas.workspaceBytes, stream);
+  return lt.cublasLtMatmul(blas.handle, choice->op, &alpha, b, choice->a, a, choice->b, &beta, c,
+                           choice->c, c, choice->c, &choice->algo, blas.workspace,
+                           blas.workspaceBytes, stream);
 }
 
 /// cpu::gemm's batching (see the top) over matmul.
@@ -253,6 +282,27 @@ cublasStatus_t batched(const BlasContext &blas, const GemmArgs &g, const Types &
 }
 
 } // namespace
+
+BlasPlans &BlasPlans::operator=(BlasPlans &&other) noexcept {
+  if (this != &other) {
+    release();
+    choices = std::move(other.choices);
+    lt = other.lt;
+    other.choices.clear();
+    other.lt = nullptr;
+  }
+  return *this;
+}
+
+BlasPlans::~BlasPlans() { release(); }
+
+void BlasPlans::release() {
+  if (lt)
+    for (auto &[key, choice] : choices)
+      Descriptors::destroyDescriptors(*lt, choice.op, choice.a, choice.b, choice.c);
+  choices.clear();
+  lt = nullptr;
+}
 
 cudaError_t gemmSimple(const GemmArgs &g, const float *a, const float *b, float *c,
                        cudaStream_t stream) {

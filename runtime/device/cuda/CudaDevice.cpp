@@ -113,6 +113,7 @@ public:
     cudaFree(idError_);
     for (cuda::BlasContext &b : blas_)
       cudaFree(b.workspace);
+    blasPlans_.clear(); // the kept descriptors, before the handle they were used with
     if (blasHandle_)
       blasLt_->cublasLtDestroy(blasHandle_);
     for (cudaStream_t s : streams_)
