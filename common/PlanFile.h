@@ -179,6 +179,10 @@ bool pipelineChunkOf(const std::string &program, uint32_t &chunk);
 /// The file bytes of `plan`.
 std::vector<uint8_t> serializePlan(const Plan &plan);
 
+/// The largest plan file a tool reads (a plan does not grow with the ranks: GPT-3 175B's is a few
+/// MiB), so that a device or a huge file where a plan is expected is refused, not read whole.
+constexpr uint64_t kMaxPlanFileBytes = uint64_t(1) << 30;
+
 /// Parses file bytes; on failure returns false with the reason (bad magic, another version,
 /// checksum mismatch, truncation, an operand outside its buffer, ...).
 bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error);

@@ -21,6 +21,9 @@ static constexpr const char *kFormat = "tessel-checkpoint";
 static constexpr int64_t kVersion = 3;
 static constexpr const char *kManifestFile = "manifest.json";
 static constexpr const char *kLatestFile = "latest";
+/// The largest `latest` (one directory name) and manifest read: anything larger is not one.
+static constexpr uint64_t kMaxLatestBytes = 4096;
+static constexpr uint64_t kMaxManifestBytes = uint64_t(256) << 20;
 
 std::string checkpointName(int64_t step) {
   char name[32];
@@ -212,6 +215,11 @@ static bool describeTensors(const std::vector<CheckpointTensor> &tensors, const 
   return true;
 }
 
+void abandonCheckpoint(const std::string &tempDir) {
+  std::error_code ec;
+  fs::remove_all(tempDir, ec);
+}
+
 bool commitCheckpoint(const std::string &dirArg, const std::string &tempDir,
                       const CheckpointContents &contents, const std::vector<Json> &shards,
                       std::string &error) {
@@ -239,8 +247,7 @@ bool commitCheckpoint(const std::string &dirArg, const std::string &tempDir,
          fsyncDirectory(tempDir, error) && replaceDirectoryAtomically(tempDir, finalDir, error);
   }
   if (!ok) {
-    std::error_code ec;
-    fs::remove_all(tempDir, ec);
+    abandonCheckpoint(tempDir);
     error = "cannot save checkpoint " + finalDir + ": " + error;
     return false;
   }
@@ -261,8 +268,7 @@ bool saveCheckpoint(const std::string &dir, const CheckpointContents &contents,
   std::vector<Json> described(shards.size());
   for (size_t i = 0; i < shards.size(); ++i)
     if (!writeShard(tempDir, shards[i], described[i], error)) {
-      std::error_code ec;
-      fs::remove_all(tempDir, ec);
+      abandonCheckpoint(tempDir);
       error = "cannot save checkpoint " + trimSlashes(dir) + "/" + checkpointName(contents.step) +
               ": " + error;
       return false;
@@ -320,7 +326,7 @@ private:
       return reject(path + " is neither a checkpoint (no " + kManifestFile +
                     ") nor a run directory (no 'latest' file)");
     std::string latest;
-    if (!readWholeFile(latestPath, latest, error_))
+    if (!readWholeFile(latestPath, kMaxLatestBytes, latest, error_))
       return false;
     while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r' ||
                                latest.back() == ' ' || latest.back() == '\t'))
@@ -410,7 +416,7 @@ private:
     if (!resolve(path, checkpoint->path))
       return nullptr;
     manifestPath_ = checkpoint->path + "/" + kManifestFile;
-    std::optional<Json> manifest = readJsonFile(manifestPath_, error_);
+    std::optional<Json> manifest = readJsonFile(manifestPath_, kMaxManifestBytes, error_);
     if (!manifest)
       return nullptr;
     if (!manifest->isObject())

@@ -134,6 +134,11 @@ std::string checkpointTempDir(const std::string &dir, int64_t step, const std::s
 bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &description,
                 std::string &error);
 
+/// On one process, once every rank has stopped writing into it: removes the temporary directory
+/// of a save that failed (a shard that could not be written: a full disk), so that it does not
+/// keep the disk full.
+void abandonCheckpoint(const std::string &tempDir);
+
 /// Step 3, on one process, once every shard is written: checks that the shards make up every
 /// tensor of `contents`, writes the manifest, moves the checkpoint into place as
 /// DIR/step_XXXXXXXX (replacing one of the same step) and points DIR/latest at it. On failure

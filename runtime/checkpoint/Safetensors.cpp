@@ -261,19 +261,17 @@ private:
   }
 
   std::unique_ptr<SafetensorsFile> readImpl() {
-    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return fail(std::string("cannot open: ") + std::strerror(errno));
+    uint64_t fileBytes = 0;
+    std::string why;
+    int fd = openRegularFile(path_, UINT64_MAX, fileBytes, why);
+    if (fd < 0) {
+      error_ = why; // it names the path
+      return nullptr;
+    }
     struct Closer {
       int fd;
       ~Closer() { ::close(fd); }
     } closer{fd};
-    struct stat info;
-    if (::fstat(fd, &info) != 0)
-      return fail(std::string("cannot stat: ") + std::strerror(errno));
-    if (!S_ISREG(info.st_mode))
-      return fail("not a regular file");
-    uint64_t fileBytes = static_cast<uint64_t>(info.st_size);
     if (fileBytes < 8)
       return fail("truncated: " + std::to_string(fileBytes) +
                   " bytes, too short for the 8-byte header length");

@@ -3,6 +3,7 @@
 #include "runtime/host/Data.h"
 
 #include "runtime/core/Rng.h"
+#include "runtime/support/AtomicFile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -64,20 +65,6 @@ static bool listDataFiles(const std::string &dir, std::vector<std::string> &file
 }
 
 /// What a non-regular file is, for refusing it.
-static const char *fileKind(mode_t mode) {
-  if (S_ISDIR(mode))
-    return "a directory";
-  if (S_ISCHR(mode))
-    return "a character device";
-  if (S_ISBLK(mode))
-    return "a block device";
-  if (S_ISFIFO(mode))
-    return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  return "not a regular file";
-}
-
 /// Where a pre-tokenized file's uint16 ids start (past llm.c's header, if it has one).
 static bool tokenFileStart(const std::string &path, const unsigned char *data, size_t size,
                            size_t &begin, std::string &error) {
@@ -189,7 +176,7 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   bool isDirectory = S_ISDIR(info.st_mode);
   std::string what = (isDirectory ? "data directory " : "data file ") + path;
   if (!isDirectory && !S_ISREG(info.st_mode)) {
-    error = what + " is " + fileKind(info.st_mode) +
+    error = what + " is " + fileKindOf(info.st_mode) +
             "; training data must be a regular file or a directory of them";
     return nullptr;
   }
@@ -223,7 +210,7 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       error = "data file " + source + " is " +
-              (S_ISREG(st.st_mode) ? std::string("unreadable") : fileKind(st.st_mode)) +
+              (S_ISREG(st.st_mode) ? std::string("unreadable") : fileKindOf(st.st_mode)) +
               "; training data must be a regular file";
       ::close(fd);
       return nullptr;

@@ -598,8 +598,12 @@ bool Session::save(int64_t step) {
   }
   described += "]";
   std::vector<std::string> texts;
-  if (!agree(ok, err) || !gatherTexts(described, texts, err))
+  if (!agree(ok, err) || !gatherTexts(described, texts, err)) {
+    // Every rank has stopped writing shards: the partial ones go, not to keep a disk full.
+    if (ranks_->isMainProcess())
+      abandonCheckpoint(tempDir);
     return error(failed + err);
+  }
   if (ranks_->isMainProcess()) {
     std::vector<Json> all;
     for (const std::string &text : texts) {

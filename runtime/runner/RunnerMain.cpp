@@ -12,8 +12,10 @@
 #include "runtime/comm/Rendezvous.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/Trainer.h"
+#include "runtime/support/AtomicFile.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -156,6 +158,9 @@ static int runnerMain(int argc, char **argv);
 }
 
 int main(int argc, char **argv) {
+  // A write past the file-size limit (ulimit -f) fails with EFBIG and is reported like a full
+  // disk, rather than killing the process with SIGXFSZ before it can clean up.
+  std::signal(SIGXFSZ, SIG_IGN);
   // Out of memory anywhere on this thread ends the run with a message, never an abort.
   try {
     finish(runnerMain(argc, argv));
@@ -289,12 +294,12 @@ static int runnerMain(int argc, char **argv) {
   std::vector<uint8_t> bytes;
   std::string error, source;
   if (!planPath.empty()) {
-    std::ifstream in(planPath, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "%s: error: cannot open plan '%s'\n", argv[0], planPath.c_str());
+    std::string text;
+    if (!rt::readWholeFile(planPath, planfile::kMaxPlanFileBytes, text, error)) {
+      std::fprintf(stderr, "%s: error: plan: %s\n", argv[0], error.c_str());
       return 2;
     }
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    bytes.assign(text.begin(), text.end());
     source = planPath;
   } else {
     bool found = false;

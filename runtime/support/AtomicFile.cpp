@@ -105,21 +105,56 @@ bool prepareOutputFile(const std::string &path, const std::string &what, std::st
   return true;
 }
 
-bool readWholeFile(const std::string &path, std::string &out, std::string &error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+const char *fileKindOf(unsigned mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+int openRegularFile(const std::string &path, uint64_t maxBytes, uint64_t &bytes,
+                    std::string &error) {
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer; nothing is read from one.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     error = "cannot open " + path + ": " + std::strerror(errno);
-    return false;
+    return -1;
   }
-  FdCloser closer{fd};
   struct stat info;
-  if (::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
-    error = "cannot read " + path + ": it is a directory";
-    return false;
+  if (::fstat(fd, &info) != 0) {
+    error = "cannot read " + path + ": " + std::strerror(errno);
+  } else if (!S_ISREG(info.st_mode)) {
+    error = "cannot read " + path + ": it is " + fileKindOf(info.st_mode) +
+            ", not a regular file";
+  } else if (static_cast<uint64_t>(info.st_size) > maxBytes) {
+    error = "cannot read " + path + ": it is " + std::to_string(info.st_size) +
+            " bytes, over the " + std::to_string(maxBytes) + " such a file may hold";
+  } else {
+    bytes = static_cast<uint64_t>(info.st_size);
+    // Reads block again, as on any regular file.
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
   }
+  ::close(fd);
+  return -1;
+}
+
+bool readWholeFile(const std::string &path, uint64_t maxBytes, std::string &out,
+                   std::string &error) {
+  uint64_t bytes = 0;
+  int fd = openRegularFile(path, maxBytes, bytes, error);
+  if (fd < 0)
+    return false;
+  FdCloser closer{fd};
   out.clear();
-  if (info.st_size > 0)
-    out.reserve(static_cast<size_t>(info.st_size));
+  out.reserve(static_cast<size_t>(bytes));
   char buffer[1 << 16];
   while (true) {
     ssize_t got = ::read(fd, buffer, sizeof buffer);
@@ -131,6 +166,12 @@ bool readWholeFile(const std::string &path, std::string &out, std::string &error
     }
     if (got == 0)
       return true;
+    // A file that grows while it is read stops at the limit too.
+    if (out.size() + static_cast<size_t>(got) > maxBytes) {
+      error = "cannot read " + path + ": it grew past the " + std::to_string(maxBytes) +
+              " bytes such a file may hold";
+      return false;
+    }
     out.append(buffer, static_cast<size_t>(got));
   }
 }

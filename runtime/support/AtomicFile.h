@@ -12,13 +12,26 @@
 
 #include <cstddef>
 #include <functional>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace tessel::rt {
 
-/// Reads the whole file at `path` into `out`. Errors name the path ("cannot open X: reason").
-bool readWholeFile(const std::string &path, std::string &out, std::string &error);
+/// What a file of this mode is, in words ("a FIFO (named pipe)"), for refusals.
+const char *fileKindOf(unsigned mode);
+
+/// Opens `path` for reading without blocking on a FIFO, and requires a regular file of at most
+/// `maxBytes`: a FIFO, a device, a directory or a file past the limit is refused with what it
+/// is, before anything is read. The descriptor (to close), or -1 with the reason naming the
+/// path; `bytes` is the file's size.
+int openRegularFile(const std::string &path, uint64_t maxBytes, uint64_t &bytes,
+                    std::string &error);
+
+/// Reads the whole regular file at `path`, of at most `maxBytes`, into `out` (openRegularFile's
+/// checks first). Errors name the path ("cannot open X: reason").
+bool readWholeFile(const std::string &path, uint64_t maxBytes, std::string &out,
+                   std::string &error);
 
 /// Writes all `size` bytes to `fd`, retrying short writes and EINTR; on failure `error` is the
 /// system's reason (without a path).

@@ -537,9 +537,9 @@ std::optional<Json> Json::parse(std::string_view text, std::string_view sourceNa
   return Parser(text, sourceName, maxDepth).parseDocument(error);
 }
 
-std::optional<Json> readJsonFile(const std::string &path, std::string &error) {
+std::optional<Json> readJsonFile(const std::string &path, uint64_t maxBytes, std::string &error) {
   std::string text;
-  if (!readWholeFile(path, text, error))
+  if (!readWholeFile(path, maxBytes, text, error))
     return std::nullopt;
   return Json::parse(text, path, error);
 }

@@ -115,8 +115,8 @@ private:
   Object object_;
 };
 
-/// Reads and parses a JSON file; errors name the path.
-std::optional<Json> readJsonFile(const std::string &path, std::string &error);
+/// Reads and parses a JSON file of at most `maxBytes` (readWholeFile); errors name the path.
+std::optional<Json> readJsonFile(const std::string &path, uint64_t maxBytes, std::string &error);
 
 } // namespace tessel::rt
 

@@ -51,7 +51,7 @@ std::vector<std::string> splitComma(const std::string &s) {
 /// The plan of a plan file or a compiled model; false with an error naming the file.
 bool readPlan(const std::string &path, planfile::Plan &plan, std::string &error) {
   std::string text;
-  if (!rt::readWholeFile(path, text, error))
+  if (!rt::readWholeFile(path, planfile::kMaxPlanFileBytes, text, error))
     return false;
   std::vector<uint8_t> bytes(text.begin(), text.end());
   if (text.compare(0, 8, "TESSPLAN") != 0) {

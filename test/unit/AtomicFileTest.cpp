@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace tessel::rt;
@@ -74,12 +75,31 @@ TEST(AtomicFile, ReadWholeFile) {
   bytes[123456] = '\0';
   writeFile(dir / "big", bytes);
   std::string out, error;
-  ASSERT_TRUE(readWholeFile(dir / "big", out, error)) << error;
+  ASSERT_TRUE(readWholeFile(dir / "big", bytes.size(), out, error)) << error;
   EXPECT_EQ(out, bytes);
-  EXPECT_FALSE(readWholeFile(dir / "nope", out, error));
+  EXPECT_FALSE(readWholeFile(dir / "nope", 1 << 20, out, error));
   EXPECT_EQ(error, "cannot open " + (dir / "nope") + ": No such file or directory");
-  EXPECT_FALSE(readWholeFile(dir.path(), out, error));
-  EXPECT_EQ(error, "cannot read " + dir.path() + ": it is a directory");
+  EXPECT_FALSE(readWholeFile(dir.path(), 1 << 20, out, error));
+  EXPECT_EQ(error, "cannot read " + dir.path() + ": it is a directory, not a regular file");
+  // One byte over the limit is refused before it is read.
+  EXPECT_FALSE(readWholeFile(dir / "big", bytes.size() - 1, out, error));
+  EXPECT_EQ(error, "cannot read " + (dir / "big") + ": it is 300000 bytes, over the 299999 such a "
+                                                     "file may hold");
+}
+
+// Where a file is expected, a FIFO is refused at once (opening it to read would wait for a
+// writer forever), and so is a device that would be read without end.
+TEST(AtomicFile, ReadWholeFileRefusesFifosAndDevices) {
+  ScratchDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  std::string out, error;
+  EXPECT_FALSE(readWholeFile(dir / "fifo", 1 << 20, out, error));
+  EXPECT_EQ(error, "cannot read " + (dir / "fifo") + ": it is a FIFO (named pipe), not a regular "
+                                                      "file");
+  EXPECT_FALSE(readWholeFile("/dev/zero", 1 << 20, out, error));
+  EXPECT_EQ(error, "cannot read /dev/zero: it is a character device, not a regular file");
+  uint64_t bytes = 0;
+  EXPECT_EQ(openRegularFile(dir / "fifo", 1 << 20, bytes, error), -1);
 }
 
 TEST(AtomicFile, ReplaceDirectory) {

@@ -281,7 +281,7 @@ TEST(Checkpoint, ManifestIsReadable) {
             std::string::npos)
       << manifest;
   // The manifest's own checksum comes last.
-  std::optional<Json> json = readJsonFile(run / "step_00000300/manifest.json", error);
+  std::optional<Json> json = readJsonFile(run / "step_00000300/manifest.json", 1 << 30, error);
   ASSERT_TRUE(json) << error;
   ASSERT_FALSE(json->members().empty());
   EXPECT_EQ(json->members().back().first, "checksum");
@@ -469,7 +469,7 @@ template <typename Edit> void editManifest(const ScratchDir &run, Edit edit) {
   std::string error;
   EXPECT_TRUE(state.save(run.path(), 10, error)) << error;
   std::string path = run / "step_00000010/manifest.json";
-  std::optional<Json> manifest = readJsonFile(path, error);
+  std::optional<Json> manifest = readJsonFile(path, 1 << 30, error);
   ASSERT_TRUE(manifest) << error;
   edit(*manifest);
   if (manifest->isObject() && manifest->find("checksum"))
@@ -520,7 +520,7 @@ TEST(Checkpoint, ManifestIsProtectedByItsChecksum) {
             path + ": does not match its checksum (it was edited or is corrupt)");
   // A manifest without a checksum is refused too.
   writeFile(path, text);
-  std::optional<Json> manifest = readJsonFile(path, error);
+  std::optional<Json> manifest = readJsonFile(path, 1 << 30, error);
   ASSERT_TRUE(manifest) << error;
   Json stripped = Json::object();
   for (const auto &[key, value] : manifest->members())
@@ -945,10 +945,10 @@ TEST(Checkpoint, ReadBlockNamesAMissingShardFile) {
   // The manifest loads: shard files are opened when a block needs them.
   auto loaded = loadCheckpoint(run.path(), error);
   ASSERT_TRUE(loaded) << error;
-  EXPECT_EQ(readError(*loaded, "wte"), model1 + ": cannot open: No such file or directory");
+  EXPECT_EQ(readError(*loaded, "wte"), "cannot open " + model1 + ": No such file or directory");
   std::vector<float> out(64);
   EXPECT_FALSE(loaded->readBlock("layers.0.wq", {6, 0, 0}, {1, 2, 4}, out.data(), error));
-  EXPECT_EQ(error, model1 + ": cannot open: No such file or directory");
+  EXPECT_EQ(error, "cannot open " + model1 + ": No such file or directory");
   // Blocks held by the other rank's file still read.
   EXPECT_EQ(readFloats(*loaded, "wte", {0, 0}, {8, 8}),
             std::vector<float>(state.wte.begin(), state.wte.begin() + 64));

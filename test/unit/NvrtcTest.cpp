@@ -255,7 +255,7 @@ TEST(KernelCache, StoresFindsAndDetectsCorruptEntries) {
 
   const std::string path = cache.path("0123456789abcdef");
   std::string whole;
-  ASSERT_TRUE(rt::readWholeFile(path, whole, error));
+  ASSERT_TRUE(rt::readWholeFile(path, 1 << 30, whole, error));
   // Truncated.
   test::writeFile(path, whole.substr(0, whole.size() - 3));
   EXPECT_EQ(cache.get("0123456789abcdef", binary), rt::KernelCache::Lookup::Corrupt);
@@ -337,7 +337,7 @@ TEST(FusedCompiler, CompilesOnceThenHitsTheCacheAndRecompilesACorruptEntry) {
   const std::string key =
       rt::kernelCacheKey(source, rt::fusedKernelOptions(), "sm_80", nvrtc->version());
   std::string whole;
-  ASSERT_TRUE(rt::readWholeFile(cache.path(key), whole, error)) << error;
+  ASSERT_TRUE(rt::readWholeFile(cache.path(key), 1 << 30, whole, error)) << error;
   test::writeFile(cache.path(key), whole.substr(0, whole.size() / 2));
   {
     rt::FusedCompiler third(*nvrtc, rt::KernelCache(dir.path()));

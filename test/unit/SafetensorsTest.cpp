@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 
 using namespace tessel::rt;
 using tessel::test::readFile;
@@ -341,9 +342,14 @@ TEST(Safetensors, NotAFile) {
   ScratchDir dir;
   std::string error;
   EXPECT_FALSE(readSafetensors(dir / "missing.safetensors", error));
-  EXPECT_EQ(error, (dir / "missing.safetensors") + ": cannot open: No such file or directory");
+  EXPECT_EQ(error, "cannot open " + (dir / "missing.safetensors") + ": No such file or directory");
   EXPECT_FALSE(readSafetensors(dir.path(), error));
-  EXPECT_EQ(error, dir.path() + ": not a regular file");
+  EXPECT_EQ(error, "cannot read " + dir.path() + ": it is a directory, not a regular file");
+  // A FIFO is refused without waiting for a writer.
+  ASSERT_EQ(::mkfifo((dir / "fifo.safetensors").c_str(), 0644), 0);
+  EXPECT_FALSE(readSafetensors(dir / "fifo.safetensors", error));
+  EXPECT_EQ(error, "cannot read " + (dir / "fifo.safetensors") +
+                       ": it is a FIFO (named pipe), not a regular file");
 }
 
 TEST(Safetensors, DTypeHelpers) {

@@ -22,6 +22,8 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'E', 'L', 'K', 'C'};
 constexpr uint32_t kFormat = 1;
+/// The largest cache entry read: far above any fused kernel's cubin.
+constexpr uint64_t kMaxCubinBytes = uint64_t(256) << 20;
 
 struct EntryHeader {
   char magic[8];
@@ -74,7 +76,7 @@ KernelCache::Lookup KernelCache::get(const std::string &key, std::string &binary
   if (dir_.empty())
     return Lookup::Miss;
   std::string bytes, error;
-  if (!readWholeFile(path(key), bytes, error))
+  if (!readWholeFile(path(key), kMaxCubinBytes, bytes, error))
     return Lookup::Miss;
   EntryHeader h;
   if (bytes.size() < sizeof h)
