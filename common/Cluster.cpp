@@ -118,15 +118,64 @@ std::string unitList(Quantity q) {
   return s;
 }
 
-/// Reads a number at `text[pos]`; false if there is none.
+/// Reads a decimal number at `text[pos]` (an optional sign, digits with an optional point, an
+/// optional exponent); false if there is none. Hexadecimal, "inf" and "nan", which strtod would
+/// take, are not numbers here: "0x10 GB/s" is 0 followed by the unit "x10 GB/s", refused.
 bool readNumber(const std::string &text, size_t &pos, double &value) {
-  const char *begin = text.c_str() + pos;
-  char *end = nullptr;
-  value = std::strtod(begin, &end);
-  if (end == begin || !std::isfinite(value))
+  size_t end = pos;
+  auto digits = [&] {
+    size_t start = end;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])))
+      ++end;
+    return end > start;
+  };
+  if (end < text.size() && (text[end] == '+' || text[end] == '-'))
+    ++end;
+  bool whole = digits(), fraction = false;
+  if (end < text.size() && text[end] == '.') {
+    ++end;
+    fraction = digits();
+  }
+  if (!whole && !fraction)
     return false;
-  pos += static_cast<size_t>(end - begin);
+  if (end < text.size() && (text[end] == 'e' || text[end] == 'E')) {
+    size_t mark = end++;
+    if (end < text.size() && (text[end] == '+' || text[end] == '-'))
+      ++end;
+    if (!digits())
+      end = mark;
+  }
+  value = std::strtod(text.substr(pos, end - pos).c_str(), nullptr);
+  if (!std::isfinite(value))
+    return false;
+  pos = end;
   return true;
+}
+
+/// The values a figure of quantity `q` may take, in its base unit: wide enough for any machine
+/// from a laptop to the largest accelerator, narrow enough that a typo (1e-320 GB/s, 1e300 GB)
+/// cannot make a step take "inf s".
+struct Range {
+  double low, high;
+  const char *text;
+};
+const Range *rangeOf(Quantity q) {
+  static const Range rate = {1e6, 1e18, "1 MFLOP/s to 1 EFLOP/s"};
+  static const Range bandwidth = {1e3, 1e15, "1 KB/s to 1 PB/s"};
+  static const Range size = {1e3, 1e15, "1 KB to 1 PB"};
+  static const Range time = {1e-12, 3600, "1 ps to 1 hour"};
+  switch (q) {
+  case Quantity::Rate:
+    return &rate;
+  case Quantity::Bandwidth:
+    return &bandwidth;
+  case Quantity::Size:
+    return &size;
+  case Quantity::Time:
+    return &time;
+  default:
+    return nullptr;
+  }
 }
 
 struct Parser {
@@ -165,6 +214,10 @@ struct Parser {
     if (overhead ? !(out >= 0) : !(out > 0))
       return fail(at, std::string(key.name) +
                           (overhead ? " must not be negative" : " must be positive"));
+    if (const Range *range = rangeOf(key.quantity);
+        range && !(overhead && out == 0) && (out < range->low || out > range->high))
+      return fail(at, std::string(key.name) + " = " + value + " is outside what a cluster file takes (" +
+                          range->text + ")");
     if (key.quantity == Quantity::Fraction && out > 1)
       return fail(at, std::string(key.name) + " is a fraction of the peak, in (0, 1]");
     return true;
