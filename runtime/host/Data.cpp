@@ -21,9 +21,13 @@ namespace tessel::rt {
 
 namespace fs = std::filesystem;
 
-/// llm.c's token files: 256 int32 of header, then uint16 tokens.
+/// llm.c's token files: 256 int32 of header (magic, version, token count), then the tokens:
+/// uint16 in GPT-2's files (magic 20240520, version 1), uint32 in Llama 3's (20240801, 7).
 constexpr uint32_t kLlmcMagic = 20240520;
+constexpr uint32_t kLlmcMagicLlama3 = 20240801;
 constexpr size_t kLlmcHeaderBytes = 256 * 4;
+/// The magic numbers of llm.c's other files, which are not token data.
+constexpr uint32_t kLlmcModelMagic = 20240326, kLlmcStateMagic = 20240327;
 
 /// A broken precondition is a bug in the caller, not bad input: stop loudly.
 static void require(bool condition, const char *what) {
@@ -36,6 +40,10 @@ static void require(bool condition, const char *what) {
 static uint32_t readLe32(const unsigned char *bytes) {
   return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8 |
          static_cast<uint32_t>(bytes[2]) << 16 | static_cast<uint32_t>(bytes[3]) << 24;
+}
+
+static uint32_t byteSwapped(uint32_t v) {
+  return (v >> 24) | ((v >> 8) & 0xFF00u) | ((v << 8) & 0xFF0000u) | (v << 24);
 }
 
 /// The regular files of directory `dir` that the byte tokenizer reads, in name order: not
@@ -64,36 +72,59 @@ static bool listDataFiles(const std::string &dir, std::vector<std::string> &file
   return true;
 }
 
-/// What a non-regular file is, for refusing it.
-/// Where a pre-tokenized file's uint16 ids start (past llm.c's header, if it has one).
+/// Where a pre-tokenized file's ids start and how wide they are: past llm.c's header (uint16
+/// for version 1, uint32 for version 7), or from the first byte as uint16 (nanoGPT's .bin). A
+/// header of another version or magic of llm.c's, or one written big-endian, is refused by name
+/// rather than read as tokens.
 static bool tokenFileStart(const std::string &path, const unsigned char *data, size_t size,
-                           size_t &begin, std::string &error) {
+                           size_t &begin, int &width, std::string &error) {
   begin = 0;
-  if (size >= 4 && readLe32(data) == kLlmcMagic) {
-    if (size < kLlmcHeaderBytes) {
-      error = "data file " + path + " starts like an llm.c token file but its " +
-              std::to_string(size) + " bytes are too few for the 1024-byte header";
+  width = 2;
+  const uint32_t magic = size >= 4 ? readLe32(data) : 0;
+  const bool gpt2 = magic == kLlmcMagic, llama3 = magic == kLlmcMagicLlama3;
+  if (size >= 4) {
+    for (uint32_t known : {kLlmcMagic, kLlmcMagicLlama3, kLlmcModelMagic, kLlmcStateMagic})
+      if (magic == byteSwapped(known)) {
+        error = "data file " + path + " starts with llm.c's magic " + std::to_string(known) +
+                " written big-endian; llm.c's files are little-endian";
+        return false;
+      }
+    if (magic == kLlmcModelMagic || magic == kLlmcStateMagic) {
+      error = "data file " + path + " is an llm.c " +
+              (magic == kLlmcModelMagic ? "model checkpoint" : "training state") + " (magic " +
+              std::to_string(magic) + "), not a token file";
       return false;
     }
-    uint32_t version = readLe32(data + 4);
-    if (version != 1) {
-      error = "data file " + path + " is an llm.c token file of version " +
-              std::to_string(version) + "; only version 1 (uint16 tokens) is supported";
+  }
+  if (!gpt2 && !llama3) {
+    if (size % 2 != 0) {
+      error = "data file " + path + " has an odd number of bytes (" + std::to_string(size) +
+              "); a .bin file without llm.c's header holds uint16 tokens";
       return false;
     }
-    uint64_t count = readLe32(data + 8);
-    if (size - kLlmcHeaderBytes != 2 * count) {
-      error = "data file " + path + ": its llm.c header says " + std::to_string(count) +
-              " tokens (" + std::to_string(2 * count) + " bytes) but " +
-              std::to_string(size - kLlmcHeaderBytes) + " bytes follow the header";
-      return false;
-    }
-    begin = kLlmcHeaderBytes;
-  } else if (size % 2 != 0) {
-    error = "data file " + path + " has an odd number of bytes (" + std::to_string(size) +
-            "); a .bin file holds uint16 tokens";
+    return true;
+  }
+  if (size < kLlmcHeaderBytes) {
+    error = "data file " + path + " starts like an llm.c token file but its " +
+            std::to_string(size) + " bytes are too few for the 1024-byte header";
     return false;
   }
+  const uint32_t version = readLe32(data + 4), expected = gpt2 ? 1 : 7;
+  if (version != expected) {
+    error = "data file " + path + " is an llm.c token file (magic " + std::to_string(magic) +
+            ") of version " + std::to_string(version) + "; that magic goes with version " +
+            std::to_string(expected) + " (" + (gpt2 ? "uint16" : "uint32") + " tokens)";
+    return false;
+  }
+  width = gpt2 ? 2 : 4;
+  const uint64_t count = readLe32(data + 8), bytes = count * static_cast<uint64_t>(width);
+  if (size - kLlmcHeaderBytes != bytes) {
+    error = "data file " + path + ": its llm.c header says " + std::to_string(count) +
+            " tokens (" + std::to_string(bytes) + " bytes) but " +
+            std::to_string(size - kLlmcHeaderBytes) + " bytes follow the header";
+    return false;
+  }
+  begin = kLlmcHeaderBytes;
   return true;
 }
 
@@ -103,23 +134,25 @@ TokenData::~TokenData() {
       ::munmap(segment.map, segment.mapBytes);
 }
 
-/// Token `i` of `tokens`, `width` bytes each (1, or 2 little-endian).
-static uint16_t tokenAt(const unsigned char *tokens, int64_t i, int width) {
+/// Token `i` of `tokens`, `width` bytes each (1, or 2 or 4 little-endian).
+static uint32_t tokenAt(const unsigned char *tokens, int64_t i, int width) {
   const unsigned char *p = tokens + i * width;
-  return width == 1 ? p[0] : static_cast<uint16_t>(p[0] | p[1] << 8);
+  return width == 1   ? p[0]
+         : width == 2 ? static_cast<uint32_t>(p[0] | p[1] << 8)
+                      : readLe32(p);
 }
 
-uint16_t TokenData::at(int64_t index) const {
+uint32_t TokenData::at(int64_t index) const {
   // The segment holding `index`: the last one that starts at or before it.
   auto it = std::upper_bound(segments_.begin(), segments_.end(), index,
                              [](int64_t i, const Segment &s) { return i < s.first; });
   const Segment &segment = *(it - 1);
-  return tokenAt(segment.tokens, index - segment.first, width_);
+  return tokenAt(segment.tokens, index - segment.first, segment.width);
 }
 
-std::vector<uint16_t> TokenData::slice(int64_t begin, int64_t count) const {
+std::vector<uint32_t> TokenData::slice(int64_t begin, int64_t count) const {
   require(begin >= 0 && count >= 0 && begin + count <= total_, "slice: outside the data");
-  std::vector<uint16_t> out(static_cast<size_t>(count));
+  std::vector<uint32_t> out(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i)
     out[i] = at(begin + i);
   return out;
@@ -129,7 +162,7 @@ bool TokenData::copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int
                            std::string &error) const {
   ++windowsRead_;
   for (int64_t i = 0; i <= seq; ++i) {
-    uint16_t t = at(start + i);
+    const uint32_t t = at(start + i);
     if (!scanned_ && t >= vocab_) {
       error = what_ + ": token " + std::to_string(t) + " at position " +
               std::to_string(start + i) + " is not below the vocabulary size " +
@@ -184,7 +217,6 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   std::unique_ptr<TokenData> data(new TokenData());
   data->what_ = what;
   data->vocab_ = vocab;
-  data->width_ = kind == Tokenizer::Byte ? 1 : 2;
   if (isDirectory) {
     if (kind != Tokenizer::Byte) {
       error = what + " is a directory; the tokens tokenizer reads one pre-tokenized .bin file";
@@ -244,14 +276,16 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
     segment.map = map;
     segment.mapBytes = size;
     size_t begin = 0;
+    int width = 1;
     const auto *bytes = static_cast<const unsigned char *>(map);
     data->segments_.push_back(segment); // Owned from here, so an error below unmaps it.
-    if (kind == Tokenizer::Tokens && !tokenFileStart(source, bytes, size, begin, error))
+    if (kind == Tokenizer::Tokens && !tokenFileStart(source, bytes, size, begin, width, error))
       return nullptr;
     Segment &added = data->segments_.back();
     added.tokens = bytes + begin;
+    added.width = width;
     added.first = data->total_;
-    added.count = static_cast<int64_t>((size - begin) / static_cast<size_t>(data->width_));
+    added.count = static_cast<int64_t>((size - begin) / static_cast<size_t>(width));
     data->total_ += added.count;
   }
   // Segments without tokens (an llm.c header alone) hold no index; drop them from the search.
@@ -270,12 +304,14 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   }
   // Ids that cannot reach the vocabulary's size need no check; small data is checked whole now,
   // large data window by window as training reads it.
-  const int64_t largestId = kind == Tokenizer::Byte ? 255 : 65535;
+  int64_t largestId = 0;
+  for (const Segment &segment : data->segments_)
+    largestId = std::max(largestId, (int64_t(1) << (8 * segment.width)) - 1);
   data->scanned_ = largestId < vocab || total <= kScannedTokens;
   if (largestId >= vocab && total <= kScannedTokens) {
     for (const Segment &segment : data->segments_)
       for (int64_t i = 0; i < segment.count; ++i) {
-        uint16_t t = tokenAt(segment.tokens, i, data->width_);
+        const uint32_t t = tokenAt(segment.tokens, i, segment.width);
         if (t >= vocab) {
           error = what + ": token " + std::to_string(t) + " at position " +
                   std::to_string(segment.first + i) + " is not below the vocabulary size " +

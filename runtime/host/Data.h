@@ -58,7 +58,7 @@ public:
   /// The files read, in the order concatenated.
   const std::vector<std::string> &sources() const { return sources_; }
   /// Tokens [begin, begin + count) of the stream.
-  std::vector<uint16_t> slice(int64_t begin, int64_t count) const;
+  std::vector<uint32_t> slice(int64_t begin, int64_t count) const;
 
   /// A random training window: start = rng.below(trainTokens - seq), tokens = data[start ..
   /// start + seq), targets = data[start + 1 .. start + seq + 1). Requires seq + 1 <=
@@ -90,17 +90,17 @@ private:
   struct Segment {
     const unsigned char *tokens = nullptr; ///< Into the mapping, past any header.
     int64_t first = 0, count = 0;
+    int width = 1; ///< Bytes per token: 1 (bytes), 2 (uint16) or 4 (llm.c's uint32 files).
     void *map = nullptr; ///< The whole mapping, for munmap.
     size_t mapBytes = 0;
   };
 
   TokenData() = default;
-  uint16_t at(int64_t index) const;
+  uint32_t at(int64_t index) const;
   bool copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
                   std::string &error) const;
 
   std::vector<Segment> segments_;
-  int width_ = 1; ///< Bytes per token: 1 (bytes) or 2 (uint16).
   int64_t vocab_ = 0, total_ = 0, trainTokens_ = 0;
   bool scanned_ = false; ///< Every id was checked against the vocabulary at open.
   std::string what_;     ///< "data file X" or "data directory X", for messages.

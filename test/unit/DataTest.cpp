@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <set>
 #include <unistd.h>
@@ -26,18 +28,38 @@ std::string tokenBytes(const std::vector<uint16_t> &tokens) {
   return bytes;
 }
 
-/// llm.c's 1024-byte header followed by the tokens.
-std::string llmcBytes(const std::vector<uint16_t> &tokens, uint32_t version = 1,
-                      int64_t claimed = -1) {
-  std::vector<uint32_t> header(256, 0);
-  header[0] = 20240520;
-  header[1] = version;
-  header[2] = static_cast<uint32_t>(claimed < 0 ? int64_t(tokens.size()) : claimed);
+/// uint32 little-endian bytes of `words`.
+std::string wordBytes(const std::vector<uint32_t> &words) {
   std::string bytes;
-  for (uint32_t word : header)
+  for (uint32_t word : words)
     for (int i = 0; i < 4; ++i)
       bytes += static_cast<char>(word >> (8 * i));
-  return bytes + tokenBytes(tokens);
+  return bytes;
+}
+
+/// llm.c's 1024-byte header (magic, version, token count) without the tokens.
+std::string llmcHeader(uint32_t magic, uint32_t version, int64_t count) {
+  std::vector<uint32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<uint32_t>(count);
+  return wordBytes(header);
+}
+
+/// llm.c's GPT-2 token file: the header followed by uint16 tokens.
+std::string llmcBytes(const std::vector<uint16_t> &tokens, uint32_t version = 1,
+                      int64_t claimed = -1) {
+  return llmcHeader(20240520, version, claimed < 0 ? int64_t(tokens.size()) : claimed) +
+         tokenBytes(tokens);
+}
+
+/// llm.c's Llama 3 token file (magic 20240801, version 7): uint32 tokens.
+std::string llama3Bytes(const std::vector<uint32_t> &tokens, uint32_t version = 7) {
+  return llmcHeader(20240801, version, int64_t(tokens.size())) + wordBytes(tokens);
+}
+
+std::vector<uint32_t> widened(const std::vector<uint16_t> &tokens) {
+  return std::vector<uint32_t>(tokens.begin(), tokens.end());
 }
 
 /// Tokens 0, 1, 2, ...: a window's values give its position.
@@ -57,8 +79,8 @@ std::string openError(const std::string &path, Tokenizer kind, int64_t vocab, do
   return error;
 }
 
-std::vector<uint16_t> asTokens(const std::string &text) {
-  return std::vector<uint16_t>(reinterpret_cast<const unsigned char *>(text.data()),
+std::vector<uint32_t> asTokens(const std::string &text) {
+  return std::vector<uint32_t>(reinterpret_cast<const unsigned char *>(text.data()),
                                reinterpret_cast<const unsigned char *>(text.data()) + text.size());
 }
 
@@ -153,7 +175,7 @@ TEST(Data, NanoGptBin) {
   std::string error;
   auto data = TokenData::open(dir / "train.bin", Tokenizer::Tokens, 65536, 0, 4, error);
   ASSERT_TRUE(data) << error;
-  EXPECT_EQ(data->slice(0, data->totalTokens()), tokens);
+  EXPECT_EQ(data->slice(0, data->totalTokens()), widened(tokens));
 }
 
 TEST(Data, LlmcBin) {
@@ -163,7 +185,22 @@ TEST(Data, LlmcBin) {
   std::string error;
   auto data = TokenData::open(dir / "tiny_train.bin", Tokenizer::Tokens, 50257, 0, 4, error);
   ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->slice(0, data->totalTokens()), widened(tokens));
+}
+
+// llm.c's Llama 3 files (magic 20240801, version 7) hold uint32 tokens: ids past 65535 read whole,
+// and an id past the vocabulary is found.
+TEST(Data, LlmcLlama3Bin) {
+  ScratchDir dir;
+  std::vector<uint32_t> tokens = {128000, 9906, 1917, 0, 128255, 65536, 70000, 13};
+  writeFile(dir / "llama3_train.bin", llama3Bytes(tokens));
+  std::string error;
+  auto data = TokenData::open(dir / "llama3_train.bin", Tokenizer::Tokens, 128256, 0, 4, error);
+  ASSERT_TRUE(data) << error;
   EXPECT_EQ(data->slice(0, data->totalTokens()), tokens);
+  EXPECT_EQ(openError(dir / "llama3_train.bin", Tokenizer::Tokens, 128000, 0, 4),
+            "data file " + (dir / "llama3_train.bin") +
+                ": token 128000 at position 0 is not below the vocabulary size 128000");
 }
 
 TEST(Data, LlmcHeaderErrors) {
@@ -173,8 +210,25 @@ TEST(Data, LlmcHeaderErrors) {
   writeFile(path, llmcBytes(tokens, 2));
   EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
             "data file " + path +
-                " is an llm.c token file of version 2; only version 1 (uint16 tokens) is "
-                "supported");
+                " is an llm.c token file (magic 20240520) of version 2; that magic goes with "
+                "version 1 (uint16 tokens)");
+  writeFile(path, llama3Bytes(widened(tokens), 1));
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 128256, 0, 4),
+            "data file " + path +
+                " is an llm.c token file (magic 20240801) of version 1; that magic goes with "
+                "version 7 (uint32 tokens)");
+  // A header written big-endian, and llm.c's model and state files, are not token data.
+  std::string swapped = llmcBytes(tokens);
+  std::reverse(swapped.begin(), swapped.begin() + 4);
+  writeFile(path, swapped);
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
+            "data file " + path +
+                " starts with llm.c's magic 20240520 written big-endian; llm.c's files are "
+                "little-endian");
+  writeFile(path, llmcHeader(20240326, 3, 0) + std::string(64, '\0'));
+  EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
+            "data file " + path +
+                " is an llm.c model checkpoint (magic 20240326), not a token file");
   writeFile(path, llmcBytes(tokens, 1, 25));
   EXPECT_EQ(openError(path, Tokenizer::Tokens, 50257, 0, 4),
             "data file " + path +
@@ -192,7 +246,8 @@ TEST(Data, TokenErrors) {
   writeFile(path, tokenBytes({1, 2, 3, 4, 5, 300, 7, 400}) + "\x01");
   EXPECT_EQ(openError(path, Tokenizer::Tokens, 300, 0, 4),
             "data file " + path +
-                " has an odd number of bytes (17); a .bin file holds uint16 tokens");
+                " has an odd number of bytes (17); a .bin file without llm.c's header holds uint16 "
+                "tokens");
   writeFile(path, tokenBytes({1, 2, 3, 4, 5, 300, 7, 400}));
   EXPECT_EQ(openError(path, Tokenizer::Tokens, 300, 0, 4),
             "data file " + path + ": token 300 at position 5 is not below the vocabulary size 300");
