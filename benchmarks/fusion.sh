@@ -54,7 +54,7 @@ for line in open(profile):
     if len(f) == 4 and f[2].isdigit():
         calls += int(f[2])
         if f[0] in words:
-            elementwise += float(f[1])
+            elementwise += float(f[1]) / 1e3  # the table is in milliseconds
 print("%-5s %10.3f s %18.1f %24.3f" % (fuse, sum(times) / len(times), calls / steps, elementwise / steps))
 EOF
 done

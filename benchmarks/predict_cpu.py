@@ -68,8 +68,8 @@ def with_layout(text, section, divisor):
 
 
 def profile_of(output, steps, rank):
-    """{kernel: seconds per step} of `rank` from the runner's --profile tables (one table, or one
-    per group of ranks headed "rank R:" / "ranks R, S:")."""
+    """{kernel: seconds per step} of `rank` from the runner's --profile tables (milliseconds; one
+    table, or one per group of ranks headed "rank R:" / "ranks R, S:")."""
     kernels, ranks = {}, None
     for line in output.splitlines():
         head = re.match(r"^ranks? ([0-9, ]+):$", line)
@@ -78,7 +78,7 @@ def profile_of(output, steps, rank):
             continue
         m = re.match(r"^(\S.*?)\s+([0-9.]+)\s+(\d+)\s+[0-9.]+%$", line)
         if m and m.group(1) != "kernel" and (ranks is None or rank in ranks):
-            kernels[m.group(1)] = float(m.group(2)) / steps
+            kernels[m.group(1)] = float(m.group(2)) / 1e3 / steps
     return kernels
 
 

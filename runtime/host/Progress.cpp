@@ -54,27 +54,49 @@ std::string ProgressLine::formatRate(double perSecond) {
   return buffer;
 }
 
-std::string ProgressLine::formatLine(int64_t step, int64_t totalSteps, double loss, double lr,
-                                     double tokensPerSec, double etaSeconds,
-                                     const std::string &detail) {
-  // The step is padded to the width of the total, so the line does not jitter.
-  int width = static_cast<int>(std::to_string(totalSteps).size());
-  char buffer[224];
-  std::snprintf(buffer, sizeof buffer, "step %*lld/%lld  loss %.4f  lr %.2e  %s tok/s  %s%sETA %s",
-                width, static_cast<long long>(step), static_cast<long long>(totalSteps), loss, lr,
-                formatRate(tokensPerSec).c_str(), detail.c_str(), detail.empty() ? "" : "  ",
-                etaSeconds < 0 ? "--" : formatDuration(etaSeconds).c_str());
+std::string ProgressLine::formatStepTime(double seconds) {
+  char buffer[32];
+  const double ms = seconds * 1e3;
+  if (ms >= 100)
+    std::snprintf(buffer, sizeof buffer, "%.0f ms", ms);
+  else if (ms >= 10)
+    std::snprintf(buffer, sizeof buffer, "%.1f ms", ms);
+  else if (ms >= 1)
+    std::snprintf(buffer, sizeof buffer, "%.2f ms", ms);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.0f us", ms * 1e3);
   return buffer;
 }
 
-void ProgressLine::update(int64_t step, double loss, double lr, double tokensPerSec,
-                          const std::string &detail) {
+std::string ProgressLine::formatLine(int64_t step, int64_t totalSteps, const StepFigures &f,
+                                     double etaSeconds, const std::string &detail) {
+  // The step is padded to the width of the total, so the line does not jitter.
+  const int width = static_cast<int>(std::to_string(totalSteps).size());
+  char buffer[96];
+  std::snprintf(buffer, sizeof buffer, "step %*lld/%lld  loss %.4f", width,
+                static_cast<long long>(step), static_cast<long long>(totalSteps), f.loss);
+  std::string line = buffer;
+  if (f.gradNorm >= 0) {
+    std::snprintf(buffer, sizeof buffer, "  norm %.4f", f.gradNorm);
+    line += buffer;
+  }
+  std::snprintf(buffer, sizeof buffer, "  lr %.2e", f.lr);
+  line += buffer;
+  if (f.stepSeconds >= 0)
+    line += "  " + formatStepTime(f.stepSeconds);
+  line += "  " + formatRate(f.tokensPerSec) + " tok/s  ";
+  if (!detail.empty())
+    line += detail + "  ";
+  return line + "ETA " + (etaSeconds < 0 ? "--" : formatDuration(etaSeconds));
+}
+
+void ProgressLine::update(int64_t step, const StepFigures &figures, const std::string &detail) {
   double eta = -1;
   if (step > firstStep_) {
     double perStep = (clock_() - start_) / static_cast<double>(step - firstStep_);
     eta = perStep * static_cast<double>(totalSteps_ > step ? totalSteps_ - step : 0);
   }
-  std::string line = formatLine(step, totalSteps_, loss, lr, tokensPerSec, eta, detail);
+  std::string line = formatLine(step, totalSteps_, figures, eta, detail);
   if (isTerminal_) {
     std::fprintf(out_, "\r%s\x1b[K", line.c_str());
     lineOpen_ = true;

@@ -23,7 +23,13 @@ namespace tessel::rt {
 /// TERM is set and not "dumb").
 bool streamIsTerminal(FILE *out);
 
-/// "step 120/600  loss 2.3412  lr 2.91e-03  12.3k tok/s  ETA 1m12s".
+/// What the progress line shows of one step; a negative gradNorm or stepSeconds is not shown.
+struct StepFigures {
+  double loss = 0, gradNorm = -1, lr = 0, stepSeconds = -1, tokensPerSec = 0;
+};
+
+/// "step 120/600  loss 2.3412  norm 0.8123  lr 2.91e-03  412 ms  12.3k tok/s  ETA 1m12s", as
+/// llm.c and nanoGPT print a step: its loss, gradient norm and time.
 class ProgressLine {
 public:
   /// Monotonic seconds; tests inject their own.
@@ -38,15 +44,15 @@ public:
   /// the line, "\x1b[K"); otherwise it prints the line and a newline (the caller decides how
   /// often).
   /// `detail` ("MFU 41.2%  mem 12.3 GiB") is shown after the rate when not empty.
-  void update(int64_t step, double loss, double lr, double tokensPerSec,
-              const std::string &detail = "");
+  void update(int64_t step, const StepFigures &figures, const std::string &detail = "");
   /// Ends a redrawn line with a newline, so later output starts on a fresh line.
   void finish();
 
   /// The line's text; a negative `etaSeconds` shows "ETA --".
-  static std::string formatLine(int64_t step, int64_t totalSteps, double loss, double lr,
-                                double tokensPerSec, double etaSeconds,
-                                const std::string &detail = "");
+  static std::string formatLine(int64_t step, int64_t totalSteps, const StepFigures &figures,
+                                double etaSeconds, const std::string &detail = "");
+  /// "412 ms", "41.2 ms", "4.12 ms": three significant digits down to 1 ms, then µs.
+  static std::string formatStepTime(double seconds);
   /// "42s", "1m12s", "2h05m".
   static std::string formatDuration(double seconds);
   /// "950", "12.3k", "1.2M", "3.4G".

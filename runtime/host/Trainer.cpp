@@ -951,10 +951,11 @@ void Session::printProfile() {
     double total = 0, recomputed = 0;
     for (const Executor::KernelTime &t : times)
       total += t.seconds;
-    std::printf("%-32s %10s %8s %7s\n", "kernel", "seconds", "calls", "share");
+    // Milliseconds: a small model's kernels take microseconds each.
+    std::printf("%-32s %12s %8s %7s\n", "kernel", "ms", "calls", "share");
     for (const Executor::KernelTime &t : times) {
-      std::printf("%-32s %10.3f %8lld %6.1f%%\n",
-                  (t.kernel + (t.recomputed ? " (recomputed)" : "")).c_str(), t.seconds,
+      std::printf("%-32s %12.3f %8lld %6.1f%%\n",
+                  (t.kernel + (t.recomputed ? " (recomputed)" : "")).c_str(), 1e3 * t.seconds,
                   static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
       if (t.recomputed)
         recomputed += t.seconds;
@@ -962,8 +963,8 @@ void Session::printProfile() {
     // What recompute = selective or full costs: the kernels that compute again in the
     // backward pass what the forward pass computed.
     if (recomputed > 0)
-      std::printf("recomputation: %.3f s of %.3f s in kernels (%.1f%%)\n", recomputed, total,
-                  100 * recomputed / std::max(total, 1e-12));
+      std::printf("recomputation: %.3f ms of %.3f ms in kernels (%.1f%%)\n", 1e3 * recomputed,
+                  1e3 * total, 100 * recomputed / std::max(total, 1e-12));
   }
 }
 
@@ -1062,7 +1063,8 @@ int Session::run() {
     }
     if (progress_ &&
         (terminal || step % s_.logEvery == 0 || step == startStep_ + 1 || step == s_.steps))
-      progress_->update(step, loss, lr, tokensPerSec, deviceFigures(stepTime, nullptr));
+      progress_->update(step, {loss, gradNorm, lr, stepTime, tokensPerSec},
+                        deviceFigures(stepTime, nullptr));
 
     bool last = step == s_.steps;
     if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {

@@ -59,15 +59,24 @@ TEST(Progress, FormatRate) {
 }
 
 TEST(Progress, FormatLine) {
-  EXPECT_EQ(ProgressLine::formatLine(120, 600, 2.34118, 2.91e-3, 12345, 72),
-            "step 120/600  loss 2.3412  lr 2.91e-03  12.3k tok/s  ETA 1m12s");
-  // The step is padded to the total's width; an unknown ETA shows "--".
-  EXPECT_EQ(ProgressLine::formatLine(7, 600, 10.5, 0, 800, -1),
+  EXPECT_EQ(ProgressLine::formatLine(120, 600, {2.34118, 0.81234, 2.91e-3, 0.4123, 12345}, 72),
+            "step 120/600  loss 2.3412  norm 0.8123  lr 2.91e-03  412 ms  12.3k tok/s  ETA 1m12s");
+  // The step is padded to the total's width; an unknown ETA shows "--"; a norm or step time
+  // not given is left out.
+  EXPECT_EQ(ProgressLine::formatLine(7, 600, {10.5, -1, 0, -1, 800}, -1),
             "step   7/600  loss 10.5000  lr 0.00e+00  800 tok/s  ETA --");
   // The device's figures go between the rate and the ETA.
-  EXPECT_EQ(ProgressLine::formatLine(7, 600, 10.5, 0, 800, -1, "MFU 41.2%  mem 1.0/80.0 GiB"),
+  EXPECT_EQ(ProgressLine::formatLine(7, 600, {10.5, -1, 0, -1, 800}, -1,
+                                     "MFU 41.2%  mem 1.0/80.0 GiB"),
             "step   7/600  loss 10.5000  lr 0.00e+00  800 tok/s  MFU 41.2%  mem 1.0/80.0 GiB  "
             "ETA --");
+}
+
+TEST(Progress, StepTimeInMillisecondsOrMicroseconds) {
+  EXPECT_EQ(ProgressLine::formatStepTime(1.234), "1234 ms");
+  EXPECT_EQ(ProgressLine::formatStepTime(0.04123), "41.2 ms");
+  EXPECT_EQ(ProgressLine::formatStepTime(0.004123), "4.12 ms");
+  EXPECT_EQ(ProgressLine::formatStepTime(0.000412), "412 us");
 }
 
 TEST(Progress, TerminalRedrawsOneLine) {
@@ -75,9 +84,9 @@ TEST(Progress, TerminalRedrawsOneLine) {
   double now = 100;
   ProgressLine progress(100, true, out.file(), 0, [&] { return now; });
   now = 110; // 10 steps in 10 s: 1 s per step
-  progress.update(10, 3.5, 1e-3, 2048);
+  progress.update(10, {3.5, -1, 1e-3, -1, 2048});
   now = 120;
-  progress.update(20, 3.25, 1e-3, 2048);
+  progress.update(20, {3.25, -1, 1e-3, -1, 2048});
   progress.finish();
   progress.finish(); // a second finish adds nothing
   EXPECT_EQ(out.text(), "\rstep  10/100  loss 3.5000  lr 1.00e-03  2.0k tok/s  ETA 1m30s\x1b[K"
@@ -90,11 +99,11 @@ TEST(Progress, LogPrintsPlainLines) {
   double now = 0;
   // Resumed at step 300: the ETA averages only the steps run since.
   ProgressLine progress(600, false, out.file(), 300, [&] { return now; });
-  progress.update(300, 2.0, 3e-4, 0); // no step run yet: no estimate
+  progress.update(300, {2.0, -1, 3e-4, -1, 0}); // no step run yet: no estimate
   now = 10;
-  progress.update(310, 2.0, 3e-4, 1.5e6);
+  progress.update(310, {2.0, -1, 3e-4, -1, 1.5e6});
   now = 2910;
-  progress.update(600, 1.5, 3e-5, 1.5e6);
+  progress.update(600, {1.5, -1, 3e-5, -1, 1.5e6});
   progress.finish();
   EXPECT_EQ(out.text(), "step 300/600  loss 2.0000  lr 3.00e-04  0 tok/s  ETA --\n"
                         "step 310/600  loss 2.0000  lr 3.00e-04  1.5M tok/s  ETA 4m50s\n"
@@ -104,7 +113,7 @@ TEST(Progress, LogPrintsPlainLines) {
 TEST(Progress, RealClockGivesAnEstimate) {
   Capture out;
   ProgressLine progress(10, false, out.file());
-  progress.update(1, 1.0, 1.0, 1.0);
+  progress.update(1, {1.0, -1, 1.0, -1, 1.0});
   EXPECT_NE(out.text().find("ETA 0s"), std::string::npos) << out.text();
 }
 
