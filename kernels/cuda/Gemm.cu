@@ -83,11 +83,16 @@ struct Descriptors {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
-  void keep(BlasPlans::Choice &choice) {
+  /// Points `choice` at these descriptors, which stay this object's.
+  void lend(BlasPlans::Choice &choice) const {
     choice.op = op;
     choice.a = a;
     choice.b = b;
     choice.c = c;
+  }
+  /// Hands them to `choice` for good.
+  void keep(BlasPlans::Choice &choice) {
+    lend(choice);
     op = nullptr;
     a = b = c = nullptr;
   }
@@ -232,10 +237,7 @@ cublasStatus_t matmul(const BlasContext &blas, const GemmArgs &g, int64_t m, int
       blas.plans->lt = &lt;
       choice = &(blas.plans->choices[key] = fresh);
     } else {
-      fresh.op = made.op;
-      fresh.a = made.a;
-      fresh.b = made.b;
-      fresh.c = made.c;
+      made.lend(fresh);
       choice = &fresh;
     }
   }

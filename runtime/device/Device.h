@@ -100,15 +100,6 @@ public:
   virtual CommMemory &commMemory() { return hostMemory(); }
 };
 
-/// Whether any of `types` is a 16-bit float (bf16 or f16): the calls a device runs through its
-/// mixed-precision path.
-inline bool hasHalfOperand(const std::vector<planfile::DType> &types) {
-  for (planfile::DType t : types)
-    if (t == planfile::DType::BF16 || t == planfile::DType::F16)
-      return true;
-  return false;
-}
-
 /// The CPU device: host memory, the kernels of kernels/cpu, one stream that runs each launch
 /// before returning.
 std::unique_ptr<Device> createCpuDevice();

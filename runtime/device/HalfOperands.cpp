@@ -2,6 +2,7 @@
 
 #include "runtime/device/HalfOperands.h"
 
+#include <algorithm>
 #include <variant>
 
 namespace tessel::rt {
@@ -13,6 +14,22 @@ SixteenBit sixteenBitOf(catalogue::KernelId id) {
   };
   static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
   return table[static_cast<size_t>(id)];
+}
+
+SixteenBit sixteenBitCall(const catalogue::KernelInfo &kernel,
+                          const std::vector<planfile::DType> &ins,
+                          const std::vector<planfile::DType> &outs, const char *device,
+                          std::string &error) {
+  const auto half = [](const std::vector<planfile::DType> &types) {
+    return std::any_of(types.begin(), types.end(), isHalf);
+  };
+  if (!half(ins) && !half(outs))
+    return SixteenBit::Moved;
+  const SixteenBit how = sixteenBitOf(kernel.id);
+  if (how == SixteenBit::Refused)
+    error = std::string("a 16-bit operand of a control kernel; the ") + device +
+            " device runs those on f32 and i32 buffers";
+  return how;
 }
 
 bool isHalf(planfile::DType t) { return t == planfile::DType::BF16 || t == planfile::DType::F16; }

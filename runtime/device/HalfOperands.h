@@ -23,6 +23,15 @@ namespace tessel::rt {
 enum class SixteenBit { CudaNative, Widened, Moved, Refused };
 SixteenBit sixteenBitOf(catalogue::KernelId id);
 
+/// How device `device` ("cpu", "cuda") runs a call of `kernel` with operands of these types:
+/// Moved where it takes the call as it is (no 16-bit operand, or a collective's or wait's),
+/// Refused with the reason in `error` (a 16-bit operand of a control kernel, which reads f32),
+/// else the kernel's column (CudaNative or Widened), for the device to choose its 16-bit launch.
+SixteenBit sixteenBitCall(const catalogue::KernelInfo &kernel,
+                          const std::vector<planfile::DType> &ins,
+                          const std::vector<planfile::DType> &outs, const char *device,
+                          std::string &error);
+
 /// Whether `t` is a 16-bit float type (bf16, f16), which the devices widen to f32.
 bool isHalf(planfile::DType t);
 

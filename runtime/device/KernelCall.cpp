@@ -16,20 +16,23 @@ bool KernelCall::fail(const std::string &why) {
   return false;
 }
 
+/// Requires operand `k` of a direction whose element counts are `counts` (`role`: "input" or
+/// "output") to hold at least `elements` elements.
+static bool needOperand(KernelCall &c, const char *role, const std::vector<uint64_t> &counts,
+                        size_t k, int64_t elements) {
+  if (k >= counts.size() || elements < 0 || static_cast<uint64_t>(elements) > counts[k])
+    return c.fail(std::string(role) + " " + std::to_string(k) + " needs " +
+                  std::to_string(elements) + " elements but its buffer holds " +
+                  std::to_string(k < counts.size() ? counts[k] : 0));
+  return c.error.empty();
+}
+
 bool KernelCall::needIn(size_t k, int64_t elements) {
-  if (k >= inElements.size() || elements < 0 || static_cast<uint64_t>(elements) > inElements[k])
-    return fail("input " + std::to_string(k) + " needs " + std::to_string(elements) +
-                " elements but its buffer holds " +
-                std::to_string(k < inElements.size() ? inElements[k] : 0));
-  return error.empty();
+  return needOperand(*this, "input", inElements, k, elements);
 }
 
 bool KernelCall::needOut(size_t k, int64_t elements) {
-  if (k >= outElements.size() || elements < 0 || static_cast<uint64_t>(elements) > outElements[k])
-    return fail("output " + std::to_string(k) + " needs " + std::to_string(elements) +
-                " elements but its buffer holds " +
-                std::to_string(k < outElements.size() ? outElements[k] : 0));
-  return error.empty();
+  return needOperand(*this, "output", outElements, k, elements);
 }
 
 bool KernelCall::needTensors(const std::vector<int64_t> &n, size_t eachIns, size_t eachOuts,

@@ -58,14 +58,10 @@ public:
 
   KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                   const std::vector<planfile::DType> &outs, std::string &error) override {
-    if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
-      return cpuKernel(kernel.id);
-    switch (sixteenBitOf(kernel.id)) {
+    switch (sixteenBitCall(kernel, ins, outs, "cpu", error)) {
     case SixteenBit::Moved:
       return cpuKernel(kernel.id);
     case SixteenBit::Refused:
-      error = "a 16-bit operand of a control kernel; the cpu device runs those on f32 and i32 "
-              "buffers";
       return nullptr;
     case SixteenBit::CudaNative:
     case SixteenBit::Widened:

@@ -225,18 +225,14 @@ public:
 
   KernelFn kernel(const catalogue::KernelInfo &kernel, const std::vector<planfile::DType> &ins,
                   const std::vector<planfile::DType> &outs, std::string &error) override {
-    if (!hasHalfOperand(ins) && !hasHalfOperand(outs))
-      return cudaKernel(kernel.id);
     // 16-bit operands: the catalogue says how (TESSEL_SIXTEEN_BIT): a launch made for them
     // (cudaSixteenBitKernel: the 16-bit products, the memory-bound kernels that take each
     // operand at its type), else the f32 kernel between widening and narrowing copies
     // (CudaWidenedCall.cpp).
-    switch (sixteenBitOf(kernel.id)) {
+    switch (sixteenBitCall(kernel, ins, outs, "cuda", error)) {
     case SixteenBit::Moved:
       return cudaKernel(kernel.id);
     case SixteenBit::Refused:
-      error = "a 16-bit operand of a control kernel; the cuda device runs those on f32 and i32 "
-              "buffers";
       return nullptr;
     case SixteenBit::CudaNative:
       if (KernelFn native = cudaSixteenBitKernel(kernel.id, ins, outs))
