@@ -5,11 +5,15 @@
 
 #include "common/Float16.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace tessel::rt {
@@ -32,6 +36,73 @@ const char *commKindName(CommOp::Kind kind) {
     return "recv";
   }
   return "?";
+}
+
+std::string describeRankSet(const std::vector<uint32_t> &ranks) {
+  if (ranks.size() == 1)
+    return "rank " + std::to_string(ranks[0]);
+  std::string s = "ranks {";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "}";
+}
+
+std::string explainWait(uint32_t me, const std::vector<uint32_t> &direct,
+                        const std::function<const std::vector<uint32_t> *(uint32_t)> &waitsFor,
+                        const std::string &stuck) {
+  // Breadth first, so the way to the culprit is a shortest one.
+  std::map<uint32_t, uint32_t> reachedFrom; // rank -> the waiting rank that led to it
+  std::vector<uint32_t> frontier = direct, waiting{me};
+  std::set<uint32_t> seen(direct.begin(), direct.end());
+  seen.insert(me);
+  int culprit = -1;
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    const uint32_t q = frontier[i];
+    const std::vector<uint32_t> *next = waitsFor(q);
+    if (!next) {
+      culprit = static_cast<int>(q);
+      break;
+    }
+    waiting.push_back(q);
+    for (uint32_t r : *next)
+      if (seen.insert(r).second) {
+        reachedFrom[r] = q;
+        frontier.push_back(r);
+      }
+  }
+  if (culprit < 0) {
+    std::sort(waiting.begin(), waiting.end());
+    return describeRankSet(direct) + "; " + describeRankSet(waiting) +
+           " wait for one another, so none can go on (a deadlock)";
+  }
+  std::vector<uint32_t> path{static_cast<uint32_t>(culprit)};
+  while (reachedFrom.count(path.back()))
+    path.push_back(reachedFrom.at(path.back()));
+  std::reverse(path.begin(), path.end());
+  std::string chain = "rank " + std::to_string(path[0]);
+  for (size_t i = 1; i < path.size(); ++i)
+    chain += ", which waits for rank " + std::to_string(path[i]);
+  chain += ", which " + stuck;
+  return direct.size() == 1 ? chain : describeRankSet(direct) + " (" + chain + ")";
+}
+
+Communicator::Clock::time_point Communicator::deadlineFromNow() const {
+  const double seconds = waitLimit().seconds;
+  if (!(seconds > 0) || seconds > 1e9)
+    return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string Communicator::describeWait(Clock::time_point started) const {
+  const WaitLimit limit = waitLimit();
+  char text[64];
+  std::snprintf(text, sizeof text, "waited %.1f s",
+                std::chrono::duration<double>(Clock::now() - started).count());
+  std::string s = text;
+  if (!limit.origin.empty())
+    s += " (the limit: " + limit.origin + ")";
+  return s;
 }
 
 namespace {

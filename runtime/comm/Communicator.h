@@ -12,6 +12,10 @@
 //
 // A rank that fails aborts the communicator: every operation of every rank that is pending or
 // issued later fails with that reason, so no rank waits forever for a peer that stopped.
+// A rank that is alive but silent (a stopped process, a hung driver, a lost host) is caught
+// by the wait limit: an operation that waits for its peers longer than the limit fails,
+// naming the rank it waited for (followed through the ranks that wait in turn, to the one
+// that waits for nobody), and the run ends.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_COMM_COMMUNICATOR_H
@@ -19,8 +23,11 @@
 
 #include "common/DType.h"
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -85,10 +92,30 @@ void widenInto(float *to, const void *from, planfile::DType type, int64_t n);
 /// to[i] = from[i] rounded to `type` (to nearest, ties to even) for i < n.
 void narrowInto(void *to, planfile::DType type, const float *from, int64_t n);
 
+/// How long one operation may wait for its peers; `origin` says what set it, for the
+/// message of an operation that runs out of it ("--comm-timeout 20 s after the slowest step,
+/// 0.3 s").
+struct WaitLimit {
+  double seconds = 0; ///< 0: no limit.
+  std::string origin;
+};
+
+/// "rank 2" or "ranks {2, 5}".
+std::string describeRankSet(const std::vector<uint32_t> &ranks);
+
+/// Whom rank `me`, which ran out of time waiting for the ranks `direct`, waited for: the waits
+/// followed to the first rank that waits for nobody ("rank 3, which waits for rank 2, which
+/// " + `stuck`), or the ranks that wait for one another (a deadlock). `waitsFor(q)` is whom
+/// rank q waits for, or null where it waits for no peer (or cannot say).
+std::string explainWait(uint32_t me, const std::vector<uint32_t> &direct,
+                        const std::function<const std::vector<uint32_t> *(uint32_t)> &waitsFor,
+                        const std::string &stuck);
+
 /// One rank's end of the communicator.
 class Communicator {
 public:
   using Ticket = uint64_t;
+  using Clock = std::chrono::steady_clock;
 
   virtual ~Communicator() = default;
   virtual uint32_t rank() const = 0;
@@ -106,6 +133,22 @@ public:
   virtual void abort(const std::string &reason) = 0;
   /// Whether the communicator was aborted; if so, `reason` receives the reason.
   virtual bool aborted(std::string *reason = nullptr) const = 0;
+
+  /// Sets how long each operation started from now on may wait for its peers. Past it, the
+  /// operation fails, naming the ranks that did not come (and why, where the communicator can
+  /// tell), and so does every later one: the run ends. Any thread may call it.
+  void setWaitLimit(const WaitLimit &limit) {
+    std::lock_guard<std::mutex> lock(limitMu_);
+    limit_ = limit;
+  }
+  WaitLimit waitLimit() const {
+    std::lock_guard<std::mutex> lock(limitMu_);
+    return limit_;
+  }
+  /// When an operation starting now runs out of its limit (Clock's maximum without one).
+  Clock::time_point deadlineFromNow() const;
+  /// "waited 23.4 s (the limit: ORIGIN)": how a timed-out operation says how long it waited.
+  std::string describeWait(Clock::time_point started) const;
 
   /// Marks whether this rank is running a program. A collective or receive that waits for a
   /// rank that is not running can never complete: it aborts the communicator instead of
@@ -145,6 +188,10 @@ public:
             planfile::DType type = planfile::DType::F32);
   bool recv(uint32_t peer, int64_t tag, void *y, int64_t n, std::string &error,
             planfile::DType type = planfile::DType::F32);
+
+private:
+  mutable std::mutex limitMu_;
+  WaitLimit limit_;
 };
 
 /// A communicator whose operations run on one worker thread per rank, in the order they were

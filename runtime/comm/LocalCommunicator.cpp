@@ -7,9 +7,12 @@
 // variable of its own, and an event wakes only the ranks it concerns (a round's members, a
 // message's receiver); an abort or a rank that stops running wakes them all. (With one
 // condition variable for the world, every arrival woke every waiting rank, and with more ranks
-// than cores those wake-ups were most of a run's system time.) Waits have no timeouts: a rank
-// that cannot be joined is detected (it stopped running, or the world was aborted), never
-// waited out.
+// than cores those wake-ups were most of a run's system time.) A rank that cannot be joined
+// because it stopped running, or because the world was aborted, is detected at once. One that
+// is running but never comes (hung in a kernel or an allocator, or far slower than expected)
+// is waited out to the rank's wait limit; the world knows whom each waiting rank waits for,
+// so the message follows the waits to the rank that waits for nobody, or names the ranks
+// that wait for one another.
 //
 // The bytes move through each member's CommMemory: memcpy on the CPU device, copies and a
 // reduction kernel on a GPU (its ranks as threads sharing it). A member finishes its copies
@@ -24,6 +27,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -32,6 +36,8 @@
 namespace tessel::rt {
 
 namespace {
+
+using Clock = Communicator::Clock;
 
 std::string describeRanks(const std::vector<uint32_t> &ranks) {
   std::string s = "{";
@@ -76,14 +82,15 @@ const char *asBytes(const void *p) { return static_cast<const char *>(p); }
 
 struct LocalCommunicator::World {
   World(uint32_t size, std::vector<CommMemory *> memory)
-      : size(size), memory(std::move(memory)), wake(size), running(size, true) {}
+      : size(size), memory(std::move(memory)), wake(size), running(size, true),
+        waitingFor(size) {}
 
   /// One collective on one group instance: the k-th that its members issue there.
   struct Round {
     CommOp first; ///< The first arrival's operation; every other must match it.
     std::vector<const void *> x;
     std::vector<void *> y;
-    std::vector<bool> joined;
+    std::vector<bool> joined, done;
     uint32_t arrived = 0, finished = 0, left = 0;
     /// AllReduce: the result in f32, in the memory of the member whose arrival completed the
     /// round, each member computing a slice.
@@ -113,6 +120,8 @@ struct LocalCommunicator::World {
   std::vector<bool> running;
   std::map<std::vector<uint32_t>, GroupState> groups;
   std::map<ChannelKey, std::deque<Message>> channels;
+  /// Per rank, while its operation waits: the ranks it waits for (they change as they come).
+  std::vector<std::function<std::vector<uint32_t>()>> waitingFor;
 
   void abortLocked(const std::string &why) {
     if (!aborted) {
@@ -138,17 +147,17 @@ struct LocalCommunicator::World {
   }
 
   /// Runs `op` for `rank`; a failure aborts the world, so every later operation fails too.
-  bool execute(uint32_t rank, const CommOp &op, std::string &error) {
+  bool execute(uint32_t rank, const Communicator &self, const CommOp &op, std::string &error) {
     bool ok = false;
     switch (op.kind) {
     case CommOp::Kind::Send:
       ok = send(rank, op, error);
       break;
     case CommOp::Kind::Recv:
-      ok = recv(rank, op, error);
+      ok = recv(rank, self, op, error);
       break;
     default:
-      ok = collective(rank, op, error);
+      ok = collective(rank, self, op, error);
     }
     if (!ok) {
       std::lock_guard<std::mutex> lock(mu);
@@ -156,6 +165,37 @@ struct LocalCommunicator::World {
         abortLocked("rank " + std::to_string(rank) + ": " + error);
     }
     return ok;
+  }
+
+  /// Waits, as `rank`, until `ready` holds, the world is aborted or `self`'s wait limit runs
+  /// out; `whom` says whom it waits for meanwhile. Out of time, it aborts the world with a
+  /// message that starts with what() and names who did not come, and returns false with it.
+  template <typename What, typename Ready>
+  bool waitUntil(std::unique_lock<std::mutex> &lock, uint32_t rank, const Communicator &self,
+                 Clock::time_point started, What what, Ready ready,
+                 std::function<std::vector<uint32_t>()> whom, std::string &error) {
+    const Clock::time_point deadline = self.deadlineFromNow();
+    waitingFor[rank] = std::move(whom);
+    const bool inTime = wake[rank].wait_until(lock, deadline, [&] { return ready() || aborted; });
+    if (!inTime) {
+      error = what() + ": " + self.describeWait(started) + " for " + blame(rank);
+      abortLocked(error);
+    }
+    waitingFor[rank] = nullptr;
+    return inTime;
+  }
+
+  /// Whom `rank` waits for, followed through the ranks that wait in turn (explainWait).
+  std::string blame(uint32_t rank) const {
+    std::map<uint32_t, std::vector<uint32_t>> asked;
+    return explainWait(
+        rank, waitingFor[rank](),
+        [&](uint32_t q) -> const std::vector<uint32_t> * {
+          if (!waitingFor[q])
+            return nullptr;
+          return &(asked[q] = waitingFor[q]());
+        },
+        "waits for no peer: it is hung, or far slower than expected");
   }
 
   bool checkGroup(uint32_t rank, const CommOp &op, std::string &error) const {
@@ -187,11 +227,13 @@ struct LocalCommunicator::World {
     return -1;
   }
 
-  bool collective(uint32_t rank, const CommOp &op, std::string &error) {
+  bool collective(uint32_t rank, const Communicator &self, const CommOp &op,
+                  std::string &error) {
     if (!checkGroup(rank, op, error))
       return false;
     const CommGroup &g = *op.group;
     const uint32_t me = g.index, ways = g.size();
+    const Clock::time_point started = Clock::now();
     std::unique_lock<std::mutex> lock(mu);
     if (aborted)
       return failAborted(error);
@@ -205,6 +247,7 @@ struct LocalCommunicator::World {
       round.x.assign(ways, nullptr);
       round.y.assign(ways, nullptr);
       round.joined.assign(ways, false);
+      round.done.assign(ways, false);
     } else if (!sameCollective(round.first, op)) {
       error = "the ranks of group " + describeRanks(g.ranks) + " disagree about collective #" +
               std::to_string(seq) + ": one issued " + describe(round.first) + ", rank " +
@@ -222,8 +265,22 @@ struct LocalCommunicator::World {
       }
       wakeMembers(g);
     }
-    wake[rank].wait(
-        lock, [&] { return round.arrived == ways || aborted || stoppedMember(round, g) >= 0; });
+    auto what = [&] {
+      return "rank " + std::to_string(rank) + ": " + describe(op) + " #" + std::to_string(seq) +
+             " on group " + describeRanks(g.ranks);
+    };
+    auto missing = [&g](const std::vector<bool> &present) {
+      std::vector<uint32_t> ranks;
+      for (uint32_t i = 0; i < g.size(); ++i)
+        if (!present[i])
+          ranks.push_back(g.ranks[i]);
+      return ranks;
+    };
+    if (!waitUntil(
+            lock, rank, self, started, what,
+            [&] { return round.arrived == ways || stoppedMember(round, g) >= 0; },
+            [&] { return missing(round.joined); }, error))
+      return false;
     if (aborted)
       return failAborted(error);
     if (round.arrived != ways) {
@@ -245,9 +302,13 @@ struct LocalCommunicator::World {
     }
 
     lock.lock();
+    round.done[me] = true;
     if (++round.finished == ways)
       wakeMembers(g);
-    wake[rank].wait(lock, [&] { return round.finished == ways || aborted; });
+    if (!waitUntil(
+            lock, rank, self, started, what, [&] { return round.finished == ways; },
+            [&] { return missing(round.done); }, error))
+      return false;
     if (aborted)
       return failAborted(error);
     lock.unlock();
@@ -354,12 +415,18 @@ struct LocalCommunicator::World {
     return true;
   }
 
-  bool recv(uint32_t rank, const CommOp &op, std::string &error) {
+  bool recv(uint32_t rank, const Communicator &self, const CommOp &op, std::string &error) {
     if (!checkPeer(rank, op, error))
       return false;
+    const Clock::time_point started = Clock::now();
     std::unique_lock<std::mutex> lock(mu);
     std::deque<Message> &queue = channels[{op.peer, rank, op.tag}];
-    wake[rank].wait(lock, [&] { return !queue.empty() || aborted || !running[op.peer]; });
+    if (!waitUntil(
+            lock, rank, self, started,
+            [&] { return "rank " + std::to_string(rank) + ": " + describe(op); },
+            [&] { return !queue.empty() || !running[op.peer]; },
+            [peer = op.peer] { return std::vector<uint32_t>{peer}; }, error))
+      return false;
     if (aborted)
       return failAborted(error);
     if (queue.empty()) {
@@ -405,7 +472,7 @@ LocalCommunicator::~LocalCommunicator() { stopWorker(); }
 uint32_t LocalCommunicator::worldSize() const { return world_->size; }
 
 bool LocalCommunicator::execute(const CommOp &op, std::string &error) {
-  return world_->execute(rank_, op, error);
+  return world_->execute(rank_, *this, op, error);
 }
 
 void LocalCommunicator::abort(const std::string &reason) {

@@ -10,7 +10,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <list>
+#include <map>
+#include <thread>
 #include <vector>
 #endif
 
@@ -93,42 +96,67 @@ int post(Post kind, const void *data, size_t bytes, uint32_t peer, int tag,
   return MPI_SUCCESS;
 }
 
+/// Waits for MPI requests within a communicator's wait limit, answering meanwhile the other
+/// processes' questions about whom this one waits for (see MpiCommunicator::investigate).
+class Waiter {
+public:
+  virtual ~Waiter() = default;
+  /// Completes every request of `requests` (those to or from `peers[i]`), or fails with the
+  /// reason once the wait limit runs out, `what` naming the operation.
+  virtual bool waitAll(std::vector<MPI_Request> &requests, const std::vector<uint32_t> &peers,
+                       const std::string &what, std::string &error) = 0;
+};
+
 /// The requests of one exchange, completed together.
 class Requests {
 public:
   void send(const void *data, size_t bytes, uint32_t to, int tag) {
-    note(post(Post::Send, data, bytes, to, tag, requests_));
+    note(post(Post::Send, data, bytes, to, tag, requests_), to);
   }
   /// Done only once the receive has started.
   void synchronousSend(const void *data, size_t bytes, uint32_t to, int tag) {
-    note(post(Post::SynchronousSend, data, bytes, to, tag, requests_));
+    note(post(Post::SynchronousSend, data, bytes, to, tag, requests_), to);
   }
   void recv(void *data, size_t bytes, uint32_t from, int tag) {
-    note(post(Post::Recv, data, bytes, from, tag, requests_));
+    note(post(Post::Recv, data, bytes, from, tag, requests_), from);
   }
-  bool wait(const std::string &what, std::string &error) {
-    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  bool wait(Waiter &waiter, const std::string &what, std::string &error) {
+    bool done = waiter.waitAll(requests_, peers_, what, error);
     requests_.clear();
+    peers_.clear();
     if (posted_ != MPI_SUCCESS)
-      rc = posted_;
+      done = ok(posted_, what, error);
     posted_ = MPI_SUCCESS;
-    return ok(rc, what, error);
+    return done;
   }
 
 private:
-  void note(int rc) {
+  void note(int rc, uint32_t peer) {
+    peers_.resize(requests_.size(), peer);
     if (posted_ == MPI_SUCCESS)
       posted_ = rc;
   }
   std::vector<MPI_Request> requests_;
-  int posted_ = MPI_SUCCESS; ///< The first failure to post, reported by wait().
+  std::vector<uint32_t> peers_; ///< Per request: the other process.
+  int posted_ = MPI_SUCCESS;    ///< The first failure to post, reported by wait().
 };
 
-class MpiCommunicator final : public QueuedCommunicator {
+/// The tags of the messages on the control communicator, which only runs out of time uses.
+constexpr int kWhomQueryTag = 1, kWhomAnswerTag = 2;
+/// How long an investigation waits for a process's answer: one waiting for a peer answers
+/// within a millisecond.
+constexpr double kAnswerSeconds = 3.0;
+
+class MpiCommunicator final : public QueuedCommunicator, private Waiter {
 public:
-  MpiCommunicator(uint32_t rank, uint32_t size) : rank_(rank), size_(size) { startWorker(); }
+  MpiCommunicator(uint32_t rank, uint32_t size, MPI_Comm control)
+      : rank_(rank), size_(size), control_(control) {
+    startWorker();
+  }
   ~MpiCommunicator() override {
     stopWorker();
+    for (Answer &a : answers_)
+      MPI_Request_free(&a.request);
     // Buffered sends still in flight complete once their receivers take them.
     for (PendingSend &s : sends_)
       MPI_Waitall(static_cast<int>(s.requests.size()), s.requests.data(), MPI_STATUSES_IGNORE);
@@ -149,6 +177,138 @@ private:
     std::vector<MPI_Request> requests;
     std::vector<char> bytes;
   };
+  /// An answer to another process's question, in flight.
+  struct Answer {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<int32_t> ranks;
+  };
+
+  /// Polls, rather than blocking in MPI_Waitall, to see the deadline and to answer questions:
+  /// at first as tightly as MPI_Waitall would, then, in a long wait, resting between polls.
+  bool waitAll(std::vector<MPI_Request> &requests, const std::vector<uint32_t> &peers,
+               const std::string &what, std::string &error) override {
+    const Clock::time_point started = Clock::now(), deadline = deadlineFromNow();
+    std::vector<int> indices(requests.size());
+    auto waitingFor = [&] {
+      std::vector<uint32_t> ranks;
+      for (size_t i = 0; i < requests.size(); ++i)
+        if (requests[i] != MPI_REQUEST_NULL &&
+            std::find(ranks.begin(), ranks.end(), peers[i]) == ranks.end())
+          ranks.push_back(peers[i]);
+      std::sort(ranks.begin(), ranks.end());
+      return ranks;
+    };
+    for (uint64_t polls = 0;; ++polls) {
+      int finished = 0;
+      const int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &finished,
+                                  indices.data(), MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS)
+        return ok(rc, what, error);
+      if (finished == MPI_UNDEFINED) // Every request is done.
+        return true;
+      if (finished > 0)
+        continue;
+      answerQuestions(waitingFor);
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) {
+        const std::vector<uint32_t> direct = waitingFor();
+        error = what + ": " + describeWait(started) + " for ";
+        error += investigate(direct);
+        // The buffers go with the operation: no late message may land in them.
+        for (MPI_Request &r : requests)
+          if (r != MPI_REQUEST_NULL) {
+            MPI_Cancel(&r);
+            MPI_Request_free(&r);
+          }
+        return false;
+      }
+      if (now - started > std::chrono::seconds(1))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      else if (now - started > std::chrono::milliseconds(10))
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  /// Answers each process that asked whom this one waits for, with the ranks `waitingFor`
+  /// gives; forgets the answers that have gone.
+  template <typename WaitingFor> void answerQuestions(WaitingFor waitingFor) {
+    for (;;) {
+      int asked = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kWhomQueryTag, control_, &asked, &status) != MPI_SUCCESS ||
+          !asked)
+        break;
+      int32_t from = 0;
+      MPI_Recv(&from, 1, MPI_INT32_T, status.MPI_SOURCE, kWhomQueryTag, control_,
+               MPI_STATUS_IGNORE);
+      answers_.emplace_back();
+      Answer &a = answers_.back();
+      for (uint32_t r : waitingFor())
+        a.ranks.push_back(static_cast<int32_t>(r));
+      MPI_Isend(a.ranks.data(), static_cast<int>(a.ranks.size()), MPI_INT32_T, status.MPI_SOURCE,
+                kWhomAnswerTag, control_, &a.request);
+    }
+    for (auto it = answers_.begin(); it != answers_.end();) {
+      int done = 0;
+      MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      it = done ? answers_.erase(it) : std::next(it);
+    }
+  }
+
+  /// Whom this process, out of time waiting for the ranks `direct`, waited for: asks each of
+  /// them whom it waits for, and so on, giving each kAnswerSeconds to answer; the first that
+  /// does not answer is stopped, hung or lost (explainWait). Processes that wait answer from
+  /// their polling loops; one that is stuck outside the communicator cannot.
+  std::string investigate(const std::vector<uint32_t> &direct) {
+    using Seconds = std::chrono::duration<double>;
+    std::map<uint32_t, Clock::time_point> asked;  // rank -> when it was asked
+    std::map<uint32_t, std::vector<uint32_t>> said; // rank -> whom it waits for
+    auto ask = [&](uint32_t r) {
+      if (r == rank_ || asked.count(r))
+        return;
+      asked[r] = Clock::now();
+      MPI_Request request;
+      if (MPI_Isend(&rankId_, 1, MPI_INT32_T, static_cast<int>(r), kWhomQueryTag, control_,
+                    &request) == MPI_SUCCESS)
+        MPI_Request_free(&request); // rankId_ outlives the send.
+    };
+    for (uint32_t r : direct)
+      ask(r);
+    for (;;) {
+      answerQuestions([&] { return direct; });
+      int answered = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kWhomAnswerTag, control_, &answered, &status) ==
+              MPI_SUCCESS &&
+          answered) {
+        int count = 0;
+        MPI_Get_count(&status, MPI_INT32_T, &count);
+        std::vector<int32_t> ranks(static_cast<size_t>(std::max(count, 0)));
+        MPI_Recv(ranks.data(), count, MPI_INT32_T, status.MPI_SOURCE, kWhomAnswerTag, control_,
+                 MPI_STATUS_IGNORE);
+        std::vector<uint32_t> &whom = said[static_cast<uint32_t>(status.MPI_SOURCE)];
+        for (int32_t r : ranks)
+          if (r >= 0 && static_cast<uint32_t>(r) < size_) {
+            whom.push_back(static_cast<uint32_t>(r));
+            ask(static_cast<uint32_t>(r));
+          }
+        continue;
+      }
+      bool pending = false;
+      for (const auto &[r, when] : asked)
+        pending |= !said.count(r) && Seconds(Clock::now() - when).count() < kAnswerSeconds;
+      if (!pending)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return explainWait(
+        rank_, direct,
+        [&](uint32_t q) -> const std::vector<uint32_t> * {
+          auto it = said.find(q);
+          return it == said.end() ? nullptr : &it->second;
+        },
+        "does not answer: it is stopped, hung or lost, or far slower than expected");
+  }
 
   bool execute(const CommOp &op, std::string &error) override {
     reapSends();
@@ -205,7 +365,7 @@ private:
       parts[j].resize(mineBytes);
       reqs.recv(parts[j].data(), mineBytes, g.ranks[j], kCollectiveTag);
     }
-    if (!reqs.wait(what, error))
+    if (!reqs.wait(*this, what, error))
       return false;
     std::vector<float> sum(static_cast<size_t>(mine));
     auto share = [&](uint32_t r) -> const void * {
@@ -226,7 +386,7 @@ private:
     }
     if (mine > 0)
       std::memcpy(y + commBytes(op, lo), result.data(), mineBytes);
-    return reqs.wait(what, error);
+    return reqs.wait(*this, what, error);
   }
 
   /// x [outer, ways, chunk] -> the [outer, chunk] pieces of column j, contiguous.
@@ -255,7 +415,7 @@ private:
       reqs.recv(in[j].data(), bytes, g.ranks[j], kCollectiveTag);
     }
     in[me] = column(op, me, ways);
-    if (!reqs.wait(what, error))
+    if (!reqs.wait(*this, what, error))
       return false;
     // f32 sums straight into y; 16-bit ones into f32 first, rounded once at the end.
     std::vector<float> wide(op.type == planfile::DType::F32 ? 0 : static_cast<size_t>(n));
@@ -292,7 +452,7 @@ private:
     in[me] = gather ? std::vector<char>(static_cast<const char *>(op.x),
                                         static_cast<const char *>(op.x) + bytes)
                     : column(op, me, ways);
-    if (!reqs.wait(what, error))
+    if (!reqs.wait(*this, what, error))
       return false;
     char *y = static_cast<char *>(op.y);
     for (int64_t o = 0; o < op.outer; ++o)
@@ -318,7 +478,7 @@ private:
     } else {
       reqs.recv(op.y, bytes, g.ranks[op.root], kCollectiveTag);
     }
-    return reqs.wait(what, error);
+    return reqs.wait(*this, what, error);
   }
 
   /// The MPI tag of point-to-point `op`; -1 with the reason if `op` names no other rank or
@@ -348,7 +508,7 @@ private:
     if (op.kind == CommOp::Kind::Recv) {
       Requests reqs;
       reqs.recv(op.y, bytes, op.peer, tag);
-      return reqs.wait(what + " from rank " + std::to_string(op.peer), error);
+      return reqs.wait(*this, what + " from rank " + std::to_string(op.peer), error);
     }
     // Buffered, as between threads: the data is copied, so a send never waits for its receive.
     const char *x = static_cast<const char *>(op.x);
@@ -380,7 +540,7 @@ private:
       else
         reqs.recv(op.y, commBytes(op, op.n), op.peer, tag);
     }
-    return reqs.wait(what, error);
+    return reqs.wait(*this, what, error);
   }
 
   /// Forgets the buffered sends that have completed.
@@ -394,7 +554,10 @@ private:
   }
 
   uint32_t rank_, size_;
+  MPI_Comm control_; ///< A duplicate of the world's, for the questions of investigate().
+  const int32_t rankId_ = static_cast<int32_t>(rank_); ///< What a question sends.
   std::list<PendingSend> sends_;
+  std::list<Answer> answers_;
 };
 
 } // namespace
@@ -455,7 +618,13 @@ void abortJob(int code) {
 std::unique_ptr<Communicator> createCommunicator(std::string &error) {
   if (!initialize(error))
     return nullptr;
-  return std::make_unique<MpiCommunicator>(worldRank, worldSize);
+  MPI_Comm control;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &control) != MPI_SUCCESS) {
+    error = "MPI could not make the communicator's control channel";
+    return nullptr;
+  }
+  MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
+  return std::make_unique<MpiCommunicator>(worldRank, worldSize, control);
 }
 
 #endif

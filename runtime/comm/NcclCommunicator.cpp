@@ -13,9 +13,11 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <thread>
 
 namespace tessel::rt::nccl {
 
@@ -269,9 +271,11 @@ public:
               ", which it never started";
       return false;
     }
-    const cudaError_t e = cudaEventSynchronize(it->second);
+    const cudaError_t e = finish(it->second, "operation " + std::to_string(ticket), error);
     cudaEventDestroy(it->second);
     events_.erase(it);
+    if (e == cudaErrorNotReady)
+      return false;
     if (e != cudaSuccess) {
       error = cudaMessage("a collective failed on the GPU", e);
       return false;
@@ -312,6 +316,30 @@ public:
   void setRunning(bool) override {}
 
 private:
+  /// Waits for `event` within the wait limit, polling (cudaEventSynchronize cannot be given a
+  /// deadline). Out of time (cudaErrorNotReady), the communicators are aborted, which ends the
+  /// kernels that wait for peers, and `error` says so: NCCL cannot tell which peer is missing.
+  cudaError_t finish(cudaEvent_t event, const std::string &what, std::string &error) {
+    const Clock::time_point started = Clock::now(), deadline = deadlineFromNow();
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(event);
+      if (e != cudaErrorNotReady)
+        return e;
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) {
+        error = "rank " + std::to_string(rank_) + ": " + what + " on the GPU: " +
+                describeWait(started) +
+                " for its peers (NCCL does not say which: the rank that ran out of time first "
+                "in the other ranks' messages, or the one with none, is the one to look at)";
+        abort(error);
+        return cudaErrorNotReady;
+      }
+      if (now - started > std::chrono::milliseconds(10))
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(now - started > std::chrono::seconds(1) ? 1000 : 50));
+    }
+  }
+
   /// The ticket of what `post` enqueues on the stream (false with the reason if it cannot):
   /// an event recorded after it, or the failure, named by `what`, that wait reports.
   template <typename Post> Ticket issue(const std::string &what, Post post) {
@@ -434,8 +462,15 @@ private:
       return false;
     if (out)
       e = cudaMemcpyAsync(op.y, y, out, cudaMemcpyDeviceToHost, stream_);
+    cudaEvent_t done = nullptr;
     if (e == cudaSuccess)
-      e = cudaStreamSynchronize(stream_);
+      e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    if (e == cudaSuccess && (e = cudaEventRecord(done, stream_)) == cudaSuccess)
+      e = finish(done, std::string(commKindName(op.kind)) + " of host memory", error);
+    if (done)
+      cudaEventDestroy(done);
+    if (e == cudaErrorNotReady)
+      return false;
     if (e != cudaSuccess) {
       error = cudaMessage("staging from the GPU", e);
       return false;

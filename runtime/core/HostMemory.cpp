@@ -76,15 +76,17 @@ static uint64_t addressSpaceInUse() {
   return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &what,
-                        std::string &error) {
+bool fitsInAddressSpace(uint64_t bytes, int computeThreads, int otherThreads,
+                        const std::string &what, std::string &error) {
   struct rlimit limit;
   if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
     return true;
-  // Per thread that runs kernels: OpenBLAS's 128 MiB GEMM buffer, a 64 MiB malloc heap and
-  // an 8 MiB stack, plus as much again once for the threads of the communicators and OpenMP.
-  constexpr uint64_t kPerThread = (128 + 64 + 8) << 20;
-  const uint64_t threadBytes = (static_cast<uint64_t>(computeThreads) + 1) * kPerThread;
+  // glibc reserves 64 MiB of address space for the malloc heap of each thread that allocates
+  // (up to 8 per core), a thread's stack is 8 MiB, and OpenBLAS's GEMM buffer is 128 MiB for
+  // each thread that calls it.
+  constexpr uint64_t kThread = (64 + 8) << 20, kBlasBuffer = 128 << 20;
+  const uint64_t threadBytes = static_cast<uint64_t>(computeThreads) * (kThread + kBlasBuffer) +
+                               (static_cast<uint64_t>(otherThreads) + 1) * kThread;
   const uint64_t inUse = addressSpaceInUse();
   const uint64_t left = limit.rlim_cur > inUse ? limit.rlim_cur - inUse : 0;
   if (bytes + threadBytes <= left)
@@ -92,8 +94,8 @@ bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &w
   error = "running " + what + " needs about " + formatBytes(bytes + threadBytes) +
           " of address space (" +
           formatBytes(bytes) + " of state and arenas, " + formatBytes(threadBytes) + " for " +
-          std::to_string(computeThreads) +
-          " compute threads' buffers, heaps and stacks) but the address-space limit (ulimit "
+          std::to_string(computeThreads) + " compute and " + std::to_string(otherThreads + 1) +
+          " other threads' buffers, heaps and stacks) but the address-space limit (ulimit "
           "-v) of " +
           formatBytes(limit.rlim_cur) + " leaves " + formatBytes(left) +
           "; raise the limit, or run fewer ranks or threads";

@@ -37,11 +37,13 @@ bool fitsInMemoryOf(const Device &device, uint64_t bytes, const std::string &wha
                     std::string &error);
 
 /// Under an address-space limit (`ulimit -v`), checks that what is left of it holds `bytes` of
-/// state and arenas and what `computeThreads` threads reserve beside them: OpenBLAS's buffer
-/// (it retries a failed allocation forever, so it must never meet the limit), a stack and a
-/// malloc heap each. Without a limit it always holds.
-bool fitsInAddressSpace(uint64_t bytes, int computeThreads, const std::string &what,
-                        std::string &error);
+/// state and arenas and what the threads to come reserve beside them: each of
+/// `computeThreads` OpenBLAS's buffer (it retries a failed allocation forever, so it must
+/// never meet the limit), a stack and a malloc heap; each of `otherThreads` (communication
+/// workers) a stack and a malloc heap; and one more of those for the threads of the libraries.
+/// Without a limit it always holds.
+bool fitsInAddressSpace(uint64_t bytes, int computeThreads, int otherThreads,
+                        const std::string &what, std::string &error);
 
 } // namespace tessel::rt
 

@@ -218,7 +218,8 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
   // On the CPU the ranks' state and arenas are this machine's memory; on CUDA each GPU's,
   // checked below once the devices exist.
   if ((device != "cuda" && !fitsInMemory(bytes, what, error)) ||
-      !fitsInAddressSpace(bytes, static_cast<int>(localCount) * threadsPerRank, what, error))
+      !fitsInAddressSpace(bytes, static_cast<int>(localCount) * threadsPerRank,
+                          size > 1 ? static_cast<int>(localCount) : 0, what, error))
     return nullptr;
   ranks->threadsPerRank_ = threadsPerRank;
   // The devices first: a communicator between ranks of this process reaches their memory.
@@ -334,55 +335,37 @@ std::unique_ptr<Ranks> Ranks::createRanks(const planfile::Plan &plan, int thread
     setComputeThreads(ranks->threadsPerRank_);
     return ranks;
   }
-  ranks->errors_.resize(size);
+  std::vector<Communicator *> comms(size);
   for (uint32_t r : ranks->local_)
-    ranks->threads_.emplace_back([raw = ranks.get(), r] { raw->serve(r); });
+    comms[r] = ranks->comms_[r].get();
+  ranks->threads_ = std::make_unique<RankThreads>(
+      ranks->local_, std::move(comms), [n = ranks->threadsPerRank_] { setComputeThreads(n); });
   return ranks;
 }
 
 Ranks::~Ranks() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+  if (threads_ && threads_->hasStuckRank()) {
+    // A hung rank's thread may never end, and may still use its executor and communicator:
+    // all of them are left to the end of the process.
+    threads_.release();
+    for (auto &c : comms_)
+      c.release();
+    for (auto &e : executors_)
+      e.release();
+    for (auto &p : pipelineRanks_)
+      p.release();
+    return;
   }
-  start_.notify_all();
-  for (std::thread &t : threads_)
-    t.join();
+  threads_.reset();
   // The communication workers first: they may read any rank's arena until they stop.
   comms_.clear();
   executors_.clear();
 }
 
-void Ranks::serve(uint32_t rank) {
-  setComputeThreads(threadsPerRank_);
-  uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-    if (stopping_)
-      return;
-    seen = generation_;
-    Job job = job_;
-    lock.unlock();
-    std::string error;
-    bool ok = false;
-    // An exception ends this rank's part with a message and releases every peer waiting on it.
-    try {
-      ok = job.work(rank, error);
-    } catch (const std::bad_alloc &) {
-      error = "out of memory";
-      comms_[rank]->abort("rank " + std::to_string(rank) + ": " + error);
-    } catch (const std::exception &e) {
-      error = e.what();
-      comms_[rank]->abort("rank " + std::to_string(rank) + ": " + error);
-    }
-    // A peer still waiting for this rank's part of a collective learns that it will not come.
-    comms_[rank]->setRunning(false);
-    lock.lock();
-    errors_[rank] = ok ? std::string() : error;
-    if (--pending_ == 0)
-      done_.notify_all();
-  }
+void Ranks::setWaitLimit(const WaitLimit &limit) {
+  for (uint32_t r : local_)
+    if (comms_[r]) // A run of one rank has no communicator.
+      comms_[r]->setWaitLimit(limit);
 }
 
 bool Ranks::run(const std::string &program, const StepContext &ctx, std::string &error,
@@ -398,31 +381,9 @@ bool Ranks::run(const std::string &program, const StepContext &ctx, std::string 
 bool Ranks::runOnEveryRank(const Work &work, std::string &error) {
   // One local rank runs on the calling thread; a failure there has already ended the job
   // under MPI (the communicator's abort) or is this run's own.
-  if (local_.size() == 1)
+  if (!threads_)
     return work(local_[0], error);
-  for (uint32_t r : local_)
-    comms_[r]->setRunning(true);
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    job_ = Job{work};
-    pending_ = static_cast<uint32_t>(local_.size());
-    ++generation_;
-    start_.notify_all();
-    done_.wait(lock, [&] { return pending_ == 0; });
-  }
-  // The first failure aborted the communicator with its reason; the other ranks' failures
-  // followed from it.
-  std::string reason;
-  if (comms_[0]->aborted(&reason)) {
-    error = reason;
-    return false;
-  }
-  for (uint32_t r : local_)
-    if (!errors_[r].empty()) {
-      error = "rank " + std::to_string(r) + ": " + errors_[r];
-      return false;
-    }
-  return true;
+  return threads_->run(work, error);
 }
 
 bool Ranks::hasInput(const std::string &program, const std::string &port) const {

@@ -32,16 +32,14 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Blocks.h"
 #include "runtime/core/Executor.h"
+#include "runtime/host/RankThreads.h"
 #include "runtime/pipeline/PipelineRank.h"
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace tessel::rt {
@@ -134,6 +132,12 @@ public:
   bool gatherFromProcesses(const void *mine, size_t bytes, std::vector<char> &all,
                            std::string &error);
 
+  /// Sets how long each rank's communication may wait for its peers (Communicator.h).
+  void setWaitLimit(const WaitLimit &limit);
+  /// Whether a rank thread never returned from a run that failed (it is hung): the ranks
+  /// can then not be taken down, and the process must end without it.
+  bool hasStuckRank() const { return threads_ && threads_->hasStuckRank(); }
+
   /// The plan's pipeline, or null when it has none.
   const PipelineLayout *pipeline() const { return pipeline_.get(); }
   /// Runs one training step through the pipeline: batches[i] is micro-batch i (there are
@@ -151,12 +155,11 @@ public:
   uint64_t pipelineStashBytes(uint32_t rank) const;
 
 private:
-  using Work = std::function<bool(uint32_t rank, std::string &error)>;
+  using Work = RankThreads::Work;
 
   explicit Ranks(const planfile::Plan &plan) : plan_(plan) {}
   static std::unique_ptr<Ranks> createRanks(const planfile::Plan &plan, int threads,
                                             std::string &error, const std::string &device);
-  void serve(uint32_t rank);
   /// Runs `work` on every local rank at once; the first failure as run() reports it.
   bool runOnEveryRank(const Work &work, std::string &error);
   /// Copies `bytes` at `data` on the process running `rank` to `data` on every process.
@@ -183,18 +186,8 @@ private:
   std::unique_ptr<PipelineLayout> pipeline_;
   std::vector<std::unique_ptr<PipelineRank>> pipelineRanks_; ///< Per world rank; null if remote.
 
-  // What the rank threads run next, and what they report.
-  struct Job {
-    Work work;
-  };
-  std::mutex mu_;
-  std::condition_variable start_, done_;
-  uint64_t generation_ = 0;
-  uint32_t pending_ = 0;
-  bool stopping_ = false;
-  Job job_;
-  std::vector<std::string> errors_;
-  std::vector<std::thread> threads_;
+  /// The local ranks as threads, where this process runs several.
+  std::unique_ptr<RankThreads> threads_;
 };
 
 } // namespace tessel::rt

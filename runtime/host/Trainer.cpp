@@ -13,6 +13,7 @@
 #include "runtime/host/Data.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/Ranks.h"
+#include "runtime/host/WaitLimits.h"
 #include "runtime/pipeline/PipelineReport.h"
 #include "runtime/support/AtomicFile.h"
 
@@ -239,6 +240,7 @@ private:
   void initialiseParameters();
   bool restore(const std::string &path);
   bool save(int64_t step);
+  bool saveCheckpoint(int64_t step);
   bool sampleMicroBatch(int64_t step, int64_t micro);
   bool loadMicroBatch(int64_t step, int64_t micro);
   bool writeInputs(const std::string &program);
@@ -289,6 +291,7 @@ private:
   const RunOptions &options_;
   Settings s_;
   std::unique_ptr<Ranks> ranks_;
+  std::unique_ptr<WaitLimits> waitLimits_;
   std::unique_ptr<TokenData> data_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<ProgressLine> progress_;
@@ -363,6 +366,9 @@ bool Session::setUp() {
   ranks_ = Ranks::create(plan_, computeThreads(options_), err, options_.device);
   if (!ranks_)
     return error("the plan cannot run: " + err);
+  waitLimits_ = std::make_unique<WaitLimits>(*ranks_, options_.commTimeout,
+                                             options_.commTimeoutStartup, "step");
+  waitLimits_->unknownPart("start-up and the first step");
   if (options_.profile)
     for (uint32_t rank : ranks_->localRanks())
       ranks_->executor(rank).enableProfiling();
@@ -523,6 +529,14 @@ bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all
 }
 
 bool Session::save(int64_t step) {
+  // A checkpoint's writes take as long as the disk makes them.
+  waitLimits_->unknownPart("a checkpoint");
+  const bool saved = saveCheckpoint(step);
+  waitLimits_->regularParts();
+  return saved;
+}
+
+bool Session::saveCheckpoint(int64_t step) {
   // Each rank writes the blocks it speaks for; the first process writes the manifest once
   // every shard is on disk. The checkpoint does not depend on the layout it was trained with:
   // loading reshards.
@@ -1045,6 +1059,7 @@ int Session::run() {
     lastGradNorm_ = gradNorm;
     lastLr_ = lr;
     double stepTime = now() - stepStart;
+    waitLimits_->regularPartTook(stepTime);
     double tokensPerSec =
         static_cast<double>(s_.batch * s_.seq * s_.accumulation) / std::max(stepTime, 1e-9);
 
@@ -1159,6 +1174,9 @@ int generate(const Plan &plan, const RunOptions &options) {
     std::fprintf(stderr, "tessel: error: the plan cannot run: %s\n", err.c_str());
     return 1;
   }
+  WaitLimits waitLimits(*ranks, options.commTimeout, options.commTimeoutStartup,
+                        "sampled token");
+  waitLimits.unknownPart("start-up and the first sampled token");
   const PipelineLayout *pipeline = ranks->pipeline();
   if (pipeline ? !pipeline->chain("sample") : !ranks->firstExecutor().hasProgram("sample")) {
     std::fprintf(stderr, "tessel: error: the plan has no '%s' program\n",
@@ -1187,6 +1205,7 @@ int generate(const Plan &plan, const RunOptions &options) {
   std::vector<int32_t> window(static_cast<size_t>(s.seq));
   std::vector<float> chained; // A pipeline's logits, from its last stage.
   for (int64_t n = 0; n < options.tokens; ++n) {
+    const double tokenStart = now();
     int64_t len = std::min<int64_t>(static_cast<int64_t>(context.size()), s.seq);
     std::fill(window.begin(), window.end(), 0);
     std::copy(context.end() - len, context.end(), window.begin());
@@ -1234,6 +1253,7 @@ int generate(const Plan &plan, const RunOptions &options) {
     else
       std::printf("%d ", next);
     std::fflush(stdout);
+    waitLimits.regularPartTook(now() - tokenStart);
   }
   std::printf("\n");
   return 0;

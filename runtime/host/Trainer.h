@@ -35,6 +35,10 @@ struct RunOptions {
   double peakFlops = 0;
   std::string resume;         ///< A checkpoint or run directory to continue from.
   std::string dumpDir; ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).
+  /// How long the ranks may wait for one another (WaitLimits.h): a step's operations twice
+  /// the slowest step plus `commTimeout` seconds; start-up, the first step and checkpoints
+  /// `commTimeoutStartup`. 0: no limit.
+  double commTimeout = 20, commTimeoutStartup = 600;
   bool quiet = false;
   bool profile = false; ///< Print the time spent in each kernel at the end.
   /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.

@@ -58,6 +58,12 @@ Training:
   --peak TFLOPS          the dense peak of one rank's device, in TFLOP/s, for the MFU shown
                          with the progress and in the metrics (default: on a GPU, its
                          shipped preset's 16-bit peak; on the CPU none, so no MFU)
+  --comm-timeout S       how long, beyond twice the slowest step so far, a rank waits for
+                         another in a collective or a transfer before the run ends with a
+                         message naming the rank that did not come (default 20; 0: no limit)
+  --comm-timeout-startup S
+                         the same for start-up and the first step, and for checkpoints,
+                         whose length is not known beforehand (default 600; 0: no limit)
   --checkpoint-dir DIR   write checkpoints under DIR (DIR/latest names the newest)
   --checkpoint-every N   checkpoint every N steps (and always at the end when DIR is set)
   --resume PATH          continue from a checkpoint, or from the newest one in a directory
@@ -240,6 +246,11 @@ static int runnerMain(int argc, char **argv) {
       ok = intOption(t, 0);
       if (ok)
         o.topK = *t;
+    } else if (arg == "--comm-timeout" || arg == "--comm-timeout-startup") {
+      double &seconds = arg == "--comm-timeout" ? o.commTimeout : o.commTimeoutStartup;
+      ok = next(text) && parseFloat(text, seconds) && seconds >= 0 && seconds <= 1e6;
+      if (!ok)
+        return usageError(argv[0], arg + " needs a number of seconds from 0 (no limit) to 1e6");
     } else if (arg == "--temperature") {
       ok = next(text) && parseFloat(text, o.temperature) && o.temperature > 0;
     } else if (arg == "--data") {

@@ -353,6 +353,95 @@ TEST(Communicator, RankThatStopsFailsItsPeers) {
   EXPECT_NE(error.find("rank 1 stopped without joining all_reduce"), std::string::npos) << error;
 }
 
+/// A rank thread that is alive but never comes until release(): as one hung in a kernel.
+class Hang {
+public:
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return released_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+TEST(Communicator, HungRankIsNamedOnceTheWaitLimitRunsOut) {
+  // Ranks 0 and 1 wait in an all-reduce for rank 2, which is running but never comes.
+  const uint32_t size = 3;
+  Floats x(4, 1.0f), y(4);
+  std::vector<std::string> errors(size);
+  Hang hang;
+  std::atomic<int> failed{0};
+  onRanks(size, [&](uint32_t r, Communicator &c) {
+    c.setWaitLimit({0.2, "a test's 0.2 s"});
+    CommGroup g = worldGroup(size, r);
+    if (r == 2)
+      hang.wait();
+    EXPECT_FALSE(c.allReduce(g, ReduceOp::Sum, x.data(), y.data(), 4, errors[r]));
+    if (r != 2 && ++failed == 2)
+      hang.release();
+  });
+  for (uint32_t r = 0; r < size; ++r)
+    EXPECT_NE(errors[r].find("all_reduce f32(sum, n 4) #0 on group {0, 1, 2}: waited "),
+              std::string::npos)
+        << errors[r];
+  EXPECT_NE(errors[0].find("(the limit: a test's 0.2 s) for rank 2, which waits for no peer: it "
+                           "is hung, or far slower than expected"),
+            std::string::npos)
+      << errors[0];
+  // The world is aborted with the first rank's reason: the late rank fails with it.
+  EXPECT_NE(errors[2].find("the communicator was aborted: rank "), std::string::npos)
+      << errors[2];
+}
+
+TEST(Communicator, TheWaitsAreFollowedToTheRankThatWaitsForNobody) {
+  // Rank 0 receives from rank 1, which waits in an all-reduce with rank 2, which is hung: rank
+  // 0 runs out of time first and names rank 2 through rank 1.
+  const uint32_t size = 3;
+  float x = 1, y = 0;
+  std::vector<std::string> errors(size);
+  Hang hang;
+  onRanks(size, [&](uint32_t r, Communicator &c) {
+    if (r == 0) {
+      c.setWaitLimit({1.0, "1 s"});
+      EXPECT_FALSE(c.recv(1, 5, &y, 1, errors[0]));
+      hang.release();
+      return;
+    }
+    c.setWaitLimit({60, "60 s"});
+    CommGroup g{{1, 2}, r - 1};
+    if (r == 2)
+      hang.wait();
+    EXPECT_FALSE(c.allReduce(g, ReduceOp::Sum, &x, &y, 1, errors[r]));
+  });
+  EXPECT_NE(errors[0].find("rank 0: recv f32(peer 1, tag 5, n 1): waited "), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("for rank 1, which waits for rank 2, which waits for no peer"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(Communicator, RanksThatWaitForOneAnotherAreADeadlock) {
+  float y[2] = {0, 0};
+  std::string errors[2];
+  onRanks(2, [&](uint32_t r, Communicator &c) {
+    c.setWaitLimit({0.2, "0.2 s"});
+    EXPECT_FALSE(c.recv(1 - r, 0, &y[r], 1, errors[r]));
+  });
+  // The first to run out of time says so; the other fails with its reason.
+  for (const std::string &e : errors)
+    EXPECT_NE(e.find("ranks {0, 1} wait for one another, so none can go on (a deadlock)"),
+              std::string::npos)
+        << e;
+}
+
 TEST(Communicator, DisagreeingRanksFail) {
   Floats x(8, 1.0f), y(8);
   std::string errors[2];
