@@ -142,7 +142,7 @@ private:
 };
 
 /// The tags of the messages on the control communicator, which only runs out of time uses.
-constexpr int kWhomQueryTag = 1, kWhomAnswerTag = 2;
+constexpr int kWhomQueryTag = 1, kWhomAnswerTag = 2, kVerdictTag = 3;
 /// How long an investigation waits for a process's answer: one waiting for a peer answers
 /// within a millisecond.
 constexpr double kAnswerSeconds = 3.0;
@@ -198,7 +198,7 @@ private:
       std::sort(ranks.begin(), ranks.end());
       return ranks;
     };
-    for (uint64_t polls = 0;; ++polls) {
+    for (;;) {
       int finished = 0;
       const int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &finished,
                                   indices.data(), MPI_STATUSES_IGNORE);
@@ -208,12 +208,21 @@ private:
         return true;
       if (finished > 0)
         continue;
-      answerQuestions(waitingFor);
       const Clock::time_point now = Clock::now();
-      if (now >= deadline) {
-        const std::vector<uint32_t> direct = waitingFor();
-        error = what + ": " + describeWait(started) + " for ";
-        error += investigate(direct);
+      // The questions and a verdict need no haste: a short wait does not look for them.
+      if (now - started < std::chrono::milliseconds(1))
+        continue;
+      answerQuestions(waitingFor);
+      std::string verdict;
+      if (now >= deadline || takeVerdict(verdict)) {
+        if (verdict.empty()) {
+          error = what + ": " + describeWait(started) + " for ";
+          error += investigate(waitingFor(), verdict);
+        }
+        if (verdict.empty())
+          announce(error);
+        else
+          error = what + " ends with the job: " + verdict;
         // The buffers go with the operation: no late message may land in them.
         for (MPI_Request &r : requests)
           if (r != MPI_REQUEST_NULL) {
@@ -258,8 +267,9 @@ private:
   /// Whom this process, out of time waiting for the ranks `direct`, waited for: asks each of
   /// them whom it waits for, and so on, giving each kAnswerSeconds to answer; the first that
   /// does not answer is stopped, hung or lost (explainWait). Processes that wait answer from
-  /// their polling loops; one that is stuck outside the communicator cannot.
-  std::string investigate(const std::vector<uint32_t> &direct) {
+  /// their polling loops; one that is stuck outside the communicator cannot. Where another
+  /// process's verdict comes meanwhile, it goes to `verdict` and the investigation stops.
+  std::string investigate(const std::vector<uint32_t> &direct, std::string &verdict) {
     using Seconds = std::chrono::duration<double>;
     std::map<uint32_t, Clock::time_point> asked;  // rank -> when it was asked
     std::map<uint32_t, std::vector<uint32_t>> said; // rank -> whom it waits for
@@ -276,6 +286,8 @@ private:
       ask(r);
     for (;;) {
       answerQuestions([&] { return direct; });
+      if (takeVerdict(verdict))
+        return std::string();
       int answered = 0;
       MPI_Status status;
       if (MPI_Iprobe(MPI_ANY_SOURCE, kWhomAnswerTag, control_, &answered, &status) ==
@@ -308,6 +320,38 @@ private:
           return it == said.end() ? nullptr : &it->second;
         },
         "does not answer: it is stopped, hung or lost, or far slower than expected");
+  }
+
+  /// Tells every other process why this one ends the job, so that all of them say the same
+  /// (a stopped process, resumed as the launcher takes the job down, would otherwise give
+  /// answers that read as a deadlock); waits a moment for the messages to leave.
+  void announce(const std::string &verdict) {
+    verdict_ = verdict;
+    std::vector<MPI_Request> sent;
+    for (uint32_t r = 0; r < size_; ++r)
+      if (r != rank_ &&
+          MPI_Isend(verdict_.data(), static_cast<int>(verdict_.size()), MPI_CHAR,
+                    static_cast<int>(r), kVerdictTag, control_, &sent.emplace_back()) != MPI_SUCCESS)
+        sent.pop_back();
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(1);
+    for (int done = 0; !done && Clock::now() < until;) {
+      MPI_Testall(static_cast<int>(sent.size()), sent.data(), &done, MPI_STATUSES_IGNORE);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  /// Another process's verdict (announce), if one has come.
+  bool takeVerdict(std::string &verdict) {
+    int sent = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kVerdictTag, control_, &sent, &status) != MPI_SUCCESS || !sent)
+      return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_CHAR, &count);
+    verdict.assign(static_cast<size_t>(std::max(count, 0)), '\0');
+    MPI_Recv(verdict.data(), count, MPI_CHAR, status.MPI_SOURCE, kVerdictTag, control_,
+             MPI_STATUS_IGNORE);
+    return !verdict.empty();
   }
 
   bool execute(const CommOp &op, std::string &error) override {
@@ -556,6 +600,7 @@ private:
   uint32_t rank_, size_;
   MPI_Comm control_; ///< A duplicate of the world's, for the questions of investigate().
   const int32_t rankId_ = static_cast<int32_t>(rank_); ///< What a question sends.
+  std::string verdict_; ///< What announce() sends, kept while it is sent.
   std::list<PendingSend> sends_;
   std::list<Answer> answers_;
 };
