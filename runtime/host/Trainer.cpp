@@ -13,6 +13,7 @@
 #include "runtime/host/Data.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/Ranks.h"
+#include "runtime/host/StopSignals.h"
 #include "runtime/host/WaitLimits.h"
 #include "runtime/pipeline/PipelineReport.h"
 #include "runtime/support/AtomicFile.h"
@@ -241,6 +242,12 @@ private:
   bool restore(const std::string &path);
   bool save(int64_t step);
   bool saveCheckpoint(int64_t step);
+  /// The signal that asked this run to stop (StopSignals.h), agreed between the processes so
+  /// that all stop after the same step: 0 for none, -1 when they cannot agree (reported).
+  int agreedStopSignal();
+  /// Ends the run after step `step` as `signal` asked: saves a checkpoint where there is a
+  /// directory for it; the exit status.
+  int stopAfter(int64_t step, int signal);
   bool sampleMicroBatch(int64_t step, int64_t micro);
   bool loadMicroBatch(int64_t step, int64_t micro);
   bool writeInputs(const std::string &program);
@@ -997,6 +1004,54 @@ bool Session::writePipelineReport() {
   return true;
 }
 
+int Session::agreedStopSignal() {
+  const int64_t mine = StopSignals::requested();
+  if (ranks_->processCount() == 1)
+    return static_cast<int>(mine);
+  std::vector<char> all;
+  std::string err;
+  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, err))
+    return error(err), -1;
+  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
+    int64_t theirs;
+    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+    if (theirs)
+      return static_cast<int>(theirs);
+  }
+  return 0;
+}
+
+int Session::stopAfter(int64_t step, int signal) {
+  if (progress_)
+    progress_->finish();
+  const std::string by = StopSignals::name(signal);
+  if (metrics_) {
+    Json m = Json::object();
+    m.set("step", step);
+    m.set("stopped_by", by);
+    std::string err;
+    if (!metrics_->write(m, err))
+      return error(err), 1;
+  }
+  if (s_.checkpointDir.empty()) {
+    if (ranks_->isMainProcess())
+      std::fprintf(stderr,
+                   "tessel: stopped after step %lld by %s; there is no checkpoint directory "
+                   "(--checkpoint-dir), so nothing was saved\n",
+                   static_cast<long long>(step), by.c_str());
+    return 128 + signal;
+  }
+  if (lastSaved_ != step && !save(step))
+    return 1;
+  if (ranks_->isMainProcess())
+    std::fprintf(stderr,
+                 "tessel: stopped after step %lld by %s; checkpoint of step %lld in %s "
+                 "(continue with --resume %s)\n",
+                 static_cast<long long>(step), by.c_str(), static_cast<long long>(step),
+                 s_.checkpointDir.c_str(), s_.checkpointDir.c_str());
+  return 0;
+}
+
 void Session::reportIntactCheckpoint() {
   if (!lastCheckpoint_.empty())
     std::fprintf(stderr,
@@ -1038,6 +1093,7 @@ int Session::run() {
 
   std::string err;
   double runStart = now();
+  StopSignals signals(/*announce=*/ranks_->isMainProcess());
   for (int64_t step = startStep_ + 1; step <= s_.steps; ++step) {
     double stepStart = now();
     double loss = 0;
@@ -1081,6 +1137,8 @@ int Session::run() {
       progress_->update(step, {loss, gradNorm, lr, stepTime, tokensPerSec},
                         deviceFigures(stepTime, nullptr));
 
+    if (const int signal = agreedStopSignal())
+      return signal < 0 ? 1 : stopAfter(step, signal);
     bool last = step == s_.steps;
     if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {
       double evalLoss = 0;

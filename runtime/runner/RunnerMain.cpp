@@ -80,6 +80,11 @@ Training:
                          (one row per pipeline stage); a pipelined run also prints the
                          last step's measured bubble
 
+Stopping: SIGTERM, SIGUSR1 (what schedulers send ahead of a preemption) and SIGINT (Ctrl-C)
+stop training after the step it is in, with a checkpoint of that step (exit 0; without a
+checkpoint directory nothing is saved, exit 128 + the signal). A second signal stops at once.
+Under mpirun, send SIGUSR1 to mpirun: it passes the signal on to every process.
+
 Sampling:
   --generate             print text sampled from a checkpoint instead of training
   --checkpoint PATH      the checkpoint (default: the model's checkpoint directory)
