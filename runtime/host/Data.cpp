@@ -2,6 +2,7 @@
 
 #include "runtime/host/Data.h"
 
+#include "common/Checksum.h"
 #include "runtime/core/Rng.h"
 #include "runtime/support/AtomicFile.h"
 
@@ -148,6 +149,24 @@ uint32_t TokenData::at(int64_t index) const {
                              [](int64_t i, const Segment &s) { return i < s.first; });
   const Segment &segment = *(it - 1);
   return tokenAt(segment.tokens, index - segment.first, segment.width);
+}
+
+uint64_t TokenData::fingerprint() const {
+  std::vector<uint64_t> parts{static_cast<uint64_t>(total_)};
+  for (const Segment &s : segments_) {
+    const size_t bytes = static_cast<size_t>(s.count) * static_cast<size_t>(s.width);
+    parts.push_back(static_cast<uint64_t>(s.width));
+    parts.push_back(static_cast<uint64_t>(s.count));
+    if (bytes <= kFingerprintSamples * kFingerprintPiece) {
+      parts.push_back(fnv1a64(s.tokens, bytes));
+      continue;
+    }
+    // Pieces spread evenly from the first byte to the last.
+    const size_t last = bytes - kFingerprintPiece;
+    for (size_t i = 0; i < kFingerprintSamples; ++i)
+      parts.push_back(fnv1a64(s.tokens + last * i / (kFingerprintSamples - 1), kFingerprintPiece));
+  }
+  return fnv1a64(parts.data(), parts.size() * sizeof(uint64_t));
 }
 
 std::vector<uint32_t> TokenData::slice(int64_t begin, int64_t count) const {

@@ -57,6 +57,12 @@ public:
   bool hasEval() const { return evalTokens() > 0; }
   /// The files read, in the order concatenated.
   const std::vector<std::string> &sources() const { return sources_; }
+  /// What tells two processes' data apart without reading it all: a hash of the token count,
+  /// each file's token width and count, and kFingerprintSamples evenly spaced pieces of
+  /// kFingerprintPiece bytes of each file's tokens (all of a file up to that many bytes). Two
+  /// different files get different fingerprints unless they differ only between the pieces.
+  uint64_t fingerprint() const;
+  static constexpr size_t kFingerprintSamples = 256, kFingerprintPiece = 4096;
   /// Tokens [begin, begin + count) of the stream.
   std::vector<uint32_t> slice(int64_t begin, int64_t count) const;
 

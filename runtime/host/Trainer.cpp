@@ -278,6 +278,9 @@ private:
   GradientSummary summarizeGradients();
   /// Whether `ok` holds on every process; false with a reason if not. Every process calls it.
   bool agree(bool ok, std::string &error);
+  /// Under MPI: whether every process opened the same data (its token count and fingerprint);
+  /// if not, says which ranks read what. Every process calls it.
+  bool checkSameData();
   /// Every process's `mine`, in process order.
   bool gatherTexts(const std::string &mine, std::vector<std::string> &all, std::string &error);
   /// The first parameter or optimizer state tensor that holds a non-finite value on some rank,
@@ -405,6 +408,8 @@ bool Session::setUp() {
   data_ = TokenData::open(s_.data, kind, s_.vocab, s_.evalFraction, s_.seq + 1, err);
   if (!data_)
     return error(err);
+  if (!checkSameData())
+    return false;
   tokens_.assign(static_cast<size_t>(s_.batch * s_.seq), 0);
   targets_.assign(tokens_.size(), 0);
   dataRows_ = ranks_->dataRows(s_.batch);
@@ -511,6 +516,33 @@ bool Session::agree(bool ok, std::string &error) {
     }
   }
   return true;
+}
+
+bool Session::checkSameData() {
+  if (ranks_->processCount() == 1)
+    return true;
+  const std::string mine = std::to_string(data_->totalTokens()) + " tokens, fingerprint " +
+                           hex64(data_->fingerprint());
+  std::vector<std::string> data, paths;
+  std::string err;
+  if (!gatherTexts(mine, data, err) || !gatherTexts(s_.data, paths, err))
+    return error(err);
+  // gatherTexts pads every text to the longest.
+  auto trimmed = [](std::string text) {
+    while (!text.empty() && text.back() == ' ')
+      text.pop_back();
+    return text;
+  };
+  auto describe = [&](uint32_t p) { return trimmed(paths[p]) + " (" + trimmed(data[p]) + ")"; };
+  std::string differing;
+  for (uint32_t p = 1; p < data.size(); ++p)
+    if (data[p] != data[0])
+      differing += (differing.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) +
+                   " reads " + describe(p);
+  if (differing.empty())
+    return true;
+  return error("the processes do not read the same data: rank 0 reads " + describe(0) + ", but " +
+               differing + "; every process must train on the same data");
 }
 
 bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all,

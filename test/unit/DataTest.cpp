@@ -100,6 +100,35 @@ TEST(Data, ByteFileTokensAreItsBytes) {
   EXPECT_EQ(data->sources(), std::vector<std::string>{dir / "input.txt"});
 }
 
+TEST(Data, FingerprintTellsDataApartWithoutReadingItAll) {
+  ScratchDir dir;
+  auto fingerprint = [&](const std::string &name, const std::string &text) {
+    writeFile(dir / name, text);
+    std::string error;
+    auto data = TokenData::open(dir / name, Tokenizer::Byte, 256, 0, 4, error);
+    EXPECT_TRUE(data) << error;
+    return data ? data->fingerprint() : 0;
+  };
+  // Small data is hashed whole: the same bytes anywhere give the same fingerprint, one byte
+  // changed or one more byte another.
+  std::string small(1000, 'a');
+  const uint64_t a = fingerprint("a.txt", small);
+  EXPECT_EQ(fingerprint("copy.txt", small), a);
+  EXPECT_NE(fingerprint("changed.txt", std::string(small).replace(500, 1, "b")), a);
+  EXPECT_NE(fingerprint("longer.txt", small + "a"), a);
+  // Large data is sampled: its first and last bytes are in the pieces, and so is every byte
+  // of a piece; the token count tells a truncated copy apart.
+  std::string large(8 << 20, 'x');
+  for (size_t i = 0; i < large.size(); i += 7)
+    large[i] = static_cast<char>('a' + i % 23);
+  const uint64_t l = fingerprint("large.txt", large);
+  EXPECT_EQ(fingerprint("large-copy.txt", large), l);
+  EXPECT_NE(fingerprint("large-first.txt", std::string(large).replace(0, 1, "#")), l);
+  EXPECT_NE(fingerprint("large-last.txt", std::string(large).replace(large.size() - 1, 1, "#")),
+            l);
+  EXPECT_NE(fingerprint("large-short.txt", large.substr(0, large.size() - 2)), l);
+}
+
 TEST(Data, ByteTokenizerNeedsVocab256) {
   ScratchDir dir;
   writeFile(dir / "input.txt", std::string(100, 'a'));
