@@ -161,7 +161,10 @@ bool pipelineChunkOf(const std::string &program, uint32_t &chunk) {
 
 namespace {
 
-uint64_t fnv1a(const uint8_t *data, size_t size) { return fnv1a64(data, size); }
+/// The checksum of a payload of plan version `version`.
+uint64_t payloadChecksum(uint32_t version, const uint8_t *data, size_t size) {
+  return version >= 8 ? xxh3_64(data, size) : fnv1a64(data, size);
+}
 
 //===----------------------------------------------------------------------===//
 // Writing
@@ -414,7 +417,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   header.u32(kPlanVersion);
   header.u32(0);
   header.u64(payload);
-  header.u64(fnv1a(w.bytes.data() + kHeaderBytes, payload));
+  header.u64(payloadChecksum(kPlanVersion, w.bytes.data() + kHeaderBytes, payload));
   std::memcpy(w.bytes.data(), header.bytes.data(), kHeaderBytes);
   return std::move(w.bytes);
 }
@@ -433,9 +436,10 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
   uint32_t flags = header.u32();
   uint64_t payload = header.u64();
   uint64_t checksum = header.u64();
-  if (version != kPlanVersion) {
+  if (version < kOldestPlanVersion || version > kPlanVersion) {
     error = "plan version " + std::to_string(version) + ", this runtime reads " +
-            std::to_string(kPlanVersion) + ": recompile the model";
+            std::to_string(kOldestPlanVersion) + " to " + std::to_string(kPlanVersion) +
+            ": recompile the model";
     return false;
   }
   if (flags != 0) {
@@ -448,7 +452,7 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
             "holds " + std::to_string(size - kHeaderBytes) + " (truncated or extended)";
     return false;
   }
-  if (fnv1a(data + kHeaderBytes, payload) != checksum) {
+  if (payloadChecksum(version, data + kHeaderBytes, payload) != checksum) {
     error = "the plan's checksum does not match its contents (the file is corrupt)";
     return false;
   }

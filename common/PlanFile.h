@@ -10,7 +10,7 @@
 // reads it without MLIR.
 //
 // On disk (all integers little-endian), see docs/plan-format.md:
-//   "TESSPLAN" | u32 version | u32 flags (0) | u64 payload bytes | u64 FNV-1a of the payload
+//   "TESSPLAN" | u32 version | u32 flags (0) | u64 payload bytes | u64 XXH3 of the payload
 //   payload: the Plan below, field by field; strings and vectors are u64-length-prefixed.
 //
 //===----------------------------------------------------------------------===//
@@ -27,7 +27,9 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 7;
+constexpr uint32_t kPlanVersion = 8;
+/// The oldest version read: version 7 has the same payload, checksummed with FNV-1a.
+constexpr uint32_t kOldestPlanVersion = 7;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
 /// Where a kernel operand lives: a byte range of the rank's arena, or of a state tensor.

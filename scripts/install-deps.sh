@@ -8,6 +8,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   antlr4 libantlr4-runtime-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
+  libxxhash-dev                       # XXH3, the checksum of plans and checkpoints
   iproute2                            # network namespaces as hosts for the multi-host tests
   libtcmalloc-minimal4 libjemalloc2   # allocators the benchmark tries for each side
   googletest libgtest-dev

@@ -18,7 +18,8 @@ namespace tessel::rt {
 namespace fs = std::filesystem;
 
 static constexpr const char *kFormat = "tessel-checkpoint";
-static constexpr int64_t kVersion = 3;
+/// Version 4 checksums with XXH3; version 3, with FNV-1a, is still read.
+static constexpr int64_t kVersion = 4, kOldestVersion = 3;
 static constexpr const char *kManifestFile = "manifest.json";
 static constexpr const char *kLatestFile = "latest";
 /// The largest `latest` (one directory name) and manifest read: anything larger is not one.
@@ -67,13 +68,19 @@ static bool blocksOverlap(const std::vector<int64_t> &offsetA, const std::vector
   return true;
 }
 
-std::string manifestChecksum(const Json &manifest) {
+std::string manifestChecksum(const Json &manifest, int64_t version) {
   Json body = Json::object();
   for (const auto &[key, value] : manifest.members())
     if (key != "checksum")
       body.set(key, value);
   std::string text = body.compact();
-  return hex64(fnv1a64(text.data(), text.size()));
+  return hex64(version >= 4 ? xxh3_64(text.data(), text.size())
+                            : fnv1a64(text.data(), text.size()));
+}
+
+/// The checksum of a shard's bytes, as its manifest's version computes it.
+static std::string shardChecksum(const void *data, size_t bytes, bool fnv) {
+  return hex64(fnv ? fnv1a64(data, bytes) : xxh3_64(data, bytes));
 }
 
 /// The step a checkpoint directory's name gives ("step_00000300" is 300), or -1.
@@ -145,7 +152,7 @@ bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &
       entry.set("offset", shapeJson(b.offset));
       entry.set("shape", shapeJson(b.shape));
       int64_t bytes = shapeElements(b.shape) * dtypeSize(b.dtype);
-      entry.set("fnv1a64", hex64(fnv1a64(b.data, static_cast<size_t>(bytes))));
+      entry.set("xxh3", shardChecksum(b.data, static_cast<size_t>(bytes), /*fnv=*/false));
       list.set(b.name, std::move(entry));
     }
     description.set(kind, std::move(list));
@@ -240,7 +247,7 @@ bool commitCheckpoint(const std::string &dirArg, const std::string &tempDir,
     manifest.set("optimizer", std::move(optimizer));
     manifest.set("extra", contents.extra);
     // Last, over everything before it: an edited or damaged manifest is refused like a tensor.
-    manifest.set("checksum", manifestChecksum(manifest));
+    manifest.set("checksum", manifestChecksum(manifest, kVersion));
     // Written last, after every shard: a manifest names only durable files.
     ok = fsyncDirectory(tempDir, error) &&
          writeFileAtomically(tempDir + "/" + kManifestFile, manifest.pretty() + "\n", error) &&
@@ -379,10 +386,12 @@ private:
       for (const Json &shard : shards->items()) {
         StoredShard s;
         const Json *file = shard.find("file");
-        const Json *checksum = shard.find("fnv1a64");
+        s.fnv = version_ < 4;
+        const char *checksumKey = s.fnv ? "fnv1a64" : "xxh3";
+        const Json *checksum = shard.find(checksumKey);
         if (!shard.isObject() || !file || !file->isString() || !checksum ||
             !checksum->isString())
-          return refuse(where + " has a shard without a string 'file' and 'fnv1a64'");
+          return refuse(where + " has a shard without a string 'file' and '" + checksumKey + "'");
         s.file = file->asString();
         s.checksum = checksum->asString();
         if (s.file.empty() || s.file.find('/') != std::string::npos || s.file[0] == '.')
@@ -429,14 +438,16 @@ private:
     const Json *version = manifest->find("version");
     if (!version || !version->isInteger())
       return fail(manifestPath_ + ": " + "lacks an integer 'version'");
-    if (version->asInt() != kVersion)
+    if (version->asInt() < kOldestVersion || version->asInt() > kVersion)
       return refuse("has version " + std::to_string(version->asInt()) +
-                    "; this build reads version " + std::to_string(kVersion)),
+                    "; this build reads versions " + std::to_string(kOldestVersion) + " to " +
+                    std::to_string(kVersion)),
              nullptr;
+    version_ = version->asInt();
     const Json *checksum = manifest->find("checksum");
     if (!checksum || !checksum->isString())
       return fail(manifestPath_ + ": lacks its string 'checksum'");
-    if (checksum->asString() != manifestChecksum(*manifest))
+    if (checksum->asString() != manifestChecksum(*manifest, version_))
       return fail(manifestPath_ + ": does not match its checksum (it was edited or is corrupt)");
     for (const char *field : {"model", "fingerprint"}) {
       const Json *value = manifest->find(field);
@@ -465,6 +476,7 @@ private:
   }
 
   std::string manifestPath_;
+  int64_t version_ = 0; ///< The manifest's format version.
   std::string error_;
 };
 
@@ -505,7 +517,7 @@ const SafetensorsFile *LoadedCheckpoint::open(const std::string &file, std::stri
                   dtypeName(found->dtype) + " " + formatShape(found->shape) + " in " + filePath;
           return nullptr;
         }
-        if (hex64(fnv1a64(found->bytes.data(), found->bytes.size())) != shard.checksum) {
+        if (shardChecksum(found->bytes.data(), found->bytes.size(), shard.fnv) != shard.checksum) {
           error = filePath + ": tensor '" + name + "' does not match its checksum in " +
                   kManifestFile + " (the file is corrupt)";
           return nullptr;

@@ -77,7 +77,8 @@ struct CheckpointShard {
 struct StoredShard {
   std::string file;
   std::vector<int64_t> offset, shape;
-  std::string checksum; ///< FNV-1a 64 of the shard's bytes, in hex.
+  std::string checksum; ///< XXH3 64 of the shard's bytes, in hex (FNV-1a 64 in version 3).
+  bool fnv = false;     ///< The checksum is FNV-1a's (a version 3 manifest).
 };
 
 struct StoredTensor {
@@ -117,9 +118,9 @@ private:
 /// "step_00000300".
 std::string checkpointName(int64_t step);
 
-/// The checksum a manifest carries in its last member, "checksum": FNV-1a 64, in hex, of its
-/// compact JSON text without that member.
-std::string manifestChecksum(const Json &manifest);
+/// The checksum a manifest of `version` carries in its last member, "checksum": XXH3 64 (FNV-1a
+/// 64 in version 3), in hex, of its compact JSON text without that member.
+std::string manifestChecksum(const Json &manifest, int64_t version);
 
 /// Step 1, on one process: creates `dir` if needed, sweeps what interrupted saves left there,
 /// and makes the temporary directory DIR/.step_XXXXXXXX.tmp-<token> that the shards go into.
@@ -152,7 +153,7 @@ bool saveCheckpoint(const std::string &dir, const CheckpointContents &contents,
                     const std::vector<CheckpointShard> &shards, std::string &error);
 
 /// Loads a checkpoint directory, or the one a run directory's `latest` names. Validates the
-/// manifest (format "tessel-checkpoint", version 3, its checksum, every field with its type, a
+/// manifest (format "tessel-checkpoint", version 4 (or 3), its checksum, every field with its type, a
 /// step equal to the one its directory's name gives, and shards that lie inside their tensor
 /// and together cover it).
 std::unique_ptr<LoadedCheckpoint> loadCheckpoint(const std::string &pathOrDir, std::string &error);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <set>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,11 @@ static int64_t tensorBytes(DType dtype, const std::vector<int64_t> &shape) {
   if (elements < 0 || elements > INT64_MAX / dtypeSize(dtype))
     return -1;
   return elements * dtypeSize(dtype);
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map)
+    ::munmap(map, mapBytes);
 }
 
 const SafetensorsTensor *SafetensorsFile::find(const std::string &name) const {
@@ -337,13 +343,19 @@ private:
       return fail(std::to_string(dataBytes_ - covered) +
                   " bytes of trailing data after the last tensor");
 
-    for (const Entry &entry : entries) {
-      SafetensorsTensor &tensor = file->tensors[entry.name];
-      tensor.bytes.resize(static_cast<size_t>(entry.end - entry.begin));
-      if (!tensor.bytes.empty() && !readAt(fd, tensor.bytes.data(), tensor.bytes.size(),
-                                           8 + headerBytes + static_cast<uint64_t>(entry.begin)))
-        return nullptr;
+    if (dataBytes_ > 0) {
+      void *map = ::mmap(nullptr, static_cast<size_t>(fileBytes), PROT_READ,
+                         MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+      if (map == MAP_FAILED)
+        return fail(std::string("cannot map: ") + std::strerror(errno));
+      file->map = map;
+      file->mapBytes = static_cast<size_t>(fileBytes);
     }
+    const auto *data = static_cast<const uint8_t *>(file->map) + 8 + headerBytes;
+    for (const Entry &entry : entries)
+      file->tensors[entry.name].bytes = ByteSpan(
+          entry.end > entry.begin ? data + entry.begin : nullptr,
+          static_cast<size_t>(entry.end - entry.begin));
     return file;
   }
 

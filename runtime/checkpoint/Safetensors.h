@@ -50,24 +50,49 @@ struct TensorView {
 bool writeSafetensors(const std::string &path, const std::vector<TensorView> &tensors,
                       const std::map<std::string, std::string> &metadata, std::string &error);
 
-/// A tensor read from a file; `bytes` holds its elements, little-endian.
+/// Bytes borrowed from a file's mapping.
+class ByteSpan {
+public:
+  ByteSpan() = default;
+  ByteSpan(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const uint8_t *begin() const { return data_; }
+  const uint8_t *end() const { return data_ + size_; }
+
+private:
+  const uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// A tensor read from a file; `bytes` holds its elements, little-endian, in the file's mapping.
 struct SafetensorsTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  ByteSpan bytes;
 };
 
-/// The contents of a safetensors file.
+/// The contents of a safetensors file, mapped read-only rather than read: a tensor's pages are
+/// read from the disk (or found in the page cache) when its bytes are first touched, and are
+/// never copied into memory of the process's own.
 struct SafetensorsFile {
+  SafetensorsFile() = default;
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile &) = delete;
+  SafetensorsFile &operator=(const SafetensorsFile &) = delete;
+
   std::string path;
   std::map<std::string, SafetensorsTensor> tensors;
   std::map<std::string, std::string> metadata;
+  void *map = nullptr; ///< The whole file's mapping, for munmap.
+  size_t mapBytes = 0;
 
   /// The tensor named `name`, or null.
   const SafetensorsTensor *find(const std::string &name) const;
 };
 
-/// Reads and validates `path`: a truncated file, a header length beyond the file, invalid
+/// Maps and validates `path`: a truncated file, a header length beyond the file, invalid
 /// JSON, an unknown dtype, malformed shapes, offsets out of range, overlapping, leaving gaps
 /// or not matching dtype x shape, trailing bytes after the last tensor and duplicate names are
 /// refused with "<path>: <reason>".

@@ -223,6 +223,12 @@ bool Executor::readState(size_t index, void *host) const {
   return true;
 }
 
+const void *Executor::stateInHostMemory(size_t index) const {
+  return index < state_.size() && state_[index] && device_->addressesHostMemory()
+             ? state_[index]->address()
+             : nullptr;
+}
+
 bool Executor::writeState(size_t index, const void *host) {
   if (index >= state_.size() || !state_[index])
     return false;

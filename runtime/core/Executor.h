@@ -65,6 +65,13 @@ public:
   /// from it; false where the rank does not hold the tensor.
   bool readState(size_t index, void *host) const;
   bool writeState(size_t index, const void *host);
+  /// The rank's part of state tensor `index` where the host may use it in place (a device
+  /// whose buffers are host memory, between programs); null where it must be copied with
+  /// readState, or the rank does not hold the tensor.
+  const void *stateInHostMemory(size_t index) const;
+  void *stateInHostMemory(size_t index) {
+    return const_cast<void *>(static_cast<const Executor *>(this)->stateInHostMemory(index));
+  }
   /// The bytes of the state tensors this rank holds.
   uint64_t stateBytes() const;
 

@@ -54,6 +54,10 @@ public:
   /// device does not say (the CPU device: host memory is the process's business).
   virtual bool memoryInUse(uint64_t & /*used*/, uint64_t & /*total*/) const { return false; }
 
+  /// Whether this device's buffers are host memory the host may read in place (the CPU's),
+  /// once the device is synchronized.
+  virtual bool addressesHostMemory() const { return false; }
+
   /// `bytes` of zeroed memory (at least one byte's worth of address); null with the reason.
   virtual std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) = 0;
 

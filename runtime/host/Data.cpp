@@ -158,15 +158,15 @@ uint64_t TokenData::fingerprint() const {
     parts.push_back(static_cast<uint64_t>(s.width));
     parts.push_back(static_cast<uint64_t>(s.count));
     if (bytes <= kFingerprintSamples * kFingerprintPiece) {
-      parts.push_back(fnv1a64(s.tokens, bytes));
+      parts.push_back(xxh3_64(s.tokens, bytes));
       continue;
     }
     // Pieces spread evenly from the first byte to the last.
     const size_t last = bytes - kFingerprintPiece;
     for (size_t i = 0; i < kFingerprintSamples; ++i)
-      parts.push_back(fnv1a64(s.tokens + last * i / (kFingerprintSamples - 1), kFingerprintPiece));
+      parts.push_back(xxh3_64(s.tokens + last * i / (kFingerprintSamples - 1), kFingerprintPiece));
   }
-  return fnv1a64(parts.data(), parts.size() * sizeof(uint64_t));
+  return xxh3_64(parts.data(), parts.size() * sizeof(uint64_t));
 }
 
 std::vector<uint32_t> TokenData::slice(int64_t begin, int64_t count) const {

@@ -209,6 +209,12 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
       if (!ex.holdsState(i))
         continue;
       const Block &b = ranks.stateBlock(i, r);
+      // Into the state where it is host memory; else through a host copy.
+      if (auto *in = static_cast<float *>(ex.stateInHostMemory(i))) {
+        if (!ck->readBlock(t.name, b.offset, b.local, in, error))
+          return nullptr;
+        continue;
+      }
       block.resize(static_cast<size_t>(b.localElements()));
       if (!ck->readBlock(t.name, b.offset, b.local, block.data(), error))
         return nullptr;
@@ -238,7 +244,8 @@ public:
 
 private:
   bool setUp();
-  void initialiseParameters();
+  /// Draws every parameter from its init; `resuming`: only those a checkpoint does not hold.
+  void initialiseParameters(bool resuming);
   bool restore(const std::string &path);
   bool save(int64_t step);
   bool saveCheckpoint(int64_t step);
@@ -308,6 +315,7 @@ private:
   Rng dataRng_;
   int64_t startStep_ = 0;
   int64_t lastSaved_ = -1;
+  double lastSaveSeconds_ = 0; ///< How long the last checkpoint took to write.
   std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
   /// The last optimizer step's gradient norm and learning rate, for messages.
   float lastGradNorm_ = 0, lastLr_ = 0;
@@ -419,7 +427,7 @@ bool Session::setUp() {
       return error(err);
   }
   dataRng_ = Rng(s_.seed ^ 0xD1B54A32D192ED03ull);
-  initialiseParameters();
+  initialiseParameters(/*resuming=*/!options_.resume.empty());
   // A resume makes the working copies from the weights it loads; a fresh run from these.
   if (!options_.resume.empty()) {
     if (!restore(options_.resume))
@@ -434,17 +442,17 @@ bool Session::setUp() {
   return true;
 }
 
-void Session::initialiseParameters() {
+void Session::initialiseParameters(bool resuming) {
   std::vector<float> whole;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const planfile::StateTensor &t = plan_.state[i];
+    // The state starts zeroed (Device::allocate): what is not a parameter stays so, and a
+    // resume loads every parameter.
+    if (t.role != "param" || (resuming && t.checkpointed()))
+      continue;
     size_t n = static_cast<size_t>(shapeElements(ranks_->stateShape(i)));
     whole.assign(n, 0.0f);
     float *x = whole.data();
-    if (t.role != "param") {
-      ranks_->setWholeState(i, x);
-      continue;
-    }
     Rng rng = parameterRng(s_.seed, t.name);
     for (size_t e = 0; e < n; ++e) {
       if (t.init == "normal")
@@ -464,9 +472,11 @@ void Session::initialiseParameters() {
 
 bool Session::restore(const std::string &path) {
   std::string err;
+  const double loadStart = now();
   auto ck = loadState(plan_, *ranks_, path, /*withOptimizer=*/true, err);
   if (!ck)
     return error(err);
+  const double loadSeconds = now() - loadStart;
   if (!rngFromJson(ck->extra.find("data_rng"), dataRng_))
     return error("checkpoint " + ck->path + " has no valid data position ('data_rng')");
   // What the run wrote beside the step must agree with it (see save()).
@@ -496,8 +506,8 @@ bool Session::restore(const std::string &path) {
                  ", which leaves none of the " + std::to_string(s_.steps) +
                  " steps to run; pass a larger --steps");
   if (!options_.quiet)
-    std::printf("resumed from %s at step %lld\n", ck->path.c_str(),
-                static_cast<long long>(startStep_));
+    std::printf("resumed from %s at step %lld (loaded in %.2f s)\n", ck->path.c_str(),
+                static_cast<long long>(startStep_), loadSeconds);
   return true;
 }
 
@@ -570,7 +580,9 @@ bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all
 bool Session::save(int64_t step) {
   // A checkpoint's writes take as long as the disk makes them.
   waitLimits_->unknownPart("a checkpoint");
+  const double start = now();
   const bool saved = saveCheckpoint(step);
+  lastSaveSeconds_ = now() - start;
   waitLimits_->regularParts();
   return saved;
 }
@@ -603,10 +615,14 @@ bool Session::saveCheckpoint(int64_t step) {
       if (!ex.holdsState(i) || !ranks_->ownsBlock(i, r))
         continue;
       const Block &b = ranks_->stateBlock(i, r);
-      // The block, copied off the device, stays until the shards are written.
-      std::vector<float> &host = hostBlocks.emplace_back(static_cast<size_t>(b.localElements()));
-      ex.readState(i, host.data());
-      const float *data = host.data();
+      // The block where it is, in host memory; else copied off the device, to stay until the
+      // shards are written.
+      const float *data = static_cast<const float *>(ex.stateInHostMemory(i));
+      if (!data) {
+        std::vector<float> &host = hostBlocks.emplace_back(static_cast<size_t>(b.localElements()));
+        ex.readState(i, host.data());
+        data = host.data();
+      }
       if (bad.empty() && !allFinite(data, static_cast<size_t>(b.localElements())))
         bad = t.name;
       TensorBlock block{t.name, DType::F32, b.offset, b.local, data};
@@ -1223,8 +1239,8 @@ int Session::run() {
     std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),
                 now() - runStart);
     if (lastSaved_ >= 0)
-      std::printf("; checkpoint of step %lld in %s", static_cast<long long>(lastSaved_),
-                  s_.checkpointDir.c_str());
+      std::printf("; checkpoint of step %lld in %s (saved in %.2f s)",
+                  static_cast<long long>(lastSaved_), s_.checkpointDir.c_str(), lastSaveSeconds_);
     std::printf("\n");
   }
   return 0;

@@ -1,6 +1,7 @@
 //===- CheckpointTest.cpp - Tests of checkpoint save, load and resume -----===//
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Safetensors.h"
 #include "common/Checksum.h"
 #include "runtime/support/AtomicFile.h"
 #include "test/unit/ScratchDir.h"
@@ -205,7 +206,7 @@ TEST(Checkpoint, SaveAndLoadRoundTrip) {
     EXPECT_EQ(wq->shards[0].file, "model-00000.safetensors");
     EXPECT_EQ(wq->shards[0].offset, (std::vector<int64_t>{0, 0, 0}));
     EXPECT_EQ(wq->shards[0].shape, (std::vector<int64_t>{4, 2, 4}));
-    EXPECT_EQ(wq->shards[0].checksum, tessel::hex64(tessel::fnv1a64(state.wq.data(), 4 * 32)));
+    EXPECT_EQ(wq->shards[0].checksum, tessel::hex64(tessel::xxh3_64(state.wq.data(), 4 * 32)));
     EXPECT_EQ(wq->shards[1].file, "model-00001.safetensors");
     EXPECT_EQ(wq->shards[1].offset, (std::vector<int64_t>{4, 0, 0}));
     const StoredTensor *m = loaded->find("wte.m");
@@ -239,7 +240,7 @@ TEST(Checkpoint, ManifestIsReadable) {
   std::string manifest = readFile(run / "step_00000300/manifest.json");
   EXPECT_EQ(manifest.rfind(R"({
   "format": "tessel-checkpoint",
-  "version": 3,
+  "version": 4,
   "model": "tiny_gpt",
   "fingerprint": "plan-0123abcd",
   "step": 300,)",
@@ -247,7 +248,7 @@ TEST(Checkpoint, ManifestIsReadable) {
             0u)
       << manifest;
   // Rank 1's half of 'layers.0.wq': its 32 floats from the 33rd on.
-  std::string checksum1 = tessel::hex64(tessel::fnv1a64(state.wq.data() + 32, 4 * 32));
+  std::string checksum1 = tessel::hex64(tessel::xxh3_64(state.wq.data() + 32, 4 * 32));
   EXPECT_NE(manifest.find(R"(    "layers.0.wq": {
       "dtype": "F32",
       "shape": [8, 2, 4],
@@ -256,14 +257,14 @@ TEST(Checkpoint, ManifestIsReadable) {
           "file": "model-00000.safetensors",
           "offset": [0, 0, 0],
           "shape": [4, 2, 4],
-          "fnv1a64": ")"),
+          "xxh3": ")"),
             std::string::npos)
       << manifest;
   EXPECT_NE(manifest.find(R"(        {
           "file": "model-00001.safetensors",
           "offset": [4, 0, 0],
           "shape": [4, 2, 4],
-          "fnv1a64": ")" + checksum1 +
+          "xxh3": ")" + checksum1 +
                           R"("
         }
       ]
@@ -285,7 +286,7 @@ TEST(Checkpoint, ManifestIsReadable) {
   ASSERT_TRUE(json) << error;
   ASSERT_FALSE(json->members().empty());
   EXPECT_EQ(json->members().back().first, "checksum");
-  EXPECT_EQ(json->members().back().second, Json(manifestChecksum(*json)));
+  EXPECT_EQ(json->members().back().second, Json(manifestChecksum(*json, 4)));
   EXPECT_EQ(manifest.back(), '\n');
 }
 
@@ -473,7 +474,7 @@ template <typename Edit> void editManifest(const ScratchDir &run, Edit edit) {
   ASSERT_TRUE(manifest) << error;
   edit(*manifest);
   if (manifest->isObject() && manifest->find("checksum"))
-    manifest->set("checksum", manifestChecksum(*manifest));
+    manifest->set("checksum", manifestChecksum(*manifest, 4));
   writeFile(path, manifest->pretty());
 }
 
@@ -497,6 +498,47 @@ std::string shardError(const ScratchDir &run, const std::string &name, Edit edit
 /// The manifest's entry for shard `i` of tensor `name` in list `kind` ("params", "optimizer").
 Json &shardEntry(Json &manifest, const char *kind, const char *name, size_t i) {
   return manifest.find(kind)->find(name)->find("shards")->items().at(i);
+}
+
+TEST(Checkpoint, ReadsVersion3ThatChecksummedWithFnv) {
+  // Version 4 changed only the checksums (XXH3 for FNV-1a): a checkpoint written as version 3
+  // still loads and reads, and its shards are still checked.
+  ScratchDir run;
+  State state(1.0f);
+  std::string error;
+  ASSERT_TRUE(state.save(run.path(), 10, error)) << error;
+  const std::string dir = run / "step_00000010", path = dir + "/manifest.json";
+  std::optional<Json> manifest = readJsonFile(path, 1 << 30, error);
+  ASSERT_TRUE(manifest) << error;
+  manifest->set("version", 3);
+  for (const char *kind : {"params", "optimizer"}) {
+    std::vector<std::string> names;
+    for (const auto &member : manifest->find(kind)->members())
+      names.push_back(member.first);
+    for (const std::string &name : names)
+      for (Json &shard : manifest->find(kind)->find(name)->find("shards")->items()) {
+        auto contents = readSafetensors(dir + "/" + shard.find("file")->asString(), error);
+        ASSERT_TRUE(contents) << error;
+        const SafetensorsTensor *t = contents->find(name);
+        ASSERT_TRUE(t) << name;
+        Json fnv = Json::object();
+        for (const auto &[key, value] : shard.members())
+          if (key != "xxh3")
+            fnv.set(key, value);
+        fnv.set("fnv1a64", tessel::hex64(tessel::fnv1a64(t->bytes.data(), t->bytes.size())));
+        shard = fnv;
+      }
+  }
+  manifest->set("checksum", manifestChecksum(*manifest, 3));
+  writeFile(path, manifest->pretty());
+  auto loaded = loadCheckpoint(run.path(), error);
+  ASSERT_TRUE(loaded) << error;
+  EXPECT_EQ(readFloats(*loaded, "wte", {0, 0}, {16, 8}), state.wte);
+  // An XXH3 manifest checksum in a version 3 manifest does not pass.
+  manifest->set("checksum", manifestChecksum(*manifest, 4));
+  writeFile(path, manifest->pretty());
+  EXPECT_EQ(loadError(run.path()),
+            path + ": does not match its checksum (it was edited or is corrupt)");
 }
 
 TEST(Checkpoint, ManifestIsProtectedByItsChecksum) {
@@ -530,7 +572,7 @@ TEST(Checkpoint, ManifestIsProtectedByItsChecksum) {
   EXPECT_EQ(loadError(run / "step_00000010"), path + ": lacks its string 'checksum'");
   // A sealed manifest whose step is not its directory's.
   stripped.set("step", 11);
-  stripped.set("checksum", manifestChecksum(stripped));
+  stripped.set("checksum", manifestChecksum(stripped, 4));
   writeFile(path, stripped.pretty());
   EXPECT_EQ(loadError(run / "step_00000010"),
             path + ": says step 11 but its directory is that of step 10");
@@ -544,9 +586,9 @@ TEST(Checkpoint, ManifestIsValidated) {
             manifest + ": is not a Tessel checkpoint manifest (its 'format' is not "
                        "'tessel-checkpoint')");
   EXPECT_EQ(error([](Json &m) { m.set("version", 2); }),
-            manifest + ": has version 2; this build reads version 3");
-  EXPECT_EQ(error([](Json &m) { m.set("version", 4); }),
-            manifest + ": has version 4; this build reads version 3");
+            manifest + ": has version 2; this build reads versions 3 to 4");
+  EXPECT_EQ(error([](Json &m) { m.set("version", 5); }),
+            manifest + ": has version 5; this build reads versions 3 to 4");
   EXPECT_EQ(error([](Json &m) { m.set("version", "3"); }),
             manifest + ": lacks an integer 'version'");
   EXPECT_EQ(error([](Json &m) { m.set("model", 3); }), manifest + ": lacks a string 'model'");
@@ -590,11 +632,11 @@ TEST(Checkpoint, ManifestIsValidated) {
   EXPECT_EQ(error([](Json &m) { m.find("params")->find("wte")->set("shards", Json::object()); }),
             wte + " lacks its array 'shards'");
   EXPECT_EQ(error([](Json &m) { shardEntry(m, "params", "wte", 1) = Json("model-00001"); }),
-            wte + " has a shard without a string 'file' and 'fnv1a64'");
+            wte + " has a shard without a string 'file' and 'xxh3'");
   EXPECT_EQ(error([](Json &m) { shardEntry(m, "params", "wte", 1).set("file", 1); }),
-            wte + " has a shard without a string 'file' and 'fnv1a64'");
-  EXPECT_EQ(error([&](Json &m) { without(shardEntry(m, "params", "wte", 1), "fnv1a64"); }),
-            wte + " has a shard without a string 'file' and 'fnv1a64'");
+            wte + " has a shard without a string 'file' and 'xxh3'");
+  EXPECT_EQ(error([&](Json &m) { without(shardEntry(m, "params", "wte", 1), "xxh3"); }),
+            wte + " has a shard without a string 'file' and 'xxh3'");
   for (const char *file : {"../model-00001.safetensors", "sub/model-00001.safetensors",
                            ".model-00001.safetensors", ""})
     EXPECT_EQ(error([&](Json &m) { shardEntry(m, "params", "wte", 1).set("file", file); }),
@@ -661,7 +703,7 @@ TEST(Checkpoint, ManifestAndShardFilesMustAgree) {
             model0 + " has tensor 'layers.0.wq' that manifest.json does not list");
   EXPECT_EQ(shardError(run, "wte",
                        [](Json &m) {
-                         shardEntry(m, "params", "wte", 1).set("fnv1a64", "0123456789abcdef");
+                         shardEntry(m, "params", "wte", 1).set("xxh3", "0123456789abcdef");
                        }),
             model1 + ": tensor 'wte' does not match its checksum in manifest.json (the file is "
                      "corrupt)");
@@ -801,8 +843,8 @@ TEST(Checkpoint, SavedInThreeStepsByRanksOfSeveralProcesses) {
   EXPECT_EQ(wte->find("file")->asString(), "model-00001.safetensors");
   EXPECT_EQ(*wte->find("offset"), Json(Json::Array{8, 0}));
   EXPECT_EQ(*wte->find("shape"), Json(Json::Array{8, 8}));
-  EXPECT_EQ(wte->find("fnv1a64")->asString(),
-            tessel::hex64(tessel::fnv1a64(state.wte.data() + 64, 64 * 4)));
+  EXPECT_EQ(wte->find("xxh3")->asString(),
+            tessel::hex64(tessel::xxh3_64(state.wte.data() + 64, 64 * 4)));
   EXPECT_FALSE(described[1].find("optimizer")->find("step"));
   // Nothing is visible until the commit.
   EXPECT_EQ(listing(run / "ckpt"), (std::set<std::string>{".step_00000007.tmp-4242"}));

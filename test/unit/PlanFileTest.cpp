@@ -74,20 +74,39 @@ TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
   const size_t flags = bytes.size() - 4;
   ASSERT_EQ(bytes[flags], 1);
   bytes[flags] = 3;
-  const uint64_t sum = tessel::fnv1a64(bytes.data() + 32, bytes.size() - 32);
+  const uint64_t sum = tessel::xxh3_64(bytes.data() + 32, bytes.size() - 32);
   std::memcpy(bytes.data() + 24, &sum, sizeof sum);
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
   EXPECT_NE(error.find("an instruction has unknown flags 3"), std::string::npos) << error;
 }
 
+TEST(PlanFile, ReadsVersion7ThatChecksummedWithFnv) {
+  // Version 8 changed only the checksum: a version 7 plan (FNV-1a 64) still reads, and an
+  // XXH3 checksum in it does not.
+  std::vector<uint8_t> bytes = serializePlan(samplePlan());
+  ASSERT_EQ(bytes[8], 8);
+  bytes[8] = 7;
+  Plan back;
+  std::string error;
+  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
+  EXPECT_NE(error.find("checksum"), std::string::npos) << error;
+  const uint64_t sum = tessel::fnv1a64(bytes.data() + 32, bytes.size() - 32);
+  std::memcpy(bytes.data() + 24, &sum, sizeof sum);
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_EQ(back.model, samplePlan().model);
+}
+
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 7);
+  ASSERT_EQ(bytes[8], 8);
   bytes[8] = 6; // Version 6's optimizer kernels took one tensor each and `n` as an integer.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 6, this runtime reads 7: recompile the model");
+  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 8: recompile the model");
+  bytes[8] = 9;
+  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
+  EXPECT_EQ(error, "plan version 9, this runtime reads 7 to 8: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {

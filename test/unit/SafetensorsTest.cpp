@@ -73,7 +73,9 @@ TEST(Safetensors, RoundTrip) {
     EXPECT_EQ(tensor->dtype, view.dtype) << view.name;
     EXPECT_EQ(tensor->shape, view.shape) << view.name;
     size_t bytes = size_t(shapeElements(view.shape) * dtypeSize(view.dtype));
-    EXPECT_EQ(tensor->bytes, bytesOf(view.data, bytes)) << view.name;
+    EXPECT_EQ(std::vector<uint8_t>(tensor->bytes.begin(), tensor->bytes.end()),
+              bytesOf(view.data, bytes))
+        << view.name;
   }
   EXPECT_EQ(file->find("missing"), nullptr);
   // No temporary file is left behind.

@@ -34,6 +34,7 @@ private:
 class CpuDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }
+  bool addressesHostMemory() const override { return true; }
 
   std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes, std::string &error) override {
     // Rounded up to whole cache lines, and never empty.

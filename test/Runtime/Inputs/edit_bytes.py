@@ -52,10 +52,12 @@ def offset_in(data, text, width=1):
 
 
 def rechecksum(data):
-    """Writes the FNV-1a 64 of a plan's payload into its header."""
+    """Makes an edited plan whole again, as a plan of version 7, which the runtime still reads:
+    the same payload, checksummed with FNV-1a 64 (Python has no XXH3 of its own)."""
     h = 14695981039346656037
     for byte in data[32:]:
         h = ((h ^ byte) * 1099511628211) % (1 << 64)
+    data[8:12] = struct.pack("<I", 7)
     data[24:32] = struct.pack("<Q", h)
 
 
