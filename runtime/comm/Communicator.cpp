@@ -38,13 +38,15 @@ const char *commKindName(CommOp::Kind kind) {
   return "?";
 }
 
-std::string describeRankSet(const std::vector<uint32_t> &ranks) {
-  if (ranks.size() == 1)
-    return "rank " + std::to_string(ranks[0]);
-  std::string s = "ranks {";
+std::string rankList(const std::vector<uint32_t> &ranks) {
+  std::string s = "{";
   for (size_t i = 0; i < ranks.size(); ++i)
     s += (i ? ", " : "") + std::to_string(ranks[i]);
   return s + "}";
+}
+
+std::string describeRankSet(const std::vector<uint32_t> &ranks) {
+  return ranks.size() == 1 ? "rank " + std::to_string(ranks[0]) : "ranks " + rankList(ranks);
 }
 
 std::string explainWait(uint32_t me, const std::vector<uint32_t> &direct,

@@ -100,6 +100,8 @@ struct WaitLimit {
   std::string origin;
 };
 
+/// "{2, 5}".
+std::string rankList(const std::vector<uint32_t> &ranks);
 /// "rank 2" or "ranks {2, 5}".
 std::string describeRankSet(const std::vector<uint32_t> &ranks);
 

@@ -39,13 +39,6 @@ namespace {
 
 using Clock = Communicator::Clock;
 
-std::string describeRanks(const std::vector<uint32_t> &ranks) {
-  std::string s = "{";
-  for (size_t i = 0; i < ranks.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "}";
-}
-
 std::string describe(const CommOp &op) {
   std::string s = std::string(commKindName(op.kind)) + " " + planfile::dtypeName(op.type);
   switch (op.kind) {
@@ -207,13 +200,13 @@ struct LocalCommunicator::World {
     }
     for (uint32_t r : g->ranks)
       if (r >= size || std::count(g->ranks.begin(), g->ranks.end(), r) != 1) {
-        error = std::string(commKindName(op.kind)) + " on group " + describeRanks(g->ranks) +
+        error = std::string(commKindName(op.kind)) + " on group " + rankList(g->ranks) +
                 ", which is not a set of ranks of this world of " + std::to_string(size);
         return false;
       }
     if ((op.kind == CommOp::Kind::Broadcast && op.root >= g->size()) || op.n < 0 || op.outer < 0 ||
         op.chunk < 0) {
-      error = describe(op) + " has sizes that do not fit group " + describeRanks(g->ranks);
+      error = describe(op) + " has sizes that do not fit group " + rankList(g->ranks);
       return false;
     }
     return true;
@@ -249,7 +242,7 @@ struct LocalCommunicator::World {
       round.joined.assign(ways, false);
       round.done.assign(ways, false);
     } else if (!sameCollective(round.first, op)) {
-      error = "the ranks of group " + describeRanks(g.ranks) + " disagree about collective #" +
+      error = "the ranks of group " + rankList(g.ranks) + " disagree about collective #" +
               std::to_string(seq) + ": one issued " + describe(round.first) + ", rank " +
               std::to_string(rank) + " " + describe(op);
       return false;
@@ -267,7 +260,7 @@ struct LocalCommunicator::World {
     }
     auto what = [&] {
       return "rank " + std::to_string(rank) + ": " + describe(op) + " #" + std::to_string(seq) +
-             " on group " + describeRanks(g.ranks);
+             " on group " + rankList(g.ranks);
     };
     auto missing = [&g](const std::vector<bool> &present) {
       std::vector<uint32_t> ranks;
@@ -285,7 +278,7 @@ struct LocalCommunicator::World {
       return failAborted(error);
     if (round.arrived != ways) {
       error = "rank " + std::to_string(stoppedMember(round, g)) + " stopped without joining " +
-              describe(op) + " #" + std::to_string(seq) + " on group " + describeRanks(g.ranks);
+              describe(op) + " #" + std::to_string(seq) + " on group " + rankList(g.ranks);
       return false;
     }
     lock.unlock();

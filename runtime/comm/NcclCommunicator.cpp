@@ -495,11 +495,8 @@ private:
       world = op.group->ranks[i] == i;
     if (world)
       return world_;
-    std::string ranks;
-    for (uint32_t r : op.group->ranks)
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    error = std::string(commKindName(op.kind)) + " over ranks {" + ranks +
-            "}, which no split of the world made: the NCCL communicator has no communicator "
+    error = std::string(commKindName(op.kind)) + " over ranks " + rankList(op.group->ranks) +
+            ", which no split of the world made: the NCCL communicator has no communicator "
             "for it";
     return nullptr;
   }

@@ -134,9 +134,6 @@ public:
 
   /// Sets how long each rank's communication may wait for its peers (Communicator.h).
   void setWaitLimit(const WaitLimit &limit);
-  /// Whether a rank thread never returned from a run that failed (it is hung): the ranks
-  /// can then not be taken down, and the process must end without it.
-  bool hasStuckRank() const { return threads_ && threads_->hasStuckRank(); }
 
   /// The plan's pipeline, or null when it has none.
   const PipelineLayout *pipeline() const { return pipeline_.get(); }

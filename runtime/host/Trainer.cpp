@@ -283,6 +283,8 @@ private:
     double norm = 0; ///< The global norm, in double.
   };
   GradientSummary summarizeGradients();
+  /// Every process's `mine`, in process order. Every process calls it.
+  bool gatherIntegers(int64_t mine, std::vector<int64_t> &all, std::string &error);
   /// Whether `ok` holds on every process; false with a reason if not. Every process calls it.
   bool agree(bool ok, std::string &error);
   /// Under MPI: whether every process opened the same data (its token count and fingerprint);
@@ -511,20 +513,25 @@ bool Session::restore(const std::string &path) {
   return true;
 }
 
-bool Session::agree(bool ok, std::string &error) {
-  const int64_t mine = ok ? 1 : 0;
-  std::vector<char> all;
-  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, error))
+bool Session::gatherIntegers(int64_t mine, std::vector<int64_t> &all, std::string &error) {
+  std::vector<char> bytes;
+  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, bytes, error))
     return false;
-  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
-    int64_t theirs;
-    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
-    if (!theirs) {
+  all.resize(ranks_->processCount());
+  std::memcpy(all.data(), bytes.data(), all.size() * sizeof mine);
+  return true;
+}
+
+bool Session::agree(bool ok, std::string &error) {
+  std::vector<int64_t> all;
+  if (!gatherIntegers(ok ? 1 : 0, all, error))
+    return false;
+  for (uint32_t p = 0; p < all.size(); ++p)
+    if (!all[p]) {
       if (ok)
         error = "the process of rank " + std::to_string(p) + " failed";
       return false;
     }
-  }
   return true;
 }
 
@@ -557,16 +564,11 @@ bool Session::checkSameData() {
 
 bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all,
                           std::string &error) {
-  const int64_t length = static_cast<int64_t>(mine.size());
-  std::vector<char> lengths, texts;
-  if (!ranks_->gatherFromProcesses(&length, sizeof length, lengths, error))
+  std::vector<int64_t> lengths;
+  std::vector<char> texts;
+  if (!gatherIntegers(static_cast<int64_t>(mine.size()), lengths, error))
     return false;
-  int64_t longest = 0;
-  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
-    int64_t theirs;
-    std::memcpy(&theirs, lengths.data() + p * sizeof theirs, sizeof theirs);
-    longest = std::max(longest, theirs);
-  }
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   std::string padded = mine;
   padded.resize(static_cast<size_t>(longest), ' ');
   if (!ranks_->gatherFromProcesses(padded.data(), padded.size(), texts, error))
@@ -831,15 +833,11 @@ std::string Session::firstNonFiniteState() {
       }
     }
   }
-  std::vector<char> all;
+  std::vector<int64_t> all;
   std::string err;
-  if (!ranks_->gatherFromProcesses(&first, sizeof first, all, err))
+  if (!gatherIntegers(first, all, err))
     return "an unknown tensor (" + err + ")";
-  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
-    int64_t theirs;
-    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
-    first = std::min(first, theirs);
-  }
+  first = *std::min_element(all.begin(), all.end());
   if (first >= static_cast<int64_t>(plan_.state.size()))
     return "";
   const planfile::StateTensor &t = plan_.state[static_cast<size_t>(first)];
@@ -1056,16 +1054,13 @@ int Session::agreedStopSignal() {
   const int64_t mine = StopSignals::requested();
   if (ranks_->processCount() == 1)
     return static_cast<int>(mine);
-  std::vector<char> all;
+  std::vector<int64_t> all;
   std::string err;
-  if (!ranks_->gatherFromProcesses(&mine, sizeof mine, all, err))
+  if (!gatherIntegers(mine, all, err))
     return error(err), -1;
-  for (uint32_t p = 0; p < ranks_->processCount(); ++p) {
-    int64_t theirs;
-    std::memcpy(&theirs, all.data() + p * sizeof theirs, sizeof theirs);
+  for (int64_t theirs : all)
     if (theirs)
       return static_cast<int>(theirs);
-  }
   return 0;
 }
 
