@@ -2,12 +2,13 @@
 # How compile and estimate time and memory grow with the model and the mesh: `tessel estimate`
 # and `tessel compile -o` of examples/gpt3_175b.model (1024 ranks), of the same model with
 # other dp and tp sizes (the batch kept at 96 micro-batches of one sequence per dp rank), and of
-# tiny_gpt with many layers (examples/tiny_gpt.model with `layers` changed). Wall time and peak
+# tiny_gpt with 64 to 1024 layers (examples/tiny_gpt.model with `layers` changed), whose
+# check, estimate and compile should each grow linearly with the layers. Wall time and peak
 # RSS come from /usr/bin/time -v, the size of what compile writes (the executable, or the plan
 # file with --emit=plan-file) from the file; a run past the time limit is stopped and shown as
 # "> LIMIT".
 #
-#   benchmarks/compile_scaling.sh                          # build/bin/tessel, 96/384/1024 layers
+#   benchmarks/compile_scaling.sh                          # build/bin/tessel, 64 to 1024 layers
 #   benchmarks/compile_scaling.sh --tessel /path/to/tessel --limit 300 --layers "96 256 512"
 #   benchmarks/compile_scaling.sh --meshes ""              # skip the dp and tp variants
 #
@@ -16,7 +17,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 tessel="$root/build/bin/tessel"
 limit=600
-layers="96 384 1024"
+layers="64 128 256 512 1024"
 # dp:tp pairs of the GPT-3 variants (pp stays 8).
 meshes="8:8 64:8 16:4 16:16"
 while [ $# -gt 0 ]; do
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --limit) limit=$2; shift 2 ;;
     --layers) layers=$2; shift 2 ;;
     --meshes) meshes=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "compile_scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,6 +87,7 @@ for m in $meshes; do
 done
 for n in $layers; do
   sed "s/^  layers = 4$/  layers = $n/" "$root/examples/tiny_gpt.model" > "$work/tiny_gpt_$n.model"
+  measure "check tiny_gpt, $n layers" "$tessel" check "$work/tiny_gpt_$n.model"
   measure "estimate tiny_gpt, $n layers" "$tessel" estimate "$work/tiny_gpt_$n.model"
   measure "compile tiny_gpt, $n layers" "$tessel" compile "$work/tiny_gpt_$n.model" -o "$work/exe"
 done

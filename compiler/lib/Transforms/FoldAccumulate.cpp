@@ -4,6 +4,9 @@
 
 #include "Plan/PlanDialect.h"
 
+#include <map>
+#include <set>
+
 namespace tessel {
 #define GEN_PASS_DEF_FOLDACCUMULATE
 #include "tessel/Transforms/Passes.h.inc"
@@ -30,16 +33,65 @@ int64_t written(plan::KernelOp k) {
   return n;
 }
 
-/// Whether `op` reads or writes the state named `name`.
-bool touchesState(Operation *op, StringRef name) {
-  return llvm::any_of(op->getOperands(), [&](Value v) {
-    auto state = v.getDefiningOp<plan::StateOp>();
-    return state && state.getName() == name;
-  });
-}
+/// The order of a module's ops within their blocks, and for each persistent tensor the ops
+/// that take it as an operand, kept current as the pass folds: whether anything touches an
+/// accumulator between a gradient's producer and its `accumulate` is then a lookup, not a walk
+/// of the program between them (which made the pass quadratic in layers).
+class ProgramOrder {
+public:
+  explicit ProgramOrder(ModuleOp module) {
+    module.walk([&](Block *block) {
+      int64_t next = 0;
+      for (Operation &op : *block) {
+        next += 2; // Even: a moved op takes the odd position just before another.
+        position_[&op] = next;
+        for (StringRef name : statesOf(&op))
+          touching_[{block, name}].insert(next);
+      }
+    });
+  }
+
+  bool isBefore(Operation *a, Operation *b) const {
+    return position_.lookup(a) < position_.lookup(b);
+  }
+  /// Whether an op strictly between `a` and `b` (in one block, `a` first) takes state `name`.
+  bool touchedBetween(StringRef name, Operation *a, Operation *b) const {
+    auto it = touching_.find({a->getBlock(), name});
+    if (it == touching_.end())
+      return false;
+    auto after = it->second.upper_bound(position_.lookup(a));
+    return after != it->second.end() && *after < position_.lookup(b);
+  }
+
+  /// Records `op` (a state op, which takes no operands) moved just before `anchor`.
+  void moved(Operation *op, Operation *anchor) { position_[op] = position_.lookup(anchor) - 1; }
+  /// Records that `op` now takes state `name` as an operand.
+  void nowTakes(Operation *op, StringRef name) {
+    touching_[{op->getBlock(), name}].insert(position_.lookup(op));
+  }
+  /// Records `op` about to be erased.
+  void erasing(Operation *op) {
+    for (StringRef name : statesOf(op))
+      touching_[{op->getBlock(), name}].erase(position_.lookup(op));
+    position_.erase(op);
+  }
+
+private:
+  static llvm::SmallVector<StringRef, 2> statesOf(Operation *op) {
+    llvm::SmallVector<StringRef, 2> names;
+    for (Value v : op->getOperands())
+      if (auto state = v.getDefiningOp<plan::StateOp>())
+        if (!llvm::is_contained(names, state.getName()))
+          names.push_back(state.getName());
+    return names;
+  }
+
+  llvm::DenseMap<Operation *, int64_t> position_;
+  std::map<std::pair<Block *, StringRef>, std::set<int64_t>> touching_;
+};
 
 /// The gemm or reduce that `accumulate` can hand its work to, or null.
-plan::KernelOp foldableProducer(plan::KernelOp accumulate) {
+plan::KernelOp foldableProducer(plan::KernelOp accumulate, const ProgramOrder &order) {
   Value grad = accumulate.getIns()[0];
   auto state = accumulate.getOuts()[0].getDefiningOp<plan::StateOp>();
   if (!state || !grad.getDefiningOp<plan::AllocOp>() || grad.getType() != state.getType())
@@ -57,13 +109,11 @@ plan::KernelOp foldableProducer(plan::KernelOp accumulate) {
     producer = k;
   }
   if (!producer || producer->getBlock() != accumulate->getBlock() ||
-      !producer->isBeforeInBlock(accumulate) || written(producer) != numElements(grad))
+      !order.isBefore(producer, accumulate) || written(producer) != numElements(grad))
     return {};
   // Moving the addition earlier must not reorder it with another use of the accumulator.
-  for (Operation *op = producer->getNextNode(); op != accumulate.getOperation();
-       op = op->getNextNode())
-    if (touchesState(op, state.getName()))
-      return {};
+  if (order.touchedBetween(state.getName(), producer, accumulate))
+    return {};
   return producer;
 }
 
@@ -74,19 +124,26 @@ struct FoldAccumulate : tessel::impl::FoldAccumulateBase<FoldAccumulate> {
       if (k.getName() == "accumulate")
         accumulates.push_back(k);
     });
+    ProgramOrder order(getOperation());
     for (plan::KernelOp acc : accumulates) {
-      plan::KernelOp producer = foldableProducer(acc);
+      plan::KernelOp producer = foldableProducer(acc, order);
       if (!producer)
         continue;
       Value grad = acc.getIns()[0], state = acc.getOuts()[0];
+      auto stateOp = cast<plan::StateOp>(state.getDefiningOp());
       // The state op reads nothing, so it can move up to the producer.
-      if (!state.getDefiningOp()->isBeforeInBlock(producer))
-        state.getDefiningOp()->moveBefore(producer);
+      if (!order.isBefore(stateOp, producer)) {
+        stateOp->moveBefore(producer);
+        order.moved(stateOp, producer);
+      }
       producer.getOutsMutable()[0].set(state);
+      order.nowTakes(producer, stateOp.getName());
       NamedAttrList params(producer.getParams());
       params.set("accumulate", IntegerAttr::get(IntegerType::get(&getContext(), 64), 1));
       producer.setParamsAttr(params.getDictionary(&getContext()));
+      order.erasing(acc);
       acc.erase();
+      order.erasing(grad.getDefiningOp());
       grad.getDefiningOp()->erase();
     }
   }

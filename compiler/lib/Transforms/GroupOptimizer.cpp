@@ -17,9 +17,7 @@
 #include "common/KernelCatalogue.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace tessel {
@@ -95,104 +93,186 @@ Effects effectsOf(Operation *op, Roots &roots) {
   return e;
 }
 
-/// The ops of the stretch a group spans, with their effects and the order-keeping checks.
-class Stretch {
+/// The ops of a block in program order, each with the earlier ops it directly depends on: the
+/// definitions of its operands, the last writer of each buffer it touches and the readers since
+/// (a write must follow them), and the previous collective. Reachability through these edges is
+/// the pairwise relation "touches what the other writes, uses its value, or both are
+/// collectives", and a path between two ops only passes through ops between them, so a closure
+/// taken within a stretch of the block is exact. Built once, it makes growing a group by a call
+/// cost what the call adds to the stretch, not the whole stretch again.
+class Dependences {
 public:
-  Stretch(Operation *first, Operation *last, Roots &roots) {
-    for (Operation *op = first;; op = op->getNextNode()) {
-      ops_.push_back(op);
-      effects_.push_back(effectsOf(op, roots));
-      if (op == last)
-        break;
+  explicit Dependences(Block &block) {
+    Roots roots;
+    llvm::DenseMap<int, unsigned> lastWriter;
+    llvm::DenseMap<int, llvm::SmallVector<unsigned, 4>> readers;
+    std::optional<unsigned> lastCollective;
+    fencesBefore_.push_back(0);
+    for (Operation &op : block) {
+      const unsigned i = static_cast<unsigned>(ops_.size());
+      Effects e = effectsOf(&op, roots);
+      llvm::SmallVector<unsigned, 8> preds;
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (auto it = index_.find(def); it != index_.end())
+            preds.push_back(it->second);
+      for (int r : e.reads)
+        if (auto it = lastWriter.find(r); it != lastWriter.end())
+          preds.push_back(it->second);
+      for (int r : e.writes) {
+        if (auto it = lastWriter.find(r); it != lastWriter.end())
+          preds.push_back(it->second);
+        if (auto it = readers.find(r); it != readers.end())
+          llvm::append_range(preds, it->second);
+      }
+      if (e.collective) {
+        if (lastCollective)
+          preds.push_back(*lastCollective);
+        lastCollective = i;
+      }
+      for (int r : e.reads)
+        readers[r].push_back(i);
+      for (int r : e.writes) {
+        lastWriter[r] = i;
+        readers[r].clear();
+      }
+      llvm::sort(preds);
+      preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+      predStart_.push_back(static_cast<unsigned>(predList_.size()));
+      llvm::append_range(predList_, preds);
+      index_[&op] = i;
+      ops_.push_back(&op);
+      fencesBefore_.push_back(fencesBefore_.back() + e.fence);
     }
+    predStart_.push_back(static_cast<unsigned>(predList_.size()));
   }
 
-  /// The stretch's non-member ops that `members` depend on, in program order, in `before`: the
-  /// merged call must follow them, and the others stay after it. False when an op would have to
-  /// come both before and after the merged call, or one member depends on another.
-  bool split(const llvm::SmallPtrSetImpl<Operation *> &members,
-             llvm::SmallVectorImpl<Operation *> &before) const {
-    const size_t n = ops_.size();
-    // Forward: what depends on a member.
-    std::vector<bool> later(n, false);
-    {
-      Footprint seen;
-      for (size_t i = 0; i < n; ++i) {
-        bool member = members.contains(ops_[i]);
-        bool dependent = seen.reachedBy(ops_[i], effects_[i]);
-        if (member && dependent)
-          return false; // A member reads or writes what an earlier member writes.
-        if (member || dependent) {
-          later[i] = !member;
-          seen.add(ops_[i], effects_[i]);
-        }
-      }
-    }
-    // Backward: what a member depends on.
-    std::vector<bool> earlier(n, false);
-    {
-      Footprint seen;
-      for (size_t i = n; i-- > 0;) {
-        bool member = members.contains(ops_[i]);
-        if (member || seen.reaches(ops_[i], effects_[i])) {
-          earlier[i] = !member;
-          seen.add(ops_[i], effects_[i]);
-        }
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (earlier[i] && later[i])
-        return false;
-      if (earlier[i])
-        before.push_back(ops_[i]);
-    }
-    return true;
+  size_t size() const { return ops_.size(); }
+  Operation *op(unsigned i) const { return ops_[i]; }
+  unsigned indexOf(Operation *op) const { return index_.lookup(op); }
+  ArrayRef<unsigned> preds(unsigned i) const {
+    return ArrayRef<unsigned>(predList_).slice(predStart_[i], predStart_[i + 1] - predStart_[i]);
+  }
+  /// Whether an op between `a` and `b` (both excluded) is a fence, which nothing crosses.
+  bool fenceBetween(unsigned a, unsigned b) const {
+    return fencesBefore_[b] - fencesBefore_[a + 1] > 0;
   }
 
 private:
-  /// The values, buffers and kinds of a set of ops, against which another op is checked.
-  struct Footprint {
-    llvm::DenseSet<int> reads, writes;
-    llvm::DenseSet<Value> defined, used;
-    bool collective = false, fence = false;
-
-    void add(Operation *op, const Effects &e) {
-      reads.insert(e.reads.begin(), e.reads.end());
-      writes.insert(e.writes.begin(), e.writes.end());
-      for (Value v : op->getResults())
-        defined.insert(v);
-      for (Value v : op->getOperands())
-        used.insert(v);
-      collective |= e.collective;
-      fence |= e.fence;
-    }
-
-    bool conflicts(const Effects &e) const {
-      if (fence || e.fence || (collective && e.collective))
-        return true;
-      for (int r : e.writes)
-        if (reads.contains(r) || writes.contains(r))
-          return true;
-      for (int r : e.reads)
-        if (writes.contains(r))
-          return true;
-      return false;
-    }
-
-    /// Whether `op`, coming after the set, depends on it.
-    bool reachedBy(Operation *op, const Effects &e) const {
-      return conflicts(e) ||
-             llvm::any_of(op->getOperands(), [&](Value v) { return defined.contains(v); });
-    }
-    /// Whether the set, coming after `op`, depends on it.
-    bool reaches(Operation *op, const Effects &e) const {
-      return conflicts(e) ||
-             llvm::any_of(op->getResults(), [&](Value v) { return used.contains(v); });
-    }
-  };
-
   std::vector<Operation *> ops_;
-  std::vector<Effects> effects_;
+  llvm::DenseMap<Operation *, unsigned> index_;
+  std::vector<unsigned> predStart_, predList_;
+  std::vector<unsigned> fencesBefore_;
+};
+
+/// A group of calls being grown in program order, with the ops of its stretch (first member to
+/// last) that depend on a member ("later": they stay after the merged call) and those a member
+/// depends on ("earlier": they move before it). An op that is both, or a member that depends on
+/// another, ends the group.
+class GroupScan {
+public:
+  GroupScan(const Dependences &deps, int64_t cap) : deps_(deps), cap_(cap), mark_(deps.size()) {}
+
+  bool empty() const { return members_.empty(); }
+  ArrayRef<plan::KernelOp> members() const { return members_; }
+
+  /// Starts a group of one call.
+  void start(plan::KernelOp call) {
+    clear();
+    first_ = last_ = deps_.indexOf(call);
+    setMark(first_, Member);
+    members_.push_back(call);
+  }
+
+  /// Adds `call` (after the last member) when the group with it can be merged and what moves
+  /// before the merged call allocates at most the cap in bytes; leaves the group as it was
+  /// otherwise.
+  bool tryAdd(plan::KernelOp call) {
+    const unsigned next = deps_.indexOf(call);
+    if (deps_.fenceBetween(first_, next))
+      return false;
+    const size_t undo = touched_.size();
+    auto fail = [&] {
+      for (size_t i = undo; i < touched_.size(); ++i)
+        mark_[touched_[i]] = None;
+      touched_.resize(undo);
+      return false;
+    };
+    // Forward over the ops the stretch gains: what depends on a member.
+    for (unsigned i = last_ + 1; i < next; ++i)
+      if (dependsOnGroup(i))
+        setMark(i, Later);
+    if (dependsOnGroup(next))
+      return fail(); // The call reads or writes what a member writes.
+    // Backward from the call: what it depends on within the stretch.
+    int64_t bytes = bytes_;
+    llvm::SmallVector<unsigned, 32> stack{next};
+    while (!stack.empty()) {
+      unsigned i = stack.pop_back_val();
+      for (unsigned p : deps_.preds(i)) {
+        if (p < first_ || mark_[p] == Earlier)
+          continue;
+        if (mark_[p] != None)
+          return fail(); // Both before and after the merged call.
+        setMark(p, Earlier);
+        bytes += allocatedBytes(deps_.op(p));
+        stack.push_back(p);
+      }
+    }
+    if (bytes > cap_)
+      return fail();
+    setMark(next, Member);
+    members_.push_back(call);
+    last_ = next;
+    bytes_ = bytes;
+    return true;
+  }
+
+  /// The ops that move before the merged call, in program order.
+  llvm::SmallVector<Operation *> before() const {
+    llvm::SmallVector<Operation *> ops;
+    for (unsigned i = first_; i <= last_; ++i)
+      if (mark_[i] == Earlier)
+        ops.push_back(deps_.op(i));
+    return ops;
+  }
+
+private:
+  enum Mark : uint8_t { None, Member, Later, Earlier };
+
+  bool dependsOnGroup(unsigned i) const {
+    return llvm::any_of(deps_.preds(i), [&](unsigned p) {
+      return p >= first_ && (mark_[p] == Member || mark_[p] == Later);
+    });
+  }
+  void setMark(unsigned i, Mark m) {
+    mark_[i] = m;
+    touched_.push_back(i);
+  }
+  void clear() {
+    for (unsigned i : touched_)
+      mark_[i] = None;
+    touched_.clear();
+    members_.clear();
+    bytes_ = 0;
+  }
+  /// The bytes of the arena buffer `op` allocates, if it is an allocation: moved before a
+  /// merged call, it stays alive until it.
+  static int64_t allocatedBytes(Operation *op) {
+    auto alloc = dyn_cast<plan::AllocOp>(op);
+    if (!alloc)
+      return 0;
+    MemRefType t = alloc.getType();
+    return t.getNumElements() * static_cast<int64_t>(t.getElementTypeBitWidth() / 8);
+  }
+
+  const Dependences &deps_;
+  int64_t cap_;
+  std::vector<Mark> mark_;
+  std::vector<unsigned> touched_;
+  llvm::SmallVector<plan::KernelOp> members_;
+  unsigned first_ = 0, last_ = 0;
+  int64_t bytes_ = 0;
 };
 
 /// Calls that may share one call: the same kernel, scalars (lr, c), parameters other than the
@@ -251,29 +331,6 @@ GroupKey keyOf(plan::KernelOp k, const Layout &l) {
   if (l.optional)
     key.working = cast<MemRefType>(k.getOuts().back().getType()).getElementType();
   return key;
-}
-
-/// The bytes of the arena buffers that `ops` allocate: moved before a merged call, they stay
-/// alive until it.
-int64_t allocatedBytes(ArrayRef<Operation *> ops) {
-  int64_t bytes = 0;
-  for (Operation *op : ops)
-    if (auto alloc = dyn_cast<plan::AllocOp>(op)) {
-      MemRefType t = alloc.getType();
-      bytes += t.getNumElements() * static_cast<int64_t>(t.getElementTypeBitWidth() / 8);
-    }
-  return bytes;
-}
-
-/// The ops that must move before one call merging `members` (in program order), in `before`;
-/// false where the members cannot be merged.
-bool splitGroup(ArrayRef<plan::KernelOp> members, SmallVectorImpl<Operation *> &before) {
-  Roots roots;
-  Stretch stretch(members.front(), members.back(), roots);
-  llvm::SmallPtrSet<Operation *, 16> set;
-  for (plan::KernelOp k : members)
-    set.insert(k);
-  return stretch.split(set, before);
 }
 
 /// One call over every tensor of `members` (in order), at the first member's place.
@@ -342,36 +399,30 @@ struct GroupOptimizerPass : tessel::impl::GroupOptimizerBase<GroupOptimizerPass>
       byKey[index].push_back(k);
     }
     for (auto &[index, calls] : byKey) {
-      // Merging one key's calls moves ops, so another key's calls are put in order again.
-      llvm::sort(calls, [](plan::KernelOp a, plan::KernelOp b) { return a->isBeforeInBlock(b); });
-      SmallVector<plan::KernelOp> members;
+      // Merging one key's calls moves ops and replaces calls, so each key reads the block anew.
+      Dependences deps(block);
+      llvm::sort(calls, [&](plan::KernelOp a, plan::KernelOp b) {
+        return deps.indexOf(a) < deps.indexOf(b);
+      });
+      GroupScan scan(deps, cap);
       for (plan::KernelOp k : calls) {
-        if (!members.empty() && fits(members, k, cap)) {
-          members.push_back(k);
+        if (!scan.empty() && scan.tryAdd(k))
           continue;
-        }
-        flush(members);
-        members = {k};
+        if (!scan.empty())
+          flush(scan);
+        scan.start(k);
       }
-      flush(members);
+      flush(scan);
     }
   }
 
-  /// Whether `next` can join `members`: the group with it can be merged, and what moves before
-  /// the merged call allocates at most `cap` bytes.
-  bool fits(ArrayRef<plan::KernelOp> members, plan::KernelOp next, int64_t cap) {
-    SmallVector<plan::KernelOp> group(members);
-    group.push_back(next);
-    SmallVector<Operation *> before;
-    return splitGroup(group, before) && allocatedBytes(before) <= cap;
-  }
-
-  /// Reorders the stretch of `members` and merges them (nothing for a group of one).
-  void flush(ArrayRef<plan::KernelOp> members) {
-    SmallVector<Operation *> before;
-    if (members.size() < 2 || !splitGroup(members, before))
-      return; // Checked when each member joined; kept as a guard.
-    for (Operation *op : before)
+  /// Moves what the scan's members depend on before the first and merges them (nothing for a
+  /// group of one).
+  void flush(const GroupScan &scan) {
+    ArrayRef<plan::KernelOp> members = scan.members();
+    if (members.size() < 2)
+      return;
+    for (Operation *op : scan.before())
       op->moveBefore(members.front());
     merge(members);
   }

@@ -29,9 +29,11 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -39,6 +41,9 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <new>
@@ -165,6 +170,16 @@ cl::opt<Fuse> fuseLoss(
                clEnumValN(Fuse::Off, "off", "the head's logits and their gradient whole")),
     cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand), cl::sub(generateCommand),
     cl::sub(estimateCommand), cl::cat(category));
+cl::opt<bool> timePasses("time-passes",
+                        cl::desc("Print the time each compiler pass took, to stderr (as "
+                                 "mlir-opt --mlir-timing)"),
+                        cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
+                        cl::sub(generateCommand), cl::sub(estimateCommand), cl::cat(category));
+cl::opt<bool> verifyEach("verify-each",
+                         cl::desc("Verify the IR after every compiler pass, not only after each "
+                                  "stage (slower; for finding a pass that breaks the IR)"),
+                         cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
+                         cl::sub(generateCommand), cl::sub(estimateCommand), cl::cat(category));
 cl::opt<int64_t> lossChunk("loss-chunk",
                            cl::desc("Rows of logits the fused output head computes at a time "
                                     "(default 0: about the input's size, at least 256 rows)"),
@@ -315,6 +330,15 @@ int runCheck(const char *argv0) {
   return 0;
 }
 
+/// Whether the process runs under an address-space limit (ulimit -v). The passes then run on
+/// one thread: glibc gives each thread its own 64 MiB heaps, and once the limit refuses
+/// another, every allocation of that thread becomes a system call of its own, which slows
+/// the compiler down a thousandfold instead of failing.
+bool addressSpaceLimited() {
+  struct rlimit limit;
+  return getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+}
+
 /// The work of lower(), in `context`, whose diagnostics lower() collects.
 int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe, Emit until,
                 raw_ostream *os, planfile::Plan *plan) {
@@ -328,15 +352,45 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
       module->print(*os);
     return 0;
   }
-  mlir::PassManager pm(&context);
-  buildTrainingPipeline(pm);
+  // The three stages run as three pass managers, each verified once at its end: verifying after
+  // every pass (--verify-each) costs more than the passes themselves on a large model.
+  mlir::DefaultTimingManager timing;
+  timing.setEnabled(timePasses);
+  timing.setOutput(mlir::createOutputStrategy(mlir::DefaultTimingManager::OutputFormat::Text,
+                                              llvm::errs()));
+  mlir::TimingScope timingRoot = timing.getRootScope();
+  // Kept until the report is printed: it names each pass's timer by the pass's address.
+  std::vector<std::unique_ptr<mlir::PassManager>> stages;
+  // Returns the exit code: 1 when a pass reported an error (at the spec's locations).
+  auto runStage = [&](llvm::function_ref<void(mlir::OpPassManager &)> build) {
+    mlir::PassManager &pm = *stages.emplace_back(std::make_unique<mlir::PassManager>(&context));
+    pm.enableVerifier(verifyEach);
+    pm.enableTiming(timingRoot);
+    build(pm);
+    if (failed(pm.run(*module)))
+      return 1;
+    if (verifyEach)
+      return 0;
+    mlir::TimingScope verifying = timingRoot.nest("Verify");
+    if (failed(mlir::verify(*module))) {
+      errs() << "tessel: internal error: the IR after the passes does not verify (rerun with "
+                "--verify-each to find the pass)\n";
+      return 2;
+    }
+    return 0;
+  };
+  if (int rc = runStage(buildTrainingPipeline))
+    return rc;
   if (until != Emit::Train)
-    buildShardingPipeline(pm);
+    if (int rc = runStage(buildShardingPipeline))
+      return rc;
   if (until != Emit::Train && until != Emit::Sharded)
-    buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On,
-                                              fuse == Fuse::On && fuseLoss == Fuse::On, lossChunk});
-  if (failed(pm.run(*module)))
-    return 1; // The passes reported why, at the spec's locations.
+    if (int rc = runStage([](mlir::OpPassManager &pm) {
+          buildPlanPipeline(pm, PlanPipelineOptions{fuse == Fuse::On,
+                                                    fuse == Fuse::On && fuseLoss == Fuse::On,
+                                                    lossChunk});
+        }))
+      return rc;
   if (until == Emit::Train || until == Emit::Sharded || until == Emit::Plan) {
     if (os)
       module->print(*os);
@@ -356,6 +410,8 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
 int lower(const Program &program, Frontend &fe, Emit until, raw_ostream *os, planfile::Plan *plan) {
   mlir::MLIRContext context;
   context.printOpOnDiagnostic(false);
+  if (addressSpaceLimited())
+    context.disableMultithreading();
   PassDiagnostics diagnostics(context, fe.sources, fe.diags);
   int rc = lowerModule(context, program, fe, until, os, plan);
   int errors = finish(fe);
@@ -886,9 +942,24 @@ bool separateRunnerArgs(int argc, char **argv, std::vector<const char *> &out) {
   return true;
 }
 
+/// Ends the run when an allocation fails anywhere (in Tessel, MLIR or LLVM, on any thread)
+/// with a message and the exit code of an I/O error, rather than LLVM's abort or an uncaught
+/// std::bad_alloc. Writes with write(2): nothing may be allocated here.
+[[noreturn]] void outOfMemory() {
+  static const char message[] =
+      "tessel: error: out of memory (the model needs more memory than this machine or its "
+      "address-space limit gives)\n";
+  ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
+  (void)ignored;
+  std::_Exit(2);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  std::set_new_handler([] { outOfMemory(); });
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *, bool) { outOfMemory(); });
   cl::HideUnrelatedOptions(category);
   cl::SetVersionPrinter([](raw_ostream &os) { os << "tessel 0.1\n"; });
   std::vector<const char *> args;
@@ -916,28 +987,23 @@ int main(int argc, char **argv) {
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;
-  try {
-    if (checkCommand)
-      return runCheck(argv[0]);
-    if (compileCommand)
-      return runCompile(argv[0]);
-    if (runCommand)
-      return runRun(argv[0], {});
-    if (generateCommand)
-      return runRun(argv[0], {"--generate"});
-    if (estimateCommand)
-      return runEstimate(argv[0]);
-    if (calibrateCommand)
-      return runCalibrate(argv[0]);
-    if (tuneCommand)
-      return runTune(argv[0]);
-    if (kernelsCommand) {
-      outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
-      return 0;
-    }
-  } catch (const std::bad_alloc &) {
-    errs() << "tessel: out of memory\n";
-    return 2;
+  if (checkCommand)
+    return runCheck(argv[0]);
+  if (compileCommand)
+    return runCompile(argv[0]);
+  if (runCommand)
+    return runRun(argv[0], {});
+  if (generateCommand)
+    return runRun(argv[0], {"--generate"});
+  if (estimateCommand)
+    return runEstimate(argv[0]);
+  if (calibrateCommand)
+    return runCalibrate(argv[0]);
+  if (tuneCommand)
+    return runTune(argv[0]);
+  if (kernelsCommand) {
+    outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
+    return 0;
   }
   errs() << "tessel: no command given; try 'tessel --help'\n";
   return 2;

@@ -22,7 +22,7 @@ struct FrontendOptions {
   int64_t ranks = 0;
   ParseLimits limits;
   /// Bounds on elaboration, so that `repeat 1000000000` is an error, not an hour of work.
-  size_t maxOps = 2'000'000;
+  size_t maxOps = 500'000;
   int64_t maxRepeat = 100'000;
 };
 
