@@ -58,7 +58,7 @@ for line in open(profile):
 print("%-5s %10.3f s %18.1f %24.3f" % (fuse, sum(times) / len(times), calls / steps, elementwise / steps))
 EOF
 done
-strip='s/"tokens_per_s.*//'
+strip='/^{"run":/d; s/"tokens_per_s.*//'
 if [ "$(sed "$strip" "$work/m_off.jsonl")" = "$(sed "$strip" "$work/m_on.jsonl")" ]; then
   echo "losses and gradient norms: the same bits with and without fusion"
 else

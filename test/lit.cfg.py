@@ -68,7 +68,7 @@ if config.have_cuda:
     # are compiled here (test/Runtime/nvrtc-*.test); tessel-nvrtc says why it cannot.
     try:
         probe = subprocess.run([os.path.join(config.tessel_tools_dir, "tessel-nvrtc"),
-                                "--version"], capture_output=True, text=True)
+                                "--nvrtc-version"], capture_output=True, text=True)
         nvrtc_ok, nvrtc_why = probe.returncode == 0, probe.stderr.strip()
     except OSError as error:
         nvrtc_ok, nvrtc_why = False, "tessel-nvrtc is not built: %s" % error

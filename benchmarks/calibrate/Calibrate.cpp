@@ -40,6 +40,7 @@
 #include "runtime/core/Executor.h"
 #include "runtime/device/KernelArgs.h"
 #include "runtime/device/cpu/CpuKernelCalls.h"
+#include "runtime/support/CommandLine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +51,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -329,29 +331,19 @@ int main(int argc, char **argv) {
   int ranks = 1;
   bool mpi = false, quick = false;
   std::string planPath;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc)
-      threads = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--ranks" && i + 1 < argc)
-      ranks = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--mpi")
-      mpi = true;
-    else if (a == "--quick")
-      quick = true;
-    else if (a == "--plan" && i + 1 < argc)
-      planPath = argv[++i];
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--threads N] [--ranks R] [--quick] [--plan FILE] [--mpi]\n"
-                   "  prints this machine as a cluster file for R ranks of N threads each\n"
-                   "  running at once, with the GEMM shapes of plan FILE measured; --mpi\n"
-                   "  (under mpirun -n 2) prints only 'mpi LATENCY_S BANDWIDTH_BPS' for the\n"
-                   "  MPI communicator\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  rt::cli::Parser parser(argv[0], "[options]",
+                         "Prints this machine as a cluster file for R ranks of N threads each "
+                         "running at once, with the GEMM shapes of a plan measured. `tessel "
+                         "calibrate` runs it.");
+  parser.integer("threads", threads, 1, 1024, "N", "compute threads per rank (default: every core)");
+  parser.integer("ranks", ranks, 1, 1024, "R", "ranks measuring at once (default 1)");
+  parser.flag("quick", quick, "shorter measurements (less accurate)");
+  parser.text("plan", planPath, "FILE", "also measure the GEMM shapes this plan calls");
+  parser.flag("mpi", mpi,
+              "under mpirun -n 2: print only 'mpi LATENCY_S BANDWIDTH_BPS' for the MPI "
+              "communicator");
+  if (std::optional<int> exit = parser.parse(argc, argv))
+    return *exit;
   double budget = quick ? 0.05 : 0.4;
   if (mpi) {
     std::string error;

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "runtime/support/CommandLine.h"
 
 #include <omp.h>
 
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,40 +61,22 @@ std::vector<float> randomVector(size_t n, unsigned seed) {
   return v;
 }
 
-std::vector<int64_t> parseList(const char *s) {
-  std::vector<int64_t> out;
-  for (const char *p = s; *p;) {
-    out.push_back(std::strtoll(p, const_cast<char **>(&p), 10));
-    if (*p == ',')
-      ++p;
-    else if (*p)
-      break;
-  }
-  return out;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   int threads = omp_get_max_threads();
   std::vector<int64_t> seqs = {256, 1024, 4096};
   int64_t pairs = 12, head = 64;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (a == "--seq" && i + 1 < argc)
-      seqs = parseList(argv[++i]);
-    else if (a == "--batch-heads" && i + 1 < argc)
-      pairs = std::atoll(argv[++i]);
-    else if (a == "--head" && i + 1 < argc)
-      head = std::atoll(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: tessel-attention-rate [--threads N] [--seq 256,1024,4096] "
-                           "[--batch-heads 12] [--head 64]\n");
-      return a == "-h" || a == "--help" ? 0 : 2;
-    }
-  }
+  tessel::rt::cli::Parser parser(argv[0], "[options]",
+                                 "The CPU attention kernel's rate, forward and backward, "
+                                 "against a square GEMM's on the same threads.");
+  parser.integer("threads", threads, 1, 1024, "N", "OpenMP threads (default: every core)");
+  parser.integerList("seq", seqs, 1, 1 << 20, "L,...", "sequence lengths (default 256,1024,4096)");
+  parser.integer("batch-heads", pairs, 1, 1 << 20, "N",
+                 "sequences times heads per call (default 12)");
+  parser.integer("head", head, 1, 1024, "D", "the head dim (default 64)");
+  if (std::optional<int> exit = parser.parse(argc, argv))
+    return *exit;
   omp_set_num_threads(threads);
 
   // The peer: a square product of the step's GEMM path.

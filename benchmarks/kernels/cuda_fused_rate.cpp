@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cuda/FusedCompiler.h"
+#include "runtime/support/CommandLine.h"
 
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -87,13 +89,13 @@ std::vector<Body> bodies() {
 
 int main(int argc, char **argv) {
   int64_t rows = 8192, cols = 3072;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (arg == "--rows")
-      rows = std::strtoll(argv[i + 1], nullptr, 10);
-    else if (arg == "--cols")
-      cols = std::strtoll(argv[i + 1], nullptr, 10);
-  }
+  rt::cli::Parser parser(argv[0], "[options]",
+                         "Times, on GPU 0, the fused elementwise kernels NVRTC compiles against "
+                         "the interpreter, on a rows x cols tensor.");
+  parser.integer("rows", rows, 1, int64_t(1) << 24, "N", "rows (default 8192)");
+  parser.integer("cols", cols, 1, int64_t(1) << 24, "N", "columns (default 3072)");
+  if (std::optional<int> exit = parser.parse(argc, argv))
+    return *exit;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("tessel-cuda-fused-rate: no CUDA device\n");

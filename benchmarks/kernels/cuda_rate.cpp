@@ -15,6 +15,7 @@
 #include "kernels/cuda/CudaKernels.h"
 
 #include "benchmarks/kernels/CudaBench.h"
+#include "runtime/support/CommandLine.h"
 
 #include <cuda_runtime.h>
 
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,34 +40,23 @@ template <class F> float bestMs(F f, int repeats = 5) {
   return bench::bestMs("tessel-cuda-rate", f, repeats);
 }
 
-std::vector<int64_t> listOf(const char *text) {
-  std::vector<int64_t> out;
-  for (const char *p = text; *p;) {
-    out.push_back(std::strtoll(p, nullptr, 10));
-    p = std::strchr(p, ',');
-    if (!p)
-      break;
-    ++p;
-  }
-  return out;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   std::vector<int64_t> seqs = {1024, 4096, 16384}, heads = {64, 128};
   int64_t batchHeads = 8, gemmSize = 4096;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (arg == "--seq")
-      seqs = listOf(argv[i + 1]);
-    else if (arg == "--heads")
-      heads = listOf(argv[i + 1]);
-    else if (arg == "--batch-heads")
-      batchHeads = std::strtoll(argv[i + 1], nullptr, 10);
-    else if (arg == "--gemm")
-      gemmSize = std::strtoll(argv[i + 1], nullptr, 10);
-  }
+  rt::cli::Parser parser(argv[0], "[options]",
+                         "Times, on GPU 0, the CUDA backend's attention forward and backward at "
+                         "a few sequence lengths and head sizes, against cuBLASLt's square "
+                         "products in the same run.");
+  parser.integerList("seq", seqs, 1, 1 << 20, "L,...",
+                     "sequence lengths (default 1024,4096,16384)");
+  parser.integerList("heads", heads, 1, 1024, "D,...", "head sizes (default 64,128)");
+  parser.integer("batch-heads", batchHeads, 1, 1 << 20, "N",
+                 "sequences times heads per call (default 8)");
+  parser.integer("gemm", gemmSize, 1, 1 << 16, "N", "the square product's size (default 4096)");
+  if (std::optional<int> exit = parser.parse(argc, argv))
+    return *exit;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("tessel-cuda-rate: no CUDA device\n");

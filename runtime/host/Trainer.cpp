@@ -12,6 +12,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
 #include "runtime/host/Progress.h"
+#include "runtime/host/RunRecord.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/StopSignals.h"
 #include "runtime/host/WaitLimits.h"
@@ -441,6 +442,21 @@ bool Session::setUp() {
   if (!s_.checkpointDir.empty() &&
       !prepareOutputDirectory(s_.checkpointDir, "checkpoint directory", err))
     return error(err);
+  if (metrics_) {
+    RunFacts facts;
+    facts.seed = s_.seed;
+    facts.steps = s_.steps;
+    facts.device = ranks_->firstExecutor().device().name();
+    facts.deviceModel = ranks_->firstExecutor().device().model();
+    facts.processes = ranks_->processCount();
+    facts.threadsPerRank = ranks_->threadsPerRank();
+    if (!options_.resume.empty()) {
+      facts.resumedFrom = lastCheckpoint_;
+      facts.resumedStep = startStep_;
+    }
+    if (!metrics_->write(runRecord(plan_, options_, facts), err))
+      return error(err);
+  }
   return true;
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -43,6 +44,11 @@ struct RunOptions {
   bool profile = false; ///< Print the time spent in each kernel at the end.
   /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.
   std::string tracePath, svgPath;
+
+  // What the run record at the head of the metrics names (RunRecord.h).
+  std::string planSource, planFingerprint;  ///< Where the plan came from; XXH3 of its bytes.
+  std::vector<std::string> commandLine;     ///< The options given, as "--name=VALUE".
+  std::vector<planfile::Attr> recipeOverrides; ///< The recipe numbers the options replaced.
 
   // Generation.
   bool generate = false;

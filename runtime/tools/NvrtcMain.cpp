@@ -12,6 +12,7 @@
 #include "runtime/device/KernelArgs.h"
 #include "runtime/device/cuda/FusedCompiler.h"
 #include "runtime/support/AtomicFile.h"
+#include "runtime/support/CommandLine.h"
 
 #include "common/Executable.h"
 #include "common/KernelCatalogue.h"
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,12 +29,6 @@
 using namespace tessel;
 
 namespace {
-
-constexpr const char *kUsage =
-    "usage: %s [--arch sm_80,sm_90] [--cache DIR] [--print-source] PLAN...\n"
-    "       %s --version\n"
-    "Compiles the generated kernel of every fused_elementwise call of each PLAN (a plan file or\n"
-    "a compiled model) with NVRTC for each architecture; without --cache nothing is kept.\n";
 
 std::vector<std::string> splitComma(const std::string &s) {
   std::vector<std::string> out;
@@ -110,40 +106,47 @@ bool fusedSources(const planfile::Plan &plan, std::vector<std::string> &sources,
 int main(int argc, char **argv) {
   std::vector<std::string> archs = {"sm_80", "sm_90"}, plans;
   std::string cacheDir;
-  bool printSource = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--arch" && i + 1 < argc) {
-      archs = splitComma(argv[++i]);
-    } else if (arg == "--cache" && i + 1 < argc) {
-      cacheDir = argv[++i];
-    } else if (arg == "--version") {
-      // Which NVRTC this runtime opens, or why none (lit's 'nvrtc' feature asks this).
-      std::string why;
-      const rt::Nvrtc *nvrtc = rt::loadNvrtc(why);
-      if (!nvrtc) {
-        std::fprintf(stderr, "%s\n", why.c_str());
-        return 1;
-      }
-      std::printf("NVRTC %s\n", nvrtc->version().c_str());
-      return 0;
-    } else if (arg == "--print-source") {
-      printSource = true;
-    } else if (arg == "--help" || arg == "-h") {
-      std::printf(kUsage, argv[0], argv[0]);
-      return 0;
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], arg.c_str());
-      std::fprintf(stderr, kUsage, argv[0], argv[0]);
-      return 2;
-    } else {
-      plans.push_back(arg);
+  bool printSource = false, nvrtcVersion = false;
+  rt::cli::Parser parser(argv[0], "[options] PLAN...",
+                         "Compiles the generated kernel of every fused_elementwise call of each "
+                         "PLAN (a plan file or a compiled model) with NVRTC for each "
+                         "architecture; without --cache nothing is kept.");
+  parser.custom("arch", "SM,...", "the architectures to compile for (default sm_80,sm_90)",
+                [&](const std::string &v, std::string &why) {
+                  archs = splitComma(v);
+                  if (archs.empty())
+                    return why = "expected architectures such as sm_90", false;
+                  return true;
+                });
+  parser.text("cache", cacheDir, "DIR", "keep the compiled kernels in DIR");
+  parser.flag("print-source", printSource, "print each kernel's generated source");
+  parser.flag("nvrtc-version", nvrtcVersion,
+              "print the version of the NVRTC this runtime opens and exit, or say why none "
+              "opens (exit 1)");
+  parser.positional("PLAN", [&](const std::string &v, std::string &) {
+    plans.push_back(v);
+    return true;
+  });
+  parser.versionDetails([] {
+    std::string why;
+    const rt::Nvrtc *nvrtc = rt::loadNvrtc(why);
+    return nvrtc ? "NVRTC " + nvrtc->version() + "\n" : "NVRTC: none (" + why + ")\n";
+  });
+  if (std::optional<int> exit = parser.parse(argc, argv))
+    return *exit;
+  if (nvrtcVersion) {
+    // Which NVRTC this runtime opens, or why none (lit's 'nvrtc' feature asks this).
+    std::string why;
+    const rt::Nvrtc *nvrtc = rt::loadNvrtc(why);
+    if (!nvrtc) {
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return 1;
     }
+    std::printf("NVRTC %s\n", nvrtc->version().c_str());
+    return 0;
   }
-  if (plans.empty() || archs.empty()) {
-    std::fprintf(stderr, kUsage, argv[0], argv[0]);
-    return 2;
-  }
+  if (plans.empty())
+    return parser.usageError("no PLAN given");
   std::string error;
   const rt::Nvrtc *nvrtc = rt::loadNvrtc(error);
   if (!nvrtc) {

@@ -8,9 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Rendezvous.h"
+#include "runtime/support/CommandLine.h"
 
 #include <cstdio>
-#include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,18 +19,13 @@
 using namespace tessel::rt;
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf("usage: %s\n\nMeets the other processes of a job as a runner under torchrun does "
-                  "(RANK, LOCAL_RANK,\nWORLD_SIZE, MASTER_ADDR, MASTER_PORT; "
-                  "TESSEL_RENDEZVOUS_TIMEOUT seconds): rank 0\nhands a random 128-byte blob to "
-                  "every other rank, and each prints its digest.\n",
-                  argv[0]);
-      return 0;
-    }
-    std::fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], argv[i]);
-    return 2;
-  }
+  cli::Parser parser(argv[0], "",
+                     "Meets the other processes of a job as a runner under torchrun does (RANK, "
+                     "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; "
+                     "TESSEL_RENDEZVOUS_TIMEOUT seconds): rank 0 hands a random 128-byte blob "
+                     "to every other rank, and each prints its digest.");
+  if (std::optional<int> exit = parser.parse(argc, argv))
+    return *exit;
   rendezvous::Place place;
   std::string error;
   double timeout = 0;

@@ -9,12 +9,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OutOfMemory.h"
 #include "PassDiagnostics.h"
 
 #include "common/Cluster.h"
 #include "common/Executable.h"
 #include "common/Schedule.h"
 #include "common/Timeline.h"
+#include "common/Version.h"
 #include "tessel/Frontend/Sema.h"
 #include "tessel/IRGen/GraphGen.h"
 #include "tessel/Target/Estimate.h"
@@ -33,7 +35,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -43,10 +44,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <iostream>
-#include <new>
 #include <sstream>
 
 using namespace llvm;
@@ -942,26 +941,12 @@ bool separateRunnerArgs(int argc, char **argv, std::vector<const char *> &out) {
   return true;
 }
 
-/// Ends the run when an allocation fails anywhere (in Tessel, MLIR or LLVM, on any thread)
-/// with a message and the exit code of an I/O error, rather than LLVM's abort or an uncaught
-/// std::bad_alloc. Writes with write(2): nothing may be allocated here.
-[[noreturn]] void outOfMemory() {
-  static const char message[] =
-      "tessel: error: out of memory (the model needs more memory than this machine or its "
-      "address-space limit gives)\n";
-  ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
-  (void)ignored;
-  std::_Exit(2);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-  std::set_new_handler([] { outOfMemory(); });
-  llvm::install_bad_alloc_error_handler(
-      [](void *, const char *, bool) { outOfMemory(); });
+  installOutOfMemoryHandlers();
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](raw_ostream &os) { os << "tessel 0.1\n"; });
+  cl::SetVersionPrinter([](raw_ostream &os) { os << versionLine() << "\n"; });
   std::vector<const char *> args;
   if (!separateRunnerArgs(argc, argv, args))
     return 2;
