@@ -6,6 +6,8 @@
 #include "common/PipelineWalk.h"
 #include "common/Schedule.h"
 
+#include "llvm/Support/JSON.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -301,40 +303,44 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
   return os.str();
 }
 
-std::string tessel::estimateJson(const PlanEstimate &e) {
-  std::ostringstream os;
-  os.precision(17);
-  os << "{\"model\": \"" << e.model << "\", \"world_size\": " << e.worldSize
-     << ", \"precision\": \"" << e.precision << "\", \"accumulation\": " << e.accumulation
-     << ", \"parameter_count\": " << e.parameterCount;
-  if (!e.routing.empty())
-    os << ", \"active_parameter_count\": " << e.activeParameterCount
-       << ", \"expert_parameter_count\": " << e.expertParameterCount << ", \"routing\": \""
-       << e.routing << "\"";
-  os << ",\n \"ranks\": [";
-  for (size_t i = 0; i < e.ranks.size(); ++i) {
-    const RankEstimate &r = e.ranks[i];
-    os << (i ? ",\n  " : "\n  ") << "{\"rank\": " << r.rank << ", \"parameters\": " << r.parameters
-       << ", \"gradients\": " << r.gradients << ", \"optimizer\": " << r.optimizer
-       << ", \"activations\": " << r.activations << ", \"stash\": " << r.stash
-       << ", \"stage\": " << r.stage << ", \"in_flight\": " << r.inFlight
-       << ", \"peak\": " << r.peak() << "}";
+void tessel::estimateJsonMembers(llvm::json::OStream &j, const PlanEstimate &e) {
+  j.attribute("model", e.model);
+  j.attribute("world_size", static_cast<int64_t>(e.worldSize));
+  j.attribute("precision", e.precision);
+  j.attribute("accumulation", static_cast<int64_t>(e.accumulation));
+  j.attribute("parameter_count", static_cast<double>(e.parameterCount));
+  if (!e.routing.empty()) {
+    j.attribute("active_parameter_count", static_cast<double>(e.activeParameterCount));
+    j.attribute("expert_parameter_count", static_cast<double>(e.expertParameterCount));
+    j.attribute("routing", e.routing);
   }
-  os << "],\n \"communication\": {";
-  bool first = true;
-  for (const auto &[group, bytes] : e.communication) {
-    os << (first ? "" : ", ") << "\"" << group << "\": " << bytes;
-    first = false;
-  }
-  os << "}";
-  if (!e.schedule.empty()) {
-    os << ",\n \"pipeline\": {\"schedule\": \"" << e.schedule << "\", \"stages\": " << e.stages
-       << ", \"virtual\": " << e.virtualStages << ", \"microbatches\": " << e.microbatches
-       << ", \"bubble\": " << e.bubble << ", \"in_flight\": " << e.inFlight;
-    if (e.bubbleFormula >= 0)
-      os << ", \"bubble_formula\": " << e.bubbleFormula;
-    os << "}";
-  }
-  os << "}\n";
-  return os.str();
+  j.attributeArray("ranks", [&] {
+    for (const RankEstimate &r : e.ranks)
+      j.object([&] {
+        j.attribute("rank", static_cast<int64_t>(r.rank));
+        j.attribute("parameters", static_cast<double>(r.parameters));
+        j.attribute("gradients", static_cast<double>(r.gradients));
+        j.attribute("optimizer", static_cast<double>(r.optimizer));
+        j.attribute("activations", static_cast<double>(r.activations));
+        j.attribute("stash", static_cast<double>(r.stash));
+        j.attribute("stage", static_cast<int64_t>(r.stage));
+        j.attribute("in_flight", static_cast<int64_t>(r.inFlight));
+        j.attribute("peak", static_cast<double>(r.peak()));
+      });
+  });
+  j.attributeObject("communication", [&] {
+    for (const auto &[group, bytes] : e.communication)
+      j.attribute(group, static_cast<double>(bytes));
+  });
+  if (!e.schedule.empty())
+    j.attributeObject("pipeline", [&] {
+      j.attribute("schedule", e.schedule);
+      j.attribute("stages", static_cast<int64_t>(e.stages));
+      j.attribute("virtual", static_cast<int64_t>(e.virtualStages));
+      j.attribute("microbatches", static_cast<int64_t>(e.microbatches));
+      j.attribute("bubble", e.bubble);
+      j.attribute("in_flight", static_cast<int64_t>(e.inFlight));
+      if (e.bubbleFormula >= 0)
+        j.attribute("bubble_formula", e.bubbleFormula);
+    });
 }

@@ -7,6 +7,8 @@
 #include "common/PipelineLayout.h"
 #include "common/Schedule.h"
 
+#include "llvm/Support/JSON.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -634,29 +636,36 @@ std::string tessel::formatPrediction(const StepPrediction &p, double worldSize) 
   return os.str();
 }
 
-std::string tessel::predictionJson(const StepPrediction &p) {
-  std::ostringstream os;
-  os.precision(9);
+void tessel::predictionJson(llvm::json::OStream &j, const StepPrediction &p) {
   const StepBreakdown &b = p.breakdown;
-  os << "{\"cluster\": \"" << p.cluster << "\", \"step\": " << p.step
-     << ", \"tokens\": " << p.tokens << ", \"tokens_per_second\": " << p.tokensPerSecond
-     << ", \"model_flops\": " << p.modelFlops << ", \"hardware_flops\": " << p.hardwareFlops
-     << ", \"mfu\": " << p.mfu << ", \"hfu\": " << p.hfu
-     << ", \"flops_per_rank\": " << p.flopsPerRank << ", \"breakdown\": {\"compute\": " << b.compute
-     << ", \"recompute\": " << b.recompute << ", \"bubble\": " << b.bubble
-     << ", \"optimizer\": " << b.optimizer << ", \"hidden\": " << b.hidden << ", \"exposed\": {";
-  bool first = true;
-  for (const auto &[g, t] : b.exposed) {
-    os << (first ? "" : ", ") << "\"" << g << "\": " << t;
-    first = false;
-  }
-  os << "}}, \"kernels_rank\": " << p.kernelsRank << ", \"kernels\": {";
-  first = true;
-  for (const auto &[name, k] : p.kernels) {
-    os << (first ? "" : ", ") << "\"" << name << "\": {\"seconds\": " << k.seconds
-       << ", \"calls\": " << k.calls << "}";
-    first = false;
-  }
-  os << "}}";
-  return os.str();
+  j.object([&] {
+    j.attribute("cluster", p.cluster);
+    j.attribute("step", p.step);
+    j.attribute("tokens", p.tokens);
+    j.attribute("tokens_per_second", p.tokensPerSecond);
+    j.attribute("model_flops", p.modelFlops);
+    j.attribute("hardware_flops", p.hardwareFlops);
+    j.attribute("mfu", p.mfu);
+    j.attribute("hfu", p.hfu);
+    j.attribute("flops_per_rank", p.flopsPerRank);
+    j.attributeObject("breakdown", [&] {
+      j.attribute("compute", b.compute);
+      j.attribute("recompute", b.recompute);
+      j.attribute("bubble", b.bubble);
+      j.attribute("optimizer", b.optimizer);
+      j.attribute("hidden", b.hidden);
+      j.attributeObject("exposed", [&] {
+        for (const auto &[group, seconds] : b.exposed)
+          j.attribute(group, seconds);
+      });
+    });
+    j.attribute("kernels_rank", static_cast<int64_t>(p.kernelsRank));
+    j.attributeObject("kernels", [&] {
+      for (const auto &[name, k] : p.kernels)
+        j.attributeObject(name, [&] {
+          j.attribute("seconds", k.seconds);
+          j.attribute("calls", k.calls);
+        });
+    });
+  });
 }

@@ -6,6 +6,8 @@
 
 #include "common/Schedule.h"
 
+#include "llvm/Support/JSON.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -544,27 +546,37 @@ std::string tessel::formatCandidates(const std::vector<Candidate> &all, size_t t
   return os.str();
 }
 
-std::string tessel::candidatesJson(const std::vector<Candidate> &all, size_t top) {
-  std::ostringstream os;
-  os.precision(10);
-  os << "[";
-  for (size_t i = 0; i < all.size() && i < top; ++i) {
-    const Candidate &x = all[i];
-    const Layout &l = x.layout;
-    os << (i ? ",\n " : "\n ") << "{\"layout\": \"" << l.describe() << "\", \"dp\": " << l.dp
-       << ", \"tp\": " << l.tp << ", \"pp\": " << l.pp << ", \"cp\": " << l.cp
-       << ", \"virtual\": " << l.virtualStages << ", \"sp\": " << (l.sp ? "true" : "false")
-       << ", \"zero\": " << l.zero << ", \"micro_batch\": " << l.microBatch << ", \"schedule\": \""
-       << l.schedule << "\", \"recompute\": \"" << l.recompute << "\", \"step\": " << x.cost.step
-       << ", \"tokens_per_second\": " << x.cost.tokensPerSecond << ", \"mfu\": " << x.cost.mfu
-       << ", \"hfu\": " << x.cost.hfu << ", \"bubble\": " << x.cost.bubble
-       << ", \"model_states\": " << x.cost.modelStates
-       << ", \"activations_per_layer\": " << x.cost.activationsPerLayer
-       << ", \"activations\": " << x.cost.activations << ", \"memory\": " << x.cost.memory
-       << ", \"fits\": " << (x.cost.fits ? "true" : "false") << "}";
-  }
-  os << "]\n";
-  return os.str();
+void tessel::candidatesJson(llvm::json::OStream &j, const std::vector<Candidate> &all,
+                            size_t top) {
+  j.array([&] {
+    for (size_t i = 0; i < all.size() && i < top; ++i) {
+      const Candidate &x = all[i];
+      const Layout &l = x.layout;
+      j.object([&] {
+        j.attribute("layout", l.describe());
+        j.attribute("dp", l.dp);
+        j.attribute("tp", l.tp);
+        j.attribute("pp", l.pp);
+        j.attribute("cp", l.cp);
+        j.attribute("virtual", l.virtualStages);
+        j.attribute("sp", l.sp);
+        j.attribute("zero", l.zero);
+        j.attribute("micro_batch", l.microBatch);
+        j.attribute("schedule", l.schedule);
+        j.attribute("recompute", l.recompute);
+        j.attribute("step", x.cost.step);
+        j.attribute("tokens_per_second", x.cost.tokensPerSecond);
+        j.attribute("mfu", x.cost.mfu);
+        j.attribute("hfu", x.cost.hfu);
+        j.attribute("bubble", x.cost.bubble);
+        j.attribute("model_states", x.cost.modelStates);
+        j.attribute("activations_per_layer", x.cost.activationsPerLayer);
+        j.attribute("activations", x.cost.activations);
+        j.attribute("memory", x.cost.memory);
+        j.attribute("fits", x.cost.fits);
+      });
+    }
+  });
 }
 
 std::string tessel::parallelSection(const Layout &l, const TransformerShape &s) {

@@ -37,6 +37,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -616,18 +617,24 @@ int runEstimate(const char *argv0) {
                    std::to_string(r.experts) + " " + r.dim;
   }
   StepPrediction prediction;
-  if (estimateCluster.empty()) {
-    outs() << (estimateJsonOutput ? estimateJson(e) : formatEstimate(e));
-  } else {
+  if (!estimateCluster.empty())
     prediction = predictStep(plan, cluster);
-    if (estimateJsonOutput) {
-      std::string json = estimateJson(e);
-      // The estimate's object with the prediction as one more member.
-      json.erase(json.find_last_of('}'));
-      outs() << json << ",\n \"prediction\": " << predictionJson(prediction) << "}\n";
-    } else {
-      outs() << formatEstimate(e) << formatPrediction(prediction, e.worldSize);
-    }
+  if (estimateJsonOutput) {
+    // One document: the estimate's members, and the prediction as one more.
+    llvm::json::OStream j(outs(), 2);
+    j.object([&] {
+      estimateJsonMembers(j, e);
+      if (!estimateCluster.empty()) {
+        j.attributeBegin("prediction");
+        predictionJson(j, prediction);
+        j.attributeEnd();
+      }
+    });
+    outs() << "\n";
+  } else {
+    outs() << formatEstimate(e);
+    if (!estimateCluster.empty())
+      outs() << formatPrediction(prediction, e.worldSize);
   }
   if (estimateTrace.empty() && estimateSvg.empty())
     return 0;
@@ -815,8 +822,13 @@ int runTune(const char *argv0) {
            << (overMemory ? " within their memory" : "") << "\n";
     return 1;
   }
-  outs() << (tuneJson ? candidatesJson(candidates, tuneTop)
-                      : formatCandidates(candidates, tuneTop, overMemory, shape, cluster));
+  if (tuneJson) {
+    llvm::json::OStream j(outs(), 2);
+    candidatesJson(j, candidates, tuneTop);
+    outs() << "\n";
+  } else {
+    outs() << formatCandidates(candidates, tuneTop, overMemory, shape, cluster);
+  }
   if (!tuneJson) {
     const Candidate &best = candidates.front();
     StepPrediction p;

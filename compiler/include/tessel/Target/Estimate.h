@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+namespace llvm::json {
+class OStream;
+} // namespace llvm::json
+
 namespace tessel {
 
 struct RankEstimate {
@@ -66,8 +70,9 @@ PlanEstimate estimatePlan(const planfile::Plan &plan);
 
 /// A table for people: one row per run of consecutive ranks with the same figures.
 std::string formatEstimate(const PlanEstimate &e);
-/// The same as JSON.
-std::string estimateJson(const PlanEstimate &e);
+/// The same as JSON: the members of the estimate's object, written into the object `j` has
+/// open (so that a caller may add members of its own, such as a step-time prediction).
+void estimateJsonMembers(llvm::json::OStream &j, const PlanEstimate &e);
 
 } // namespace tessel
 

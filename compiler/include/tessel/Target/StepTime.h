@@ -22,6 +22,10 @@
 #include <map>
 #include <string>
 
+namespace llvm::json {
+class OStream;
+} // namespace llvm::json
+
 namespace tessel {
 
 /// Where the time of one rank's step goes, in seconds. compute + recompute + exposed comm +
@@ -77,9 +81,9 @@ struct StepFlops {
 };
 StepFlops countStepFlops(const planfile::Plan &plan);
 
-/// The prediction for people, and as a JSON object (without a trailing newline).
+/// The prediction for people, and as a JSON object (the value `j` writes next).
 std::string formatPrediction(const StepPrediction &p, double worldSize);
-std::string predictionJson(const StepPrediction &p);
+void predictionJson(llvm::json::OStream &j, const StepPrediction &p);
 
 } // namespace tessel
 

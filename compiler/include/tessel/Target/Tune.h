@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+namespace llvm::json {
+class OStream;
+} // namespace llvm::json
+
 namespace tessel {
 
 /// What the tuner needs of a transformer, read off a compiled plan's config.
@@ -80,7 +84,9 @@ std::vector<Candidate> searchLayouts(const TransformerShape &s, const cluster::C
 std::string formatCandidates(const std::vector<Candidate> &candidates, size_t top,
                              size_t overMemory, const TransformerShape &s,
                              const cluster::Cluster &c);
-std::string candidatesJson(const std::vector<Candidate> &candidates, size_t top);
+/// The first `top` candidates as a JSON array (the value `j` writes next).
+void candidatesJson(llvm::json::OStream &j, const std::vector<Candidate> &candidates,
+                    size_t top);
 std::string parallelSection(const Layout &l, const TransformerShape &s);
 /// A chart of the candidates as an SVG: memory per rank against predicted step time, one dot
 /// per layout (the best larger), the memory limit dashed.
