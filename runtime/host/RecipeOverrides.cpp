@@ -77,8 +77,6 @@ const char *optimizerOf(const planfile::Plan &plan) {
 
 } // namespace
 
-bool RecipeOverrides::empty() const { return entries().empty(); }
-
 std::vector<planfile::Attr> RecipeOverrides::entries() const {
   std::vector<planfile::Attr> out;
   auto add = [&](const Target &t, const auto &value) {
@@ -111,19 +109,17 @@ bool applyRecipeOverrides(planfile::Plan &plan, const RecipeOverrides &o, std::s
       return std::string("the plan's optimizer is ") + optimizer + ", which has no " + which;
     };
   };
+  auto noSchedule = [] { return std::string("the plan has no learning-rate schedule"); };
   auto wrap = [](const auto &v) -> std::optional<planfile::AttrValue> {
     if (v)
       return planfile::AttrValue(*v);
     return std::nullopt;
   };
   const Step steps[] = {
-      {kLr, wrap(o.lr), [] { return std::string("the plan has no learning-rate schedule"); }},
-      {kMinLr, wrap(o.minLr),
-       [] { return std::string("the plan has no learning-rate schedule"); }},
-      {kWarmup, wrap(o.warmup),
-       [] { return std::string("the plan has no learning-rate schedule"); }},
-      {kDecaySteps, wrap(o.decaySteps),
-       [] { return std::string("the plan has no learning-rate schedule"); }},
+      {kLr, wrap(o.lr), noSchedule},
+      {kMinLr, wrap(o.minLr), noSchedule},
+      {kWarmup, wrap(o.warmup), noSchedule},
+      {kDecaySteps, wrap(o.decaySteps), noSchedule},
       {kWeightDecay, wrap(o.weightDecay),
        [] {
          return std::string("the spec decays no parameter (weight_decay = 0); a decay set "

@@ -26,7 +26,6 @@ struct RecipeOverrides {
   std::optional<double> lr, minLr, weightDecay, beta1, beta2, eps, momentum, clip;
   std::optional<int64_t> warmup, decaySteps;
 
-  bool empty() const;
   /// The overrides given, as ("train.optimizer.lr", value) pairs named as the plan's config
   /// names them (the run record lists them so).
   std::vector<planfile::Attr> entries() const;

@@ -52,13 +52,8 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
   p.integer("steps", o.steps, 0, kMany, "N",
             "optimizer steps to run (the learning-rate schedule keeps the model's own step "
             "count; --decay-steps changes it)");
-  p.custom("data", "PATH", "a text file, a directory of text files, or a uint16 .bin token file",
-           [&o](const std::string &v, std::string &why) {
-             if (v.empty())
-               return why = "expected a path", false;
-             o.data = v;
-             return true;
-           });
+  p.text("data", o.data, "PATH",
+         "a text file, a directory of text files, or a uint16 .bin token file");
   p.integer("seed", o.seed, 0, kMany, "N", "seed for initialisation, data order and dropout");
   p.choice("device", o.device, {"cpu", "cuda"},
            "where the ranks compute (default cpu); with cuda a process's ranks take its GPUs in "
@@ -97,13 +92,8 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
   p.number("comm-timeout-startup", o.commTimeoutStartup, 0, 1e6, "S",
            "the same for start-up and the first step, and for checkpoints, whose length is not "
            "known beforehand (default 600; 0: no limit)");
-  p.custom("checkpoint-dir", "DIR", "write checkpoints under DIR (DIR/latest names the newest)",
-           [&o](const std::string &v, std::string &why) {
-             if (v.empty())
-               return why = "expected a directory", false;
-             o.checkpointDir = v;
-             return true;
-           });
+  p.text("checkpoint-dir", o.checkpointDir, "DIR",
+         "write checkpoints under DIR (DIR/latest names the newest)");
   p.integer("checkpoint-every", o.checkpointEvery, 0, kMany, "N",
             "checkpoint every N steps (and always at the end when DIR is set)");
   p.text("resume", o.resume, "PATH",

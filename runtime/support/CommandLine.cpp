@@ -236,6 +236,19 @@ void Parser::text(const std::string &name, std::string &out, std::string valueNa
          });
 }
 
+void Parser::text(const std::string &name, std::optional<std::string> &out,
+                  std::string valueName, std::string help) {
+  custom(name, std::move(valueName), std::move(help),
+         [&out](const std::string &text, std::string &reason) {
+           if (text.empty()) {
+             reason = "expected a value, not an empty string";
+             return false;
+           }
+           out = text;
+           return true;
+         });
+}
+
 void Parser::choice(const std::string &name, std::string &out, std::vector<std::string> choices,
                     std::string help) {
   std::string valueName;

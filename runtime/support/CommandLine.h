@@ -58,6 +58,9 @@ public:
   /// --name TEXT: any text (an empty value is refused unless `allowEmpty`).
   void text(const std::string &name, std::string &out, std::string valueName, std::string help,
             bool allowEmpty = false);
+  /// --name TEXT into an optional, set only when given (never empty).
+  void text(const std::string &name, std::optional<std::string> &out, std::string valueName,
+            std::string help);
   /// --name X where X is one of `choices`.
   void choice(const std::string &name, std::string &out, std::vector<std::string> choices,
               std::string help);
