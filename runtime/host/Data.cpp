@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cctype>
+#include <glob.h>
 #include <filesystem>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -77,7 +79,8 @@ static bool listDataFiles(const std::string &dir, std::vector<std::string> &file
 /// for version 1, uint32 for version 7), or from the first byte as uint16 (nanoGPT's .bin). A
 /// header of another version or magic of llm.c's, or one written big-endian, is refused by name
 /// rather than read as tokens.
-static bool tokenFileStart(const std::string &path, const unsigned char *data, size_t size,
+static bool tokenFileStart(const char *role, const std::string &path, const unsigned char *data,
+                           size_t size,
                            size_t &begin, int &width, std::string &error) {
   begin = 0;
   width = 2;
@@ -86,12 +89,12 @@ static bool tokenFileStart(const std::string &path, const unsigned char *data, s
   if (size >= 4) {
     for (uint32_t known : {kLlmcMagic, kLlmcMagicLlama3, kLlmcModelMagic, kLlmcStateMagic})
       if (magic == byteSwapped(known)) {
-        error = "data file " + path + " starts with llm.c's magic " + std::to_string(known) +
+        error = std::string(role) + " file " + path + " starts with llm.c's magic " + std::to_string(known) +
                 " written big-endian; llm.c's files are little-endian";
         return false;
       }
     if (magic == kLlmcModelMagic || magic == kLlmcStateMagic) {
-      error = "data file " + path + " is an llm.c " +
+      error = std::string(role) + " file " + path + " is an llm.c " +
               (magic == kLlmcModelMagic ? "model checkpoint" : "training state") + " (magic " +
               std::to_string(magic) + "), not a token file";
       return false;
@@ -99,20 +102,20 @@ static bool tokenFileStart(const std::string &path, const unsigned char *data, s
   }
   if (!gpt2 && !llama3) {
     if (size % 2 != 0) {
-      error = "data file " + path + " has an odd number of bytes (" + std::to_string(size) +
+      error = std::string(role) + " file " + path + " has an odd number of bytes (" + std::to_string(size) +
               "); a .bin file without llm.c's header holds uint16 tokens";
       return false;
     }
     return true;
   }
   if (size < kLlmcHeaderBytes) {
-    error = "data file " + path + " starts like an llm.c token file but its " +
+    error = std::string(role) + " file " + path + " starts like an llm.c token file but its " +
             std::to_string(size) + " bytes are too few for the 1024-byte header";
     return false;
   }
   const uint32_t version = readLe32(data + 4), expected = gpt2 ? 1 : 7;
   if (version != expected) {
-    error = "data file " + path + " is an llm.c token file (magic " + std::to_string(magic) +
+    error = std::string(role) + " file " + path + " is an llm.c token file (magic " + std::to_string(magic) +
             ") of version " + std::to_string(version) + "; that magic goes with version " +
             std::to_string(expected) + " (" + (gpt2 ? "uint16" : "uint32") + " tokens)";
     return false;
@@ -120,7 +123,7 @@ static bool tokenFileStart(const std::string &path, const unsigned char *data, s
   width = gpt2 ? 2 : 4;
   const uint64_t count = readLe32(data + 8), bytes = count * static_cast<uint64_t>(width);
   if (size - kLlmcHeaderBytes != bytes) {
-    error = "data file " + path + ": its llm.c header says " + std::to_string(count) +
+    error = std::string(role) + " file " + path + ": its llm.c header says " + std::to_string(count) +
             " tokens (" + std::to_string(bytes) + " bytes) but " +
             std::to_string(size - kLlmcHeaderBytes) + " bytes follow the header";
     return false;
@@ -196,17 +199,188 @@ bool TokenData::copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int
   return true;
 }
 
+/// How messages call the data a role reads: "training data" or "eval data".
+static std::string dataNoun(const char *role) {
+  return std::strcmp(role, "data") == 0 ? "training data" : role;
+}
+
+/// Whether `path` is a pattern for glob(3) rather than a name: it holds *, ? or [.
+static bool isPattern(const std::string &path) {
+  return path.find_first_of("*?[") != std::string::npos;
+}
+
+/// Whether a token file's name marks it as a validation split, as nanoGPT's `val.bin` and
+/// llm.c's `fineweb_val_000000.bin` do: "val" (or "valid", "validation") as a word of the name.
+static bool namesValidationSplit(const std::string &path) {
+  std::string name = fs::path(path).filename().string();
+  std::string word;
+  auto isSplitWord = [](const std::string &w) {
+    return w == "val" || w == "valid" || w == "validation";
+  };
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      continue;
+    }
+    if (isSplitWord(word))
+      return true;
+    word.clear();
+  }
+  return isSplitWord(word);
+}
+
+/// The files that `path` names, in the order their tokens are concatenated: the file itself; a
+/// directory's files in name order (for the byte tokenizer every usable file, for token files
+/// those ending in .bin); or the files a glob pattern matches, in name order
+/// ("fineweb_train_*.bin"). `what` becomes how messages name the data.
+static bool resolveSources(const std::string &path, Tokenizer kind, const char *role,
+                           std::vector<std::string> &sources, std::string &what,
+                           std::string &error) {
+  struct stat info;
+  const bool exists = ::stat(path.c_str(), &info) == 0;
+  const int statErrno = errno;
+  if (!exists && isPattern(path) && statErrno == ENOENT) {
+    what = std::string(role) + " files " + path;
+    glob_t matches{};
+    const int status = ::glob(path.c_str(), GLOB_ERR, nullptr, &matches);
+    if (status == 0)
+      for (size_t i = 0; i < matches.gl_pathc; ++i)
+        sources.push_back(matches.gl_pathv[i]);
+    ::globfree(&matches);
+    if (status == GLOB_NOMATCH || (status == 0 && sources.empty())) {
+      error = "no file matches the " + std::string(role) + " pattern " + path;
+      return false;
+    }
+    if (status != 0) {
+      error = "cannot list the files of the " + std::string(role) + " pattern " + path + ": " +
+              (status == GLOB_NOSPACE ? "out of memory" : "a directory cannot be read");
+      return false;
+    }
+    std::sort(sources.begin(), sources.end());
+    // Each match is opened below, which refuses what is not a regular file by name.
+    return true;
+  }
+  if (!exists) {
+    error = statErrno == ENOENT
+                ? std::string(role) + " file " + path + " does not exist"
+                : "cannot access " + std::string(role) + " file " + path + ": " +
+                      std::strerror(statErrno);
+    return false;
+  }
+  const bool isDirectory = S_ISDIR(info.st_mode);
+  what = std::string(role) + (isDirectory ? " directory " : " file ") + path;
+  if (!isDirectory && !S_ISREG(info.st_mode)) {
+    error = what + " is " + fileKindOf(info.st_mode) + "; " + dataNoun(role) +
+            " must be a regular file or a directory of them";
+    return false;
+  }
+  if (!isDirectory) {
+    sources.push_back(path);
+    return true;
+  }
+  std::vector<std::string> files;
+  if (!listDataFiles(path, files, error))
+    return false;
+  if (kind == Tokenizer::Byte) {
+    sources = std::move(files);
+    if (sources.empty()) {
+      error = what + " has no usable files (it reads regular files, skipping symlinks, "
+                     "subdirectories, hidden files and names ending in .dat)";
+      return false;
+    }
+    return true;
+  }
+  // Token files: the directory's .bin shards. A directory that also holds a validation split
+  // is ambiguous, and training on held-out data is the worst mistake to make silently.
+  std::vector<std::string> validation;
+  for (const std::string &file : files) {
+    if (file.size() < 4 || file.compare(file.size() - 4, 4, ".bin") != 0)
+      continue;
+    (namesValidationSplit(file) ? validation : sources).push_back(file);
+  }
+  if (!validation.empty()) {
+    error = what + " holds validation data (" + fs::path(validation[0]).filename().string() +
+            (validation.size() > 1 ? " and " + std::to_string(validation.size() - 1) + " more"
+                                   : std::string()) +
+            ") beside the training files; name the training files with a pattern (\"" + path +
+            (path.back() == '/' ? "" : "/") +
+            "*train*.bin\") and the validation files with eval.data or --eval-data";
+    sources.clear();
+    return false;
+  }
+  if (sources.empty()) {
+    error = what + " has no .bin token files";
+    return false;
+  }
+  return true;
+}
+
 std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer kind, int64_t vocab,
                                            double evalFraction, int64_t window,
                                            std::string &error) {
-  if (window < 2) {
-    error = "data window must hold at least 2 tokens (seq + 1), not " + std::to_string(window);
-    return nullptr;
-  }
   if (!(evalFraction >= 0 && evalFraction < 1)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", evalFraction);
     error = std::string("eval fraction must lie in [0, 1), not ") + text;
+    return nullptr;
+  }
+  auto data = openStream(path, kind, vocab, window, "data", error);
+  if (!data)
+    return nullptr;
+  const std::string &what = data->what_;
+  const int64_t total = data->totalTokens();
+  bool wantEval = evalFraction > 0;
+  int64_t needed = wantEval ? 2 * window : window;
+  if (total < needed) {
+    error = what + " has " + std::to_string(total) + " tokens; a window needs " +
+            std::to_string(window) + " (seq + 1)" +
+            (wantEval ? ", and the train and eval splits need one window each (" +
+                            std::to_string(needed) + " tokens)"
+                      : "");
+    return nullptr;
+  }
+  int64_t evalTokens = static_cast<int64_t>(std::floor(static_cast<double>(total) * evalFraction));
+  data->trainTokens_ = total - evalTokens;
+  auto shortSplit = [&](const char *part, double fraction, int64_t tokens) {
+    char percent[32];
+    std::snprintf(percent, sizeof percent, "%g%%", 100 * fraction);
+    return what + ": the " + part + " split (" + percent + " of " + std::to_string(total) +
+           " tokens = " + std::to_string(tokens) + ") is shorter than one window (" +
+           std::to_string(window) + " tokens)";
+  };
+  if (wantEval && evalTokens < window) {
+    error =
+        shortSplit("eval", evalFraction, evalTokens) +
+        "; raise eval.fraction, use more data, or set eval.fraction = 0 to hold nothing out";
+    return nullptr;
+  }
+  if (data->trainTokens_ < window) {
+    error = shortSplit("train", 1 - evalFraction, data->trainTokens_) + "; lower the eval fraction";
+    return nullptr;
+  }
+  return data;
+}
+
+std::unique_ptr<TokenData> TokenData::openEvaluation(const std::string &path, Tokenizer kind,
+                                                     int64_t vocab, int64_t window,
+                                                     std::string &error) {
+  auto data = openStream(path, kind, vocab, window, "eval data", error);
+  if (!data)
+    return nullptr;
+  if (data->totalTokens() < window) {
+    error = data->what_ + " has " + std::to_string(data->totalTokens()) +
+            " tokens; one evaluation window needs " + std::to_string(window) + " (seq + 1)";
+    return nullptr;
+  }
+  data->trainTokens_ = 0; // All of it evaluates.
+  return data;
+}
+
+std::unique_ptr<TokenData> TokenData::openStream(const std::string &path, Tokenizer kind,
+                                                 int64_t vocab, int64_t window, const char *role,
+                                                 std::string &error) {
+  if (window < 2) {
+    error = "data window must hold at least 2 tokens (seq + 1), not " + std::to_string(window);
     return nullptr;
   }
   if (vocab < 1) {
@@ -215,54 +389,27 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   }
   if (kind == Tokenizer::Byte && vocab < 256) {
     error = "the byte tokenizer needs a vocabulary of at least 256, not " + std::to_string(vocab) +
-            " (data " + path + ")";
-    return nullptr;
-  }
-
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) {
-    error = errno == ENOENT ? "data file " + path + " does not exist"
-                            : "cannot access data file " + path + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  bool isDirectory = S_ISDIR(info.st_mode);
-  std::string what = (isDirectory ? "data directory " : "data file ") + path;
-  if (!isDirectory && !S_ISREG(info.st_mode)) {
-    error = what + " is " + fileKindOf(info.st_mode) +
-            "; training data must be a regular file or a directory of them";
+            " (" + role + " " + path + ")";
     return nullptr;
   }
 
   std::unique_ptr<TokenData> data(new TokenData());
-  data->what_ = what;
   data->vocab_ = vocab;
-  if (isDirectory) {
-    if (kind != Tokenizer::Byte) {
-      error = what + " is a directory; the tokens tokenizer reads one pre-tokenized .bin file";
-      return nullptr;
-    }
-    if (!listDataFiles(path, data->sources_, error))
-      return nullptr;
-    if (data->sources_.empty()) {
-      error = what + " has no usable files (it reads regular files, skipping symlinks, "
-                     "subdirectories, hidden files and names ending in .dat)";
-      return nullptr;
-    }
-  } else {
-    data->sources_.push_back(path);
-  }
+  if (!resolveSources(path, kind, role, data->sources_, data->what_, error))
+    return nullptr;
+  const std::string &what = data->what_;
 
   for (const std::string &source : data->sources_) {
     int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      error = "cannot open data file " + source + ": " + std::strerror(errno);
+      error = "cannot open " + std::string(role) + " file " + source + ": " + std::strerror(errno);
       return nullptr;
     }
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      error = "data file " + source + " is " +
-              (S_ISREG(st.st_mode) ? std::string("unreadable") : fileKindOf(st.st_mode)) +
-              "; training data must be a regular file";
+      error = std::string(role) + " file " + source + " is " +
+              (S_ISREG(st.st_mode) ? std::string("unreadable") : fileKindOf(st.st_mode)) + "; " +
+              dataNoun(role) + " must be a regular file";
       ::close(fd);
       return nullptr;
     }
@@ -278,7 +425,7 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
         return nullptr;
       }
       if (got > 0) {
-        error = "data file " + source + " has no size (a /proc or /sys file?); it cannot be " +
+        error = std::string(role) + " file " + source + " has no size (a /proc or /sys file?); it cannot be " +
                 "mapped: copy it to a regular file";
         return nullptr;
       }
@@ -288,7 +435,7 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
     int mapErrno = errno;
     ::close(fd);
     if (map == MAP_FAILED) {
-      error = "cannot map data file " + source + ": " + std::strerror(mapErrno);
+      error = "cannot map " + std::string(role) + " file " + source + ": " + std::strerror(mapErrno);
       return nullptr;
     }
     Segment segment;
@@ -298,7 +445,7 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
     int width = 1;
     const auto *bytes = static_cast<const unsigned char *>(map);
     data->segments_.push_back(segment); // Owned from here, so an error below unmaps it.
-    if (kind == Tokenizer::Tokens && !tokenFileStart(source, bytes, size, begin, width, error))
+    if (kind == Tokenizer::Tokens && !tokenFileStart(role, source, bytes, size, begin, width, error))
       return nullptr;
     Segment &added = data->segments_.back();
     added.tokens = bytes + begin;
@@ -340,34 +487,6 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
       }
   }
 
-  bool wantEval = evalFraction > 0;
-  int64_t needed = wantEval ? 2 * window : window;
-  if (total < needed) {
-    error = what + " has " + std::to_string(total) + " tokens; a window needs " +
-            std::to_string(window) + " (seq + 1)" +
-            (wantEval ? ", and the train and eval splits need one window each (" +
-                            std::to_string(needed) + " tokens)"
-                      : "");
-    return nullptr;
-  }
-  int64_t evalTokens = static_cast<int64_t>(std::floor(static_cast<double>(total) * evalFraction));
-  data->trainTokens_ = total - evalTokens;
-  auto shortSplit = [&](const char *part, double fraction, int64_t tokens) {
-    char percent[32];
-    std::snprintf(percent, sizeof percent, "%g%%", 100 * fraction);
-    return what + ": the " + part + " split (" + percent + " of " + std::to_string(total) +
-           " tokens = " + std::to_string(tokens) + ") is shorter than one window (" +
-           std::to_string(window) + " tokens)";
-  };
-  if (wantEval && evalTokens < window) {
-    error =
-        shortSplit("eval", evalFraction, evalTokens) + "; raise the eval fraction or use more data";
-    return nullptr;
-  }
-  if (data->trainTokens_ < window) {
-    error = shortSplit("train", 1 - evalFraction, data->trainTokens_) + "; lower the eval fraction";
-    return nullptr;
-  }
   return data;
 }
 

@@ -2,11 +2,14 @@
 //
 // The token stream a run trains on, mapped into memory rather than read, so a file of any size
 // costs only the pages the windows touch: either raw bytes (the byte tokenizer: any regular
-// file, or a directory of text files concatenated in name order) or pre-tokenized uint16 ids
-// as nanoGPT's prepare scripts and llm.c's write them. Devices, FIFOs and sockets are refused.
-// The last `evalFraction` of the stream is held out; training windows are drawn at random from
-// the rest, evaluation windows are evenly spaced over the held-out part so every evaluation
-// sees the same tokens. A batch's windows are drawn in every process alike and read only where
+// file, or a directory of text files concatenated in name order) or pre-tokenized ids as
+// nanoGPT's prepare scripts and llm.c's write them (uint16, or llm.c's uint32 version 7), from
+// one file, a directory of .bin shards or a glob pattern ("fineweb_train_*.bin"), concatenated
+// in name order. Devices, FIFOs and sockets are refused.
+// Evaluation reads either a separate stream (openEvaluation: nanoGPT's val.bin, llm.c's
+// *_val_*.bin) or the last `evalFraction` of the training stream, held out; training windows
+// are drawn at random from the rest, evaluation windows are evenly spaced over the evaluation
+// tokens so every evaluation sees the same tokens. A batch's windows are drawn in every process alike and read only where
 // they are needed: each process of an MPI run reads the rows its ranks take.
 //
 //===----------------------------------------------------------------------===//
@@ -28,21 +31,29 @@ class Rng;
 enum class Tokenizer {
   /// Each byte is a token 0..255; a directory's regular files are concatenated.
   Byte,
-  /// A pre-tokenized .bin file of uint16 little-endian ids: raw (nanoGPT) or with llm.c's
-  /// 1024-byte header (magic 20240520, version 1, token count).
+  /// Pre-tokenized .bin files of little-endian ids: raw uint16 (nanoGPT), or with llm.c's
+  /// 1024-byte header (magic 20240520, version 1, token count: uint16 ids; magic 20240801,
+  /// version 7: uint32 ids).
   Tokens,
 };
 
 /// The tokens of a run, split into train and eval parts.
 class TokenData {
 public:
-  /// Opens `path`. `window` is seq + 1 tokens (inputs plus the last target). Errors name the
-  /// path: missing, unreadable or non-regular files (a device, a FIFO, a socket), empty data,
-  /// an odd-sized or inconsistent .bin, a byte vocabulary under 256, and too few tokens for one
-  /// train window and (when evalFraction > 0) one eval window. Ids not below `vocab` are found
-  /// here in data of up to kScannedTokens tokens, and in the window that holds them otherwise.
+  /// Opens `path` (a file, a directory, or a glob pattern that names no existing file) to
+  /// train on, holding out its last `evalFraction`. `window` is seq + 1 tokens (inputs plus
+  /// the last target). Errors name the path: missing, unreadable or non-regular files (a
+  /// device, a FIFO, a socket), a pattern that matches nothing, a directory of token shards
+  /// that also holds a validation split, empty data, an odd-sized or inconsistent .bin, a
+  /// byte vocabulary under 256, and too few tokens for one train window and (when
+  /// evalFraction > 0) one eval window. Ids not below `vocab` are found here in data of up to
+  /// kScannedTokens tokens, and in the window that holds them otherwise.
   static std::unique_ptr<TokenData> open(const std::string &path, Tokenizer kind, int64_t vocab,
                                          double evalFraction, int64_t window, std::string &error);
+  /// Opens `path` as open() does, all of it to evaluate on (trainTokens() is 0).
+  static std::unique_ptr<TokenData> openEvaluation(const std::string &path, Tokenizer kind,
+                                                   int64_t vocab, int64_t window,
+                                                   std::string &error);
   ~TokenData();
   TokenData(const TokenData &) = delete;
   TokenData &operator=(const TokenData &) = delete;
@@ -102,6 +113,10 @@ private:
   };
 
   TokenData() = default;
+  /// The stream of `path`, unsplit; `role` ("data", "eval data") names it in messages.
+  static std::unique_ptr<TokenData> openStream(const std::string &path, Tokenizer kind,
+                                               int64_t vocab, int64_t window, const char *role,
+                                               std::string &error);
   uint32_t at(int64_t index) const;
   bool copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
                   std::string &error) const;
@@ -109,7 +124,7 @@ private:
   std::vector<Segment> segments_;
   int64_t vocab_ = 0, total_ = 0, trainTokens_ = 0;
   bool scanned_ = false; ///< Every id was checked against the vocabulary at open.
-  std::string what_;     ///< "data file X" or "data directory X", for messages.
+  std::string what_; ///< "data file X", "eval data directory X", "data files P", for messages.
   std::vector<std::string> sources_;
   mutable int64_t windowsRead_ = 0;
 };

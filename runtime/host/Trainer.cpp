@@ -61,8 +61,8 @@ struct Settings {
   std::string model;
   int64_t steps, batch, seq, vocab, accumulation, evalEvery, evalBatches, checkpointEvery, logEvery;
   uint64_t seed;
-  double evalFraction;
-  std::string data, tokenizer, checkpointDir;
+  double evalFraction; ///< Of `data`, held out to evaluate on when no evalData is named.
+  std::string data, evalData, tokenizer, checkpointDir;
 
   Settings(const Plan &plan, const RunOptions &o) {
     model = plan.model;
@@ -74,14 +74,15 @@ struct Settings {
     seed = static_cast<uint64_t>(o.seed.value_or(configInt(plan, "train.seed", 0)));
     evalEvery = o.evalEvery.value_or(configInt(plan, "train.eval_every", 0));
     evalBatches = std::max<int64_t>(1, configInt(plan, "train.eval_batches", 8));
-    evalFraction = configFloat(plan, "train.eval_fraction", 0.0);
+    data = o.data.value_or(configString(plan, "train.data", ""));
+    evalData = o.evalData.value_or(configString(plan, "train.eval_data", ""));
+    // The spec's eval.fraction is held out unless validation data is named, whether or not
+    // the run evaluates: turning evaluation on or off never changes what trains.
+    evalFraction = evalData.empty() ? configFloat(plan, "train.eval_fraction", 0.0) : 0.0;
     checkpointEvery = o.checkpointEvery.value_or(configInt(plan, "train.checkpoint_every", 0));
     checkpointDir = o.checkpointDir.value_or(configString(plan, "train.checkpoint_dir", ""));
     logEvery = std::max<int64_t>(1, o.logEvery.value_or(configInt(plan, "train.log_every", 1)));
-    data = o.data.value_or(configString(plan, "train.data", ""));
     tokenizer = configString(plan, "train.tokenizer", "byte");
-    if (evalEvery <= 0)
-      evalFraction = 0.0; // Nothing is held out when nothing evaluates.
   }
 };
 
@@ -313,6 +314,9 @@ private:
   std::unique_ptr<Ranks> ranks_;
   std::unique_ptr<WaitLimits> waitLimits_;
   std::unique_ptr<TokenData> data_;
+  std::unique_ptr<TokenData> evalData_; ///< Separate validation data, when named.
+  /// What evaluation reads: the validation data, or the part of the data held out.
+  const TokenData &evaluationData() const { return evalData_ ? *evalData_ : *data_; }
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<ProgressLine> progress_;
   Rng dataRng_;
@@ -419,6 +423,15 @@ bool Session::setUp() {
   data_ = TokenData::open(s_.data, kind, s_.vocab, s_.evalFraction, s_.seq + 1, err);
   if (!data_)
     return error(err);
+  if (!s_.evalData.empty()) {
+    evalData_ = TokenData::openEvaluation(s_.evalData, kind, s_.vocab, s_.seq + 1, err);
+    if (!evalData_)
+      return error(err);
+  }
+  if (s_.evalEvery > 0 && !evaluationData().hasEval())
+    return error("evaluation every " + std::to_string(s_.evalEvery) +
+                 " steps: there is nothing to evaluate on: the spec holds no data out "
+                 "(eval.fraction = 0) and no --eval-data names validation data");
   if (!checkSameData())
     return false;
   tokens_.assign(static_cast<size_t>(s_.batch * s_.seq), 0);
@@ -554,11 +567,14 @@ bool Session::agree(bool ok, std::string &error) {
 bool Session::checkSameData() {
   if (ranks_->processCount() == 1)
     return true;
-  const std::string mine = std::to_string(data_->totalTokens()) + " tokens, fingerprint " +
-                           hex64(data_->fingerprint());
+  std::string mine = std::to_string(data_->totalTokens()) + " tokens, fingerprint " +
+                     hex64(data_->fingerprint());
+  if (evalData_)
+    mine += "; eval data " + std::to_string(evalData_->totalTokens()) + " tokens, fingerprint " +
+            hex64(evalData_->fingerprint());
   std::vector<std::string> data, paths;
   std::string err;
-  if (!gatherTexts(mine, data, err) || !gatherTexts(s_.data, paths, err))
+  if (!gatherTexts(mine, data, err) || !gatherTexts(s_.data + (s_.evalData.empty() ? "" : " and " + s_.evalData), paths, err))
     return error(err);
   // gatherTexts pads every text to the longest.
   auto trimmed = [](std::string text) {
@@ -801,18 +817,23 @@ bool Session::evalBatch(double &loss) {
 }
 
 bool Session::evaluate(double &mean) {
+  // The evaluation set is eval.batches batches of the spec's `batch` sequences, whatever the
+  // layout: a pass takes s_.batch of them (a micro-batch over the data ranks), so a layout
+  // that accumulates makes more, smaller passes over the same windows. Passes are equal in
+  // size, so the mean of their losses is the mean over all the windows.
+  const int64_t passes = s_.evalBatches * s_.accumulation, windows = passes * s_.batch;
   double sum = 0;
   std::string err;
-  for (int64_t b = 0; b < s_.evalBatches; ++b) {
-    if (!data_->evalBatch(b * s_.batch, s_.evalBatches * s_.batch, dataRows_, tokens_.data(),
-                          targets_.data(), s_.seq, err))
+  for (int64_t b = 0; b < passes; ++b) {
+    if (!evaluationData().evalBatch(b * s_.batch, windows, dataRows_, tokens_.data(),
+                                    targets_.data(), s_.seq, err))
       return error("evaluation: " + err);
     double loss = 0;
     if (!evalBatch(loss))
       return false;
     sum += loss;
   }
-  mean = sum / static_cast<double>(s_.evalBatches);
+  mean = sum / static_cast<double>(passes);
   return true;
 }
 
@@ -1141,9 +1162,16 @@ int Session::run() {
         s_.accumulation > 1 ? (" (" + std::to_string(s_.accumulation) + " micro-batches)").c_str()
                             : "",
         static_cast<double>(ranks_->firstExecutor().arenaBytes()) / (1 << 20), ranks.c_str());
-    std::printf("data: %s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
-                static_cast<long long>(data_->trainTokens()),
+    auto files = [](const TokenData &d) {
+      return d.sources().size() > 1 ? " (" + std::to_string(d.sources().size()) + " files)"
+                                    : std::string();
+    };
+    std::printf("data: %s%s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
+                files(*data_).c_str(), static_cast<long long>(data_->trainTokens()),
                 static_cast<long long>(data_->evalTokens()));
+    if (evalData_)
+      std::printf("eval data: %s%s: %lld tokens\n", s_.evalData.c_str(),
+                  files(*evalData_).c_str(), static_cast<long long>(evalData_->evalTokens()));
     std::fflush(stdout);
   }
   bool terminal = streamIsTerminal(stdout);
@@ -1199,7 +1227,7 @@ int Session::run() {
     if (const int signal = agreedStopSignal())
       return signal < 0 ? 1 : stopAfter(step, signal);
     bool last = step == s_.steps;
-    if (data_->hasEval() && s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {
+    if (s_.evalEvery > 0 && (step % s_.evalEvery == 0 || last)) {
       double evalLoss = 0;
       if (!evaluate(evalLoss))
         return 1;

@@ -27,7 +27,7 @@ namespace tessel::rt {
 /// Settings from the command line; each unset one falls back to the plan's `train` section.
 struct RunOptions {
   std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
-  std::optional<std::string> data, checkpointDir;
+  std::optional<std::string> data, evalData, checkpointDir;
   int threads = 0;            ///< 0: every core; shared out between the ranks.
   std::string device = "cpu"; ///< Where the ranks compute: cpu or cuda.
   std::string metricsPath;    ///< JSON lines; "" for none.

@@ -53,7 +53,13 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
             "optimizer steps to run (the learning-rate schedule keeps the model's own step "
             "count; --decay-steps changes it)");
   p.text("data", o.data, "PATH",
-         "a text file, a directory of text files, or a uint16 .bin token file");
+         "training data: a text file or a directory of them (the byte tokenizer); a .bin token "
+         "file (nanoGPT's uint16, llm.c's versions 1 and 7), a directory of .bin shards, or a "
+         "pattern naming them in quotes (\"fineweb_train_*.bin\")");
+  p.text("eval-data", o.evalData, "PATH",
+         "validation data, in the forms --data takes (nanoGPT's val.bin, llm.c's "
+         "\"fineweb_val_*.bin\"); without it evaluation reads the part of --data the spec "
+         "holds out (eval.fraction)");
   p.integer("seed", o.seed, 0, kMany, "N", "seed for initialisation, data order and dropout");
   p.choice("device", o.device, {"cpu", "cuda"},
            "where the ranks compute (default cpu); with cuda a process's ranks take its GPUs in "
@@ -66,7 +72,8 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
             "plan that has several; under mpirun, threads per process (default: the cores "
             "shared by the processes on the host)");
   p.integer("eval-every", o.evalEvery, 0, kMany, "N",
-            "evaluate the held-out loss every N steps (0: never)");
+            "evaluate every N steps (0: never), on --eval-data or on the part of the data the "
+            "spec holds out; this changes when evaluation runs, never what trains");
   p.integer("log-every", o.logEvery, 1, kMany, "N",
             "print progress every N steps when output is not a terminal");
   p.text("metrics", o.metricsPath, "FILE",

@@ -4,7 +4,8 @@ For a set of layouts covering every pair of settings (dp in {1,2,4}, tp in {1,2,
 sequence parallelism on/off, ZeRO stage 0-3, gradient accumulation 1 or 4; pairs that cannot
 occur, such as sequence parallelism without tp or ZeRO without dp, are left out), the model is
 trained for 5 optimizer steps on the same data and seed as a one-rank run with the same global
-batch. Each step's loss must match the one-rank loss within 1e-5 relative, and the final
+batch. Each step's loss, and the held-out loss evaluated after the last step, must match the
+one-rank run's within 1e-5 relative, and the final
 parameters (the checkpoints, which hold whole tensors whatever the layout) within 1e-5
 relative, ||ours - one rank|| / ||one rank|| over all parameters together. (Per tensor this
 would not hold for attention's key bias: softmax ignores it, so its gradient is rounding
@@ -265,8 +266,12 @@ def train(args, c, template, mpirun=None):
         f.write(template.replace("@PARALLEL@", parallel_section(c)).replace("@MICRO@", str(micro)))
     metrics = os.path.join(work, "metrics.jsonl")
     checkpoints = os.path.join(work, "checkpoints")
+    # One evaluation, after the last step: the evaluation loss is a function of the data and
+    # the spec alone, so every layout reports the one-rank run's. The training text serves as
+    # the validation data too, so that all of it trains.
     options = ["--data", args.data, "--steps", str(STEPS), "--quiet", "--metrics", metrics,
-               "--checkpoint-dir", checkpoints, "--checkpoint-every", str(STEPS)]
+               "--checkpoint-dir", checkpoints, "--checkpoint-every", str(STEPS),
+               "--eval-every", str(STEPS), "--eval-data", args.data]
     if mpirun:
         # One compute thread per process: the processes already outnumber the cores.
         exe = os.path.join(work, "model")
@@ -281,6 +286,10 @@ def train(args, c, template, mpirun=None):
             m = json.loads(line)
             if "loss" in m and "step" in m and "eval_loss" not in m:
                 losses[m["step"]] = m["loss"]
+            elif "eval_loss" in m:
+                losses["eval"] = m["eval_loss"]
+    if "eval" not in losses:
+        raise RuntimeError(f"{name_of(c)}: the run reported no evaluation loss")
     latest = open(os.path.join(checkpoints, "latest")).read().strip()
     params = read_parameters(os.path.join(checkpoints, latest))
     return losses, params
@@ -375,9 +384,9 @@ def main():
         if acc not in references:
             one = {"dp": 1, "tp": 1, "pp": 1, "sp": 0, "zero": 0, "acc": acc, "recompute": "none"}
             references[acc] = train(args, one, template)
-            if len(references[acc][0]) != STEPS:
-                raise RuntimeError(f"the one-rank run logged {len(references[acc][0])} steps, "
-                                   f"not {STEPS}")
+            logged = sum(1 for s in references[acc][0] if s != "eval")
+            if logged != STEPS:
+                raise RuntimeError(f"the one-rank run logged {logged} steps, not {STEPS}")
         return references[acc]
 
     try:

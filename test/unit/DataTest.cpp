@@ -282,8 +282,88 @@ TEST(Data, TokenErrors) {
   writeFile(path, "");
   EXPECT_EQ(openError(path, Tokenizer::Tokens, 300, 0, 4), "data file " + path + " is empty");
   EXPECT_EQ(openError(dir.path(), Tokenizer::Tokens, 300, 0, 4),
-            "data directory " + dir.path() +
-                " is a directory; the tokens tokenizer reads one pre-tokenized .bin file");
+            "data directory " + dir.path() + " is empty");
+}
+
+// llm.c writes a corpus as numbered shards: a directory of them, or a pattern naming them, is
+// one stream in name order, whatever each shard's format.
+TEST(Data, TokenShardsReadInNameOrder) {
+  ScratchDir dir;
+  std::filesystem::create_directory(dir / "shards");
+  std::vector<uint16_t> first = counting(30), second = {900, 901, 902, 903, 904};
+  std::vector<uint32_t> third = {70000, 70001, 70002};
+  writeFile(dir / "shards/corpus_train_000002.bin", llama3Bytes(third));
+  writeFile(dir / "shards/corpus_train_000000.bin", llmcBytes(first));
+  writeFile(dir / "shards/corpus_train_000001.bin", tokenBytes(second));
+  writeFile(dir / "shards/README.md", "not a shard");
+  std::vector<uint32_t> all = widened(first);
+  all.insert(all.end(), second.begin(), second.end());
+  all.insert(all.end(), third.begin(), third.end());
+  for (const std::string &path :
+       {dir / "shards", dir / "shards/", dir / "shards/corpus_train_*.bin",
+        dir / "shards/corpus_train_00000[0-2].bin"}) {
+    std::string error;
+    auto data = TokenData::open(path, Tokenizer::Tokens, 128256, 0, 4, error);
+    ASSERT_TRUE(data) << path << ": " << error;
+    EXPECT_EQ(data->sources().size(), 3u) << path;
+    EXPECT_EQ(data->slice(0, data->totalTokens()), all) << path;
+  }
+  // The held-out part is the stream's tail, across shards.
+  std::string error;
+  auto data = TokenData::open(dir / "shards/*.bin", Tokenizer::Tokens, 128256, 0.2, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->trainTokens(), 31);
+  EXPECT_EQ(data->evalTokens(), 7);
+  EXPECT_EQ(openError(dir / "shards/corpus_val_*.bin", Tokenizer::Tokens, 128256, 0, 4),
+            "no file matches the data pattern " + (dir / "shards/corpus_val_*.bin"));
+  std::filesystem::create_directory(dir / "none");
+  writeFile(dir / "none/notes.txt", "text");
+  EXPECT_EQ(openError(dir / "none", Tokenizer::Tokens, 65536, 0, 4),
+            "data directory " + (dir / "none") + " has no .bin token files");
+}
+
+// A directory holding the validation split beside the training shards (nanoGPT's val.bin,
+// llm.c's *_val_*.bin) is refused rather than trained on; "interval" is not "val".
+TEST(Data, ShardDirectoryWithValidationSplitIsRefused) {
+  ScratchDir dir;
+  writeFile(dir / "train.bin", tokenBytes(counting(40)));
+  writeFile(dir / "interval_000.bin", tokenBytes(counting(40)));
+  std::string error;
+  auto data = TokenData::open(dir.path(), Tokenizer::Tokens, 65536, 0, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->sources().size(), 2u);
+  for (const char *name : {"val.bin", "fineweb_val_000000.bin", "data-Valid.bin"}) {
+    writeFile(dir / name, tokenBytes(counting(10)));
+    EXPECT_EQ(openError(dir.path(), Tokenizer::Tokens, 65536, 0, 4),
+              "data directory " + dir.path() + " holds validation data (" + name +
+                  ") beside the training files; name the training files with a pattern (\"" +
+                  dir.path() + "/*train*.bin\") and the validation files with eval.data or "
+                               "--eval-data");
+    std::filesystem::remove(dir / name);
+  }
+}
+
+// Separate validation data evaluates whole: evaluation windows are spaced over all of it.
+TEST(Data, EvaluationDataIsAllHeldOut) {
+  ScratchDir dir;
+  writeFile(dir / "val.bin", tokenBytes(counting(21)));
+  std::string error;
+  auto data = TokenData::openEvaluation(dir / "val.bin", Tokenizer::Tokens, 65536, 5, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->trainTokens(), 0);
+  EXPECT_EQ(data->evalTokens(), 21);
+  std::vector<int32_t> tokens(4), targets(4);
+  ASSERT_TRUE(data->evalWindow(0, 2, tokens.data(), targets.data(), 4, error)) << error;
+  EXPECT_EQ(tokens, (std::vector<int32_t>{0, 1, 2, 3}));
+  ASSERT_TRUE(data->evalWindow(1, 2, tokens.data(), targets.data(), 4, error)) << error;
+  EXPECT_EQ(tokens, (std::vector<int32_t>{8, 9, 10, 11}));
+  EXPECT_EQ(targets, (std::vector<int32_t>{9, 10, 11, 12}));
+  writeFile(dir / "short.bin", tokenBytes(counting(3)));
+  EXPECT_FALSE(TokenData::openEvaluation(dir / "short.bin", Tokenizer::Tokens, 65536, 5, error));
+  EXPECT_EQ(error, "eval data file " + (dir / "short.bin") +
+                       " has 3 tokens; one evaluation window needs 5 (seq + 1)");
+  EXPECT_FALSE(TokenData::openEvaluation(dir / "nope.bin", Tokenizer::Tokens, 65536, 5, error));
+  EXPECT_EQ(error, "eval data file " + (dir / "nope.bin") + " does not exist");
 }
 
 TEST(Data, MissingAndUnreadableFiles) {
@@ -337,7 +417,8 @@ TEST(Data, SplitTooShort) {
   EXPECT_EQ(openError(path, Tokenizer::Byte, 256, 0.05, 65),
             "data file " + path +
                 ": the eval split (5% of 1000 tokens = 50) is shorter than one window (65 "
-                "tokens); raise the eval fraction or use more data");
+                "tokens); raise eval.fraction, use more data, or set eval.fraction = 0 to hold "
+                "nothing out");
   EXPECT_EQ(openError(path, Tokenizer::Byte, 256, 0.95, 65),
             "data file " + path +
                 ": the train split (5% of 1000 tokens = 50) is shorter than one window (65 "

@@ -463,14 +463,23 @@ void Sema::readTrain(const ast::Section &section) {
   }
 
   if (const auto *eval = top.group("eval")) {
-    SettingGroup g(*this, *eval, "eval", {"every", "batches", "fraction"});
+    SettingGroup g(*this, *eval, "eval", {"every", "batches", "fraction", "data"});
     readInt(g, "every", cfg.evalEvery, 1);
     readInt(g, "batches", cfg.evalBatches, 1);
-    if (const ast::Expr *e = g.value("fraction")) {
+    readString(g, "data", cfg.evalData);
+    const ast::Expr *fraction = g.value("fraction");
+    if (fraction && g.value("data"))
+      error(fraction->loc, "eval.fraction holds part of the training data out, but eval.data "
+                           "names separate validation data",
+            "keep one of the two");
+    else if (const ast::Expr *e = fraction) {
       double v = 0;
       if (readNumber(*e, "fraction", 0.0, v)) {
         if (v >= 1.0)
           error(e->loc, "fraction is the held-out share of the data, below 1");
+        else if (v == 0.0 && cfg.evalEvery.value > 0 && cfg.evalData.value.empty())
+          error(e->loc, "eval.every evaluates, but a fraction of 0 holds no data out to evaluate on",
+                "hold some out (fraction = 0.01) or name validation data (data = \"val.bin\")");
         else
           cfg.evalFraction = {v, e->loc};
       }

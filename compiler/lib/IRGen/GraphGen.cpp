@@ -288,7 +288,10 @@ private:
         b_.getNamedAttr("seed", b_.getI64IntegerAttr(t.seed.value)),
         b_.getNamedAttr("eval_every", b_.getI64IntegerAttr(t.evalEvery.value)),
         b_.getNamedAttr("eval_batches", b_.getI64IntegerAttr(t.evalBatches.value)),
-        b_.getNamedAttr("eval_fraction", b_.getF64FloatAttr(t.evalFraction.value)),
+        b_.getNamedAttr("eval_fraction", b_.getF64FloatAttr(t.evalData.value.empty()
+                                                                   ? t.evalFraction.value
+                                                                   : 0.0)),
+        b_.getNamedAttr("eval_data", b_.getStringAttr(t.evalData.value)),
         b_.getNamedAttr("checkpoint_every", b_.getI64IntegerAttr(t.checkpointEvery.value)),
         b_.getNamedAttr("checkpoint_dir", b_.getStringAttr(t.checkpointDir.value)),
         b_.getNamedAttr("log_every", b_.getI64IntegerAttr(t.logEvery.value))};

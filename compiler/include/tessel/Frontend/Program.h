@@ -146,7 +146,8 @@ struct TrainConfig {
   Located<int64_t> seed{1337, {}};
   Located<int64_t> evalEvery{0, {}};
   Located<int64_t> evalBatches{8, {}};
-  Located<double> evalFraction{0.1, {}};
+  Located<double> evalFraction{0.1, {}}; ///< Held out of `data` when no evalData is given.
+  Located<std::string> evalData{"", {}};   ///< A separate validation set (val.bin).
   Located<int64_t> checkpointEvery{0, {}};
   Located<std::string> checkpointDir{"", {}};
   Located<int64_t> logEvery{1, {}};
