@@ -117,6 +117,9 @@ class TrainConfig:
     optimizer: str = "adamw"
     momentum: float = 0.0  # sgd only
     seed: int = 1337
+    # The parameter classes weight decay falls on (the recipe's `decay`): by default the
+    # matrices, as nanoGPT (`p.dim() >= 2`) and llm.c decay them.
+    decay: Tuple[str, ...] = ("weights", "embeddings")
 
     @property
     def accumulation(self) -> int:
@@ -138,7 +141,8 @@ class TrainConfig:
             clip=float(train.get("clip", 0.0)), schedule=str(sched.get("kind", "constant")),
             warmup=int(sched.get("warmup", 0)), min_lr=float(sched.get("min_lr", 0.0)),
             optimizer=str(opt.get("kind", "adamw")), momentum=float(opt.get("momentum", 0.0)),
-            seed=int(train.get("seed", 1337)))
+            seed=int(train.get("seed", 1337)),
+            decay=tuple(w for w in str(opt.get("decay", "weights,embeddings")).split(",") if w))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -613,18 +617,40 @@ def lr_at(step: int, t: TrainConfig) -> float:
     raise ValueError(f"unknown schedule {t.schedule!r}")
 
 
+# What each parameter of the models above is, by its name, as a reader of the models sees it:
+# the token and position tables are embeddings; the norms' scales (and the hand-written RMS
+# norm's g) are gains; the rest of the one-dim-per-feature vectors are biases; everything
+# else is a weight matrix.
+EMBEDDINGS = {"wte", "wpe", "tok_embeddings"}
+GAINS = {"ln1_g", "ln2_g", "lnf_g", "attention_norm", "ffn_norm", "norm", "g"}
+BIASES = {"ln1_b", "ln2_b", "lnf_b", "bq", "bk", "bv", "bo", "b_fc", "b_proj"}
+
+
+def parameter_class(name: str) -> str:
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf in EMBEDDINGS:
+        return "embeddings"
+    if leaf in GAINS:
+        return "gains"
+    if leaf in BIASES:
+        return "biases"
+    return "weights"
+
+
 def make_optimizer(model: nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW over every parameter, weight decay on all of them (Tessel makes no exception
-    for biases and norm gains)."""
-    params = list(model.parameters())
+    """The optimizer over every parameter, in two groups as nanoGPT makes them: weight decay
+    on the classes the recipe names, none on the others."""
+    decayed, kept = [], []
+    for name, p in model.named_parameters():
+        (decayed if parameter_class(name) in t.decay else kept).append(p)
+    groups = [{"params": decayed, "weight_decay": t.weight_decay},
+              {"params": kept, "weight_decay": 0.0}]
     if t.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=t.lr, betas=t.betas, eps=t.eps,
-                                 weight_decay=t.weight_decay)
+        return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps)
     if t.optimizer == "adam":
-        return torch.optim.Adam(params, lr=t.lr, betas=t.betas, eps=t.eps,
-                                weight_decay=t.weight_decay)
+        return torch.optim.Adam(groups, lr=t.lr, betas=t.betas, eps=t.eps)
     if t.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum)
+        return torch.optim.SGD(groups, lr=t.lr, momentum=t.momentum)
     raise ValueError(f"unknown optimizer {t.optimizer!r}")
 
 

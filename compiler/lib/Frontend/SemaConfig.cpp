@@ -373,9 +373,9 @@ void Sema::readTrain(const ast::Section &section) {
       opt.kind = kind;
       if (kind == "sgd")
         opt.beta1 = opt.beta2 = 0;
-      std::vector<std::string> known = kind == "sgd"
-                                           ? std::vector<std::string>{"lr", "momentum", "weight_decay"}
-                                           : std::vector<std::string>{"lr", "betas", "eps", "weight_decay"};
+      std::vector<std::string> known =
+          kind == "sgd" ? std::vector<std::string>{"lr", "momentum", "weight_decay", "decay"}
+                        : std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "decay"};
       for (size_t i = 0; i < e->operands.size(); ++i) {
         const std::string &key = e->keys[i];
         const ast::Expr &arg = *e->operands[i];
@@ -387,6 +387,35 @@ void Sema::readTrain(const ast::Section &section) {
           std::string guess = closestMatch(key, known);
           error(e->keyLocs[i], "'" + kind + "' has no argument '" + key + "'",
                 guess.empty() ? "" : "did you mean '" + guess + "'?");
+          continue;
+        }
+        if (key == "decay") {
+          // A class, a group of them, or a tuple of those: decay = matrices,
+          // decay = (weights, gains).
+          std::vector<const ast::Expr *> items;
+          if (arg.kind == ast::ExprKind::Tuple)
+            for (const auto &item : arg.operands)
+              items.push_back(item.get());
+          else
+            items.push_back(&arg);
+          bool chosen[4] = {false, false, false, false};
+          const char *classes[4] = {"weights", "embeddings", "gains", "biases"};
+          bool ok = true;
+          for (const ast::Expr *item : items) {
+            std::optional<std::string> word =
+                readWord(*this, *item, "parameter class",
+                         {"matrices", "weights", "embeddings", "gains", "biases", "all"});
+            ok &= word.has_value();
+            for (int c = 0; word && c < 4; ++c)
+              chosen[c] |= *word == classes[c] || *word == "all" ||
+                           (*word == "matrices" && c < 2);
+          }
+          if (ok) {
+            opt.decay.clear();
+            for (int c = 0; c < 4; ++c)
+              if (chosen[c])
+                opt.decay.push_back(classes[c]);
+          }
           continue;
         }
         if (key == "betas") {

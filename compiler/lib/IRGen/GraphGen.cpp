@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -269,6 +270,7 @@ private:
         b_.getNamedAttr("beta2", b_.getF64FloatAttr(o.beta2)),
         b_.getNamedAttr("eps", b_.getF64FloatAttr(o.eps)),
         b_.getNamedAttr("weight_decay", b_.getF64FloatAttr(o.weightDecay)),
+        b_.getNamedAttr("decay", b_.getStringAttr(llvm::join(o.decay, ","))),
         b_.getNamedAttr("momentum", b_.getF64FloatAttr(o.momentum))};
     SmallVector<NamedAttribute> sched = {
         b_.getNamedAttr("kind", b_.getStringAttr(t.schedule.kind)),

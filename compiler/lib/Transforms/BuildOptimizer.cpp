@@ -1,5 +1,6 @@
 //===- BuildOptimizer.cpp - The optimizer step as graph IR ----------------===//
 
+#include "tessel/Transforms/ParameterClasses.h"
 #include "tessel/Transforms/Passes.h"
 #include "tessel/Transforms/TrainSettings.h"
 
@@ -76,16 +77,36 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
     Value lr = LearningRateOp::create(b, loc, scalarType, LrScheduleAttr::get(ctx, *schedule),
                                       b.getF64FloatAttr(s.lr), b.getF64FloatAttr(s.minLr),
                                       b.getI64IntegerAttr(s.warmup), b.getI64IntegerAttr(s.steps));
+    // Weight decay falls on the classes of parameter the recipe names (by default the
+    // matrices), judged by how @forward uses each one.
+    llvm::SmallVector<bool, 4> decayed(4, false);
+    for (StringRef word : llvm::split(s.decay, ',')) {
+      if (word.empty())
+        continue;
+      std::optional<ParameterClass> c = parseParameterClass(word);
+      if (!c) {
+        module.emitError() << "unknown parameter class '" << word
+                           << "' in the optimizer's decay; expected weights, embeddings, gains "
+                              "or biases";
+        return signalPassFailure();
+      }
+      decayed[static_cast<size_t>(*c)] = true;
+    }
+    llvm::StringMap<ParameterClass> classes;
+    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+      classes = classifyParameters(forward);
     for (auto [acc, grad] : llvm::zip(accumulators, grads)) {
+      auto found = classes.find(acc.getName());
+      // Without @forward (IR written by hand) nothing tells the classes apart: all decay.
+      bool decays = found == classes.end() || decayed[static_cast<size_t>(found->second)];
+      FloatAttr weightDecay = b.getF64FloatAttr(decays ? s.weightDecay : 0.0);
       if (adamw)
         AdamWOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr,
                         coefficient, b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
-                        b.getF64FloatAttr(s.eps), b.getF64FloatAttr(s.weightDecay),
-                        /*param=*/Value());
+                        b.getF64FloatAttr(s.eps), weightDecay, /*param=*/Value());
       else
         SGDOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr, coefficient,
-                      b.getF64FloatAttr(s.momentum), b.getF64FloatAttr(s.weightDecay),
-                      /*param=*/Value());
+                      b.getF64FloatAttr(s.momentum), weightDecay, /*param=*/Value());
     }
     for (AccumulateGradOp acc : accumulators)
       ZeroGradOp::create(b, acc.getLoc(), acc.getNameAttr());

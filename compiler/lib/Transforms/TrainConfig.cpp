@@ -51,6 +51,7 @@ tessel::TrainSettings tessel::readTrainSettings(ModuleOp module) {
   read(opt, "beta2", s.beta2);
   read(opt, "eps", s.eps);
   read(opt, "weight_decay", s.weightDecay);
+  read(opt, "decay", s.decay);
   read(opt, "momentum", s.momentum);
   DictionaryAttr sched = sub(train, "lr_schedule");
   read(sched, "kind", s.schedule);

@@ -42,7 +42,10 @@ def BuildOptimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
     accumulates gradients for, emits `@optimizer_step() -> (grad_norm, lr)`: the global
     gradient norm, a `graph.guard_finite` that ends the step before any update when the norm
     is not finite, the clipping coefficient, the learning rate of the current step, one
-    `graph.adamw` per parameter and the clearing of every accumulator.
+    `graph.adamw` per parameter and the clearing of every accumulator. Weight decay falls on
+    the parameter classes the recipe's `decay` names (ParameterClasses.h: weights,
+    embeddings, gains, biases, judged by how `@forward` uses each parameter); the others
+    get none.
   }];
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
 }

@@ -18,6 +18,8 @@ struct TrainSettings {
   int64_t batch = 1, microBatch = 1, accumulation = 1, steps = 1;
   std::string optimizer = "adamw";
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0, momentum = 0.0;
+  /// The parameter classes weight decay applies to, comma-separated (ParameterClasses.h).
+  std::string decay = "weights,embeddings";
   std::string schedule = "constant";
   int64_t warmup = 0;
   double minLr = 0.0;
