@@ -66,6 +66,10 @@ struct FusedStep {
   BinaryKind binary = BinaryKind::Add;
   int32_t args[3] = {0, 0, 0}; ///< Unary: x; UnaryGrad: x, y, dy; Binary: a, b; Where: c, a, b.
   float value = 0;             ///< Const: the value; pow (Unary, UnaryGrad): the exponent.
+  /// Whether the step's value is rounded to `narrow` (to nearest even) before anything reads
+  /// it: in a mixed-precision plan, a value its unfused kernel would store 16-bit.
+  bool rounded = false;
+  Half16 narrow = Half16::BF16;
 
   /// How many of `args` a step of `kind` reads.
   static constexpr int operandsOf(Kind kind) {

@@ -1,6 +1,7 @@
 //===- Convert.cpp - f32 to and from 16-bit storage -----------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/ElementwiseRuns.h"
 #include "kernels/cpu/Loops.h"
 
 #include "common/Float16.h"
@@ -25,6 +26,15 @@ void widen(Half16 type, int64_t n, const uint16_t *x, float *y) {
     convertEach(n, x, y, [](uint16_t h) { return bf16ToFloat(h); });
   else
     convertEach(n, x, y, [](uint16_t h) { return halfToFloat(h); });
+}
+
+void detail::roundRun(Half16 type, int64_t n, float *x) {
+  if (type == Half16::BF16)
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = bf16ToFloat(floatToBf16(x[i]));
+  else
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = halfToFloat(floatToHalf(x[i]));
 }
 
 void narrow(Half16 type, int64_t n, const float *x, uint16_t *y) {

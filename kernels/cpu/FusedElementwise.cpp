@@ -6,7 +6,9 @@
 // output that takes it). A tile's buffers stay in the L1/L2 cache, so a chain of k ops reads
 // its inputs and writes its outputs once instead of k times. The steps are the unfused
 // kernels' own runs (ElementwiseRuns.h), which compute an element alike wherever it falls in
-// a run, so the results are bit-identical to unfused execution for any tiling and thread count.
+// a run, so the results are bit-identical to unfused execution for any tiling and thread count;
+// in a mixed-precision plan a step whose unfused kernel would store its value 16-bit rounds it
+// so, before any later step reads it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,6 +129,8 @@ void fusedElementwise(const Shape &shape, const std::vector<FusedStep> &steps,
           detail::selectRun(n, a, b, c, dst);
           break;
         }
+        if (s.rounded)
+          detail::roundRun(s.narrow, n, dst);
         value[nIn + j] = dst;
       }
       for (size_t o = 0; o < outSteps.size(); ++o)

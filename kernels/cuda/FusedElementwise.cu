@@ -14,12 +14,16 @@
 #include "kernels/cuda/ElementwiseOps.cuh"
 #include "kernels/cuda/FusedSource.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 namespace tessel::cuda {
 
 namespace {
 
 struct DeviceStep {
   int8_t kind = 0, unary = 0, binary = 0;
+  int8_t round = 0; ///< 0: none; 1: to bf16; 2: to f16 (FusedStep::rounded, narrow).
   int16_t args[3] = {0, 0, 0};
   float value = 0;
 };
@@ -70,6 +74,10 @@ __global__ void fusedKernel(int64_t n, FusedProgram p) {
         v = values[st.args[0]] != 0.0f ? values[st.args[1]] : values[st.args[2]];
         break;
       }
+      if (st.round == 1)
+        v = __bfloat162float(__float2bfloat16_rn(v));
+      else if (st.round == 2)
+        v = __half2float(__float2half_rn(v));
       values[p.inputs + s] = v;
     }
     for (int o = 0; o < p.outputs; ++o)
@@ -112,6 +120,7 @@ cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &s
     to.unary = static_cast<int8_t>(from.unary);
     to.binary = static_cast<int8_t>(from.binary);
     to.value = from.value;
+    to.round = !from.rounded ? 0 : from.narrow == Half16::BF16 ? 1 : 2;
     // The operands a step reads must be inputs or earlier steps; the others are unused.
     for (int k = 0; k < 3; ++k) {
       if (k >= FusedStep::operandsOf(from.kind)) {

@@ -343,6 +343,8 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
       v = arg(0) + " != 0.0f ? " + arg(1) + " : " + arg(2);
       break;
     }
+    if (st.rounded)
+      v = st.narrow == Half16::BF16 ? "fromBf16(toBf16(" + v + "))" : "fromF16(toF16(" + v + "))";
     s += "    const float t" + std::to_string(i) + " = " + v + ";\n";
   }
   for (size_t o = 0; o < outSteps.size(); ++o)

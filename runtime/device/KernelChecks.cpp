@@ -207,6 +207,18 @@ bool check(KernelCall &c, const catalogue::FusedElementwise &p, args::FusedEleme
     s.value = static_cast<float>(b.value);
     a.steps.push_back(s);
   }
+  if (p.rounded && !p.rounded->empty()) {
+    if (!p.narrow)
+      return c.fail("rounds steps but names no 'narrow' type to round them to");
+    for (int64_t step : *p.rounded) {
+      if (step < 0 || step >= static_cast<int64_t>(a.steps.size()))
+        return c.fail("rounds step " + std::to_string(step) + "; the body has " +
+                      std::to_string(a.steps.size()) + " steps");
+      a.steps[step].rounded = true;
+      a.steps[step].narrow =
+          *p.narrow == catalogue::Narrow::BF16 ? kernels::Half16::BF16 : kernels::Half16::F16;
+    }
+  }
   return true;
 }
 

@@ -1688,6 +1688,49 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
 
 } // namespace
 
+// In a mixed-precision plan the unfused kernels store each value 16-bit; a fused body marks
+// those steps rounded, and gives the bits of the unfused kernels with 16-bit buffers between.
+TEST(CpuKernelsElementwise, RoundedFusedStepsGiveTheBitsOfSixteenBitBuffers) {
+  const Shape shape = makeShape({3, 2053});
+  const int64_t n = shape.numElements();
+  const Floats x = randomFloats(static_cast<size_t>(n), -3, 3, 80);
+  const Floats b = randomFloats(static_cast<size_t>(n), -1, 1, 81);
+  const Strides dense = denseStrides(shape);
+  for (Half16 type : {Half16::BF16, Half16::F16}) {
+    // Unfused: h = x + b stored 16-bit, then y = gelu(h) stored 16-bit, z = y * h in f32.
+    auto stored = [&](Floats v) {
+      std::vector<uint16_t> bits(v.size());
+      narrow(type, n, v.data(), bits.data());
+      widen(type, n, bits.data(), v.data());
+      return v;
+    };
+    Floats h(static_cast<size_t>(n)), y(h.size()), z(h.size());
+    binary(BinaryKind::Add, shape, x.data(), dense, b.data(), dense, h.data());
+    h = stored(h);
+    unary(UnaryKind::Gelu, n, h.data(), y.data());
+    y = stored(y);
+    binary(BinaryKind::Mul, shape, y.data(), dense, h.data(), dense, z.data());
+
+    std::vector<FusedStep> steps(3);
+    steps[0].kind = steps[2].kind = FusedStep::Kind::Binary;
+    steps[0].binary = BinaryKind::Add, steps[0].args[0] = 0, steps[0].args[1] = 1;
+    steps[1].kind = FusedStep::Kind::Unary, steps[1].unary = UnaryKind::Gelu, steps[1].args[0] = 2;
+    steps[2].binary = BinaryKind::Mul, steps[2].args[0] = 3, steps[2].args[1] = 2;
+    for (int j : {0, 1}) {
+      steps[j].rounded = true;
+      steps[j].narrow = type;
+    }
+    Floats out(static_cast<size_t>(n), NAN);
+    fusedElementwise(shape, steps, {x.data(), b.data()}, {dense, dense}, {out.data()}, {2});
+    EXPECT_EQ(0, std::memcmp(out.data(), z.data(), z.size() * sizeof(float)))
+        << (type == Half16::BF16 ? "bf16" : "f16");
+    // Unrounded, the body computes in f32 throughout: other bits.
+    steps[0].rounded = steps[1].rounded = false;
+    fusedElementwise(shape, steps, {x.data(), b.data()}, {dense, dense}, {out.data()}, {2});
+    EXPECT_NE(0, std::memcmp(out.data(), z.data(), z.size() * sizeof(float)));
+  }
+}
+
 TEST(CpuKernelsElementwise, FusedGivesTheBitsOfTheUnfusedKernels) {
   // Every step kind over several tiles (and threads): a dense input, a bias read through
   // strides and a permuted one; each step's value must equal, bit for bit, what its own

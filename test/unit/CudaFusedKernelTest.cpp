@@ -230,7 +230,13 @@ TEST_F(CudaFusedKernel, SixteenBitOperandsAreLoadedAndStoredInTheirOwnType) {
   const size_t elements = static_cast<size_t>(shape.numElements());
   using cuda::ElementType;
   const std::vector<ElementType> inTypes = {ElementType::BF16, ElementType::F16, ElementType::F32};
-  const std::vector<FusedStep> steps = everyOperation();
+  // Every third step rounded to a 16-bit type, as a mixed-precision plan marks the values its
+  // unfused kernels would store 16-bit, alternately bf16 and f16.
+  std::vector<FusedStep> steps = everyOperation();
+  for (size_t i = 0; i < steps.size(); i += 3) {
+    steps[i].rounded = true;
+    steps[i].narrow = i % 2 ? cpu::Half16::F16 : cpu::Half16::BF16;
+  }
   const int32_t n = static_cast<int32_t>(steps.size());
   const std::vector<int32_t> outSteps = {4, 11, 12 + 2 * 6 + 1, 12 + 2 * 12, n - 3, n - 1};
   const std::vector<ElementType> outTypes = {ElementType::BF16, ElementType::F32, ElementType::F16,

@@ -156,6 +156,32 @@ TEST(FusedSource, SixteenBitOperandsAreWidenedOnLoadAndRoundedOnStore) {
       << mixed;
 }
 
+// In a mixed-precision plan a step whose unfused kernel would store its value 16-bit is
+// rounded so before a later step reads it: the bits of the unfused kernels.
+TEST(FusedSource, RoundedStepsTakeTheirSixteenBitValue) {
+  const cuda::FusedLayout layout = cuda::fusedLayout(shapeOf({8}), {stridesOf({1}), stridesOf({1})});
+  std::vector<FusedStep> steps = {step(FusedStep::Kind::Binary, {0, 1}),
+                                  step(FusedStep::Kind::Unary, {2}),
+                                  step(FusedStep::Kind::Unary, {3})};
+  steps[1].unary = steps[2].unary = UnaryKind::Gelu;
+  steps[0].rounded = true;
+  steps[1].rounded = true;
+  steps[1].narrow = cpu::Half16::F16;
+  std::string source, error;
+  ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {2}, source, error)) << error;
+  EXPECT_NE(source.find("const float t0 = fromBf16(toBf16(rounded(applyBinary(BinaryKind::Add, "
+                        "x0, x1))));"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const float t1 = fromF16(toF16(rounded(applyUnary(UnaryKind::Gelu, t0, "
+                        "0.0f))));"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const float t2 = rounded(applyUnary(UnaryKind::Gelu, t1, 0.0f));"),
+            std::string::npos)
+      << source;
+}
+
 TEST(FusedSource, OnlyStridedKernelsDependOnTheSizes) {
   std::vector<FusedStep> steps = {step(FusedStep::Kind::Binary, {0, 1})};
   auto source = [&](const cpu::Shape &shape, std::vector<cpu::Strides> strides) {
@@ -188,12 +214,16 @@ TEST(Nvrtc, CompilesEveryOperationForSm80AndSm90) {
   const cpu::Shape shape = shapeOf({3, 5, 7});
   cuda::FusedLayout layout =
       cuda::fusedLayout(shape, {stridesOf({35, 7, 1}), stridesOf({0, 7, 1}), stridesOf({0, 0, 0})});
-  const std::vector<FusedStep> steps = everyOperation(3);
-  // f32 operands, and every 16-bit load and store.
+  std::vector<FusedStep> steps = everyOperation(3);
+  // f32 operands, and every 16-bit load and store and every step rounded in turn to each type.
   for (bool half : {false, true}) {
     if (half) {
       layout.inTypes = {cuda::ElementType::BF16, cuda::ElementType::F16, cuda::ElementType::F32};
       layout.outTypes = {cuda::ElementType::F16, cuda::ElementType::BF16};
+      for (size_t i = 0; i < steps.size(); ++i) {
+        steps[i].rounded = true;
+        steps[i].narrow = i % 2 ? cpu::Half16::F16 : cpu::Half16::BF16;
+      }
     }
     std::string source, error;
     ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, static_cast<int32_t>(steps.size() - 1)},

@@ -144,6 +144,11 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
         params_[t.getSymName()] = t;
     SmallVector<plan::ProgramOp> programs(module.getOps<plan::ProgramOp>());
     narrowActivations(programs);
+    for (plan::ProgramOp program : programs)
+      program.walk([&](plan::KernelOp k) {
+        if (k.getName() == "fused_elementwise")
+          roundFusedSteps(k);
+      });
     // The reads first, so that every working copy exists before the programs that refresh it.
     for (plan::ProgramOp program : programs)
       if (program.getName() != kOptimizerStep)
@@ -262,6 +267,37 @@ private:
         if (!wide.contains(op) && cast<MemRefType>(v.getType()).getElementType().isF32())
           retype(v, narrow_);
       });
+  }
+
+  /// A fused body computes in f32 where its unfused kernels would each have stored a value:
+  /// marks the steps whose value they would store 16-bit, to be rounded as they compute. A
+  /// value no output takes is an arena buffer that only elementwise kernels read, which
+  /// narrows; an output's value is rounded as its buffer is typed.
+  void roundFusedSteps(plan::KernelOp k) {
+    auto body = dyn_cast_or_null<StringAttr>(k.getParams().get("body"));
+    auto outputs = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("outputs"));
+    cat::ElementwiseBody parsed;
+    std::string error;
+    // A malformed call is the plan verifier's to report.
+    if (!body || !outputs || !cat::parseElementwiseBody(body.getValue().str(), parsed, error) ||
+        outputs.size() != static_cast<int64_t>(k.getOuts().size()))
+      return;
+    SmallVector<int64_t> rounded;
+    for (int64_t step = 0; step < static_cast<int64_t>(parsed.steps.size()); ++step) {
+      bool narrow = true;
+      for (auto [o, taken] : llvm::enumerate(outputs.asArrayRef()))
+        if (taken == step)
+          narrow = isHalf(k.getOuts()[o].getType());
+      if (narrow)
+        rounded.push_back(step);
+    }
+    if (rounded.empty())
+      return;
+    Builder b(&getContext());
+    NamedAttrList params(k.getParams());
+    params.set("rounded", b.getDenseI64ArrayAttr(rounded));
+    params.set("narrow", b.getStringAttr(narrow_.isBF16() ? "bf16" : "f16"));
+    k.setParamsAttr(params.getDictionary(&getContext()));
   }
 
   /// The persistent 16-bit copy of `param`, declared beside the other state on first use.

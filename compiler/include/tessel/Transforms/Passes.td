@@ -279,6 +279,11 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
       runtime runs it whenever it sets the masters itself (initialisation, a checkpoint).
       Working copies are never checkpointed: they follow from the masters.
     - Program inputs and other persistent state keep their types.
+    - A `fused_elementwise` call computes its whole body in f32, where its unfused kernels
+      would each have stored a value: its `rounded` steps (with `narrow`, the 16-bit type)
+      are those whose value an unfused kernel would store 16-bit (every step no output
+      takes, and those whose output buffer is 16-bit), rounded as they compute, so fusion
+      and recomputation do not change a 16-bit plan's bits.
 
     `precision` is the spec's word (fp32, bf16, fp16); empty reads the module's
     `tessel.train` precision. Under fp32 the pass changes nothing.
