@@ -308,6 +308,9 @@ std::optional<NamedDim> Sema::dimNamed(const ast::Expr &expr) {
   auto it = dims_.find(expr.text);
   if (it != dims_.end())
     return it->second;
+  // A dim whose own definition is erroneous was reported there, once.
+  if (dimDefinitions_.count(expr.text))
+    return std::nullopt;
   std::string guess = closestDim(expr.text);
   error(expr.loc, "unknown dim '" + expr.text + "'",
         guess.empty() ? "" : "did you mean '" + guess + "'?");

@@ -261,6 +261,7 @@ void Sema::readParallel(const ast::Section &section) {
       cfg.bucketBytes = {*n, e->loc};
 
   if (const auto *pipe = top.group("pipeline")) {
+    cfg.pipelineLoc = top.get("pipeline")->key.loc;
     SettingGroup p(*this, *pipe, "pipeline", {"schedule", "microbatches", "virtual", "stage_map"});
     if (const ast::Expr *e = p.value("schedule"))
       if (auto w = readWord(*this, *e, "pipeline schedule", kSchedules))
@@ -625,7 +626,8 @@ void Sema::checkParallelAgainstModel() {
     usedAxes.insert(ds.axes.begin(), ds.axes.end());
     auto it = dims_.find(ds.dim);
     if (it == dims_.end()) {
-      if (ds.dim == "batch" || !ds.loc.isValid())
+      // A dim whose own definition is erroneous was reported there, once.
+      if (ds.dim == "batch" || !ds.loc.isValid() || dimDefinitions_.count(ds.dim))
         continue;
       if (definitions_.count(ds.dim)) {
         error(ds.loc, "'" + ds.dim + "' is a constant, not a dim; only dims can be sharded");
@@ -756,9 +758,17 @@ void Sema::checkParallelAgainstModel() {
         break;
       }
   }
+  // Settings that say how to use an axis the mesh does not have change nothing.
   if (cfg.zero.value > 0 && dp == 1 && cfg.zero.loc.isValid())
     diags_.warning(cfg.zero.loc, "zero = " + std::to_string(cfg.zero.value) +
                                      " has no effect without a dp axis larger than 1");
+  if (cfg.context.value == "ring" && cp == 1 && cfg.context.loc.isValid())
+    diags_.warning(cfg.context.loc, "context = ring has no effect without a cp axis larger than 1",
+                   "context parallelism splits the sequence: mesh { cp = 2 } and shard { seq = cp }");
+  if (pp == 1 && cfg.pipelineLoc.isValid())
+    diags_.warning(cfg.pipelineLoc,
+                   "the pipeline settings have no effect without a pp axis larger than 1",
+                   "pipeline parallelism splits the layers into stages: mesh { pp = 2 }");
 }
 
 void Sema::checkExpertParallel() {

@@ -17,6 +17,7 @@
 #include "tessel/Transforms/Passes.h"
 
 #include "Graph/GraphOps.h"
+#include "Graph/GraphSharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -237,6 +238,30 @@ struct RecognizeAttention : tessel::impl::RecognizeAttentionBase<RecognizeAttent
     // One walk, no folding and no removal of other unused ops (a parameter nothing reads
     // stays a parameter).
     walkAndApplyPatterns(getOperation(), FrozenRewritePatternSet(std::move(patterns)));
+    warnOfHandWrittenAttentionUnderRing();
+  }
+
+  /// `context = ring` passes the keys of `graph.attention` around the cp ring; attention left
+  /// as written (another mask, a bias on the scores) is partitioned like any contraction, its
+  /// keys all-gathered over cp as under `context = allgather`. Says so at each such softmax
+  /// over the keys: one over a dim of seq's size that is not seq, beside seq.
+  void warnOfHandWrittenAttentionUnderRing() {
+    ModuleOp module = getOperation();
+    MeshLayout mesh = MeshLayout::fromModule(module);
+    if (!mesh.contextRing() || mesh.size("cp") <= 1)
+      return;
+    module.walk([&](SoftmaxOp op) {
+      std::optional<NamedShape> shape = getNamedShape(op.getType());
+      if (!shape)
+        return;
+      const int seq = findDim(*shape, "seq"), keys = findDim(*shape, op.getDim().str());
+      if (seq < 0 || keys < 0 || keys == seq || (*shape)[keys].size != (*shape)[seq].size)
+        return;
+      op.emitWarning() << "context = ring runs attention(...) as ring attention, but this "
+                          "attention is written by hand (its mask or scores are not the "
+                          "causal attention -tessel-recognize-attention turns into one op), so "
+                          "its keys are all-gathered over cp as with context = allgather";
+    });
   }
 };
 

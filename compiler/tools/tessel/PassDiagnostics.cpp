@@ -84,6 +84,16 @@ void PassDiagnostics::report(mlir::Diagnostic &diag) {
   SmallVector<FileLineColLoc> where;
   fileLocations(diag.getLocation(), where);
   SourceLoc loc = where.empty() ? SourceLoc() : toSourceLoc(sources_, where.front());
+  // One report per mistake: an op of the spec becomes many in the IR (a copy per program, per
+  // layer of a block, its gradient), and each may fail the same check. The first error or
+  // warning at a spec location speaks for the others, as the front end's do.
+  if (loc.isValid() && diag.getSeverity() != DiagnosticSeverity::Note &&
+      diag.getSeverity() != DiagnosticSeverity::Remark) {
+    const auto key =
+        std::make_tuple(static_cast<int>(diag.getSeverity()), loc.file, loc.line, loc.col);
+    if (!reported_.insert(key).second)
+      return;
+  }
   std::string message = inUserTerms(diag.str());
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Error:

@@ -14,7 +14,9 @@
 
 #include "mlir/IR/Diagnostics.h"
 
+#include <set>
 #include <string>
+#include <tuple>
 
 namespace tessel {
 
@@ -29,6 +31,8 @@ private:
 
   const SourceManager &sources_;
   DiagnosticEngine &diags_;
+  /// The severity and spec location (file, line, column) of each error and warning reported.
+  std::set<std::tuple<int, int, uint32_t, uint32_t>> reported_;
 };
 
 /// `message` with IR op names replaced by the spec's spelling: "'graph.mul' op reads ..."

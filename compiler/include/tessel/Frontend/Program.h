@@ -105,6 +105,7 @@ struct ParallelConfig {
   /// How attention meets the keys of other cp ranks: allgather (gather them whole) or ring
   /// (pass them around the cp ring).
   Located<std::string> context{"allgather", {}};
+  SourceLoc pipelineLoc; ///< Where the `pipeline { ... }` group is written, if it is.
   Located<int64_t> bucketBytes{25ll << 20, {}};
   Located<bool> overlap{true, {}};
 
