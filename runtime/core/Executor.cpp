@@ -243,6 +243,11 @@ const Executor::DecodedProgram *Executor::find(const std::string &name) const {
   return nullptr;
 }
 
+double Executor::traceClock() {
+  static const auto origin = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
+}
+
 std::vector<Executor::KernelTime> Executor::profile() const {
   std::vector<KernelTime> sorted = times_;
   std::sort(sorted.begin(), sorted.end(),
@@ -338,11 +343,22 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
     ok = false;
   }
   for (const PendingTimer &t : pendingTimers_) {
+    if (t.span >= 0) {
+      TraceSpan &span = trace_[static_cast<size_t>(t.span)];
+      span.start = originHost_ + device_->timerOffsetSeconds(originTimer_, t.timer);
+    }
     const double seconds = device_->timerSeconds(t.timer);
-    if (ok)
+    if (t.span >= 0) {
+      TraceSpan &span = trace_[static_cast<size_t>(t.span)];
+      span.end = span.start + seconds;
+    }
+    if (ok && profiling_)
       times_[t.index].seconds += seconds;
   }
   pendingTimers_.clear();
+  if (originTimer_ >= 0)
+    device_->timerSeconds(originTimer_);
+  originTimer_ = -1;
   // The other ranks must not wait for this one: abort before waiting for what is in flight.
   if (!ok && rc.comm)
     rc.comm->abort("rank " + std::to_string(rank_) + ": " + error);
@@ -362,24 +378,41 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     d.call.ctx = &ctx;
     d.call.error.clear();
     d.call.stop = false;
-    const int64_t timer = profiling_ ? device_->startTimer(d.stream) : -1;
-    auto start = std::chrono::steady_clock::now();
+    const bool timed = profiling_ || tracing_;
+    if (tracing_ && originTimer_ < 0 && n == 0) {
+      // Where the device's timers place this run's calls on the host's clock.
+      originTimer_ = device_->startTimer(d.stream);
+      if (originTimer_ >= 0)
+        device_->stopTimer(originTimer_, d.stream);
+      originHost_ = traceClock();
+    }
+    const int64_t timer = timed ? device_->startTimer(d.stream) : -1;
+    const double start = timed ? traceClock() : 0;
     bool ok = device_->launch(d.stream, d.fn, d.call, d.args);
-    if (profiling_) {
+    if (timed) {
+      const double end = traceClock();
       const bool recomputed = d.call.instr->recomputed;
-      auto it = std::find_if(times_.begin(), times_.end(), [&](const KernelTime &t) {
-        return t.kernel == d.call.instr->kernel && t.recomputed == recomputed;
-      });
-      if (it == times_.end())
-        it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0, recomputed});
+      size_t index = 0;
+      if (profiling_) {
+        auto it = std::find_if(times_.begin(), times_.end(), [&](const KernelTime &t) {
+          return t.kernel == d.call.instr->kernel && t.recomputed == recomputed;
+        });
+        if (it == times_.end())
+          it = times_.insert(times_.end(), KernelTime{d.call.instr->kernel, 0, 0, recomputed});
+        ++it->calls;
+        index = static_cast<size_t>(it - times_.begin());
+        if (timer < 0)
+          it->seconds += end - start;
+      }
+      int64_t span = -1;
+      if (tracing_) {
+        span = static_cast<int64_t>(trace_.size());
+        trace_.push_back({d.call.instr->kernel, name, d.stream, recomputed, start, end});
+      }
       if (timer >= 0) {
         device_->stopTimer(timer, d.stream);
-        pendingTimers_.push_back({timer, static_cast<size_t>(it - times_.begin())});
-      } else {
-        it->seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        pendingTimers_.push_back({timer, index, span});
       }
-      ++it->calls;
     }
     if (!ok) {
       error = "kernel '" + d.call.instr->kernel + "'" +

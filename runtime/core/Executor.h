@@ -113,6 +113,21 @@ public:
   };
   std::vector<KernelTime> profile() const;
 
+  /// While on, records when each kernel call ran (--trace), on the device's timers where it
+  /// has them (placed from the run's first launch), else on the host's clock. Times are
+  /// seconds of traceClock().
+  void enableTracing(bool on) { tracing_ = on; }
+  struct TraceSpan {
+    std::string kernel, program;
+    uint32_t stream = 0;
+    bool recomputed = false;
+    double start = 0, end = 0;
+  };
+  /// The calls recorded since the last take.
+  std::vector<TraceSpan> takeTrace() { return std::move(trace_); }
+  /// Seconds of the host's steady clock since a point common to every rank of the process.
+  static double traceClock();
+
   struct Decoded;
   struct DecodedProgram;
 
@@ -139,14 +154,20 @@ private:
   };
   mutable std::map<std::pair<std::string, std::string>, HostOutput> hostOutputs_;
   std::vector<std::unique_ptr<DecodedProgram>> programs_;
-  bool profiling_ = false;
+  bool profiling_ = false, tracing_ = false;
   std::vector<KernelTime> times_;
-  /// Device timers of this run's launches, read into times_[index] once the run synchronized.
+  std::vector<TraceSpan> trace_;
+  /// Device timers of this run's launches, read into times_[index] (when profiling) and
+  /// trace_[span] (when tracing, else -1) once the run synchronized.
   struct PendingTimer {
     int64_t timer;
     size_t index;
+    int64_t span;
   };
   std::vector<PendingTimer> pendingTimers_;
+  /// With device timers and tracing: a timer at the run's start, and the host's clock then.
+  int64_t originTimer_ = -1;
+  double originHost_ = 0;
   std::string stoppedAt_;
 };
 

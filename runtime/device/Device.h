@@ -98,6 +98,9 @@ public:
   virtual int64_t startTimer(uint32_t /*stream*/) { return -1; }
   virtual void stopTimer(int64_t /*timer*/, uint32_t /*stream*/) {}
   virtual double timerSeconds(int64_t /*timer*/) { return 0; }
+  /// For a trace (--trace): the seconds from the start of timer `origin` to the start of
+  /// `timer`, both stopped and not yet read, once the device has synchronized.
+  virtual double timerOffsetSeconds(int64_t /*origin*/, int64_t /*timer*/) { return 0; }
 
   /// How collectives reach this device's buffers (CommMemory.h): the communicator between the
   /// ranks of this process, and the collective kernels' own copies. Host memory by default.

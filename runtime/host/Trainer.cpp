@@ -11,6 +11,7 @@
 #include "runtime/core/Rng.h"
 #include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
+#include "runtime/host/KernelTrace.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/RunRecord.h"
 #include "runtime/host/Ranks.h"
@@ -264,6 +265,14 @@ private:
   int pipelineForwardBackward(int64_t step, double &loss);
   bool evalBatch(double &loss);
   bool writePipelineReport();
+  /// --trace without a pipeline: records the kernels of step `step` on every local rank
+  /// (from its forward-backward passes to its optimizer step), or stops and keeps them.
+  void traceKernels(bool on);
+  /// Writes what traceKernels recorded, every process's ranks in one file.
+  bool writeKernelTrace();
+  bool tracingKernels() const {
+    return (options_.traceKernels || !options_.tracePath.empty()) && !ranks_->pipeline();
+  }
   /// `--profile`: the time in each kernel, one table per group of local ranks that ran the same
   /// kernels (one for dp and tp ranks, which run the same programs; one per pipeline stage).
   void printProfile();
@@ -326,6 +335,7 @@ private:
   std::string lastCheckpoint_; ///< The newest good checkpoint: resumed from or saved.
   /// The last optimizer step's gradient norm and learning rate, for messages.
   float lastGradNorm_ = 0, lastLr_ = 0;
+  std::vector<RankTrace> kernelTrace_; ///< --trace without a pipeline: the last step's calls.
   std::vector<int32_t> tokens_, targets_;
   /// The rows of tokens_ and targets_ this process's ranks take, the only ones it reads.
   std::vector<bool> dataRows_;
@@ -406,8 +416,8 @@ bool Session::setUp() {
   if (pipeline && pipeline->config().microbatches != s_.accumulation)
     return error("the plan's pipeline runs " + std::to_string(pipeline->config().microbatches) +
                  " micro-batches per step but trains with " + std::to_string(s_.accumulation));
-  if (!pipeline && (!options_.tracePath.empty() || !options_.svgPath.empty()))
-    return error("--trace and --svg draw a pipeline's schedule; this plan has no pipeline");
+  if (!pipeline && !options_.svgPath.empty())
+    return error("--svg draws a pipeline's schedule; this plan has no pipeline");
   // Every output is made writable now, so that no stretch of training is lost to a path.
   if (!options_.metricsPath.empty() &&
       !prepareOutputFile(options_.metricsPath, "metrics file", err))
@@ -1087,6 +1097,50 @@ bool Session::writePipelineReport() {
   return true;
 }
 
+void Session::traceKernels(bool on) {
+  for (uint32_t rank : ranks_->localRanks()) {
+    Executor &executor = ranks_->executor(rank);
+    executor.enableTracing(on);
+    if (!on)
+      kernelTrace_.push_back({rank, executor.takeTrace()});
+  }
+}
+
+bool Session::writeKernelTrace() {
+  if (!tracingKernels())
+    return true;
+  // Each process's clock starts its own ranks' step at 0; the step's collectives keep the
+  // processes close in time, but their clocks are not compared.
+  double origin = std::numeric_limits<double>::infinity();
+  size_t calls = 0;
+  for (const RankTrace &r : kernelTrace_) {
+    calls += r.spans.size();
+    for (const Executor::TraceSpan &span : r.spans)
+      origin = std::min(origin, span.start);
+  }
+  std::vector<std::string> fragments{kernelTraceEvents(kernelTrace_, calls ? origin : 0)};
+  std::string err;
+  if (ranks_->processCount() > 1) {
+    if (!gatherTexts(fragments[0], fragments, err))
+      return error(err);
+    for (std::string &f : fragments)
+      while (!f.empty() && f.back() == ' ')
+        f.pop_back();
+  }
+  if (!ranks_->isMainProcess() || options_.tracePath.empty())
+    return true;
+  const std::string title = plan_.model + ": step " + std::to_string(s_.steps) + ", " +
+                            std::to_string(ranks_->size()) +
+                            (ranks_->size() == 1 ? " rank" : " ranks") + " on " +
+                            ranks_->firstExecutor().device().model();
+  if (!writeFileAtomically(options_.tracePath, kernelTraceJson(fragments, title), err))
+    return error(err);
+  if (!options_.quiet)
+    std::printf("trace: the kernels of step %lld (%zu calls on this process's ranks) in %s\n",
+                static_cast<long long>(s_.steps), calls, options_.tracePath.c_str());
+  return true;
+}
+
 int Session::agreedStopSignal() {
   const int64_t mine = StopSignals::requested();
   if (ranks_->processCount() == 1)
@@ -1184,6 +1238,9 @@ int Session::run() {
   for (int64_t step = startStep_ + 1; step <= s_.steps; ++step) {
     double stepStart = now();
     double loss = 0;
+    const bool traced = tracingKernels() && step == s_.steps;
+    if (traced)
+      traceKernels(true);
     if (int status = forwardBackward(step, loss))
       return status;
     if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
@@ -1195,6 +1252,8 @@ int Session::run() {
       error("step " + std::to_string(step) + ": " + err);
       return 1;
     }
+    if (traced)
+      traceKernels(false);
     float gradNorm = ranks_->output("optimizer_step", "grad_norm")[0];
     if (!std::isfinite(gradNorm))
       return reportNonFiniteGradients(step);
@@ -1270,7 +1329,7 @@ int Session::run() {
     if (!writeSafetensors(options_.dumpDir + "/batches.safetensors", views, {}, err))
       return error(err), 1;
   }
-  if (!writePipelineReport())
+  if (!writePipelineReport() || !writeKernelTrace())
     return 1;
   if (options_.profile)
     printProfile();

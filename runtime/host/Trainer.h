@@ -44,6 +44,9 @@ struct RunOptions {
   bool profile = false; ///< Print the time spent in each kernel at the end.
   /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.
   std::string tracePath, svgPath;
+  /// Without a pipeline, record the last step's kernels for the trace: set on every process
+  /// of a run whose first process writes tracePath.
+  bool traceKernels = false;
 
   // What the run record at the head of the metrics names (RunRecord.h).
   std::string planSource, planFingerprint;  ///< Where the plan came from; XXH3 of its bytes.

@@ -113,8 +113,9 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
          "print the time spent in each kernel at the end (one table per pipeline stage: its "
          "ranks run other kernels); on a GPU timed on the device with CUDA events");
   p.text("trace", o.tracePath, "FILE",
-         "with a pipeline: write the last step's measured schedule as a Chrome trace (open it "
-         "in Perfetto or chrome://tracing)");
+         "write the last step as a Chrome trace (open it in Perfetto or chrome://tracing): "
+         "with a pipeline its measured schedule; without, every kernel and collective each "
+         "rank ran, timed on the device where it has timers");
   p.text("svg", o.svgPath, "FILE",
          "with a pipeline: draw the last step's measured schedule as an SVG (one row per "
          "pipeline stage); a pipelined run also prints the last step's measured bubble");
@@ -316,6 +317,8 @@ static int runnerMain(int argc, char **argv) {
   } else if (rt::rendezvous::launched() && rt::rendezvous::readPlace(place, ignored)) {
     processRank = place.rank;
   }
+  // Every process records its ranks' kernels for --trace; the first writes the file.
+  o.traceKernels = !o.tracePath.empty();
   if (processRank != 0) {
     o.quiet = true;
     o.metricsPath.clear();
@@ -328,12 +331,13 @@ static int runnerMain(int argc, char **argv) {
   }
   if (memory)
     return printMemory(argv[0], plan);
-  if (!o.tracePath.empty() || !o.svgPath.empty()) {
+  if (o.generate && (!o.tracePath.empty() || !o.svgPath.empty()))
+    return parser.usageError("--trace and --svg record a training step");
+  if (!o.svgPath.empty()) {
     rt::PipelineConfig pipeline;
-    if (o.generate || !rt::readPipelineConfig(plan, pipeline, error) || !pipeline.enabled())
-      return parser.usageError(o.generate ? "--trace and --svg record a training step"
-                                          : "--trace and --svg draw a pipeline's schedule, and "
-                                            "this plan has no pipeline");
+    if (!rt::readPipelineConfig(plan, pipeline, error) || !pipeline.enabled())
+      return parser.usageError("--svg draws a pipeline's schedule, and this plan has no "
+                               "pipeline (--trace records any plan's kernels)");
   }
   return o.generate ? rt::generate(plan, o) : rt::train(plan, o);
 }

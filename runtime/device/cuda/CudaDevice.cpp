@@ -342,6 +342,14 @@ public:
     if (auto it = timers_.find(timer); it != timers_.end())
       cudaEventRecord(it->second.stop, streams_[stream % kStreams]);
   }
+  double timerOffsetSeconds(int64_t origin, int64_t timer) override {
+    auto from = timers_.find(origin), to = timers_.find(timer);
+    float ms = 0;
+    if (from == timers_.end() || to == timers_.end() ||
+        cudaEventElapsedTime(&ms, from->second.start, to->second.start) != cudaSuccess)
+      ms = 0;
+    return ms / 1e3;
+  }
   double timerSeconds(int64_t timer) override {
     auto it = timers_.find(timer);
     if (it == timers_.end())
