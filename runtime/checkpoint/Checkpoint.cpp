@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "common/Checksum.h"
+#include "common/Float16.h"
 
 #include "runtime/support/AtomicFile.h"
 
@@ -18,8 +19,10 @@ namespace tessel::rt {
 namespace fs = std::filesystem;
 
 static constexpr const char *kFormat = "tessel-checkpoint";
-/// Version 4 checksums with XXH3; version 3, with FNV-1a, is still read.
-static constexpr int64_t kVersion = 4, kOldestVersion = 3;
+/// Version 5 checksums each shard in chunks (kChecksumChunk) with XXH3, so a load that reads a
+/// slice checks only its chunks; version 4, with one XXH3 per shard, and version 3, with one
+/// FNV-1a, are still read.
+static constexpr int64_t kVersion = 5, kOldestVersion = 3;
 static constexpr const char *kManifestFile = "manifest.json";
 static constexpr const char *kLatestFile = "latest";
 /// The largest `latest` (one directory name) and manifest read: anything larger is not one.
@@ -151,8 +154,13 @@ bool writeShard(const std::string &tempDir, const CheckpointShard &shard, Json &
       entry.set("file", file);
       entry.set("offset", shapeJson(b.offset));
       entry.set("shape", shapeJson(b.shape));
-      int64_t bytes = shapeElements(b.shape) * dtypeSize(b.dtype);
-      entry.set("xxh3", shardChecksum(b.data, static_cast<size_t>(bytes), /*fnv=*/false));
+      const int64_t bytes = shapeElements(b.shape) * dtypeSize(b.dtype);
+      Json chunks = Json::array();
+      for (int64_t at = 0; at < bytes; at += kChecksumChunk)
+        chunks.push(shardChecksum(static_cast<const uint8_t *>(b.data) + at,
+                                  static_cast<size_t>(std::min(kChecksumChunk, bytes - at)),
+                                  /*fnv=*/false));
+      entry.set("xxh3_chunks", std::move(chunks));
       list.set(b.name, std::move(entry));
     }
     description.set(kind, std::move(list));
@@ -387,13 +395,24 @@ private:
         StoredShard s;
         const Json *file = shard.find("file");
         s.fnv = version_ < 4;
-        const char *checksumKey = s.fnv ? "fnv1a64" : "xxh3";
+        const char *checksumKey = s.fnv ? "fnv1a64" : version_ < 5 ? "xxh3" : "xxh3_chunks";
         const Json *checksum = shard.find(checksumKey);
+        const bool chunked = version_ >= 5;
         if (!shard.isObject() || !file || !file->isString() || !checksum ||
-            !checksum->isString())
-          return refuse(where + " has a shard without a string 'file' and '" + checksumKey + "'");
+            !(chunked ? checksum->isArray() : checksum->isString()))
+          return refuse(where + " has a shard without a string 'file' and " +
+                        (chunked ? "an array '" : "a string '") + checksumKey + "'");
         s.file = file->asString();
-        s.checksum = checksum->asString();
+        if (chunked) {
+          for (const Json &c : checksum->items()) {
+            if (!c.isString())
+              return refuse(where + " has a shard whose '" + checksumKey +
+                            "' holds something other than strings");
+            s.checksums.push_back(c.asString());
+          }
+        } else {
+          s.checksums.push_back(checksum->asString());
+        }
         if (s.file.empty() || s.file.find('/') != std::string::npos || s.file[0] == '.')
           return refuse(where + " has a shard in '" + s.file +
                         "', which is not a file of the checkpoint directory");
@@ -402,6 +421,17 @@ private:
           return false;
         if (s.offset.size() != tensor.shape.size() || s.shape.size() != tensor.shape.size())
           return refuse(where + " has a shard of another rank than the tensor's");
+        if (chunked) {
+          const int64_t bytes = shapeElements(s.shape) * dtypeSize(tensor.dtype);
+          const int64_t chunks = (bytes + kChecksumChunk - 1) / kChecksumChunk;
+          if (static_cast<int64_t>(s.checksums.size()) != chunks)
+            return refuse(where + " has a shard of " + std::to_string(bytes) + " bytes with " +
+                          std::to_string(s.checksums.size()) + " chunk checksums, not " +
+                          std::to_string(chunks));
+        }
+        s.checked.assign(s.checksums.size(), false);
+        if (chunked)
+          s.chunkBytes = kChecksumChunk;
         for (size_t d = 0; d < s.shape.size(); ++d)
           if (s.offset[d] + s.shape[d] > tensor.shape[d])
             return refuse(where + " has a shard that lies outside the tensor");
@@ -517,11 +547,6 @@ const SafetensorsFile *LoadedCheckpoint::open(const std::string &file, std::stri
                   dtypeName(found->dtype) + " " + formatShape(found->shape) + " in " + filePath;
           return nullptr;
         }
-        if (shardChecksum(found->bytes.data(), found->bytes.size(), shard.fnv) != shard.checksum) {
-          error = filePath + ": tensor '" + name + "' does not match its checksum in " +
-                  kManifestFile + " (the file is corrupt)";
-          return nullptr;
-        }
       }
   for (const auto &entry : contents->tensors)
     if (!listed.count(entry.first)) {
@@ -532,12 +557,15 @@ const SafetensorsFile *LoadedCheckpoint::open(const std::string &file, std::stri
   return (files_[file] = std::move(contents)).get();
 }
 
-/// Copies the part of box `from` (at `fromOffset` in the whole tensor) that box `to` (at
-/// `toOffset`) overlaps; returns the elements copied.
-static int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromOffset,
-                           const std::vector<int64_t> &fromShape, uint8_t *to,
-                           const std::vector<int64_t> &toOffset,
-                           const std::vector<int64_t> &toShape, int64_t elementBytes) {
+/// Calls `run(fromIndex, toIndex, n)` for each run of n elements along the last dim of the
+/// part of box `from` (at `fromOffset` in the whole tensor) that box `to` (at `toOffset`)
+/// overlaps, indices counted in elements of each box; stops at the first run that returns
+/// false. Returns the elements visited, or -1 when a run failed.
+template <class Run>
+static int64_t forEachOverlapRun(const std::vector<int64_t> &fromOffset,
+                                 const std::vector<int64_t> &fromShape,
+                                 const std::vector<int64_t> &toOffset,
+                                 const std::vector<int64_t> &toShape, Run run) {
   const size_t rank = toShape.size();
   std::vector<int64_t> lo(rank), hi(rank);
   for (size_t d = 0; d < rank; ++d) {
@@ -546,12 +574,10 @@ static int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &from
     if (lo[d] >= hi[d])
       return 0;
   }
-  if (rank == 0) {
-    std::memcpy(to, from, static_cast<size_t>(elementBytes));
-    return 1;
-  }
+  if (rank == 0)
+    return run(0, 0, 1) ? 1 : -1;
   // Row by row along the last dim: `at` walks the overlap's indices of the other dims.
-  const int64_t run = hi[rank - 1] - lo[rank - 1];
+  const int64_t length = hi[rank - 1] - lo[rank - 1];
   std::vector<int64_t> at(lo.begin(), lo.end());
   int64_t copied = 0;
   for (;;) {
@@ -560,9 +586,9 @@ static int64_t copyOverlap(const uint8_t *from, const std::vector<int64_t> &from
       fromIndex = fromIndex * fromShape[d] + (at[d] - fromOffset[d]);
       toIndex = toIndex * toShape[d] + (at[d] - toOffset[d]);
     }
-    std::memcpy(to + toIndex * elementBytes, from + fromIndex * elementBytes,
-                static_cast<size_t>(run * elementBytes));
-    copied += run;
+    if (!run(fromIndex, toIndex, length))
+      return -1;
+    copied += length;
     size_t d = rank - 1;
     while (d > 0 && ++at[d - 1] == hi[d - 1]) {
       at[d - 1] = lo[d - 1];
@@ -585,6 +611,10 @@ bool LoadedCheckpoint::readBlock(const std::string &name, const std::vector<int6
     error = "checkpoint " + path + ": '" + name + "' is " + formatShape(tensor->shape);
     return false;
   }
+  // 16-bit floats are widened to F32; every other type is copied as it is.
+  const DType stored = tensor->dtype;
+  const bool widen = stored == DType::BF16 || stored == DType::F16;
+  const int64_t fromBytes = dtypeSize(stored), toBytes = widen ? 4 : fromBytes;
   int64_t copied = 0;
   for (const StoredShard &shard : tensor->shards) {
     bool overlaps = true;
@@ -596,13 +626,60 @@ bool LoadedCheckpoint::readBlock(const std::string &name, const std::vector<int6
     const SafetensorsFile *file = open(shard.file, error);
     if (!file)
       return false;
-    copied += copyOverlap(file->find(name)->bytes.data(), shard.offset, shard.shape,
-                          static_cast<uint8_t *>(out), offset, shape, dtypeSize(tensor->dtype));
+    const ByteSpan &bytes = file->find(name)->bytes;
+    const int64_t n = forEachOverlapRun(
+        shard.offset, shard.shape, offset, shape,
+        [&](int64_t fromIndex, int64_t toIndex, int64_t length) {
+          // Each run's bytes are checked before they are used: a corrupt slice is refused, and
+          // the rest of the file is neither read nor checked.
+          const int64_t begin = fromIndex * fromBytes, end = begin + length * fromBytes;
+          if (!check(name, shard, bytes, begin, end, error))
+            return false;
+          const uint8_t *from = bytes.data() + begin;
+          uint8_t *to = static_cast<uint8_t *>(out) + toIndex * toBytes;
+          if (!widen) {
+            std::memcpy(to, from, static_cast<size_t>(end - begin));
+            return true;
+          }
+          for (int64_t i = 0; i < length; ++i) {
+            const uint16_t h = static_cast<uint16_t>(from[2 * i] | from[2 * i + 1] << 8);
+            const float v = stored == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
+            std::memcpy(to + 4 * i, &v, sizeof v);
+          }
+          return true;
+        });
+    if (n < 0)
+      return false;
+    copied += n;
   }
   if (copied != shapeElements(shape)) {
     error = "checkpoint " + path + ": the shards of '" + name + "' do not cover the block at " +
             formatShape(offset) + " of shape " + formatShape(shape);
     return false;
+  }
+  return true;
+}
+
+bool LoadedCheckpoint::check(const std::string &name, const StoredShard &shard,
+                             const ByteSpan &bytes, int64_t begin, int64_t end,
+                             std::string &error) const {
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  for (int64_t c = begin / shard.chunkBytes; c * shard.chunkBytes < end; ++c) {
+    if (shard.checked[static_cast<size_t>(c)])
+      continue;
+    const int64_t from = c * shard.chunkBytes, n = std::min(shard.chunkBytes, size - from);
+    if (shardChecksum(bytes.data() + from, static_cast<size_t>(n), shard.fnv) !=
+        shard.checksums[static_cast<size_t>(c)]) {
+      error = path + "/" + shard.file + ": tensor '" + name + "' does not match its checksum in " +
+              kManifestFile + " (the file is corrupt" +
+              (shard.checksums.size() > 1 ? ", in bytes " + std::to_string(from) + " to " +
+                                                std::to_string(from + n) + " of its data"
+                                          : std::string()) +
+              ")";
+      return false;
+    }
+    shard.checked[static_cast<size_t>(c)] = true;
+    bytesChecked_ += static_cast<uint64_t>(n);
   }
   return true;
 }

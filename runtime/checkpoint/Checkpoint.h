@@ -31,6 +31,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,9 +78,19 @@ struct CheckpointShard {
 struct StoredShard {
   std::string file;
   std::vector<int64_t> offset, shape;
-  std::string checksum; ///< XXH3 64 of the shard's bytes, in hex (FNV-1a 64 in version 3).
-  bool fnv = false;     ///< The checksum is FNV-1a's (a version 3 manifest).
+  /// Version 5: XXH3 64, in hex, of each kChecksumChunk bytes of the shard's data in turn, so
+  /// that a load checks only the pieces it reads. Versions 3 and 4: one checksum of all of it
+  /// (FNV-1a 64 in version 3).
+  std::vector<std::string> checksums;
+  bool fnv = false; ///< The checksum is FNV-1a's (a version 3 manifest).
+  /// The bytes each of `checksums` covers: kChecksumChunk, or all of them in one.
+  int64_t chunkBytes = std::numeric_limits<int64_t>::max();
+  /// Which of `checksums` a read has checked, set as reads touch them.
+  mutable std::vector<bool> checked;
 };
+
+/// The bytes each chunk checksum of a version 5 shard covers (the last covers the rest).
+constexpr int64_t kChecksumChunk = int64_t(1) << 20;
 
 struct StoredTensor {
   DType dtype = DType::F32;
@@ -105,14 +116,24 @@ public:
   /// The stored parameter or optimizer tensor `name`, or null.
   const StoredTensor *find(const std::string &name) const;
   /// Reads the block of tensor `name` that starts at `offset` with shape `shape` into `out`,
-  /// from every shard it overlaps. Fails, naming the file, when a shard file is missing or
-  /// corrupt.
+  /// from every shard it overlaps, as elements of the tensor's dtype, except that a BF16 or
+  /// F16 tensor is read widened to F32 (as the model's state takes it). Only the bytes of the
+  /// block are read from each shard file, which is mapped, and only the checksums that cover
+  /// them are checked (version 5; before, the whole shard's on its first read). Fails, naming
+  /// the file, when a shard file is missing or corrupt.
   bool readBlock(const std::string &name, const std::vector<int64_t> &offset,
                  const std::vector<int64_t> &shape, void *out, std::string &error) const;
+  /// The bytes of shard data checked against their checksums so far: what the reads touched.
+  uint64_t bytesChecked() const { return bytesChecked_; }
 
 private:
   const SafetensorsFile *open(const std::string &file, std::string &error) const;
+  /// Checks the checksums of `shard` (of `name`, whose data is `bytes`) that cover bytes
+  /// [begin, end) and were not checked yet.
+  bool check(const std::string &name, const StoredShard &shard, const ByteSpan &bytes,
+             int64_t begin, int64_t end, std::string &error) const;
   mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
+  mutable uint64_t bytesChecked_ = 0;
 };
 
 /// "step_00000300".
@@ -153,7 +174,7 @@ bool saveCheckpoint(const std::string &dir, const CheckpointContents &contents,
                     const std::vector<CheckpointShard> &shards, std::string &error);
 
 /// Loads a checkpoint directory, or the one a run directory's `latest` names. Validates the
-/// manifest (format "tessel-checkpoint", version 4 (or 3), its checksum, every field with its type, a
+/// manifest (format "tessel-checkpoint", version 5 (or 4 or 3), its checksum, every field with its type, a
 /// step equal to the one its directory's name gives, and shards that lie inside their tensor
 /// and together cover it).
 std::unique_ptr<LoadedCheckpoint> loadCheckpoint(const std::string &pathOrDir, std::string &error);

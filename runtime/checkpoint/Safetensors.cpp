@@ -26,6 +26,10 @@ const char *dtypeName(DType dtype) {
     return "I64";
   case DType::U8:
     return "U8";
+  case DType::BF16:
+    return "BF16";
+  case DType::F16:
+    return "F16";
   }
   return "?";
 }
@@ -39,12 +43,15 @@ int64_t dtypeSize(DType dtype) {
     return 8;
   case DType::U8:
     return 1;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
   }
   return 0;
 }
 
 std::optional<DType> parseDType(std::string_view name) {
-  for (DType dtype : {DType::F32, DType::I32, DType::I64, DType::U8})
+  for (DType dtype : {DType::F32, DType::I32, DType::I64, DType::U8, DType::BF16, DType::F16})
     if (name == dtypeName(dtype))
       return dtype;
   return std::nullopt;
@@ -232,7 +239,7 @@ private:
     std::optional<DType> dtype = parseDType(dtypeJson->asString());
     if (!dtype)
       return refuse(where + " has unknown dtype '" + dtypeJson->asString() +
-                    "' (supported: F32, I32, I64, U8)");
+                    "' (supported: F32, I32, I64, U8, BF16, F16)");
     SafetensorsTensor tensor;
     tensor.dtype = *dtype;
     if (!shapeJson->isArray())

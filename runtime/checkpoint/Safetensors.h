@@ -21,10 +21,11 @@
 
 namespace tessel::rt {
 
-/// The element types we store.
-enum class DType { F32, I32, I64, U8 };
+/// The element types read and written: F32, I32, I64, U8, and the 16-bit floats BF16 and F16
+/// that pretrained weights are usually published in (read into F32 by widening: readBlock).
+enum class DType { F32, I32, I64, U8, BF16, F16 };
 
-/// "F32", "I32", "I64", "U8".
+/// "F32", "I32", "I64", "U8", "BF16", "F16".
 const char *dtypeName(DType dtype);
 /// Bytes per element.
 int64_t dtypeSize(DType dtype);

@@ -201,9 +201,11 @@ std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, cons
       return nullptr;
     }
     const std::vector<int64_t> &shape = ranks.stateShape(i);
-    if (x->dtype != DType::F32 || x->shape != shape) {
+    // 16-bit floats are read widened (a checkpoint written in BF16 by another tool).
+    const bool floats = x->dtype == DType::F32 || x->dtype == DType::BF16 || x->dtype == DType::F16;
+    if (!floats || x->shape != shape) {
       error = "checkpoint " + ck->path + ": '" + t.name + "' is " + dtypeName(x->dtype) + " " +
-              formatShape(x->shape) + ", the model needs F32 " + formatShape(shape);
+              formatShape(x->shape) + ", the model needs F32 (or BF16, F16) " + formatShape(shape);
       return nullptr;
     }
     std::vector<float> block;
@@ -546,9 +548,16 @@ bool Session::restore(const std::string &path) {
     return error("checkpoint " + ck->path + " is at step " + std::to_string(startStep_) +
                  ", which leaves none of the " + std::to_string(s_.steps) +
                  " steps to run; pass a larger --steps");
-  if (!options_.quiet)
-    std::printf("resumed from %s at step %lld (loaded in %.2f s)\n", ck->path.c_str(),
-                static_cast<long long>(startStep_), loadSeconds);
+  if (!options_.quiet) {
+    // What this process read of the checkpoint: only its ranks' blocks, checked chunk by chunk.
+    double stored = 0;
+    for (const auto *tensors : {&ck->params, &ck->optimizer})
+      for (const auto &[name, tensor] : *tensors)
+        stored += static_cast<double>(shapeElements(tensor.shape) * dtypeSize(tensor.dtype));
+    std::printf("resumed from %s at step %lld (loaded in %.2f s, reading %.1f of its %.1f MB)\n",
+                ck->path.c_str(), static_cast<long long>(startStep_), loadSeconds,
+                static_cast<double>(ck->bytesChecked()) / 1e6, stored / 1e6);
+  }
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <unistd.h>
 
@@ -206,7 +207,7 @@ TEST(Checkpoint, SaveAndLoadRoundTrip) {
     EXPECT_EQ(wq->shards[0].file, "model-00000.safetensors");
     EXPECT_EQ(wq->shards[0].offset, (std::vector<int64_t>{0, 0, 0}));
     EXPECT_EQ(wq->shards[0].shape, (std::vector<int64_t>{4, 2, 4}));
-    EXPECT_EQ(wq->shards[0].checksum, tessel::hex64(tessel::xxh3_64(state.wq.data(), 4 * 32)));
+    EXPECT_EQ(wq->shards[0].checksums.at(0), tessel::hex64(tessel::xxh3_64(state.wq.data(), 4 * 32)));
     EXPECT_EQ(wq->shards[1].file, "model-00001.safetensors");
     EXPECT_EQ(wq->shards[1].offset, (std::vector<int64_t>{4, 0, 0}));
     const StoredTensor *m = loaded->find("wte.m");
@@ -240,7 +241,7 @@ TEST(Checkpoint, ManifestIsReadable) {
   std::string manifest = readFile(run / "step_00000300/manifest.json");
   EXPECT_EQ(manifest.rfind(R"({
   "format": "tessel-checkpoint",
-  "version": 4,
+  "version": 5,
   "model": "tiny_gpt",
   "fingerprint": "plan-0123abcd",
   "step": 300,)",
@@ -257,15 +258,15 @@ TEST(Checkpoint, ManifestIsReadable) {
           "file": "model-00000.safetensors",
           "offset": [0, 0, 0],
           "shape": [4, 2, 4],
-          "xxh3": ")"),
+          "xxh3_chunks": [")"),
             std::string::npos)
       << manifest;
   EXPECT_NE(manifest.find(R"(        {
           "file": "model-00001.safetensors",
           "offset": [4, 0, 0],
           "shape": [4, 2, 4],
-          "xxh3": ")" + checksum1 +
-                          R"("
+          "xxh3_chunks": [")" + checksum1 +
+                          R"("]
         }
       ]
     })"),
@@ -286,7 +287,7 @@ TEST(Checkpoint, ManifestIsReadable) {
   ASSERT_TRUE(json) << error;
   ASSERT_FALSE(json->members().empty());
   EXPECT_EQ(json->members().back().first, "checksum");
-  EXPECT_EQ(json->members().back().second, Json(manifestChecksum(*json, 4)));
+  EXPECT_EQ(json->members().back().second, Json(manifestChecksum(*json, 5)));
   EXPECT_EQ(manifest.back(), '\n');
 }
 
@@ -305,14 +306,86 @@ TEST(Checkpoint, RefusesTensorDataThatDoesNotMatchItsChecksum) {
   const std::string refused =
       file + ": tensor 'wte' does not match its checksum in manifest.json (the file is corrupt)";
   EXPECT_EQ(readError(*loaded, "wte"), refused);
-  // Every block the damaged file holds is refused, not only the damaged tensor's...
-  std::vector<float> out(4 * 2 * 4);
-  EXPECT_FALSE(loaded->readBlock("layers.0.wq", {4, 0, 0}, {4, 2, 4}, out.data(), error));
-  EXPECT_EQ(error, refused);
+  // Only what the damaged bytes' checksum covers is refused: another tensor of the same file
+  // checks out and reads...
+  EXPECT_EQ(readFloats(*loaded, "layers.0.wq", {4, 0, 0}, {4, 2, 4}),
+            std::vector<float>(state.wq.begin() + 32, state.wq.end()));
   // ... and blocks that only need the other rank's file still read.
   EXPECT_EQ(readFloats(*loaded, "wte", {0, 0}, {8, 8}),
             std::vector<float>(state.wte.begin(), state.wte.begin() + 64));
   EXPECT_EQ(readWhole(*loaded, "wte.m"), state.m);
+}
+
+// Version 5 checksums each shard in 1 MiB chunks: a load that needs a slice of a shard reads
+// and checks only the chunks under it, so a process resharding a large checkpoint reads its
+// part, not every overlapping shard whole; a corrupt chunk is still refused where it is read.
+TEST(Checkpoint, ReadingASliceChecksOnlyItsChunks) {
+  ScratchDir run;
+  std::string error;
+  const int64_t rows = 1024, cols = 1024; // 4 MiB of F32: four chunks of 256 rows.
+  std::vector<float> big(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<float>(i % 9973) * 0.5f;
+  CheckpointContents contents;
+  contents.model = "big";
+  contents.step = 1;
+  contents.extra = Json::object();
+  contents.params = {{"big", DType::F32, {rows, cols}}};
+  CheckpointShard shard;
+  shard.params = {{"big", DType::F32, {0, 0}, {rows, cols}, big.data()}};
+  ASSERT_TRUE(saveCheckpoint(run.path(), contents, {shard}, error)) << error;
+
+  auto loaded = loadCheckpoint(run.path(), error);
+  ASSERT_TRUE(loaded) << error;
+  ASSERT_EQ(loaded->params.at("big").shards[0].checksums.size(), 4u);
+  // A rank of four along dim 0: one chunk read and checked.
+  std::vector<float> quarter(static_cast<size_t>(rows * cols / 4));
+  ASSERT_TRUE(loaded->readBlock("big", {256, 0}, {256, cols}, quarter.data(), error)) << error;
+  EXPECT_TRUE(std::equal(quarter.begin(), quarter.end(), big.begin() + 256 * cols));
+  EXPECT_EQ(loaded->bytesChecked(), uint64_t(1) << 20);
+  // A rank of four along dim 1 reads a strip of every row: every chunk.
+  std::vector<float> strip(static_cast<size_t>(rows * cols / 4));
+  ASSERT_TRUE(loaded->readBlock("big", {0, 512}, {rows, 256}, strip.data(), error)) << error;
+  EXPECT_EQ(strip[1], big[513]);
+  EXPECT_EQ(loaded->bytesChecked(), uint64_t(4) << 20);
+
+  // A damaged byte in the last chunk: the first quarter still reads, the last is refused.
+  const std::string file = run / "step_00000001/model-00000.safetensors";
+  std::string bytes = readFile(file);
+  bytes[bytes.size() - 5] ^= 0x40;
+  writeFile(file, bytes);
+  loaded = loadCheckpoint(run.path(), error);
+  ASSERT_TRUE(loaded) << error;
+  ASSERT_TRUE(loaded->readBlock("big", {0, 0}, {256, cols}, quarter.data(), error)) << error;
+  EXPECT_FALSE(loaded->readBlock("big", {768, 0}, {256, cols}, quarter.data(), error));
+  EXPECT_EQ(error, file + ": tensor 'big' does not match its checksum in manifest.json (the file "
+                         "is corrupt, in bytes 3145728 to 4194304 of its data)");
+}
+
+// BF16 and F16 tensors, as pretrained weights are published, read widened to F32.
+TEST(Checkpoint, SixteenBitTensorsReadWidened) {
+  ScratchDir run;
+  std::string error;
+  const std::vector<uint16_t> bf16 = {0x3f80, 0xc040, 0x0000, 0x7f80}; // 1, -3, 0, inf
+  const std::vector<uint16_t> f16 = {0x3c00, 0xc200, 0x3555, 0x7bff};  // 1, -3, ~1/3, 65504
+  CheckpointContents contents;
+  contents.model = "halves";
+  contents.step = 2;
+  contents.extra = Json::object();
+  contents.params = {{"b", DType::BF16, {2, 2}}, {"h", DType::F16, {4}}};
+  CheckpointShard shard;
+  shard.params = {{"b", DType::BF16, {0, 0}, {2, 2}, bf16.data()},
+                  {"h", DType::F16, {0}, {4}, f16.data()}};
+  ASSERT_TRUE(saveCheckpoint(run.path(), contents, {shard}, error)) << error;
+  auto loaded = loadCheckpoint(run.path(), error);
+  ASSERT_TRUE(loaded) << error;
+  EXPECT_EQ(loaded->params.at("b").dtype, DType::BF16);
+  std::vector<float> b(4), h(2);
+  ASSERT_TRUE(loaded->readBlock("b", {0, 0}, {2, 2}, b.data(), error)) << error;
+  EXPECT_EQ(b, (std::vector<float>{1.0f, -3.0f, 0.0f, std::numeric_limits<float>::infinity()}));
+  ASSERT_TRUE(loaded->readBlock("h", {2}, {2}, h.data(), error)) << error;
+  EXPECT_FLOAT_EQ(h[0], 0.333251953125f);
+  EXPECT_EQ(h[1], 65504.0f);
 }
 
 TEST(Checkpoint, LatestFollowsTheNewestSave) {
@@ -500,45 +573,53 @@ Json &shardEntry(Json &manifest, const char *kind, const char *name, size_t i) {
   return manifest.find(kind)->find(name)->find("shards")->items().at(i);
 }
 
-TEST(Checkpoint, ReadsVersion3ThatChecksummedWithFnv) {
-  // Version 4 changed only the checksums (XXH3 for FNV-1a): a checkpoint written as version 3
-  // still loads and reads, and its shards are still checked.
-  ScratchDir run;
-  State state(1.0f);
-  std::string error;
-  ASSERT_TRUE(state.save(run.path(), 10, error)) << error;
-  const std::string dir = run / "step_00000010", path = dir + "/manifest.json";
-  std::optional<Json> manifest = readJsonFile(path, 1 << 30, error);
-  ASSERT_TRUE(manifest) << error;
-  manifest->set("version", 3);
-  for (const char *kind : {"params", "optimizer"}) {
-    std::vector<std::string> names;
-    for (const auto &member : manifest->find(kind)->members())
-      names.push_back(member.first);
-    for (const std::string &name : names)
-      for (Json &shard : manifest->find(kind)->find(name)->find("shards")->items()) {
-        auto contents = readSafetensors(dir + "/" + shard.find("file")->asString(), error);
-        ASSERT_TRUE(contents) << error;
-        const SafetensorsTensor *t = contents->find(name);
-        ASSERT_TRUE(t) << name;
-        Json fnv = Json::object();
-        for (const auto &[key, value] : shard.members())
-          if (key != "xxh3")
-            fnv.set(key, value);
-        fnv.set("fnv1a64", tessel::hex64(tessel::fnv1a64(t->bytes.data(), t->bytes.size())));
-        shard = fnv;
-      }
+TEST(Checkpoint, ReadsVersions3And4ThatChecksummedEachShardWhole) {
+  // Version 5 checksums a shard in chunks; version 4 did it whole with XXH3, version 3 with
+  // FNV-1a. Checkpoints written as either still load and read, and their shards are checked.
+  for (int64_t version : {3, 4}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    ScratchDir run;
+    State state(1.0f);
+    std::string error;
+    ASSERT_TRUE(state.save(run.path(), 10, error)) << error;
+    const std::string dir = run / "step_00000010", path = dir + "/manifest.json";
+    std::optional<Json> manifest = readJsonFile(path, 1 << 30, error);
+    ASSERT_TRUE(manifest) << error;
+    manifest->set("version", version);
+    for (const char *kind : {"params", "optimizer"}) {
+      std::vector<std::string> names;
+      for (const auto &member : manifest->find(kind)->members())
+        names.push_back(member.first);
+      for (const std::string &name : names)
+        for (Json &shard : manifest->find(kind)->find(name)->find("shards")->items()) {
+          auto contents = readSafetensors(dir + "/" + shard.find("file")->asString(), error);
+          ASSERT_TRUE(contents) << error;
+          const SafetensorsTensor *t = contents->find(name);
+          ASSERT_TRUE(t) << name;
+          Json old = Json::object();
+          for (const auto &[key, value] : shard.members())
+            if (key != "xxh3_chunks")
+              old.set(key, value);
+          if (version == 3)
+            old.set("fnv1a64", tessel::hex64(tessel::fnv1a64(t->bytes.data(), t->bytes.size())));
+          else
+            old.set("xxh3", tessel::hex64(tessel::xxh3_64(t->bytes.data(), t->bytes.size())));
+          shard = old;
+        }
+    }
+    manifest->set("checksum", manifestChecksum(*manifest, version));
+    writeFile(path, manifest->pretty());
+    auto loaded = loadCheckpoint(run.path(), error);
+    ASSERT_TRUE(loaded) << error;
+    EXPECT_EQ(readFloats(*loaded, "wte", {0, 0}, {16, 8}), state.wte);
+    // The whole shard is checked at its first read.
+    EXPECT_EQ(loaded->bytesChecked(), 16u * 8 * 4);
+    // A manifest checksum of another version does not pass.
+    manifest->set("checksum", manifestChecksum(*manifest, version == 3 ? 4 : 3));
+    writeFile(path, manifest->pretty());
+    EXPECT_EQ(loadError(run.path()),
+              path + ": does not match its checksum (it was edited or is corrupt)");
   }
-  manifest->set("checksum", manifestChecksum(*manifest, 3));
-  writeFile(path, manifest->pretty());
-  auto loaded = loadCheckpoint(run.path(), error);
-  ASSERT_TRUE(loaded) << error;
-  EXPECT_EQ(readFloats(*loaded, "wte", {0, 0}, {16, 8}), state.wte);
-  // An XXH3 manifest checksum in a version 3 manifest does not pass.
-  manifest->set("checksum", manifestChecksum(*manifest, 4));
-  writeFile(path, manifest->pretty());
-  EXPECT_EQ(loadError(run.path()),
-            path + ": does not match its checksum (it was edited or is corrupt)");
 }
 
 TEST(Checkpoint, ManifestIsProtectedByItsChecksum) {
@@ -586,9 +667,9 @@ TEST(Checkpoint, ManifestIsValidated) {
             manifest + ": is not a Tessel checkpoint manifest (its 'format' is not "
                        "'tessel-checkpoint')");
   EXPECT_EQ(error([](Json &m) { m.set("version", 2); }),
-            manifest + ": has version 2; this build reads versions 3 to 4");
-  EXPECT_EQ(error([](Json &m) { m.set("version", 5); }),
-            manifest + ": has version 5; this build reads versions 3 to 4");
+            manifest + ": has version 2; this build reads versions 3 to 5");
+  EXPECT_EQ(error([](Json &m) { m.set("version", 6); }),
+            manifest + ": has version 6; this build reads versions 3 to 5");
   EXPECT_EQ(error([](Json &m) { m.set("version", "3"); }),
             manifest + ": lacks an integer 'version'");
   EXPECT_EQ(error([](Json &m) { m.set("model", 3); }), manifest + ": lacks a string 'model'");
@@ -632,11 +713,21 @@ TEST(Checkpoint, ManifestIsValidated) {
   EXPECT_EQ(error([](Json &m) { m.find("params")->find("wte")->set("shards", Json::object()); }),
             wte + " lacks its array 'shards'");
   EXPECT_EQ(error([](Json &m) { shardEntry(m, "params", "wte", 1) = Json("model-00001"); }),
-            wte + " has a shard without a string 'file' and 'xxh3'");
+            wte + " has a shard without a string 'file' and an array 'xxh3_chunks'");
   EXPECT_EQ(error([](Json &m) { shardEntry(m, "params", "wte", 1).set("file", 1); }),
-            wte + " has a shard without a string 'file' and 'xxh3'");
-  EXPECT_EQ(error([&](Json &m) { without(shardEntry(m, "params", "wte", 1), "xxh3"); }),
-            wte + " has a shard without a string 'file' and 'xxh3'");
+            wte + " has a shard without a string 'file' and an array 'xxh3_chunks'");
+  EXPECT_EQ(error([&](Json &m) { without(shardEntry(m, "params", "wte", 1), "xxh3_chunks"); }),
+            wte + " has a shard without a string 'file' and an array 'xxh3_chunks'");
+  EXPECT_EQ(error([](Json &m) { shardEntry(m, "params", "wte", 1).set("xxh3_chunks", "abc"); }),
+            wte + " has a shard without a string 'file' and an array 'xxh3_chunks'");
+  EXPECT_EQ(error([](Json &m) {
+              shardEntry(m, "params", "wte", 1).set("xxh3_chunks", Json(Json::Array{1}));
+            }),
+            wte + " has a shard whose 'xxh3_chunks' holds something other than strings");
+  EXPECT_EQ(error([](Json &m) {
+              shardEntry(m, "params", "wte", 1).set("xxh3_chunks", Json(Json::Array{"a", "b"}));
+            }),
+            wte + " has a shard of 256 bytes with 2 chunk checksums, not 1");
   for (const char *file : {"../model-00001.safetensors", "sub/model-00001.safetensors",
                            ".model-00001.safetensors", ""})
     EXPECT_EQ(error([&](Json &m) { shardEntry(m, "params", "wte", 1).set("file", file); }),
@@ -703,7 +794,8 @@ TEST(Checkpoint, ManifestAndShardFilesMustAgree) {
             model0 + " has tensor 'layers.0.wq' that manifest.json does not list");
   EXPECT_EQ(shardError(run, "wte",
                        [](Json &m) {
-                         shardEntry(m, "params", "wte", 1).set("xxh3", "0123456789abcdef");
+                         shardEntry(m, "params", "wte", 1)
+                             .set("xxh3_chunks", Json(Json::Array{"0123456789abcdef"}));
                        }),
             model1 + ": tensor 'wte' does not match its checksum in manifest.json (the file is "
                      "corrupt)");
@@ -843,8 +935,9 @@ TEST(Checkpoint, SavedInThreeStepsByRanksOfSeveralProcesses) {
   EXPECT_EQ(wte->find("file")->asString(), "model-00001.safetensors");
   EXPECT_EQ(*wte->find("offset"), Json(Json::Array{8, 0}));
   EXPECT_EQ(*wte->find("shape"), Json(Json::Array{8, 8}));
-  EXPECT_EQ(wte->find("xxh3")->asString(),
-            tessel::hex64(tessel::xxh3_64(state.wte.data() + 64, 64 * 4)));
+  ASSERT_TRUE(wte->find("xxh3_chunks") && wte->find("xxh3_chunks")->isArray());
+  EXPECT_EQ(*wte->find("xxh3_chunks"),
+            Json(Json::Array{tessel::hex64(tessel::xxh3_64(state.wte.data() + 64, 64 * 4))}));
   EXPECT_FALSE(described[1].find("optimizer")->find("step"));
   // Nothing is visible until the commit.
   EXPECT_EQ(listing(run / "ckpt"), (std::set<std::string>{".step_00000007.tmp-4242"}));

@@ -251,8 +251,12 @@ TEST(Safetensors, FlippedHeaderBytes) {
   };
   EXPECT_EQ(flipped("{\"__", "[\"__"),
             path + ": invalid JSON header: expected ',' or ']' at byte 15");
+  EXPECT_EQ(flipped("\"F32\"", "\"F64\""),
+            path + ": tensor 'bias' has unknown dtype 'F64' (supported: F32, I32, I64, U8, BF16, "
+                   "F16)");
+  // A 16-bit float is read, and its bytes must match its size.
   EXPECT_EQ(flipped("\"F32\"", "\"F16\""),
-            path + ": tensor 'bias' has unknown dtype 'F16' (supported: F32, I32, I64, U8)");
+            path + ": tensor 'bias' has data_offsets [0, 12] (12 bytes) but F16 [3] needs 6 bytes");
   EXPECT_EQ(flipped("\"shape\":[3]", "\"shape\":[4]"),
             path + ": tensor 'bias' has data_offsets [0, 12] (12 bytes) but F32 [4] needs 16 "
                    "bytes");
@@ -280,8 +284,9 @@ TEST(Safetensors, MalformedHeadersAreRefused) {
   EXPECT_EQ(refused("", ""),
             path + ": invalid JSON header: expected a value, found the end of the input at byte 0");
   EXPECT_EQ(refused("[]", ""), path + ": the header is not a JSON object");
-  EXPECT_EQ(refused(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", data),
-            path + ": tensor 'a' has unknown dtype 'BF16' (supported: F32, I32, I64, U8)");
+  EXPECT_EQ(refused(R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", data),
+            path + ": tensor 'a' has unknown dtype 'F8_E4M3' (supported: F32, I32, I64, U8, "
+                   "BF16, F16)");
   EXPECT_EQ(refused(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                     R"("b":{"dtype":"F32","shape":[4],"data_offsets":[4,20]}})",
                     data.substr(0, 20)),
