@@ -358,7 +358,9 @@ private:
       file->map = map;
       file->mapBytes = static_cast<size_t>(fileBytes);
     }
-    const auto *data = static_cast<const uint8_t *>(file->map) + 8 + headerBytes;
+    // Without data nothing is mapped, and every tensor is empty.
+    const auto *data =
+        file->map ? static_cast<const uint8_t *>(file->map) + 8 + headerBytes : nullptr;
     for (const Entry &entry : entries)
       file->tensors[entry.name].bytes = ByteSpan(
           entry.end > entry.begin ? data + entry.begin : nullptr,

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <cerrno>
+#include <cstdlib>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -68,11 +70,23 @@ bool fitsInMemoryOf(const Device &device, uint64_t bytes, const std::string &wha
   return false;
 }
 
-/// This process's mapped address space now (the first field of /proc/self/statm, in pages).
-static uint64_t addressSpaceInUse() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t pages = 0;
-  statm >> pages;
+/// This process's mapped address space now (the first field of /proc/self/statm, in pages),
+/// read without allocating: under a tight limit a buffered stream could fail to, and a
+/// measure of 0 would pass a run the limit cannot hold. Unreadable: the whole limit (refuse).
+static uint64_t addressSpaceInUse(uint64_t limit) {
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  char text[128];
+  ssize_t got = -1;
+  if (fd >= 0) {
+    do
+      got = ::read(fd, text, sizeof text - 1);
+    while (got < 0 && errno == EINTR);
+    ::close(fd);
+  }
+  if (got <= 0 || text[0] < '0' || text[0] > '9')
+    return limit;
+  text[got] = '\0';
+  const uint64_t pages = std::strtoull(text, nullptr, 10);
   return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
@@ -87,7 +101,7 @@ bool fitsInAddressSpace(uint64_t bytes, int computeThreads, int otherThreads,
   constexpr uint64_t kThread = (64 + 8) << 20, kBlasBuffer = 128 << 20;
   const uint64_t threadBytes = static_cast<uint64_t>(computeThreads) * (kThread + kBlasBuffer) +
                                (static_cast<uint64_t>(otherThreads) + 1) * kThread;
-  const uint64_t inUse = addressSpaceInUse();
+  const uint64_t inUse = addressSpaceInUse(limit.rlim_cur);
   const uint64_t left = limit.rlim_cur > inUse ? limit.rlim_cur - inUse : 0;
   if (bytes + threadBytes <= left)
     return true;
