@@ -80,8 +80,8 @@ static bool listDataFiles(const std::string &dir, std::vector<std::string> &file
 /// header of another version or magic of llm.c's, or one written big-endian, is refused by name
 /// rather than read as tokens.
 static bool tokenFileStart(const char *role, const std::string &path, const unsigned char *data,
-                           size_t size,
-                           size_t &begin, int &width, std::string &error) {
+                           size_t size, size_t &begin, int &width, std::string &error) {
+  const std::string what = std::string(role) + " file " + path;
   begin = 0;
   width = 2;
   const uint32_t magic = size >= 4 ? readLe32(data) : 0;
@@ -89,12 +89,12 @@ static bool tokenFileStart(const char *role, const std::string &path, const unsi
   if (size >= 4) {
     for (uint32_t known : {kLlmcMagic, kLlmcMagicLlama3, kLlmcModelMagic, kLlmcStateMagic})
       if (magic == byteSwapped(known)) {
-        error = std::string(role) + " file " + path + " starts with llm.c's magic " + std::to_string(known) +
+        error = what + " starts with llm.c's magic " + std::to_string(known) +
                 " written big-endian; llm.c's files are little-endian";
         return false;
       }
     if (magic == kLlmcModelMagic || magic == kLlmcStateMagic) {
-      error = std::string(role) + " file " + path + " is an llm.c " +
+      error = what + " is an llm.c " +
               (magic == kLlmcModelMagic ? "model checkpoint" : "training state") + " (magic " +
               std::to_string(magic) + "), not a token file";
       return false;
@@ -102,20 +102,20 @@ static bool tokenFileStart(const char *role, const std::string &path, const unsi
   }
   if (!gpt2 && !llama3) {
     if (size % 2 != 0) {
-      error = std::string(role) + " file " + path + " has an odd number of bytes (" + std::to_string(size) +
+      error = what + " has an odd number of bytes (" + std::to_string(size) +
               "); a .bin file without llm.c's header holds uint16 tokens";
       return false;
     }
     return true;
   }
   if (size < kLlmcHeaderBytes) {
-    error = std::string(role) + " file " + path + " starts like an llm.c token file but its " +
+    error = what + " starts like an llm.c token file but its " +
             std::to_string(size) + " bytes are too few for the 1024-byte header";
     return false;
   }
   const uint32_t version = readLe32(data + 4), expected = gpt2 ? 1 : 7;
   if (version != expected) {
-    error = std::string(role) + " file " + path + " is an llm.c token file (magic " + std::to_string(magic) +
+    error = what + " is an llm.c token file (magic " + std::to_string(magic) +
             ") of version " + std::to_string(version) + "; that magic goes with version " +
             std::to_string(expected) + " (" + (gpt2 ? "uint16" : "uint32") + " tokens)";
     return false;
@@ -123,7 +123,7 @@ static bool tokenFileStart(const char *role, const std::string &path, const unsi
   width = gpt2 ? 2 : 4;
   const uint64_t count = readLe32(data + 8), bytes = count * static_cast<uint64_t>(width);
   if (size - kLlmcHeaderBytes != bytes) {
-    error = std::string(role) + " file " + path + ": its llm.c header says " + std::to_string(count) +
+    error = what + ": its llm.c header says " + std::to_string(count) +
             " tokens (" + std::to_string(bytes) + " bytes) but " +
             std::to_string(size - kLlmcHeaderBytes) + " bytes follow the header";
     return false;

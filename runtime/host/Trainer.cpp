@@ -267,8 +267,9 @@ private:
   int pipelineForwardBackward(int64_t step, double &loss);
   bool evalBatch(double &loss);
   bool writePipelineReport();
-  /// --trace without a pipeline: records the kernels of step `step` on every local rank
-  /// (from its forward-backward passes to its optimizer step), or stops and keeps them.
+  /// --trace without a pipeline: starts recording the kernels every local rank runs, or stops
+  /// and keeps what they ran (the last step, from its forward-backward passes to its optimizer
+  /// step).
   void traceKernels(bool on);
   /// Writes what traceKernels recorded, every process's ranks in one file.
   bool writeKernelTrace();
@@ -303,7 +304,7 @@ private:
   /// Under MPI: whether every process opened the same data (its token count and fingerprint);
   /// if not, says which ranks read what. Every process calls it.
   bool checkSameData();
-  /// Every process's `mine`, in process order.
+  /// Every process's `mine`, in process order, each as long as it was given.
   bool gatherTexts(const std::string &mine, std::vector<std::string> &all, std::string &error);
   /// The first parameter or optimizer state tensor that holds a non-finite value on some rank,
   /// or "" when every value is finite.
@@ -591,17 +592,12 @@ bool Session::checkSameData() {
   if (evalData_)
     mine += "; eval data " + std::to_string(evalData_->totalTokens()) + " tokens, fingerprint " +
             hex64(evalData_->fingerprint());
+  const std::string read = s_.data + (s_.evalData.empty() ? "" : " and " + s_.evalData);
   std::vector<std::string> data, paths;
   std::string err;
-  if (!gatherTexts(mine, data, err) || !gatherTexts(s_.data + (s_.evalData.empty() ? "" : " and " + s_.evalData), paths, err))
+  if (!gatherTexts(mine, data, err) || !gatherTexts(read, paths, err))
     return error(err);
-  // gatherTexts pads every text to the longest.
-  auto trimmed = [](std::string text) {
-    while (!text.empty() && text.back() == ' ')
-      text.pop_back();
-    return text;
-  };
-  auto describe = [&](uint32_t p) { return trimmed(paths[p]) + " (" + trimmed(data[p]) + ")"; };
+  auto describe = [&](uint32_t p) { return paths[p] + " (" + data[p] + ")"; };
   std::string differing;
   for (uint32_t p = 1; p < data.size(); ++p)
     if (data[p] != data[0])
@@ -619,6 +615,7 @@ bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all
   std::vector<char> texts;
   if (!gatherIntegers(static_cast<int64_t>(mine.size()), lengths, error))
     return false;
+  // Gathered as records of the longest length; each is cut back to its own.
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   std::string padded = mine;
   padded.resize(static_cast<size_t>(longest), ' ');
@@ -626,7 +623,7 @@ bool Session::gatherTexts(const std::string &mine, std::vector<std::string> &all
     return false;
   all.clear();
   for (uint32_t p = 0; p < ranks_->processCount(); ++p)
-    all.emplace_back(texts.data() + p * longest, static_cast<size_t>(longest));
+    all.emplace_back(texts.data() + p * longest, static_cast<size_t>(lengths[p]));
   return true;
 }
 
@@ -1129,13 +1126,8 @@ bool Session::writeKernelTrace() {
   }
   std::vector<std::string> fragments{kernelTraceEvents(kernelTrace_, calls ? origin : 0)};
   std::string err;
-  if (ranks_->processCount() > 1) {
-    if (!gatherTexts(fragments[0], fragments, err))
-      return error(err);
-    for (std::string &f : fragments)
-      while (!f.empty() && f.back() == ' ')
-        f.pop_back();
-  }
+  if (ranks_->processCount() > 1 && !gatherTexts(fragments[0], fragments, err))
+    return error(err);
   if (!ranks_->isMainProcess() || options_.tracePath.empty())
     return true;
   const std::string title = plan_.model + ": step " + std::to_string(s_.steps) + ", " +
