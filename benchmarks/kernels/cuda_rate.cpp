@@ -1,7 +1,8 @@
 //===- cuda_rate.cpp - The CUDA kernels' rates on a GPU -------------------===//
 //
-// Times, on GPU 0, the CUDA backend's attention forward and backward (kernels/cuda, f32) at a
-// few sequence lengths and head sizes, and in the same run the products its GEMMs make
+// Times, on GPU 0, the CUDA backend's attention forward and backward (kernels/cuda: the f32
+// kernels, and the tensor-core kernels on bf16) at a few sequence lengths and head sizes, and
+// in the same run the products its GEMMs make
 // (cuBLASLt on a square product: f32, f32 with TF32, bf16 in with f32 accumulation): the peers
 // every rate is a fraction of. FLOPs are counted as tessel-attention-rate counts them: forward
 // 4·S·T·D per (batch, head), backward 10·S·T·D (the backward pass here also recomputes the
@@ -132,6 +133,70 @@ int main(int argc, char **argv) {
                   14 * pairs * d / ((fwd + bwd) * 1e-3) / 1e12);
       for (float *p : {q, k, v, dout, out, dq, dk, dv, work})
         cudaFree(p);
+    }
+
+  std::printf("attention (causal, bf16 on the tensor cores), %lld (batch, head) pairs:\n",
+              static_cast<long long>(batchHeads));
+  for (int64_t d : heads)
+    for (int64_t s : seqs) {
+      cuda::AttentionArgs at;
+      at.batch = 1;
+      at.seq = at.kvSeq = s;
+      at.heads = at.kvHeads = batchHeads;
+      at.head = d;
+      at.causal = true;
+      at.scale = 1.0f / std::sqrt(static_cast<float>(d));
+      if (!cuda::flashAttentionTakes(at)) {
+        std::printf("  head %3lld: not taken by the tensor-core kernels\n",
+                    static_cast<long long>(d));
+        break;
+      }
+      const int64_t elements = s * batchHeads * d;
+      std::vector<uint16_t *> halves;
+      for (unsigned seed = 4; seed < 12; ++seed) {
+        float *wide = randomDevice(elements, seed);
+        uint16_t *half = nullptr;
+        if (cudaMalloc(reinterpret_cast<void **>(&half), elements * sizeof(uint16_t)) !=
+                cudaSuccess ||
+            cuda::narrow(cuda::Half16::BF16, elements, wide, half, nullptr) != cudaSuccess) {
+          std::fprintf(stderr, "tessel-cuda-rate: cannot make bf16 inputs\n");
+          return 1;
+        }
+        cudaFree(wide);
+        halves.push_back(half);
+      }
+      uint16_t *q = halves[0], *k = halves[1], *v = halves[2], *dout = halves[3],
+               *out = halves[4], *dq = halves[5], *dk = halves[6], *dv = halves[7];
+      void *work = nullptr;
+      if (cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(at)) != cudaSuccess) {
+        std::fprintf(stderr, "tessel-cuda-rate: cannot allocate the workspace\n");
+        return 1;
+      }
+      cudaError_t failed = cudaSuccess;
+      auto check = [&](cudaError_t e) {
+        if (e != cudaSuccess)
+          failed = e;
+      };
+      const double pairs = static_cast<double>(s) * (s + 1) / 2 * batchHeads;
+      const float fwd = bestMs(
+          [&] { check(cuda::flashAttention(cuda::Half16::BF16, at, q, k, v, out, nullptr)); });
+      const float bwd = bestMs([&] {
+        check(cuda::flashAttentionGrad(cuda::Half16::BF16, at, q, k, v, dout, dq, dk, dv, work,
+                                       nullptr));
+      });
+      if (failed != cudaSuccess) {
+        std::fprintf(stderr, "tessel-cuda-rate: bf16 attention failed: %s\n",
+                     cudaGetErrorString(failed));
+        return 1;
+      }
+      std::printf("  head %3lld seq %6lld  forward %9.3f ms %7.2f TFLOP/s  backward %9.3f ms "
+                  "%7.2f TFLOP/s  both %7.2f TFLOP/s\n",
+                  static_cast<long long>(d), static_cast<long long>(s), fwd,
+                  4 * pairs * d / (fwd * 1e-3) / 1e12, bwd, 10 * pairs * d / (bwd * 1e-3) / 1e12,
+                  14 * pairs * d / ((fwd + bwd) * 1e-3) / 1e12);
+      for (uint16_t *p : halves)
+        cudaFree(p);
+      cudaFree(work);
     }
   return 0;
 }

@@ -371,6 +371,24 @@ cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float
                           const float *dout, float *dq, float *dk, float *dv, float *workspace,
                           cudaStream_t stream);
 
+/// The tensor-core attention kernels (FlashAttention.cu): the meaning of attention and
+/// attentionGrad on bf16 or f16 q, k, v, dout and outputs of that type, computed with
+/// FlashAttention-2's algorithm on mma.sync (f32 accumulation; the probabilities and their
+/// gradients rounded to the operand type before their products). They take head sizes 32, 64
+/// and 128, causal, sliding-window, GQA and query-head blocks, not head-tail positions
+/// (context parallelism), and operands aligned to 16 bytes; flashAttentionTakes says whether
+/// the sizes are taken. The backward pass needs flashAttentionGradWorkspaceBytes of workspace
+/// and gives the same bits on every run (no atomics).
+bool flashAttentionTakes(const AttentionArgs &args);
+cudaError_t flashAttention(Half16 type, const AttentionArgs &args, const uint16_t *q,
+                           const uint16_t *k, const uint16_t *v, uint16_t *out,
+                           cudaStream_t stream);
+int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &args);
+cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &args, const uint16_t *q,
+                               const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+                               uint16_t *dq, uint16_t *dk, uint16_t *dv, void *workspace,
+                               cudaStream_t stream);
+
 /// One step of ring attention, as cpu::attentionBlock: `args` places the queries and the
 /// block's keys in the whole sequence as head-tail blocks (headStart/tailStart and
 /// keyHeadStart/keyTailStart, both set; kvSeq = seq). The block's attention and log-sum-exp

@@ -345,4 +345,124 @@ TEST_F(CudaSixteenBit, EmbeddingRopeAndReduceRoundTheF32Values) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// The tensor-core attention
+//===----------------------------------------------------------------------===//
+
+cpu::AttentionArgs flashArgs(int64_t batch, int64_t seq, int64_t heads, int64_t kvSeq,
+                             int64_t kvHeads, int64_t head, bool causal, int64_t window) {
+  cpu::AttentionArgs a;
+  a.batch = batch;
+  a.seq = seq;
+  a.heads = heads;
+  a.kvSeq = kvSeq;
+  a.kvHeads = kvHeads;
+  a.head = head;
+  a.causal = causal;
+  a.window = window;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head));
+  return a;
+}
+
+std::string describe(const cpu::AttentionArgs &a) {
+  return "b" + std::to_string(a.batch) + " s" + std::to_string(a.seq) + " h" +
+         std::to_string(a.heads) + " t" + std::to_string(a.kvSeq) + " kvh" +
+         std::to_string(a.kvHeads) + " d" + std::to_string(a.head) + (a.causal ? " causal" : "") +
+         " window " + std::to_string(a.window) + " first head " + std::to_string(a.firstHead) +
+         " group " + std::to_string(a.group);
+}
+
+/// `got` is `want` within tol times the largest magnitude of `want`: the probabilities and
+/// their gradients are rounded to the operand type before their products, so the error is
+/// bounded relative to the output's scale, not per element. A fragment laid out wrong is off
+/// by the output's own magnitude.
+void expectNear(const Values &want, const Values &got, float tol, const std::string &what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  float largest = 0.0f, worst = 0.0f;
+  size_t at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    largest = std::max(largest, std::fabs(want[i]));
+    const float e = std::isfinite(got[i]) ? std::fabs(got[i] - want[i]) : INFINITY;
+    if (e > worst) {
+      worst = e;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, tol * std::max(largest, 1e-6f))
+      << what << ": element " << at << " is " << got[at] << ", the f32 kernel gives " << want[at]
+      << " (largest magnitude " << largest << ")";
+}
+
+/// Forward and backward of the tensor-core kernels against the CPU's f32 kernels on the same
+/// rounded q, k, v and dout; the backward pass twice, for the same bits.
+void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint32_t seed) {
+  ASSERT_TRUE(cuda::flashAttentionTakes(a)) << describe(a);
+  const float tol = t == cuda::ElementType::BF16 ? 2e-2f : 4e-3f;
+  const cuda::Half16 type = t == cuda::ElementType::BF16 ? cuda::Half16::BF16 : cuda::Half16::F16;
+  const int64_t nq = a.batch * a.seq * a.heads * a.head;
+  const int64_t nkv = a.batch * a.kvSeq * a.kvHeads * a.head;
+  const Values q = rounded(t, randomFloats(nq, -1, 1, seed)),
+               k = rounded(t, randomFloats(nkv, -1, 1, seed + 1)),
+               v = rounded(t, randomFloats(nkv, -1, 1, seed + 2)),
+               dout = rounded(t, randomFloats(nq, -1, 1, seed + 3));
+  Values out(nq), dq(nq), dk(nkv), dv(nkv);
+  cpu::attention(a, q.data(), k.data(), v.data(), out.data());
+  cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(),
+                     dv.data());
+  Buffer hq(t, q), hk(t, k), hv(t, v), hdout(t, dout), hout(t, nq), hdq(t, Values(nq, 5.0f)),
+      hdk(t, Values(nkv, 5.0f)), hdv(t, Values(nkv, 5.0f));
+  auto bits = [](const Buffer &b) { return static_cast<const uint16_t *>(b.in().data); };
+  auto mut = [](Buffer &b) { return static_cast<uint16_t *>(b.out().data); };
+  void *work = nullptr;
+  ASSERT_EQ(cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(a)), cudaSuccess);
+  const std::string what = nameOf(t) + " flash attention " + describe(a);
+  ASSERT_EQ(cuda::flashAttention(type, a, bits(hq), bits(hk), bits(hv), mut(hout), nullptr),
+            cudaSuccess)
+      << what;
+  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout), mut(hdq),
+                                     mut(hdk), mut(hdv), work, nullptr),
+            cudaSuccess)
+      << what;
+  expectNear(out, hout.host(), tol, "out of " + what);
+  const Values gq = hdq.host(), gk = hdk.host(), gv = hdv.host();
+  expectNear(dq, gq, tol, "dq of " + what);
+  expectNear(dk, gk, tol, "dk of " + what);
+  expectNear(dv, gv, tol, "dv of " + what);
+  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout), mut(hdq),
+                                     mut(hdk), mut(hdv), work, nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(gq == hdq.host() && gk == hdk.host() && gv == hdv.host())
+      << what << ": a second backward pass gave other bits";
+  cudaFree(work);
+}
+
+TEST_F(CudaSixteenBit, FlashAttentionMatchesTheF32Kernels) {
+  for (cuda::ElementType t : kHalfTypes) {
+    // Causal over several tiles with a ragged last one, two query heads per kv head.
+    checkFlashAttention(t, flashArgs(2, 130, 4, 130, 2, 64, true, 0), 700);
+    // Full attention over more keys than queries, one kv head for both (MQA), head 128.
+    checkFlashAttention(t, flashArgs(1, 77, 2, 100, 1, 128, false, 0), 710);
+    // A sliding window at head 32.
+    checkFlashAttention(t, flashArgs(1, 200, 2, 200, 2, 32, true, 37), 720);
+    // One query and one key.
+    checkFlashAttention(t, flashArgs(1, 1, 1, 1, 1, 64, true, 0), 730);
+    // Heads 3 and 4 of 8 over 2 kv heads of 4 query heads each (tensor parallelism): they
+    // straddle the two kv heads.
+    cpu::AttentionArgs block = flashArgs(2, 70, 2, 70, 2, 64, true, 0);
+    block.firstHead = 3;
+    block.group = 4;
+    checkFlashAttention(t, block, 740);
+  }
+}
+
+TEST(CudaFlashAttention, TakesOnlyItsSizes) {
+  EXPECT_TRUE(cuda::flashAttentionTakes(flashArgs(2, 1024, 12, 1024, 12, 64, true, 0)));
+  EXPECT_FALSE(cuda::flashAttentionTakes(flashArgs(2, 64, 2, 64, 2, 48, true, 0)));
+  EXPECT_FALSE(cuda::flashAttentionTakes(flashArgs(2, 64, 2, 64, 2, 256, true, 0)));
+  cpu::AttentionArgs headTail = flashArgs(2, 24, 2, 48, 1, 64, true, 0);
+  headTail.headStart = 12;
+  headTail.tailStart = 24;
+  EXPECT_FALSE(cuda::flashAttentionTakes(headTail));
+}
+
 } // namespace

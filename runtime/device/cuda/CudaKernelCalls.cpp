@@ -18,6 +18,8 @@
 #include "kernels/cuda/FusedSource.h"
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace tessel::rt {
@@ -480,6 +482,55 @@ bool launchFusedHalf(KernelCall &c, const KernelArgs &args) {
   return cudaWidenedCall(c, args);
 }
 
+/// The one 16-bit type of every operand of a call, if there is one.
+std::optional<cuda::Half16> oneHalfType(const KernelCall &c) {
+  const planfile::DType t = c.instr->inputs[0].dtype;
+  if (!isHalf(t))
+    return std::nullopt;
+  for (const auto *operands : {&c.instr->inputs, &c.instr->outputs})
+    for (const planfile::BufferRef &b : *operands)
+      if (b.dtype != t)
+        return std::nullopt;
+  return halfKind(t);
+}
+
+const uint16_t *halfIn(const KernelCall &c, size_t k) {
+  return static_cast<const uint16_t *>(c.in[k]);
+}
+uint16_t *halfOut(const KernelCall &c, size_t k) { return static_cast<uint16_t *>(c.out[k]); }
+
+/// Whether every operand of a call starts on 16 bytes (the tensor-core kernels' loads).
+bool operandsAligned(const KernelCall &c) {
+  for (const auto *operands : {&c.in, &c.out})
+    for (const void *p : *operands)
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+        return false;
+  return true;
+}
+
+/// attention on 16-bit operands of one type at sizes the tensor-core kernels take: those
+/// kernels, on the operands as they are; any other call between widening copies.
+bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
+  const cuda::AttentionArgs &a = args.as<args::Attention>().a;
+  const std::optional<cuda::Half16> type = oneHalfType(c);
+  if (!type || !cuda::flashAttentionTakes(a) || !operandsAligned(c))
+    return cudaWidenedCall(c, args);
+  return launched(c, cuda::flashAttention(*type, a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
+                                          halfOut(c, 0), stream(c)));
+}
+
+bool launchAttentionGradHalf(KernelCall &c, const KernelArgs &args) {
+  const cuda::AttentionArgs &a = args.as<args::AttentionGrad>().a;
+  const std::optional<cuda::Half16> type = oneHalfType(c);
+  if (!type || !cuda::flashAttentionTakes(a) || !operandsAligned(c))
+    return cudaWidenedCall(c, args);
+  void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(a));
+  return workspace &&
+         launched(c, cuda::flashAttentionGrad(*type, a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
+                                              halfIn(c, 3), halfOut(c, 0), halfOut(c, 1),
+                                              halfOut(c, 2), workspace, stream(c)));
+}
+
 /// The largest head the attention kernels take.
 bool headFits(KernelCall &c, int64_t head) {
   if (head <= cuda::kMaxAttentionHead)
@@ -515,6 +566,10 @@ KernelFn cudaSixteenBitKernel(catalogue::KernelId id, const std::vector<planfile
     return nullptr;
   case catalogue::KernelId::FusedElementwise:
     return &launchFusedHalf;
+  case catalogue::KernelId::Attention:
+    return &launchAttentionHalf;
+  case catalogue::KernelId::AttentionGrad:
+    return &launchAttentionGradHalf;
   default:
     // AdamW writes its 16-bit working copies itself; the others pass each float operand at
     // its own type (typedIn, typedOut).
