@@ -103,6 +103,7 @@ def step_benchmark(args) -> None:
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     for mode in args.modes.split(","):
         torch.manual_seed(1337)
+        torch.cuda.reset_peak_memory_stats()
         model = Gpt2(seq=args.seq).to(device)
         params = sum(p.numel() for p in model.parameters())
         optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
@@ -133,7 +134,10 @@ def step_benchmark(args) -> None:
             "step_best_ms": round(1e3 * min(times), 3),
             "step_median_ms": round(1e3 * statistics.median(times), 3),
             "mfu": None if peak is None else round(tps * flops_per_token / peak, 4),
-            "final_loss": round(loss.item(), 4)}), flush=True)
+            "final_loss": round(loss.item(), 4),
+            # The caching allocator's peak of allocated bytes over the run (weights, optimizer
+            # state, activations, workspaces), beside Tessel's device_memory_gib.
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3)}), flush=True)
         del model, optimizer, run
         torch.cuda.empty_cache()
 

@@ -38,6 +38,10 @@ grep -q "seq = 1024" "$out/bench/gpt2_124m.model" && grep -q "micro_batch = 16" 
 sed -e 's/^  precision = fp32/  precision = bf16/' "$out/bench/gpt2_124m.model" > "$out/bench/gpt2_124m_bf16.model"
 "$tessel" compile "$out/bench/gpt2_124m_bf16.model" -I "$root" --emit=plan-file \
   -o "$out/bench/gpt2_124m-bf16.plan"
+# And with the output head's loss in chunks of 2048 rows rather than the default rule's 256
+# (whose products accumulate the head's f32 gradient 64 times a step, at k = 256).
+"$tessel" compile "$out/bench/gpt2_124m_bf16.model" -I "$root" --emit=plan-file \
+  --loss-chunk 2048 -o "$out/bench/gpt2_124m-bf16-chunk2048.plan"
 # The step-time model's prediction of each benchmark plan on each shipped GPU preset, for
 # benchmarks/gpu_bench.sh to set beside the measured step (the GPU machine has no compiler).
 for precision in fp32 bf16; do
@@ -47,4 +51,8 @@ for precision in fp32 bf16; do
     "$tessel" estimate "$model" -I "$root" --cluster "$cluster" --json \
       > "$out/bench/gpt2_124m-$precision.$cluster.json"
   done
+done
+for cluster in h100-sxm h200; do
+  "$tessel" estimate "$out/bench/gpt2_124m_bf16.model" -I "$root" --cluster "$cluster" --json \
+    --loss-chunk 2048 > "$out/bench/gpt2_124m-bf16-chunk2048.$cluster.json"
 done

@@ -136,14 +136,15 @@ cudaError_t topKMask(int64_t rows, int64_t cols, int64_t k, const float *x, floa
 // LayerNorm and RMSNorm (Norm.cu)
 //===----------------------------------------------------------------------===//
 
-/// Elements of f32 workspace the gradient kernels need for `rows` rows (their row statistics).
-int64_t normGradWorkspace(int64_t rows);
+/// Elements of f32 workspace the gradient kernels need for `rows` rows of `cols` (the rows'
+/// statistics and the parameter gradients' partial sums).
+int64_t normGradWorkspace(int64_t rows, int64_t cols);
 
 /// y = (x - mean) / sqrt(var + eps) * g + b per row (biased variance).
 cudaError_t layerNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats b,
                       float eps, Floats y, cudaStream_t stream);
 /// dx per row; dg and db summed over rows (db may be null). `workspace` holds
-/// normGradWorkspace(rows) floats.
+/// normGradWorkspace(rows, cols) floats.
 cudaError_t layerNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats dy,
                           float eps, Floats dx, Floats dg, Floats db, float *workspace,
                           cudaStream_t stream);

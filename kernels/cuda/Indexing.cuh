@@ -18,29 +18,46 @@ template <int N> struct Indexing {
   int64_t stride[N][kMaxRank] = {};
 };
 
-/// Operand k's offset of output element `linear` (row-major over the shape).
+/// Operand k's offset of output element `linear` (row-major over the shape). The outermost
+/// dim takes what is left of `linear` without a division.
 template <int N> __device__ inline int64_t offsetOf(const Indexing<N> &ix, int k, int64_t linear) {
   int64_t offset = 0;
-  for (int d = ix.rank - 1; d >= 0; --d) {
+  for (int d = ix.rank - 1; d > 0; --d) {
     const int64_t i = linear % ix.size[d];
     linear /= ix.size[d];
     offset += i * ix.stride[k][d];
   }
-  return offset;
+  return ix.rank > 0 ? offset + linear * ix.stride[k][0] : 0;
 }
 
+/// The shape and strides with dims of size 1 dropped and neighbouring dims merged where every
+/// operand walks them as one (its stride of the outer dim is the inner dim's extent): the same
+/// offsets with fewer divisions per element (a dense operand's offsets need none).
 template <int N>
 bool makeIndexing(const Shape &shape, const Strides *const (&strides)[N], Indexing<N> &ix) {
   if (shape.rank < 0 || shape.rank > kMaxRank)
     return false;
-  ix.rank = shape.rank;
+  int rank = 0;
   for (int d = 0; d < shape.rank; ++d) {
     if (shape.size[d] <= 0)
       return false;
-    ix.size[d] = shape.size[d];
+    if (shape.size[d] == 1)
+      continue;
+    bool merges = rank > 0;
+    for (int k = 0; k < N && merges; ++k)
+      merges = ix.stride[k][rank - 1] == strides[k]->stride[d] * shape.size[d];
+    if (merges) {
+      ix.size[rank - 1] *= shape.size[d];
+      for (int k = 0; k < N; ++k)
+        ix.stride[k][rank - 1] = strides[k]->stride[d];
+      continue;
+    }
+    ix.size[rank] = shape.size[d];
     for (int k = 0; k < N; ++k)
-      ix.stride[k][d] = strides[k]->stride[d];
+      ix.stride[k][rank] = strides[k]->stride[d];
+    ++rank;
   }
+  ix.rank = rank;
   return true;
 }
 

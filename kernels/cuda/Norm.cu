@@ -1,9 +1,10 @@
 //===- Norm.cu - LayerNorm and RMSNorm, forward and backward --------------===//
 //
 // One block per row computes the row's statistics and its outputs; the backward pass keeps
-// each row's statistics in the workspace, and a second kernel sums the parameter gradients
-// over rows: a block owns 32 columns, its 8 thread rows take every 8th row, and their partial
-// sums are added in a fixed order, so the sums never change between runs.
+// each row's statistics in the workspace, and two more kernels sum the parameter gradients
+// over rows: a block per 32 columns and 128 rows, whose 8 thread rows take every 8th row,
+// writes its partial sums, and one thread per column adds them up, every sum in a fixed order,
+// so the gradients never change between runs.
 // kernels/cpu/Norm.cpp is the reference.
 //
 //===----------------------------------------------------------------------===//
@@ -111,55 +112,97 @@ __global__ void rmsNormGradRows(int64_t cols, In x, In g, In dy, float eps, Out 
                   detail::load(g + j) * detail::load(dyr + j) * f - detail::load(xr + j) * c);
 }
 
-/// dg[j] = sum over rows of dy * (x - mean) * rstd (RMSNorm: mean 0, rstd the factor) and,
-/// if db is set, db[j] = sum over rows of dy. Block (kColumnTile, kRowLanes).
-template <class In, class Out>
-__global__ void normParamGrads(int64_t rows, int64_t cols, In x, In dy, const float2 *stats, Out dg,
-                               Out db, bool withDb) {
-  __shared__ float partG[kRowLanes][kColumnTile + 1], partB[kRowLanes][kColumnTile + 1];
+/// Rows per partial sum of the parameter gradients.
+constexpr int64_t kChunkRows = 128;
+
+int64_t chunksOf(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
+
+/// The partial sums of dg[j] (dy * (x - mean) * rstd; RMSNorm: mean 0, rstd the factor) and
+/// db[j] (dy) over chunk blockIdx.y of kChunkRows rows, for 32 columns: block (kColumnTile,
+/// kRowLanes), lane y taking every kRowLanes-th row of the chunk, the lanes added in order.
+template <class In>
+__global__ void normParamPartials(int64_t rows, int64_t cols, In x, In dy, const float2 *stats,
+                                  float *partG, float *partB) {
+  __shared__ float laneG[kRowLanes][kColumnTile + 1], laneB[kRowLanes][kColumnTile + 1];
   const int64_t j = blockIdx.x * int64_t(kColumnTile) + threadIdx.x;
+  const int64_t first = blockIdx.y * kChunkRows;
+  const int64_t end = first + kChunkRows < rows ? first + kChunkRows : rows;
   float sumG = 0.0f, sumB = 0.0f;
   if (j < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
+    for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {
       const float d = detail::load(dy + r * cols + j);
       const float2 s = stats[r];
       sumG += d * ((detail::load(x + r * cols + j) - s.x) * s.y);
       sumB += d;
     }
-  partG[threadIdx.y][threadIdx.x] = sumG;
-  partB[threadIdx.y][threadIdx.x] = sumB;
+  laneG[threadIdx.y][threadIdx.x] = sumG;
+  laneB[threadIdx.y][threadIdx.x] = sumB;
   __syncthreads();
   if (threadIdx.y != 0 || j >= cols)
     return;
   for (int lane = 1; lane < kRowLanes; ++lane) {
-    sumG += partG[lane][threadIdx.x];
-    sumB += partB[lane][threadIdx.x];
+    sumG += laneG[lane][threadIdx.x];
+    sumB += laneB[lane][threadIdx.x];
   }
-  detail::store(dg + j, sumG);
-  if (withDb)
-    detail::store(db + j, sumB);
+  partG[blockIdx.y * cols + j] = sumG;
+  partB[blockIdx.y * cols + j] = sumB;
 }
 
+/// dg[j] (and db[j] if withDb): column j's partial sums, added in chunk order.
+template <class Out>
+__global__ void normParamFinish(int64_t chunks, int64_t cols, const float *partG,
+                                const float *partB, Out dg, Out db, bool withDb) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < cols;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    float sumG = 0.0f, sumB = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sumG += partG[c * cols + j];
+      sumB += partB[c * cols + j];
+    }
+    detail::store(dg + j, sumG);
+    if (withDb)
+      detail::store(db + j, sumB);
+  }
+}
+
+/// The parameter gradients from the rows' statistics, in two launches whose sums are added in
+/// a fixed order: the same bits on every run, with blocks for every chunk of rows.
 cudaError_t launchParamGrads(int64_t rows, int64_t cols, ConstFloats x, ConstFloats dy,
-                             const float2 *stats, Floats dg, Floats db, cudaStream_t stream) {
-  const unsigned tiles = static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
+                             const float2 *stats, Floats dg, Floats db, float *partials,
+                             cudaStream_t stream) {
+  const int64_t chunks = chunksOf(rows);
+  const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile),
+                  static_cast<unsigned>(chunks));
   const dim3 block(kColumnTile, kRowLanes);
-  const bool withDb = db.data != nullptr;
-  if (detail::allF32(x, dy, dg, db))
-    normParamGrads<<<tiles, block, 0, stream>>>(rows, cols, detail::f32(x), detail::f32(dy), stats,
-                                                detail::f32(dg), detail::f32(db), withDb);
+  float *partG = partials, *partB = partials + chunks * cols;
+  if (detail::allF32(x, dy))
+    normParamPartials<<<grid, block, 0, stream>>>(rows, cols, detail::f32(x), detail::f32(dy),
+                                                  stats, partG, partB);
   else
-    normParamGrads<<<tiles, block, 0, stream>>>(rows, cols, x, dy, stats, dg, db, withDb);
+    normParamPartials<<<grid, block, 0, stream>>>(rows, cols, x, dy, stats, partG, partB);
+  if (cudaError_t e = detail::launched(); e != cudaSuccess)
+    return e;
+  const bool withDb = db.data != nullptr;
+  const unsigned blocks = detail::mapBlocks(cols);
+  if (detail::allF32(dg, withDb ? db : dg))
+    normParamFinish<<<blocks, detail::kMapThreads, 0, stream>>>(
+        chunks, cols, partG, partB, detail::f32(dg), detail::f32(db), withDb);
+  else
+    normParamFinish<<<blocks, detail::kMapThreads, 0, stream>>>(chunks, cols, partG, partB, dg,
+                                                                db, withDb);
   return detail::launched();
 }
 
 bool validNorm(int64_t rows, int64_t cols) {
-  return detail::validRows(rows, cols) && (cols + kColumnTile - 1) / kColumnTile <= 0x7fffffff;
+  return detail::validRows(rows, cols) && (cols + kColumnTile - 1) / kColumnTile <= 0x7fffffff &&
+         chunksOf(rows) <= 65535;
 }
 
 } // namespace
 
-int64_t normGradWorkspace(int64_t rows) { return 2 * rows; }
+int64_t normGradWorkspace(int64_t rows, int64_t cols) {
+  return 2 * rows + 2 * chunksOf(rows) * cols;
+}
 
 cudaError_t layerNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, ConstFloats b,
                       float eps, Floats y, cudaStream_t stream) {
@@ -188,7 +231,7 @@ cudaError_t layerNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats
     layerNormGradRows<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx, stats);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
-  return launchParamGrads(rows, cols, x, dy, stats, dg, db, stream);
+  return launchParamGrads(rows, cols, x, dy, stats, dg, db, workspace + 2 * rows, stream);
 }
 
 cudaError_t rmsNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, float eps, Floats y,
@@ -217,7 +260,7 @@ cudaError_t rmsNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g
     rmsNormGradRows<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx, stats);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
-  return launchParamGrads(rows, cols, x, dy, stats, dg, Floats(), stream);
+  return launchParamGrads(rows, cols, x, dy, stats, dg, Floats(), workspace + 2 * rows, stream);
 }
 
 } // namespace tessel::cuda

@@ -45,6 +45,16 @@ __device__ inline void keptOffsets(const ReducePlan &plan, int64_t o, int64_t &x
 template <class In>
 __device__ double sumTerms(const ReducePlan &plan, In x, int64_t xBase, int64_t first,
                            int64_t end, bool runs) {
+  if (plan.summedRank <= 1 && !runs) {
+    // One summed dim, one stride: a plain loop the compiler unrolls, its loads in flight
+    // together (the order of the additions is the same).
+    const int64_t step = plan.summedRank == 1 ? plan.summedX[0] : 0;
+    double sum = 0.0;
+#pragma unroll 8
+    for (int64_t t = first; t < end; ++t)
+      sum += detail::load(x + (xBase + t * step));
+    return sum;
+  }
   int64_t index[kMaxRank] = {};
   int64_t offset = 0;
   for (int64_t d = plan.summedRank - 1, rest = first; d >= 0; --d) {
@@ -133,20 +143,39 @@ bool planOf(const Shape &shape, const Strides &so, ReducePlan &plan) {
   int64_t keptX[kMaxRank], keptOut[kMaxRank], keptSize[kMaxRank];
   int64_t summedX[kMaxRank], summedSize[kMaxRank];
   // Innermost first, then reversed into row-major order.
+  // A dim of size 1 changes no offset; a dim that continues the inner one of its kind in x
+  // (and, kept, in out) is merged into it: the same terms in the same order, walked with
+  // fewer divisions (a bias gradient's rows become one summed dim with one stride).
   for (int d = shape.rank - 1; d >= 0; --d) {
-    if (shape.size[d] <= 0)
+    const int64_t size = shape.size[d];
+    if (size <= 0)
       return false;
+    if (size == 1)
+      continue;
     if (so.stride[d] != 0) {
-      keptSize[plan.keptRank] = shape.size[d];
-      keptX[plan.keptRank] = xStride;
-      keptOut[plan.keptRank++] = so.stride[d];
-      plan.outputs *= shape.size[d];
+      const int k = plan.keptRank;
+      plan.outputs *= size;
+      if (k > 0 && keptX[k - 1] * keptSize[k - 1] == xStride &&
+          keptOut[k - 1] * keptSize[k - 1] == so.stride[d])
+        keptSize[k - 1] *= size;
+      else {
+        keptSize[k] = size;
+        keptX[k] = xStride;
+        keptOut[k] = so.stride[d];
+        ++plan.keptRank;
+      }
     } else {
-      summedSize[plan.summedRank] = shape.size[d];
-      summedX[plan.summedRank++] = xStride;
-      plan.terms *= shape.size[d];
+      const int k = plan.summedRank;
+      plan.terms *= size;
+      if (k > 0 && summedX[k - 1] * summedSize[k - 1] == xStride)
+        summedSize[k - 1] *= size;
+      else {
+        summedSize[k] = size;
+        summedX[k] = xStride;
+        ++plan.summedRank;
+      }
     }
-    xStride *= shape.size[d];
+    xStride *= size;
   }
   for (int d = 0; d < plan.keptRank; ++d) {
     plan.keptSize[d] = keptSize[plan.keptRank - 1 - d];

@@ -11,8 +11,9 @@
 
 // Training, a tied head [vocab, embed]: the head, the loss, its gradient and the two
 // contractions reading the logits' gradient become one op where the gradient was computed.
-// The chunk is at most the 16 rows; automatically, Liger-Kernel's rule gives 8 rows (16
-// rows over ceil(48 / 16) = 3, rounded up to a power of two) when allowed fewer than 256.
+// The chunk is at most the 16 rows; automatically, when allowed fewer than 256, Liger-Kernel's
+// rule gives 6 rows (16 rows over ceil(48 / 16) = 3), raised to the 16 rows whose logits are
+// as many as the weight's elements: every chunk adds into the weight's whole gradient.
 // CHECK-LABEL: func.func @train_tied
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<2x8x16xf32, {{.*}}>, %[[W:[^:]*]]: tensor<48x16xf32, {{.*}}>, %[[T:[^:]*]]: tensor<2x8xi32
 // CHECK-NEXT: %[[ONE:.*]] = graph.constant
@@ -21,7 +22,7 @@
 // CHUNK-LABEL: func.func @train_tied
 // CHUNK: graph.linear_cross_entropy_grad {{.*}} chunk 5
 // AUTO-LABEL: func.func @train_tied
-// AUTO: graph.linear_cross_entropy_grad {{.*}} chunk 8
+// AUTO: graph.linear_cross_entropy_grad {{.*}} chunk 16
 func.func @train_tied(%x: tensor<2x8x16xf32, #x>, %w: tensor<48x16xf32, #w>, %t: tensor<2x8xi32, #t>)
     -> (tensor<f32, #s>, tensor<2x8x16xf32, #x>, tensor<48x16xf32, #w>) {
   %l = graph.contract %x, %w sum ["embed"] : (tensor<2x8x16xf32, #x>, tensor<48x16xf32, #w>) -> tensor<2x8x48xf32, #l>
@@ -31,6 +32,29 @@ func.func @train_tied(%x: tensor<2x8x16xf32, #x>, %w: tensor<48x16xf32, #w>, %t:
   %dx = graph.contract %dl, %w sum ["vocab"] : (tensor<2x8x48xf32, #l>, tensor<48x16xf32, #w>) -> tensor<2x8x16xf32, #x>
   %dw = graph.contract %dl, %x sum ["batch", "seq"] : (tensor<2x8x48xf32, #l>, tensor<2x8x16xf32, #x>) -> tensor<48x16xf32, #w>
   return %loss, %dx, %dw : tensor<f32, #s>, tensor<2x8x16xf32, #x>, tensor<48x16xf32, #w>
+}
+
+// -----
+
+#x = #graph.dims<batch, seq, embed>
+#w = #graph.dims<vocab, embed>
+#l = #graph.dims<batch, seq, vocab>
+#t = #graph.dims<batch, seq>
+#s = #graph.dims<>
+
+// Many rows for the head's size: Liger-Kernel's rule itself, 128 rows over ceil(64 / 4) = 16
+// gives 8 rows, more than the weight's 4 rows' worth of logits.
+// AUTO-LABEL: func.func @many_rows
+// AUTO: graph.linear_cross_entropy_grad {{.*}} chunk 8
+func.func @many_rows(%x: tensor<4x32x4xf32, #x>, %w: tensor<64x4xf32, #w>, %t: tensor<4x32xi32, #t>)
+    -> (tensor<f32, #s>, tensor<4x32x4xf32, #x>, tensor<64x4xf32, #w>) {
+  %l = graph.contract %x, %w sum ["embed"] : (tensor<4x32x4xf32, #x>, tensor<64x4xf32, #w>) -> tensor<4x32x64xf32, #l>
+  %loss = graph.cross_entropy %l, %t dim "vocab" : (tensor<4x32x64xf32, #l>, tensor<4x32xi32, #t>) -> tensor<f32, #s>
+  %one = graph.constant 1.000000e+00 : tensor<f32, #s>
+  %dl = graph.cross_entropy_grad %l, %t, %one dim "vocab" : (tensor<4x32x64xf32, #l>, tensor<4x32xi32, #t>, tensor<f32, #s>) -> tensor<4x32x64xf32, #l>
+  %dx = graph.contract %dl, %w sum ["vocab"] : (tensor<4x32x64xf32, #l>, tensor<64x4xf32, #w>) -> tensor<4x32x4xf32, #x>
+  %dw = graph.contract %dl, %x sum ["batch", "seq"] : (tensor<4x32x64xf32, #l>, tensor<4x32x4xf32, #x>) -> tensor<64x4xf32, #w>
+  return %loss, %dx, %dw : tensor<f32, #s>, tensor<4x32x4xf32, #x>, tensor<64x4xf32, #w>
 }
 
 // -----

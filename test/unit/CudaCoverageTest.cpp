@@ -11,6 +11,7 @@
 #include "runtime/device/cuda/CudaLaunch.h"
 
 #include "common/KernelCatalogue.h"
+#include "kernels/cuda/CudaKernels.h"
 
 #include <gtest/gtest.h>
 
@@ -43,4 +44,27 @@ TEST(CudaCoverage, SixteenBitLaunchesAreTheCataloguesNativeKernels) {
   EXPECT_EQ(rt::cudaSixteenBitKernel(catalogue::KernelId::Gemm, {DType::BF16, DType::F16},
                                      {DType::F32}),
             nullptr);
+}
+
+/// The sizes the tensor-core attention takes (its other calls run the widened f32 kernels).
+TEST(CudaCoverage, TensorCoreAttentionTakesOnlyItsSizes) {
+  auto args = [](int64_t seq, int64_t heads, int64_t head) {
+    cuda::AttentionArgs a;
+    a.batch = 2;
+    a.seq = a.kvSeq = seq;
+    a.heads = a.kvHeads = heads;
+    a.head = head;
+    a.causal = true;
+    a.scale = 0.125f;
+    return a;
+  };
+  EXPECT_TRUE(cuda::flashAttentionTakes(args(1024, 12, 64)));
+  EXPECT_FALSE(cuda::flashAttentionTakes(args(64, 2, 48)));
+  EXPECT_FALSE(cuda::flashAttentionTakes(args(64, 2, 256)));
+  cuda::AttentionArgs headTail = args(24, 2, 64);
+  headTail.kvSeq = 48;
+  headTail.kvHeads = 1;
+  headTail.headStart = 12;
+  headTail.tailStart = 24;
+  EXPECT_FALSE(cuda::flashAttentionTakes(headTail));
 }

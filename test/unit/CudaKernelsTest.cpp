@@ -247,7 +247,7 @@ TEST_F(CudaKernels, LayerNormForwardAndBackwardMatchCpu) {
     cpu::layerNormGrad(rows, cols, x.data(), g.data(), dy.data(), eps, dx.data(), dg.data(),
                        db.data());
     DeviceArray<float> gx(x), gg(g), gb(b), gdy(dy), gy(n), gdx(n), gdg(cols), gdb(cols),
-        work(cuda::normGradWorkspace(rows));
+        work(cuda::normGradWorkspace(rows, cols));
     ASSERT_EQ(cuda::layerNorm(rows, cols, gx.get(), gg.get(), gb.get(), eps, gy.get(), stream),
               cudaSuccess);
     ASSERT_EQ(cuda::layerNormGrad(rows, cols, gx.get(), gg.get(), gdy.get(), eps, gdx.get(),
@@ -271,7 +271,7 @@ TEST_F(CudaKernels, RmsNormForwardAndBackwardMatchCpu) {
     cpu::rmsNorm(rows, cols, x.data(), g.data(), eps, y.data());
     cpu::rmsNormGrad(rows, cols, x.data(), g.data(), dy.data(), eps, dx.data(), dg.data());
     DeviceArray<float> gx(x), gg(g), gdy(dy), gy(n), gdx(n), gdg(cols),
-        work(cuda::normGradWorkspace(rows));
+        work(cuda::normGradWorkspace(rows, cols));
     ASSERT_EQ(cuda::rmsNorm(rows, cols, gx.get(), gg.get(), eps, gy.get(), stream), cudaSuccess);
     ASSERT_EQ(cuda::rmsNormGrad(rows, cols, gx.get(), gg.get(), gdy.get(), eps, gdx.get(),
                                 gdg.get(), work.get(), stream),

@@ -249,15 +249,19 @@ bool matchGradients(Match &m) {
 }
 
 /// Rows per chunk: `chunk` when set, else Liger-Kernel's rule — about as many logits per
-/// chunk as the input has elements (a power of two) — but at least `minChunk` rows, never
-/// more than there are.
+/// chunk as the input has elements — raised to at least as many logits as the head's weight
+/// has elements (`hidden` rows), a power of two, and at least `minChunk` rows, never more than
+/// there are. Every chunk adds its product into the weight's whole f32 gradient, so a chunk of
+/// fewer logits than the weight has moves more bytes accumulating than computing (GPT-2 124M
+/// on an H200: 64 chunks of 256 rows made the step 14% slower than 8 of 2048).
 int64_t chunkRows(Match &m, int64_t chunk, int64_t minChunk) {
   NamedShape xs = shapeOf(m.input);
   int64_t rows = numElements(m.targets), hidden = xs.back().size;
   int64_t classes = shapeOf(m.head.getResult()).back().size;
   if (chunk <= 0) {
     int64_t factor = llvm::divideCeil(classes, hidden);
-    chunk = std::max<int64_t>(llvm::PowerOf2Ceil(llvm::divideCeil(rows, factor)), minChunk);
+    int64_t rule = std::max<int64_t>(llvm::divideCeil(rows, factor), hidden);
+    chunk = std::max<int64_t>(llvm::PowerOf2Ceil(rule), minChunk);
   }
   return std::clamp<int64_t>(chunk, 1, rows);
 }

@@ -197,7 +197,7 @@ bool launch(KernelCall &c, const args::LayerNorm &a) {
 }
 
 bool launch(KernelCall &c, const args::LayerNormGrad &a) {
-  float *workspace = scratchFloats(c, cuda::normGradWorkspace(a.rows));
+  float *workspace = scratchFloats(c, cuda::normGradWorkspace(a.rows, a.cols));
   return workspace &&
          launched(c, cuda::layerNormGrad(a.rows, a.cols, typedIn(c, 0), typedIn(c, 1),
                                          typedIn(c, 2), a.eps, typedOut(c, 0), typedOut(c, 1),
@@ -210,7 +210,7 @@ bool launch(KernelCall &c, const args::RmsNorm &a) {
 }
 
 bool launch(KernelCall &c, const args::RmsNormGrad &a) {
-  float *workspace = scratchFloats(c, cuda::normGradWorkspace(a.rows));
+  float *workspace = scratchFloats(c, cuda::normGradWorkspace(a.rows, a.cols));
   return workspace &&
          launched(c, cuda::rmsNormGrad(a.rows, a.cols, typedIn(c, 0), typedIn(c, 1),
                                        typedIn(c, 2), a.eps, typedOut(c, 0), typedOut(c, 1),
