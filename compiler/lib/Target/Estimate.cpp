@@ -9,7 +9,9 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
@@ -53,7 +55,8 @@ std::string human(double bytes) {
 /// Whether two ranks' figures are the same in every column the table shows.
 bool sameFigures(const RankEstimate &a, const RankEstimate &b) {
   return a.parameters == b.parameters && a.gradients == b.gradients && a.optimizer == b.optimizer &&
-         a.activations == b.activations && a.stash == b.stash && a.inFlight == b.inFlight;
+         a.activations == b.activations && a.stash == b.stash && a.inFlight == b.inFlight &&
+         a.inferenceWeights == b.inferenceWeights && a.kvBytesPerToken == b.kvBytesPerToken;
 }
 
 /// The ranks of `ranks` as runs of consecutive ranks with the same figures, each [first, last]
@@ -157,6 +160,8 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       // precision the parameters are the fp32 master weights and their persistent 16-bit
       // working copies, and the gradients are accumulated in fp32.
       const double bytes = static_cast<double>(t.bytes());
+      if (t.role == "working")
+        r.inferenceWeights += bytes;
       if (t.role == "param" || t.role == "working")
         r.parameters += bytes;
       else if (t.role == "grad")
@@ -164,10 +169,28 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       else
         r.optimizer += bytes; // adam_m, adam_v, momentum
     }
+    // Without 16-bit working copies, a forward pass reads the parameters themselves.
+    bool hasWorking = false;
+    for (const pf::StateTensor &t : plan.state)
+      hasWorking = hasWorking || (t.role == "working" && t.heldBy(static_cast<uint32_t>(stage)));
+    if (!hasWorking)
+      for (const pf::StateTensor &t : plan.state)
+        if (t.role == "param" && t.heldBy(static_cast<uint32_t>(stage)))
+          r.inferenceWeights += static_cast<double>(t.bytes());
     std::map<std::string, double> bytesSent;
     for (const pf::Program &p : plan.programs) {
       if (p.stage != stage)
         continue;
+      // The KV cache: each attention call of the training step's forward pass keeps its
+      // keys and values per token, at their element type.
+      if (perMicroBatch.count(p.name))
+        for (const pf::Instr &in : p.instrs)
+          if (in.kernel == "attention" && in.inputs.size() >= 3) {
+            r.kvBytesPerToken += 2.0 * static_cast<double>(intAttr(in, "kv_heads")) *
+                                 static_cast<double>(intAttr(in, "head")) *
+                                 static_cast<double>(pf::dtypeBytes(in.inputs[1].dtype));
+            ++r.attentionLayers;
+          }
       r.activations = std::max(r.activations, static_cast<double>(p.arenaBytes));
       double runs = perMicroBatch.count(p.name)  ? static_cast<double>(e.accumulation)
                     : p.name == "optimizer_step" ? 1.0
@@ -300,6 +323,49 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
     std::snprintf(line, sizeof line, "  %-8s %14s\n", group.c_str(), human(bytes).c_str());
     os << line;
   }
+  // Generation's KV cache, per run of ranks with the same figure.
+  bool cached = false;
+  for (const RankEstimate &r : e.ranks)
+    cached = cached || r.kvBytesPerToken > 0;
+  if (cached) {
+    os << "\ngeneration (KV cache per token: 2 x kv heads x head x bytes per attention layer):\n";
+    std::snprintf(line, sizeof line, "%-11s %14s %17s %14s\n", "rank", "KV per token",
+                  "attention layers", "weights");
+    os << line;
+    for (const auto &run : runs) {
+      const RankEstimate &r = e.ranks[run.first];
+      std::snprintf(line, sizeof line, "%-11s %14s %17lld %14s\n", rankRange(e.ranks, run).c_str(),
+                    human(r.kvBytesPerToken).c_str(), static_cast<long long>(r.attentionLayers),
+                    human(r.inferenceWeights).c_str());
+      os << line;
+    }
+  }
+  return os.str();
+}
+
+double tessel::kvCacheTokens(const PlanEstimate &e, double deviceMemory) {
+  double fewest = -1;
+  for (const RankEstimate &r : e.ranks) {
+    if (r.kvBytesPerToken <= 0)
+      continue;
+    const double tokens = std::max(0.0, std::floor((deviceMemory - r.inferenceWeights) /
+                                                   r.kvBytesPerToken));
+    fewest = fewest < 0 ? tokens : std::min(fewest, tokens);
+  }
+  return std::max(fewest, 0.0);
+}
+
+std::string tessel::formatKvCacheFit(const PlanEstimate &e, double deviceMemory,
+                                     const std::string &device) {
+  const double tokens = kvCacheTokens(e, deviceMemory);
+  if (tokens <= 0)
+    return "";
+  std::ostringstream os;
+  os << "generation on " << device << " (" << human(deviceMemory) << " per rank): " << std::fixed
+     << std::setprecision(0) << tokens
+     << " tokens of KV cache fit beside the weights (sequences x context, e.g. batch "
+     << std::max(1.0, std::floor(tokens / 4096)) << " at 4096 tokens; the decode step's own "
+     << "activations not counted)\n";
   return os.str();
 }
 
@@ -326,6 +392,8 @@ void tessel::estimateJsonMembers(llvm::json::OStream &j, const PlanEstimate &e) 
         j.attribute("stage", static_cast<int64_t>(r.stage));
         j.attribute("in_flight", static_cast<int64_t>(r.inFlight));
         j.attribute("peak", static_cast<double>(r.peak()));
+        j.attribute("inference_weights", static_cast<double>(r.inferenceWeights));
+        j.attribute("kv_cache_bytes_per_token", static_cast<double>(r.kvBytesPerToken));
       });
   });
   j.attributeObject("communication", [&] {

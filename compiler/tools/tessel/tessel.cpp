@@ -628,13 +628,15 @@ int runEstimate(const char *argv0) {
         j.attributeBegin("prediction");
         predictionJson(j, prediction);
         j.attributeEnd();
+        j.attribute("kv_cache_tokens", kvCacheTokens(e, cluster.memory));
       }
     });
     outs() << "\n";
   } else {
     outs() << formatEstimate(e);
     if (!estimateCluster.empty())
-      outs() << formatPrediction(prediction, e.worldSize);
+      outs() << formatPrediction(prediction, e.worldSize)
+             << formatKvCacheFit(e, cluster.memory, cluster.name);
   }
   if (estimateTrace.empty() && estimateSvg.empty())
     return 0;

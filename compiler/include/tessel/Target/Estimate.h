@@ -29,6 +29,12 @@ struct RankEstimate {
   /// the runtime's own walk of the rank's action list, so it is what a run will hold.
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0, stash = 0;
   int64_t stage = 0, inFlight = 0;
+  /// Generation: the weights a forward pass reads (the 16-bit working copies under mixed
+  /// precision, else the parameters), and the bytes of keys and values one token adds to a
+  /// KV cache: 2 × kv heads × head × element bytes summed over the rank's attention calls
+  /// (its layers, its share of the kv heads under tp).
+  double inferenceWeights = 0, kvBytesPerToken = 0;
+  int64_t attentionLayers = 0;
   double peak() const { return parameters + gradients + optimizer + activations; }
 };
 
@@ -70,6 +76,13 @@ PlanEstimate estimatePlan(const planfile::Plan &plan);
 
 /// A table for people: one row per run of consecutive ranks with the same figures.
 std::string formatEstimate(const PlanEstimate &e);
+/// With a device's memory (bytes): the tokens of KV cache (sequences × context, summed over
+/// the sequences of a batch) that fit on each rank beside the weights it reads, the figure
+/// of the rank that fits fewest. Activations of the decode step itself are not counted.
+/// Zero when the plan has no attention or the weights alone do not fit.
+double kvCacheTokens(const PlanEstimate &e, double deviceMemory);
+std::string formatKvCacheFit(const PlanEstimate &e, double deviceMemory,
+                             const std::string &device);
 /// The same as JSON: the members of the estimate's object, written into the object `j` has
 /// open (so that a caller may add members of its own, such as a step-time prediction).
 void estimateJsonMembers(llvm::json::OStream &j, const PlanEstimate &e);
