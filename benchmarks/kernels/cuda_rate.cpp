@@ -41,6 +41,29 @@ template <class F> float bestMs(F f, int repeats = 5) {
   return bench::bestMs("tessel-cuda-rate", f, repeats);
 }
 
+/// Causal attention over one sequence of `seq` positions and `pairs` heads of `head` features.
+cuda::AttentionArgs causalAttention(int64_t seq, int64_t pairs, int64_t head) {
+  cuda::AttentionArgs at;
+  at.batch = 1;
+  at.seq = at.kvSeq = seq;
+  at.heads = at.kvHeads = pairs;
+  at.head = head;
+  at.causal = true;
+  at.scale = 1.0f / std::sqrt(static_cast<float>(head));
+  return at;
+}
+
+/// One row of an attention table: the forward and backward times and the rates they give.
+void reportAttention(const cuda::AttentionArgs &at, float fwd, float bwd) {
+  const double pairs = static_cast<double>(at.seq) * (at.seq + 1) / 2 * at.heads;
+  const double d = static_cast<double>(at.head);
+  std::printf("  head %3lld seq %6lld  forward %9.3f ms %7.2f TFLOP/s  backward %9.3f ms "
+              "%7.2f TFLOP/s  both %7.2f TFLOP/s\n",
+              static_cast<long long>(at.head), static_cast<long long>(at.seq), fwd,
+              4 * pairs * d / (fwd * 1e-3) / 1e12, bwd, 10 * pairs * d / (bwd * 1e-3) / 1e12,
+              14 * pairs * d / ((fwd + bwd) * 1e-3) / 1e12);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -109,28 +132,17 @@ int main(int argc, char **argv) {
               static_cast<long long>(batchHeads));
   for (int64_t d : heads)
     for (int64_t s : seqs) {
-      cuda::AttentionArgs at;
-      at.batch = 1;
-      at.seq = at.kvSeq = s;
-      at.heads = at.kvHeads = batchHeads;
-      at.head = d;
-      at.causal = true;
-      at.scale = 1.0f / std::sqrt(static_cast<float>(d));
+      const cuda::AttentionArgs at = causalAttention(s, batchHeads, d);
       const int64_t elements = s * batchHeads * d;
       float *q = randomDevice(elements, 4), *k = randomDevice(elements, 5),
             *v = randomDevice(elements, 6), *dout = randomDevice(elements, 7),
             *out = randomDevice(elements, 8), *dq = randomDevice(elements, 9),
             *dk = randomDevice(elements, 10), *dv = randomDevice(elements, 11),
             *work = randomDevice(cuda::attentionGradWorkspace(at), 12);
-      const double pairs = static_cast<double>(s) * (s + 1) / 2 * batchHeads;
       const float fwd = bestMs([&] { cuda::attention(at, q, k, v, out, nullptr); });
       const float bwd =
           bestMs([&] { cuda::attentionGrad(at, q, k, v, dout, dq, dk, dv, work, nullptr); });
-      std::printf("  head %3lld seq %6lld  forward %9.3f ms %7.2f TFLOP/s  backward %9.3f ms "
-                  "%7.2f TFLOP/s  both %7.2f TFLOP/s\n",
-                  static_cast<long long>(d), static_cast<long long>(s), fwd,
-                  4 * pairs * d / (fwd * 1e-3) / 1e12, bwd, 10 * pairs * d / (bwd * 1e-3) / 1e12,
-                  14 * pairs * d / ((fwd + bwd) * 1e-3) / 1e12);
+      reportAttention(at, fwd, bwd);
       for (float *p : {q, k, v, dout, out, dq, dk, dv, work})
         cudaFree(p);
     }
@@ -139,13 +151,7 @@ int main(int argc, char **argv) {
               static_cast<long long>(batchHeads));
   for (int64_t d : heads)
     for (int64_t s : seqs) {
-      cuda::AttentionArgs at;
-      at.batch = 1;
-      at.seq = at.kvSeq = s;
-      at.heads = at.kvHeads = batchHeads;
-      at.head = d;
-      at.causal = true;
-      at.scale = 1.0f / std::sqrt(static_cast<float>(d));
+      const cuda::AttentionArgs at = causalAttention(s, batchHeads, d);
       if (!cuda::flashAttentionTakes(at)) {
         std::printf("  head %3lld: not taken by the tensor-core kernels\n",
                     static_cast<long long>(d));
@@ -177,7 +183,6 @@ int main(int argc, char **argv) {
         if (e != cudaSuccess)
           failed = e;
       };
-      const double pairs = static_cast<double>(s) * (s + 1) / 2 * batchHeads;
       const float fwd = bestMs(
           [&] { check(cuda::flashAttention(cuda::Half16::BF16, at, q, k, v, out, nullptr)); });
       const float bwd = bestMs([&] {
@@ -189,11 +194,7 @@ int main(int argc, char **argv) {
                      cudaGetErrorString(failed));
         return 1;
       }
-      std::printf("  head %3lld seq %6lld  forward %9.3f ms %7.2f TFLOP/s  backward %9.3f ms "
-                  "%7.2f TFLOP/s  both %7.2f TFLOP/s\n",
-                  static_cast<long long>(d), static_cast<long long>(s), fwd,
-                  4 * pairs * d / (fwd * 1e-3) / 1e12, bwd, 10 * pairs * d / (bwd * 1e-3) / 1e12,
-                  14 * pairs * d / ((fwd + bwd) * 1e-3) / 1e12);
+      reportAttention(at, fwd, bwd);
       for (uint16_t *p : halves)
         cudaFree(p);
       cudaFree(work);

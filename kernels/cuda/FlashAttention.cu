@@ -186,6 +186,42 @@ __device__ inline void accumulatorsAsA(const float (&s)[N][4], int kk, uint32_t 
   a[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
+/// acc[n] += (rows [r0, r0 + 16) of tile a) · (rows [8n, 8n + 8) of tile b)ᵀ over their first
+/// K columns: a warp's 16 × 8N product of two row-major tiles.
+template <class T, int N, int K>
+__device__ inline void rowsTimesRows(float (&acc)[N][4], const uint16_t *a, int pitchA, int r0,
+                                     const uint16_t *b, int pitchB) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t fa[4];
+    loadA(a, pitchA, r0, kk * 16, fa);
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      uint32_t b0, b1;
+      loadB(b, pitchB, n * 8, kk * 16, b0, b1);
+      Mma<T>::run(acc[n], fa, b0, b1);
+    }
+  }
+}
+
+/// acc[m] += s · (rows [8m, 8m + 8) of tile b)ᵀ: a warp's 16 × 8N accumulators, rounded to
+/// the operand type, as the left operand against a transposed tile (b[column][row]).
+template <class T, int N, int M>
+__device__ inline void scoresTimesTile(float (&acc)[M][4], const float (&s)[N][4],
+                                       const uint16_t *b, int pitchB) {
+#pragma unroll
+  for (int kk = 0; kk < N / 2; ++kk) {
+    uint32_t fa[4];
+    accumulatorsAsA<T>(s, kk, fa);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      uint32_t b0, b1;
+      loadB(b, pitchB, m * 8, kk * 16, b0, b1);
+      Mma<T>::run(acc[m], fa, b0, b1);
+    }
+  }
+}
+
 /// Writes a warp's 16 rows of accumulators (D / 8 tiles), times `scale`, to rows row0 and
 /// row0 + 8 (those before `length`) of head h of batch b of a [batch, length, heads, D] tensor.
 template <class T, int D>
@@ -290,17 +326,7 @@ __global__ void __launch_bounds__(kThreads)
       o[dt][2] *= alpha[1];
       o[dt][3] *= alpha[1];
     }
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t pa[4];
-      accumulatorsAsA<T>(s, kk, pa);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        uint32_t b0, b1;
-        loadB(vt, PT, dt * 8, kk * 16, b0, b1);
-        Mma<T>::run(o[dt], pa, b0, b1);
-      }
-    }
+    scoresTimesTile<T>(o, s, vt, PT);
   }
   // Each of a row's four threads summed its own columns.
 #pragma unroll
@@ -392,17 +418,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
       // sᵀ = k qᵀ, then pᵀ = exp(sᵀ · scale - lse) where the query sees the key.
       float st[QT / 8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t ka[4];
-        loadA(ks, P, warp * 16, kk * 16, ka);
-#pragma unroll
-        for (int nt = 0; nt < QT / 8; ++nt) {
-          uint32_t b0, b1;
-          loadB(qs, P, nt * 8, kk * 16, b0, b1);
-          Mma<T>::run(st[nt], ka, b0, b1);
-        }
-      }
+      rowsTimesRows<T, QT / 8, D>(st, ks, P, warp * 16, qs, P);
 #pragma unroll
       for (int nt = 0; nt < QT / 8; ++nt)
 #pragma unroll
@@ -412,47 +428,17 @@ __global__ void __launch_bounds__(kThreads)
           st[nt][e] = visible(a, i, j) ? exp2f(st[nt][e] * scale2 - rowLse[col]) : 0.0f;
         }
       // dv += pᵀ dout.
-#pragma unroll
-      for (int kk = 0; kk < QT / 16; ++kk) {
-        uint32_t pa[4];
-        accumulatorsAsA<T>(st, kk, pa);
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          uint32_t b0, b1;
-          loadB(dot, PQ, dt * 8, kk * 16, b0, b1);
-          Mma<T>::run(dva[dt], pa, b0, b1);
-        }
-      }
+      scoresTimesTile<T>(dva, st, dot, PQ);
       // dpᵀ = v doutᵀ; dsᵀ = pᵀ (dpᵀ - delta).
       float dpt[QT / 8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t va[4];
-        loadA(vs, P, warp * 16, kk * 16, va);
-#pragma unroll
-        for (int nt = 0; nt < QT / 8; ++nt) {
-          uint32_t b0, b1;
-          loadB(dos, P, nt * 8, kk * 16, b0, b1);
-          Mma<T>::run(dpt[nt], va, b0, b1);
-        }
-      }
+      rowsTimesRows<T, QT / 8, D>(dpt, vs, P, warp * 16, dos, P);
 #pragma unroll
       for (int nt = 0; nt < QT / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           st[nt][e] *= dpt[nt][e] - rowDelta[nt * 8 + 2 * t + (e & 1)];
       // dk += dsᵀ q (times the scale, at the end).
-#pragma unroll
-      for (int kk = 0; kk < QT / 16; ++kk) {
-        uint32_t da[4];
-        accumulatorsAsA<T>(st, kk, da);
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          uint32_t b0, b1;
-          loadB(qt, PQ, dt * 8, kk * 16, b0, b1);
-          Mma<T>::run(dka[dt], da, b0, b1);
-        }
-      }
+      scoresTimesTile<T>(dka, st, qt, PQ);
     }
   storeRows<T, D>(dka, a.scale, a.scale, dk, b, a.kvSeq, a.kvHeads, kh, jr);
   storeRows<T, D>(dva, 1.0f, 1.0f, dv, b, a.kvSeq, a.kvHeads, kh, jr);
@@ -498,17 +484,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     // p = exp(q kᵀ · scale - lse) where the query sees the key.
     float s[kKeys / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4];
-      loadA(qs, P, warp * 16, kk * 16, qa);
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-        uint32_t b0, b1;
-        loadB(ks, P, nt * 8, kk * 16, b0, b1);
-        Mma<T>::run(s[nt], qa, b0, b1);
-      }
-    }
+    rowsTimesRows<T, kKeys / 8, D>(s, qs, P, warp * 16, ks, P);
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt)
 #pragma unroll
@@ -518,34 +494,14 @@ __global__ void __launch_bounds__(kThreads)
       }
     // dp = dout vᵀ; ds = p (dp - delta).
     float dp[kKeys / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t da[4];
-      loadA(dos, P, warp * 16, kk * 16, da);
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-        uint32_t b0, b1;
-        loadB(vs, P, nt * 8, kk * 16, b0, b1);
-        Mma<T>::run(dp[nt], da, b0, b1);
-      }
-    }
+    rowsTimesRows<T, kKeys / 8, D>(dp, dos, P, warp * 16, vs, P);
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         s[nt][e] *= dp[nt][e] - rowDelta[e >> 1];
     // dq += ds k (times the scale, at the end).
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t sa[4];
-      accumulatorsAsA<T>(s, kk, sa);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        uint32_t b0, b1;
-        loadB(kt, PT, dt * 8, kk * 16, b0, b1);
-        Mma<T>::run(dqa[dt], sa, b0, b1);
-      }
-    }
+    scoresTimesTile<T>(dqa, s, kt, PT);
   }
   storeRows<T, D>(dqa, a.scale, a.scale, dq, b, a.seq, a.heads, h, i0);
 }

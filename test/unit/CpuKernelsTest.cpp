@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "test/unit/KernelShapes.h"
 #include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
@@ -30,6 +31,7 @@ using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 
 using tessel::test::randomFloats;
+using tessel::test::attentionOf;
 
 std::vector<int32_t> randomIds(size_t n, int32_t limit, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -1115,20 +1117,6 @@ Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
   return out;
 }
 
-AttentionArgs attentionArgs(int64_t batch, int64_t seq, int64_t heads, int64_t kvSeq,
-                            int64_t kvHeads, int64_t head, bool causal) {
-  AttentionArgs a;
-  a.batch = batch;
-  a.seq = seq;
-  a.heads = heads;
-  a.kvSeq = kvSeq;
-  a.kvHeads = kvHeads;
-  a.head = head;
-  a.causal = causal;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(head));
-  return a;
-}
-
 AttentionArgs windowed(AttentionArgs a, int64_t window) {
   a.window = window;
   return a;
@@ -1141,12 +1129,12 @@ struct AttentionCase {
 
 std::vector<AttentionCase> attentionCases() {
   return {
-      {"causal", attentionArgs(2, 5, 2, 5, 2, 4, true)},
-      {"non-causal", attentionArgs(2, 5, 2, 5, 2, 4, false)},
-      {"gqa causal", attentionArgs(2, 6, 4, 6, 2, 6, true)},
-      {"mqa", attentionArgs(1, 4, 3, 4, 1, 8, true)},
-      {"cross", attentionArgs(2, 3, 4, 7, 2, 5, false)},
-      {"sliding window", windowed(attentionArgs(2, 7, 2, 7, 1, 4, true), 3)},
+      {"causal", attentionOf(2, 5, 2, 5, 2, 4, true)},
+      {"non-causal", attentionOf(2, 5, 2, 5, 2, 4, false)},
+      {"gqa causal", attentionOf(2, 6, 4, 6, 2, 6, true)},
+      {"mqa", attentionOf(1, 4, 3, 4, 1, 8, true)},
+      {"cross", attentionOf(2, 3, 4, 7, 2, 5, false)},
+      {"sliding window", windowed(attentionOf(2, 7, 2, 7, 1, 4, true), 3)},
   };
 }
 
@@ -1166,7 +1154,7 @@ TEST(CpuKernelsAttention, ForwardMatchesReference) {
 
 TEST(CpuKernelsAttention, CausalMaskIgnoresLaterKeys) {
   // Changing the last key and value changes no output row but the last.
-  AttentionArgs a = attentionArgs(1, 4, 1, 4, 1, 3, true);
+  AttentionArgs a = attentionOf(1, 4, 1, 4, 1, 3, true);
   const Floats q = randomFloats(12, -1, 1, 650), k = randomFloats(12, -1, 1, 651);
   Floats v = randomFloats(12, -1, 1, 652), k2 = k;
   Floats out(12), out2(12);
@@ -1257,13 +1245,13 @@ TEST(CpuKernelsAttention, LargerShapesMatchReference) {
   // More queries than one block (64), head sizes with a vector tail, GQA, and a key count
   // that is not a multiple of the register block.
   const AttentionCase cases[] = {
-      {"causal gqa", attentionArgs(2, 70, 4, 70, 2, 12, true)},
-      {"non-causal", attentionArgs(1, 67, 2, 67, 2, 20, false)},
-      {"cross", attentionArgs(1, 9, 3, 131, 1, 7, false)},
-      {"window 16", windowed(attentionArgs(2, 150, 4, 150, 2, 12, true), 16)},
-      {"window 70, blocks straddled", windowed(attentionArgs(1, 200, 2, 200, 1, 20, true), 70)},
-      {"window 1", windowed(attentionArgs(1, 70, 2, 70, 2, 8, true), 1)},
-      {"window past the start", windowed(attentionArgs(1, 40, 2, 40, 2, 8, true), 500)},
+      {"causal gqa", attentionOf(2, 70, 4, 70, 2, 12, true)},
+      {"non-causal", attentionOf(1, 67, 2, 67, 2, 20, false)},
+      {"cross", attentionOf(1, 9, 3, 131, 1, 7, false)},
+      {"window 16", windowed(attentionOf(2, 150, 4, 150, 2, 12, true), 16)},
+      {"window 70, blocks straddled", windowed(attentionOf(1, 200, 2, 200, 1, 20, true), 70)},
+      {"window 1", windowed(attentionOf(1, 70, 2, 70, 2, 8, true), 1)},
+      {"window past the start", windowed(attentionOf(1, 40, 2, 40, 2, 8, true), 500)},
   };
   uint32_t seed = 750;
   for (const AttentionCase &c : cases) {
@@ -1298,10 +1286,10 @@ TEST(CpuKernelsAttention, BlockOfQueryHeadsReadsTheirKvHeads) {
     int64_t ranks;
   };
   const Split splits[] = {
-      {"mqa over 2", attentionArgs(2, 9, 4, 9, 1, 6, true), 2},
-      {"mqa over 4", attentionArgs(1, 70, 4, 70, 1, 8, true), 4},
-      {"gqa 8/2 over 4", windowed(attentionArgs(2, 11, 8, 11, 2, 4, true), 5), 4},
-      {"gqa 6/2 over 3", attentionArgs(2, 7, 6, 7, 2, 4, false), 3},
+      {"mqa over 2", attentionOf(2, 9, 4, 9, 1, 6, true), 2},
+      {"mqa over 4", attentionOf(1, 70, 4, 70, 1, 8, true), 4},
+      {"gqa 8/2 over 4", windowed(attentionOf(2, 11, 8, 11, 2, 4, true), 5), 4},
+      {"gqa 6/2 over 3", attentionOf(2, 7, 6, 7, 2, 4, false), 3},
   };
   uint32_t seed = 780;
   for (const Split &c : splits) {
@@ -1667,7 +1655,7 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
       },
       "sliced gemm");
 
-  const AttentionArgs a = attentionArgs(4, 32, 4, 32, 2, 16, true);
+  const AttentionArgs a = attentionOf(4, 32, 4, 32, 2, 16, true);
   const size_t qSize = 4 * 32 * 4 * 16, kSize = 4 * 32 * 2 * 16;
   expectSameBitsOnAnyThreadCount(
       [&] {

@@ -12,6 +12,7 @@
 
 #include "common/KernelCatalogue.h"
 #include "kernels/cuda/CudaKernels.h"
+#include "test/unit/KernelShapes.h"
 
 #include <gtest/gtest.h>
 
@@ -48,22 +49,11 @@ TEST(CudaCoverage, SixteenBitLaunchesAreTheCataloguesNativeKernels) {
 
 /// The sizes the tensor-core attention takes (its other calls run the widened f32 kernels).
 TEST(CudaCoverage, TensorCoreAttentionTakesOnlyItsSizes) {
-  auto args = [](int64_t seq, int64_t heads, int64_t head) {
-    cuda::AttentionArgs a;
-    a.batch = 2;
-    a.seq = a.kvSeq = seq;
-    a.heads = a.kvHeads = heads;
-    a.head = head;
-    a.causal = true;
-    a.scale = 0.125f;
-    return a;
-  };
-  EXPECT_TRUE(cuda::flashAttentionTakes(args(1024, 12, 64)));
-  EXPECT_FALSE(cuda::flashAttentionTakes(args(64, 2, 48)));
-  EXPECT_FALSE(cuda::flashAttentionTakes(args(64, 2, 256)));
-  cuda::AttentionArgs headTail = args(24, 2, 64);
-  headTail.kvSeq = 48;
-  headTail.kvHeads = 1;
+  using test::attentionOf;
+  EXPECT_TRUE(cuda::flashAttentionTakes(attentionOf(2, 1024, 12, 1024, 12, 64, true)));
+  EXPECT_FALSE(cuda::flashAttentionTakes(attentionOf(2, 64, 2, 64, 2, 48, true)));
+  EXPECT_FALSE(cuda::flashAttentionTakes(attentionOf(2, 64, 2, 64, 2, 256, true)));
+  cuda::AttentionArgs headTail = attentionOf(2, 24, 2, 48, 1, 64, true);
   headTail.headStart = 12;
   headTail.tailStart = 24;
   EXPECT_FALSE(cuda::flashAttentionTakes(headTail));

@@ -36,6 +36,8 @@ using Floats = std::vector<float>;
 using tessel::test::randomFloats;
 using tessel::test::shapeOf;
 using tessel::test::stridesOf;
+using tessel::test::attentionOf;
+using tessel::test::describe;
 
 using tessel::test::DeviceArray;
 
@@ -696,29 +698,6 @@ TEST_F(CudaKernels, RopeAndItsInverseMatchCpu) {
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
-
-cpu::AttentionArgs attentionOf(int64_t batch, int64_t seq, int64_t heads, int64_t kvSeq,
-                               int64_t kvHeads, int64_t head, bool causal, int64_t window) {
-  cpu::AttentionArgs a;
-  a.batch = batch;
-  a.seq = seq;
-  a.heads = heads;
-  a.kvSeq = kvSeq;
-  a.kvHeads = kvHeads;
-  a.head = head;
-  a.causal = causal;
-  a.window = window;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(head));
-  return a;
-}
-
-std::string describe(const cpu::AttentionArgs &a) {
-  return "attention b" + std::to_string(a.batch) + " s" + std::to_string(a.seq) + " h" +
-         std::to_string(a.heads) + " t" + std::to_string(a.kvSeq) + " kvh" +
-         std::to_string(a.kvHeads) + " d" + std::to_string(a.head) + (a.causal ? " causal" : "") +
-         " window " + std::to_string(a.window) + " first head " + std::to_string(a.firstHead) +
-         " group " + std::to_string(a.group);
-}
 
 /// Forward and backward on both backends from the same random q, k, v and dout.
 void checkAttention(const cpu::AttentionArgs &a, uint32_t seed) {

@@ -37,6 +37,8 @@ using Values = std::vector<float>;
 using tessel::test::randomFloats;
 using tessel::test::shapeOf;
 using tessel::test::stridesOf;
+using tessel::test::attentionOf;
+using tessel::test::describe;
 
 /// A device buffer of `n` elements of `type`, holding `values` rounded to that type.
 class Buffer {
@@ -349,29 +351,6 @@ TEST_F(CudaSixteenBit, EmbeddingRopeAndReduceRoundTheF32Values) {
 // The tensor-core attention
 //===----------------------------------------------------------------------===//
 
-cpu::AttentionArgs flashArgs(int64_t batch, int64_t seq, int64_t heads, int64_t kvSeq,
-                             int64_t kvHeads, int64_t head, bool causal, int64_t window) {
-  cpu::AttentionArgs a;
-  a.batch = batch;
-  a.seq = seq;
-  a.heads = heads;
-  a.kvSeq = kvSeq;
-  a.kvHeads = kvHeads;
-  a.head = head;
-  a.causal = causal;
-  a.window = window;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(head));
-  return a;
-}
-
-std::string describe(const cpu::AttentionArgs &a) {
-  return "b" + std::to_string(a.batch) + " s" + std::to_string(a.seq) + " h" +
-         std::to_string(a.heads) + " t" + std::to_string(a.kvSeq) + " kvh" +
-         std::to_string(a.kvHeads) + " d" + std::to_string(a.head) + (a.causal ? " causal" : "") +
-         " window " + std::to_string(a.window) + " first head " + std::to_string(a.firstHead) +
-         " group " + std::to_string(a.group);
-}
-
 /// `got` is `want` within tol times the largest magnitude of `want`: the probabilities and
 /// their gradients are rounded to the operand type before their products, so the error is
 /// bounded relative to the output's scale, not per element. A fragment laid out wrong is off
@@ -415,7 +394,7 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
   auto mut = [](Buffer &b) { return static_cast<uint16_t *>(b.out().data); };
   void *work = nullptr;
   ASSERT_EQ(cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(a)), cudaSuccess);
-  const std::string what = nameOf(t) + " flash attention " + describe(a);
+  const std::string what = nameOf(t) + " tensor-core " + describe(a);
   ASSERT_EQ(cuda::flashAttention(type, a, bits(hq), bits(hk), bits(hv), mut(hout), nullptr),
             cudaSuccess)
       << what;
@@ -439,16 +418,16 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
 TEST_F(CudaSixteenBit, FlashAttentionMatchesTheF32Kernels) {
   for (cuda::ElementType t : kHalfTypes) {
     // Causal over several tiles with a ragged last one, two query heads per kv head.
-    checkFlashAttention(t, flashArgs(2, 130, 4, 130, 2, 64, true, 0), 700);
+    checkFlashAttention(t, attentionOf(2, 130, 4, 130, 2, 64, true, 0), 700);
     // Full attention over more keys than queries, one kv head for both (MQA), head 128.
-    checkFlashAttention(t, flashArgs(1, 77, 2, 100, 1, 128, false, 0), 710);
+    checkFlashAttention(t, attentionOf(1, 77, 2, 100, 1, 128, false, 0), 710);
     // A sliding window at head 32.
-    checkFlashAttention(t, flashArgs(1, 200, 2, 200, 2, 32, true, 37), 720);
+    checkFlashAttention(t, attentionOf(1, 200, 2, 200, 2, 32, true, 37), 720);
     // One query and one key.
-    checkFlashAttention(t, flashArgs(1, 1, 1, 1, 1, 64, true, 0), 730);
+    checkFlashAttention(t, attentionOf(1, 1, 1, 1, 1, 64, true, 0), 730);
     // Heads 3 and 4 of 8 over 2 kv heads of 4 query heads each (tensor parallelism): they
     // straddle the two kv heads.
-    cpu::AttentionArgs block = flashArgs(2, 70, 2, 70, 2, 64, true, 0);
+    cpu::AttentionArgs block = attentionOf(2, 70, 2, 70, 2, 64, true, 0);
     block.firstHead = 3;
     block.group = 4;
     checkFlashAttention(t, block, 740);

@@ -153,6 +153,7 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
     RankEstimate r;
     r.rank = rank;
     r.stage = static_cast<int64_t>(stage);
+    double masters = 0, working = 0;
     for (const pf::StateTensor &t : plan.state) {
       if (!t.heldBy(static_cast<uint32_t>(stage)))
         continue;
@@ -160,23 +161,18 @@ PlanEstimate tessel::estimatePlan(const pf::Plan &plan) {
       // precision the parameters are the fp32 master weights and their persistent 16-bit
       // working copies, and the gradients are accumulated in fp32.
       const double bytes = static_cast<double>(t.bytes());
-      if (t.role == "working")
-        r.inferenceWeights += bytes;
-      if (t.role == "param" || t.role == "working")
-        r.parameters += bytes;
+      if (t.role == "param")
+        masters += bytes;
+      else if (t.role == "working")
+        working += bytes;
       else if (t.role == "grad")
         r.gradients += bytes;
       else
         r.optimizer += bytes; // adam_m, adam_v, momentum
     }
-    // Without 16-bit working copies, a forward pass reads the parameters themselves.
-    bool hasWorking = false;
-    for (const pf::StateTensor &t : plan.state)
-      hasWorking = hasWorking || (t.role == "working" && t.heldBy(static_cast<uint32_t>(stage)));
-    if (!hasWorking)
-      for (const pf::StateTensor &t : plan.state)
-        if (t.role == "param" && t.heldBy(static_cast<uint32_t>(stage)))
-          r.inferenceWeights += static_cast<double>(t.bytes());
+    r.parameters = masters + working;
+    // A forward pass reads the 16-bit working copies, or without them the parameters.
+    r.inferenceWeights = working > 0 ? working : masters;
     std::map<std::string, double> bytesSent;
     for (const pf::Program &p : plan.programs) {
       if (p.stage != stage)

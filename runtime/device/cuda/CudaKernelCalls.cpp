@@ -508,12 +508,21 @@ bool operandsAligned(const KernelCall &c) {
   return true;
 }
 
-/// attention on 16-bit operands of one type at sizes the tensor-core kernels take: those
-/// kernels, on the operands as they are; any other call between widening copies.
-bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
-  const cuda::AttentionArgs &a = args.as<args::Attention>().a;
+/// The type the tensor-core attention kernels run a call on: every operand of one 16-bit
+/// type, at sizes they take, on 16 bytes. None for any other call, which runs widened.
+std::optional<cuda::Half16> tensorCoreType(const KernelCall &c, const cuda::AttentionArgs &a) {
   const std::optional<cuda::Half16> type = oneHalfType(c);
   if (!type || !cuda::flashAttentionTakes(a) || !operandsAligned(c))
+    return std::nullopt;
+  return type;
+}
+
+/// attention on 16-bit operands: the tensor-core kernels on the operands as they are where
+/// they take the call, else the f32 kernel between widening copies.
+bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
+  const cuda::AttentionArgs &a = args.as<args::Attention>().a;
+  const std::optional<cuda::Half16> type = tensorCoreType(c, a);
+  if (!type)
     return cudaWidenedCall(c, args);
   return launched(c, cuda::flashAttention(*type, a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
                                           halfOut(c, 0), stream(c)));
@@ -521,8 +530,8 @@ bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
 
 bool launchAttentionGradHalf(KernelCall &c, const KernelArgs &args) {
   const cuda::AttentionArgs &a = args.as<args::AttentionGrad>().a;
-  const std::optional<cuda::Half16> type = oneHalfType(c);
-  if (!type || !cuda::flashAttentionTakes(a) || !operandsAligned(c))
+  const std::optional<cuda::Half16> type = tensorCoreType(c, a);
+  if (!type)
     return cudaWidenedCall(c, args);
   void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(a));
   return workspace &&
