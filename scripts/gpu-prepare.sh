@@ -48,6 +48,14 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 ||
     { tail -30 "$build.configure.log"; die "configure failed (log: $build.configure.log)"; }
 fi
+# A build configured elsewhere (or before) for more architectures carries a copy of every kernel
+# per architecture in every binary; the window's GPUs are Hopper, so sm_90 alone.
+archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2> /dev/null)
+if [ "$archs" != 90 ]; then
+  step "reconfigure $build for sm_90 alone (it was configured for '${archs:-none}')"
+  cmake "$build" -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 ||
+    { tail -30 "$build.configure.log"; die "reconfigure failed (log: $build.configure.log)"; }
+fi
 binaries=(tessel-runner tessel-cuda-tests tessel-unit-tests tessel-nvrtc tessel-cuda-rate
   tessel-cuda-fused-rate)
 step "build ${binaries[*]}"
@@ -122,4 +130,7 @@ size_kib=$(du -sk "$out" | cut -f1)
 repo_kib=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -ck 2> /dev/null) | tail -1 | cut -f1)
 total=$((size_kib + ${repo_kib:-0}))
 echo "gpu-prepare: $out is $((size_kib / 1024)) MiB; with the repository $((total / 1024)) MiB of the 64 a window carries"
-[ "$total" -lt $((64 * 1024)) ] || die "too big to carry (64 MiB at most)"
+if [ "$total" -ge $((64 * 1024)) ]; then
+  du -sk "$out"/* "$out"/bin/* | sort -n | tail -8
+  die "too big to carry (64 MiB at most)"
+fi
