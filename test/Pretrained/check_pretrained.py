@@ -3,11 +3,13 @@
 
     check_pretrained.py --arch {gpt2,llama,llama31,qwen2,qwen3} --tessel TESSEL --work DIR
                         [--dtype f32|bf16|f16] [--shards N] [--tied|--untied] [--tol 1e-5]
+                        [--precision fp32|bf16] [--gpt2-layout hub|save_pretrained]
+                        [--store-tied-head] [--buffers] [--config-style v4|v5]
 
   1. writes a Hugging Face folder with random weights, DIR/hf (Inputs/make_hf_model.py), and
      random token ids as an llm.c token file, DIR/tokens.bin;
   2. imports it: TESSEL import-hf DIR/hf -o DIR/model.model --seq T --batch B
-     --micro-batch B --data DIR/tokens.bin;
+     --micro-batch B --data DIR/tokens.bin (and --precision P when given);
   3. compiles the spec and runs one step with --dump-dir: DIR/dump/init.safetensors (the
      parameters as initialised, Tessel's names), batches.safetensors (tokens.S.U and
      targets.S.U per step S and micro-batch U), grads.safetensors (step 1's gradients, summed
@@ -505,6 +507,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--micro-batch", type=int, help="default: --batch")
     p.add_argument("--tokens", type=int, default=4096, help="ids in the token file")
+    p.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="passed to import-hf (default: not passed, the importer chooses; it "
+                        "trains weights stored in 16 bits in bf16)")
     p.add_argument("--tol", type=float, default=1e-5)
     p.add_argument("--threads", type=int, help="--threads for the executable")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed to each command")
@@ -540,9 +545,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if os.path.sep not in tessel:
             tessel = shutil.which(tessel) or tessel
         require_import_hf(tessel)
-        run([tessel, "import-hf", hf, "-o", spec, "--seq", str(args.seq), "--batch",
-             str(args.batch), "--micro-batch", str(micro_batch), "--data", tokens],
-            "tessel import-hf", args.timeout)
+        imp = [tessel, "import-hf", hf, "-o", spec, "--seq", str(args.seq), "--batch",
+               str(args.batch), "--micro-batch", str(micro_batch), "--data", tokens]
+        if args.precision:
+            imp += ["--precision", args.precision]
+        run(imp, "tessel import-hf", args.timeout)
         expect_file(spec, "the spec (tessel import-hf -o)")
         with open(spec) as f:
             if "precision = bf16" in f.read():
