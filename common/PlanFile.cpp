@@ -364,7 +364,7 @@ constexpr uint32_t kInstrRecomputed = 1;
 
 } // namespace
 
-std::vector<uint8_t> serializePlan(const Plan &plan) {
+std::vector<uint8_t> serializePlan(const Plan &plan, uint32_t version) {
   // The header goes in front of the payload once the payload is known; its bytes are kept
   // free so that a large plan is not copied.
   Writer w;
@@ -385,6 +385,10 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     w.f64(t.initA);
     w.f64(t.initB);
     w.vec(t.stages, [&](uint32_t x) { w.u32(x); });
+    if (version >= 9) {
+      w.str(t.initSource);
+      w.vec(t.initSlice, [&](int64_t x) { w.i64(x); });
+    }
   });
   w.vec(plan.mesh, [&](const MeshAxis &a) {
     w.str(a.name);
@@ -414,10 +418,10 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   const uint64_t payload = w.bytes.size() - kHeaderBytes;
   Writer header;
   header.raw(kPlanMagic, sizeof(kPlanMagic));
-  header.u32(kPlanVersion);
+  header.u32(version);
   header.u32(0);
   header.u64(payload);
-  header.u64(payloadChecksum(kPlanVersion, w.bytes.data() + kHeaderBytes, payload));
+  header.u64(payloadChecksum(version, w.bytes.data() + kHeaderBytes, payload));
   std::memcpy(w.bytes.data(), header.bytes.data(), kHeaderBytes);
   return std::move(w.bytes);
 }
@@ -476,6 +480,10 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
     t.initA = r.f64();
     t.initB = r.f64();
     r.vec(t.stages, 4, [&] { return r.u32(); });
+    if (version >= 9) {
+      t.initSource = r.str();
+      r.vec(t.initSlice, 8, [&] { return r.i64(); });
+    }
     return t;
   });
   r.vec(plan.mesh, 12, [&] {

@@ -27,8 +27,9 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 8;
-/// The oldest version read: version 7 has the same payload, checksummed with FNV-1a.
+constexpr uint32_t kPlanVersion = 9;
+/// The oldest version read: version 7 has version 8's payload, checksummed with FNV-1a;
+/// version 8 lacks version 9's loaded initialisers (`init_source`, `init_slice`).
 constexpr uint32_t kOldestPlanVersion = 7;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
@@ -93,8 +94,14 @@ struct StateTensor {
   /// Per dim, the group that splits it ("" for none), or empty when nothing is split; as
   /// Port::split.
   std::vector<std::string> split;
-  std::string init = "zeros"; ///< normal | uniform | zeros | ones | constant
+  std::string init = "zeros"; ///< normal | uniform | zeros | ones | constant | load
   double initA = 0, initB = 0;
+  /// `load`: the stored tensor's name in the weights the run starts from, and empty or
+  /// {part, parts, axis, rows}: the first `rows` entries of the stored tensor's first dim (-1:
+  /// all), cut into `parts` equal pieces along `axis` (negative: from the last), of which the
+  /// parameter is piece `part`.
+  std::string initSource;
+  std::vector<int64_t> initSlice;
   /// The pipeline stages whose ranks hold the tensor (a rank's stage is its index in its "pp"
   /// group); empty: every rank holds it. A rank of another stage holds nothing of it.
   std::vector<uint32_t> stages;
@@ -178,8 +185,10 @@ struct Plan {
 /// programs, whose names have no '.'. A chunk c runs on pipeline stage c % stages.
 bool pipelineChunkOf(const std::string &program, uint32_t &chunk);
 
-/// The file bytes of `plan`.
-std::vector<uint8_t> serializePlan(const Plan &plan);
+/// The file bytes of `plan`, in format `version` (kOldestPlanVersion to kPlanVersion; an older
+/// one leaves out what it lacks, such as version 9's loaded initialisers: for compatibility
+/// tests).
+std::vector<uint8_t> serializePlan(const Plan &plan, uint32_t version = kPlanVersion);
 
 /// The largest plan file a tool reads (a plan does not grow with the ranks: GPT-3 175B's is a few
 /// MiB), so that a device or a huge file where a plan is expected is refused, not read whole.

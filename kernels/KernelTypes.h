@@ -84,6 +84,11 @@ struct FusedStep {
 constexpr int64_t kReduceRun = 256;
 
 /// AdamW's hyperparameters, as torch.optim.AdamW names them (weight_decay decoupled).
+/// Llama 3's rescaling of rotary frequencies (kernels/RopeFrequency.h); factor 0: none.
+struct RopeScaling {
+  double factor = 0, lowFreqFactor = 1, highFreqFactor = 4, originalContext = 8192;
+};
+
 struct AdamWHyper {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0;
 };

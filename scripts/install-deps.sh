@@ -9,6 +9,7 @@ packages=(
   antlr4 libantlr4-runtime-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   libxxhash-dev                       # XXH3, the checksum of plans and checkpoints
+  python3-xxhash                      # the same checksum for the tests that edit plans
   iproute2                            # network namespaces as hosts for the multi-host tests
   libtcmalloc-minimal4 libjemalloc2   # allocators the benchmark tries for each side
   googletest libgtest-dev

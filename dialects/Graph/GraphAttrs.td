@@ -30,16 +30,29 @@ def Graph_DimsAttr : Graph_Attr<"Dims", "dims"> {
 def Graph_InitAttr : Graph_Attr<"Init", "init"> {
   let summary = "How a parameter is initialised";
   let description = [{
-    One of `normal(mean, std)`, `uniform(low, high)`, `zeros`, `ones`, `constant(value)`.
+    One of `normal(mean, std)`, `uniform(low, high)`, `zeros`, `ones`, `constant(value)`, or
+    `load("stored name")`: the tensor of that name in the weights the run starts from (a
+    Hugging Face folder or a checkpoint), whole or one of `parts` equal pieces along `axis`
+    or only the first `rows` entries of its first dim (`slice` = [part, parts, axis, rows],
+    rows -1 for all).
 
     ```mlir
     #graph.init<normal(0.0, 0.02)>
     #graph.init<ones>
+    #graph.init<load("model.layers.0.mlp.up_proj.weight")>
+    #graph.init<load("h.0.attn.c_attn.weight", [0, 3, -1, -1])>
     ```
   }];
   let parameters = (ins StringRefParameter<"distribution">:$kind,
                         APFloatParameter<"first argument">:$a,
-                        APFloatParameter<"second argument">:$b);
+                        APFloatParameter<"second argument">:$b,
+                        StringRefParameter<"stored tensor (load)", "\"\"">:$source,
+                        OptionalArrayRefParameter<"int64_t", "part, parts, axis, rows (load)">:$slice);
+  let builders = [
+    AttrBuilder<(ins "::llvm::StringRef":$kind, "::llvm::APFloat":$a, "::llvm::APFloat":$b), [{
+      return $_get($_ctxt, kind, a, b, ::llvm::StringRef(), ::llvm::ArrayRef<int64_t>());
+    }]>
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

@@ -4,6 +4,7 @@
 #include "Graph/GraphOps.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <set>
@@ -78,7 +79,7 @@ static int initArity(StringRef kind) {
   return llvm::StringSwitch<int>(kind)
       .Cases({"normal", "uniform"}, 2)
       .Case("constant", 1)
-      .Cases({"zeros", "ones"}, 0)
+      .Cases({"zeros", "ones", "load"}, 0)
       .Default(-1);
 }
 
@@ -87,6 +88,22 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
   double args[2] = {0.0, 0.0};
   if (parser.parseLess() || parser.parseKeywordOrString(&kind))
     return {};
+  if (kind == "load") {
+    std::string source;
+    SmallVector<int64_t> slice;
+    if (parser.parseLParen() || parser.parseString(&source))
+      return {};
+    if (succeeded(parser.parseOptionalComma()) &&
+        parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+          return parser.parseInteger(slice.emplace_back());
+        }))
+      return {};
+    if (parser.parseRParen() || parser.parseGreater())
+      return {};
+    return InitAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                                parser.getContext(), kind, APFloat(0.0), APFloat(0.0), source,
+                                slice);
+  }
   int arity = initArity(kind);
   if (arity > 0) {
     if (parser.parseLParen())
@@ -100,11 +117,24 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
   if (parser.parseGreater())
     return {};
   return InitAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
-                              parser.getContext(), kind, APFloat(args[0]), APFloat(args[1]));
+                              parser.getContext(), kind, APFloat(args[0]), APFloat(args[1]),
+                              StringRef(), ArrayRef<int64_t>());
 }
 
 void InitAttr::print(AsmPrinter &printer) const {
   printer << "<" << getKind();
+  if (getKind() == "load") {
+    printer << "(\"";
+    llvm::printEscapedString(getSource(), printer.getStream());
+    printer << "\"";
+    if (!getSlice().empty()) {
+      printer << ", [";
+      llvm::interleaveComma(getSlice(), printer);
+      printer << "]";
+    }
+    printer << ")>";
+    return;
+  }
   int arity = initArity(getKind());
   if (arity > 0) {
     printer << "(";
@@ -119,11 +149,19 @@ void InitAttr::print(AsmPrinter &printer) const {
 }
 
 LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef kind,
-                               APFloat first, APFloat second) {
+                               APFloat first, APFloat second, StringRef source,
+                               ArrayRef<int64_t> slice) {
   double a = first.convertToDouble(), b = second.convertToDouble();
   if (initArity(kind) < 0)
     return emitError() << "unknown initialiser '" << kind
-                       << "'; expected normal, uniform, zeros, ones or constant";
+                       << "'; expected normal, uniform, zeros, ones, constant or load";
+  if ((kind == "load") != !source.empty())
+    return emitError() << (source.empty() ? "load names no stored tensor"
+                                          : "only load names a stored tensor");
+  if (!slice.empty() && (kind != "load" || slice.size() != 4 || slice[1] < 1 || slice[0] < 0 ||
+                         slice[0] >= slice[1] || slice[3] == 0 || slice[3] < -1))
+    return emitError() << "a load's slice is [part, parts, axis, rows] with 0 <= part < parts "
+                          "and rows -1 (all) or positive";
   if (kind == "normal" && b < 0)
     return emitError() << "normal initialiser with negative standard deviation " << b;
   if (kind == "uniform" && a > b)

@@ -314,7 +314,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
 
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(RopeOp::create(b, getLoc(), getType(), dy[0], getThetaAttr(),
-                              getInverse() ? UnitAttr() : b.getUnitAttr(), getSeqOverAttr()));
+                              getInverse() ? UnitAttr() : b.getUnitAttr(), getSeqOverAttr(),
+                              getScalingAttr()));
   return success();
 }
 

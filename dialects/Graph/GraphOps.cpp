@@ -413,6 +413,11 @@ LogicalResult RopeOp::verify() {
     return failure();
   if (getTheta().convertToDouble() <= 0.0)
     return emitOpError("theta must be positive");
+  if (std::optional<ArrayRef<double>> s = getScaling())
+    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
+        !((*s)[3] > 0))
+      return emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
+                         "original_context], positive, with low_freq_factor < high_freq_factor");
   return expectShape(*this, ropeShape(shapes->operands[0]), shapes->result);
 }
 

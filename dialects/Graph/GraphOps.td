@@ -433,17 +433,20 @@ def Graph_RopeOp : Graph_Op<"rope",
     `inverse` turns the other way: a rotation's gradient is its inverse. With `seq_over` A
     (context parallelism, set by the partition pass) the input holds this rank's head-tail
     block of the sequence over axis A, and each position turns by its place in the whole.
+    `scaling` = [factor, low_freq_factor, high_freq_factor, original_context] rescales the
+    frequencies as Llama 3.1 does (kernels/RopeFrequency.h).
 
     ```mlir
     %r = graph.rope %q theta 1.000000e+04 : tensor<8x64x8x16xf32, #graph.dims<batch, seq, heads, head>>
+    %s = graph.rope %q theta 5.000000e+05 scaling [8.0, 1.0, 4.0, 8192.0] : ...
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse,
-                       OptionalAttr<StrAttr>:$seq_over);
+                       OptionalAttr<StrAttr>:$seq_over, OptionalAttr<DenseF64ArrayAttr>:$scaling);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `theta` $theta (`inverse` $inverse^)? (`seq_over` $seq_over^)? attr-dict `:`
-    type($result)
+    $input `theta` $theta (`scaling` $scaling^)? (`inverse` $inverse^)? (`seq_over` $seq_over^)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -19,7 +19,9 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
     (parameters from the spec; the rest start at zero); `dims` keeps the dim names for
     checkpoints and tools. On a mesh, the type is one rank's block and `split` names, per
     dim, the communicator group that splits it ("" for a whole dim). With a pipeline,
-    `stages` lists the pipeline stages that hold the tensor (absent: every rank does).
+    `stages` lists the pipeline stages that hold the tensor (absent: every rank does). A
+    parameter initialised `"load"` is the stored tensor `from` names in the weights the run
+    starts from, or the piece `slice` = [part, parts, axis] of it.
 
     ```mlir
     plan.tensor "wte" role "param" init "normal"(0.0, 0.02) dims ["vocab", "embed"]
@@ -29,9 +31,12 @@ def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
   let arguments = (ins StrAttr:$sym_name, StrAttr:$role, DefaultValuedStrAttr<StrAttr, "">:$of,
                        StrAttr:$init, F64Attr:$init_a, F64Attr:$init_b, StrArrayAttr:$dims,
                        TypeAttrOf<AnyStaticShapeMemRef>:$type, OptionalAttr<StrArrayAttr>:$split,
-                       OptionalAttr<DenseI64ArrayAttr>:$stages);
+                       OptionalAttr<DenseI64ArrayAttr>:$stages,
+                       OptionalAttr<StrAttr>:$init_source,
+                       OptionalAttr<DenseI64ArrayAttr>:$init_slice);
   let assemblyFormat = [{
-    $sym_name `role` $role (`of` $of^)? `init` $init `(` $init_a `,` $init_b `)` `dims` $dims
+    $sym_name `role` $role (`of` $of^)? `init` $init `(` $init_a `,` $init_b `)`
+    (`from` $init_source^)? (`slice` $init_slice^)? `dims` $dims
     (`split` $split^)? (`stages` $stages^)? attr-dict `:` $type
   }];
 }

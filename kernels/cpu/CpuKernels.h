@@ -211,9 +211,11 @@ const char *attentionVariant();
 /// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).
 /// `inverse` turns the other way (the gradient of the forward rotation). With `headStart` ≥ 0
 /// the positions here are two runs (a head-tail block, common/HeadTail.h): [0, seq / 2) at
-/// headStart + p, the rest at tailStart + p − seq / 2.
+/// headStart + p, the rest at tailStart + p − seq / 2. `scaling` rescales the frequencies as
+/// Llama 3 does (kernels/RopeFrequency.h).
 void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-          const float *x, float *y, int64_t headStart = -1, int64_t tailStart = -1);
+          const float *x, float *y, int64_t headStart = -1, int64_t tailStart = -1,
+          const kernels::RopeScaling &scaling = {});
 
 //===----------------------------------------------------------------------===//
 // Dropout

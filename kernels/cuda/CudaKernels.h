@@ -348,7 +348,7 @@ cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, 
 /// With headStart >= 0 the rows' positions are two runs (a head-tail block), as cpu::rope's.
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
                  ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart = -1,
-                 int64_t tailStart = -1);
+                 int64_t tailStart = -1, const kernels::RopeScaling &scaling = {});
 
 //===----------------------------------------------------------------------===//
 // Attention (Attention.cu)

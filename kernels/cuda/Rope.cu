@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/Common.cuh"
+#include "kernels/RopeFrequency.h"
 
 namespace tessel::cuda {
 
@@ -15,7 +16,8 @@ namespace {
 /// One thread per (row, head, pair): y[lo] = lo c - hi s, y[hi] = hi c + lo s.
 template <class In, class Out>
 __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t half, double theta,
-                           bool inverse, int64_t headStart, int64_t tailStart, In x, Out y) {
+                           bool inverse, int64_t headStart, int64_t tailStart,
+                           kernels::RopeScaling scaling, In x, Out y) {
   const int64_t head = 2 * half;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pairs;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -24,7 +26,7 @@ __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t ha
     // The row's position in the whole sequence (a head-tail block: two runs).
     const int64_t pos = headStart < 0 ? p : (p < seq / 2 ? headStart + p : tailStart + p - seq / 2);
     const double angle =
-        static_cast<double>(pos) * pow(theta, -2.0 * static_cast<double>(i) / head);
+        static_cast<double>(pos) * kernels::ropeFrequency(i, head, theta, scaling);
     const float c = static_cast<float>(cos(angle));
     const float s = static_cast<float>(inverse ? -sin(angle) : sin(angle));
     const In xh = x + rowHead * head;
@@ -39,7 +41,7 @@ __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t ha
 
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
                  ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart,
-                 int64_t tailStart) {
+                 int64_t tailStart, const kernels::RopeScaling &scaling) {
   if (batch <= 0 || seq <= 0 || heads <= 0 || head <= 0 || head % 2 != 0)
     return cudaErrorInvalidValue;
   const int64_t pairs = batch * seq * heads * (head / 2);
@@ -47,11 +49,11 @@ cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float 
   const double t = static_cast<double>(theta);
   if (detail::allF32(x, y))
     ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(pairs, seq, heads, head / 2, t, inverse,
-                                                           headStart, tailStart, detail::f32(x),
-                                                           detail::f32(y));
+                                                           headStart, tailStart, scaling,
+                                                           detail::f32(x), detail::f32(y));
   else
     ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(pairs, seq, heads, head / 2, t, inverse,
-                                                           headStart, tailStart, x, y);
+                                                           headStart, tailStart, scaling, x, y);
   return detail::launched();
 }
 

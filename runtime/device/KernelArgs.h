@@ -140,6 +140,7 @@ struct Rope {
   float theta = 0;
   bool inverse = false;
   int64_t headStart = -1, tailStart = -1;
+  kernels::RopeScaling scaling;
 };
 /// This rank's rows [first, first + rows) of a table of `vocab` rows.
 struct Embedding {

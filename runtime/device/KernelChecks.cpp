@@ -624,6 +624,16 @@ bool check(KernelCall &c, const catalogue::Rope &p, args::Rope &a) {
   a.inverse = p.inverse != 0;
   if (a.head % 2 != 0 || a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.head <= 0)
     return c.fail("needs positive sizes and an even head size");
+  if (p.scaling_factor) {
+    if (!p.low_freq_factor || !p.high_freq_factor || !p.original_context)
+      return c.fail("scales its frequencies without low_freq_factor, high_freq_factor and "
+                    "original_context");
+    a.scaling = {*p.scaling_factor, *p.low_freq_factor, *p.high_freq_factor, *p.original_context};
+    if (!(a.scaling.factor > 0) || !(a.scaling.lowFreqFactor > 0) ||
+        !(a.scaling.highFreqFactor > a.scaling.lowFreqFactor) || !(a.scaling.originalContext > 0))
+      return c.fail("needs a positive scaling factor and original context and "
+                    "0 < low_freq_factor < high_freq_factor");
+  }
   // Under a sequence group the positions here are a head-tail block of the whole.
   if (p.seq_group) {
     const int64_t index = c.groupIndex(*p.seq_group), ways = c.groupSize(*p.seq_group);

@@ -5,6 +5,7 @@
 #include "common/AcceleratorPeaks.h"
 #include "common/Checksum.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/HfWeights.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/core/Blocks.h"
@@ -12,6 +13,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
 #include "runtime/host/KernelTrace.h"
+#include "runtime/host/Pretrained.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/RunRecord.h"
 #include "runtime/host/Ranks.h"
@@ -63,7 +65,7 @@ struct Settings {
   int64_t steps, batch, seq, vocab, accumulation, evalEvery, evalBatches, checkpointEvery, logEvery;
   uint64_t seed;
   double evalFraction; ///< Of `data`, held out to evaluate on when no evalData is named.
-  std::string data, evalData, tokenizer, checkpointDir;
+  std::string data, evalData, tokenizer, checkpointDir, initFrom;
 
   Settings(const Plan &plan, const RunOptions &o) {
     model = plan.model;
@@ -84,6 +86,7 @@ struct Settings {
     checkpointDir = o.checkpointDir.value_or(configString(plan, "train.checkpoint_dir", ""));
     logEvery = std::max<int64_t>(1, o.logEvery.value_or(configInt(plan, "train.log_every", 1)));
     tokenizer = configString(plan, "train.tokenizer", "byte");
+    initFrom = o.initFrom.value_or(configString(plan, "train.init_from", ""));
   }
 };
 
@@ -179,12 +182,15 @@ bool refreshWorkingCopies(Ranks &ranks, std::string &error) {
 
 /// Loads `path`, checks it belongs to `plan`'s model, and copies its (whole) tensors into the
 /// ranks' state: parameters, and the optimizer state too when `withOptimizer`.
+/// `sameModel`: the checkpoint must be of the plan's model (a resume or sampling); without it,
+/// of any model whose parameters have the same names and shapes (pretrained weights).
 std::unique_ptr<LoadedCheckpoint> loadState(const Plan &plan, Ranks &ranks, const std::string &path,
-                                            bool withOptimizer, std::string &error) {
+                                            bool withOptimizer, std::string &error,
+                                            bool sameModel = true) {
   auto ck = loadCheckpoint(path, error);
   if (!ck)
     return nullptr;
-  if (!checkCompatible(*ck, parameterShapes(plan), plan.model, error)) {
+  if (!checkCompatible(*ck, parameterShapes(plan), sameModel ? plan.model : ck->model, error)) {
     if (error.find(ck->path) == std::string::npos)
       error = "cannot use " + ck->path + ": " + error;
     return nullptr;
@@ -252,6 +258,9 @@ private:
   /// Draws every parameter from its init; `resuming`: only those a checkpoint does not hold.
   void initialiseParameters(bool resuming);
   bool restore(const std::string &path);
+  /// Sets the parameters from the pretrained weights at `path` (Pretrained.h); with `path`
+  /// empty, only checks that the spec loads no parameter.
+  bool startFrom(const std::string &path);
   bool save(int64_t step);
   bool saveCheckpoint(int64_t step);
   /// The signal that asked this run to stop (StopSignals.h), agreed between the processes so
@@ -461,8 +470,8 @@ bool Session::setUp() {
   if (!options_.resume.empty()) {
     if (!restore(options_.resume))
       return false;
-  } else if (!refreshWorkingCopies(*ranks_, err)) {
-    return error(err);
+  } else if (!startFrom(s_.initFrom) || !refreshWorkingCopies(*ranks_, err)) {
+    return err.empty() ? false : error(err);
   }
   // After the resume, which may read from the same directory and must not find it made.
   if (!s_.checkpointDir.empty() &&
@@ -559,6 +568,45 @@ bool Session::restore(const std::string &path) {
                 ck->path.c_str(), static_cast<long long>(startStep_), loadSeconds,
                 static_cast<double>(ck->bytesChecked()) / 1e6, stored / 1e6);
   }
+  return true;
+}
+
+bool Session::startFrom(const std::string &path) {
+  const std::vector<size_t> loaded = loadedParameters(plan_);
+  if (path.empty()) {
+    if (loaded.empty())
+      return true;
+    const planfile::StateTensor &t = plan_.state[loaded.front()];
+    return error("parameter '" + t.name + "' is loaded from '" + t.initSource +
+                 "' (load in the spec), but no weights are named: pass --init-from DIR (a "
+                 "Hugging Face model folder or a Tessel checkpoint) or set train.init_from");
+  }
+  std::string err;
+  const double start = now();
+  if (HfWeights::looksLike(path)) {
+    PretrainedLoad report;
+    if (!loadPretrained(plan_, *ranks_, path, report, err))
+      return error(err);
+    if (!options_.quiet) {
+      std::printf("initialised %zu parameters (%.1fM values) from %s in %.2f s", report.parameters,
+                  report.values / 1e6, path.c_str(), now() - start);
+      if (report.unused)
+        std::printf("; %zu stored tensors unread ('%s'%s)", report.unused,
+                    report.firstUnused.c_str(), report.unused > 1 ? ", ..." : "");
+      std::printf("\n");
+    }
+    return true;
+  }
+  // A Tessel checkpoint: every parameter by its own name, whatever the spec's initialisers;
+  // its optimizer state, step and data position are left behind (that is --resume).
+  auto ck = loadState(plan_, *ranks_, path, /*withOptimizer=*/false, err, /*sameModel=*/false);
+  if (!ck)
+    return error(err);
+  if (!options_.quiet)
+    std::printf("initialised the parameters from %s (step %lld of model '%s') in %.2f s; the "
+                "optimizer starts afresh\n",
+                ck->path.c_str(), static_cast<long long>(ck->step), ck->model.c_str(),
+                now() - start);
   return true;
 }
 
@@ -1388,13 +1436,25 @@ int generate(const Plan &plan, const RunOptions &options) {
                  pipeline ? "sample.0" : "sample");
     return 1;
   }
-  std::string source = options.checkpoint.empty() ? s.checkpointDir : options.checkpoint;
+  // The weights: a checkpoint of this model, or pretrained ones (--init-from), the command
+  // line's before the spec's.
+  std::string source = !options.checkpoint.empty() ? options.checkpoint
+                       : options.initFrom          ? *options.initFrom
+                       : !s.checkpointDir.empty()  ? s.checkpointDir
+                                                   : s.initFrom;
   if (source.empty()) {
-    std::fprintf(stderr, "tessel: error: --generate needs --checkpoint DIR (or a checkpoint "
-                         "directory in the model's train section)\n");
+    std::fprintf(stderr, "tessel: error: --generate needs --checkpoint DIR or --init-from DIR (or "
+                         "a checkpoint directory or init_from in the model's train section)\n");
     return 1;
   }
-  if (!loadState(plan, *ranks, source, /*withOptimizer=*/false, err)) {
+  const bool pretrained = source != options.checkpoint && source != s.checkpointDir;
+  PretrainedLoad report;
+  bool loaded = pretrained && HfWeights::looksLike(source)
+                    ? loadPretrained(plan, *ranks, source, report, err) &&
+                          refreshWorkingCopies(*ranks, err)
+                    : loadState(plan, *ranks, source, /*withOptimizer=*/false, err,
+                                /*sameModel=*/!pretrained) != nullptr;
+  if (!loaded) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }

@@ -28,6 +28,9 @@ namespace tessel::rt {
 struct RunOptions {
   std::optional<int64_t> steps, seed, evalEvery, checkpointEvery, logEvery;
   std::optional<std::string> data, evalData, checkpointDir;
+  /// Pretrained weights to start from (a Hugging Face folder or a Tessel checkpoint), with a
+  /// fresh optimizer; overrides the spec's train.init_from ("" there: none).
+  std::optional<std::string> initFrom;
   int threads = 0;            ///< 0: every core; shared out between the ranks.
   std::string device = "cpu"; ///< Where the ranks compute: cpu or cuda.
   std::string metricsPath;    ///< JSON lines; "" for none.

@@ -105,6 +105,10 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
             "checkpoint every N steps (and always at the end when DIR is set)");
   p.text("resume", o.resume, "PATH",
          "continue from a checkpoint, or from the newest one in a directory");
+  p.text("init-from", o.initFrom, "PATH",
+         "start from pretrained weights with a fresh optimizer: a Hugging Face model folder "
+         "(the parameters the spec loads with load(\"name\")) or a Tessel checkpoint (every "
+         "parameter by name); overrides the spec's train.init_from");
   p.text("dump-dir", o.dumpDir, "DIR",
          "write the initial weights, the batches and the first step's gradients as "
          "safetensors (for comparison with other frameworks; plans of one rank)");
@@ -331,6 +335,9 @@ static int runnerMain(int argc, char **argv) {
   }
   if (memory)
     return printMemory(argv[0], plan);
+  if (!o.resume.empty() && o.initFrom)
+    return parser.usageError("--resume continues a run (its weights, optimizer and step); "
+                             "--init-from starts a new one from weights: give one of them");
   if (o.generate && (!o.tracePath.empty() || !o.svgPath.empty()))
     return parser.usageError("--trace and --svg record a training step");
   if (!o.svgPath.empty()) {

@@ -23,6 +23,13 @@ Plan samplePlan() {
   w.init = "normal";
   w.initB = 0.02;
   p.state.push_back(w);
+  StateTensor loaded = w;
+  loaded.name = "c_attn_q";
+  loaded.init = "load";
+  loaded.initB = 0;
+  loaded.initSource = "h.0.attn.c_attn.weight";
+  loaded.initSlice = {0, 3, -1, -1};
+  p.state.push_back(loaded);
   p.groups.push_back({"world", {}});
   Program prog;
   prog.name = "forward";
@@ -58,6 +65,8 @@ TEST(PlanFile, RoundTrips) {
             (std::vector<int64_t>{2, 4, 8}));
   EXPECT_EQ(std::get<double>(back.findConfig("lr")->value), 3e-3);
   EXPECT_EQ(back.state[0].initB, 0.02);
+  EXPECT_EQ(back.state[1].initSource, "h.0.attn.c_attn.weight");
+  EXPECT_EQ(back.state[1].initSlice, (std::vector<int64_t>{0, 3, -1, -1}));
   EXPECT_EQ(serializePlan(back), bytes);
 }
 
@@ -83,30 +92,43 @@ TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
 TEST(PlanFile, ReadsVersion7ThatChecksummedWithFnv) {
   // Version 8 changed only the checksum: a version 7 plan (FNV-1a 64) still reads, and an
   // XXH3 checksum in it does not.
-  std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 8);
-  bytes[8] = 7;
+  std::vector<uint8_t> bytes = serializePlan(samplePlan(), 7);
+  ASSERT_EQ(bytes[8], 7);
   Plan back;
   std::string error;
-  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_NE(error.find("checksum"), std::string::npos) << error;
-  const uint64_t sum = tessel::fnv1a64(bytes.data() + 32, bytes.size() - 32);
-  std::memcpy(bytes.data() + 24, &sum, sizeof sum);
   ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
   EXPECT_EQ(back.model, samplePlan().model);
+  const uint64_t sum = tessel::xxh3_64(bytes.data() + 32, bytes.size() - 32);
+  std::memcpy(bytes.data() + 24, &sum, sizeof sum);
+  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
+  EXPECT_NE(error.find("checksum"), std::string::npos) << error;
+}
+
+TEST(PlanFile, ReadsVersion8WithoutLoadedInitialisers) {
+  // Version 9 added the stored tensor a parameter loads; a version 8 plan has none.
+  std::vector<uint8_t> bytes = serializePlan(samplePlan(), 8);
+  ASSERT_EQ(bytes[8], 8);
+  EXPECT_LT(bytes.size(), serializePlan(samplePlan()).size());
+  Plan back;
+  std::string error;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  ASSERT_EQ(back.state.size(), 2u);
+  EXPECT_EQ(back.state[1].init, "load");
+  EXPECT_TRUE(back.state[1].initSource.empty());
+  EXPECT_EQ(back.programs[0].instrs[0].loc, "tiny.model:3:7");
 }
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 8);
+  ASSERT_EQ(bytes[8], 9);
   bytes[8] = 6; // Version 6's optimizer kernels took one tensor each and `n` as an integer.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 8: recompile the model");
-  bytes[8] = 9;
+  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 9: recompile the model");
+  bytes[8] = 10;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 9, this runtime reads 7 to 8: recompile the model");
+  EXPECT_EQ(error, "plan version 10, this runtime reads 7 to 9: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {
@@ -282,20 +304,21 @@ TEST(PlanFile, RefusesUnknownRolesAndWorkingCopiesThatMatchNoParameter) {
   copy.dtype = DType::BF16;
   copy.init = "zeros";
   p.state.push_back(copy);
+  const size_t at = p.state.size() - 1;
   std::string error;
   EXPECT_TRUE(validatePlan(p, error)) << error;
   Plan bad = p;
-  bad.state[1].role = "shadow";
+  bad.state[at].role = "shadow";
   expectRefused(bad, "state tensor 'working.w' has the unknown role 'shadow'");
   bad = p;
-  bad.state[1].of = "v";
+  bad.state[at].of = "v";
   expectRefused(bad, "working copy 'working.w' must be a 16-bit float tensor of a parameter's "
                      "shape, split and stages ('v' is no parameter)");
   bad = p;
-  bad.state[1].dtype = DType::F32;
+  bad.state[at].dtype = DType::F32;
   expectRefused(bad, "working copy 'working.w' must be a 16-bit float tensor");
   bad = p;
-  bad.state[1].shape = {8, 4};
+  bad.state[at].shape = {8, 4};
   expectRefused(bad, "working copy 'working.w' must be a 16-bit float tensor");
   bad = p;
   bad.state[0].dtype = DType::BF16;

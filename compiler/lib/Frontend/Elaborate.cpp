@@ -125,13 +125,114 @@ std::optional<TensorType> Sema::resolveType(const ast::TypeExpr &type) {
   return out;
 }
 
-std::optional<InitSpec> Sema::evalInit(const ast::Expr *expr) {
+static const char *kInitHint = "initialisers: normal(std), normal(mean, std), uniform(lo, hi), "
+                              "zeros, ones, constant(v), load(\"stored name\")";
+
+// load("model.layers.{layer}.mlp.up_proj.weight"), load("h.{layer}.attn.c_attn.weight",
+// part = 0, parts = 3): the parameter is a stored tensor of the weights the run starts from.
+std::optional<InitSpec> Sema::evalLoadInit(const ast::Expr &expr, int layer) {
+  InitSpec spec;
+  spec.kind = InitSpec::Load;
+  if (expr.operands.empty() || !expr.keys[0].empty() ||
+      expr.operands[0]->kind != ast::ExprKind::String) {
+    error(expr.loc, "load takes the stored tensor's name first, as a string",
+          "load(\"model.layers.{layer}.self_attn.q_proj.weight\")");
+    return std::nullopt;
+  }
+  // `{layer}` is the index of the repeated layer; nothing else is substituted.
+  const std::string &pattern = expr.operands[0]->text;
+  for (size_t at = 0; at < pattern.size();) {
+    size_t open = pattern.find('{', at);
+    if (open == std::string::npos) {
+      spec.source += pattern.substr(at);
+      break;
+    }
+    spec.source += pattern.substr(at, open - at);
+    size_t close = pattern.find('}', open);
+    std::string field =
+        close == std::string::npos ? "" : pattern.substr(open + 1, close - open - 1);
+    if (field != "layer") {
+      error(expr.operands[0]->loc,
+            "'{" + field + (close == std::string::npos ? "" : "}") +
+                "' in a stored name: only {layer} is replaced (by the repeated layer's index)");
+      return std::nullopt;
+    }
+    if (layer < 0) {
+      error(expr.operands[0]->loc, "'{layer}' names the repeated layer's index, but this "
+                                   "parameter is not inside 'repeat'");
+      return std::nullopt;
+    }
+    spec.source += std::to_string(layer);
+    at = close + 1;
+  }
+  if (spec.source.empty()) {
+    error(expr.operands[0]->loc, "the stored tensor's name is empty");
+    return std::nullopt;
+  }
+  std::map<std::string, int64_t> named;
+  for (size_t i = 1; i < expr.operands.size(); ++i) {
+    const std::string &key = expr.keys[i];
+    if (key != "part" && key != "parts" && key != "axis" && key != "rows") {
+      error(key.empty() ? expr.operands[i]->loc : expr.keyLocs[i],
+            key.empty() ? "load takes one name; its other arguments are named"
+                        : "'load' has no argument '" + key + "'",
+            "load(\"name\", part = 0, parts = 3, axis = -1): the first of three equal parts "
+            "along the last dim; load(\"name\", rows = seq): the first seq entries of its "
+            "first dim");
+      return std::nullopt;
+    }
+    Value v = evalConstant(*expr.operands[i]);
+    if (v.isError())
+      return std::nullopt;
+    if (v.kind != Value::Int) {
+      error(expr.operands[i]->loc, "'" + key + "' is an integer, not " + kindName(v.kind));
+      return std::nullopt;
+    }
+    named[key] = v.i;
+  }
+  if (named.count("part") != named.count("parts")) {
+    error(expr.loc, "'part' and 'parts' go together: part = i of parts = n equal pieces");
+    return std::nullopt;
+  }
+  if (named.count("axis") && !named.count("parts")) {
+    error(expr.loc, "'axis' says where 'parts' cuts: give part and parts too");
+    return std::nullopt;
+  }
+  int64_t part = 0, parts = 1, axis = named.count("axis") ? named["axis"] : -1, rows = -1;
+  if (named.count("parts")) {
+    part = named["part"];
+    parts = named["parts"];
+    if (parts < 1 || part < 0 || part >= parts) {
+      error(expr.loc, "part = " + std::to_string(part) + " of parts = " + std::to_string(parts) +
+                          ": need 0 <= part < parts");
+      return std::nullopt;
+    }
+  }
+  if (named.count("rows")) {
+    rows = named["rows"];
+    if (rows < 1) {
+      error(expr.loc, "rows = " + std::to_string(rows) + ": the first rows of the stored "
+                      "tensor are at least one");
+      return std::nullopt;
+    }
+    if (parts > 1 && axis == 0) {
+      error(expr.loc, "rows and parts both cut the first dim: cut parts along another axis");
+      return std::nullopt;
+    }
+  }
+  if (named.count("parts") || named.count("rows"))
+    spec.slice = {part, parts, axis, rows};
+  return spec;
+}
+
+std::optional<InitSpec> Sema::evalInit(const ast::Expr *expr, int layer) {
   InitSpec spec;
   if (!expr)
     return spec;
   const std::string &fn = expr->text;
-  const char *hint = "initialisers: normal(std), normal(mean, std), uniform(lo, hi), zeros, "
-                     "ones, constant(v)";
+  const char *hint = kInitHint;
+  if (expr->kind == ast::ExprKind::Call && fn == "load")
+    return evalLoadInit(*expr, layer);
   if (expr->kind == ast::ExprKind::Name) {
     if (fn == "zeros")
       return InitSpec{InitSpec::Zeros, 0, 0};
@@ -717,15 +818,41 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     return finish(r, std::move(op), {q, k, v});
   }
   if (fn == "rope") {
-    if (!signature(1, 1, {"theta"}))
+    const std::vector<std::string> scalingKeys = {"scaling_factor", "low_freq_factor",
+                                                  "high_freq_factor", "original_context"};
+    if (!signature(1, 1, {"theta", "scaling_factor", "low_freq_factor", "high_freq_factor",
+                          "original_context"}))
       return Value::error();
     bool ok = true;
     double theta = number(keyword("theta"), 10000.0, 1.0, 1e12, ok);
+    // Llama 3.1's frequency scaling: all four numbers or none.
+    int given = 0;
+    for (const std::string &k : scalingKeys)
+      given += keyword(k.c_str()) != nullptr;
+    if (given != 0 && given != 4) {
+      error(call.loc, "rope's frequency scaling takes scaling_factor, low_freq_factor, "
+                      "high_freq_factor and original_context together",
+            "rope(x, theta = 500000, scaling_factor = 8, low_freq_factor = 1, "
+            "high_freq_factor = 4, original_context = 8192): Llama 3.1's rope_scaling");
+      return Value::error();
+    }
+    double factor = number(keyword("scaling_factor"), 0.0, 1e-6, 1e6, ok);
+    double low = number(keyword("low_freq_factor"), 1.0, 1e-6, 1e6, ok);
+    double high = number(keyword("high_freq_factor"), 4.0, 1e-6, 1e6, ok);
+    double context = number(keyword("original_context"), 8192.0, 1.0, 1e12, ok);
+    if (ok && given && !(high > low)) {
+      error(keyword("high_freq_factor")->loc, "high_freq_factor must exceed low_freq_factor");
+      ok = false;
+    }
     int x = tensor(0);
     if (x < 0 || !ok)
       return Value::error();
     Op op;
     op.attrs.push_back({"theta", theta});
+    op.attrs.push_back({"scaling_factor", given ? factor : 0.0});
+    op.attrs.push_back({"low_freq_factor", low});
+    op.attrs.push_back({"high_freq_factor", high});
+    op.attrs.push_back({"original_context", context});
     return finish(ropeShape(typeOf(x).dims), std::move(op), {x});
   }
   if (fn == "dropout") {
@@ -1042,7 +1169,7 @@ void Sema::execBody(const std::vector<ast::StmtPtr> &body, Frame &frame) {
         break;
       }
       auto type = resolveType(stmt->type);
-      auto init = evalInit(stmt->value.get());
+      auto init = evalInit(stmt->value.get(), frame.layer);
       if (!type || !init) {
         frame.vars[name] = Value::error();
         break;

@@ -38,6 +38,8 @@ const char *tessel::initKindName(InitSpec::Kind kind) {
     return "ones";
   case InitSpec::Constant:
     return "constant";
+  case InitSpec::Load:
+    return "load";
   }
   return "?";
 }

@@ -298,7 +298,7 @@ void Sema::readTrain(const ast::Section &section) {
   SettingGroup top(*this, section.settings, "train",
                    {"batch", "micro_batch", "accumulation", "steps", "optimizer", "schedule",
                     "clip", "precision", "data", "tokenizer", "seed", "eval", "checkpoint",
-                    "log_every"});
+                    "log_every", "init_from"});
   auto readInt = [&](const SettingGroup &g, const char *key, Located<int64_t> &out, int64_t min) {
     if (const ast::Expr *e = g.value(key))
       if (auto n = evalInt(*e, key, min))
@@ -359,6 +359,7 @@ void Sema::readTrain(const ast::Section &section) {
         cfg.precision = {*w, e->loc};
     }
   readString(top, "data", cfg.data);
+  readString(top, "init_from", cfg.initFrom);
   if (const ast::Expr *e = top.value("tokenizer"))
     if (auto w = readWord(*this, *e, "tokenizer", {"byte", "tokens"}))
       cfg.tokenizer = {*w, e->loc};

@@ -113,7 +113,10 @@ public:
                   Frame &caller);
   Value callBuiltin(const ast::Expr &call, Frame &frame);
   std::optional<TensorType> resolveType(const ast::TypeExpr &type);
-  std::optional<InitSpec> evalInit(const ast::Expr *expr);
+  /// `layer` is the index of the repeated layer the parameter is in (-1 outside `repeat`),
+  /// which `load("...{layer}...")` names.
+  std::optional<InitSpec> evalInit(const ast::Expr *expr, int layer);
+  std::optional<InitSpec> evalLoadInit(const ast::Expr &expr, int layer);
   int emit(Op op, Frame &frame, SourceLoc loc);
   Value coerceTo(const Value &v, const TensorType &want, SourceLoc loc, Frame &frame,
                  const std::string &what);

@@ -122,8 +122,8 @@ private:
     auto f64 = [&](StringRef name) { return b_.getF64FloatAttr(attr<double>(op, name)); };
     if (n == "param") {
       const InitSpec &init = attr<InitSpec>(op, "init");
-      auto initAttr =
-          InitAttr::get(&ctx_, initKindName(init.kind), APFloat(init.a), APFloat(init.b));
+      auto initAttr = InitAttr::get(&ctx_, initKindName(init.kind), APFloat(init.a),
+                                    APFloat(init.b), init.source, init.slice);
       return ParamOp::create(b_, loc, type, attr<std::string>(op, "name"), initAttr);
     }
     if (n == "constant")
@@ -213,9 +213,15 @@ private:
           attr<int64_t>(op, "window") > 0 ? b_.getI64IntegerAttr(attr<int64_t>(op, "window"))
                                           : IntegerAttr(),
           /*heads_over=*/StringAttr(), /*seq_over=*/StringAttr());
-    if (n == "rope")
+    if (n == "rope") {
+      DenseF64ArrayAttr scaling;
+      if (attr<double>(op, "scaling_factor") > 0)
+        scaling = b_.getDenseF64ArrayAttr(
+            {attr<double>(op, "scaling_factor"), attr<double>(op, "low_freq_factor"),
+             attr<double>(op, "high_freq_factor"), attr<double>(op, "original_context")});
       return RopeOp::create(b_, loc, type, in[0], f64("theta"), /*inverse=*/UnitAttr(),
-                            /*seq_over=*/StringAttr());
+                            /*seq_over=*/StringAttr(), scaling);
+    }
     if (n == "split")
       return SplitOp::create(b_, loc, type, in[0], attr<std::string>(op, "dim"));
     if (n == "merge")
@@ -296,7 +302,8 @@ private:
         b_.getNamedAttr("eval_data", b_.getStringAttr(t.evalData.value)),
         b_.getNamedAttr("checkpoint_every", b_.getI64IntegerAttr(t.checkpointEvery.value)),
         b_.getNamedAttr("checkpoint_dir", b_.getStringAttr(t.checkpointDir.value)),
-        b_.getNamedAttr("log_every", b_.getI64IntegerAttr(t.logEvery.value))};
+        b_.getNamedAttr("log_every", b_.getI64IntegerAttr(t.logEvery.value)),
+        b_.getNamedAttr("init_from", b_.getStringAttr(t.initFrom.value))};
     module->setAttr("tessel.train", b_.getDictionaryAttr(train));
   }
 

@@ -123,6 +123,10 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
     s.init = t.getInit().str();
     s.initA = t.getInitA().convertToDouble();
     s.initB = t.getInitB().convertToDouble();
+    if (auto source = t.getInitSource())
+      s.initSource = source->str();
+    if (auto slice = t.getInitSlice())
+      s.initSlice.assign(slice->begin(), slice->end());
     stateIndex[s.name] = plan.state.size();
     plan.state.push_back(std::move(s));
   }

@@ -313,7 +313,7 @@ private:
         b.getStringAttr("working"), param.getSymNameAttr(), b.getStringAttr("zeros"),
         b.getF64FloatAttr(0), b.getF64FloatAttr(0), param.getDims(),
         TypeAttr::get(withElement(param.getType(), narrow_)), param.getSplitAttr(),
-        param.getStagesAttr());
+        param.getStagesAttr(), /*init_source=*/StringAttr(), /*init_slice=*/DenseI64ArrayAttr());
     return w;
   }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ImportHf.h"
 #include "OutOfMemory.h"
 #include "PassDiagnostics.h"
 
@@ -982,7 +983,9 @@ int main(int argc, char **argv) {
           "  tessel estimate FILE.model --cluster h100-sxm  predicted step time, MFU\n"
           "  tessel calibrate -o cpu.cluster       measure this machine as a cluster file\n"
           "  tessel tune FILE.model --cluster h100-sxm --gpus 1024  the fastest layouts\n"
-          "  tessel kernels [--markdown]           the kernels a plan calls\n\n"
+          "  tessel kernels [--markdown]           the kernels a plan calls\n"
+          "  tessel import-hf DIR -o NAME.model    a spec that starts from a Hugging Face "
+          "model\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;
@@ -1000,6 +1003,8 @@ int main(int argc, char **argv) {
     return runCalibrate(argv[0]);
   if (tuneCommand)
     return runTune(argv[0]);
+  if (importHfRequested())
+    return runImportHf(argv[0]);
   if (kernelsCommand) {
     outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
     return 0;

@@ -209,7 +209,7 @@ bool launch(KernelCall &c, const args::AttentionBlockGrad &a) {
 
 bool launch(KernelCall &c, const args::Rope &a) {
   cpu::rope(a.batch, a.seq, a.heads, a.head, a.theta, a.inverse, c.fin(0), c.fout(0), a.headStart,
-            a.tailStart);
+            a.tailStart, a.scaling);
   return true;
 }
 

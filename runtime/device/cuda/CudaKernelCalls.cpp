@@ -330,7 +330,7 @@ bool launch(KernelCall &c, const args::AttentionBlockGrad &a) {
 bool launch(KernelCall &c, const args::Rope &a) {
   return launched(c, cuda::rope(a.batch, a.seq, a.heads, a.head, a.theta, a.inverse,
                                 typedIn(c, 0), typedOut(c, 0), stream(c), a.headStart,
-                                a.tailStart));
+                                a.tailStart, a.scaling));
 }
 
 bool launch(KernelCall &c, const args::Embedding &a) {

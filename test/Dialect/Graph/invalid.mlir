@@ -20,7 +20,7 @@ func.func @empty_dim_name(%x: tensor<2x2xf32, #graph.dims<"", seq>>) {
 // -----
 
 func.func @unknown_init() {
-  // expected-error @+1 {{unknown initialiser 'xavier'; expected normal, uniform, zeros, ones or constant}}
+  // expected-error @+1 {{unknown initialiser 'xavier'; expected normal, uniform, zeros, ones, constant or load}}
   %w = graph.param "w" init <xavier> : tensor<4xf32, #graph.dims<embed>>
   return
 }

@@ -26,6 +26,8 @@ cannot pass by editing nothing.
 import struct
 import sys
 
+import xxhash  # Debian's python3-xxhash: the plans' checksum
+
 
 def die(message):
     sys.stderr.write("edit_bytes.py: error: " + message + "\n")
@@ -52,13 +54,9 @@ def offset_in(data, text, width=1):
 
 
 def rechecksum(data):
-    """Makes an edited plan whole again, as a plan of version 7, which the runtime still reads:
-    the same payload, checksummed with FNV-1a 64 (Python has no XXH3 of its own)."""
-    h = 14695981039346656037
-    for byte in data[32:]:
-        h = ((h ^ byte) * 1099511628211) % (1 << 64)
-    data[8:12] = struct.pack("<I", 7)
-    data[24:32] = struct.pack("<Q", h)
+    """Makes an edited plan whole again: its payload's XXH3 64 (seed 0) in the header, as the
+    plan's own version (8 and later) has it."""
+    data[24:32] = struct.pack("<Q", xxhash.xxh3_64(bytes(data[32:])).intdigest())
 
 
 def main(argv):

@@ -31,10 +31,16 @@ struct TensorType {
 
 /// How a parameter is initialised.
 struct InitSpec {
-  enum Kind { Normal, Uniform, Zeros, Ones, Constant };
+  enum Kind { Normal, Uniform, Zeros, Ones, Constant, Load };
   Kind kind = Normal;
   double a = 0.0;  ///< Normal: mean; Uniform: low; Constant: value.
   double b = 0.02; ///< Normal: std; Uniform: high.
+  /// Load: the stored tensor's name in the weights the run starts from (`{layer}` already
+  /// replaced by the repeated layer's index), and which part of it: empty for all of it, else
+  /// {part, parts, axis, rows}: the first `rows` entries of its first dim (-1: all), cut into
+  /// `parts` equal pieces along `axis`, piece `part`.
+  std::string source = {};
+  std::vector<int64_t> slice = {};
 };
 const char *initKindName(InitSpec::Kind kind);
 
@@ -155,6 +161,8 @@ struct TrainConfig {
   Located<int64_t> checkpointEvery{0, {}};
   Located<std::string> checkpointDir{"", {}};
   Located<int64_t> logEvery{1, {}};
+  /// Pretrained weights the run starts from (a Hugging Face folder or a checkpoint).
+  Located<std::string> initFrom{"", {}};
 };
 
 struct Program {

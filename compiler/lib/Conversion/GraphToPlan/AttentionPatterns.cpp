@@ -225,6 +225,12 @@ struct RopePattern : PlanPattern<graph::RopeOp> {
         emit.i64("inverse", op.getInverse())};
     if (std::optional<StringRef> group = op.getSeqOver())
       params.push_back(emit.str("seq_group", *group));
+    if (std::optional<ArrayRef<double>> s = op.getScaling()) {
+      params.push_back(emit.f64("scaling_factor", (*s)[0]));
+      params.push_back(emit.f64("low_freq_factor", (*s)[1]));
+      params.push_back(emit.f64("high_freq_factor", (*s)[2]));
+      params.push_back(emit.f64("original_context", (*s)[3]));
+    }
     emit.kernel("rope", {adaptor.getInput()}, {y}, params);
     return success();
   }

@@ -85,7 +85,8 @@ Value PlanLowering::paramState(PlanEmitter &emit, graph::ParamOp op) {
   graph::InitAttr init = op.getInit();
   declare(StateDecl{op.getName().str(), "param", "", init.getKind().str(),
                     init.getA().convertToDouble(), init.getB().convertToDouble(), op.getType(),
-                    stateSplit(emit.builder(), op.getName(), "param")});
+                    stateSplit(emit.builder(), op.getName(), "param"), init.getSource().str(),
+                    std::vector<int64_t>(init.getSlice().begin(), init.getSlice().end())});
   return emit.state(op.getName(), op.getType());
 }
 
@@ -112,7 +113,10 @@ void PlanLowering::declareState() {
                            b.getStringAttr(d.of), b.getStringAttr(d.init), b.getF64FloatAttr(d.a),
                            b.getF64FloatAttr(d.b), b.getArrayAttr(dims),
                            TypeAttr::get(PlanEmitter::memrefType(d.tensor)), d.split,
-                           stages ? stages.getAs<DenseI64ArrayAttr>(owner) : DenseI64ArrayAttr());
+                           stages ? stages.getAs<DenseI64ArrayAttr>(owner) : DenseI64ArrayAttr(),
+                           d.source.empty() ? StringAttr() : b.getStringAttr(d.source),
+                           d.slice.empty() ? DenseI64ArrayAttr()
+                                           : b.getDenseI64ArrayAttr(d.slice));
   }
 }
 

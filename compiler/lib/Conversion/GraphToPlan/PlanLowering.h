@@ -60,6 +60,9 @@ struct StateDecl {
   double a = 0, b = 0;
   mlir::Type tensor;
   mlir::ArrayAttr split;
+  /// A loaded parameter's stored tensor and slice (see graph::InitAttr).
+  std::string source = {};
+  std::vector<int64_t> slice = {};
 };
 
 class PlanLowering {
