@@ -9,6 +9,9 @@ packages=(
   antlr4 libantlr4-runtime-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   libxxhash-dev                       # XXH3, the checksum of plans and checkpoints
+  libpcre2-dev                        # the tokenizers' pre-tokenizer patterns (PCRE2, JIT)
+  libsentencepiece-dev                # SentencePiece tokenizer.model files
+  sentencepiece python3-sentencepiece # spm_train and Python's SentencePiece for their tests
   python3-xxhash                      # the same checksum for the tests that edit plans
   iproute2                            # network namespaces as hosts for the multi-host tests
   libtcmalloc-minimal4 libjemalloc2   # allocators the benchmark tries for each side
