@@ -12,6 +12,10 @@ cd "$root"
 "$root/scripts/build.sh"
 
 failed=0
+# What the tokenizer parity test compares with: Hugging Face's tokenizers from the npm registry
+# (the test installs it too; here a failed install shows first). Without Node.js and npm the
+# script says so and lit reports the test unsupported.
+"$root/scripts/install-tokenizer-reference.sh" "$root/build/tokenizer-reference" || failed=1
 echo "== lit"
 lit_log=$(mktemp)
 /usr/lib/llvm-22/bin/lit -sv "$root/build/test" > "$lit_log" 2>&1 || failed=1

@@ -112,3 +112,27 @@ else:
                         "which cannot be made here: " + reason)
     else:
         config.available_features.add("netns")
+
+# Tokenizers (test/Tokenizer): the parity test against Hugging Face's tokenizers runs its Node
+# binding, which scripts/install-tokenizer-reference.sh installs from the npm registry (the test
+# installs it when it is missing: a machine with npm but no registry fails the test, it does not
+# skip it); 'node' where Node.js and npm are installed. The SentencePiece tests train a model with
+# spm_train and compare with Python's sentencepiece ('sentencepiece'; Debian: sentencepiece,
+# python3-sentencepiece).
+if shutil.which("node") and shutil.which("npm"):
+    config.available_features.add("node")
+else:
+    lit_config.note("skipped: the tokenizer parity test (test/Tokenizer/parity.test) needs "
+                    "Node.js and npm to run Hugging Face's tokenizers, and this machine has "
+                    "neither (or not both)")
+try:
+    spm_probe = subprocess.run(["/usr/bin/python3", "-c", "import sentencepiece"],
+                               capture_output=True, text=True)
+    spm_python = spm_probe.returncode == 0
+except OSError:
+    spm_python = False
+if shutil.which("spm_train") and spm_python:
+    config.available_features.add("sentencepiece")
+else:
+    lit_config.note("skipped: the SentencePiece tests need spm_train and Python's sentencepiece "
+                    "(Debian: sentencepiece, python3-sentencepiece)")
