@@ -12,6 +12,7 @@
 #include "ImportHf.h"
 #include "OutOfMemory.h"
 #include "PassDiagnostics.h"
+#include "Tokenize.h"
 
 #include "common/Cluster.h"
 #include "common/Executable.h"
@@ -985,7 +986,8 @@ int main(int argc, char **argv) {
           "  tessel tune FILE.model --cluster h100-sxm --gpus 1024  the fastest layouts\n"
           "  tessel kernels [--markdown]           the kernels a plan calls\n"
           "  tessel import-hf DIR -o NAME.model    a spec that starts from a Hugging Face "
-          "model\n\n"
+          "model\n"
+          "  tessel tokenize --tokenizer DIR IN... -o OUT.bin  text to a token file\n\n"
           "  tessel <command> --help shows a command's options.\n",
           &errs()))
     return 2;
@@ -1005,6 +1007,8 @@ int main(int argc, char **argv) {
     return runTune(argv[0]);
   if (importHfRequested())
     return runImportHf(argv[0]);
+  if (tokenizeRequested())
+    return runTokenize();
   if (kernelsCommand) {
     outs() << (kernelsMarkdown ? catalogue::markdownTable() : catalogue::textTable());
     return 0;
