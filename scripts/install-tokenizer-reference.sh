@@ -17,6 +17,7 @@ if ! command -v npm > /dev/null || ! command -v node > /dev/null; then
   exit 0
 fi
 mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
 # One install at a time (test.sh and the lit test may both ask).
 exec 9> "$dir/.lock"
 flock 9
