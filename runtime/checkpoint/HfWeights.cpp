@@ -60,6 +60,48 @@ bool reshapeCompatible(const std::vector<int64_t> &stored, const std::vector<int
   return i == a.size() && j == b.size();
 }
 
+bool pieceLayout(const std::vector<int64_t> &stored, const StoredSlice &slice, PieceLayout &out,
+                 std::string &why) {
+  // The stored dims with the first cut to `rows` (a prefix of the data), then the cut one
+  // divided into `parts`.
+  std::vector<int64_t> view = stored;
+  const int64_t rank = static_cast<int64_t>(view.size());
+  if (slice.rows >= 0) {
+    if (rank == 0 || slice.rows < 1 || slice.rows > view[0]) {
+      why = "the first " + std::to_string(slice.rows) + " rows";
+      return false;
+    }
+    view[0] = slice.rows;
+  }
+  out.shape = view;
+  int64_t axis = slice.axis < 0 ? rank + slice.axis : slice.axis;
+  if (slice.parts > 1 || slice.part != 0) {
+    if (axis < 0 || axis >= rank) {
+      why = "a piece along axis " + std::to_string(slice.axis);
+      return false;
+    }
+    if (slice.parts < 1 || slice.part < 0 || slice.part >= slice.parts ||
+        view[axis] % slice.parts != 0) {
+      why = "part " + std::to_string(slice.part) + " of " + std::to_string(slice.parts) +
+            " along dim " + std::to_string(axis) + ", which does not cut into that many equal "
+            "parts,";
+      return false;
+    }
+    out.shape[axis] /= slice.parts;
+  } else {
+    axis = 0;
+  }
+  out.outer = 1;
+  out.inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    out.outer *= view[d];
+  for (int64_t d = axis; d < rank; ++d)
+    out.inner *= out.shape[d];
+  out.stride = out.inner * (slice.parts > 1 ? slice.parts : 1);
+  out.first = out.inner * slice.part;
+  return true;
+}
+
 bool HfWeights::looksLike(const std::string &path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec))
@@ -171,6 +213,12 @@ std::string HfWeights::resolve(const std::string &name) const {
   return matches == 1 ? found : std::string();
 }
 
+const SafetensorsTensor *HfWeights::tensor(const std::string &name) const {
+  std::string ignored;
+  const SafetensorsFile *file = fileOf(name, ignored);
+  return file ? file->find(name) : nullptr;
+}
+
 const SafetensorsFile *HfWeights::fileOf(const std::string &name, std::string &error) const {
   auto it = where_.find(name);
   if (it == where_.end())
@@ -212,66 +260,33 @@ bool HfWeights::read(const std::string &param, const std::vector<int64_t> &shape
             ": weights are F32, BF16 or F16";
     return false;
   }
-  // The piece: the stored dims with the first cut to `rows` (a prefix of the data) and the
-  // cut one divided.
-  std::vector<int64_t> view = t->shape;
-  const int64_t rank = static_cast<int64_t>(view.size());
-  if (slice.rows >= 0) {
-    if (rank == 0 || slice.rows < 1 || slice.rows > view[0]) {
-      error = "parameter '" + param + "' loads the first " + std::to_string(slice.rows) +
-              " rows of " + where + ", which is " + formatShape(t->shape);
-      return false;
-    }
-    view[0] = slice.rows;
+  PieceLayout layout;
+  std::string why;
+  if (!pieceLayout(t->shape, slice, layout, why)) {
+    error = "parameter '" + param + "' loads " + why + " of " + where + ", which is " +
+            formatShape(t->shape);
+    return false;
   }
-  std::vector<int64_t> piece = view;
-  int64_t axis = slice.axis < 0 ? rank + slice.axis : slice.axis;
-  if (slice.parts > 1 || slice.part != 0) {
-    if (axis < 0 || axis >= rank) {
-      error = "parameter '" + param + "' loads a piece of " + where + " along axis " +
-              std::to_string(slice.axis) + ", but it has " + std::to_string(rank) + " dims";
-      return false;
-    }
-    if (slice.parts < 1 || slice.part < 0 || slice.part >= slice.parts ||
-        piece[axis] % slice.parts != 0) {
-      error = "parameter '" + param + "' loads part " + std::to_string(slice.part) + " of " +
-              std::to_string(slice.parts) + " of " + where + ", whose dim " +
-              std::to_string(axis) + " (" + std::to_string(piece[axis]) +
-              ") does not cut into that many equal parts";
-      return false;
-    }
-    piece[axis] /= slice.parts;
-  } else {
-    axis = 0;
-  }
-  if (!reshapeCompatible(piece, shape)) {
+  if (!reshapeCompatible(layout.shape, shape)) {
     error = "parameter '" + param + "' is " + formatShape(shape) + " but " + where + " is " +
             formatShape(t->shape);
     if (slice.parts > 1 || slice.rows >= 0)
-      error += " (of which it reads " + formatShape(piece) + ")";
-    if (shapeElements(piece) == shapeElements(shape))
+      error += " (of which it reads " + formatShape(layout.shape) + ")";
+    if (shapeElements(layout.shape) == shapeElements(shape))
       error += ": as many elements, in another order (write the parameter's dims in the "
                "stored order)";
     return false;
   }
-  // Copy the piece: `outer` runs of `inner` contiguous elements, each the part'th of `parts`.
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= view[d];
-  for (int64_t d = axis; d < rank; ++d)
-    inner *= piece[d];
-  const int64_t stride = inner * (slice.parts > 1 ? slice.parts : 1);
-  const int64_t first = inner * slice.part;
-  out.resize(static_cast<size_t>(outer * inner));
+  out.resize(static_cast<size_t>(layout.outer * layout.inner));
   const uint8_t *bytes = t->bytes.data();
-  for (int64_t o = 0; o < outer; ++o) {
-    float *to = out.data() + o * inner;
-    const int64_t from = o * stride + first;
+  for (int64_t o = 0; o < layout.outer; ++o) {
+    float *to = out.data() + o * layout.inner;
+    const int64_t from = o * layout.stride + layout.first;
     if (t->dtype == DType::F32) {
-      std::memcpy(to, bytes + from * 4, static_cast<size_t>(inner) * 4);
+      std::memcpy(to, bytes + from * 4, static_cast<size_t>(layout.inner) * 4);
       continue;
     }
-    for (int64_t e = 0; e < inner; ++e) {
+    for (int64_t e = 0; e < layout.inner; ++e) {
       uint16_t h;
       std::memcpy(&h, bytes + (from + e) * 2, 2);
       to[e] = t->dtype == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);

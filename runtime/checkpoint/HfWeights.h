@@ -34,6 +34,18 @@ struct StoredSlice {
   int64_t part = 0, parts = 1, axis = -1, rows = -1;
 };
 
+/// Where a piece lies in its stored tensor: `outer` runs of `inner` contiguous elements, run o
+/// starting at element o * stride + first; `shape` is the piece's.
+struct PieceLayout {
+  int64_t outer = 1, inner = 1, stride = 1, first = 0;
+  std::vector<int64_t> shape;
+};
+
+/// The layout of `slice` in a stored tensor of `stored` dims; false, with why, when the slice
+/// does not fit it (too many rows, an axis it lacks, a dim that does not cut evenly).
+bool pieceLayout(const std::vector<int64_t> &stored, const StoredSlice &slice, PieceLayout &out,
+                 std::string &why);
+
 class HfWeights {
 public:
   /// Whether `path` looks like Hugging Face weights rather than a Tessel checkpoint: a
@@ -45,6 +57,10 @@ public:
   static std::unique_ptr<HfWeights> open(const std::string &path, std::string &error);
 
   const std::string &path() const { return path_; }
+  /// The folder (empty when the weights are one .safetensors file).
+  const std::string &folder() const { return folder_; }
+  /// The stored tensor of exactly this name, or null.
+  const SafetensorsTensor *tensor(const std::string &name) const;
   /// Every stored tensor's name, sorted.
   std::vector<std::string> names() const;
 

@@ -1369,6 +1369,9 @@ int Session::run() {
         return 1;
     }
   }
+  // A run of no steps saves the weights it starts from (an imported model as a checkpoint).
+  if (s_.steps == 0 && startStep_ == 0 && !s_.checkpointDir.empty() && !save(0))
+    return 1;
   if (progress_)
     progress_->finish();
   if (!options_.dumpDir.empty()) {

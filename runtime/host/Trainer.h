@@ -56,6 +56,12 @@ struct RunOptions {
   std::vector<std::string> commandLine;     ///< The options given, as "--name=VALUE".
   std::vector<planfile::Attr> recipeOverrides; ///< The recipe numbers the options replaced.
 
+  // Export (--export-hf): the checkpoint `checkpoint` names, as the Hugging Face folder the
+  // spec loads from.
+  std::string exportHf;
+  std::string exportDtype; ///< "f32", "bf16", "f16"; "": each tensor's dtype in the source.
+  uint64_t maxShardBytes = 5'000'000'000ull;
+
   // Generation.
   bool generate = false;
   std::string checkpoint; ///< The weights to sample with.
@@ -69,6 +75,8 @@ struct RunOptions {
 /// Exit status: 0 done, 1 a failure in the data, a checkpoint or the numbers.
 int train(const planfile::Plan &plan, const RunOptions &options);
 int generate(const planfile::Plan &plan, const RunOptions &options);
+/// Writes a checkpoint as a Hugging Face folder (Pretrained.h); exit status as train's.
+int exportHuggingFace(const planfile::Plan &plan, const RunOptions &options);
 
 } // namespace tessel::rt
 

@@ -164,6 +164,38 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
   p.integer("top-k", o.topK, 0, kMany, "K",
             "sample among the K likeliest tokens (default 40; 0: all)");
 
+  p.section("Export");
+  p.text("export-hf", o.exportHf, "DIR",
+         "write --checkpoint (default: the newest in the model's checkpoint directory) as the "
+         "Hugging Face folder the spec loads from (--init-from or train.init_from): its tensors "
+         "with the trained values, its config and tokenizer files; DIR must be new or empty");
+  p.choice("export-dtype", o.exportDtype, {"f32", "bf16", "f16"},
+           "the exported weights' type (default: each tensor's type in the source folder)");
+  p.custom("max-shard-size", "SIZE",
+           "past this many bytes of weights the export is sharded with an index (default 5GB; "
+           "units B, KB, MB, GB)",
+           [&o](const std::string &v, std::string &why) {
+             size_t used = 0;
+             double n = 0;
+             try {
+               n = std::stod(v, &used);
+             } catch (...) {
+               used = 0;
+             }
+             const std::string unit = v.substr(used);
+             const double scale = unit == "GB"   ? 1e9
+                                  : unit == "MB" ? 1e6
+                                  : unit == "KB" ? 1e3
+                                  : unit == "B" || unit.empty() ? 1
+                                                                : 0;
+             if (used == 0 || scale == 0 || !(n * scale >= 1) || n * scale > 1e15) {
+               why = "a size such as 5GB, 500MB or 1000000";
+               return false;
+             }
+             o.maxShardBytes = static_cast<uint64_t>(n * scale);
+             return true;
+           });
+
   p.section("Other");
   p.text("plan", planPath, "FILE", "run this plan file instead of the embedded one");
   p.flag("memory", memory,
@@ -345,6 +377,12 @@ static int runnerMain(int argc, char **argv) {
     if (!rt::readPipelineConfig(plan, pipeline, error) || !pipeline.enabled())
       return parser.usageError("--svg draws a pipeline's schedule, and this plan has no "
                                "pipeline (--trace records any plan's kernels)");
+  }
+  if (!o.exportHf.empty()) {
+    if (o.generate || !o.resume.empty())
+      return parser.usageError("--export-hf writes a checkpoint out; it neither trains nor "
+                               "samples");
+    return rt::exportHuggingFace(plan, o);
   }
   return o.generate ? rt::generate(plan, o) : rt::train(plan, o);
 }

@@ -1,16 +1,30 @@
-"""Checks that two safetensors files hold the same tensors, bit for bit.
+"""Checks that two safetensors files (or folders of them) hold the same tensors, bit for bit.
 
-  same_tensors.py A.safetensors B.safetensors [--only-in-a]
+  same_tensors.py A B [--only-in-a]
+
+A and B are .safetensors files or folders, whose *.safetensors files are read together (a
+sharded Hugging Face folder).
 
 Every tensor of A must be in B with the same dtype, shape and bytes; without --only-in-a, B
 must hold no other tensor. Prints "SAME TENSORS n=N" or the first difference and exits 1.
 """
+import glob
 import json
+import os
 import struct
 import sys
 
 
 def read(path):
+    if os.path.isdir(path):
+        out = {}
+        files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+        if not files:
+            print(f"DIFFERENT: {path} holds no .safetensors file")
+            sys.exit(1)
+        for f in files:
+            out.update(read(f))
+        return out
     with open(path, "rb") as f:
         data = f.read()
     (length,) = struct.unpack("<Q", data[:8])
