@@ -140,8 +140,8 @@ void splitOnAddedTokens(std::string_view text, const TokenMatcher &matcher,
     // The search goes on after this occurrence whether or not it is kept.
     from = stop;
     const AddedToken &token = all[tokens[index]];
-    if (token.singleWord && (wordBefore(text, start, wordClass, scratch) ||
-                             wordAfter(text, stop, wordClass, scratch)))
+    if (token.singleWord &&
+        (wordBefore(text, start, wordClass, scratch) || wordAfter(text, stop, wordClass, scratch)))
       continue;
     if (token.lstrip)
       start = std::max(whitespaceRunBefore(text, start), done);

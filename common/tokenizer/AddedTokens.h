@@ -37,8 +37,7 @@ public:
   bool empty() const { return nodes_.size() <= 1; }
   /// The leftmost-longest occurrence in text[from, end) of any pattern: its bytes
   /// [start, stop) and pattern index. False when there is none.
-  bool next(std::string_view text, size_t from, size_t &start, size_t &stop,
-            uint32_t &index) const;
+  bool next(std::string_view text, size_t from, size_t &start, size_t &stop, uint32_t &index) const;
 
 private:
   struct Node {

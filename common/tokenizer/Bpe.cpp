@@ -44,8 +44,8 @@ bool BpeModel::build(std::vector<std::pair<std::string, uint32_t>> vocab,
                      BpeOptions options, bool byteLevel, std::string &error) {
   options_ = std::move(options);
   byteLevel_ = byteLevel;
-  if (byteLevel_ && (!options_.continuingSubwordPrefix.empty() ||
-                     !options_.endOfWordSuffix.empty())) {
+  if (byteLevel_ &&
+      (!options_.continuingSubwordPrefix.empty() || !options_.endOfWordSuffix.empty())) {
     error = "continuing_subword_prefix and end_of_word_suffix are not supported with a "
             "ByteLevel pre-tokenizer";
     return false;

@@ -85,7 +85,7 @@ private:
   BpeOptions options_;
   bool byteLevel_ = false;
   uint32_t unkId_ = StringIdMap::kNone;
-  uint32_t byteIds_[256];   // byte-level: the symbol of each byte, or kNone
+  uint32_t byteIds_[256];     // byte-level: the symbol of each byte, or kNone
   uint32_t fallbackIds_[256]; // the id of "<0xXX>", or kNone
 
   /// Appends to `symbols` the symbols of the character `piece` (bytes of the word) at

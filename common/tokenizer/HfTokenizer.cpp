@@ -98,7 +98,7 @@ void applyBehavior(const Piece &p, const std::vector<Mark> &marks, SplitBehavior
   }
   for (const Mark &m : marks) {
     bool extend = behavior == SplitBehavior::MergedWithPrevious ? m.match && !previousMatch
-                                                                 : m.match == previousMatch;
+                                                                : m.match == previousMatch;
     if (extend && !merged.empty())
       merged.back().second = m.end;
     else
@@ -262,8 +262,8 @@ void HfTokenizer::encodeRun(std::string_view text, bool atStart, EncodeScratch &
     return;
   }
   s.normalizedParts.clear();
-  splitOnAddedTokens(normalized, normalizedMatcher_, normalizedTokens_, added_, wordClass_,
-                     s.regex, s.normalizedParts);
+  splitOnAddedTokens(normalized, normalizedMatcher_, normalizedTokens_, added_, wordClass_, s.regex,
+                     s.normalizedParts);
   for (const TextPart &part : s.normalizedParts) {
     if (part.token != TextPart::kText)
       ids.push_back(part.token);
@@ -373,9 +373,8 @@ std::string strip(const std::string &t, std::string_view c, size_t start, size_t
   size_t begin = 0, end = t.size();
   for (size_t n = 0; n < start && t.compare(begin, c.size(), c) == 0 && begin < end; ++n)
     begin += c.size();
-  for (size_t n = 0; n < stop && end >= begin + c.size() &&
-                     t.compare(end - c.size(), c.size(), c) == 0;
-       ++n)
+  for (size_t n = 0;
+       n < stop && end >= begin + c.size() && t.compare(end - c.size(), c.size(), c) == 0; ++n)
     end -= c.size();
   return t.substr(begin, end - begin);
 }

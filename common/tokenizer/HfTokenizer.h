@@ -45,8 +45,8 @@ enum class PrependScheme { Always, First, Never };
 
 struct NormalizerStep {
   enum class Kind { Prepend, Replace, Strip, Nfc } kind;
-  std::string text; // Prepend's text, Replace's content
-  Pattern pattern;  // Replace
+  std::string text;                 // Prepend's text, Replace's content
+  Pattern pattern;                  // Replace
   bool left = false, right = false; // Strip
 };
 
@@ -63,10 +63,10 @@ struct PreTokenizerStep {
 
 struct DecoderStep {
   enum class Kind { ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip } kind;
-  std::string replacement;  // Metaspace
+  std::string replacement; // Metaspace
   PrependScheme scheme = PrependScheme::Always;
-  Pattern pattern;          // Replace
-  std::string content;      // Replace's content; Strip's character
+  Pattern pattern;            // Replace
+  std::string content;        // Replace's content; Strip's character
   size_t start = 0, stop = 0; // Strip
 };
 
@@ -125,7 +125,7 @@ private:
   std::unordered_set<std::string> specialContents_;
   TokenMatcher rawMatcher_, normalizedMatcher_;
   std::vector<uint32_t> rawTokens_, normalizedTokens_; // indexes into added_
-  Regex wordClass_; // one word character, for single_word
+  Regex wordClass_;                                    // one word character, for single_word
   uint32_t vocabBound_ = 0;
 
   mutable std::mutex poolMutex_;

@@ -72,8 +72,7 @@ public:
         !readPreTokenizer(root.find("pre_tokenizer"), "pre_tokenizer", *t) ||
         !checkByteLevelLast(root, *t) || !readModel(root.find("model"), root, *t) ||
         !readAddedTokens(root.find("added_tokens"), *t) ||
-        !readPostProcessor(root.find("post_processor"), "post_processor", t->prefix_,
-                           t->suffix_) ||
+        !readPostProcessor(root.find("post_processor"), "post_processor", t->prefix_, t->suffix_) ||
         !readDecoders(root.find("decoder"), "decoder", *t))
       return nullptr;
     t->hasDecoder_ = root.find("decoder").valid() && !root.find("decoder").isNull();
@@ -90,8 +89,7 @@ public:
     const BpeModel &m = t->model_;
     t->description_ = std::string(m.byteLevel() ? "byte-level BPE" : "BPE") + ", " +
                       std::to_string(t->vocabBound_) + " ids (" + std::to_string(m.entries()) +
-                      " in the vocabulary, " + std::to_string(t->added_.size()) +
-                      " added tokens)";
+                      " in the vocabulary, " + std::to_string(t->added_.size()) + " added tokens)";
     return t;
   }
 
@@ -149,9 +147,10 @@ private:
   }
   bool unsignedValue(JsonValue v, std::string_view path, uint32_t &out) {
     if (!v.isInteger() || v.integer() < 0 || v.integer() > 0xFFFFFFFEll)
-      return fail(v, path, "must be an id (a whole number from 0), not " +
-                               (v.isNumber() ? "the number " + std::to_string(v.number())
-                                             : std::string(v.kindName())));
+      return fail(v, path,
+                  "must be an id (a whole number from 0), not " +
+                      (v.isNumber() ? "the number " + std::to_string(v.number())
+                                    : std::string(v.kindName())));
     out = static_cast<uint32_t>(v.integer());
     return true;
   }
@@ -161,8 +160,7 @@ private:
     return requiredString(v, "type", path, type);
   }
   /// A single character (Metaspace's replacement, Strip's content).
-  bool character(JsonValue object, std::string_view key, std::string_view path,
-                 std::string &out) {
+  bool character(JsonValue object, std::string_view key, std::string_view path, std::string &out) {
     if (!requiredString(object, key, path, out))
       return false;
     if (out.empty() || utf8SequenceLength(static_cast<unsigned char>(out[0])) != out.size())
@@ -262,8 +260,7 @@ private:
     } else if (type == "Split") {
       step.kind = PreTokenizerStep::Kind::Split;
       std::string behavior;
-      if (!readPattern(v, path, step.pattern) ||
-          !requiredString(v, "behavior", path, behavior) ||
+      if (!readPattern(v, path, step.pattern) || !requiredString(v, "behavior", path, behavior) ||
           !flag(v, "invert", path, step.invert))
         return false;
       static const std::pair<const char *, SplitBehavior> behaviors[] = {
@@ -461,8 +458,9 @@ private:
                         " but the vocabulary and the tokens before it give it " +
                         std::to_string(assigned));
       if (assigned > 0xFFFFFF)
-        return fail(id, join(at, "id"), "id " + std::to_string(assigned) +
-                                            " is beyond the largest Tessel takes (16777215)");
+        return fail(id, join(at, "id"),
+                    "id " + std::to_string(assigned) +
+                        " is beyond the largest Tessel takes (16777215)");
       token.id = assigned;
       if (token.special)
         t.specialContents_.insert(token.content);
@@ -584,8 +582,9 @@ private:
         if (!requiredString(piece.value(0), "id", at, id))
           return false;
       } else {
-        return fail(piece, at, "a template piece is {\"Sequence\": ...} or "
-                               "{\"SpecialToken\": ...}");
+        return fail(piece, at,
+                    "a template piece is {\"Sequence\": ...} or "
+                    "{\"SpecialToken\": ...}");
       }
       if (kind == "Sequence") {
         if (id != "A" && id != "a")

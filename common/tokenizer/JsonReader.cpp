@@ -144,8 +144,7 @@ private:
     if (parsed.ec == std::errc::result_out_of_range)
       return fail(start, "the number is out of range", error);
     int64_t whole = 0;
-    if (integral &&
-        std::from_chars(first, last, whole).ec != std::errc())
+    if (integral && std::from_chars(first, last, whole).ec != std::errc())
       integral = false;
     doc_.nodes_[node].first = static_cast<uint32_t>(doc_.numbers_.size());
     doc_.numbers_.push_back(value);
@@ -199,8 +198,7 @@ private:
         break;
       }
       if (b < 0x20)
-        return fail(pos_, "a string may not hold control character 0x" + hex(b) +
-                              " unescaped",
+        return fail(pos_, "a string may not hold control character 0x" + hex(b) + " unescaped",
                     error);
       if (b >= 0x80) {
         long n = utf8WellFormedLength(text_, pos_);
@@ -251,8 +249,7 @@ private:
 
   bool parseArray(int depth, std::string &error) {
     if (depth >= kMaxDepth)
-      return fail(pos_, "arrays and objects nest deeper than " + std::to_string(kMaxDepth),
-                  error);
+      return fail(pos_, "arrays and objects nest deeper than " + std::to_string(kMaxDepth), error);
     uint32_t node = newNode(JsonValue::Kind::Array);
     const size_t open = pos_++;
     const size_t mark = pendingChildren_.size();
@@ -289,8 +286,7 @@ private:
 
   bool parseObject(int depth, std::string &error) {
     if (depth >= kMaxDepth)
-      return fail(pos_, "arrays and objects nest deeper than " + std::to_string(kMaxDepth),
-                  error);
+      return fail(pos_, "arrays and objects nest deeper than " + std::to_string(kMaxDepth), error);
     uint32_t node = newNode(JsonValue::Kind::Object);
     const size_t open = pos_++;
     const size_t mark = pendingMembers_.size();
@@ -384,9 +380,7 @@ std::string_view JsonValue::string() const {
   return std::string_view(doc_->strings_).substr(n.first, n.count);
 }
 
-size_t JsonValue::size() const {
-  return isArray() || isObject() ? doc_->nodes_[node_].count : 0;
-}
+size_t JsonValue::size() const { return isArray() || isObject() ? doc_->nodes_[node_].count : 0; }
 
 JsonValue JsonValue::at(size_t i) const {
   return JsonValue(doc_, doc_->children_[doc_->nodes_[node_].first + i]);

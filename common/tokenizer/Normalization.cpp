@@ -40,8 +40,8 @@ constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0
 constexpr uint32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount,
                    kSCount = kLCount * kNCount;
 
-template <typename Range> const Range *findRange(const Range *begin, const Range *end,
-                                                 uint32_t cp) {
+template <typename Range>
+const Range *findRange(const Range *begin, const Range *end, uint32_t cp) {
   const Range *it =
       std::upper_bound(begin, end, cp, [](uint32_t v, const Range &r) { return v < r.first; });
   if (it == begin)
@@ -71,9 +71,9 @@ void decompose(uint32_t cp, std::vector<uint32_t> &out) {
       out.push_back(kTBase + s % kTCount);
     return;
   }
-  const Decomposition *it = std::lower_bound(
-      std::begin(kDecompositions), std::end(kDecompositions), cp,
-      [](const Decomposition &d, uint32_t v) { return d.cp < v; });
+  const Decomposition *it =
+      std::lower_bound(std::begin(kDecompositions), std::end(kDecompositions), cp,
+                       [](const Decomposition &d, uint32_t v) { return d.cp < v; });
   if (it == std::end(kDecompositions) || it->cp != cp) {
     out.push_back(cp);
     return;
@@ -84,8 +84,7 @@ void decompose(uint32_t cp, std::vector<uint32_t> &out) {
 
 /// The primary composite of `first` and `second`, or 0.
 uint32_t compose(uint32_t first, uint32_t second) {
-  if (first >= kLBase && first < kLBase + kLCount && second >= kVBase &&
-      second < kVBase + kVCount)
+  if (first >= kLBase && first < kLBase + kLCount && second >= kVBase && second < kVBase + kVCount)
     return kSBase + ((first - kLBase) * kVCount + (second - kVBase)) * kTCount;
   if (first >= kSBase && first < kSBase + kSCount && (first - kSBase) % kTCount == 0 &&
       second > kTBase && second < kTBase + kTCount)
@@ -128,9 +127,8 @@ void appendNfc(std::string_view text, std::string &out) {
     size_t end = i;
     while (end < cps.size() && combiningClass(cps[end]) != 0)
       ++end;
-    std::stable_sort(cps.begin() + i, cps.begin() + end, [](uint32_t a, uint32_t b) {
-      return combiningClass(a) < combiningClass(b);
-    });
+    std::stable_sort(cps.begin() + i, cps.begin() + end,
+                     [](uint32_t a, uint32_t b) { return combiningClass(a) < combiningClass(b); });
     i = end;
   }
   std::vector<uint32_t> composed;

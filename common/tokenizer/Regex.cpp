@@ -166,9 +166,8 @@ Regex &Regex::operator=(Regex &&other) noexcept {
 static bool compilePcre2(const std::string &pattern, void *&code, std::string &error) {
   int errorCode = 0;
   PCRE2_SIZE errorOffset = 0;
-  pcre2_code *compiled =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                    PCRE2_UTF | PCRE2_UCP, &errorCode, &errorOffset, nullptr);
+  pcre2_code *compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                       PCRE2_UTF | PCRE2_UCP, &errorCode, &errorOffset, nullptr);
   if (!compiled) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(errorCode, message, sizeof(message));
@@ -197,11 +196,11 @@ bool Regex::compile(std::string_view pattern, std::string &error) {
 static int matchAt(pcre2_code *code, std::string_view subject, size_t start, uint32_t options,
                    RegexScratch::State &state) {
   auto text = reinterpret_cast<PCRE2_SPTR>(subject.data());
-  int rc = pcre2_match(code, text, subject.size(), start, options | PCRE2_NO_UTF_CHECK,
-                       state.match, state.context);
+  int rc = pcre2_match(code, text, subject.size(), start, options | PCRE2_NO_UTF_CHECK, state.match,
+                       state.context);
   if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-    rc = pcre2_match(code, text, subject.size(), start,
-                     options | PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, state.match, state.context);
+    rc = pcre2_match(code, text, subject.size(), start, options | PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                     state.match, state.context);
   return rc;
 }
 

@@ -77,9 +77,7 @@ public:
     return text;
   }
 
-  uint32_t vocabSize() const override {
-    return static_cast<uint32_t>(processor_->GetPieceSize());
-  }
+  uint32_t vocabSize() const override { return static_cast<uint32_t>(processor_->GetPieceSize()); }
 
   std::optional<uint32_t> tokenToId(std::string_view token) const override {
     const int id = processor_->PieceToId(std::string(token));

@@ -161,9 +161,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path, std::string 
   // SentencePiece model (a protobuf) with a field tag.
   const std::string extension = file.extension().string();
   size_t first = text.find_first_not_of(" \t\r\n");
-  const bool json = extension == ".json" ||
-                    (extension != ".model" && first != std::string::npos &&
-                     (text[first] == '{' || text[first] == '['));
+  const bool json = extension == ".json" || (extension != ".model" && first != std::string::npos &&
+                                             (text[first] == '{' || text[first] == '['));
   std::unique_ptr<Tokenizer> tokenizer;
   if (json) {
     std::unique_ptr<HfTokenizer> hf = HfTokenizer::fromJson(name, text, error);
@@ -186,8 +185,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path, std::string 
     if (!tokenizer)
       return nullptr;
   }
-  for (auto [named, id] : {std::pair{&config.bos, &tokenizer->bos_},
-                           std::pair{&config.eos, &tokenizer->eos_}}) {
+  for (auto [named, id] :
+       {std::pair{&config.bos, &tokenizer->bos_}, std::pair{&config.eos, &tokenizer->eos_}}) {
     if (!*named)
       continue;
     std::optional<uint32_t> found = tokenizer->tokenToId(**named);

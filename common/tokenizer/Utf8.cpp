@@ -5,7 +5,9 @@
 namespace tessel::tok {
 
 long utf8WellFormedLength(std::string_view text, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned>(static_cast<unsigned char>(text[k])); };
+  const auto b = [&](size_t k) {
+    return static_cast<unsigned>(static_cast<unsigned char>(text[k]));
+  };
   const unsigned b0 = b(i);
   if (b0 < 0x80)
     return 1;

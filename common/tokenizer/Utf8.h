@@ -38,7 +38,9 @@ void appendUtf8(uint32_t cp, std::string &out);
 
 /// The code point that starts at text[i] of valid UTF-8 text, and its length in `length`.
 inline uint32_t decodeUtf8(std::string_view text, size_t i, size_t &length) {
-  const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(text[k])); };
+  const auto b = [&](size_t k) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(text[k]));
+  };
   uint32_t b0 = b(i);
   if (b0 < 0x80) {
     length = 1;

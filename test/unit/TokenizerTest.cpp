@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/tokenizer/Tokenizer.h"
 #include "common/tokenizer/ByteLevel.h"
 #include "common/tokenizer/JsonReader.h"
 #include "common/tokenizer/Normalization.h"
 #include "common/tokenizer/Regex.h"
-#include "common/tokenizer/Tokenizer.h"
 #include "common/tokenizer/Utf8.h"
 
 #include "ScratchDir.h"
@@ -76,7 +76,8 @@ std::string byteLevelJson(const JsonParts &p) {
 std::string addedToken(uint32_t id, std::string_view content, std::string_view flags = "") {
   return R"({"id": )" + std::to_string(id) + R"(, "content": )" + quote(content) +
          R"(, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false,
-            "special": true)" + std::string(flags.empty() ? "" : ", ") + std::string(flags) + "}";
+            "special": true)" +
+         std::string(flags.empty() ? "" : ", ") + std::string(flags) + "}";
 }
 
 /// Loads `json` as dir/tokenizer.json; `error` says why when it does not load.
@@ -100,8 +101,8 @@ std::vector<uint32_t> bytesOf(std::string_view s) {
   return ids;
 }
 
-#define SKIP_WITHOUT_PCRE2()                                                                  \
-  if (!tok::haveRegexSupport())                                                               \
+#define SKIP_WITHOUT_PCRE2()                                                                       \
+  if (!tok::haveRegexSupport())                                                                    \
   GTEST_SKIP() << "skipped: Tessel was built without PCRE2"
 
 const JsonParts helloParts() {
@@ -171,7 +172,11 @@ TEST(Tokenizer, StripAndSingleWordTokens) {
   EXPECT_EQ(t->encode("x[SEP]  y", false), (std::vector<uint32_t>{'x', 257, 'y'}));
   EXPECT_EQ(t->encode("a cat!", false), (std::vector<uint32_t>{'a', ' ', 258, '!'}));
   EXPECT_EQ(t->encode("cats", false), bytesOf("cats"));
-  EXPECT_EQ(t->encode("\xC3\xA9" "cat", false), bytesOf("\xC3\xA9" "cat"));
+  EXPECT_EQ(t->encode("\xC3\xA9"
+                      "cat",
+                      false),
+            bytesOf("\xC3\xA9"
+                    "cat"));
 }
 
 TEST(Tokenizer, PrefixSpaceAndTemplate) {
@@ -197,7 +202,12 @@ TEST(Tokenizer, InvalidUtf8IsTokenizedAsReplacementCharacters) {
   ScratchDir dir;
   auto t = loadOk(dir, byteLevelJson(JsonParts()));
   ASSERT_TRUE(t);
-  EXPECT_EQ(t->encode("a\xFF" "b\xE2\x82", false), t->encode("a\uFFFD" "b\uFFFD", false));
+  EXPECT_EQ(t->encode("a\xFF"
+                      "b\xE2\x82",
+                      false),
+            t->encode("a\uFFFD"
+                      "b\uFFFD",
+                      false));
   // Decoding bytes that are not UTF-8 gives U+FFFD per maximal invalid subpart.
   EXPECT_EQ(t->decode({0xE2, 0x82}, false), "\uFFFD");
   EXPECT_EQ(t->decode({0xE2, 0x82, 0xAC}, false), "\u20AC");
@@ -229,8 +239,8 @@ TEST(Tokenizer, Llama2LayoutWithByteFallback) {
   std::string vocab = R"("<unk>": 0, "<s>": 1, "</s>": 2)";
   const char *digits = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b)
-    vocab += std::string(", \"<0x") + digits[b >> 4] + digits[b & 15] + ">\": " +
-             std::to_string(3 + b);
+    vocab +=
+        std::string(", \"<0x") + digits[b >> 4] + digits[b & 15] + ">\": " + std::to_string(3 + b);
   vocab += R"(, "▁": 259, "h": 260, "i": 261, "▁h": 262, "▁hi": 263)";
   std::string json = R"({"version": "1.0", "added_tokens": [)" + addedToken(0, "<unk>") + ", " +
                      addedToken(1, "<s>") + ", " + addedToken(2, "</s>") + R"(],
@@ -244,7 +254,8 @@ TEST(Tokenizer, Llama2LayoutWithByteFallback) {
         {"type": "ByteFallback"}, {"type": "Fuse"},
         {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
     "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
-        "vocab": {)" + vocab + R"(}, "merges": [["▁", "h"], ["▁h", "i"]]}})";
+        "vocab": {)" +
+                     vocab + R"(}, "merges": [["▁", "h"], ["▁h", "i"]]}})";
   auto t = loadOk(dir, json);
   ASSERT_TRUE(t);
   // "hi hi!": "▁hi" twice; '!' is no piece: its byte token.
@@ -373,8 +384,8 @@ TEST(Tokenizer, RefusesBadFilesWithReasons) {
     std::string error;
     EXPECT_FALSE(loadJson(dir, json, error)) << expected;
     EXPECT_NE(error.find(dir / "tokenizer.json"), std::string::npos) << error;
-    EXPECT_NE(error.find(expected), std::string::npos) << "expected: " << expected
-                                                       << "\nerror:    " << error;
+    EXPECT_NE(error.find(expected), std::string::npos)
+        << "expected: " << expected << "\nerror:    " << error;
   }
 }
 
@@ -396,7 +407,10 @@ TEST(Tokenizer, RefusesWhatIsNotATokenizer) {
 
 TEST(TokenizerUtf8, RepairsMaximalSubparts) {
   EXPECT_TRUE(tok::isValidUtf8("plain ascii and \xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"));
-  EXPECT_EQ(tok::repairUtf8("a\xFF" "b"), "a\uFFFD" "b");
+  EXPECT_EQ(tok::repairUtf8("a\xFF"
+                            "b"),
+            "a\uFFFD"
+            "b");
   EXPECT_EQ(tok::repairUtf8("\xE2\x82"), "\uFFFD");
   EXPECT_EQ(tok::repairUtf8("\xE2\x82x"), "\uFFFDx");
   EXPECT_EQ(tok::repairUtf8("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD"); // a surrogate
@@ -447,11 +461,11 @@ TEST(TokenizerNfc, ComposesAndOrders) {
   };
   EXPECT_EQ(nfc("plain"), "plain");
   EXPECT_EQ(nfc("e\u0301"), "\u00E9");
-  EXPECT_EQ(nfc("\u1100\u1161\u11A8"), "\uAC01");             // Hangul jamo to a syllable
-  EXPECT_EQ(nfc("a\u0302\u0323"), "\u1EAD");                 // marks reordered, then composed
-  EXPECT_EQ(nfc("\u212B"), "\u00C5");                        // a singleton decomposition
-  EXPECT_EQ(nfc("\u0344"), "\u0308\u0301");                  // excluded from composition
-  EXPECT_EQ(nfc("\u00E9\u0301"), "\u00E9\u0301");            // nothing to compose with
+  EXPECT_EQ(nfc("\u1100\u1161\u11A8"), "\uAC01"); // Hangul jamo to a syllable
+  EXPECT_EQ(nfc("a\u0302\u0323"), "\u1EAD");      // marks reordered, then composed
+  EXPECT_EQ(nfc("\u212B"), "\u00C5");             // a singleton decomposition
+  EXPECT_EQ(nfc("\u0344"), "\u0308\u0301");       // excluded from composition
+  EXPECT_EQ(nfc("\u00E9\u0301"), "\u00E9\u0301"); // nothing to compose with
 }
 
 TEST(TokenizerRegex, OnigurumaClassesRewritten) {
@@ -462,9 +476,12 @@ TEST(TokenizerRegex, OnigurumaClassesRewritten) {
   EXPECT_EQ(l.rfind("[^\\t-\\r ", 0), 0u) << l;
   EXPECT_NE(l.find("\\p{L}\\x{1C89}"), std::string::npos) << l;
   EXPECT_NE(l.find("|[\\p{L}\\x{1C89}"), std::string::npos) << l;
-  EXPECT_EQ(tok::rewriteOnigurumaPattern("\\Q\\s\\E[]\\s]"), "\\Q\\s\\E[]" + std::string(
-      "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"
-      "\\x{3000}]"));
+  EXPECT_EQ(tok::rewriteOnigurumaPattern("\\Q\\s\\E[]\\s]"),
+            "\\Q\\s\\E[]" +
+                std::string(
+                    "\\t-\\r "
+                    "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"
+                    "\\x{3000}]"));
   if (!tok::regexAvailable())
     GTEST_SKIP() << "skipped: Tessel was built without PCRE2";
   tok::Regex re;

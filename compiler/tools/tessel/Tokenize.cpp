@@ -43,8 +43,8 @@ cl::list<std::string> inputArgs(cl::Positional, cl::OneOrMore,
                                 cl::desc("<input files: .jsonl/.ndjson (a document per line), "
                                          "else text (one document per file)>"),
                                 cl::sub(tokenizeCommand));
-cl::opt<std::string> outputArg("o", cl::desc("The token file to write"),
-                               cl::value_desc("OUT.bin"), cl::Required, cl::sub(tokenizeCommand));
+cl::opt<std::string> outputArg("o", cl::desc("The token file to write"), cl::value_desc("OUT.bin"),
+                               cl::Required, cl::sub(tokenizeCommand));
 cl::opt<std::string> fieldArg("field",
                               cl::desc("The field of a JSON line that holds its text (default "
                                        "text)"),
@@ -53,11 +53,11 @@ cl::opt<bool> appendEosArg("append-eos",
                            cl::desc("End each document with the end-of-sequence token (default: "
                                     "on when the tokenizer names one; =false to leave it out)"),
                            cl::sub(tokenizeCommand));
-cl::opt<bool> specialTokensArg(
-    "add-special-tokens",
-    cl::desc("Put the tokenizer's own special tokens around each document, as its "
-             "post-processor does (Llama 3's <|begin_of_text|>; default on)"),
-    cl::init(true), cl::sub(tokenizeCommand));
+cl::opt<bool>
+    specialTokensArg("add-special-tokens",
+                     cl::desc("Put the tokenizer's own special tokens around each document, as its "
+                              "post-processor does (Llama 3's <|begin_of_text|>; default on)"),
+                     cl::init(true), cl::sub(tokenizeCommand));
 cl::opt<double> valFractionArg("val-fraction",
                                cl::desc("Write this fraction of the documents, spread evenly "
                                         "over the input, to --val-out instead"),
@@ -180,9 +180,7 @@ private:
   Clock::time_point start_, last_;
 };
 
-bool isJsonLines(StringRef path) {
-  return path.ends_with(".jsonl") || path.ends_with(".ndjson");
-}
+bool isJsonLines(StringRef path) { return path.ends_with(".jsonl") || path.ends_with(".ndjson"); }
 
 /// Calls `document(text, where)` for each document of `path`: the whole file, or each line of a
 /// JSON-lines file (blank lines skipped). Returns 1 for a bad line (having said where), 2 when
@@ -318,8 +316,8 @@ int runTokenize() {
         ids.push_back(*eos);
       // Document i is held out when floor((i + 1) F) passes an integer: a fraction F of the
       // documents, spread evenly and the same on every run.
-      const bool held = validation && std::floor((documents + 1) * fraction) >
-                                          std::floor(documents * fraction);
+      const bool held =
+          validation && std::floor((documents + 1) * fraction) > std::floor(documents * fraction);
       ++documents;
       validationDocuments += held;
       tokens += ids.size();
