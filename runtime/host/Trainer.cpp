@@ -18,6 +18,7 @@
 #include "runtime/host/RunRecord.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/StopSignals.h"
+#include "runtime/host/TextCodec.h"
 #include "runtime/host/WaitLimits.h"
 #include "runtime/pipeline/PipelineReport.h"
 #include "runtime/support/AtomicFile.h"
@@ -27,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <list>
 #include <set>
@@ -1403,20 +1405,23 @@ int train(const Plan &plan, const RunOptions &options) { return Session(plan, op
 int generate(const Plan &plan, const RunOptions &options) {
   std::string err;
   Settings s(plan, options);
-  // The prompt first: a mistake in it is found before any weights are read.
-  bool bytes = s.tokenizer == "byte";
+  // The prompt first: a mistake in it is found before any weights are read. A pretrained
+  // model's tokenizer is found beside its weights.
+  std::string tokenizerPath = options.tokenizer;
+  if (tokenizerPath.empty() && s.tokenizer == "tokens") {
+    const std::string from = options.initFrom ? *options.initFrom : s.initFrom;
+    std::error_code ec;
+    for (const char *file : {"tokenizer.json", "tokenizer.model"})
+      if (tokenizerPath.empty() && !from.empty() &&
+          std::filesystem::exists(std::filesystem::path(from) / file, ec))
+        tokenizerPath = from;
+  }
+  auto codec = TextCodec::create(s.tokenizer, tokenizerPath, s.vocab, err);
   std::vector<int32_t> context;
-  if (bytes) {
-    context = encodeBytes(options.prompt);
-  } else if (options.promptGiven && !parseTokenIds(options.prompt, context, err)) {
-    std::fprintf(stderr,
-                 "tessel: error: --prompt: this model reads pre-tokenized data "
-                 "(tokenizer = tokens), so its prompt is token ids: %s\n",
-                 err.c_str());
+  if (!codec || !codec->encodePrompt(options.prompt, options.promptGiven, context, err)) {
+    std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
-  if (context.empty())
-    context.push_back(bytes ? '\n' : 0);
   for (int32_t t : context)
     if (t < 0 || t >= s.vocab) {
       std::fprintf(stderr,
@@ -1463,11 +1468,9 @@ int generate(const Plan &plan, const RunOptions &options) {
   }
 
   // The prompt is echoed, so the output reads as one continuous text (or list of ids).
-  if (bytes)
-    std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
-  else if (options.promptGiven)
-    for (int32_t t : context)
-      std::printf("%d ", t);
+  const std::string echo = codec->echo(options.prompt, options.promptGiven, context);
+  std::fwrite(echo.data(), 1, echo.size(), stdout);
+  const std::optional<int32_t> eos = codec->endOfSequence();
   Rng rng(options.seed.value_or(static_cast<int64_t>(s.seed)));
   std::vector<float> probs(static_cast<size_t>(s.vocab));
   std::vector<int32_t> window(static_cast<size_t>(s.seq));
@@ -1493,33 +1496,13 @@ int generate(const Plan &plan, const RunOptions &options) {
     }
     const float *logits =
         (pipeline ? chained.data() : ranks->output("sample", "logits")) + (len - 1) * s.vocab;
-    // Temperature, then keep the top k, then sample.
-    double temperature = std::max(options.temperature, 1e-4);
-    std::vector<int32_t> order(static_cast<size_t>(s.vocab));
-    for (int32_t i = 0; i < s.vocab; ++i)
-      order[i] = i;
-    int64_t k = options.topK > 0 ? std::min(options.topK, s.vocab) : s.vocab;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-    double maxLogit = logits[order[0]], total = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      probs[i] = static_cast<float>(std::exp((logits[order[i]] - maxLogit) / temperature));
-      total += probs[i];
-    }
-    double r = rng.uniform() * total;
-    int32_t next = order[k - 1];
-    for (int64_t i = 0; i < k; ++i) {
-      r -= probs[i];
-      if (r <= 0) {
-        next = order[i];
-        break;
-      }
-    }
+    const int32_t next = sampleToken(logits, s.vocab, options.temperature, options.topK,
+                                     options.topP, rng, probs);
     context.push_back(next);
-    if (bytes)
-      std::fputc(next, stdout);
-    else
-      std::printf("%d ", next);
+    if (eos && next == *eos)
+      break;
+    const std::string text = codec->append(next);
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     waitLimits.regularPartTook(now() - tokenStart);
   }

@@ -70,6 +70,11 @@ struct RunOptions {
   int64_t tokens = 200;
   double temperature = 0.8;
   int64_t topK = 40;
+  /// Nucleus sampling: the likeliest tokens whose probabilities add up to topP (1: all).
+  double topP = 1.0;
+  /// The tokenizer prompts are encoded and samples decoded with; "": a pretrained model's own
+  /// (beside the weights --init-from names), else the spec's byte or token-id text.
+  std::string tokenizer;
 };
 
 /// Exit status: 0 done, 1 a failure in the data, a checkpoint or the numbers.

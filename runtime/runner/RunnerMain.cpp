@@ -163,6 +163,14 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
            Above);
   p.integer("top-k", o.topK, 0, kMany, "K",
             "sample among the K likeliest tokens (default 40; 0: all)");
+  p.number("top-p", o.topP, 0, 1, "P",
+           "then among the likeliest of those whose probabilities add up to P (default 1: all)",
+           Above);
+  p.text("tokenizer", o.tokenizer, "PATH",
+         "encode the prompt and decode the sample with this tokenizer (a tokenizer.json, a "
+         "SentencePiece .model, or a folder with one); default: the tokenizer beside the "
+         "pretrained weights the spec starts from, if any; sampling stops at its end-of-sequence "
+         "token");
 
   p.section("Export");
   p.text("export-hf", o.exportHf, "DIR",
