@@ -200,6 +200,9 @@ template <typename Fn> int forEachDocument(const std::string &path, Fn &&documen
     ++lineNumber;
     if (!line.empty() && line.back() == '\r')
       line.remove_suffix(1);
+    // A byte-order mark some editors put first is no part of the JSON.
+    if (lineNumber == 1 && line.substr(0, 3) == "\xEF\xBB\xBF")
+      line.remove_prefix(3);
     if (line.find_first_not_of(" \t") == std::string_view::npos)
       return 0;
     const std::string where = path + ":" + std::to_string(lineNumber);
