@@ -664,7 +664,7 @@ std::vector<std::string> checkTensors(const Spec &spec,
   return unused;
 }
 
-int importFolder(const char *argv0) {
+int importFolder() {
   const std::string folder = folderArg;
   SmallString<256> configPath(folder);
   sys::path::append(configPath, "config.json");
@@ -817,7 +817,6 @@ int importFolder(const char *argv0) {
       outs() << (i ? ", " : "") << "'" << unused[i] << "'";
     outs() << (unused.size() > 3 ? ", ..." : "") << "\n";
   }
-  (void)argv0;
   return 0;
 }
 
@@ -825,9 +824,9 @@ int importFolder(const char *argv0) {
 
 bool importHfRequested() { return static_cast<bool>(importCommand); }
 
-int runImportHf(const char *argv0) {
+int runImportHf() {
   try {
-    return importFolder(argv0);
+    return importFolder();
   } catch (const ImportError &e) {
     errs() << "tessel: error: " << e.message << "\n";
     return 1;

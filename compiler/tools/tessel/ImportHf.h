@@ -13,7 +13,7 @@ namespace tessel {
 /// Whether the command line named `import-hf`.
 bool importHfRequested();
 /// Runs `tessel import-hf`; returns the exit status (1: the folder cannot be imported).
-int runImportHf(const char *argv0);
+int runImportHf();
 
 } // namespace tessel
 

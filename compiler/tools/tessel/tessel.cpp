@@ -1006,7 +1006,7 @@ int main(int argc, char **argv) {
   if (tuneCommand)
     return runTune(argv[0]);
   if (importHfRequested())
-    return runImportHf(argv[0]);
+    return runImportHf();
   if (tokenizeRequested())
     return runTokenize();
   if (kernelsCommand) {
