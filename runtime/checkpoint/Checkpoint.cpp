@@ -3,7 +3,6 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "common/Checksum.h"
-#include "common/Float16.h"
 
 #include "runtime/support/AtomicFile.h"
 
@@ -637,15 +636,10 @@ bool LoadedCheckpoint::readBlock(const std::string &name, const std::vector<int6
             return false;
           const uint8_t *from = bytes.data() + begin;
           uint8_t *to = static_cast<uint8_t *>(out) + toIndex * toBytes;
-          if (!widen) {
+          if (!widen)
             std::memcpy(to, from, static_cast<size_t>(end - begin));
-            return true;
-          }
-          for (int64_t i = 0; i < length; ++i) {
-            const uint16_t h = static_cast<uint16_t>(from[2 * i] | from[2 * i + 1] << 8);
-            const float v = stored == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
-            std::memcpy(to + 4 * i, &v, sizeof v);
-          }
+          else
+            widenToF32(stored, from, length, reinterpret_cast<float *>(to));
           return true;
         });
     if (n < 0)

@@ -76,17 +76,8 @@ bool encode(const std::string &name, const std::vector<float> &values, DType dty
 
 /// The stored tensor widened to F32.
 std::vector<float> widen(const SafetensorsTensor &t) {
-  const int64_t n = shapeElements(t.shape);
-  std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if (t.dtype == DType::F32) {
-      std::memcpy(&out[i], t.bytes.data() + 4 * i, 4);
-      continue;
-    }
-    uint16_t h;
-    std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-    out[i] = t.dtype == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
-  }
+  std::vector<float> out(static_cast<size_t>(shapeElements(t.shape)));
+  widenToF32(t.dtype, t.bytes.data(), static_cast<int64_t>(out.size()), out.data());
   return out;
 }
 

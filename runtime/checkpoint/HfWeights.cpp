@@ -2,7 +2,6 @@
 
 #include "runtime/checkpoint/HfWeights.h"
 
-#include "common/Float16.h"
 #include "runtime/support/Json.h"
 
 #include <cstring>
@@ -279,19 +278,10 @@ bool HfWeights::read(const std::string &param, const std::vector<int64_t> &shape
   }
   out.resize(static_cast<size_t>(layout.outer * layout.inner));
   const uint8_t *bytes = t->bytes.data();
-  for (int64_t o = 0; o < layout.outer; ++o) {
-    float *to = out.data() + o * layout.inner;
-    const int64_t from = o * layout.stride + layout.first;
-    if (t->dtype == DType::F32) {
-      std::memcpy(to, bytes + from * 4, static_cast<size_t>(layout.inner) * 4);
-      continue;
-    }
-    for (int64_t e = 0; e < layout.inner; ++e) {
-      uint16_t h;
-      std::memcpy(&h, bytes + (from + e) * 2, 2);
-      to[e] = t->dtype == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
-    }
-  }
+  const int64_t elementBytes = dtypeSize(t->dtype);
+  for (int64_t o = 0; o < layout.outer; ++o)
+    widenToF32(t->dtype, bytes + (o * layout.stride + layout.first) * elementBytes, layout.inner,
+               out.data() + o * layout.inner);
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "common/Float16.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/Json.h"
 
@@ -55,6 +56,17 @@ std::optional<DType> parseDType(std::string_view name) {
     if (name == dtypeName(dtype))
       return dtype;
   return std::nullopt;
+}
+
+void widenToF32(DType dtype, const uint8_t *from, int64_t n, float *to) {
+  if (dtype == DType::F32) {
+    std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = static_cast<uint16_t>(from[2 * i] | from[2 * i + 1] << 8);
+    to[i] = dtype == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
+  }
 }
 
 int64_t shapeElements(const std::vector<int64_t> &shape) {

@@ -38,6 +38,10 @@ int64_t shapeElements(const std::vector<int64_t> &shape);
 /// "[128, 4, 32]".
 std::string formatShape(const std::vector<int64_t> &shape);
 
+/// Reads `n` elements of a float tensor stored as `dtype` (F32, BF16 or F16, little-endian) at
+/// `from` into `to` as F32: the 16-bit floats widened, which is exact.
+void widenToF32(DType dtype, const uint8_t *from, int64_t n, float *to);
+
 /// A tensor to write, borrowed: `data` holds shapeElements(shape) * dtypeSize(dtype) bytes.
 struct TensorView {
   std::string name;

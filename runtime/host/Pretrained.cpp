@@ -14,6 +14,25 @@
 
 namespace tessel::rt {
 
+namespace {
+
+/// The piece of its stored tensor a loaded parameter is (the plan's [part, parts, axis, rows],
+/// or the whole tensor); false when the plan gives a malformed one.
+bool sliceOf(const planfile::StateTensor &t, StoredSlice &slice, std::string &error) {
+  if (t.initSlice.empty()) {
+    slice = StoredSlice{};
+    return true;
+  }
+  if (t.initSlice.size() != 4) {
+    error = "the plan gives parameter '" + t.name + "' a malformed slice of its stored tensor";
+    return false;
+  }
+  slice = StoredSlice{t.initSlice[0], t.initSlice[1], t.initSlice[2], t.initSlice[3]};
+  return true;
+}
+
+} // namespace
+
 std::vector<size_t> loadedParameters(const planfile::Plan &plan) {
   std::vector<size_t> out;
   for (size_t i = 0; i < plan.state.size(); ++i)
@@ -32,13 +51,8 @@ bool loadPretrained(const planfile::Plan &plan, Ranks &ranks, const std::string 
   for (size_t i : loadedParameters(plan)) {
     const planfile::StateTensor &t = plan.state[i];
     StoredSlice slice;
-    if (t.initSlice.size() == 4)
-      slice = StoredSlice{t.initSlice[0], t.initSlice[1], t.initSlice[2], t.initSlice[3]};
-    else if (!t.initSlice.empty()) {
-      error = "the plan gives parameter '" + t.name + "' a malformed slice of its stored tensor";
-      return false;
-    }
-    if (!weights->read(t.name, ranks.stateShape(i), t.initSource, slice, whole, error))
+    if (!sliceOf(t, slice, error) ||
+        !weights->read(t.name, ranks.stateShape(i), t.initSource, slice, whole, error))
       return false;
     ranks.setWholeState(i, whole.data());
     used.insert(weights->resolve(t.initSource));
@@ -52,12 +66,6 @@ bool loadPretrained(const planfile::Plan &plan, Ranks &ranks, const std::string 
 }
 
 namespace {
-
-StoredSlice sliceOf(const planfile::StateTensor &t) {
-  if (t.initSlice.size() == 4)
-    return StoredSlice{t.initSlice[0], t.initSlice[1], t.initSlice[2], t.initSlice[3]};
-  return StoredSlice{};
-}
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
@@ -111,7 +119,10 @@ int exportHuggingFace(const planfile::Plan &plan, const RunOptions &options) {
     if (stored->shape != shape)
       return fail("checkpoint " + ck->path + ": '" + t.name + "' is " +
                   formatShape(stored->shape) + ", the model's " + formatShape(shape));
-    params.push_back({t.name, shape, t.initSource, sliceOf(t)});
+    StoredSlice slice;
+    if (!sliceOf(t, slice, error))
+      return fail(error);
+    params.push_back({t.name, shape, t.initSource, slice});
   }
   if (params.empty())
     return fail("the spec loads no parameter from Hugging Face weights (load(...)): nothing "

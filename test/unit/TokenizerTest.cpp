@@ -482,8 +482,7 @@ TEST(TokenizerRegex, OnigurumaClassesRewritten) {
                     "\\t-\\r "
                     "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"
                     "\\x{3000}]"));
-  if (!tok::regexAvailable())
-    GTEST_SKIP() << "skipped: Tessel was built without PCRE2";
+  SKIP_WITHOUT_PCRE2();
   tok::Regex re;
   std::string error;
   ASSERT_TRUE(re.compile("\\s+", error)) << error;

@@ -9,13 +9,17 @@ Every tensor of A must be in B with the same dtype, shape and bytes; without --o
 must hold no other tensor. Prints "SAME TENSORS n=N" or the first difference and exits 1.
 """
 import glob
-import json
 import os
-import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_reference import read_safetensors  # noqa: E402
 
 
 def read(path):
+    """{name: (dtype, shape, bits)} of a file or of every *.safetensors file of a folder, through
+    hf_reference's reader (floats widened to f32, which is exact, so equal bits are equal
+    stored values)."""
     if os.path.isdir(path):
         out = {}
         files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
@@ -25,14 +29,8 @@ def read(path):
         for f in files:
             out.update(read(f))
         return out
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    header.pop("__metadata__", None)
-    base = 8 + length
-    return {name: (t["dtype"], t["shape"], data[base + t["data_offsets"][0]:base + t["data_offsets"][1]])
-            for name, t in header.items()}
+    return {name: (dtype, list(array.shape), array.tobytes())
+            for name, (array, dtype) in read_safetensors(path).items()}
 
 
 def main():
