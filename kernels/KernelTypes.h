@@ -22,6 +22,11 @@ namespace tessel::kernels {
 
 constexpr int kMaxRank = 8;
 
+/// A cross-entropy target that counts for nothing: its row adds 0 to the loss and gets a zero
+/// logit gradient (the tokens of a prompt when only the completion is trained, and padding).
+/// Every other target must be a class.
+constexpr int32_t kIgnoredTarget = -1;
+
 struct Shape {
   int rank = 0;
   int64_t size[kMaxRank] = {};

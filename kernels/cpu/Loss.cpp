@@ -28,14 +28,19 @@ RowLogSumExp logSumExp(int64_t cols, const float *x) {
   return {max, sum};
 }
 
-/// The sum over rows of -log softmax(logits[row])[targets[row]], in double, rows in order.
+/// The sum over rows of -log softmax(logits[row])[targets[row]], in double, rows in order;
+/// an ignored target's row adds 0.
 bool sumOfRowLosses(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
                     double &total, std::string &error) {
-  if (!detail::checkIds(rows, cols, targets, error))
+  if (!detail::checkTargets(rows, cols, targets, error))
     return false;
   std::vector<double> perRow(static_cast<size_t>(rows));
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] == kernels::kIgnoredTarget) {
+      perRow[r] = 0.0;
+      continue;
+    }
     const float *xr = logits + r * cols;
     const RowLogSumExp s = logSumExp(cols, xr);
     perRow[r] = static_cast<double>(s.max) + std::log(s.sum) - xr[targets[r]];
@@ -46,15 +51,19 @@ bool sumOfRowLosses(int64_t rows, int64_t cols, const float *logits, const int32
   return true;
 }
 
-/// dlogits = (softmax(logits) - onehot(targets)) * factor.
+/// dlogits = (softmax(logits) - onehot(targets)) * factor; zero in an ignored target's row.
 bool rowLossGrad(int64_t rows, int64_t cols, const float *logits, const int32_t *targets,
                  float factor, float *dlogits, std::string &error) {
-  if (!detail::checkIds(rows, cols, targets, error))
+  if (!detail::checkTargets(rows, cols, targets, error))
     return false;
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = logits + r * cols;
     float *dr = dlogits + r * cols;
+    if (targets[r] == kernels::kIgnoredTarget) {
+      std::fill(dr, dr + cols, 0.0f);
+      continue;
+    }
     const float max = detail::maxOf(cols, xr);
     detail::mapVec(cols, xr, dr, [max](auto v) { return detail::fastExp(v - max); });
     const float inv = static_cast<float>(

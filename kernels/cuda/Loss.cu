@@ -2,7 +2,8 @@
 //
 // The loss: one block per row writes the row's -log softmax[target], then one block adds the
 // rows in a fixed order (in double, as the CPU does) and scales the total. The gradient is one
-// block per row. kernels/cpu/Loss.cpp is the reference.
+// block per row. A row whose target is kernels::kIgnoredTarget adds 0 and gets a zero gradient.
+// kernels/cpu/Loss.cpp is the reference.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,11 @@ __global__ void rowLosses(int64_t cols, In logits, const int32_t *targets, float
   __shared__ float scratch[32];
   const In xr = logits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
+  if (target == kernels::kIgnoredTarget) {
+    if (threadIdx.x == 0)
+      perRow[blockIdx.x] = 0.0f;
+    return;
+  }
   const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
   if (threadIdx.x != 0)
     return;
@@ -60,6 +66,11 @@ __global__ void rowGrads(int64_t rows, int64_t cols, In logits, const int32_t *t
   // As the CPU: dloss / rows in f32, or dloss * scale in double, rounded once.
   const float factor = scaled ? static_cast<float>(static_cast<double>(dloss[0]) * scale)
                               : dloss[0] / static_cast<float>(rows);
+  if (target == kernels::kIgnoredTarget) {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      detail::store(dr + j, 0.0f);
+    return;
+  }
   const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
   const float inv = 1.0f / s.y;
   const bool valid = target >= 0 && target < cols;

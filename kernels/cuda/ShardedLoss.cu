@@ -4,7 +4,8 @@
 // from column `first`, and the loss runs as row maxima (all-reduced with max), each rank's
 // sums of exp(x - max) and target logits (all-reduced with sum), then the loss or the logit
 // gradient from those. One block per row, with the row reductions of Common.cuh; the loss adds
-// the rows in a fixed order in f64, as the CPU does.
+// the rows in a fixed order in f64, as the CPU does. An ignored target's row
+// (kernels::kIgnoredTarget) adds nothing and gets a zero gradient, as on the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,12 @@ __global__ void sumsKernel(int64_t cols, int64_t first, int64_t classes, const f
                            IdError *error) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
+  if (targets[r] == kernels::kIgnoredTarget) {
+    // s = 0 from every rank marks the row for lossKernel (as the CPU's ceSums).
+    if (threadIdx.x == 0)
+      s[r] = t[r] = 0.0f;
+    return;
+  }
   const float *xr = logits + r * cols;
   const float max = m[r];
   float sum = 0.0f;
@@ -63,7 +70,8 @@ __global__ void lossKernel(int64_t rows, const float *m, const float *s, const f
   __shared__ double partial[kRowThreads];
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    sum += static_cast<double>(m[r]) + log(static_cast<double>(s[r])) - t[r];
+    if (s[r] > 0.0f)
+      sum += static_cast<double>(m[r]) + log(static_cast<double>(s[r])) - t[r];
   partial[threadIdx.x] = sum;
   __syncthreads();
   for (int width = blockDim.x / 2; width > 0; width /= 2) {
@@ -85,6 +93,11 @@ __global__ void gradKernel(int64_t cols, int64_t first, int64_t classes, const f
   // As the CPU: the factor and 1 / s formed in f64 and rounded once; (p - 1) at the target,
   // which is exact near p = 1, then times the factor.
   const float factor = static_cast<float>(static_cast<double>(*dloss) * scale);
+  if (targets[r] == kernels::kIgnoredTarget) {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      dr[j] = 0.0f;
+    return;
+  }
   const float inv = static_cast<float>(1.0 / static_cast<double>(s[r]));
   const int64_t local =
       localColumn(targets[r], r, cols, first, classes, threadIdx.x == 0 ? error : nullptr);

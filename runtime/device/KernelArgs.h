@@ -241,6 +241,13 @@ bool checkKernelCall(KernelCall &call, const catalogue::KernelParams &params, Ke
 /// learning_rate writes (rounded to f32) on every device.
 double scheduledLearningRate(const catalogue::LearningRate &p, int64_t step);
 
+/// Cross entropy's factor at the call's step: the plan's (scale, or 1 / rows where it has none)
+/// times StepContext::targetScale, so that the loss is the mean over the targets that count.
+/// Where targetScale is 1 the arguments are returned as they are (the kernels' own 1 / rows).
+args::CrossEntropy stepLossScale(const KernelCall &c, const args::CrossEntropy &a);
+/// The same for the split loss's `scale` (ce_loss, ce_grad).
+double stepLossScale(const KernelCall &c, double scale);
+
 /// The seed of dropout's mask for op `mask` of the call's step: one mask per (run seed, step,
 /// op), so the backward pass reproduces the forward's.
 uint64_t dropoutSeed(const KernelCall &c, int64_t mask);

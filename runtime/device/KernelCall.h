@@ -50,11 +50,17 @@ struct RankContext {
 
 /// What a kernel may read about the run: the optimizer step (from 1), the micro-batch within
 /// it, and the run's seed (dropout masks derive from all three; the learning rate's schedule
-/// and AdamW's bias correction from the step).
+/// and AdamW's bias correction from the step); and the factor on cross entropy that makes the
+/// loss a mean over the targets that count.
 struct StepContext {
   int64_t step = 1;
   int64_t micro = 0;
   uint64_t seed = 0;
+  /// The step's target positions over those of them that count (are not ignored,
+  /// kernels::kIgnoredTarget), over the whole step batch: every rank and micro-batch. The
+  /// plan scales each cross entropy by 1 / positions; this turns that into 1 / counted. 1
+  /// where no target is ignored.
+  double targetScale = 1.0;
 };
 
 /// What a device hands its kernels for the length of one launch, beyond the operands (the CUDA

@@ -744,6 +744,20 @@ double scheduledLearningRate(const catalogue::LearningRate &p, int64_t step) {
              : lr + (minLr - lr) * done;
 }
 
+args::CrossEntropy stepLossScale(const KernelCall &c, const args::CrossEntropy &a) {
+  const double factor = c.ctx ? c.ctx->targetScale : 1.0;
+  if (factor == 1.0)
+    return a;
+  args::CrossEntropy scaled = a;
+  scaled.scaled = true;
+  scaled.scale = (a.scaled ? a.scale : 1.0 / static_cast<double>(a.rows)) * factor;
+  return scaled;
+}
+
+double stepLossScale(const KernelCall &c, double scale) {
+  return c.ctx ? scale * c.ctx->targetScale : scale;
+}
+
 uint64_t dropoutSeed(const KernelCall &c, int64_t mask) {
   return c.ctx->seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(c.ctx->step) << 20 ^
          static_cast<uint64_t>(mask);

@@ -3,6 +3,8 @@
 #include "runtime/host/Data.h"
 
 #include "common/Checksum.h"
+#include "common/TokenFiles.h"
+#include "kernels/KernelTypes.h"
 #include "runtime/core/Rng.h"
 #include "runtime/support/AtomicFile.h"
 
@@ -24,13 +26,8 @@ namespace tessel::rt {
 
 namespace fs = std::filesystem;
 
-/// llm.c's token files: 256 int32 of header (magic, version, token count), then the tokens:
-/// uint16 in GPT-2's files (magic 20240520, version 1), uint32 in Llama 3's (20240801, 7).
-constexpr uint32_t kLlmcMagic = 20240520;
-constexpr uint32_t kLlmcMagicLlama3 = 20240801;
-constexpr size_t kLlmcHeaderBytes = 256 * 4;
-/// The magic numbers of llm.c's other files, which are not token data.
-constexpr uint32_t kLlmcModelMagic = 20240326, kLlmcStateMagic = 20240327;
+namespace tf = tokenfiles;
+using tf::readLe32;
 
 /// A broken precondition is a bug in the caller, not bad input: stop loudly.
 static void require(bool condition, const char *what) {
@@ -38,11 +35,6 @@ static void require(bool condition, const char *what) {
     return;
   std::fprintf(stderr, "tessel runtime: TokenData: %s\n", what);
   std::abort();
-}
-
-static uint32_t readLe32(const unsigned char *bytes) {
-  return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8 |
-         static_cast<uint32_t>(bytes[2]) << 16 | static_cast<uint32_t>(bytes[3]) << 24;
 }
 
 static uint32_t byteSwapped(uint32_t v) {
@@ -78,24 +70,36 @@ static bool listDataFiles(const std::string &dir, std::vector<std::string> &file
 /// Where a pre-tokenized file's ids start and how wide they are: past llm.c's header (uint16
 /// for version 1, uint32 for version 7), or from the first byte as uint16 (nanoGPT's .bin). A
 /// header of another version or magic of llm.c's, or one written big-endian, is refused by name
-/// rather than read as tokens.
+/// rather than read as tokens. A Tessel example file sets `examples` to its layout.
 static bool tokenFileStart(const char *role, const std::string &path, const unsigned char *data,
-                           size_t size, size_t &begin, int &width, std::string &error) {
+                           size_t size, size_t &begin, int &width, tf::ExampleLayout *examples,
+                           std::string &error) {
   const std::string what = std::string(role) + " file " + path;
   begin = 0;
   width = 2;
   const uint32_t magic = size >= 4 ? readLe32(data) : 0;
-  const bool gpt2 = magic == kLlmcMagic, llama3 = magic == kLlmcMagicLlama3;
+  const bool gpt2 = magic == tf::kLlmcMagic16, llama3 = magic == tf::kLlmcMagic32;
+  if (magic == tf::kExampleMagic) {
+    if (!tf::readExampleHeader(data, size, *examples, error)) {
+      error = what + " " + error;
+      return false;
+    }
+    begin = examples->tokensOffset;
+    width = examples->width;
+    return true;
+  }
+  examples->examples = 0;
   if (size >= 4) {
-    for (uint32_t known : {kLlmcMagic, kLlmcMagicLlama3, kLlmcModelMagic, kLlmcStateMagic})
+    for (uint32_t known : {tf::kLlmcMagic16, tf::kLlmcMagic32, tf::kLlmcModelMagic,
+                           tf::kLlmcStateMagic, tf::kExampleMagic})
       if (magic == byteSwapped(known)) {
         error = what + " starts with llm.c's magic " + std::to_string(known) +
                 " written big-endian; llm.c's files are little-endian";
         return false;
       }
-    if (magic == kLlmcModelMagic || magic == kLlmcStateMagic) {
+    if (magic == tf::kLlmcModelMagic || magic == tf::kLlmcStateMagic) {
       error = what + " is an llm.c " +
-              (magic == kLlmcModelMagic ? "model checkpoint" : "training state") + " (magic " +
+              (magic == tf::kLlmcModelMagic ? "model checkpoint" : "training state") + " (magic " +
               std::to_string(magic) + "), not a token file";
       return false;
     }
@@ -108,12 +112,13 @@ static bool tokenFileStart(const char *role, const std::string &path, const unsi
     }
     return true;
   }
-  if (size < kLlmcHeaderBytes) {
+  if (size < tf::kHeaderBytes) {
     error = what + " starts like an llm.c token file but its " +
             std::to_string(size) + " bytes are too few for the 1024-byte header";
     return false;
   }
-  const uint32_t version = readLe32(data + 4), expected = gpt2 ? 1 : 7;
+  const uint32_t version = readLe32(data + 4),
+                 expected = gpt2 ? tf::kLlmcVersion16 : tf::kLlmcVersion32;
   if (version != expected) {
     error = what + " is an llm.c token file (magic " + std::to_string(magic) +
             ") of version " + std::to_string(version) + "; that magic goes with version " +
@@ -122,13 +127,13 @@ static bool tokenFileStart(const char *role, const std::string &path, const unsi
   }
   width = gpt2 ? 2 : 4;
   const uint64_t count = readLe32(data + 8), bytes = count * static_cast<uint64_t>(width);
-  if (size - kLlmcHeaderBytes != bytes) {
+  if (size - tf::kHeaderBytes != bytes) {
     error = what + ": its llm.c header says " + std::to_string(count) +
             " tokens (" + std::to_string(bytes) + " bytes) but " +
-            std::to_string(size - kLlmcHeaderBytes) + " bytes follow the header";
+            std::to_string(size - tf::kHeaderBytes) + " bytes follow the header";
     return false;
   }
-  begin = kLlmcHeaderBytes;
+  begin = tf::kHeaderBytes;
   return true;
 }
 
@@ -156,18 +161,25 @@ uint32_t TokenData::at(int64_t index) const {
 
 uint64_t TokenData::fingerprint() const {
   std::vector<uint64_t> parts{static_cast<uint64_t>(total_)};
-  for (const Segment &s : segments_) {
-    const size_t bytes = static_cast<size_t>(s.count) * static_cast<size_t>(s.width);
-    parts.push_back(static_cast<uint64_t>(s.width));
-    parts.push_back(static_cast<uint64_t>(s.count));
+  auto addBytes = [&](const unsigned char *data, size_t bytes) {
     if (bytes <= kFingerprintSamples * kFingerprintPiece) {
-      parts.push_back(xxh3_64(s.tokens, bytes));
-      continue;
+      parts.push_back(xxh3_64(data, bytes));
+      return;
     }
     // Pieces spread evenly from the first byte to the last.
     const size_t last = bytes - kFingerprintPiece;
     for (size_t i = 0; i < kFingerprintSamples; ++i)
-      parts.push_back(xxh3_64(s.tokens + last * i / (kFingerprintSamples - 1), kFingerprintPiece));
+      parts.push_back(xxh3_64(data + last * i / (kFingerprintSamples - 1), kFingerprintPiece));
+  };
+  for (const Segment &s : segments_) {
+    parts.push_back(static_cast<uint64_t>(s.width));
+    parts.push_back(static_cast<uint64_t>(s.count));
+    addBytes(s.tokens, static_cast<size_t>(s.count) * static_cast<size_t>(s.width));
+    if (s.mask) { // An example file: its starts and mask too.
+      parts.push_back(static_cast<uint64_t>(s.exampleCount));
+      addBytes(s.starts, static_cast<size_t>(s.exampleCount + 1) * 8);
+      addBytes(s.mask, static_cast<size_t>(s.count));
+    }
   }
   return xxh3_64(parts.data(), parts.size() * sizeof(uint64_t));
 }
@@ -327,6 +339,8 @@ std::unique_ptr<TokenData> TokenData::open(const std::string &path, Tokenizer ki
   auto data = openStream(path, kind, vocab, window, "data", error);
   if (!data)
     return nullptr;
+  if (data->hasExamples())
+    return data->splitExamples(evalFraction, error) ? std::move(data) : nullptr;
   const std::string &what = data->what_;
   const int64_t total = data->totalTokens();
   bool wantEval = evalFraction > 0;
@@ -367,6 +381,10 @@ std::unique_ptr<TokenData> TokenData::openEvaluation(const std::string &path, To
   auto data = openStream(path, kind, vocab, window, "eval data", error);
   if (!data)
     return nullptr;
+  if (data->hasExamples()) {
+    data->trainExamples_ = data->trainTokens_ = 0; // All of it evaluates.
+    return data;
+  }
   if (data->totalTokens() < window) {
     error = data->what_ + " has " + std::to_string(data->totalTokens()) +
             " tokens; one evaluation window needs " + std::to_string(window) + " (seq + 1)";
@@ -398,6 +416,7 @@ std::unique_ptr<TokenData> TokenData::openStream(const std::string &path, Tokeni
   if (!resolveSources(path, kind, role, data->sources_, data->what_, error))
     return nullptr;
   const std::string &what = data->what_;
+  std::vector<std::string> exampleFiles, streamFiles;
 
   for (const std::string &source : data->sources_) {
     int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
@@ -445,14 +464,32 @@ std::unique_ptr<TokenData> TokenData::openStream(const std::string &path, Tokeni
     int width = 1;
     const auto *bytes = static_cast<const unsigned char *>(map);
     data->segments_.push_back(segment); // Owned from here, so an error below unmaps it.
-    if (kind == Tokenizer::Tokens && !tokenFileStart(role, source, bytes, size, begin, width, error))
+    tf::ExampleLayout examples;
+    if (kind == Tokenizer::Tokens &&
+        !tokenFileStart(role, source, bytes, size, begin, width, &examples, error))
       return nullptr;
     Segment &added = data->segments_.back();
     added.tokens = bytes + begin;
     added.width = width;
     added.first = data->total_;
-    added.count = static_cast<int64_t>((size - begin) / static_cast<size_t>(width));
+    if (readLe32(bytes) == tf::kExampleMagic && kind == Tokenizer::Tokens) {
+      added.starts = bytes + examples.startsOffset;
+      added.mask = bytes + examples.maskOffset;
+      added.exampleCount = static_cast<int64_t>(examples.examples);
+      added.padId = examples.padId;
+      added.count = static_cast<int64_t>(examples.tokens);
+      exampleFiles.push_back(source);
+    } else {
+      added.count = static_cast<int64_t>((size - begin) / static_cast<size_t>(width));
+      streamFiles.push_back(source);
+    }
     data->total_ += added.count;
+  }
+  if (!exampleFiles.empty() && !streamFiles.empty()) {
+    error = what + " mixes example files (" + fs::path(exampleFiles[0]).filename().string() +
+            ") with token streams (" + fs::path(streamFiles[0]).filename().string() +
+            "); train on one kind at a time";
+    return nullptr;
   }
   // Segments without tokens (an llm.c header alone) hold no index; drop them from the search.
   data->segments_.erase(
@@ -468,13 +505,17 @@ std::unique_ptr<TokenData> TokenData::openStream(const std::string &path, Tokeni
     error = what + " is empty";
     return nullptr;
   }
-  // Ids that cannot reach the vocabulary's size need no check; small data is checked whole now,
-  // large data window by window as training reads it.
+  if (!exampleFiles.empty() && !data->indexExamples(window, error))
+    return nullptr;
+  // Ids that cannot reach the vocabulary's size need no check; small data (and examples, whose
+  // rows are read without a check) is checked whole now, large data window by window as
+  // training reads it.
   int64_t largestId = 0;
   for (const Segment &segment : data->segments_)
     largestId = std::max(largestId, (int64_t(1) << (8 * segment.width)) - 1);
-  data->scanned_ = largestId < vocab || total <= kScannedTokens;
-  if (largestId >= vocab && total <= kScannedTokens) {
+  const bool scanNow = total <= kScannedTokens || data->hasExamples();
+  data->scanned_ = largestId < vocab || scanNow;
+  if (largestId >= vocab && scanNow) {
     for (const Segment &segment : data->segments_)
       for (int64_t i = 0; i < segment.count; ++i) {
         const uint32_t t = tokenAt(segment.tokens, i, segment.width);
@@ -490,8 +531,116 @@ std::unique_ptr<TokenData> TokenData::openStream(const std::string &path, Tokeni
   return data;
 }
 
+bool TokenData::indexExamples(int64_t window, std::string &error) {
+  for (uint32_t index = 0; index < segments_.size(); ++index) {
+    const Segment &segment = segments_[index];
+    const std::string file = "example file of " + what_;
+    auto startOf = [&](int64_t i) {
+      return static_cast<int64_t>(tf::readLe64(segment.starts + 8 * i));
+    };
+    if (startOf(0) != 0 || startOf(segment.exampleCount) != segment.count) {
+      error = what_ + ": an example file's starts do not run from 0 to its " +
+              std::to_string(segment.count) + " tokens (it is corrupt)";
+      return false;
+    }
+    for (int64_t i = 0; i < segment.exampleCount; ++i) {
+      const int64_t begin = startOf(i), end = startOf(i + 1);
+      if (end < begin || end > segment.count) {
+        error = what_ + ": example " + std::to_string(i) + " of an example file has starts " +
+                std::to_string(begin) + " and " + std::to_string(end) + " (the file is corrupt)";
+        return false;
+      }
+      if (end - begin < 2) {
+        error = what_ + ": example " + std::to_string(i) + " of an example file has " +
+                std::to_string(end - begin) + " tokens; an example needs 2 or more";
+        return false;
+      }
+      examples_.push_back({index, begin, end - begin});
+    }
+    for (int64_t i = 0; i < segment.count; ++i)
+      if (segment.mask[i] > 1) {
+        error = what_ + ": the loss mask of an example file holds " +
+                std::to_string(segment.mask[i]) + " at token " + std::to_string(i) +
+                "; its bytes are 0 or 1 (the file is corrupt)";
+        return false;
+      }
+    if (segment.padId >= static_cast<uint64_t>(vocab_)) {
+      error = what_ + ": an example file pads with token " + std::to_string(segment.padId) +
+              ", not below the vocabulary size " + std::to_string(vocab_);
+      return false;
+    }
+  }
+  if (examples_.empty()) {
+    error = what_ + " holds no examples";
+    return false;
+  }
+  for (int64_t e = 0; e < exampleCount(); ++e) {
+    longExamples_ += examples_[e].length > window;
+    untrainedExamples_ += countedTargets(e, window - 1) == 0;
+  }
+  return true;
+}
+
+bool TokenData::splitExamples(double evalFraction, std::string &error) {
+  const int64_t n = exampleCount();
+  const int64_t evalExamples =
+      static_cast<int64_t>(std::floor(static_cast<double>(n) * evalFraction));
+  trainExamples_ = n - evalExamples;
+  if (evalFraction > 0 && evalExamples == 0) {
+    char percent[32];
+    std::snprintf(percent, sizeof percent, "%g%%", 100 * evalFraction);
+    error = what_ + ": the eval split (" + percent + " of " + std::to_string(n) +
+            " examples) holds no example; raise eval.fraction, use more data, or set "
+            "eval.fraction = 0 to hold nothing out";
+    return false;
+  }
+  if (trainExamples_ == 0) {
+    error = what_ + ": the train split holds no example of " + std::to_string(n) +
+            "; lower the eval fraction";
+    return false;
+  }
+  trainTokens_ = 0;
+  for (int64_t e = 0; e < trainExamples_; ++e)
+    trainTokens_ += examples_[e].length;
+  return true;
+}
+
+int64_t TokenData::copyExample(int64_t index, int32_t *tokens, int32_t *targets,
+                               int64_t seq) const {
+  ++windowsRead_;
+  const Example &x = examples_[index];
+  const Segment &segment = segments_[x.segment];
+  int64_t counted = 0;
+  for (int64_t j = 0; j < seq; ++j) {
+    tokens[j] = static_cast<int32_t>(
+        j < x.length ? tokenAt(segment.tokens, x.begin + j, segment.width) : segment.padId);
+    const int64_t next = j + 1;
+    if (next < x.length && segment.mask[x.begin + next]) {
+      targets[j] = static_cast<int32_t>(tokenAt(segment.tokens, x.begin + next, segment.width));
+      ++counted;
+    } else {
+      targets[j] = kernels::kIgnoredTarget;
+    }
+  }
+  return counted;
+}
+
+int64_t TokenData::countedTargets(int64_t index, int64_t seq) const {
+  const Example &x = examples_[index];
+  const unsigned char *mask = segments_[x.segment].mask + x.begin;
+  int64_t counted = 0;
+  for (int64_t next = 1; next < std::min(x.length, seq + 1); ++next)
+    counted += mask[next];
+  return counted;
+}
+
 bool TokenData::trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq,
                             std::string &error) const {
+  if (hasExamples()) {
+    copyExample(static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainExamples_))), tokens,
+                targets, seq);
+    return true;
+  }
   require(seq >= 1 && seq + 1 <= trainTokens_, "trainWindow: seq + 1 exceeds the train split");
   int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainTokens_ - seq)));
   return copyWindow(start, tokens, targets, seq, error);
@@ -500,6 +649,10 @@ bool TokenData::trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t
 bool TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
                            int64_t seq, std::string &error) const {
   require(count >= 1 && index >= 0 && index < count, "evalWindow: index outside [0, count)");
+  if (hasExamples()) {
+    copyExample(evalExample(index, count), tokens, targets, seq);
+    return true;
+  }
   require(seq >= 1 && seq + 1 <= evalTokens(), "evalWindow: seq + 1 exceeds the eval split");
   int64_t positions = evalTokens() - seq;
   int64_t offset = static_cast<int64_t>(static_cast<__int128>(index) * positions / count);
@@ -507,7 +660,21 @@ bool TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_
 }
 
 bool TokenData::trainBatch(Rng &rng, const std::vector<bool> &taken, int32_t *tokens,
-                           int32_t *targets, int64_t seq, std::string &error) const {
+                           int32_t *targets, int64_t seq, std::string &error,
+                           int64_t *counted) const {
+  if (hasExamples()) {
+    int64_t sum = 0;
+    for (size_t row = 0; row < taken.size(); ++row) {
+      const auto index = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainExamples_)));
+      sum += taken[row] ? copyExample(index, tokens + row * seq, targets + row * seq, seq)
+                        : countedTargets(index, seq);
+    }
+    if (counted)
+      *counted = sum;
+    return true;
+  }
+  if (counted)
+    *counted = static_cast<int64_t>(taken.size()) * seq;
   require(seq >= 1 && seq + 1 <= trainTokens_, "trainBatch: seq + 1 exceeds the train split");
   for (size_t row = 0; row < taken.size(); ++row) {
     // Drawn for every row, so the generator moves on alike in every process.
@@ -519,8 +686,21 @@ bool TokenData::trainBatch(Rng &rng, const std::vector<bool> &taken, int32_t *to
 }
 
 bool TokenData::evalBatch(int64_t first, int64_t count, const std::vector<bool> &taken,
-                          int32_t *tokens, int32_t *targets, int64_t seq,
-                          std::string &error) const {
+                          int32_t *tokens, int32_t *targets, int64_t seq, std::string &error,
+                          int64_t *counted) const {
+  if (hasExamples()) {
+    int64_t sum = 0;
+    for (size_t row = 0; row < taken.size(); ++row) {
+      const int64_t index = evalExample(first + static_cast<int64_t>(row), count);
+      sum += taken[row] ? copyExample(index, tokens + row * seq, targets + row * seq, seq)
+                        : countedTargets(index, seq);
+    }
+    if (counted)
+      *counted = sum;
+    return true;
+  }
+  if (counted)
+    *counted = static_cast<int64_t>(taken.size()) * seq;
   for (size_t row = 0; row < taken.size(); ++row)
     if (taken[row] && !evalWindow(first + static_cast<int64_t>(row), count, tokens + row * seq,
                                   targets + row * seq, seq, error))

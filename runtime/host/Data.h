@@ -9,8 +9,15 @@
 // Evaluation reads either a separate stream (openEvaluation: nanoGPT's val.bin, llm.c's
 // *_val_*.bin) or the last `evalFraction` of the training stream, held out; training windows
 // are drawn at random from the rest, evaluation windows are evenly spaced over the evaluation
-// tokens so every evaluation sees the same tokens. A batch's windows are drawn in every process alike and read only where
-// they are needed: each process of an MPI run reads the rows its ranks take.
+// tokens so every evaluation sees the same tokens. A batch's windows are drawn in every process
+// alike and read only where they are needed: each process of an MPI run reads the rows its
+// ranks take.
+// Pre-tokenized data may instead be Tessel's example files (common/TokenFiles.h: what `tessel
+// tokenize` writes from prompt/completion or chat data): then a row is one example from its
+// start, cut at seq + 1 tokens or padded, with the targets its loss mask leaves out (and those
+// of the padding) set to kernels::kIgnoredTarget. The examples split into train and eval parts
+// as a stream's tokens do; training rows are examples drawn at random from the train part,
+// evaluation rows examples evenly spaced over the eval part.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +38,9 @@ class Rng;
 enum class Tokenizer {
   /// Each byte is a token 0..255; a directory's regular files are concatenated.
   Byte,
-  /// Pre-tokenized .bin files of little-endian ids: raw uint16 (nanoGPT), or with llm.c's
+  /// Pre-tokenized .bin files of little-endian ids: raw uint16 (nanoGPT), with llm.c's
   /// 1024-byte header (magic 20240520, version 1, token count: uint16 ids; magic 20240801,
-  /// version 7: uint32 ids).
+  /// version 7: uint32 ids), or Tessel's example files (common/TokenFiles.h).
   Tokens,
 };
 
@@ -62,6 +69,16 @@ public:
   static constexpr int64_t kScannedTokens = int64_t(1) << 28;
 
   int64_t totalTokens() const { return total_; }
+  /// Whether the data is examples (rows of their own with loss masks) rather than a stream.
+  bool hasExamples() const { return !examples_.empty(); }
+  /// The examples in all, and in the train part (the rest evaluate); 0 for a stream.
+  int64_t exampleCount() const { return static_cast<int64_t>(examples_.size()); }
+  int64_t trainExamples() const { return trainExamples_; }
+  /// The examples longer than the window given to open (seq + 1), whose rows are cut.
+  int64_t longExamples() const { return longExamples_; }
+  /// The examples none of whose trained tokens falls within the window: rows that count
+  /// nothing.
+  int64_t untrainedExamples() const { return untrainedExamples_; }
   /// Tokens [0, trainTokens) train; [trainTokens, totalTokens) evaluate.
   int64_t trainTokens() const { return trainTokens_; }
   int64_t evalTokens() const { return totalTokens() - trainTokens_; }
@@ -89,16 +106,19 @@ public:
   bool evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets, int64_t seq,
                   std::string &error) const;
 
-  /// A batch of taken.size() training windows: a start is drawn for every row, in row order,
-  /// as trainWindow draws it, but only the rows marked in `taken` are read, into row i of
-  /// `tokens` and `targets` ([rows, seq] each); the others are left as they are. Every process
-  /// of a run draws the same starts, and each reads only the rows its ranks take.
+  /// A batch of taken.size() training windows: a start (for examples, an example) is drawn
+  /// for every row, in row order, as trainWindow draws it, but only the rows marked in `taken`
+  /// are read, into row i of `tokens` and `targets` ([rows, seq] each); the others are left as
+  /// they are. Every process of a run draws the same starts, and each reads only the rows its
+  /// ranks take. `counted`, where given, receives the targets of all the rows, taken or not,
+  /// that are not ignored (rows × seq for a stream; for examples read from their masks).
   bool trainBatch(Rng &rng, const std::vector<bool> &taken, int32_t *tokens, int32_t *targets,
-                  int64_t seq, std::string &error) const;
+                  int64_t seq, std::string &error, int64_t *counted = nullptr) const;
   /// Eval windows first .. first + taken.size() - 1 of `count` (as evalWindow), of which only
-  /// the rows marked in `taken` are read.
+  /// the rows marked in `taken` are read; `counted` as trainBatch's.
   bool evalBatch(int64_t first, int64_t count, const std::vector<bool> &taken, int32_t *tokens,
-                 int32_t *targets, int64_t seq, std::string &error) const;
+                 int32_t *targets, int64_t seq, std::string &error,
+                 int64_t *counted = nullptr) const;
   /// The windows read so far (by the calls above): what this process has taken of the data.
   int64_t windowsRead() const { return windowsRead_; }
 
@@ -110,6 +130,16 @@ private:
     int width = 1; ///< Bytes per token: 1 (bytes), 2 (uint16) or 4 (llm.c's uint32 files).
     void *map = nullptr; ///< The whole mapping, for munmap.
     size_t mapBytes = 0;
+    /// An example file's parts: its starts (exampleCount + 1 uint64), its loss mask (one
+    /// byte a token) and its padding id.
+    const unsigned char *starts = nullptr, *mask = nullptr;
+    int64_t exampleCount = 0;
+    uint32_t padId = 0;
+  };
+  /// One example of an example file: tokens [begin, begin + length) of segment `segment`.
+  struct Example {
+    uint32_t segment = 0;
+    int64_t begin = 0, length = 0;
   };
 
   TokenData() = default;
@@ -120,8 +150,25 @@ private:
   uint32_t at(int64_t index) const;
   bool copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
                   std::string &error) const;
+  /// Example `index` as a row: its tokens cut at seq + 1 or padded, its targets ignored where
+  /// its mask or its end says so. Returns the targets that count.
+  int64_t copyExample(int64_t index, int32_t *tokens, int32_t *targets, int64_t seq) const;
+  /// The targets of example `index`'s row that count, read from its mask alone.
+  int64_t countedTargets(int64_t index, int64_t seq) const;
+  /// Fills examples_ from the example files' starts, checking them and the masks; counts
+  /// the long and untrained examples for rows of `window` tokens.
+  bool indexExamples(int64_t window, std::string &error);
+  /// Splits examples into train and eval parts (the last `evalFraction` evaluate).
+  bool splitExamples(double evalFraction, std::string &error);
+  /// Eval example `index` of `count`, evenly spaced over the eval part.
+  int64_t evalExample(int64_t index, int64_t count) const {
+    const int64_t evalCount = exampleCount() - trainExamples_;
+    return trainExamples_ + static_cast<int64_t>(static_cast<__int128>(index) * evalCount / count);
+  }
 
   std::vector<Segment> segments_;
+  std::vector<Example> examples_;
+  int64_t trainExamples_ = 0, longExamples_ = 0, untrainedExamples_ = 0;
   int64_t vocab_ = 0, total_ = 0, trainTokens_ = 0;
   bool scanned_ = false; ///< Every id was checked against the vocabulary at open.
   std::string what_; ///< "data file X", "eval data directory X", "data files P", for messages.

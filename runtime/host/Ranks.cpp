@@ -519,7 +519,7 @@ void Ranks::setWholeState(size_t index, const float *whole) {
     }
 }
 
-bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
+bool Ranks::runPipelineStep(const StepContext &step, const std::vector<MicroBatchData> &batches,
                             std::vector<float> &losses, std::string &error, bool checkFinite) {
   if (!pipeline_) {
     error = "the plan has no pipeline";
@@ -533,8 +533,8 @@ bool Ranks::runPipelineStep(int64_t step, uint64_t seed, const std::vector<Micro
   const PipelineRank::Clock::time_point origin = PipelineRank::Clock::now();
   if (!runOnEveryRank(
           [&](uint32_t rank, std::string &why) {
-            return pipelineRanks_[rank]->runStep(*executors_[rank], *comms_[rank], step, seed,
-                                                 batches, origin, why, checkFinite);
+            return pipelineRanks_[rank]->runStep(*executors_[rank], *comms_[rank], step, batches,
+                                                 origin, why, checkFinite);
           },
           error))
     return false;

@@ -138,8 +138,9 @@ public:
   /// The plan's pipeline, or null when it has none.
   const PipelineLayout *pipeline() const { return pipeline_.get(); }
   /// Runs one training step through the pipeline: batches[i] is micro-batch i (there are
-  /// pipeline.microbatches of them); `losses` receives each one's loss. Errors as run().
-  bool runPipelineStep(int64_t step, uint64_t seed, const std::vector<MicroBatchData> &batches,
+  /// pipeline.microbatches of them; `step`'s micro is not read); `losses` receives each one's
+  /// loss. Errors as run().
+  bool runPipelineStep(const StepContext &step, const std::vector<MicroBatchData> &batches,
                        std::vector<float> &losses, std::string &error, bool checkFinite = false);
   /// Runs the "eval" or "sample" chain of the pipeline on one batch; `output` receives the
   /// last chunk's `loss` or `logits`.

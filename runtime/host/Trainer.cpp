@@ -271,12 +271,21 @@ private:
   /// Ends the run after step `step` as `signal` asked: saves a checkpoint where there is a
   /// directory for it; the exit status.
   int stopAfter(int64_t step, int signal);
-  bool sampleMicroBatch(int64_t step, int64_t micro);
-  bool loadMicroBatch(int64_t step, int64_t micro);
+  /// Draws micro-batch `micro` of `step` into tokens_ and targets_; `counted`: the targets of
+  /// all its rows (every process's) that count.
+  bool sampleMicroBatch(int64_t step, int64_t micro, int64_t &counted);
+  /// Draws every micro-batch of `step`, in order, into stepBatches_, and sets targetScale_.
+  bool sampleStep(int64_t step);
   bool writeInputs(const std::string &program);
+  /// The context of micro-batch `micro` of `step`.
+  StepContext stepContext(int64_t step, int64_t micro) const {
+    return StepContext{step, micro, s_.seed, targetScale_};
+  }
   int forwardBackward(int64_t step, double &loss);
   int pipelineForwardBackward(int64_t step, double &loss);
-  bool evalBatch(double &loss);
+  /// The loss of the batch in tokens_ and targets_, whose rows hold `counted` targets that
+  /// count.
+  bool evalBatch(int64_t counted, double &loss);
   bool writePipelineReport();
   /// --trace without a pipeline: starts recording the kernels every local rank runs, or stops
   /// and keeps what they ran (the last step, from its forward-backward passes to its optimizer
@@ -353,7 +362,9 @@ private:
   std::vector<int32_t> tokens_, targets_;
   /// The rows of tokens_ and targets_ this process's ranks take, the only ones it reads.
   std::vector<bool> dataRows_;
-  std::vector<MicroBatchData> pipelineBatches_; ///< A pipelined step's micro-batches.
+  std::vector<MicroBatchData> stepBatches_; ///< The step's micro-batches.
+  /// The step's target positions over those that count (StepContext::targetScale).
+  double targetScale_ = 1.0;
   std::vector<std::pair<std::string, std::vector<int32_t>>> dumpedBatches_;
   /// The MFU's numerator and denominator: the plan's model FLOPs per step (the compiler's
   /// count, `flops.model`) and the dense peak of all the run's devices together; 0 where
@@ -801,9 +812,10 @@ bool Session::writeInputs(const std::string &program) {
   return true;
 }
 
-bool Session::sampleMicroBatch(int64_t step, int64_t micro) {
+bool Session::sampleMicroBatch(int64_t step, int64_t micro, int64_t &counted) {
   std::string err;
-  if (!data_->trainBatch(dataRng_, dataRows_, tokens_.data(), targets_.data(), s_.seq, err))
+  if (!data_->trainBatch(dataRng_, dataRows_, tokens_.data(), targets_.data(), s_.seq, err,
+                         &counted))
     return error("step " + std::to_string(step) + ": " + err);
   if (!options_.dumpDir.empty()) {
     std::string suffix = "." + std::to_string(step) + "." + std::to_string(micro);
@@ -813,8 +825,24 @@ bool Session::sampleMicroBatch(int64_t step, int64_t micro) {
   return true;
 }
 
-bool Session::loadMicroBatch(int64_t step, int64_t micro) {
-  return sampleMicroBatch(step, micro) && writeInputs("forward_backward");
+bool Session::sampleStep(int64_t step) {
+  // The micro-batches are drawn in order before any runs: the loss is the mean over the
+  // targets of the whole step that count, which all of them hold.
+  stepBatches_.assign(static_cast<size_t>(s_.accumulation), {});
+  int64_t counted = 0, positions = 0;
+  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
+    int64_t n = 0;
+    if (!sampleMicroBatch(step, micro, n))
+      return false;
+    counted += n;
+    positions += static_cast<int64_t>(dataRows_.size()) * s_.seq;
+    stepBatches_[micro] = MicroBatchData{tokens_, targets_};
+  }
+  // A step none of whose targets counts has loss 0 and no gradient, whatever the factor.
+  targetScale_ = counted == positions || counted == 0
+                     ? 1.0
+                     : static_cast<double>(positions) / static_cast<double>(counted);
+  return true;
 }
 
 int Session::forwardBackward(int64_t step, double &loss) {
@@ -822,10 +850,14 @@ int Session::forwardBackward(int64_t step, double &loss) {
     return pipelineForwardBackward(step, loss);
   std::string err;
   loss = 0;
+  if (!sampleStep(step))
+    return 1;
   for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
-    if (!loadMicroBatch(step, micro))
+    tokens_ = stepBatches_[micro].tokens;
+    targets_ = stepBatches_[micro].targets;
+    if (!writeInputs("forward_backward"))
       return 1;
-    if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err)) {
+    if (!ranks_->run("forward_backward", stepContext(step, micro), err)) {
       error("step " + std::to_string(step) + ": " + err);
       return 1;
     }
@@ -841,16 +873,11 @@ int Session::forwardBackward(int64_t step, double &loss) {
 int Session::pipelineForwardBackward(int64_t step, double &loss) {
   // The micro-batches are drawn in the order a run without a pipeline draws them, so both see
   // the same data and, summed in the same order, the same mean loss.
-  std::vector<MicroBatchData> &batches = pipelineBatches_;
-  batches.assign(static_cast<size_t>(s_.accumulation), {});
-  for (int64_t micro = 0; micro < s_.accumulation; ++micro) {
-    if (!sampleMicroBatch(step, micro))
-      return 1;
-    batches[micro] = MicroBatchData{tokens_, targets_};
-  }
+  if (!sampleStep(step))
+    return 1;
   std::string err;
   std::vector<float> losses;
-  if (!ranks_->runPipelineStep(step, s_.seed, batches, losses, err)) {
+  if (!ranks_->runPipelineStep(stepContext(step, 0), stepBatches_, losses, err)) {
     error("step " + std::to_string(step) + ": " + err);
     return 1;
   }
@@ -864,19 +891,23 @@ int Session::pipelineForwardBackward(int64_t step, double &loss) {
   return 0;
 }
 
-bool Session::evalBatch(double &loss) {
+bool Session::evalBatch(int64_t counted, double &loss) {
   std::string err;
+  const int64_t positions = static_cast<int64_t>(tokens_.size());
+  const StepContext ctx{1, 0, s_.seed,
+                        counted == positions || counted == 0
+                            ? 1.0
+                            : static_cast<double>(positions) / static_cast<double>(counted)};
   if (ranks_->pipeline()) {
     std::vector<float> out;
-    if (!ranks_->runForwardChain("eval", StepContext{1, 0, s_.seed}, {tokens_, targets_}, out,
-                                 err) ||
+    if (!ranks_->runForwardChain("eval", ctx, {tokens_, targets_}, out, err) ||
         out.empty())
       return error("evaluation failed: " +
                    (err.empty() ? std::string("the last chunk has no loss") : err));
     loss = out[0];
     return true;
   }
-  if (!writeInputs("eval") || !ranks_->run("eval", StepContext{1, 0, s_.seed}, err))
+  if (!writeInputs("eval") || !ranks_->run("eval", ctx, err))
     return error("evaluation failed: " + err);
   loss = ranks_->output("eval", "loss")[0];
   return true;
@@ -886,20 +917,25 @@ bool Session::evaluate(double &mean) {
   // The evaluation set is eval.batches batches of the spec's `batch` sequences, whatever the
   // layout: a pass takes s_.batch of them (a micro-batch over the data ranks), so a layout
   // that accumulates makes more, smaller passes over the same windows. Passes are equal in
-  // size, so the mean of their losses is the mean over all the windows.
+  // size, so the mean of their losses is the mean over all the windows; over examples, whose
+  // passes count different numbers of targets, each pass's mean weighs as many as it counts.
   const int64_t passes = s_.evalBatches * s_.accumulation, windows = passes * s_.batch;
-  double sum = 0;
+  const bool weighted = evaluationData().hasExamples();
+  double sum = 0, weights = 0;
   std::string err;
   for (int64_t b = 0; b < passes; ++b) {
+    int64_t counted = 0;
     if (!evaluationData().evalBatch(b * s_.batch, windows, dataRows_, tokens_.data(),
-                                    targets_.data(), s_.seq, err))
+                                    targets_.data(), s_.seq, err, &counted))
       return error("evaluation: " + err);
     double loss = 0;
-    if (!evalBatch(loss))
+    if (!evalBatch(counted, loss))
       return false;
-    sum += loss;
+    const double weight = weighted ? static_cast<double>(counted) : 1.0;
+    sum += loss * weight;
+    weights += weight;
   }
-  mean = sum / static_cast<double>(passes);
+  mean = weights > 0 ? sum / weights : 0.0;
   return true;
 }
 
@@ -1033,12 +1069,12 @@ int Session::reportNonFinite(int64_t step, int64_t micro, const std::string &wha
   if (ranks_->pipeline()) {
     std::string err;
     std::vector<float> losses;
-    if (!ranks_->runPipelineStep(step, s_.seed, pipelineBatches_, losses, err,
+    if (!ranks_->runPipelineStep(stepContext(step, 0), stepBatches_, losses, err,
                                  /*checkFinite=*/true))
       where = "; " + err;
   } else if (writeInputs("forward_backward")) {
     std::string err;
-    if (!ranks_->run("forward_backward", StepContext{step, micro, s_.seed}, err, true))
+    if (!ranks_->run("forward_backward", stepContext(step, micro), err, true))
       where = "; " + err;
   }
   if (!processes) {
@@ -1271,10 +1307,34 @@ int Session::run() {
       return d.sources().size() > 1 ? " (" + std::to_string(d.sources().size()) + " files)"
                                     : std::string();
     };
-    std::printf("data: %s%s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
-                files(*data_).c_str(), static_cast<long long>(data_->trainTokens()),
-                static_cast<long long>(data_->evalTokens()));
-    if (evalData_)
+    // Examples: how many, and those a row of seq + 1 tokens cuts or leaves without a target.
+    auto examples = [&](const TokenData &d, std::string text) {
+      if (d.longExamples() > 0)
+        text += "; " + std::to_string(d.longExamples()) + " longer than seq + 1 = " +
+                std::to_string(s_.seq + 1) + " tokens are cut";
+      if (d.untrainedExamples() > 0)
+        text += "; " + std::to_string(d.untrainedExamples()) +
+                " have no trained token within it and count nothing";
+      return text;
+    };
+    if (data_->hasExamples())
+      std::printf("data: %s%s: %s\n", s_.data.c_str(), files(*data_).c_str(),
+                  examples(*data_, std::to_string(data_->exampleCount()) + " examples, " +
+                                       std::to_string(data_->trainExamples()) +
+                                       " for training and " +
+                                       std::to_string(data_->exampleCount() -
+                                                      data_->trainExamples()) +
+                                       " held out")
+                      .c_str());
+    else
+      std::printf("data: %s%s: %lld tokens for training, %lld held out\n", s_.data.c_str(),
+                  files(*data_).c_str(), static_cast<long long>(data_->trainTokens()),
+                  static_cast<long long>(data_->evalTokens()));
+    if (evalData_ && evalData_->hasExamples())
+      std::printf("eval data: %s%s: %s\n", s_.evalData.c_str(), files(*evalData_).c_str(),
+                  examples(*evalData_, std::to_string(evalData_->exampleCount()) + " examples")
+                      .c_str());
+    else if (evalData_)
       std::printf("eval data: %s%s: %lld tokens\n", s_.evalData.c_str(),
                   files(*evalData_).c_str(), static_cast<long long>(evalData_->evalTokens()));
     std::fflush(stdout);

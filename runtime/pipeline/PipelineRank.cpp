@@ -151,10 +151,10 @@ std::unique_ptr<PipelineRank> PipelineRank::create(const PipelineLayout &layout,
 
 uint64_t PipelineRank::peakStashBytes() const { return walk_.peakStashBytes(); }
 
-bool PipelineRank::runStep(Executor &ex, Communicator &comm, int64_t step, uint64_t seed,
+bool PipelineRank::runStep(Executor &ex, Communicator &comm, const StepContext &step,
                            const std::vector<MicroBatchData> &batches, Clock::time_point origin,
                            std::string &error, bool checkFinite) {
-  Run run(*this, ex, comm, batches, StepContext{step, 0, seed}, checkFinite, origin);
+  Run run(*this, ex, comm, batches, step, checkFinite, origin);
   losses_.assign(batches.size(), NAN);
   timed_.clear();
   if (walk_.step(run, error))

@@ -49,12 +49,12 @@ public:
 
   uint32_t stage() const { return walk_.stage(); }
 
-  /// Runs the rank's actions of one training step; micro-batch i runs with StepContext{step,
-  /// i, seed} on batches[i] (one per micro-batch of the pipeline). Action times are seconds since
+  /// Runs the rank's actions of one training step; micro-batch i runs with `step` (its micro
+  /// set to i) on batches[i] (one per micro-batch of the pipeline). Action times are seconds since
   /// `origin`. A failure aborts `comm` with "rank R: " and the reason, so no other rank waits for
   /// this one. With `checkFinite`, every program stops at the first kernel output that is not
   /// finite and names it (Executor::run), which locates where a diverging step went wrong.
-  bool runStep(Executor &ex, Communicator &comm, int64_t step, uint64_t seed,
+  bool runStep(Executor &ex, Communicator &comm, const StepContext &step,
                const std::vector<MicroBatchData> &batches, Clock::time_point origin,
                std::string &error, bool checkFinite = false);
   /// Runs the rank's chunks of a forward-only chain ("eval" or "sample") on one batch, in

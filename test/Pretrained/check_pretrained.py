@@ -5,9 +5,13 @@
                         [--dtype f32|bf16|f16] [--shards N] [--tied|--untied] [--tol 1e-5]
                         [--precision fp32|bf16] [--gpt2-layout hub|save_pretrained]
                         [--store-tied-head] [--buffers] [--config-style v4|v5]
+                        [--examples N [--mask-last]]
 
   1. writes a Hugging Face folder with random weights, DIR/hf (Inputs/make_hf_model.py), and
-     random token ids as an llm.c token file, DIR/tokens.bin;
+     random token ids as an llm.c token file, DIR/tokens.bin (with --examples N, instead N
+     random examples with loss masks as a Tessel example file, DIR/examples.bin, made by
+     test/Sft/Inputs/example_file.py: some shorter than a row, some longer; the reference
+     then ignores the targets the masks and the padding leave out, as Tessel must);
   2. imports it: TESSEL import-hf DIR/hf -o DIR/model.model --seq T --batch B
      --micro-batch B --data DIR/tokens.bin (and --precision P when given);
   3. compiles the spec and runs one step with --dump-dir: DIR/dump/init.safetensors (the
@@ -63,6 +67,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "Inputs"))
+sys.path.insert(0, os.path.join(HERE, "..", "Sft", "Inputs"))
+import example_file  # noqa: E402
 import hf_reference as ref  # noqa: E402
 import make_hf_model  # noqa: E402
 
@@ -153,10 +159,13 @@ def read_token_file(path: str) -> np.ndarray:
 
 
 def step_batches(batches: Dict[str, np.ndarray], step: int, seq: int, batch: int, vocab: int,
-                 stream: Optional[np.ndarray]) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+                 stream: Optional[np.ndarray],
+                 example_rows: Optional[List[Tuple[np.ndarray, np.ndarray]]] = None
+                 ) -> List[Tuple[torch.Tensor, torch.Tensor]]:
     """The micro-batches of one step, checked: int ids below the vocabulary, [micro, seq]
     each, `batch` sequences in all, every sequence a window of the token file and its targets
-    the next tokens."""
+    the next tokens (with examples: every row one example's row, example_file.rows, its
+    ignored targets -1)."""
     out = []
     u = 0
     while f"tokens.{step}.{u}" in batches:
@@ -170,8 +179,9 @@ def step_batches(batches: Dict[str, np.ndarray], step: int, seq: int, batch: int
                 raise ParityError(f"{key} is {t.dtype}, expected integer ids")
             if t.ndim != 2 or t.shape[1] != seq:
                 raise ParityError(f"{key} has shape {list(t.shape)}, expected [micro, {seq}]")
-            if t.size and (t.min() < 0 or t.max() >= vocab):
-                raise ParityError(f"{key} holds ids outside [0, {vocab})")
+            low = -1 if kind == "targets" and example_rows is not None else 0
+            if t.size and (t.min() < low or t.max() >= vocab):
+                raise ParityError(f"{key} holds ids outside [{low}, {vocab})")
             pair.append(t.astype(np.int64))
         out.append(pair)
         u += 1
@@ -190,6 +200,17 @@ def step_batches(batches: Dict[str, np.ndarray], step: int, seq: int, batch: int
                 if not np.any(np.all(windows == row, axis=1)):
                     raise ParityError(f"tokens.{step}.{u} row {r} with its targets is no window "
                                       "of the token file passed to --data")
+    if example_rows is not None:
+        known = {(a.tobytes(), b.tobytes()) for a, b in example_rows}
+        for u, (tokens, targets) in enumerate(out):
+            for r in range(tokens.shape[0]):
+                if (tokens[r].tobytes(), targets[r].tobytes()) not in known:
+                    raise ParityError(f"tokens.{step}.{u} row {r} and its targets are no "
+                                      "example's row of the example file")
+        ignored = sum(int((b == -1).sum()) for _, b in out)
+        print(f"step {step}: {ignored} of {sum(b.size for _, b in out)} targets ignored")
+        if ignored == 0:
+            raise ParityError("no target of the step is ignored: the masks are not exercised")
     return [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in out]
 
 
@@ -388,7 +409,8 @@ class Outcome:
 
 
 def compare(hf_dir: str, dump_dir: str, metrics: str, seq: int, batch: int, tol: float,
-            arch: str, token_file: Optional[str] = None) -> Outcome:
+            arch: str, token_file: Optional[str] = None,
+            examples_file: Optional[str] = None) -> Outcome:
     """Steps 4 and 5: map, run the reference, compare, print the table."""
     try:
         ck = ref.load_folder(hf_dir)
@@ -407,7 +429,11 @@ def compare(hf_dir: str, dump_dir: str, metrics: str, seq: int, batch: int, tol:
             raise ParityError(f"{name}: init {list(init[name].shape)}, gradient "
                               f"{list(grads[name].shape)}")
     stream = read_token_file(token_file) if token_file else None
-    micro = step_batches(batches, 1, seq, batch, ck.config.vocab, stream)
+    example_rows = None
+    if examples_file:
+        examples, pad, _ = example_file.read(examples_file)
+        example_rows = example_file.rows(examples, pad, seq)
+    micro = step_batches(batches, 1, seq, batch, ck.config.vocab, stream, example_rows)
 
     matches, problems = map_parameters(init, ck)
     print(f"\nparameters: {len(init)} in Tessel, {len(ck.parameter_shapes())} in the folder "
@@ -511,6 +537,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="passed to import-hf (default: not passed, the importer chooses; it "
                         "trains weights stored in 16 bits in bf16)")
     p.add_argument("--tol", type=float, default=1e-5)
+    p.add_argument("--examples", type=int, default=0,
+                   help="train on N random examples with loss masks instead of a stream")
+    p.add_argument("--mask-last", action="store_true",
+                   help="with --examples: every example's last token untrained too")
     p.add_argument("--threads", type=int, help="--threads for the executable")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed to each command")
     args = p.parse_args(argv)
@@ -518,12 +548,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         work = os.path.abspath(args.work)
         hf, tokens = os.path.join(work, "hf"), os.path.join(work, "tokens.bin")
+        examples = os.path.join(work, "examples.bin") if args.examples else None
         spec, exe = os.path.join(work, "model.model"), os.path.join(work, "model")
         dump, metrics = os.path.join(work, "dump"), os.path.join(work, "metrics.jsonl")
         # Nothing from an earlier run may stand in for what this one fails to write.
         for path in (hf, dump):
             shutil.rmtree(path, ignore_errors=True)
-        for path in (tokens, spec, exe, metrics):
+        for path in (tokens, spec, exe, metrics) + ((examples,) if examples else ()):
             if os.path.exists(path):
                 os.remove(path)
         os.makedirs(dump)
@@ -540,13 +571,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.buffers:
             make.append("--buffers")
         run(make, "make_hf_model.py", args.timeout)
-
+        if examples:
+            with open(os.path.join(hf, "config.json")) as f:
+                vocab = int(json.load(f)["vocab_size"])
+            # Lengths around the row's seq + 1: padded rows, cut rows and rows just full.
+            run([sys.executable, os.path.join(HERE, "..", "Sft", "Inputs", "example_file.py"),
+                 "--out", examples, "--vocab", str(vocab), "--examples", str(args.examples),
+                 "--min-len", "3", "--max-len", str(args.seq + args.seq // 2),
+                 "--pad", str(vocab - 1), "--seed", str(args.seed)]
+                + (["--mask-last"] if args.mask_last else []), "example_file.py", args.timeout)
         tessel = args.tessel
         if os.path.sep not in tessel:
             tessel = shutil.which(tessel) or tessel
         require_import_hf(tessel)
         imp = [tessel, "import-hf", hf, "-o", spec, "--seq", str(args.seq), "--batch",
-               str(args.batch), "--micro-batch", str(micro_batch), "--data", tokens]
+               str(args.batch), "--micro-batch", str(micro_batch), "--data",
+               examples or tokens]
         if args.precision:
             imp += ["--precision", args.precision]
         run(imp, "tessel import-hf", args.timeout)
@@ -563,7 +603,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             cmd += ["--threads", str(args.threads)]
         run(cmd, os.path.basename(exe), args.timeout)
 
-        outcome = compare(hf, dump, metrics, args.seq, args.batch, args.tol, args.arch, tokens)
+        outcome = compare(hf, dump, metrics, args.seq, args.batch, args.tol, args.arch,
+                          None if examples else tokens, examples)
         print()
         print(f"PARITY {'OK' if outcome.ok else 'FAIL'} {outcome.summary}")
         return 0 if outcome.ok else 1

@@ -856,6 +856,48 @@ TEST(CpuKernelsLoss, CrossEntropyAndGrad) {
   expectClose(dx, grad, 1e-4, 1e-6, "crossEntropyGrad");
 }
 
+TEST(CpuKernelsLoss, IgnoredTargetsCountNothing) {
+  // Rows whose target is kIgnoredTarget (-1): the loss and gradient of the other rows alone,
+  // and exactly zero gradient rows.
+  const int64_t rows = 9, cols = 12;
+  const Floats x = randomFloats(rows * cols, -4, 4, 410);
+  std::vector<int32_t> t = randomIds(rows, cols, 411);
+  t[0] = t[4] = t[8] = tessel::kernels::kIgnoredTarget;
+  std::vector<int32_t> kept;
+  Floats keptX;
+  for (int64_t r = 0; r < rows; ++r)
+    if (t[r] != tessel::kernels::kIgnoredTarget) {
+      kept.push_back(t[r]);
+      keptX.insert(keptX.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    }
+  const int64_t n = static_cast<int64_t>(kept.size());
+  const double scale = 1.0 / static_cast<double>(n);
+  const float dloss = 1.5f;
+  std::string error;
+  float loss = NAN, want = NAN;
+  ASSERT_TRUE(crossEntropy(rows, cols, x.data(), t.data(), scale, &loss, error)) << error;
+  ASSERT_TRUE(crossEntropy(n, cols, keptX.data(), kept.data(), scale, &want, error)) << error;
+  EXPECT_EQ(loss, want);
+  Floats dx(x.size(), NAN), wantGrad(keptX.size());
+  ASSERT_TRUE(crossEntropyGrad(rows, cols, x.data(), t.data(), &dloss, scale, dx.data(), error));
+  ASSERT_TRUE(
+      crossEntropyGrad(n, cols, keptX.data(), kept.data(), &dloss, scale, wantGrad.data(), error));
+  int64_t k = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float got = dx[r * cols + j];
+      if (t[r] == tessel::kernels::kIgnoredTarget)
+        ASSERT_EQ(got, 0.0f) << "row " << r << " col " << j;
+      else
+        ASSERT_EQ(got, wantGrad[k * cols + j]) << "row " << r << " col " << j;
+      k += j == cols - 1 && t[r] != tessel::kernels::kIgnoredTarget;
+    }
+  // Every target ignored: the loss is 0 and so is the gradient.
+  const std::vector<int32_t> none(rows, tessel::kernels::kIgnoredTarget);
+  ASSERT_TRUE(crossEntropy(rows, cols, x.data(), none.data(), &loss, error));
+  EXPECT_EQ(loss, 0.0f);
+}
+
 TEST(CpuKernelsLoss, CrossEntropyRejectsBadTargets) {
   const int64_t rows = 20, cols = 256;
   const Floats x(rows * cols, 0.0f);
@@ -869,9 +911,9 @@ TEST(CpuKernelsLoss, CrossEntropyRejectsBadTargets) {
   EXPECT_EQ(error, "token id 300 at position 17 is outside the vocabulary of 256");
   error.clear();
   t[17] = 5;
-  t[2] = -1;
+  t[2] = -2; // -1 is an ignored target
   EXPECT_FALSE(crossEntropyGrad(rows, cols, x.data(), t.data(), &dloss, dx.data(), error));
-  EXPECT_EQ(error, "token id -1 at position 2 is outside the vocabulary of 256");
+  EXPECT_EQ(error, "token id -2 at position 2 is outside the vocabulary of 256");
   t[2] = 255;
   EXPECT_TRUE(crossEntropy(rows, cols, x.data(), t.data(), &loss, error));
   EXPECT_NEAR(loss, std::log(256.0), 1e-5);
@@ -964,6 +1006,7 @@ TEST(CpuKernelsShardedLoss, VocabularySplitMatchesWholeCrossEntropy) {
     x[2 * classes + classes - 1] = 60; // One row's max is far out, in the last rank's columns.
     std::vector<int32_t> t = randomIds(rows, static_cast<int32_t>(classes), 470);
     t[2] = static_cast<int32_t>(classes - 1);
+    t[5] = tessel::kernels::kIgnoredTarget; // Counts nothing in either form.
     const double scale = 1.0 / rows;
     const float dloss = 0.75f;
     std::string error;

@@ -592,6 +592,133 @@ TEST(Data, EachProcessReadsOnlyTheRowsItsRanksTake) {
   }
 }
 
+/// A Tessel example file (common/TokenFiles.h) of `examples`, each (ids, mask), uint16 ids.
+std::string exampleBytes(const std::vector<std::pair<std::vector<uint16_t>, std::string>> &examples,
+                         uint32_t pad, int64_t claimedTokens = -1) {
+  std::vector<uint32_t> header(256, 0);
+  uint64_t tokens = 0;
+  std::string starts = wordBytes({0, 0}), ids, mask;
+  for (const auto &[t, m] : examples) {
+    tokens += t.size();
+    starts += wordBytes({static_cast<uint32_t>(tokens), 0});
+    ids += tokenBytes(t);
+    mask += m;
+  }
+  header[0] = 20261101;
+  header[1] = 1;
+  header[2] = 2;
+  header[3] = pad;
+  header[4] = static_cast<uint32_t>(examples.size());
+  header[6] = static_cast<uint32_t>(claimedTokens < 0 ? int64_t(tokens) : claimedTokens);
+  return wordBytes(header) + starts + ids + mask;
+}
+
+// Example files: a row is one example from its start, padded or cut, with the targets its
+// mask leaves out ignored (-1); `counted` sums the targets that count over every row, read or
+// not; the examples split into train and eval parts.
+TEST(Data, ExampleRowsArePaddedCutAndMasked) {
+  ScratchDir dir;
+  const std::string M0 = std::string(1, '\0'), M1 = std::string(1, '\1');
+  // Example 0: 3 tokens, the last two trained; example 1: 6 tokens (cut by seq 4), trained
+  // from its third; example 2: 2 tokens, nothing trained.
+  writeFile(dir / "ex.bin", exampleBytes({{{5, 6, 7}, M0 + M1 + M1},
+                                          {{10, 11, 12, 13, 14, 15}, M0 + M0 + M1 + M1 + M1 + M1},
+                                          {{20, 21}, M0 + M0}},
+                                         /*pad=*/9));
+  std::string error;
+  const int64_t seq = 4;
+  auto data = TokenData::open(dir / "ex.bin", Tokenizer::Tokens, 32, 0, seq + 1, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_TRUE(data->hasExamples());
+  EXPECT_EQ(data->exampleCount(), 3);
+  EXPECT_EQ(data->trainExamples(), 3);
+  EXPECT_EQ(data->longExamples(), 1);
+  EXPECT_EQ(data->untrainedExamples(), 1);
+  std::vector<int32_t> tokens(seq), targets(seq);
+  // Evaluation reads examples evenly spaced over the eval part: here all three in order.
+  auto eval = TokenData::openEvaluation(dir / "ex.bin", Tokenizer::Tokens, 32, seq + 1, error);
+  ASSERT_TRUE(eval) << error;
+  const std::vector<std::vector<int32_t>> wantTokens = {
+      {5, 6, 7, 9}, {10, 11, 12, 13}, {20, 21, 9, 9}};
+  const std::vector<std::vector<int32_t>> wantTargets = {
+      {6, 7, -1, -1}, {-1, 12, 13, 14}, {-1, -1, -1, -1}};
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(eval->evalWindow(i, 3, tokens.data(), targets.data(), seq, error)) << error;
+    EXPECT_EQ(tokens, wantTokens[i]) << "example " << i;
+    EXPECT_EQ(targets, wantTargets[i]) << "example " << i;
+  }
+  // counted covers the rows not read as well: both processes see the batch's 2 + 3 + 0.
+  std::vector<int32_t> rows(3 * seq, -7), rowTargets(3 * seq, -7);
+  int64_t all = -1, part = -1;
+  ASSERT_TRUE(eval->evalBatch(0, 3, {true, true, true}, rows.data(), rowTargets.data(), seq,
+                              error, &all));
+  ASSERT_TRUE(eval->evalBatch(0, 3, {false, true, false}, rows.data(), rowTargets.data(), seq,
+                              error, &part));
+  EXPECT_EQ(all, 5);
+  EXPECT_EQ(part, 5);
+  // Training draws whole examples.
+  Rng rng(3);
+  std::set<int32_t> firsts;
+  for (int i = 0; i < 30; ++i) {
+    int64_t counted = 0;
+    ASSERT_TRUE(data->trainBatch(rng, {true}, tokens.data(), targets.data(), seq, error, &counted));
+    firsts.insert(tokens[0]);
+    EXPECT_EQ(counted, tokens[0] == 5 ? 2 : tokens[0] == 10 ? 3 : 0);
+  }
+  EXPECT_EQ(firsts, (std::set<int32_t>{5, 10, 20}));
+  // A third held out: the last example evaluates.
+  auto split = TokenData::open(dir / "ex.bin", Tokenizer::Tokens, 32, 0.34, seq + 1, error);
+  ASSERT_TRUE(split) << error;
+  EXPECT_EQ(split->trainExamples(), 2);
+  EXPECT_TRUE(split->hasEval());
+  ASSERT_TRUE(split->evalWindow(0, 1, tokens.data(), targets.data(), seq, error));
+  EXPECT_EQ(tokens, wantTokens[2]);
+}
+
+TEST(Data, ExampleFileErrors) {
+  ScratchDir dir;
+  const std::string M01 = std::string("\0\1", 2);
+  auto refusal = [&](const std::string &bytes, int64_t vocab = 32) {
+    writeFile(dir / "bad.bin", bytes);
+    return openError(dir / "bad.bin", Tokenizer::Tokens, vocab, 0, 5);
+  };
+  const std::string good = exampleBytes({{{1, 2}, M01}}, 0);
+  writeFile(dir / "good.bin", good);
+  std::string error;
+  EXPECT_TRUE(TokenData::open(dir / "good.bin", Tokenizer::Tokens, 32, 0, 5, error)) << error;
+  const std::string what = "data file " + (dir / "bad.bin");
+  EXPECT_EQ(refusal(good.substr(0, good.size() - 1)),
+            what + " is a Tessel example file whose header gives 1 examples of 2 tokens (1046 "
+                   "bytes) but it has 1045 bytes");
+  std::string badMask = good;
+  badMask.back() = 2;
+  EXPECT_EQ(refusal(badMask), what + ": the loss mask of an example file holds 2 at token 1; its "
+                                     "bytes are 0 or 1 (the file is corrupt)");
+  EXPECT_EQ(refusal(exampleBytes({{{1}, std::string(1, '\1')}}, 0)),
+            what + ": example 0 of an example file has 1 tokens; an example needs 2 or more");
+  EXPECT_EQ(refusal(exampleBytes({{{1, 2}, M01}}, 40)),
+            what + ": an example file pads with token 40, not below the vocabulary size 32");
+  EXPECT_EQ(refusal(exampleBytes({{{1, 33}, M01}}, 0)),
+            what + ": token 33 at position 1 is not below the vocabulary size 32");
+  std::string badStarts = good;
+  badStarts[1024 + 8] = 1; // starts[1] = 1, not the 2 tokens
+  EXPECT_EQ(refusal(badStarts), what + ": an example file's starts do not run from 0 to its 2 "
+                                       "tokens (it is corrupt)");
+  std::string version = good;
+  version[4] = 2;
+  EXPECT_EQ(refusal(version),
+            what + " is a Tessel example file of version 2; this build reads version 1");
+  // An example file and a token stream do not mix.
+  const std::string mix = dir / "mix";
+  std::filesystem::create_directory(mix);
+  writeFile(mix + "/a.bin", good);
+  writeFile(mix + "/b.bin", llmcBytes({1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(openError(mix, Tokenizer::Tokens, 32, 0, 5),
+            "data directory " + mix +
+                " mixes example files (a.bin) with token streams (b.bin); train on one kind at "
+                "a time");
+}
+
 TEST(Data, ContractViolationsAbort) {
   // Threadsafe death tests re-run the test body in the child, which then aborts: read a file
   // that needs no cleanup (any file is byte data) rather than one in a scratch directory.

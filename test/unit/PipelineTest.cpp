@@ -134,7 +134,7 @@ TEST_P(Schedules, StepsMatchTheFusedPlanBitForBit) {
     std::vector<MicroBatchData> data = batches(m, static_cast<unsigned>(step));
     std::vector<float> losses;
     std::string error;
-    ASSERT_TRUE(piped->runPipelineStep(step, 7, data, losses, error)) << error;
+    ASSERT_TRUE(piped->runPipelineStep(StepContext{step, 0, 7}, data, losses, error)) << error;
     EXPECT_EQ(losses, fusedStep(*fused, step, data)) << "step " << step;
     for (size_t i = 0; i < piped->plan().state.size(); ++i)
       EXPECT_EQ(wholeState(*piped, i), wholeState(*fused, i))
@@ -177,7 +177,7 @@ TEST_P(Schedules, RecordsTheStepOfEveryStage) {
   setWeights(*ranks, 3);
   std::vector<float> losses;
   std::string error;
-  ASSERT_TRUE(ranks->runPipelineStep(1, 7, batches(m, 1), losses, error)) << error;
+  ASSERT_TRUE(ranks->runPipelineStep(StepContext{1, 0, 7}, batches(m, 1), losses, error)) << error;
   pipeline::Timeline t = ranks->lastTimeline();
   EXPECT_EQ(t.ranks, m.stages);
   size_t actions = 0, computations = 0;
@@ -223,7 +223,7 @@ TEST(Pipeline, StashHoldsWhatTheScheduleHasInFlight) {
     setWeights(*ranks, 1);
     std::vector<float> losses;
     std::string error;
-    ASSERT_TRUE(ranks->runPipelineStep(1, 0, batches(m, 1), losses, error)) << error;
+    ASSERT_TRUE(ranks->runPipelineStep(StepContext{1, 0, 0}, batches(m, 1), losses, error)) << error;
     EXPECT_EQ(ranks->pipelineStashBytes(0), (afab ? mb + 2 : 4) * value);
     pipeline::Timeline t = ranks->lastTimeline();
     EXPECT_EQ(t.peakInFlight[0], afab ? m.microbatches : m.stages);
@@ -378,7 +378,7 @@ TEST(Pipeline, FailingRankEndsEveryRankWithItsReason) {
     (stage == 0 ? data[2].tokens : data[2].targets)[1] = 999;
     std::vector<float> losses;
     std::string error;
-    EXPECT_FALSE(ranks->runPipelineStep(1, 0, data, losses, error));
+    EXPECT_FALSE(ranks->runPipelineStep(StepContext{1, 0, 0}, data, losses, error));
     EXPECT_EQ(error.rfind("rank " + std::to_string(stage) + ": kernel 'embedding'", 0), 0u)
         << error;
     EXPECT_NE(error.find("token id 999"), std::string::npos) << error;
@@ -391,11 +391,11 @@ TEST(Pipeline, WrongInputSizeFailsTheStep) {
   ASSERT_TRUE(ranks);
   std::vector<float> losses;
   std::string error;
-  EXPECT_FALSE(ranks->runPipelineStep(1, 0, {}, losses, error));
+  EXPECT_FALSE(ranks->runPipelineStep(StepContext{1, 0, 0}, {}, losses, error));
   EXPECT_EQ(error, "a step of this pipeline takes 4 micro-batches, not 0");
   std::vector<MicroBatchData> data = batches(m, 5);
   data[1].targets.pop_back();
-  EXPECT_FALSE(ranks->runPipelineStep(1, 0, data, losses, error));
+  EXPECT_FALSE(ranks->runPipelineStep(StepContext{1, 0, 0}, data, losses, error));
   EXPECT_EQ(error.rfind("rank 1: F1: input 'targets' of 'forward.1' holds 6 elements in all, "
                         "not the 5 the run feeds it",
                         0),

@@ -153,13 +153,15 @@ bool launch(KernelCall &c, const args::EmbeddingGrad &a) {
                                 c.fout(0), c.error);
 }
 
-bool launch(KernelCall &c, const args::CrossEntropy &a) {
+bool launch(KernelCall &c, const args::CrossEntropy &plan) {
+  const args::CrossEntropy a = stepLossScale(c, plan);
   if (a.scaled)
     return cpu::crossEntropy(a.rows, a.cols, c.fin(0), c.ids(1), a.scale, c.fout(0), c.error);
   return cpu::crossEntropy(a.rows, a.cols, c.fin(0), c.ids(1), c.fout(0), c.error);
 }
 
-bool launch(KernelCall &c, const args::CrossEntropyGrad &a) {
+bool launch(KernelCall &c, const args::CrossEntropyGrad &plan) {
+  const args::CrossEntropy a = stepLossScale(c, plan);
   if (a.scaled)
     return cpu::crossEntropyGrad(a.rows, a.cols, c.fin(0), c.ids(1), c.fin(2), a.scale, c.fout(0),
                                  c.error);
@@ -177,13 +179,13 @@ bool launch(KernelCall &c, const args::CeSums &a) {
 }
 
 bool launch(KernelCall &c, const args::CeLoss &a) {
-  cpu::ceLoss(a.rows, c.fin(0), c.fin(1), c.fin(2), a.scale, c.fout(0));
+  cpu::ceLoss(a.rows, c.fin(0), c.fin(1), c.fin(2), stepLossScale(c, a.scale), c.fout(0));
   return true;
 }
 
 bool launch(KernelCall &c, const args::CeGrad &a) {
   return cpu::ceGrad(a.rows, a.cols, a.first, a.classes, c.fin(0), c.ids(1), c.fin(2), c.fin(3),
-                     c.fin(4), a.scale, c.fout(0), c.error);
+                     c.fin(4), stepLossScale(c, a.scale), c.fout(0), c.error);
 }
 
 bool launch(KernelCall &c, const args::Attention &a) {

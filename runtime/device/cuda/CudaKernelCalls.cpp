@@ -217,14 +217,16 @@ bool launch(KernelCall &c, const args::RmsNormGrad &a) {
                                        workspace, stream(c)));
 }
 
-bool launch(KernelCall &c, const args::CrossEntropy &a) {
+bool launch(KernelCall &c, const args::CrossEntropy &plan) {
+  const args::CrossEntropy a = stepLossScale(c, plan);
   float *workspace = scratchFloats(c, cuda::crossEntropyWorkspace(a.rows));
   return workspace && launched(c, cuda::crossEntropy(a.rows, a.cols, typedIn(c, 0), c.ids(1),
                                                      a.scaled, a.scale, c.fout(0), workspace,
                                                      idError(c), stream(c)));
 }
 
-bool launch(KernelCall &c, const args::CrossEntropyGrad &a) {
+bool launch(KernelCall &c, const args::CrossEntropyGrad &plan) {
+  const args::CrossEntropy a = stepLossScale(c, plan);
   return launched(c, cuda::crossEntropyGrad(a.rows, a.cols, typedIn(c, 0), c.ids(1), c.fin(2),
                                             a.scaled, a.scale, typedOut(c, 0), idError(c),
                                             stream(c)));
@@ -240,14 +242,14 @@ bool launch(KernelCall &c, const args::CeSums &a) {
 }
 
 bool launch(KernelCall &c, const args::CeLoss &a) {
-  return launched(c, cuda::ceLoss(a.rows, c.fin(0), c.fin(1), c.fin(2), a.scale, c.fout(0),
-                                  stream(c)));
+  return launched(c, cuda::ceLoss(a.rows, c.fin(0), c.fin(1), c.fin(2),
+                                  stepLossScale(c, a.scale), c.fout(0), stream(c)));
 }
 
 bool launch(KernelCall &c, const args::CeGrad &a) {
   return launched(c, cuda::ceGrad(a.rows, a.cols, a.first, a.classes, c.fin(0), c.ids(1),
-                                  c.fin(2), c.fin(3), c.fin(4), a.scale, c.fout(0), idError(c),
-                                  stream(c)));
+                                  c.fin(2), c.fin(3), c.fin(4), stepLossScale(c, a.scale),
+                                  c.fout(0), idError(c), stream(c)));
 }
 
 //===----------------------------------------------------------------------===//

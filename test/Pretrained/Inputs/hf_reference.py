@@ -35,7 +35,9 @@ D head size):
 The loss is the mean cross entropy of logits[b, t] against targets[b, t] over all positions
 (targets are given already shifted; nothing is shifted here). Over several micro-batches the
 loss is the mean of their losses and the gradient its gradient, as a training step
-accumulates them.
+accumulates them. Where some target is -1 (ignored: a prompt or padding under a loss mask),
+the loss is the sum over the step's other targets divided by their count, the whole step's
+(transformers' num_items_in_batch), and an ignored target adds nothing.
 
 Usable as a module (load_folder, loss_and_grads) and from the command line:
 
@@ -394,10 +396,12 @@ def widened(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean over all positions; the logits upcast as transformers' loss does."""
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
+                  reduction: str = "mean") -> torch.Tensor:
+    """Mean (or sum) over the positions whose target is not -1; the logits upcast as
+    transformers' loss does."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).to(widened(logits.dtype)),
-                           targets.reshape(-1).long())
+                           targets.reshape(-1).long(), ignore_index=-1, reduction=reduction)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,7 +410,8 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def gpt2_loss(c: HFConfig, w: Dict[str, torch.Tensor], prefix: str, head: str,
-              tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+              tokens: torch.Tensor, targets: torch.Tensor,
+              reduction: str = "mean") -> torch.Tensor:
     B, T = tokens.shape
     E, H, D = c.hidden, c.heads, c.head_dim
     p = prefix
@@ -438,11 +443,12 @@ def gpt2_loss(c: HFConfig, w: Dict[str, torch.Tensor], prefix: str, head: str,
         h = ln(x, b + "ln_2")
         x = x + conv1d(gelu_new(conv1d(h, b + "mlp.c_fc")), b + "mlp.c_proj")
     x = ln(x, p + "ln_f")
-    return cross_entropy(F.linear(x, w[head]), targets)
+    return cross_entropy(F.linear(x, w[head]), targets, reduction)
 
 
 def llama_loss(c: HFConfig, w: Dict[str, torch.Tensor], prefix: str, head: str,
-               tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+               tokens: torch.Tensor, targets: torch.Tensor,
+               reduction: str = "mean") -> torch.Tensor:
     """Llama, Qwen2 and Qwen3 (the switches are in the config)."""
     B, T = tokens.shape
     H, KV, D = c.heads, c.kv_heads, c.head_dim
@@ -483,13 +489,13 @@ def llama_loss(c: HFConfig, w: Dict[str, torch.Tensor], prefix: str, head: str,
         up = linear(h, b + "mlp.up_proj", c.mlp_bias)
         x = x + linear(F.silu(gate) * up, b + "mlp.down_proj", c.mlp_bias)
     x = rms_norm(x, w[p + "norm.weight"], c.eps)
-    return cross_entropy(F.linear(x, w[head]), targets)
+    return cross_entropy(F.linear(x, w[head]), targets, reduction)
 
 
 def model_loss(ck: Checkpoint, w: Dict[str, torch.Tensor], tokens: torch.Tensor,
-               targets: torch.Tensor) -> torch.Tensor:
+               targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     fn = gpt2_loss if ck.config.model_type == "gpt2" else llama_loss
-    return fn(ck.config, w, ck.prefix, ck.head, tokens.long(), targets.long())
+    return fn(ck.config, w, ck.prefix, ck.head, tokens.long(), targets.long(), reduction)
 
 
 def loss_and_grads(ck: Checkpoint, micro_batches: Sequence[Tuple[torch.Tensor, torch.Tensor]],
@@ -503,14 +509,20 @@ def loss_and_grads(ck: Checkpoint, micro_batches: Sequence[Tuple[torch.Tensor, t
          for n in ck.parameter_shapes()}
     n = len(micro_batches)
     total = 0.0
+    counted = sum(int((t != -1).sum()) for _, t in micro_batches)
+    masked = counted < sum(t.numel() for _, t in micro_batches)
     for tokens, targets in micro_batches:
-        loss = model_loss(ck, w, tokens, targets)
-        (loss / n).backward()
+        if masked:  # the sum over the step's counted targets, over their count
+            loss = model_loss(ck, w, tokens, targets, "sum") / max(counted, 1)
+            loss.backward()
+        else:
+            loss = model_loss(ck, w, tokens, targets)
+            (loss / n).backward()
         total += float(loss.detach())
     grads = {name: t.grad.detach().double().numpy().copy() for name, t in w.items()}
     for alias, target in ck.aliases.items():
         grads[alias] = grads[target]
-    return total / n, grads
+    return (total if masked else total / n), grads
 
 
 def loss_only(ck: Checkpoint, micro_batches, dtype=torch.float64) -> float:
