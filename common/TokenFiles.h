@@ -48,7 +48,7 @@ constexpr uint32_t kExampleMagic = 20261101, kExampleVersion = 1;
 
 /// What an example file's header says, and where its parts lie in the file.
 struct ExampleLayout {
-  int width = 2;   ///< Bytes per token id: 2 or 4.
+  int width = 2; ///< Bytes per token id: 2 or 4.
   uint32_t padId = 0;
   uint64_t examples = 0, tokens = 0;
   size_t startsOffset = 0, tokensOffset = 0, maskOffset = 0, fileBytes = 0;

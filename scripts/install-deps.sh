@@ -13,6 +13,7 @@ packages=(
   libsentencepiece-dev                # SentencePiece tokenizer.model files
   sentencepiece python3-sentencepiece # spm_train and Python's SentencePiece for their tests
   python3-xxhash                      # the same checksum for the tests that edit plans
+  python3-jinja2                      # the chat templates' reference (Hugging Face's renderer)
   iproute2                            # network namespaces as hosts for the multi-host tests
   libtcmalloc-minimal4 libjemalloc2   # allocators the benchmark tries for each side
   googletest libgtest-dev

@@ -197,6 +197,11 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path, std::string 
     }
     *id = *found;
   }
+  // transformers 4.43 and later save the template beside the config as chat_template.jinja.
+  fs::path jinja = (folder.empty() ? fs::path(".") : folder) / "chat_template.jinja";
+  if (config.chatTemplate.empty() && isFile(jinja) &&
+      !readFile(jinja.string(), config.chatTemplate, error))
+    return nullptr;
   tokenizer->chatTemplate_ = std::move(config.chatTemplate);
   tokenizer->description_ = file.filename().string() + ": " + tokenizer->description_;
   return tokenizer;

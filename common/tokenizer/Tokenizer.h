@@ -70,7 +70,8 @@ public:
   /// <eos> (GPT-2's tokenizer.json names none).
   std::optional<uint32_t> bosId() const { return bos_; }
   std::optional<uint32_t> eosId() const { return eos_; }
-  /// tokenizer_config.json's chat_template (the "default" one of a list), or empty.
+  /// tokenizer_config.json's chat_template (the "default" one of a list), else the folder's
+  /// chat_template.jinja, or empty.
   const std::string &chatTemplate() const { return chatTemplate_; }
   /// One line saying what was loaded, e.g. "tokenizer.json: byte-level BPE, 50257 ids".
   const std::string &description() const { return description_; }

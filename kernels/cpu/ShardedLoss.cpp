@@ -56,7 +56,7 @@ void ceLoss(int64_t rows, const float *m, const float *s, const float *t, double
             float *loss) {
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r)
-    if (s[r] > 0.0f)
+    if (s[r] != 0.0f) // Not `> 0`: a NaN sum must reach the loss.
       total += static_cast<double>(m[r]) + std::log(static_cast<double>(s[r])) - t[r];
   *loss = static_cast<float>(total * scale);
 }

@@ -70,7 +70,7 @@ __global__ void lossKernel(int64_t rows, const float *m, const float *s, const f
   __shared__ double partial[kRowThreads];
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    if (s[r] > 0.0f)
+    if (s[r] != 0.0f) // Not `> 0`: a NaN sum must reach the loss.
       sum += static_cast<double>(m[r]) + log(static_cast<double>(s[r])) - t[r];
   partial[threadIdx.x] = sum;
   __syncthreads();

@@ -2,18 +2,61 @@
 
 #include "runtime/host/TextCodec.h"
 
+#include "common/tokenizer/ChatTemplate.h"
+#include "common/tokenizer/ChatTemplateSource.h"
+#include "common/tokenizer/JsonReader.h"
 #include "common/tokenizer/Tokenizer.h"
 #include "runtime/core/Rng.h"
 #include "runtime/host/Data.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace tessel::rt {
 
 namespace {
 /// U+FFFD in UTF-8: what a decoder gives for the bytes of a character not yet complete.
 constexpr char kReplacement[] = "\xEF\xBF\xBD";
+
+/// The eos_token_id of generation_config.json in `folder` (a number or a list of them); none
+/// where the file is absent. A file that is not JSON, or holds something else there, fails.
+bool generationStops(const std::filesystem::path &folder, std::vector<int32_t> &ids,
+                     std::string &error) {
+  const std::filesystem::path file = folder / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    return true;
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  tok::JsonDocument doc;
+  std::string why;
+  if (!doc.parse(text.str(), why) || !doc.root().isObject()) {
+    error = file.string() + ": " + (why.empty() ? "not a JSON object" : why);
+    return false;
+  }
+  const tok::JsonValue eos = doc.root().find("eos_token_id");
+  if (!eos.valid() || eos.isNull())
+    return true;
+  auto add = [&](const tok::JsonValue &v) {
+    if (!v.isInteger() || v.integer() < 0 || v.integer() > INT32_MAX) {
+      error = file.string() + ": eos_token_id (" + v.location() + ") is not a token id";
+      return false;
+    }
+    ids.push_back(static_cast<int32_t>(v.integer()));
+    return true;
+  };
+  if (!eos.isArray())
+    return add(eos);
+  for (size_t i = 0; i < eos.size(); ++i)
+    if (!add(eos.at(i)))
+      return false;
+  return true;
+}
 } // namespace
 
 TextCodec::~TextCodec() = default;
@@ -34,6 +77,13 @@ std::unique_ptr<TextCodec> TextCodec::create(const std::string &kind,
     }
     codec->kind_ = Kind::Tokenizer;
     codec->description_ = tokenizerPath;
+    if (std::optional<uint32_t> eos = codec->tokenizer_->eosId())
+      codec->stops_.push_back(static_cast<int32_t>(*eos));
+    std::error_code ec;
+    const std::filesystem::path path(tokenizerPath);
+    if (!generationStops(std::filesystem::is_directory(path, ec) ? path : path.parent_path(),
+                         codec->stops_, error))
+      return nullptr;
   } else if (kind == "byte") {
     codec->description_ = "the byte tokenizer";
   } else {
@@ -80,6 +130,51 @@ bool TextCodec::encodePrompt(const std::string &prompt, bool given, std::vector<
   return true;
 }
 
+bool TextCodec::encodeChat(const std::string &user, const std::string &system,
+                           const std::string &templateName, std::vector<int32_t> &ids,
+                           std::string &error) const {
+  if (kind_ != Kind::Tokenizer) {
+    error = "--chat needs the model's tokenizer (--tokenizer PATH, or the one beside the "
+            "pretrained weights): a chat template is text";
+    return false;
+  }
+  std::unique_ptr<tok::ChatTemplate> chat =
+      tok::loadChatTemplate(templateName, *tokenizer_, "--chat-template", error);
+  if (!chat)
+    return false;
+  namespace chatv = tok::chat;
+  auto message = [](const char *role, const std::string &content) {
+    chatv::Dict d;
+    d.set(chatv::Value::string("role"), chatv::Value::string(role));
+    d.set(chatv::Value::string("content"), chatv::Value::string(content));
+    return chatv::Value::dict(std::move(d));
+  };
+  chatv::List messages;
+  if (!system.empty())
+    messages.push_back(message("system", system));
+  messages.push_back(message("user", user));
+  tok::ChatTemplate::Options options;
+  options.addGenerationPrompt = true;
+  if (std::optional<uint32_t> bos = tokenizer_->bosId())
+    options.bosToken = tokenizer_->idToToken(*bos).value_or("");
+  if (std::optional<uint32_t> eos = tokenizer_->eosId())
+    options.eosToken = tokenizer_->idToToken(*eos).value_or("");
+  std::string text;
+  if (!chat->render(chatv::Value::list(std::move(messages)), options, text, error)) {
+    error = "the chat template: " + error;
+    return false;
+  }
+  // The template writes the special tokens (BOS included) as text.
+  ids.clear();
+  for (uint32_t id : tokenizer_->encode(text, /*addSpecialTokens=*/false))
+    ids.push_back(static_cast<int32_t>(id));
+  if (ids.empty()) {
+    error = "the chat template renders the prompt as no tokens";
+    return false;
+  }
+  return true;
+}
+
 std::string TextCodec::echo(const std::string &prompt, bool given,
                             const std::vector<int32_t> &ids) const {
   switch (kind_) {
@@ -121,10 +216,8 @@ std::string TextCodec::append(int32_t id) {
   return fresh;
 }
 
-std::optional<int32_t> TextCodec::endOfSequence() const {
-  if (kind_ == Kind::Tokenizer && tokenizer_->eosId())
-    return static_cast<int32_t>(*tokenizer_->eosId());
-  return std::nullopt;
+bool TextCodec::endsSample(int32_t id) const {
+  return std::find(stops_.begin(), stops_.end(), id) != stops_.end();
 }
 
 int32_t sampleToken(const float *logits, int64_t vocab, double temperature, int64_t topK,

@@ -4,7 +4,9 @@
 // (each byte a token), pre-tokenized data (a prompt of token ids, ids printed), or a real
 // tokenizer (common/tokenizer: a Hugging Face tokenizer.json or a SentencePiece model), whose
 // prompt is encoded with its special tokens and whose sampled ids are printed as text as soon
-// as they decode to whole characters; sampling stops at its end-of-sequence token.
+// as they decode to whole characters; sampling stops at its end-of-sequence token (and at the
+// ids that generation_config.json beside it lists as eos_token_id). In a chat (--chat), the
+// prompt is the user's turn, rendered with a chat template and its generation prompt.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_HOST_TEXTCODEC_H
@@ -36,12 +38,21 @@ public:
   /// the tokenizer's BOS).
   bool encodePrompt(const std::string &prompt, bool given, std::vector<int32_t> &ids,
                     std::string &error) const;
+  /// The prompt as the user's turn of a conversation (after a system turn where `system` is
+  /// given), rendered with the chat template `templateName` names (empty: the tokenizer's own;
+  /// common/tokenizer/ChatTemplateSource.h) and its generation prompt, and encoded: what the
+  /// model answers. Needs a tokenizer.
+  bool encodeChat(const std::string &user, const std::string &system,
+                  const std::string &templateName, std::vector<int32_t> &ids,
+                  std::string &error) const;
   /// What to print of the prompt, so that the output reads as one text.
   std::string echo(const std::string &prompt, bool given, const std::vector<int32_t> &ids) const;
   /// Takes a sampled id; returns the text it completes (empty while a character is partial).
   std::string append(int32_t id);
-  /// The id that ends a sample, when the tokenizer has one.
-  std::optional<int32_t> endOfSequence() const;
+  /// Whether `id` ends a sample: the tokenizer's end-of-sequence token, or an id that
+  /// generation_config.json beside the tokenizer names as eos_token_id (a chat model's
+  /// end-of-turn token, such as Llama 3's <|eot_id|>).
+  bool endsSample(int32_t id) const;
   /// "the byte tokenizer", "token ids", or the tokenizer's path.
   const std::string &description() const { return description_; }
 
@@ -49,6 +60,7 @@ private:
   TextCodec() = default;
   enum class Kind { Bytes, Ids, Tokenizer } kind_ = Kind::Bytes;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
+  std::vector<int32_t> stops_; ///< The ids that end a sample.
   std::string description_;
   std::vector<uint32_t> sampled_;
   size_t printed_ = 0; ///< Bytes of the sampled ids' text printed so far.

@@ -1478,7 +1478,10 @@ int generate(const Plan &plan, const RunOptions &options) {
   }
   auto codec = TextCodec::create(s.tokenizer, tokenizerPath, s.vocab, err);
   std::vector<int32_t> context;
-  if (!codec || !codec->encodePrompt(options.prompt, options.promptGiven, context, err)) {
+  if (!codec ||
+      !(options.chat ? codec->encodeChat(options.prompt, options.system, options.chatTemplate,
+                                         context, err)
+                     : codec->encodePrompt(options.prompt, options.promptGiven, context, err))) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
@@ -1528,9 +1531,10 @@ int generate(const Plan &plan, const RunOptions &options) {
   }
 
   // The prompt is echoed, so the output reads as one continuous text (or list of ids).
-  const std::string echo = codec->echo(options.prompt, options.promptGiven, context);
+  // In a chat only the answer is printed.
+  const std::string echo =
+      options.chat ? std::string() : codec->echo(options.prompt, options.promptGiven, context);
   std::fwrite(echo.data(), 1, echo.size(), stdout);
-  const std::optional<int32_t> eos = codec->endOfSequence();
   Rng rng(options.seed.value_or(static_cast<int64_t>(s.seed)));
   std::vector<float> probs(static_cast<size_t>(s.vocab));
   std::vector<int32_t> window(static_cast<size_t>(s.seq));
@@ -1559,7 +1563,7 @@ int generate(const Plan &plan, const RunOptions &options) {
     const int32_t next = sampleToken(logits, s.vocab, options.temperature, options.topK,
                                      options.topP, rng, probs);
     context.push_back(next);
-    if (eos && next == *eos)
+    if (codec->endsSample(next))
       break;
     const std::string text = codec->append(next);
     std::fwrite(text.data(), 1, text.size(), stdout);

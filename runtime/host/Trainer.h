@@ -75,6 +75,10 @@ struct RunOptions {
   /// The tokenizer prompts are encoded and samples decoded with; "": a pretrained model's own
   /// (beside the weights --init-from names), else the spec's byte or token-id text.
   std::string tokenizer;
+  /// --chat: the prompt is a user's turn, after --system's, rendered with --chat-template (or
+  /// the tokenizer's template).
+  bool chat = false;
+  std::string system, chatTemplate;
 };
 
 /// Exit status: 0 done, 1 a failure in the data, a checkpoint or the numbers.

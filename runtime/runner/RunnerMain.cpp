@@ -171,6 +171,13 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
          "SentencePiece .model, or a folder with one); default: the tokenizer beside the "
          "pretrained weights the spec starts from, if any; sampling stops at its end-of-sequence "
          "token");
+  p.flag("chat", o.chat,
+         "take the prompt as a user's turn: render it with the chat template and its generation "
+         "prompt, and print the answer");
+  p.text("system", o.system, "TEXT", "with --chat: a system turn before the user's");
+  p.text("chat-template", o.chatTemplate, "NAME|FILE",
+         "with --chat: a built-in template or a file holding one (a .jinja file or a "
+         "tokenizer_config.json); default: the tokenizer's own");
 
   p.section("Export");
   p.text("export-hf", o.exportHf, "DIR",
@@ -378,6 +385,13 @@ static int runnerMain(int argc, char **argv) {
   if (!o.resume.empty() && o.initFrom)
     return parser.usageError("--resume continues a run (its weights, optimizer and step); "
                              "--init-from starts a new one from weights: give one of them");
+  if ((o.chat || !o.system.empty() || !o.chatTemplate.empty()) && !o.generate)
+    return parser.usageError("--chat, --system and --chat-template shape what --generate "
+                             "samples");
+  if ((!o.system.empty() || !o.chatTemplate.empty()) && !o.chat)
+    return parser.usageError("--system and --chat-template go with --chat");
+  if (o.chat && !o.promptGiven)
+    return parser.usageError("--chat needs the user's turn: give it with --prompt");
   if (o.generate && (!o.tracePath.empty() || !o.svgPath.empty()))
     return parser.usageError("--trace and --svg record a training step");
   if (!o.svgPath.empty()) {

@@ -898,6 +898,18 @@ TEST(CpuKernelsLoss, IgnoredTargetsCountNothing) {
   EXPECT_EQ(loss, 0.0f);
 }
 
+TEST(CpuKernelsShardedLoss, IgnoredRowsAreSkippedButNonFiniteSumsAreNot) {
+  // ce_sums marks an ignored row with s = 0; a NaN or infinite sum must still reach the loss.
+  const Floats m = {0, 0, 0}, t = {0, 0, 0};
+  float loss = 0;
+  ceLoss(3, m.data(), Floats{1, 0, 1}.data(), t.data(), 1.0, &loss);
+  EXPECT_EQ(loss, 0.0f);
+  ceLoss(3, m.data(), Floats{1, 0, NAN}.data(), t.data(), 1.0, &loss);
+  EXPECT_TRUE(std::isnan(loss));
+  ceLoss(3, m.data(), Floats{INFINITY, 0, 1}.data(), t.data(), 1.0, &loss);
+  EXPECT_TRUE(std::isinf(loss));
+}
+
 TEST(CpuKernelsLoss, CrossEntropyRejectsBadTargets) {
   const int64_t rows = 20, cols = 256;
   const Floats x(rows * cols, 0.0f);

@@ -44,7 +44,8 @@ TEST(TextCodec, BytesAndIds) {
   ASSERT_TRUE(bytes->encodePrompt("hi", true, ids, error));
   EXPECT_EQ(ids, (std::vector<int32_t>{'h', 'i'}));
   EXPECT_EQ(bytes->append('!'), "!");
-  EXPECT_FALSE(bytes->endOfSequence());
+  for (int32_t id : {0, 10, 255})
+    EXPECT_FALSE(bytes->endsSample(id));
   auto tokens = TextCodec::create("tokens", "", 50257, error);
   ASSERT_TRUE(tokens->encodePrompt("15496 11", true, ids, error)) << error;
   EXPECT_EQ(ids, (std::vector<int32_t>{15496, 11}));
@@ -92,7 +93,8 @@ TEST(TextCodec, TokenizerPrintsWholeCharactersAndKnowsItsEnd) {
   std::string error;
   auto codec = TextCodec::create("tokens", dir.path(), 300, error);
   ASSERT_TRUE(codec) << error;
-  ASSERT_EQ(codec->endOfSequence(), std::optional<int32_t>(256));
+  EXPECT_TRUE(codec->endsSample(256));
+  EXPECT_FALSE(codec->endsSample(255));
   std::vector<int32_t> ids;
   ASSERT_TRUE(codec->encodePrompt("hé", true, ids, error)) << error;
   EXPECT_EQ(ids, (std::vector<int32_t>{'h', 0xC3, 0xA9}));
@@ -102,4 +104,38 @@ TEST(TextCodec, TokenizerPrintsWholeCharactersAndKnowsItsEnd) {
   EXPECT_EQ(codec->append(0xA9), "\xC3\xA9");
   EXPECT_FALSE(TextCodec::create("tokens", dir.path(), 200, error));
   EXPECT_NE(error.find("more than the model's 200"), std::string::npos) << error;
+
+  // Without a chat template, --chat says where one comes from.
+  EXPECT_FALSE(codec->encodeChat("hi", "", "", ids, error));
+  EXPECT_NE(error.find("the tokenizer has no chat template"), std::string::npos) << error;
+  // A chat: the template's rendering of a system and a user turn with the generation prompt,
+  // encoded as it is (the template writes the special tokens); generation_config.json's
+  // eos_token_id ends a sample too.
+  writeFile(dir.path() + "/tokenizer_config.json",
+            R"({"eos_token": "<|endoftext|>", "chat_template": "{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"})");
+  writeFile(dir.path() + "/generation_config.json", R"({"eos_token_id": [256, 10]})");
+  codec = TextCodec::create("tokens", dir.path(), 300, error);
+  ASSERT_TRUE(codec) << error;
+  ASSERT_TRUE(codec->encodeChat("hi", "be", "", ids, error)) << error;
+  std::vector<int32_t> want;
+  for (unsigned char c : std::string("<system>be"))
+    want.push_back(c);
+  want.push_back(256);
+  for (unsigned char c : std::string("<user>hi"))
+    want.push_back(c);
+  want.push_back(256);
+  for (unsigned char c : std::string("<assistant>"))
+    want.push_back(c);
+  EXPECT_EQ(ids, want);
+  EXPECT_TRUE(codec->endsSample(256));
+  EXPECT_TRUE(codec->endsSample(10));
+  EXPECT_FALSE(codec->endsSample(11));
+  // A built-in template by name, and one that does not exist.
+  ASSERT_TRUE(codec->encodeChat("hi", "", "chatml", ids, error)) << error;
+  EXPECT_FALSE(codec->encodeChat("hi", "", "no-such-template", ids, error));
+  EXPECT_NE(error.find("neither a file nor a built-in template"), std::string::npos) << error;
+  // A generation_config.json whose eos_token_id is no id is refused.
+  writeFile(dir.path() + "/generation_config.json", R"({"eos_token_id": "x"})");
+  EXPECT_FALSE(TextCodec::create("tokens", dir.path(), 300, error));
+  EXPECT_NE(error.find("generation_config.json: eos_token_id"), std::string::npos) << error;
 }

@@ -1,15 +1,23 @@
 //===- Tokenize.cpp - tessel tokenize -------------------------------------===//
 //
-// Text to llm.c's token files. Each document is encoded with the tokenizer's special tokens
-// (its post-processor's: Llama 3's <|begin_of_text|> before it) and followed by the
+// Text to token files. Each document is encoded with the tokenizer's special tokens (its
+// post-processor's: Llama 3's <|begin_of_text|> before it) and followed by the
 // end-of-sequence token when the tokenizer names one (GPT-2's <|endoftext|>, Llama 3's
 // <|end_of_text|>), so the documents of a file stay apart as llm.c's and nanoGPT's data keep
-// them. The output is written to a temporary file beside it and renamed when whole.
+// them. JSON lines that are fine-tuning examples (prompt and completion, or a chat's
+// messages) become an example file instead, each example with its loss mask
+// (TokenizeExamples.h). The output is written to a temporary file beside it and renamed when
+// whole.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Tokenize.h"
+#include "TokenFileWriter.h"
+#include "TokenizeExamples.h"
 
+#include "common/tokenizer/ChatTemplate.h"
+#include "common/tokenizer/ChatTemplateSource.h"
+#include "common/tokenizer/JsonReader.h"
 #include "common/tokenizer/Tokenizer.h"
 #include "common/tokenizer/Utf8.h"
 
@@ -17,7 +25,6 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -65,94 +72,19 @@ cl::opt<double> valFractionArg("val-fraction",
 cl::opt<std::string> valOutputArg("val-out", cl::desc("The token file of the validation documents"),
                                   cl::value_desc("VAL.bin"), cl::sub(tokenizeCommand));
 cl::opt<bool> quietArg("quiet", cl::desc("Print nothing but errors"), cl::sub(tokenizeCommand));
-
-/// llm.c's token files (runtime/host/Data.cpp reads them): 256 int32 of header, then the ids,
-/// uint16 (magic 20240520, version 1) where every id fits, else uint32 (20240801, version 7).
-constexpr uint32_t kMagic16 = 20240520, kMagic32 = 20240801;
-constexpr size_t kHeaderWords = 256;
-/// llm.c reads the count as an int32.
-constexpr uint64_t kMaxTokens = 0x7FFFFFFF;
-
-/// One token file being written: a temporary file beside `path`, renamed over it by finish().
-class TokenFile {
-public:
-  TokenFile(std::string path, bool wide) : path_(std::move(path)), wide_(wide) {}
-  ~TokenFile() {
-    out_.reset();
-    if (temp_)
-      consumeError(temp_->discard());
-  }
-
-  bool open(std::string &error) {
-    Expected<sys::fs::TempFile> temp = sys::fs::TempFile::create(path_ + ".tmp-%%%%%%");
-    if (!temp) {
-      error = "cannot write '" + path_ + "': " + toString(temp.takeError());
-      return false;
-    }
-    temp_.emplace(std::move(*temp));
-    out_ = std::make_unique<raw_fd_ostream>(temp_->FD, /*shouldClose=*/false);
-    out_->SetBufferSize(1 << 20);
-    std::string header(kHeaderWords * 4, '\0');
-    out_->write(header.data(), header.size());
-    return true;
-  }
-
-  bool append(const std::vector<uint32_t> &ids, std::string &error) {
-    if (count_ + ids.size() > kMaxTokens) {
-      error = "'" + path_ + "' would hold more than " + std::to_string(kMaxTokens) +
-              " tokens, the most an llm.c token file counts; give fewer inputs per output file";
-      return false;
-    }
-    bytes_.clear();
-    for (uint32_t id : ids) {
-      bytes_.push_back(static_cast<char>(id & 0xFF));
-      bytes_.push_back(static_cast<char>((id >> 8) & 0xFF));
-      if (wide_) {
-        bytes_.push_back(static_cast<char>((id >> 16) & 0xFF));
-        bytes_.push_back(static_cast<char>(id >> 24));
-      }
-    }
-    out_->write(bytes_.data(), bytes_.size());
-    count_ += ids.size();
-    return true;
-  }
-
-  bool finish(std::string &error) {
-    uint32_t header[3] = {wide_ ? kMagic32 : kMagic16, wide_ ? 7u : 1u,
-                          static_cast<uint32_t>(count_)};
-    char bytes[12];
-    for (int w = 0; w < 3; ++w)
-      for (int b = 0; b < 4; ++b)
-        bytes[w * 4 + b] = static_cast<char>((header[w] >> (8 * b)) & 0xFF);
-    out_->seek(0);
-    out_->write(bytes, sizeof(bytes));
-    out_->flush();
-    if (out_->has_error()) {
-      error = "cannot write '" + path_ + "': " + out_->error().message();
-      out_->clear_error();
-      return false;
-    }
-    out_.reset();
-    Error kept = temp_->keep(path_);
-    temp_.reset();
-    if (kept) {
-      error = "cannot write '" + path_ + "': " + toString(std::move(kept));
-      return false;
-    }
-    return true;
-  }
-
-  uint64_t count() const { return count_; }
-  const std::string &path() const { return path_; }
-
-private:
-  std::string path_;
-  bool wide_;
-  std::optional<sys::fs::TempFile> temp_;
-  std::unique_ptr<raw_fd_ostream> out_;
-  std::string bytes_;
-  uint64_t count_ = 0;
-};
+cl::opt<std::string>
+    chatTemplateArg("chat-template",
+                    cl::desc("For chat examples: a built-in template's name, or a file holding "
+                             "one (a .jinja file, or a tokenizer_config.json); default: the "
+                             "tokenizer's own"),
+                    cl::value_desc("name|file"), cl::sub(tokenizeCommand));
+enum class TrainOn { Completion, All };
+cl::opt<TrainOn> trainOnArg(
+    "train-on", cl::desc("Which tokens of an example the loss counts"),
+    cl::values(clEnumValN(TrainOn::Completion, "completion",
+                          "the completion, or a chat's assistant turns (default)"),
+               clEnumValN(TrainOn::All, "all", "every token")),
+    cl::init(TrainOn::Completion), cl::sub(tokenizeCommand));
 
 /// Progress on stderr, about once a second: bytes read of all, the rate, the tokens.
 class Progress {
@@ -182,9 +114,10 @@ private:
 
 bool isJsonLines(StringRef path) { return path.ends_with(".jsonl") || path.ends_with(".ndjson"); }
 
-/// Calls `document(text, where)` for each document of `path`: the whole file, or each line of a
-/// JSON-lines file (blank lines skipped). Returns 1 for a bad line (having said where), 2 when
-/// the file cannot be read, or what `document` returns when it is not 0.
+/// Calls `document(text, line, where)` for each document of `path`: the whole file (`line`
+/// null), or each line of a JSON-lines file (blank lines skipped; `line` the parsed object, and
+/// `text` its --field where it has one). Returns 1 for a bad line (having said where), 2 when the
+/// file cannot be read, or what `document` returns when it is not 0.
 template <typename Fn> int forEachDocument(const std::string &path, Fn &&document) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) {
@@ -212,24 +145,31 @@ template <typename Fn> int forEachDocument(const std::string &path, Fn &&documen
       repaired = tok::repairUtf8(line);
       line = repaired;
     }
-    Expected<json::Value> value = json::parse(StringRef(line.data(), line.size()));
-    if (!value) {
-      errs() << where << ": error: not valid JSON: " << toString(value.takeError()) << "\n";
+    tok::JsonDocument json;
+    std::string why;
+    if (!json.parse(line, why)) {
+      errs() << where << ": error: not valid JSON: " << why << "\n";
       return 1;
     }
-    const json::Object *object = value->getAsObject();
-    const json::Value *field = object ? object->get(fieldArg) : nullptr;
-    if (!field) {
-      errs() << where << ": error: " << (object ? "no field '" + fieldArg + "'" : "not an object")
-             << " (--field names the one holding the text)\n";
+    const tok::JsonValue object = json.root();
+    if (!object.isObject()) {
+      errs() << where << ": error: not an object\n";
       return 1;
     }
-    std::optional<StringRef> text = field->getAsString();
-    if (!text) {
+    if (lineKind(object) != LineKind::Document)
+      return document(std::string_view(), &object, where);
+    const tok::JsonValue field = object.find(fieldArg);
+    if (!field.valid()) {
+      errs() << where << ": error: no field '" << fieldArg
+             << "' (--field names the one holding the text; a fine-tuning example has "
+                "'prompt' and 'completion', or 'messages')\n";
+      return 1;
+    }
+    if (!field.isString()) {
       errs() << where << ": error: field '" << fieldArg << "' is not a string\n";
       return 1;
     }
-    return document(std::string_view(text->data(), text->size()), where);
+    return document(field.string(), &object, where);
   };
   while (true) {
     size_t got = std::fread(chunk.data(), 1, chunk.size(), f);
@@ -250,7 +190,7 @@ template <typename Fn> int forEachDocument(const std::string &path, Fn &&documen
   }
   if (lines)
     return buffer.empty() ? 0 : emitLine(buffer);
-  return document(buffer, path);
+  return document(buffer, nullptr, path);
 }
 
 } // namespace
@@ -294,29 +234,77 @@ int runTokenize() {
     totalBytes += size;
   }
   const bool wide = tokenizer->vocabSize() > 0x10000;
-  TokenFile train(outputArg, wide);
-  std::optional<TokenFile> validation;
-  if (!valOutputArg.empty())
-    validation.emplace(valOutputArg, wide);
-  if (!train.open(error) || (validation && !validation->open(error))) {
-    errs() << "tessel: error: " << error << "\n";
-    return 2;
-  }
-  if (!quietArg)
-    errs() << "tessel tokenize: " << tokenizer->description()
-           << (appendEos ? ", end-of-sequence token after each document" : "") << "\n";
+  // The outputs are made when the first document or example shows which kind they are.
+  std::optional<TokenFileWriter> train, validation;
+  TokenFileWriter::Kind kind = TokenFileWriter::Kind::Stream;
+  std::string firstWhere;
+  auto openOutputs = [&](TokenFileWriter::Kind k) {
+    kind = k;
+    // Padding fills an example's row past its end; its targets are ignored, so any id does.
+    const uint32_t pad = eos.value_or(0);
+    train.emplace(outputArg, wide, k, pad);
+    if (!valOutputArg.empty())
+      validation.emplace(valOutputArg, wide, k, pad);
+    if (!train->open(error) || (validation && !validation->open(error))) {
+      errs() << "tessel: error: " << error << "\n";
+      return false;
+    }
+    return true;
+  };
+
+  ExampleRecipe recipe;
+  recipe.tokenizer = tokenizer.get();
+  recipe.addSpecialTokens = specialTokensArg;
+  recipe.eos = eos;
+  recipe.trainOnAll = trainOnArg == TrainOn::All;
+  if (std::optional<uint32_t> bos = tokenizer->bosId())
+    recipe.bosToken = tokenizer->idToToken(*bos).value_or("");
+  if (eos)
+    recipe.eosToken = tokenizer->idToToken(*eos).value_or("");
+  std::unique_ptr<tok::ChatTemplate> chat;
+  bool chatLoaded = false;
 
   Progress progress(totalBytes);
-  uint64_t documents = 0, validationDocuments = 0, bytesDone = 0, tokens = 0;
+  uint64_t documents = 0, validationDocuments = 0, bytesDone = 0, tokens = 0, trainedTokens = 0;
   std::vector<uint32_t> ids;
+  std::vector<uint8_t> trained;
   for (const std::string &input : inputArgs) {
-    int rc = forEachDocument(input, [&](std::string_view text, const std::string &) -> int {
-      if (text.empty())
-        return 0; // an empty document adds nothing, not even its separators
-      ids.clear();
-      tokenizer->encodeAppend(text, specialTokensArg, ids);
-      if (appendEos)
-        ids.push_back(*eos);
+    int rc = forEachDocument(input, [&](std::string_view text, const tok::JsonValue *line,
+                                        const std::string &where) -> int {
+      const bool example = line && lineKind(*line) != LineKind::Document;
+      const TokenFileWriter::Kind want =
+          example ? TokenFileWriter::Kind::Examples : TokenFileWriter::Kind::Stream;
+      if (!train) {
+        if (!openOutputs(want))
+          return 2;
+        firstWhere = where;
+      } else if (want != kind) {
+        errs() << where << ": error: " << (example ? "a fine-tuning example" : "a document")
+               << ", but " << firstWhere << " was "
+               << (example ? "a document" : "a fine-tuning example")
+               << "; one output holds one kind (documents make a token stream, examples an "
+                  "example file)\n";
+        return 1;
+      }
+      if (example) {
+        if (lineKind(*line) == LineKind::Chat && !chatLoaded) {
+          chat = tok::loadChatTemplate(chatTemplateArg, *tokenizer, "--chat-template",
+                                       recipe.noChatReason);
+          recipe.chat = chat.get();
+          chatLoaded = true;
+        }
+        if (!buildExample(*line, recipe, ids, trained, error)) {
+          errs() << where << ": error: " << error << "\n";
+          return 1;
+        }
+      } else {
+        if (text.empty())
+          return 0; // an empty document adds nothing, not even its separators
+        ids.clear();
+        tokenizer->encodeAppend(text, specialTokensArg, ids);
+        if (appendEos)
+          ids.push_back(*eos);
+      }
       // Document i is held out when floor((i + 1) F) passes an integer: a fraction F of the
       // documents, spread evenly and the same on every run.
       const bool held =
@@ -324,8 +312,11 @@ int runTokenize() {
       ++documents;
       validationDocuments += held;
       tokens += ids.size();
-      bytesDone += text.size();
-      if (!(held ? *validation : train).append(ids, error)) {
+      for (uint8_t t : trained)
+        trainedTokens += example ? t : 0;
+      bytesDone += example ? 0 : text.size();
+      TokenFileWriter &out = held ? *validation : *train;
+      if (!(example ? out.appendExample(ids, trained, error) : out.append(ids, error))) {
         errs() << "tessel: error: " << error << "\n";
         return 2;
       }
@@ -335,20 +326,37 @@ int runTokenize() {
     if (rc)
       return rc;
   }
+  if (!train && !openOutputs(TokenFileWriter::Kind::Stream))
+    return 2;
+  if (!quietArg && kind == TokenFileWriter::Kind::Stream)
+    errs() << "tessel tokenize: " << tokenizer->description()
+           << (appendEos ? ", end-of-sequence token after each document" : "") << "\n";
   if (validation && validationDocuments == 0) {
+    const char *noun = kind == TokenFileWriter::Kind::Examples ? "examples" : "documents";
     errs() << "tessel: error: --val-fraction " << format("%g", fraction) << " of " << documents
-           << " documents holds none; give at least "
-           << static_cast<uint64_t>(std::ceil(1 / fraction)) << " documents or a larger fraction\n";
+           << " " << noun << " holds none; give at least "
+           << static_cast<uint64_t>(std::ceil(1 / fraction)) << " " << noun
+           << " or a larger fraction\n";
     return 1;
   }
-  if (!train.finish(error) || (validation && !validation->finish(error))) {
+  if (!train->finish(error) || (validation && !validation->finish(error))) {
     errs() << "tessel: error: " << error << "\n";
     return 2;
   }
-  if (!quietArg) {
-    const char *kind = wide ? "uint32, llm.c version 7" : "uint16, llm.c version 1";
+  if (!quietArg && kind == TokenFileWriter::Kind::Examples) {
+    errs() << "tessel tokenize: " << tokenizer->description() << "; "
+           << documents - validationDocuments << " examples, " << train->count()
+           << " tokens (" << (wide ? "uint32" : "uint16") << ", Tessel example file) in "
+           << train->path();
+    if (validation)
+      errs() << "; " << validationDocuments << " examples, " << validation->count()
+             << " tokens in " << validation->path();
+    errs() << "; " << trainedTokens << " of " << tokens << " tokens trained ("
+           << format("%.1f", tokens ? 100.0 * trainedTokens / tokens : 0.0) << "%)\n";
+  } else if (!quietArg) {
+    const char *what = wide ? "uint32, llm.c version 7" : "uint16, llm.c version 1";
     errs() << "tessel tokenize: " << documents - validationDocuments << " documents, "
-           << train.count() << " tokens (" << kind << ") in " << train.path();
+           << train->count() << " tokens (" << what << ") in " << train->path();
     if (validation)
       errs() << "; " << validationDocuments << " documents, " << validation->count()
              << " tokens in " << validation->path();
