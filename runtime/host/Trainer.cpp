@@ -825,6 +825,15 @@ bool Session::sampleMicroBatch(int64_t step, int64_t micro, int64_t &counted) {
   return true;
 }
 
+/// StepContext::targetScale of a batch of `positions` targets, `counted` of which count. A
+/// batch none of whose targets counts has loss 0 and no gradient, whatever the factor; one
+/// whose targets all count keeps the plan's factor exactly.
+static double targetScaleOf(int64_t positions, int64_t counted) {
+  return counted == positions || counted == 0
+             ? 1.0
+             : static_cast<double>(positions) / static_cast<double>(counted);
+}
+
 bool Session::sampleStep(int64_t step) {
   // The micro-batches are drawn in order before any runs: the loss is the mean over the
   // targets of the whole step that count, which all of them hold.
@@ -838,10 +847,7 @@ bool Session::sampleStep(int64_t step) {
     positions += static_cast<int64_t>(dataRows_.size()) * s_.seq;
     stepBatches_[micro] = MicroBatchData{tokens_, targets_};
   }
-  // A step none of whose targets counts has loss 0 and no gradient, whatever the factor.
-  targetScale_ = counted == positions || counted == 0
-                     ? 1.0
-                     : static_cast<double>(positions) / static_cast<double>(counted);
+  targetScale_ = targetScaleOf(positions, counted);
   return true;
 }
 
@@ -893,11 +899,8 @@ int Session::pipelineForwardBackward(int64_t step, double &loss) {
 
 bool Session::evalBatch(int64_t counted, double &loss) {
   std::string err;
-  const int64_t positions = static_cast<int64_t>(tokens_.size());
   const StepContext ctx{1, 0, s_.seed,
-                        counted == positions || counted == 0
-                            ? 1.0
-                            : static_cast<double>(positions) / static_cast<double>(counted)};
+                        targetScaleOf(static_cast<int64_t>(tokens_.size()), counted)};
   if (ranks_->pipeline()) {
     std::vector<float> out;
     if (!ranks_->runForwardChain("eval", ctx, {tokens_, targets_}, out, err) ||

@@ -65,13 +65,13 @@ bool TokenFileWriter::append(const std::vector<uint32_t> &ids, std::string &erro
 
 bool TokenFileWriter::appendExample(const std::vector<uint32_t> &ids,
                                     const std::vector<uint8_t> &trained, std::string &error) {
-  if (ids.size() != trained.size() || ids.size() < 2) {
-    error = "an example needs 2 or more tokens and a mask byte for each";
+  // An example's first token is predicted from nothing: never a trained target.
+  if (ids.size() != trained.size() || ids.size() < 2 || trained[0] != 0) {
+    error = "an example needs 2 or more tokens and a mask byte for each, the first 0";
     return false;
   }
   encode(ids);
   mask_.insert(mask_.end(), trained.begin(), trained.end());
-  mask_[mask_.size() - ids.size()] = 0; // An example's first token is predicted from nothing.
   count_ += ids.size();
   starts_.push_back(count_);
   return true;

@@ -31,7 +31,8 @@ public:
   bool open(std::string &error);
   /// A stream's next document.
   bool append(const std::vector<uint32_t> &ids, std::string &error);
-  /// An example file's next example: `trained[i]` is 1 where ids[i] is a trained target.
+  /// An example file's next example: `trained[i]` is 1 where ids[i] is a trained target
+  /// (trained[0] is 0).
   bool appendExample(const std::vector<uint32_t> &ids, const std::vector<uint8_t> &trained,
                      std::string &error);
   bool finish(std::string &error);

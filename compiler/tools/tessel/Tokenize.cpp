@@ -114,9 +114,9 @@ private:
 
 bool isJsonLines(StringRef path) { return path.ends_with(".jsonl") || path.ends_with(".ndjson"); }
 
-/// Calls `document(text, line, where)` for each document of `path`: the whole file (`line`
-/// null), or each line of a JSON-lines file (blank lines skipped; `line` the parsed object, and
-/// `text` its --field where it has one). Returns 1 for a bad line (having said where), 2 when the
+/// Calls `document(text, line, kind, where)` for each document of `path`: the whole file
+/// (`line` null), or each line of a JSON-lines file (blank lines skipped; `line` the parsed
+/// object, `kind` what it holds, and `text` its --field where it is a document). Returns 1 for a bad line (having said where), 2 when the
 /// file cannot be read, or what `document` returns when it is not 0.
 template <typename Fn> int forEachDocument(const std::string &path, Fn &&document) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -156,8 +156,9 @@ template <typename Fn> int forEachDocument(const std::string &path, Fn &&documen
       errs() << where << ": error: not an object\n";
       return 1;
     }
-    if (lineKind(object) != LineKind::Document)
-      return document(std::string_view(), &object, where);
+    const LineKind kind = lineKind(object);
+    if (kind != LineKind::Document)
+      return document(std::string_view(), &object, kind, where);
     const tok::JsonValue field = object.find(fieldArg);
     if (!field.valid()) {
       errs() << where << ": error: no field '" << fieldArg
@@ -169,7 +170,7 @@ template <typename Fn> int forEachDocument(const std::string &path, Fn &&documen
       errs() << where << ": error: field '" << fieldArg << "' is not a string\n";
       return 1;
     }
-    return document(field.string(), &object, where);
+    return document(field.string(), &object, LineKind::Document, where);
   };
   while (true) {
     size_t got = std::fread(chunk.data(), 1, chunk.size(), f);
@@ -190,7 +191,7 @@ template <typename Fn> int forEachDocument(const std::string &path, Fn &&documen
   }
   if (lines)
     return buffer.empty() ? 0 : emitLine(buffer);
-  return document(buffer, nullptr, path);
+  return document(buffer, nullptr, LineKind::Document, path);
 }
 
 } // namespace
@@ -270,8 +271,8 @@ int runTokenize() {
   std::vector<uint8_t> trained;
   for (const std::string &input : inputArgs) {
     int rc = forEachDocument(input, [&](std::string_view text, const tok::JsonValue *line,
-                                        const std::string &where) -> int {
-      const bool example = line && lineKind(*line) != LineKind::Document;
+                                        LineKind lineIs, const std::string &where) -> int {
+      const bool example = lineIs != LineKind::Document;
       const TokenFileWriter::Kind want =
           example ? TokenFileWriter::Kind::Examples : TokenFileWriter::Kind::Stream;
       if (!train) {
@@ -287,13 +288,13 @@ int runTokenize() {
         return 1;
       }
       if (example) {
-        if (lineKind(*line) == LineKind::Chat && !chatLoaded) {
+        if (lineIs == LineKind::Chat && !chatLoaded) {
           chat = tok::loadChatTemplate(chatTemplateArg, *tokenizer, "--chat-template",
                                        recipe.noChatReason);
           recipe.chat = chat.get();
           chatLoaded = true;
         }
-        if (!buildExample(*line, recipe, ids, trained, error)) {
+        if (!buildExample(*line, lineIs, recipe, ids, trained, error)) {
           errs() << where << ": error: " << error << "\n";
           return 1;
         }

@@ -20,7 +20,9 @@ struct Piece {
 
 bool isMessageList(const JsonValue &v) { return v.valid() && v.isArray(); }
 
-LineKind kindOf(const JsonValue &line) {
+} // namespace
+
+LineKind lineKind(const JsonValue &line) {
   if (!line.isObject())
     return LineKind::Document;
   if (line.find("messages").valid())
@@ -31,6 +33,8 @@ LineKind kindOf(const JsonValue &line) {
                                                               : LineKind::Completion;
   return LineKind::Document;
 }
+
+namespace {
 
 /// Checks one message of a conversation: an object with a string role, and content that is a
 /// string, a list of parts, or absent/null (a turn that only calls tools).
@@ -181,14 +185,11 @@ bool completionPieces(const JsonValue &line, std::vector<Piece> &pieces, std::st
 
 } // namespace
 
-LineKind lineKind(const JsonValue &line) { return kindOf(line); }
-
-bool buildExample(const JsonValue &line, const ExampleRecipe &recipe, std::vector<uint32_t> &ids,
-                  std::vector<uint8_t> &trained, std::string &error) {
+bool buildExample(const JsonValue &line, LineKind kind, const ExampleRecipe &recipe,
+                  std::vector<uint32_t> &ids, std::vector<uint8_t> &trained, std::string &error) {
   ids.clear();
   trained.clear();
   std::vector<Piece> pieces;
-  const LineKind kind = kindOf(line);
   if (kind == LineKind::Chat ? !chatPieces(line, recipe, pieces, error)
                              : !completionPieces(line, pieces, error))
     return false;

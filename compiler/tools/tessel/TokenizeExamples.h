@@ -59,10 +59,10 @@ struct ExampleRecipe {
   bool trainOnAll = false;
 };
 
-/// The example of line `line` (of kind Completion or Chat): its ids and, for each, 1 where it
-/// is trained. False with the reason (not naming the line) where the line is malformed, the
-/// template fails, or nothing would be trained.
-bool buildExample(const tok::JsonValue &line, const ExampleRecipe &recipe,
+/// The example of line `line`, of kind `kind` (Completion or Chat, as lineKind says): its ids
+/// and, for each, 1 where it is trained. False with the reason (not naming the line) where the
+/// line is malformed, the template fails, or nothing would be trained.
+bool buildExample(const tok::JsonValue &line, LineKind kind, const ExampleRecipe &recipe,
                   std::vector<uint32_t> &ids, std::vector<uint8_t> &trained, std::string &error);
 
 } // namespace tessel
