@@ -115,13 +115,20 @@ void tokens(const uint8_t *data, size_t size) {
                                   error);
   if (!read)
     return;
-  // A few windows of each split.
+  // A few batches of each split: stream windows, or example rows with their masks.
   rt::Rng rng(7);
-  int32_t tokens[kWindow], targets[kWindow];
-  for (int i = 0; i < 4; ++i) {
-    if (!read->trainWindow(rng, tokens, targets, kWindow - 1, error) ||
-        !read->evalWindow(i, 4, tokens, targets, kWindow - 1, error))
+  constexpr int64_t kRows = 2, kSeq = kWindow - 1;
+  const std::vector<bool> taken(kRows, true);
+  int32_t tokens[kRows * kSeq], targets[kRows * kSeq];
+  for (int i = 0; i < 2; ++i) {
+    int64_t counted = 0;
+    if (!read->trainBatch(rng, taken, tokens, targets, kSeq, error, &counted))
       return; // An id past the vocabulary, found as it is read.
+    if (counted < 0 || counted > kRows * kSeq)
+      broken("tokens", "a training batch counts " + std::to_string(counted) + " targets");
+    if (read->hasEval() &&
+        !read->evalBatch(i * kRows, 2 * kRows, taken, tokens, targets, kSeq, error, &counted))
+      return;
   }
 }
 

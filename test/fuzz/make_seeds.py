@@ -38,6 +38,18 @@ def llmc(magic, version, tokens, width):
     return struct.pack("<256i", *header) + struct.pack(fmt, *tokens)
 
 
+def examples(rows, pad):
+    """Tessel's example file (common/TokenFiles.h): rows of (ids, mask), 16-bit ids."""
+    ids = [i for row, _ in rows for i in row]
+    mask = [m for _, row in rows for m in row]
+    starts = [0]
+    for row, _ in rows:
+        starts.append(starts[-1] + len(row))
+    header = [20261101, 1, 2, pad, len(rows), 0, len(ids), 0] + [0] * 248
+    return (struct.pack("<256I", *header) + struct.pack("<%dQ" % len(starts), *starts) +
+            struct.pack("<%dH" % len(ids), *ids) + bytes(mask))
+
+
 def main():
     out = sys.argv[1]
     d = lambda target: os.path.join(out, target)
@@ -64,6 +76,9 @@ def main():
     write(os.path.join(d("tokens"), "llama3.bin"),
           llmc(20240801, 7, [128000, 9906, 1917, 0] + list(range(30)), 4))
     write(os.path.join(d("tokens"), "nanogpt.bin"), struct.pack("<32H", *range(50, 82)))
+    write(os.path.join(d("tokens"), "examples.bin"), examples(
+        [([1, 5, 9, 2], [0, 0, 1, 1]), ([1, 7, 3, 3, 8, 2, 6, 4], [0, 0, 0, 1, 1, 1, 1, 1]),
+         ([1, 4, 2], [0, 1, 1])], pad=0))
 
     for i, body in enumerate([
             "add x0 x1; gelu t0",
