@@ -43,6 +43,7 @@ public:
     bytes_ = 0;
   }
   uint64_t peak() const { return peak_; }
+  uint64_t bytes() const { return bytes_; }
 
   /// Makes room for value `name` of `micro`, `bytes` long, kept for `takers` takers; `data`
   /// is where it is to be written (null in a walk without data).
@@ -153,6 +154,15 @@ PipelineWalk::PipelineWalk(const PipelineLayout &layout, const planfile::Plan &p
 PipelineWalk::~PipelineWalk() = default;
 
 uint64_t PipelineWalk::peakStashBytes() const { return stash_->peak(); }
+
+uint64_t PipelineWalk::stashBytes() const { return stash_->bytes(); }
+
+uint64_t PipelineWalk::messageBytes() const {
+  uint64_t bytes = 0;
+  for (const auto &[buffer, size] : messages_)
+    bytes += size;
+  return bytes;
+}
 
 void PipelineWalk::clear() {
   stash_->clear();
@@ -348,6 +358,14 @@ void *PipelineWalk::message(uint64_t bytes, WalkHooks &hooks, std::string &error
   return buffer.get();
 }
 
+void PipelineWalk::countMessage(uint64_t bytes) {
+  if (messagesUsed_ == messages_.size())
+    messages_.push_back({nullptr, 0});
+  uint64_t &size = messages_[messagesUsed_].second;
+  size = std::max(size, bytes);
+  ++messagesUsed_;
+}
+
 bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &ports, int micro,
                         uint32_t toStage, int64_t tag, WalkHooks &hooks, std::string &error) {
   // One message per send, its values in name order: the receiver cuts it up the same way. A
@@ -376,6 +394,8 @@ bool PipelineWalk::send(const RankChain &chain, const std::vector<std::string> &
     if (!hooks.finish(error))
       return false;
     message = packed;
+  } else if (values.size() != 1) {
+    countMessage(bytes);
   }
   if (!hooks.send(toStage, tag, message, bytes, error))
     return false;
@@ -397,8 +417,11 @@ bool PipelineWalk::receive(const RankChain &chain, const std::vector<std::string
       return false;
     values.push_back(into);
   }
-  if (!hooks.movesData())
+  if (!hooks.movesData()) {
+    if (values.size() != 1)
+      countMessage(bytes);
     return hooks.receive(fromStage, tag, nullptr, bytes, error);
+  }
   if (values.size() == 1)
     return hooks.receive(fromStage, tag, values[0], bytes, error);
   char *packed = static_cast<char *>(message(bytes, hooks, error));

@@ -128,6 +128,11 @@ public:
 
   /// The most bytes the stash held at once, over every walk so far.
   uint64_t peakStashBytes() const;
+  /// The bytes the stash holds now (during a hook, as the walk stands then), and those of the
+  /// buffers for packed messages, which the rank keeps for the exchanges after (counted in a
+  /// walk without data too, as the runtime would allocate them).
+  uint64_t stashBytes() const;
+  uint64_t messageBytes() const;
 
   struct RankChain;
   class Stash;
@@ -145,6 +150,8 @@ private:
   /// A buffer of the hooks' memory for a message of `bytes` that is not one stashed value,
   /// its own for the rest of the exchange.
   void *message(uint64_t bytes, WalkHooks &hooks, std::string &error);
+  /// The same in a walk without data: the buffer's size is counted, nothing is allocated.
+  void countMessage(uint64_t bytes);
   /// Ends the exchange (hooks.endExchange): one with receives is waited for, its messages cut
   /// up into their values; one of sends only is left in flight. The sent values leave the
   /// stash once their exchange is done.

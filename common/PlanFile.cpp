@@ -364,6 +364,20 @@ constexpr uint32_t kInstrRecomputed = 1;
 
 } // namespace
 
+const char *bufferKindName(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::Temporary:
+    return "temporary";
+  case BufferKind::Input:
+    return "input";
+  case BufferKind::Kept:
+    return "kept";
+  case BufferKind::Recomputed:
+    return "recomputed";
+  }
+  return "?";
+}
+
 std::vector<uint8_t> serializePlan(const Plan &plan, uint32_t version) {
   // The header goes in front of the payload once the payload is known; its bytes are kept
   // free so that a large plan is not copied.
@@ -413,6 +427,14 @@ std::vector<uint8_t> serializePlan(const Plan &plan, uint32_t version) {
       w.u32(i.stream);
       w.u32(i.recomputed ? kInstrRecomputed : 0);
     });
+    if (version >= 10)
+      w.vec(p.buffers, [&](const ArenaBuffer &b) {
+        w.u64(b.offset);
+        w.u64(b.bytes);
+        w.u32(b.first);
+        w.u32(b.last);
+        w.u8(static_cast<uint8_t>(b.kind));
+      });
   });
 
   const uint64_t payload = w.bytes.size() - kHeaderBytes;
@@ -463,6 +485,7 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
 
   Reader r(data + kHeaderBytes, payload);
   plan = Plan();
+  plan.version = version;
   plan.model = r.str();
   plan.worldSize = r.u32();
   plan.streams = r.u32();
@@ -519,6 +542,19 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
       i.recomputed = (flags & kInstrRecomputed) != 0;
       return i;
     });
+    if (version >= 10)
+      r.vec(p.buffers, 25, [&] {
+        ArenaBuffer b;
+        b.offset = r.u64();
+        b.bytes = r.u64();
+        b.first = r.u32();
+        b.last = r.u32();
+        const uint8_t kind = r.u8();
+        if (kind >= kBufferKinds)
+          r.fail("a buffer has unknown kind " + std::to_string(kind));
+        b.kind = static_cast<BufferKind>(kind);
+        return b;
+      });
     return p;
   });
   if (r.ok() && !r.atEnd())
@@ -778,6 +814,22 @@ bool validatePlan(const Plan &plan, std::string &error) {
           !validateSplit(plan, port.split, port.shape.size(),
                          "output '" + port.name + "' of '" + p.name + "'", error))
         return false;
+    for (size_t i = 0; i < p.buffers.size(); ++i) {
+      const ArenaBuffer &b = p.buffers[i];
+      const std::string what = "buffer " + std::to_string(i) + " of '" + p.name + "'";
+      if (b.offset > p.arenaBytes || b.bytes > p.arenaBytes - b.offset) {
+        error = what + " (bytes " + std::to_string(b.offset) + ".." +
+                std::to_string(b.offset + b.bytes) + ") lies outside the arena of " +
+                std::to_string(p.arenaBytes) + " bytes";
+        return false;
+      }
+      if (b.first > b.last || b.last >= p.instrs.size()) {
+        error = what + " holds its value from instruction " + std::to_string(b.first) + " to " +
+                std::to_string(b.last) + ", but the program has " +
+                std::to_string(p.instrs.size()) + " instructions";
+        return false;
+      }
+    }
     for (size_t i = 0; i < p.instrs.size(); ++i) {
       const Instr &in = p.instrs[i];
       std::string what = "operand of instruction " + std::to_string(i) + " (" + in.kernel +

@@ -27,9 +27,10 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 9;
+constexpr uint32_t kPlanVersion = 10;
 /// The oldest version read: version 7 has version 8's payload, checksummed with FNV-1a;
-/// version 8 lacks version 9's loaded initialisers (`init_source`, `init_slice`).
+/// version 8 lacks version 9's loaded initialisers (`init_source`, `init_slice`); version 9
+/// lacks version 10's buffer lifetimes (Program::buffers).
 constexpr uint32_t kOldestPlanVersion = 7;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
@@ -75,6 +76,26 @@ struct Port {
   BufferRef buffer;
 };
 
+/// What an arena buffer holds, as memory profiles draw it: a program input (the host writes
+/// it before the run); a forward value kept for the backward pass; a value recomputed for the
+/// backward pass; anything else (the forward pass's and the backward pass's temporaries,
+/// gradients on their way to the state, collective buffers, outputs).
+enum class BufferKind : uint8_t { Temporary = 0, Input = 1, Kept = 2, Recomputed = 3 };
+constexpr uint8_t kBufferKinds = 4;
+/// "temporary", "input", "kept", "recomputed".
+const char *bufferKindName(BufferKind kind);
+
+/// One buffer of a program's memory plan: arena bytes [offset, offset + bytes) hold one value
+/// from instruction `first` to instruction `last` of the program (indices into its `instrs`,
+/// inclusive). `bytes` is the value's size, before the planner's 64-byte alignment. No two
+/// buffers overlap in bytes while both hold values; every arena operand of an instruction lies
+/// in a buffer that holds its value then.
+struct ArenaBuffer {
+  uint64_t offset = 0, bytes = 0;
+  uint32_t first = 0, last = 0;
+  BufferKind kind = BufferKind::Temporary;
+};
+
 /// A program of one pipeline stage, which every rank of the stage runs.
 struct Program {
   std::string name;
@@ -82,6 +103,9 @@ struct Program {
   uint64_t arenaBytes = 0; ///< Peak of this program's memory plan.
   std::vector<Port> inputs, outputs;
   std::vector<Instr> instrs;
+  /// Its memory plan, buffer by buffer, in the order the compiler allocated them (empty in a
+  /// plan of version 9 or older).
+  std::vector<ArenaBuffer> buffers;
 };
 
 /// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v", "momentum" or "working"; `of`
@@ -143,6 +167,9 @@ struct GroupInstance {
 };
 
 struct Plan {
+  /// The format version it was read from (kPlanVersion for a plan the compiler made): what an
+  /// older version lacks is left empty.
+  uint32_t version = kPlanVersion;
   std::string model;
   uint32_t worldSize = 1;
   uint32_t streams = 1;

@@ -8,6 +8,8 @@
 
 #include "common/Timeline.h"
 
+#include "common/SvgText.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,54 +48,10 @@ const Style &styleOf(Action::Kind kind) {
   }
 }
 
-std::string escapeXml(const std::string &text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    case '\'':
-      out += "&apos;";
-      break;
-    default:
-      // XML 1.0 allows no control characters other than tab, newline and return.
-      if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r')
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string num(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f", value);
-  return text;
-}
-
 std::string figure(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g", value);
   return text;
-}
-
-/// A tick spacing of 1, 2 or 5 times a power of ten giving about `count` ticks over `span`.
-double tickStep(double span, int count) {
-  double raw = span / count;
-  double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double factor : {1.0, 2.0, 5.0})
-    if (factor * power >= raw)
-      return factor * power;
-  return 10 * power;
 }
 
 } // namespace
@@ -115,24 +73,24 @@ std::string scheduleSvg(const Timeline &timeline, const std::string &title) {
   auto rowY = [&](int rank) { return kTop + rank * (kRowHeight + kRowGap); };
 
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" +
-         num(height) + "\" viewBox=\"0 0 " + num(width) + " " + num(height) +
-         "\" font-family=\"sans-serif\">\n";
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + svg::number(width) +
+         "\" height=\"" + svg::number(height) + "\" viewBox=\"0 0 " + svg::number(width) + " " +
+         svg::number(height) + "\" font-family=\"sans-serif\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   std::string heading = title + ": bubble " + figure(100 * timeline.bubbleFraction) +
                         "% of rank-time (" + figure(timeline.bubbleOverIdeal) +
                         " of the compute time), makespan " + figure(timeline.makespan);
-  out += "<text x=\"" + num(kLeft) + "\" y=\"24\" font-size=\"15\">" + escapeXml(heading) +
-         "</text>\n";
+  out += "<text x=\"" + svg::number(kLeft) + "\" y=\"24\" font-size=\"15\">" +
+         svg::escapeXml(heading) + "</text>\n";
 
   for (int r = 0; r < timeline.ranks; ++r) {
     double y = rowY(r);
     out += "<g class=\"rank\" data-rank=\"" + std::to_string(r) + "\">\n";
-    out += "<text x=\"" + num(kLeft - 8) + "\" y=\"" + num(y + kRowHeight / 2 + 4) +
+    out += "<text x=\"" + svg::number(kLeft - 8) + "\" y=\"" + svg::number(y + kRowHeight / 2 + 4) +
            "\" font-size=\"12\" text-anchor=\"end\">rank " + std::to_string(r) + "</text>\n";
-    out += "<rect class=\"idle\" x=\"" + num(kLeft) + "\" y=\"" + num(y) + "\" width=\"" +
-           num(kPlotWidth) + "\" height=\"" + num(kRowHeight) + "\" fill=\"" + kIdleColour +
-           "\"/>\n";
+    out += "<rect class=\"idle\" x=\"" + svg::number(kLeft) + "\" y=\"" + svg::number(y) +
+           "\" width=\"" + svg::number(kPlotWidth) + "\" height=\"" + svg::number(kRowHeight) +
+           "\" fill=\"" + kIdleColour + "\"/>\n";
     for (bool computePass : {false, true})
       for (const TimedAction &a : timeline.actions) {
         if (a.rank != r || isCompute(a.action.kind) != computePass || a.end <= a.start)
@@ -140,15 +98,17 @@ std::string scheduleSvg(const Timeline &timeline, const std::string &title) {
         double x = kLeft + (a.start - origin) * scale;
         double w = std::max(0.5, (a.end - a.start) * scale);
         std::string label = actionLabel(a.action, chunked);
-        out += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) +
-               "\" height=\"" + num(kRowHeight) + "\" fill=\"" + styleOf(a.action.kind).colour +
-               "\" stroke=\"white\" stroke-width=\"0.5\"><title>" + escapeXml(label) + " [" +
-               figure(a.start - origin) + ", " + figure(a.end - origin) + "]</title></rect>\n";
+        out += "<rect x=\"" + svg::number(x) + "\" y=\"" + svg::number(y) + "\" width=\"" +
+               svg::number(w) + "\" height=\"" + svg::number(kRowHeight) + "\" fill=\"" +
+               styleOf(a.action.kind).colour + "\" stroke=\"white\" stroke-width=\"0.5\"><title>" +
+               svg::escapeXml(label) + " [" + figure(a.start - origin) + ", " +
+               figure(a.end - origin) + "]</title></rect>\n";
         std::string number = std::to_string(a.action.microbatch);
         if (chunked)
           number += "." + std::to_string(a.action.chunk);
         if (computePass && w >= kCharWidth * number.size() + 4)
-          out += "<text x=\"" + num(x + w / 2) + "\" y=\"" + num(y + kRowHeight / 2 + 4) +
+          out += "<text x=\"" + svg::number(x + w / 2) + "\" y=\"" +
+                 svg::number(y + kRowHeight / 2 + 4) +
                  "\" font-size=\"11\" fill=\"white\" text-anchor=\"middle\">" + number +
                  "</text>\n";
       }
@@ -157,14 +117,14 @@ std::string scheduleSvg(const Timeline &timeline, const std::string &title) {
 
   // The time axis.
   double axisY = kTop + rowsHeight;
-  double step = tickStep(span, 10);
+  double step = svg::tickStep(span, 10);
   out += "<g class=\"axis\" font-size=\"10\" fill=\"#555\">\n";
   for (int i = 0; i * step <= span * (1 + 1e-9); ++i) {
     double x = kLeft + i * step * scale;
-    out += "<line x1=\"" + num(x) + "\" y1=\"" + num(axisY - kRowGap) + "\" x2=\"" + num(x) +
-           "\" y2=\"" + num(axisY) + "\" stroke=\"#555\"/>";
-    out += "<text x=\"" + num(x) + "\" y=\"" + num(axisY + 12) + "\" text-anchor=\"middle\">" +
-           figure(i * step) + "</text>\n";
+    out += "<line x1=\"" + svg::number(x) + "\" y1=\"" + svg::number(axisY - kRowGap) + "\" x2=\"" +
+           svg::number(x) + "\" y2=\"" + svg::number(axisY) + "\" stroke=\"#555\"/>";
+    out += "<text x=\"" + svg::number(x) + "\" y=\"" + svg::number(axisY + 12) +
+           "\" text-anchor=\"middle\">" + figure(i * step) + "</text>\n";
   }
   out += "</g>\n";
 
@@ -173,14 +133,15 @@ std::string scheduleSvg(const Timeline &timeline, const std::string &title) {
   double x = kLeft;
   out += "<g class=\"legend\" font-size=\"12\">\n";
   for (const Style *style : {&kForward, &kBackward, &kWeight, &kCommunication}) {
-    out += "<rect x=\"" + num(x) + "\" y=\"" + num(legendY) + "\" width=\"12\" height=\"12\" " +
-           "fill=\"" + style->colour + "\"/><text x=\"" + num(x + 16) + "\" y=\"" +
-           num(legendY + 10) + "\">" + style->name + "</text>\n";
+    out += "<rect x=\"" + svg::number(x) + "\" y=\"" + svg::number(legendY) +
+           "\" width=\"12\" height=\"12\" " + "fill=\"" + style->colour + "\"/><text x=\"" +
+           svg::number(x + 16) + "\" y=\"" + svg::number(legendY + 10) + "\">" + style->name +
+           "</text>\n";
     x += 28 + kCharWidth * std::string(style->name).size();
   }
-  out += "<rect x=\"" + num(x) + "\" y=\"" + num(legendY) +
-         "\" width=\"12\" height=\"12\" fill=\"" + kIdleColour + "\"/><text x=\"" + num(x + 16) +
-         "\" y=\"" + num(legendY + 10) + "\">idle</text>\n";
+  out += "<rect x=\"" + svg::number(x) + "\" y=\"" + svg::number(legendY) +
+         "\" width=\"12\" height=\"12\" fill=\"" + kIdleColour + "\"/><text x=\"" +
+         svg::number(x + 16) + "\" y=\"" + svg::number(legendY + 10) + "\">idle</text>\n";
   out += "</g>\n</svg>\n";
   return out;
 }

@@ -1,6 +1,7 @@
 //===- Executor.cpp - Runs the programs of one rank's plan ----------------===//
 
 #include "runtime/core/Executor.h"
+#include "runtime/core/ArenaObserver.h"
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/HostMemory.h"
@@ -370,9 +371,65 @@ bool Executor::run(const std::string &program, const StepContext &ctx, std::stri
   return ok;
 }
 
+void Executor::setMemoryContext(uint64_t stash, uint64_t messages, int micro) {
+  contextStash_ = stash;
+  contextMessages_ = messages;
+  contextMicro_ = micro;
+}
+
+memory::MemorySample Executor::memorySample() const {
+  memory::MemorySample s;
+  for (size_t i = 0; i < plan_.state.size(); ++i)
+    if (state_[i])
+      s.bytes[static_cast<size_t>(memory::classOfRole(plan_.state[i].role))] += state_[i]->bytes();
+  s.bytes[static_cast<size_t>(memory::MemoryClass::Stash)] = contextStash_;
+  s.bytes[static_cast<size_t>(memory::MemoryClass::Messages)] = contextMessages_;
+  s.micro = contextMicro_;
+  uint64_t used = 0, total = 0;
+  s.resident = device_->memoryInUse(used, total) ? used : residentBytes();
+  return s;
+}
+
+void Executor::noteMemory(const std::string &what) {
+  if (!memoryTracing_)
+    return;
+  memory::MemorySample s = memorySample();
+  s.what = what;
+  memorySamples_.push_back(std::move(s));
+}
+
 bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, std::string &error,
                                bool checkFinite) {
   const std::string &name = p.program->name;
+  // --memory-trace: the buffers the kernels' operands land in, instruction by instruction.
+  std::unique_ptr<ArenaObserver> observer;
+  if (memoryTracing_)
+    observer = std::make_unique<ArenaObserver>(*p.program);
+  const char *arenaBase = arena_ ? static_cast<const char *>(arena_->address()) : nullptr;
+  auto observe = [&](size_t n, const std::vector<void *> &pointers,
+                     const std::vector<planfile::BufferRef> &refs) {
+    for (size_t i = 0; i < pointers.size() && i < refs.size(); ++i) {
+      const char *at = static_cast<const char *>(pointers[i]);
+      if (refs[i].storage == planfile::Storage::Arena && arenaBase && at >= arenaBase &&
+          at < arenaBase + arenaBytes_)
+        observer->touched(n, static_cast<uint64_t>(at - arenaBase), refs[i].bytes);
+    }
+  };
+  std::vector<memory::MemorySample> samples;
+  // The observed arena into the samples recorded so far (a run that stopped at a guard has
+  // fewer); its faults kept for the runner to report.
+  auto finishObserving = [&] {
+    if (!observer)
+      return;
+    const auto arena = observer->finish();
+    for (memory::MemorySample &sample : samples) {
+      for (size_t c = 0; c < memory::kMemoryClasses; ++c)
+        sample.bytes[c] += arena[static_cast<size_t>(sample.instr)][c];
+      memorySamples_.push_back(std::move(sample));
+    }
+    memoryFaults_.insert(memoryFaults_.end(), observer->faults().begin(),
+                         observer->faults().end());
+  };
   for (size_t n = 0; n < p.instrs.size(); ++n) {
     Decoded &d = const_cast<Decoded &>(p.instrs[n]);
     d.call.ctx = &ctx;
@@ -389,6 +446,16 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
     const int64_t timer = timed ? device_->startTimer(d.stream) : -1;
     const double start = timed ? traceClock() : 0;
     bool ok = device_->launch(d.stream, d.fn, d.call, d.args);
+    if (observer) {
+      observe(n, d.call.in, d.call.instr->inputs);
+      observe(n, d.call.out, d.call.instr->outputs);
+      memory::MemorySample sample = memorySample();
+      sample.program = name;
+      sample.instr = static_cast<int64_t>(n);
+      sample.what = d.call.instr->kernel;
+      sample.loc = d.call.instr->loc;
+      samples.push_back(std::move(sample));
+    }
     if (timed) {
       const double end = traceClock();
       const bool recomputed = d.call.instr->recomputed;
@@ -424,6 +491,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
       stoppedAt_ = "kernel '" + d.call.instr->kernel + "'" +
                    (d.call.instr->loc.empty() ? "" : " (from " + d.call.instr->loc + ")") +
                    ", instruction " + std::to_string(n) + " of '" + name + "'";
+      finishObserving();
       return true;
     }
     if (!checkFinite)
@@ -457,6 +525,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
         }
     }
   }
+  finishObserving();
   return true;
 }
 

@@ -17,6 +17,7 @@
 
 #include "runtime/device/KernelCall.h"
 
+#include "common/MemoryProfile.h"
 #include "common/PlanFile.h"
 
 #include <cstdint>
@@ -128,6 +129,23 @@ public:
   /// Seconds of the host's steady clock since a point common to every rank of the process.
   static double traceClock();
 
+  /// While on (--memory-trace), records the rank's memory at each instruction of each run: the
+  /// state it holds by class, the bytes of the program's arena buffers that hold values then
+  /// as the operands its kernels are given show (ArenaObserver.h), what setMemoryContext
+  /// says is held besides, and the resident memory (the device's in use on a GPU, else the
+  /// process's resident set).
+  void enableMemoryTrace(bool on) { memoryTracing_ = on; }
+  bool memoryTracing() const { return memoryTracing_; }
+  /// What the runs from now on hold outside the arena (a pipeline rank's stash and message
+  /// buffers) and the micro-batch they run.
+  void setMemoryContext(uint64_t stash, uint64_t messages, int micro);
+  /// Records a point between runs: a pipeline transfer, a step's start.
+  void noteMemory(const std::string &what);
+  /// The samples recorded since the last take (x left 0 and step left 0: the caller places
+  /// them), and the operands no buffer of the plan explained.
+  std::vector<memory::MemorySample> takeMemorySamples() { return std::move(memorySamples_); }
+  const std::vector<std::string> &memoryFaults() const { return memoryFaults_; }
+
   struct Decoded;
   struct DecodedProgram;
 
@@ -165,6 +183,13 @@ private:
     int64_t span;
   };
   std::vector<PendingTimer> pendingTimers_;
+  bool memoryTracing_ = false;
+  uint64_t contextStash_ = 0, contextMessages_ = 0;
+  int contextMicro_ = -1;
+  std::vector<memory::MemorySample> memorySamples_;
+  std::vector<std::string> memoryFaults_;
+  /// A sample with the rank's state and the context, and the resident memory now.
+  memory::MemorySample memorySample() const;
   /// With device timers and tracing: a timer at the run's start, and the host's clock then.
   int64_t originTimer_ = -1;
   double originHost_ = 0;

@@ -70,10 +70,10 @@ bool fitsInMemoryOf(const Device &device, uint64_t bytes, const std::string &wha
   return false;
 }
 
-/// This process's mapped address space now (the first field of /proc/self/statm, in pages),
-/// read without allocating: under a tight limit a buffered stream could fail to, and a
-/// measure of 0 would pass a run the limit cannot hold. Unreadable: the whole limit (refuse).
-static uint64_t addressSpaceInUse(uint64_t limit) {
+/// Field `field` (0: the mapped size, 1: the resident set) of /proc/self/statm, in bytes, read
+/// without allocating: under a tight address-space limit a buffered stream could fail to.
+/// False when it cannot be read.
+static bool statmBytes(int field, uint64_t &bytes) {
   const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   char text[128];
   ssize_t got = -1;
@@ -84,10 +84,26 @@ static uint64_t addressSpaceInUse(uint64_t limit) {
     ::close(fd);
   }
   if (got <= 0 || text[0] < '0' || text[0] > '9')
-    return limit;
+    return false;
   text[got] = '\0';
-  const uint64_t pages = std::strtoull(text, nullptr, 10);
-  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  char *at = text;
+  uint64_t pages = std::strtoull(at, &at, 10);
+  for (int f = 0; f < field; ++f)
+    pages = std::strtoull(at, &at, 10);
+  bytes = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return true;
+}
+
+/// This process's mapped address space now. Unreadable: the whole limit (refuse), since a
+/// measure of 0 would pass a run the limit cannot hold.
+static uint64_t addressSpaceInUse(uint64_t limit) {
+  uint64_t bytes = 0;
+  return statmBytes(0, bytes) ? bytes : limit;
+}
+
+uint64_t residentBytes() {
+  uint64_t bytes = 0;
+  return statmBytes(1, bytes) ? bytes : 0;
 }
 
 bool fitsInAddressSpace(uint64_t bytes, int computeThreads, int otherThreads,

@@ -20,6 +20,10 @@ class Device;
 /// The machine's physical memory, or 0 when it cannot be read.
 uint64_t physicalMemoryBytes();
 
+/// This process's resident set now (the second field of /proc/self/statm), or 0 when it
+/// cannot be read.
+uint64_t residentBytes();
+
 /// "1.5 GiB", "640.0 KiB", "12 bytes".
 std::string formatBytes(uint64_t bytes);
 

@@ -13,6 +13,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
 #include "runtime/host/KernelTrace.h"
+#include "runtime/host/MemoryTrace.h"
 #include "runtime/host/Pretrained.h"
 #include "runtime/host/Progress.h"
 #include "runtime/host/RunRecord.h"
@@ -359,6 +360,7 @@ private:
   /// The last optimizer step's gradient norm and learning rate, for messages.
   float lastGradNorm_ = 0, lastLr_ = 0;
   std::vector<RankTrace> kernelTrace_; ///< --trace without a pipeline: the last step's calls.
+  std::unique_ptr<MemoryTrace> memoryTrace_; ///< --memory-trace.
   std::vector<int32_t> tokens_, targets_;
   /// The rows of tokens_ and targets_ this process's ranks take, the only ones it reads.
   std::vector<bool> dataRows_;
@@ -450,6 +452,13 @@ bool Session::setUp() {
   for (const std::string *path : {&options_.tracePath, &options_.svgPath})
     if (!path->empty() && !prepareOutputFile(*path, "schedule picture", err))
       return error(err);
+  if (!options_.memoryTracePath.empty() && plan_.version < 10)
+    return error("--memory-trace places what the kernels touch in the plan's buffers, which a "
+                 "plan of version " + std::to_string(plan_.version) +
+                 " does not record: compile the model again");
+  if (!options_.memoryTracePath.empty() &&
+      !prepareOutputFile(options_.memoryTracePath, "memory trace", err))
+    return error(err);
   if (!options_.dumpDir.empty() && !prepareOutputDirectory(options_.dumpDir, "dump directory", err))
     return error(err);
   if (s_.data.empty())
@@ -1347,6 +1356,10 @@ int Session::run() {
     progress_ = std::make_unique<ProgressLine>(s_.steps, terminal, stdout, startStep_);
 
   std::string err;
+  if (!options_.memoryTracePath.empty())
+    memoryTrace_ = std::make_unique<MemoryTrace>(plan_, *ranks_, startStep_ + 1,
+                                                 std::min<int64_t>(2, s_.steps - startStep_),
+                                                 options_.memoryTracePath);
   double runStart = now();
   StopSignals signals(/*announce=*/ranks_->isMainProcess());
   for (int64_t step = startStep_ + 1; step <= s_.steps; ++step) {
@@ -1355,6 +1368,9 @@ int Session::run() {
     const bool traced = tracingKernels() && step == s_.steps;
     if (traced)
       traceKernels(true);
+    const bool memoryTraced = memoryTrace_ && memoryTrace_->traces(step);
+    if (memoryTraced)
+      memoryTrace_->beginStep(step);
     if (int status = forwardBackward(step, loss))
       return status;
     if (!options_.dumpDir.empty() && step == startStep_ + 1 &&
@@ -1368,6 +1384,8 @@ int Session::run() {
     }
     if (traced)
       traceKernels(false);
+    if (memoryTraced)
+      memoryTrace_->endStep(step);
     float gradNorm = ranks_->output("optimizer_step", "grad_norm")[0];
     if (!std::isfinite(gradNorm))
       return reportNonFiniteGradients(step);
@@ -1448,6 +1466,8 @@ int Session::run() {
   }
   if (!writePipelineReport() || !writeKernelTrace())
     return 1;
+  if (memoryTrace_ && !memoryTrace_->write(options_.quiet, err))
+    return error(err), 1;
   if (options_.profile)
     printProfile();
   if (!options_.quiet) {

@@ -47,6 +47,8 @@ struct RunOptions {
   bool profile = false; ///< Print the time spent in each kernel at the end.
   /// A pipelined run's last step as a Chrome trace and as an SVG; "" for none.
   std::string tracePath, svgPath;
+  /// The first steps' memory on each rank (MemoryTrace.h), as a Chrome trace; "" for none.
+  std::string memoryTracePath;
   /// Without a pipeline, record the last step's kernels for the trace: set on every process
   /// of a run whose first process writes tracePath.
   bool traceKernels = false;

@@ -56,6 +56,7 @@ public:
   bool run(const std::string &program, int micro, std::string &error) override {
     StepContext ctx = ctx_;
     ctx.micro = micro;
+    ex_.setMemoryContext(rank_.walk_.stashBytes(), rank_.walk_.messageBytes(), micro);
     return ex_.run(program, ctx, error, checkFinite_);
   }
   void hostOutput(const std::string &kind, const std::string &port, int micro, const float *data,
@@ -95,6 +96,11 @@ public:
   void beginAction(const Action &) override { start_ = seconds(); }
   void endAction(const Action &a) override {
     rank_.timed_.push_back({static_cast<int>(rank_.stage()), a, start_, seconds()});
+    if (isCommunication(a.kind) && ex_.memoryTracing()) {
+      // A transfer as the memory profile's point between runs, as tessel estimate's.
+      ex_.setMemoryContext(rank_.walk_.stashBytes(), rank_.walk_.messageBytes(), a.microbatch);
+      ex_.noteMemory(pipeline::actionLabel(a, rank_.layout_.config().virtualStages > 1));
+    }
   }
 
 private:
@@ -157,8 +163,12 @@ bool PipelineRank::runStep(Executor &ex, Communicator &comm, const StepContext &
   Run run(*this, ex, comm, batches, step, checkFinite, origin);
   losses_.assign(batches.size(), NAN);
   timed_.clear();
-  if (walk_.step(run, error))
+  ex.setMemoryContext(walk_.stashBytes(), walk_.messageBytes(), -1);
+  if (walk_.step(run, error)) {
+    // What the rank holds outside the arena until the next step: its message buffers.
+    ex.setMemoryContext(walk_.stashBytes(), walk_.messageBytes(), -1);
     return true;
+  }
   comm.abort("rank " + std::to_string(walk_.rank()) + ": " + error);
   return false;
 }

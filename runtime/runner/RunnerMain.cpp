@@ -120,6 +120,12 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
          "write the last step as a Chrome trace (open it in Perfetto or chrome://tracing): "
          "with a pipeline its measured schedule; without, every kernel and collective each "
          "rank ran, timed on the device where it has timers");
+  p.text("memory-trace", o.memoryTracePath, "FILE",
+         "write the memory of each of this process's ranks over the first two steps as a "
+         "Chrome trace of counters, by what it holds (parameters, gradients, optimizer state, "
+         "kept activations, recomputed values, temporaries, pipeline stash and messages) as "
+         "the kernels touch it, with the resident memory beside; `tessel estimate "
+         "--memory-trace` predicts the same samples");
   p.text("svg", o.svgPath, "FILE",
          "with a pipeline: draw the last step's measured schedule as an SVG (one row per "
          "pipeline stage); a pipelined run also prints the last step's measured bubble");
@@ -375,6 +381,7 @@ static int runnerMain(int argc, char **argv) {
     o.metricsPath.clear();
     o.tracePath.clear();
     o.svgPath.clear();
+    o.memoryTracePath.clear();
     if (!std::freopen("/dev/null", "w", stdout)) {
       std::fprintf(stderr, "%s: error: cannot silence rank %u's output\n", argv[0], processRank);
       return 1;
@@ -392,8 +399,8 @@ static int runnerMain(int argc, char **argv) {
     return parser.usageError("--system and --chat-template go with --chat");
   if (o.chat && !o.promptGiven)
     return parser.usageError("--chat needs the user's turn: give it with --prompt");
-  if (o.generate && (!o.tracePath.empty() || !o.svgPath.empty()))
-    return parser.usageError("--trace and --svg record a training step");
+  if (o.generate && (!o.tracePath.empty() || !o.svgPath.empty() || !o.memoryTracePath.empty()))
+    return parser.usageError("--trace, --svg and --memory-trace record training steps");
   if (!o.svgPath.empty()) {
     rt::PipelineConfig pipeline;
     if (!rt::readPipelineConfig(plan, pipeline, error) || !pipeline.enabled())

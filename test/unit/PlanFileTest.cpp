@@ -47,6 +47,7 @@ Plan samplePlan() {
   i.attrs = {{"rows", int64_t(4)}, {"shape", std::vector<int64_t>{2, 4, 8}}};
   i.loc = "tiny.model:3:7";
   prog.instrs.push_back(i);
+  prog.buffers = {{0, 32, 0, 0, BufferKind::Input}, {64, 128, 0, 0, BufferKind::Kept}};
   p.programs.push_back(prog);
   return p;
 }
@@ -67,13 +68,18 @@ TEST(PlanFile, RoundTrips) {
   EXPECT_EQ(back.state[0].initB, 0.02);
   EXPECT_EQ(back.state[1].initSource, "h.0.attn.c_attn.weight");
   EXPECT_EQ(back.state[1].initSlice, (std::vector<int64_t>{0, 3, -1, -1}));
+  ASSERT_EQ(back.programs[0].buffers.size(), 2u);
+  EXPECT_EQ(back.programs[0].buffers[1].offset, 64u);
+  EXPECT_EQ(back.programs[0].buffers[1].bytes, 128u);
+  EXPECT_EQ(back.programs[0].buffers[1].kind, BufferKind::Kept);
   EXPECT_EQ(serializePlan(back), bytes);
 }
 
 TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
   Plan p = samplePlan();
   p.programs[0].instrs[0].recomputed = true;
-  std::vector<uint8_t> bytes = serializePlan(p);
+  // Version 9, whose payload ends with the last instruction's flags.
+  std::vector<uint8_t> bytes = serializePlan(p, 9);
   Plan back;
   std::string error;
   ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
@@ -87,6 +93,40 @@ TEST(PlanFile, RoundTripsTheRecomputedFlagAndRefusesUnknownFlags) {
   std::memcpy(bytes.data() + 24, &sum, sizeof sum);
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
   EXPECT_NE(error.find("an instruction has unknown flags 3"), std::string::npos) << error;
+}
+
+TEST(PlanFile, ReadsVersion9WithoutBufferLifetimes) {
+  // Version 10 added each program's buffers; a version 9 plan has none, and runs.
+  std::vector<uint8_t> bytes = serializePlan(samplePlan(), 9);
+  ASSERT_EQ(bytes[8], 9);
+  Plan back;
+  std::string error;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_TRUE(back.programs[0].buffers.empty());
+  EXPECT_EQ(back.state[1].initSource, "h.0.attn.c_attn.weight");
+}
+
+TEST(PlanFile, RefusesBuffersOutsideTheArenaOrTheProgram) {
+  std::string error;
+  Plan p = samplePlan();
+  p.programs[0].buffers[1].bytes = 256; // 64 + 256 > the arena's 256.
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_EQ(error, "buffer 1 of 'forward' (bytes 64..320) lies outside the arena of 256 bytes");
+  p = samplePlan();
+  p.programs[0].buffers[0].last = 1; // The program has one instruction.
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_EQ(error, "buffer 0 of 'forward' holds its value from instruction 0 to 1, but the "
+                   "program has 1 instructions");
+  // An unknown kind is refused as the file is read.
+  p = samplePlan();
+  std::vector<uint8_t> bytes = serializePlan(p);
+  ASSERT_EQ(bytes.back(), static_cast<uint8_t>(BufferKind::Kept));
+  bytes.back() = 9;
+  const uint64_t sum = tessel::xxh3_64(bytes.data() + 32, bytes.size() - 32);
+  std::memcpy(bytes.data() + 24, &sum, sizeof sum);
+  Plan back;
+  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
+  EXPECT_NE(error.find("a buffer has unknown kind 9"), std::string::npos) << error;
 }
 
 TEST(PlanFile, ReadsVersion7ThatChecksummedWithFnv) {
@@ -120,15 +160,15 @@ TEST(PlanFile, ReadsVersion8WithoutLoadedInitialisers) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 9);
+  ASSERT_EQ(bytes[8], 10);
   bytes[8] = 6; // Version 6's optimizer kernels took one tensor each and `n` as an integer.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 9: recompile the model");
-  bytes[8] = 10;
+  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 10: recompile the model");
+  bytes[8] = 11;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 10, this runtime reads 7 to 9: recompile the model");
+  EXPECT_EQ(error, "plan version 11, this runtime reads 7 to 10: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {
@@ -457,12 +497,14 @@ TEST(PlanFile, RefusesProgramsOffTheirStages) {
   p.programs.push_back(p.programs[0]);
   p.programs.back().stage = 1;
   p.programs.back().instrs.clear();
+  p.programs.back().buffers.clear();
   expectRefused(p, "program 'forward.0' is on pipeline stage 1, but chunk 0 runs on stage 0");
   // A program without a chunk is on every stage.
   p = pipelinePlan();
   p.programs.push_back(p.programs[0]);
   p.programs.back().name = "optimizer_step";
   p.programs.back().instrs.clear();
+  p.programs.back().buffers.clear();
   expectRefused(p, "program 'optimizer_step' has no version for pipeline stage 1");
   p = pipelinePlan();
   p.programs.push_back(p.programs[0]);
@@ -471,6 +513,7 @@ TEST(PlanFile, RefusesProgramsOffTheirStages) {
   p.programs.erase(p.programs.begin() + 1);
   p.programs[0].stage = 1;
   p.programs[0].instrs.clear();
+  p.programs[0].buffers.clear();
   expectRefused(p, "program 'forward.0' has no version for pipeline stage 0, which runs chunk 0");
   p = pipelinePlan();
   p.programs[1].stage = 2;

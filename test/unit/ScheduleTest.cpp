@@ -5,6 +5,8 @@
 #include "common/Timeline.h"
 #include "runtime/support/Json.h"
 
+#include "test/unit/XmlCheck.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,8 @@ using namespace tessel::pipeline;
 using tessel::rt::Json;
 
 namespace {
+
+using tessel::test::parseXml;
 
 const ScheduleKind kAllKinds[] = {ScheduleKind::AFAB, ScheduleKind::OneFOneB,
                                   ScheduleKind::Interleaved, ScheduleKind::ZBH1};
@@ -508,77 +512,6 @@ TEST(Timeline, ChromeTrace) {
   ASSERT_EQ(interEvents.size(), inter.actions.size());
   EXPECT_TRUE(std::any_of(interEvents.begin(), interEvents.end(),
                           [](const Json &e) { return e.find("name")->asString() == "B3.1"; }));
-}
-
-/// A minimal XML well-formedness check: the prolog, comments, balanced and properly nested
-/// elements with quoted attributes, known entities, one root. Returns the element names in
-/// document order, or an error.
-bool parseXml(const std::string &text, std::vector<std::string> &elements, std::string &error) {
-  std::vector<std::string> open;
-  size_t i = 0, roots = 0;
-  auto entityOk = [&](size_t at) {
-    for (const char *entity : {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"})
-      if (text.compare(at, std::string(entity).size(), entity) == 0)
-        return true;
-    return false;
-  };
-  while (i < text.size()) {
-    if (text[i] != '<') {
-      if (text[i] == '&' && !entityOk(i))
-        return error = "bad entity at " + std::to_string(i), false;
-      if (open.empty() && !std::isspace(static_cast<unsigned char>(text[i])))
-        return error = "text outside the root at " + std::to_string(i), false;
-      ++i;
-      continue;
-    }
-    if (text.compare(i, 5, "<?xml") == 0 || text.compare(i, 4, "<!--") == 0) {
-      bool comment = text[i + 1] == '!';
-      size_t end = text.find(comment ? "-->" : "?>", i);
-      if (end == std::string::npos)
-        return error = "unterminated prolog or comment", false;
-      i = end + (comment ? 3 : 2);
-      continue;
-    }
-    size_t end = text.find('>', i);
-    if (end == std::string::npos)
-      return error = "unterminated tag at " + std::to_string(i), false;
-    std::string tag = text.substr(i + 1, end - i - 1);
-    i = end + 1;
-    if (tag[0] == '/') {
-      if (open.empty() || open.back() != tag.substr(1))
-        return error = "mismatched </" + tag.substr(1) + ">", false;
-      open.pop_back();
-      continue;
-    }
-    bool selfClosing = tag.back() == '/';
-    if (selfClosing)
-      tag.pop_back();
-    size_t nameEnd = tag.find_first_of(" \t\n");
-    std::string name = tag.substr(0, nameEnd);
-    if (name.empty() || !std::isalpha(static_cast<unsigned char>(name[0])))
-      return error = "bad element name '" + name + "'", false;
-    // Attributes: name="value", values free of '<' and of stray '&'.
-    for (size_t a = nameEnd; a != std::string::npos && a < tag.size();) {
-      a = tag.find_first_not_of(" \t\n", a);
-      if (a == std::string::npos)
-        break;
-      size_t eq = tag.find("=\"", a), close = eq == std::string::npos ? eq : tag.find('"', eq + 2);
-      if (close == std::string::npos)
-        return error = "bad attribute in <" + name + ">", false;
-      std::string value = tag.substr(eq + 2, close - eq - 2);
-      if (value.find('<') != std::string::npos)
-        return error = "'<' in an attribute of <" + name + ">", false;
-      a = close + 1;
-    }
-    if (open.empty() && roots++ > 0)
-      return error = "a second root <" + name + ">", false;
-    elements.push_back(name);
-    if (!selfClosing)
-      open.push_back(name);
-  }
-  if (!open.empty())
-    return error = "unclosed <" + open.back() + ">", false;
-  return true;
 }
 
 TEST(Timeline, ScheduleSvg) {

@@ -2,6 +2,7 @@
 
 #include "tessel/Target/Estimate.h"
 
+#include "common/MemoryProfile.h"
 #include "common/PipelineLayout.h"
 #include "common/PipelineWalk.h"
 #include "common/Schedule.h"
@@ -38,18 +39,6 @@ std::string stringAttr(const pf::Instr &instr, const char *name) {
   const pf::Attr *a = instr.find(name);
   return a && std::holds_alternative<std::string>(a->value) ? std::get<std::string>(a->value)
                                                             : std::string();
-}
-
-std::string human(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
 }
 
 /// Whether two ranks' figures are the same in every column the table shows.
@@ -286,9 +275,9 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
   for (const auto &run : runs) {
     const RankEstimate &r = e.ranks[run.first];
     std::snprintf(line, sizeof line, "%-11s %14s %14s %16s %14s %14s\n",
-                  rankRange(e.ranks, run).c_str(), human(r.parameters).c_str(),
-                  human(r.gradients).c_str(), human(r.optimizer).c_str(),
-                  human(r.activations).c_str(), human(r.peak()).c_str());
+                  rankRange(e.ranks, run).c_str(), memory::humanBytes(r.parameters).c_str(),
+                  memory::humanBytes(r.gradients).c_str(), memory::humanBytes(r.optimizer).c_str(),
+                  memory::humanBytes(r.activations).c_str(), memory::humanBytes(r.peak()).c_str());
     os << line;
   }
   if (!e.schedule.empty()) {
@@ -308,7 +297,7 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
     for (size_t i = 0; i < runs.size(); ++i) {
       const RankEstimate &r = e.ranks[runs[i].first];
       os << (i ? "," : "") << (runs[i].first == runs[i].second ? " rank " : " ranks ")
-         << rankRange(e.ranks, runs[i]) << " " << r.inFlight << " (" << human(r.stash) << ")";
+         << rankRange(e.ranks, runs[i]) << " " << r.inFlight << " (" << memory::humanBytes(r.stash) << ")";
     }
     os << "\n";
   }
@@ -316,7 +305,7 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
   if (e.communication.empty())
     os << "  none\n";
   for (const auto &[group, bytes] : e.communication) {
-    std::snprintf(line, sizeof line, "  %-8s %14s\n", group.c_str(), human(bytes).c_str());
+    std::snprintf(line, sizeof line, "  %-8s %14s\n", group.c_str(), memory::humanBytes(bytes).c_str());
     os << line;
   }
   // Generation's KV cache, per run of ranks with the same figure.
@@ -331,8 +320,8 @@ std::string tessel::formatEstimate(const PlanEstimate &e) {
     for (const auto &run : runs) {
       const RankEstimate &r = e.ranks[run.first];
       std::snprintf(line, sizeof line, "%-11s %14s %17lld %14s\n", rankRange(e.ranks, run).c_str(),
-                    human(r.kvBytesPerToken).c_str(), static_cast<long long>(r.attentionLayers),
-                    human(r.inferenceWeights).c_str());
+                    memory::humanBytes(r.kvBytesPerToken).c_str(), static_cast<long long>(r.attentionLayers),
+                    memory::humanBytes(r.inferenceWeights).c_str());
       os << line;
     }
   }
@@ -357,7 +346,7 @@ std::string tessel::formatKvCacheFit(const PlanEstimate &e, double deviceMemory,
   if (tokens <= 0)
     return "";
   std::ostringstream os;
-  os << "generation on " << device << " (" << human(deviceMemory) << " per rank): " << std::fixed
+  os << "generation on " << device << " (" << memory::humanBytes(deviceMemory) << " per rank): " << std::fixed
      << std::setprecision(0) << tokens
      << " tokens of KV cache fit beside the weights (sequences x context, e.g. batch "
      << std::max(1.0, std::floor(tokens / 4096)) << " at 4096 tokens; the decode step's own "

@@ -5,6 +5,7 @@
 
 #include "Graph/GraphOps.h"
 #include "Plan/PlanDialect.h"
+#include "Plan/PlanLiveness.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -244,6 +245,18 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
                   [](Operation *o) { return o->emitOpError("cannot be written to a plan file"); });
       if (failed(ok))
         return failure();
+    }
+    // Its memory plan, buffer by buffer, as the planner placed them.
+    for (const plan::ArenaLifetime &life : plan::arenaLifetimes(program)) {
+      if (life.firstKernel > life.lastKernel)
+        continue; // No kernel uses it: it never holds a value.
+      pf::ArenaBuffer b;
+      b.offset = static_cast<uint64_t>(life.owner->getAttrOfType<IntegerAttr>("offset").getInt());
+      b.bytes = static_cast<uint64_t>(life.bytes);
+      b.first = static_cast<uint32_t>(life.firstKernel);
+      b.last = static_cast<uint32_t>(life.lastKernel);
+      b.kind = life.kind;
+      p.buffers.push_back(b);
     }
     // A program of one pipeline stage, or of every stage.
     for (uint32_t stage = 0; stage < stages; ++stage) {

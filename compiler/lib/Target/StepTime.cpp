@@ -86,6 +86,8 @@ std::string signatureOf(const pf::Instr &in) {
 /// The time of one program on one rank, split as the breakdown needs it.
 struct ProgramTime {
   double total = 0, compute = 0, recompute = 0, hidden = 0;
+  /// Per instruction, the time at which it ends (the compute stream's clock then).
+  std::vector<double> ends;
   std::map<std::string, double> exposed;
   double modelFlops = 0, hardwareFlops = 0;
   std::map<std::string, KernelCost> kernels;
@@ -230,7 +232,10 @@ public:
       t.hidden += p.duration - std::min(waited, p.duration);
       now = std::max(now, p.end);
     };
+    t.ends.reserve(program.instrs.size());
     for (const pf::Instr &in : program.instrs) {
+      if (&in != &program.instrs.front())
+        t.ends.push_back(now); // The previous instruction's end.
       if (isCollective(in.kernel)) {
         double d = collectiveTime(in, rank);
         if (d == 0)
@@ -267,6 +272,8 @@ public:
       if (!in.recomputed)
         t.modelFlops += flops;
     }
+    if (!program.instrs.empty())
+      t.ends.push_back(now);
     for (const auto &[event, p] : pending)
       expose(p);
     t.total = now;
@@ -446,6 +453,15 @@ double tokensOf(const pf::Plan &plan, const std::string &program) {
 }
 
 } // namespace
+
+std::vector<double> tessel::instructionSeconds(const pf::Plan &plan, const cl::Cluster &cluster,
+                                               const pf::Program &program, uint32_t rank) {
+  Model model(plan, cluster);
+  std::vector<double> ends = model.time(program, rank).ends, seconds(ends.size());
+  for (size_t i = 0; i < ends.size(); ++i)
+    seconds[i] = ends[i] - (i ? ends[i - 1] : 0.0);
+  return seconds;
+}
 
 StepPrediction tessel::predictStep(const pf::Plan &plan, const cl::Cluster &cluster) {
   StepPrediction out;

@@ -3,6 +3,7 @@
 #include "tessel/Transforms/Passes.h"
 
 #include "Plan/PlanDialect.h"
+#include "Plan/PlanLiveness.h"
 
 #include <algorithm>
 #include <map>
@@ -28,19 +29,6 @@ struct Interval {
   Operation *op; // The plan.alloc or plan.input that owns the bytes.
   int64_t begin, end, bytes, offset = -1;
 };
-
-/// The last op index at which `v`, or a view of it, is used.
-int64_t lastUse(Value v, const DenseMap<Operation *, int64_t> &index, int64_t programEnd) {
-  int64_t last = index.lookup(v.getDefiningOp());
-  for (Operation *user : v.getUsers()) {
-    if (isa<plan::OutputOp>(user))
-      return programEnd;
-    last = std::max(last, index.lookup(user));
-    if (auto view = dyn_cast<plan::ViewOp>(user))
-      last = std::max(last, lastUse(view.getResult(), index, programEnd));
-  }
-  return last;
-}
 
 /// Byte ranges in use, kept as disjoint, non-adjacent [begin, end) ranges: neighbours merge, so
 /// a densely packed arena is a handful of ranges however many buffers it holds.
@@ -149,23 +137,12 @@ struct PlanMemory : tessel::impl::PlanMemoryBase<PlanMemory> {
   }
 
   void planProgram(plan::ProgramOp program) {
-    Block &body = program.getBody().front();
-    DenseMap<Operation *, int64_t> index;
-    int64_t i = 0;
-    for (Operation &op : body)
-      index[&op] = i++;
-    int64_t end = i;
-
+    // Each buffer over the op indices it holds a value (PlanLiveness.h), at its aligned size.
     std::vector<Interval> intervals;
-    for (Operation &op : body) {
-      if (!isa<plan::AllocOp, plan::InputOp>(op))
-        continue;
-      Value v = op.getResult(0);
-      // Inputs are written by the host before the program starts.
-      int64_t begin = isa<plan::InputOp>(op) ? 0 : index[&op];
-      intervals.push_back(
-          {&op, begin, lastUse(v, index, end), byteSize(cast<MemRefType>(v.getType()))});
-    }
+    for (const plan::ArenaLifetime &life : plan::arenaLifetimes(program))
+      intervals.push_back({life.owner, life.begin, life.end,
+                           byteSize(cast<MemRefType>(life.owner->getResult(0).getType()))});
+    const int64_t end = static_cast<int64_t>(program.getBody().front().getOperations().size());
 
     // Largest first, each at the lowest offset free for its whole lifetime.
     std::vector<Interval *> order;

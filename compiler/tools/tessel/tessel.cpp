@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ImportHf.h"
+#include "MemoryPictures.h"
 #include "OutOfMemory.h"
 #include "PassDiagnostics.h"
 #include "Tokenize.h"
@@ -132,6 +133,22 @@ cl::opt<std::string> estimateCluster(
     cl::value_desc("name|file.cluster"), cl::sub(estimateCommand));
 cl::opt<std::string> estimateSvg("svg", cl::desc("Write the predicted pipeline schedule as an SVG"),
                                  cl::value_desc("file.svg"), cl::sub(estimateCommand));
+cl::opt<std::string> estimateMemorySvg(
+    "memory-svg",
+    cl::desc("Draw the predicted memory of a rank over its training steps, stacked by what it "
+             "holds (one picture per pipeline stage, NAME.stage<S>.svg, unless --rank)"),
+    cl::value_desc("file.svg"), cl::sub(estimateCommand));
+cl::opt<std::string> estimateMemoryTrace(
+    "memory-trace",
+    cl::desc("Write the predicted memory profiles as a Chrome trace of counters (Perfetto)"),
+    cl::value_desc("file.json"), cl::sub(estimateCommand));
+cl::opt<int64_t> estimateMemoryRank("rank",
+                                    cl::desc("The rank --memory-svg and --memory-trace profile "
+                                             "(default: the first rank of each pipeline stage)"),
+                                    cl::init(-1), cl::sub(estimateCommand));
+cl::opt<int> estimateMemorySteps("memory-steps",
+                                 cl::desc("Training steps the memory profile shows (default 2)"),
+                                 cl::init(2), cl::sub(estimateCommand));
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<file.model>"), cl::Required,
                                cl::sub(checkCommand), cl::sub(compileCommand), cl::sub(runCommand),
@@ -601,8 +618,13 @@ bool loadCluster(const char *argv0, const std::string &spec, cluster::Cluster &o
 
 /// Compiles the model to a plan and prints what it needs per rank.
 int runEstimate(const char *argv0) {
-  if (!prepareOutputPath(estimateTrace) || !prepareOutputPath(estimateSvg))
+  if (!prepareOutputPath(estimateTrace) || !prepareOutputPath(estimateSvg) ||
+      !prepareOutputPath(estimateMemorySvg) || !prepareOutputPath(estimateMemoryTrace))
     return 2;
+  if (estimateMemorySteps < 1 || estimateMemorySteps > 100) {
+    errs() << "tessel: error: --memory-steps must be 1 to 100, not " << estimateMemorySteps << "\n";
+    return 2;
+  }
   cluster::Cluster cluster;
   if (!estimateCluster.empty() && !loadCluster(argv0, estimateCluster, cluster))
     return 1;
@@ -640,6 +662,30 @@ int runEstimate(const char *argv0) {
       outs() << formatPrediction(prediction, e.worldSize)
              << formatKvCacheFit(e, cluster.memory, cluster.name);
   }
+  auto write = [&](const std::string &path, const std::string &text) {
+    std::vector<uint8_t> bytes(text.begin(), text.end());
+    return writeOutput(path, bytes, false);
+  };
+  if (!estimateMemorySvg.empty() || !estimateMemoryTrace.empty()) {
+    MemoryPictureOptions options;
+    options.svg = estimateMemorySvg;
+    options.trace = estimateMemoryTrace;
+    options.rank = estimateMemoryRank;
+    options.steps = estimateMemorySteps;
+    options.cluster = estimateCluster.empty() ? nullptr : &cluster;
+    std::vector<MemoryPicture> pictures;
+    std::string error;
+    if (!memoryPictures(plan, options, pictures, error)) {
+      errs() << "tessel: error: " << error << "\n";
+      return 2;
+    }
+    for (const MemoryPicture &picture : pictures) {
+      if (!write(picture.path, picture.text))
+        return 2;
+      // On stderr, so that --json's document stays alone on stdout.
+      errs() << "wrote " << picture.summary << "\n";
+    }
+  }
   if (estimateTrace.empty() && estimateSvg.empty())
     return 0;
   // The predicted timeline: the schedule's action lists under unit costs (forward 1,
@@ -664,10 +710,6 @@ int runEstimate(const char *argv0) {
                       (v > 1 ? ", " + std::to_string(v) + " virtual" : std::string()) +
                       (estimateCluster.empty() ? " (predicted, unit costs)"
                                                : " (predicted on " + cluster.name + ")");
-  auto write = [&](const std::string &path, const std::string &text) {
-    std::vector<uint8_t> bytes(text.begin(), text.end());
-    return writeOutput(path, bytes, false);
-  };
   if (!estimateTrace.empty() && !write(estimateTrace, pipeline::chromeTraceJson(timeline, title)))
     return 2;
   if (!estimateSvg.empty() && !write(estimateSvg, pipeline::scheduleSvg(timeline, title)))
@@ -977,6 +1019,7 @@ int main(int argc, char **argv) {
           "  tessel compile FILE.model --emit=sharded  print the per-rank IR with collectives\n"
           "  tessel estimate FILE.model [--json]    memory per rank and communication per step\n"
           "  tessel estimate FILE.model --svg S.svg --trace T.json  draw the pipeline schedule\n"
+          "  tessel estimate FILE.model --memory-svg M.svg  draw a step's memory by what it holds\n"
           "  tessel compile FILE.model -o FILE     write an executable that trains the model\n"
           "  tessel run FILE.model [OPTIONS]       compile and train now (OPTIONS as ./FILE "
           "--help)\n"

@@ -72,6 +72,12 @@ struct StepPrediction {
 /// programs, so the work is done once per stage, whatever dp and tp are.
 StepPrediction predictStep(const planfile::Plan &plan, const cluster::Cluster &cluster);
 
+/// The predicted seconds of each instruction of `program` on `rank` (the compute stream's time
+/// from the previous instruction's end to its own: a collective left running beside compute
+/// counts where its `wait` waits for it), as predictStep times the program.
+std::vector<double> instructionSeconds(const planfile::Plan &plan, const cluster::Cluster &cluster,
+                                       const planfile::Program &program, uint32_t rank);
+
 /// FLOPs of one optimizer step over all ranks, as predictStep counts them but whatever the
 /// cluster: model FLOPs (GEMMs and attention, forward and backward, recomputation excluded)
 /// and hardware FLOPs (recomputation included). The plan writer records them for the

@@ -345,8 +345,8 @@ def GroupOptimizer : Pass<"tessel-group-optimizer", "mlir::ModuleOp"> {
 def PlanMemory : Pass<"tessel-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets from liveness";
   let description = [{
-    In each program, a buffer lives from its allocation to its last use (through views,
-    and to the end for program outputs). Buffers are placed largest first at the lowest
+    In each program, a buffer lives from its first use to its last (through views; from the
+    start for program inputs, to the end for program outputs: Plan/PlanLiveness.h). Buffers are placed largest first at the lowest
     64-byte-aligned offset that overlaps no buffer live at the same time. Sets `offset` on
     every `plan.alloc` and `plan.input` and the program's `arena_bytes` (its peak).
   }];
