@@ -98,20 +98,19 @@ std::array<uint64_t, kMemoryClasses> stateBytesByClass(const planfile::Plan &pla
 }
 
 std::vector<std::array<uint64_t, kMemoryClasses>>
-arenaBytesByInstruction(const planfile::Program &program) {
+liveBytesByInstruction(size_t instructions, const std::vector<planfile::ArenaBuffer> &buffers) {
   // A buffer adds its bytes at its first instruction and takes them away after its last.
-  const size_t n = program.instrs.size();
-  std::vector<std::array<int64_t, kMemoryClasses>> change(n + 1);
-  for (const planfile::ArenaBuffer &b : program.buffers) {
-    if (b.first > b.last || b.last >= n)
-      continue; // A plan's validation refuses these.
+  std::vector<std::array<int64_t, kMemoryClasses>> change(instructions + 1);
+  for (const planfile::ArenaBuffer &b : buffers) {
+    if (b.first > b.last || b.last >= instructions)
+      continue;
     const size_t c = static_cast<size_t>(classOfKind(b.kind));
     change[b.first][c] += static_cast<int64_t>(b.bytes);
     change[b.last + 1][c] -= static_cast<int64_t>(b.bytes);
   }
-  std::vector<std::array<uint64_t, kMemoryClasses>> live(n);
+  std::vector<std::array<uint64_t, kMemoryClasses>> live(instructions);
   std::array<int64_t, kMemoryClasses> sum{};
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < instructions; ++i)
     for (size_t c = 0; c < kMemoryClasses; ++c) {
       sum[c] += change[i][c];
       live[i][c] = static_cast<uint64_t>(sum[c]);
@@ -134,7 +133,9 @@ public:
   void run(const planfile::Program &program, int micro, uint64_t stash = 0, uint64_t messages = 0) {
     auto found = arena_.find(&program);
     if (found == arena_.end())
-      found = arena_.emplace(&program, arenaBytesByInstruction(program)).first;
+      found =
+          arena_.emplace(&program, liveBytesByInstruction(program.instrs.size(), program.buffers))
+              .first;
     const std::vector<double> *times = nullptr;
     if (seconds_) {
       auto t = times_.find(&program);

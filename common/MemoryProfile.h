@@ -91,10 +91,13 @@ struct MemoryProfile {
 /// Per class, the bytes of the state tensors that ranks of pipeline stage `stage` hold.
 std::array<uint64_t, kMemoryClasses> stateBytesByClass(const planfile::Plan &plan, uint32_t stage);
 
-/// Per instruction of `program`, the bytes of its arena buffers holding values then, by class
-/// (only Kept, Recomputed and Temporaries are nonzero).
+/// Per instruction of a program of `instructions` instructions, the bytes of `buffers` that
+/// hold values then, by class (only Kept, Recomputed and Temporaries are nonzero): each
+/// buffer from its `first` instruction to its `last` (one with first > last or past the
+/// program, never). The plan's buffers give the prediction; the spans a run observes, the
+/// measurement.
 std::vector<std::array<uint64_t, kMemoryClasses>>
-arenaBytesByInstruction(const planfile::Program &program);
+liveBytesByInstruction(size_t instructions, const std::vector<planfile::ArenaBuffer> &buffers);
 
 /// Predicted seconds of each instruction of a program for a rank (tessel estimate --cluster).
 using InstructionSeconds =

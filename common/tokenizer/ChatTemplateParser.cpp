@@ -411,22 +411,29 @@ private:
     return true;
   }
 
+  /// At binary operator `op` (the current token), after its left operand `out`: `out` becomes
+  /// the node of `out op right`, the right operand read by `operand`.
+  bool binaryNode(ExprPtr &out, Expr::Op op, bool (Parser::*operand)(ExprPtr &)) {
+    Location at = cur().at;
+    next();
+    auto e = make(Expr::Kind::Binary, at);
+    e->op = op;
+    ExprPtr right;
+    if (!(this->*operand)(right))
+      return false;
+    e->args.push_back(std::move(out));
+    e->args.push_back(std::move(right));
+    out = std::move(e);
+    return true;
+  }
+
   bool binaryChain(ExprPtr &out, Expr::Op op, const char *name,
                    bool (Parser::*operand)(ExprPtr &)) {
     if (!(this->*operand)(out))
       return false;
-    while (isName(name)) {
-      Location at = cur().at;
-      next();
-      auto e = make(Expr::Kind::Binary, at);
-      e->op = op;
-      ExprPtr right;
-      if (!(this->*operand)(right))
+    while (isName(name))
+      if (!binaryNode(out, op, operand))
         return false;
-      e->args.push_back(std::move(out));
-      e->args.push_back(std::move(right));
-      out = std::move(e);
-    }
     return true;
   }
 
@@ -504,16 +511,8 @@ private:
           op = o;
       if (op == Expr::Op::None)
         return true;
-      Location at = cur().at;
-      next();
-      auto e = make(Expr::Kind::Binary, at);
-      e->op = op;
-      ExprPtr right;
-      if (!(this->*operand)(right))
+      if (!binaryNode(out, op, operand))
         return false;
-      e->args.push_back(std::move(out));
-      e->args.push_back(std::move(right));
-      out = std::move(e);
     }
   }
 

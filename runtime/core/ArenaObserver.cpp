@@ -92,23 +92,15 @@ std::vector<std::array<uint64_t, memory::kMemoryClasses>> ArenaObserver::finish(
   }
   if (faultCount_ > kFaultsKept)
     faults_.push_back("... and " + std::to_string(faultCount_ - kFaultsKept) + " more");
-  std::vector<std::array<int64_t, memory::kMemoryClasses>> change(n + 1);
-  for (size_t b = 0; b < program_.buffers.size(); ++b) {
-    if (first_[b] < 0)
-      continue; // Never touched: it never held a value.
-    const size_t c = static_cast<size_t>(memory::classOfKind(program_.buffers[b].kind));
-    const int64_t bytes = static_cast<int64_t>(program_.buffers[b].bytes);
-    change[static_cast<size_t>(first_[b])][c] += bytes;
-    change[static_cast<size_t>(last_[b]) + 1][c] -= bytes;
-  }
-  std::vector<std::array<uint64_t, memory::kMemoryClasses>> live(n);
-  std::array<int64_t, memory::kMemoryClasses> sum{};
-  for (size_t i = 0; i < n; ++i)
-    for (size_t c = 0; c < memory::kMemoryClasses; ++c) {
-      sum[c] += change[i][c];
-      live[i][c] = static_cast<uint64_t>(sum[c]);
+  // The spans the run showed, of the buffers it touched.
+  std::vector<planfile::ArenaBuffer> observed;
+  for (size_t b = 0; b < program_.buffers.size(); ++b)
+    if (first_[b] >= 0) {
+      observed.push_back(program_.buffers[b]);
+      observed.back().first = static_cast<uint32_t>(first_[b]);
+      observed.back().last = static_cast<uint32_t>(last_[b]);
     }
-  return live;
+  return memory::liveBytesByInstruction(n, observed);
 }
 
 } // namespace tessel::rt

@@ -377,11 +377,18 @@ void Executor::setMemoryContext(uint64_t stash, uint64_t messages, int micro) {
   contextMicro_ = micro;
 }
 
-memory::MemorySample Executor::memorySample() const {
-  memory::MemorySample s;
+void Executor::enableMemoryTrace(bool on) {
+  memoryTracing_ = on;
+  memoryState_ = {};
   for (size_t i = 0; i < plan_.state.size(); ++i)
     if (state_[i])
-      s.bytes[static_cast<size_t>(memory::classOfRole(plan_.state[i].role))] += state_[i]->bytes();
+      memoryState_[static_cast<size_t>(memory::classOfRole(plan_.state[i].role))] +=
+          state_[i]->bytes();
+}
+
+memory::MemorySample Executor::memorySample() const {
+  memory::MemorySample s;
+  s.bytes = memoryState_;
   s.bytes[static_cast<size_t>(memory::MemoryClass::Stash)] = contextStash_;
   s.bytes[static_cast<size_t>(memory::MemoryClass::Messages)] = contextMessages_;
   s.micro = contextMicro_;
@@ -427,8 +434,7 @@ bool Executor::runInstructions(const DecodedProgram &p, const StepContext &ctx, 
         sample.bytes[c] += arena[static_cast<size_t>(sample.instr)][c];
       memorySamples_.push_back(std::move(sample));
     }
-    memoryFaults_.insert(memoryFaults_.end(), observer->faults().begin(),
-                         observer->faults().end());
+    memoryFaults_.insert(memoryFaults_.end(), observer->faults().begin(), observer->faults().end());
   };
   for (size_t n = 0; n < p.instrs.size(); ++n) {
     Decoded &d = const_cast<Decoded &>(p.instrs[n]);

@@ -33,7 +33,6 @@ class Device;
 class DeviceBuffer;
 struct RankContext;
 
-
 /// Sets the threads the CPU kernels (and GEMM, which slices its products over them) use.
 void setComputeThreads(int threads);
 
@@ -134,7 +133,7 @@ public:
   /// as the operands its kernels are given show (ArenaObserver.h), what setMemoryContext
   /// says is held besides, and the resident memory (the device's in use on a GPU, else the
   /// process's resident set).
-  void enableMemoryTrace(bool on) { memoryTracing_ = on; }
+  void enableMemoryTrace(bool on);
   bool memoryTracing() const { return memoryTracing_; }
   /// What the runs from now on hold outside the arena (a pipeline rank's stash and message
   /// buffers) and the micro-batch they run.
@@ -184,6 +183,8 @@ private:
   };
   std::vector<PendingTimer> pendingTimers_;
   bool memoryTracing_ = false;
+  /// The state this rank holds, by class: the same in every sample.
+  std::array<uint64_t, memory::kMemoryClasses> memoryState_{};
   uint64_t contextStash_ = 0, contextMessages_ = 0;
   int contextMicro_ = -1;
   std::vector<memory::MemorySample> memorySamples_;
