@@ -3,10 +3,11 @@
 # git-ignored folder that the window's call carries. The GPU machine has the CUDA toolkit, the
 # driver and PyTorch, but no MLIR, ANTLR, OpenBLAS, MPI or GoogleTest, and no network; and its
 # time is short. So everything that needs no GPU happens here:
-#   bin/         the runtime-only build for sm_90 (BLAS and MPI off; the CUDA tests, the unit
-#                tests, the runner, tessel-nvrtc and the kernel-rate tools), stripped;
-#   lib/         the shared libraries those binaries need that are not part of the C library
-#                or libstdc++ (libgomp), which a GPU machine's image may lack;
+#   binaries.tar.xz  bin/: the runtime-only build for sm_90 (BLAS and MPI off; the CUDA tests,
+#                the unit tests, the runner, tessel-nvrtc and the kernel-rate tools), stripped;
+#                lib/: the shared libraries those binaries need that are not part of the C
+#                library or libstdc++ (libgomp), which a GPU machine's image may lack. Packed
+#                with xz they weigh a third of their size; the window unpacks them;
 #   plans/       the plans compiled by scripts/gpu-plans.sh, plus a bf16 tiny_gpt;
 #   ref/         the CPU references, computed by the same runner on its CPU device: per plan
 #                the metrics of 5 steps and the first step's dumps (weights, batches, gradients);
@@ -118,6 +119,11 @@ done
   > "$out/nvrtc.log" 2>&1 || { tail -10 "$out/nvrtc.log"; die "tessel-nvrtc failed"; }
 tail -1 "$out/nvrtc.log"
 
+step "pack the binaries (binaries.tar.xz)"
+XZ_OPT=-T0 tar -C "$out" -cJf "$out/binaries.tar.xz" bin lib || die "packing the binaries failed"
+rm -rf "$out/bin" "$out/lib"
+echo "  $(du -sh "$out/binaries.tar.xz" | cut -f1)"
+
 {
   echo "commit $(git -C "$root" rev-parse HEAD 2> /dev/null || echo unknown)$(
     git -C "$root" diff --quiet 2> /dev/null || echo ' (with uncommitted changes)')"
@@ -131,6 +137,6 @@ repo_kib=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -ck 2> /dev/n
 total=$((size_kib + ${repo_kib:-0}))
 echo "gpu-prepare: $out is $((size_kib / 1024)) MiB; with the repository $((total / 1024)) MiB of the 64 a window carries"
 if [ "$total" -ge $((64 * 1024)) ]; then
-  du -sk "$out"/* "$out"/bin/* | sort -n | tail -8
+  du -sk "$out"/* "$out"/ref/* | sort -n | tail -8
   die "too big to carry (64 MiB at most)"
 fi
