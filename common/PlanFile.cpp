@@ -436,6 +436,15 @@ std::vector<uint8_t> serializePlan(const Plan &plan, uint32_t version) {
         w.u8(static_cast<uint8_t>(b.kind));
       });
   });
+  if (version >= 11) {
+    // The decode plan travels as a plan file of its own inside this one.
+    w.u8(plan.decoder ? 1 : 0);
+    if (plan.decoder) {
+      std::vector<uint8_t> nested = serializePlan(*plan.decoder, version);
+      w.str(std::string(nested.begin(), nested.end()));
+    }
+    w.str(plan.decoderRefused);
+  }
 
   const uint64_t payload = w.bytes.size() - kHeaderBytes;
   Writer header;
@@ -557,11 +566,33 @@ bool parsePlan(const uint8_t *data, size_t size, Plan &plan, std::string &error)
       });
     return p;
   });
+  std::string decoderBytes;
+  if (version >= 11) {
+    const uint8_t hasDecoder = r.u8();
+    if (hasDecoder > 1)
+      r.fail("the plan's decode-plan flag is " + std::to_string(hasDecoder));
+    if (hasDecoder == 1)
+      decoderBytes = r.str();
+    plan.decoderRefused = r.str();
+  }
   if (r.ok() && !r.atEnd())
     r.fail("the plan has bytes after its last program");
   if (!r.ok()) {
     error = r.error;
     return false;
+  }
+  if (!decoderBytes.empty()) {
+    auto decoder = std::make_shared<Plan>();
+    const auto *bytes = reinterpret_cast<const uint8_t *>(decoderBytes.data());
+    if (!parsePlan(bytes, decoderBytes.size(), *decoder, error)) {
+      error = "its decode plan: " + error;
+      return false;
+    }
+    if (decoder->decoder) {
+      error = "its decode plan holds a decode plan of its own";
+      return false;
+    }
+    plan.decoder = std::move(decoder);
   }
   return validatePlan(plan, error);
 }
@@ -708,7 +739,8 @@ static bool boundedBytes(const std::vector<int64_t> &shape, uint64_t elementByte
 /// of a parameter's own shape, split and stages (`params`: the plan's parameters by name).
 static bool validateRole(const std::unordered_map<std::string, const StateTensor *> &params,
                          const StateTensor &t, std::string &error) {
-  static const char *const kRoles[] = {"param", "grad", "adam_m", "adam_v", "momentum", "working"};
+  static const char *const kRoles[] = {"param",    "grad",    "adam_m",  "adam_v",
+                                       "momentum", "working", "kv_cache"};
   if (std::find(std::begin(kRoles), std::end(kRoles), t.role) == std::end(kRoles)) {
     error = "state tensor '" + t.name + "' has the unknown role '" + t.role + "'";
     return false;
@@ -870,7 +902,24 @@ bool validatePlan(const Plan &plan, std::string &error) {
       }
     }
   }
-  return validateProgramStages(plan, error);
+  if (!validateProgramStages(plan, error))
+    return false;
+  // The decode plan runs on the same ranks, laid out the same way.
+  if (plan.decoder) {
+    const Plan &d = *plan.decoder;
+    bool sameMesh = d.worldSize == plan.worldSize && d.mesh.size() == plan.mesh.size();
+    for (size_t i = 0; sameMesh && i < d.mesh.size(); ++i)
+      sameMesh = d.mesh[i].name == plan.mesh[i].name && d.mesh[i].size == plan.mesh[i].size;
+    if (!sameMesh) {
+      error = "its decode plan is laid out on another mesh than the plan";
+      return false;
+    }
+    if (!validatePlan(d, error)) {
+      error = "its decode plan: " + error;
+      return false;
+    }
+  }
+  return true;
 }
 
 } // namespace tessel::planfile

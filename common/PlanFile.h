@@ -20,6 +20,7 @@
 #include "common/DType.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -27,10 +28,11 @@
 
 namespace tessel::planfile {
 
-constexpr uint32_t kPlanVersion = 10;
+constexpr uint32_t kPlanVersion = 11;
 /// The oldest version read: version 7 has version 8's payload, checksummed with FNV-1a;
 /// version 8 lacks version 9's loaded initialisers (`init_source`, `init_slice`); version 9
-/// lacks version 10's buffer lifetimes (Program::buffers).
+/// lacks version 10's buffer lifetimes (Program::buffers); version 10 lacks version 11's
+/// decode plan (Plan::decoder).
 constexpr uint32_t kOldestPlanVersion = 7;
 constexpr char kPlanMagic[8] = {'T', 'E', 'S', 'S', 'P', 'L', 'A', 'N'};
 
@@ -108,8 +110,9 @@ struct Program {
   std::vector<ArenaBuffer> buffers;
 };
 
-/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v", "momentum" or "working"; `of`
-/// names the parameter a gradient, moment or working copy belongs to.
+/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v", "momentum", "working" or
+/// "kv_cache" (a decode program's key or value cache); `of` names the parameter a gradient,
+/// moment or working copy belongs to.
 struct StateTensor {
   std::string name, role, of;
   DType dtype = DType::F32;
@@ -133,9 +136,9 @@ struct StateTensor {
   /// Whether ranks of pipeline stage `stage` hold the tensor.
   bool heldBy(uint32_t stage) const;
   /// Whether a checkpoint holds the tensor: parameters and optimizer state do; gradients (zero
-  /// between steps) and working copies (the `working_copies` program makes them from the
-  /// parameters) do not.
-  bool checkpointed() const { return role != "grad" && role != "working"; }
+  /// between steps), working copies (the `working_copies` program makes them from the
+  /// parameters) and KV caches do not.
+  bool checkpointed() const { return role != "grad" && role != "working" && role != "kv_cache"; }
 };
 
 /// The program that makes every parameter's working copy (role "working") from the parameter,
@@ -183,6 +186,12 @@ struct Plan {
   /// what differs between them (which block of a split tensor each holds, where it sits in a
   /// collective) follows from their place in the groups at run time.
   std::vector<Program> programs;
+  /// The decode plan, for generation with a KV cache: the same mesh and parameters, the caches
+  /// (role "kv_cache") and the programs `prefill` and `decode_b<B>` (tokens, positions and
+  /// block_table in, logits out); null when the model or its layout has none, and then
+  /// `decoderRefused` says why.
+  std::shared_ptr<const Plan> decoder;
+  std::string decoderRefused;
 
   const Attr *findConfig(const std::string &name) const;
   /// The version of program `name` that `rank` runs: its pipeline stage's.

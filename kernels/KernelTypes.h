@@ -132,6 +132,24 @@ struct AttentionArgs {
   int64_t keyHeadStart = -1, keyTailStart = -1;
 };
 
+/// Attention of new tokens over paged key/value caches (paged_attention, as vLLM's paged
+/// attention): q and out are [batch, seq, heads, head], k and v [batch, seq, kvHeads, head]
+/// (the new tokens' keys and values), positions [batch, seq] (i32; negative: a padding slot),
+/// the block table [batch, maxBlocks] (i32) and each cache [blocks, blockSize, kvHeads, head].
+/// Position p of sequence b lives in slot p % blockSize of cache block
+/// table[b][p / blockSize]. Every new token's key and value is stored at its position first;
+/// then the token at position p attends over positions max(0, p - window + 1) .. p of its
+/// sequence (window 0: from 0), query head h reading kv head h / (heads / kvHeads). A padding
+/// token, or one whose positions reach a block index of maxBlocks or more or a block id outside
+/// [0, blocks) (a caller's error), stores nothing and gets a zero output row; no kernel reads
+/// or writes outside the caches for it.
+struct PagedAttentionArgs {
+  int64_t batch = 0, seq = 0, heads = 0, kvHeads = 0, head = 0;
+  int64_t blocks = 0, blockSize = 0, maxBlocks = 0;
+  float scale = 1.0f;
+  int64_t window = 0;
+};
+
 /// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
 /// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
 /// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`

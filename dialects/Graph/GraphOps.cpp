@@ -852,3 +852,92 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   return verifyLinearCrossEntropy(*this, getInput(), getWeight(), getTargets(), getDim(),
                                   getChunk(), getScale().convertToDouble());
 }
+
+//===----------------------------------------------------------------------===//
+// Decoding
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `shape`'s dims are `names` ("" for any name), or a diagnostic naming `what`.
+LogicalResult expectDims(Operation *op, StringRef what, const NamedShape &shape,
+                         ArrayRef<StringRef> names) {
+  bool ok = shape.size() == names.size();
+  for (size_t i = 0; ok && i < names.size(); ++i)
+    ok = names[i].empty() || shape[i].name == names[i];
+  if (ok)
+    return success();
+  std::string want = "[";
+  for (size_t i = 0; i < names.size(); ++i)
+    want += (i ? ", " : "") + (names[i].empty() ? std::string("_") : names[i].str());
+  return op->emitOpError() << what << " must be " << want << "], not " << formatShape(shape);
+}
+
+} // namespace
+
+LogicalResult KvCacheOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  return expectDims(*this, "a cache", shapes->result, {"cache_blocks", "block_slot", "", ""});
+}
+
+LogicalResult PagedAttentionOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) ||
+      failed(sameElementType(*this, {getQuery(), getKey(), getValue(), getKeyCache(),
+                                     getValueCache()})))
+    return failure();
+  if (getScale().convertToDouble() <= 0.0)
+    return emitOpError("scale must be positive");
+  if (auto w = getWindow(); w && *w <= 0)
+    return emitOpError("a window must be positive");
+  const SmallVector<NamedShape> &in = shapes->operands;
+  const NamedShape &q = in[0], &k = in[1];
+  if (q.size() != 4)
+    return emitOpError() << "the query must be [batch, seq, heads, head], not " << formatShape(q);
+  ShapeResult r = attentionShape(q, k, in[2], /*blockOfHeads=*/false);
+  if (!r.ok())
+    return emitOpError() << r.error;
+  StringRef batch = q[0].name, seq = q[1].name;
+  if (failed(expectDims(*this, "positions", in[3], {batch, seq})) ||
+      failed(expectDims(*this, "the block table", in[4], {batch, ""})) ||
+      failed(expectDims(*this, "the key cache", in[5],
+                        {"cache_blocks", "block_slot", k[2].name, k[3].name})))
+    return failure();
+  if (!(in[3][0] == q[0]) || !(in[3][1] == q[1]) || !(in[4][0] == q[0]))
+    return emitOpError() << "positions " << formatShape(in[3]) << " and the block table "
+                         << formatShape(in[4]) << " must have the queries' " << batch << " and "
+                         << seq;
+  if (!(in[5] == in[6]))
+    return emitOpError() << "the key cache " << formatShape(in[5]) << " and the value cache "
+                         << formatShape(in[6]) << " must have the same shape";
+  if (!(in[5][2] == k[2]) || !(in[5][3] == k[3]))
+    return emitOpError() << "the caches " << formatShape(in[5]) << " must hold the keys' "
+                         << formatShape(k) << " heads";
+  return expectShape(*this, r, shapes->result);
+}
+
+LogicalResult RopeAtOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
+    return failure();
+  if (getTheta().convertToDouble() <= 0.0)
+    return emitOpError("theta must be positive");
+  if (std::optional<ArrayRef<double>> s = getScaling())
+    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
+        !((*s)[3] > 0))
+      return emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
+                         "original_context], positive, with low_freq_factor < high_freq_factor");
+  const NamedShape &x = shapes->operands[0];
+  if (x.size() != 4)
+    return emitOpError() << "rope_at needs [batch, seq, heads, head], not " << formatShape(x);
+  if (failed(expectDims(*this, "positions", shapes->operands[1], {x[0].name, x[1].name})))
+    return failure();
+  if (!(shapes->operands[1][0] == x[0]) || !(shapes->operands[1][1] == x[1]))
+    return emitOpError() << "positions " << formatShape(shapes->operands[1])
+                         << " must have the input's sizes " << formatShape(x);
+  return expectShape(*this, ropeShape(x), shapes->result);
+}

@@ -601,5 +601,6 @@ def Graph_LinearCrossEntropyGradOp : Graph_Op<"linear_cross_entropy_grad", [Pure
 include "GraphGradientOps.td"
 include "GraphTrainOps.td"
 include "GraphParallelOps.td"
+include "GraphDecodeOps.td"
 
 #endif // TESSEL_GRAPH_OPS

@@ -153,8 +153,11 @@ MeshLayout MeshLayout::fromModule(ModuleOp module) {
   // Attention reads each key/value head with a group of query heads, so splitting the query
   // heads splits the key/value heads the same way: the rule carries over to them (and so to
   // the key and value projections), unless the spec maps them itself.
-  module.walk([&](AttentionOp a) {
-    auto q = getNamedShape(a.getQuery().getType()), k = getNamedShape(a.getKey().getType());
+  module.walk([&](Operation *op) {
+    if (!isa<AttentionOp, PagedAttentionOp>(op))
+      return;
+    auto q = getNamedShape(op->getOperand(0).getType());
+    auto k = getNamedShape(op->getOperand(1).getType());
     if (!q || !k || q->size() < 3 || k->size() != q->size())
       return;
     const NamedDim &heads = (*q)[q->size() - 2], &kvHeads = (*k)[k->size() - 2];

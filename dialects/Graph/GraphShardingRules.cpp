@@ -891,3 +891,56 @@ LogicalResult UnpackOp::inferSharding(const MeshLayout &, ArrayRef<Sharding> ope
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Decoding
+//===----------------------------------------------------------------------===//
+
+// A cache is split as the rules split its heads (tensor parallelism), never over a data or
+// context axis: every rank of those holds a whole pool for the sequences it decodes.
+LogicalResult KvCacheOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding>,
+                                       ShardingRule &rule) {
+  NamedShape shape = shapeOf(getType());
+  Sharding s = mesh.byRules(shape);
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (i != 2)
+      s.axes[i].clear();
+  rule.results.push_back(s);
+  return success();
+}
+
+// As attention, with the key heads tied to the query heads so that both stay whole when an
+// axis splits one but not the other: the caches never move, so the rule must ask for them
+// as they are held (KvCacheOp's rule), which splits their heads only where that axis
+// divides them.
+LogicalResult PagedAttentionOp::inferSharding(const MeshLayout &mesh,
+                                              ArrayRef<Sharding> operands, ShardingRule &rule) {
+  NamedShape q = shapeOf(getQuery()), k = shapeOf(getKey()), table = shapeOf(getBlockTable());
+  std::vector<std::string> whole = {q[1].name, q[3].name, "cache_blocks", "block_slot",
+                                    table[1].name};
+  std::string heads = q[2].name, kvHeads = k[2].name;
+  DimSolver solver(mesh);
+  for (auto [i, v] : llvm::enumerate(getOperation()->getOperands())) {
+    if (i >= 5)
+      solver.addParameter(shapeOf(v), operands[i]);
+    else
+      solver.addOperand(shapeOf(v), operands[i]);
+  }
+  for (const std::string &w : whole)
+    solver.keepWhole(w);
+  if (heads != kvHeads)
+    solver.tie(heads, kvHeads);
+  solver.solve(rule);
+  rule.results.push_back(solver.result(shapeOf(getResult())));
+  for (size_t i = 5; i < 7; ++i)
+    if (!(rule.operands[i] == operands[i]))
+      return emitOpError() << "would need its cache laid out as " << rule.operands[i].str()
+                           << ", but it is held as " << operands[i].str();
+  return success();
+}
+
+LogicalResult RopeAtOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                      ShardingRule &rule) {
+  NamedShape x = shapeOf(getInput());
+  return solveAll(*this, mesh, operands, rule, {x[1].name, x[3].name});
+}

@@ -16,11 +16,12 @@
 // This file is compiled once per instruction set (Isa.h): its functions live in
 // tessel::cpu::attention_isa::<set>, and AttentionDispatch.cpp calls the widest one the CPU
 // runs. Nothing here instantiates a standard-library template that is not inlined (buffers are
-// this file's own), so no code compiled for wide vectors is shared with the baseline's.
+// FloatBuffer.h's), so no code compiled for wide vectors is shared with the baseline's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/FloatBuffer.h"
 #include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Loops.h"
 #include "kernels/cpu/Simd.h"
@@ -28,13 +29,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA {
 
 using detail::BlockRange;
+using detail::FloatBuffer;
 using detail::kParallelGrain;
 using detail::smallGemm;
 
@@ -42,31 +42,6 @@ namespace {
 
 /// Queries per block: bounds the score buffers at kQueryBlock x kvSeq floats per thread.
 constexpr int64_t kQueryBlock = 64;
-
-/// A float buffer of this file's own (see the header).
-class Floats {
-public:
-  Floats() = default;
-  explicit Floats(int64_t n) { resize(n); }
-  Floats(const Floats &) = delete;
-  Floats &operator=(const Floats &) = delete;
-  ~Floats() { std::free(data_); }
-  void resize(int64_t n) {
-    if (n <= capacity_)
-      return;
-    std::free(data_);
-    data_ = static_cast<float *>(std::malloc(static_cast<size_t>(n) * sizeof(float)));
-    if (!data_)
-      throw std::bad_alloc();
-    capacity_ = n;
-  }
-  float *data() { return data_; }
-  const float *data() const { return data_; }
-
-private:
-  float *data_ = nullptr;
-  int64_t capacity_ = 0;
-};
 
 void copyFloats(const float *from, int64_t n, float *to) {
   std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
@@ -76,7 +51,7 @@ void zeroFloats(float *p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) 
 /// One (batch, kv head) pair's keys and values, copied out of the strided inputs: kt and vt
 /// are [head, kvSeq] (transposed), kr and vr [kvSeq, head]; only the ones asked for are filled.
 struct KvTile {
-  Floats kt, kr, vr, vt;
+  FloatBuffer kt, kr, vr, vt;
 
   void load(const AttentionArgs &a, const float *k, const float *v, int64_t b, int64_t kh,
             bool forward) {
@@ -164,7 +139,7 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
 #pragma omp parallel if (pairs * S * T * D >= kParallelGrain && pairs > 1)
   {
     KvTile tile;
-    Floats p(kQueryBlock * T);
+    FloatBuffer p(kQueryBlock * T);
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / H, h = pair % H;
@@ -194,8 +169,8 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
 #pragma omp parallel if (a.batch * H * S * T * D >= kParallelGrain && pairs > 1)
   {
     KvTile tile;
-    Floats p(kQueryBlock * T), ds(kQueryBlock * T);
-    Floats dkAcc(T * D), dvAcc(T * D);
+    FloatBuffer p(kQueryBlock * T), ds(kQueryBlock * T);
+    FloatBuffer dkAcc(T * D), dvAcc(T * D);
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / KH, kh = pair % KH;

@@ -1,9 +1,9 @@
 //===- AttentionDispatch.cpp - The attention kernels the CPU runs best ----===//
 //
-// Attention.cpp is compiled for the baseline, AVX2 and AVX-512 (Isa.h); the copies give the
-// same bits. The widest one the CPU supports runs, unless TESSEL_CPU_ISA names another
-// (baseline, avx2, avx512: one the CPU lacks falls back to the widest it has, with a note on
-// stderr). The choice is made once, at the first call.
+// Attention.cpp and PagedAttention.cpp are compiled for the baseline, AVX2 and AVX-512 (Isa.h);
+// the copies give the same bits. The widest one the CPU supports runs, unless TESSEL_CPU_ISA
+// names another (baseline, avx2, avx512: one the CPU lacks falls back to the widest it has,
+// with a note on stderr). The choice is made once, at the first call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +21,9 @@ namespace tessel::cpu {
                  float *out);                                                                      \
   void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,    \
                      const float *dout, float *dq, float *dk, float *dv);                          \
+  void pagedAttention(const PagedAttentionArgs &args, const float *q, const float *k,              \
+                      const float *v, const int32_t *positions, const int32_t *blockTable,         \
+                      float *out, float *kCache, float *vCache);                                   \
   }
 TESSEL_ATTENTION_VARIANT(baseline)
 #ifdef TESSEL_CPU_HAVE_AVX2
@@ -37,6 +40,7 @@ struct Variant {
   const char *name;
   decltype(&attention_isa::baseline::attention) forward;
   decltype(&attention_isa::baseline::attentionGrad) backward;
+  decltype(&attention_isa::baseline::pagedAttention) paged;
   bool supported;
 };
 
@@ -46,14 +50,16 @@ const Variant &chosen() {
     const Variant all[] = {
 #ifdef TESSEL_CPU_HAVE_AVX512
         {"avx512", attention_isa::avx512::attention, attention_isa::avx512::attentionGrad,
+         attention_isa::avx512::pagedAttention,
          __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("fma") != 0},
 #endif
 #ifdef TESSEL_CPU_HAVE_AVX2
         {"avx2", attention_isa::avx2::attention, attention_isa::avx2::attentionGrad,
+         attention_isa::avx2::pagedAttention,
          __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0},
 #endif
         {"baseline", attention_isa::baseline::attention, attention_isa::baseline::attentionGrad,
-         true},
+         attention_isa::baseline::pagedAttention, true},
     };
     const char *wanted = std::getenv("TESSEL_CPU_ISA");
     if (wanted && *wanted) {
@@ -88,6 +94,12 @@ void attention(const AttentionArgs &args, const float *q, const float *k, const 
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
                    const float *dout, float *dq, float *dk, float *dv) {
   chosen().backward(args, q, k, v, dout, dq, dk, dv);
+}
+
+void pagedAttention(const PagedAttentionArgs &args, const float *q, const float *k, const float *v,
+                    const int32_t *positions, const int32_t *blockTable, float *out, float *kCache,
+                    float *vCache) {
+  chosen().paged(args, q, k, v, positions, blockTable, out, kCache, vCache);
 }
 
 } // namespace tessel::cpu

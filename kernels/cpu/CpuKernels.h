@@ -167,7 +167,7 @@ bool ceGrad(int64_t rows, int64_t cols, int64_t first, int64_t classes, const fl
 // Embedding
 //===----------------------------------------------------------------------===//
 
-/// out[i, :] = table[ids[i], :] for i < n; table is [rows, cols].
+/// out[i, :] = table[ids[i], :] for i < n, a zero row for a negative id; table is [rows, cols].
 bool embedding(int64_t n, int64_t rows, int64_t cols, const float *table, const int32_t *ids,
                float *out, std::string &error);
 /// dtable = 0, then dtable[ids[i], :] += dout[i, :] in order of i.
@@ -175,8 +175,9 @@ bool embeddingGrad(int64_t n, int64_t rows, int64_t cols, const float *dout, con
                    float *dtable, std::string &error);
 
 /// The same on a table split by rows between ranks: `table` holds rows [first, first + rows)
-/// of a table of `vocab` rows, and every id must lie in [0, vocab). An id of another rank's
-/// rows gives a zero row of `out`, and is skipped by the gradient.
+/// of a table of `vocab` rows. An id of another rank's rows gives a zero row of `out`, and is
+/// skipped by the gradient. The lookup takes a negative id as a padding slot (a zero row) and
+/// refuses one of vocab or more; the gradient refuses every id outside [0, vocab).
 bool embeddingRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
                    const float *table, const int32_t *ids, float *out, std::string &error);
 bool embeddingGradRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
@@ -203,6 +204,15 @@ void attentionBlockGrad(const RingBlockArgs &args, const float *q, const float *
                         const float *dout, const float *out, const float *lse, bool first,
                         float *dq, float *dk, float *dv);
 
+/// Attention of new tokens over paged key/value caches, as PagedAttentionArgs
+/// (kernels/KernelTypes.h) lays the operands out: stores every new token's k and v row in the
+/// caches at its position, then writes each token's attention over its sequence's positions
+/// (a zero row for padding and for tokens whose positions reach blocks out of range, which are
+/// neither read nor written). Online softmax in f32, one pass over the keys and values.
+void pagedAttention(const PagedAttentionArgs &args, const float *q, const float *k, const float *v,
+                    const int32_t *positions, const int32_t *blockTable, float *out, float *kCache,
+                    float *vCache);
+
 /// The instruction set the attention kernels run with: "baseline", "avx2" or "avx512" (the
 /// widest the CPU supports, or the one TESSEL_CPU_ISA names); every one gives the same bits.
 const char *attentionVariant();
@@ -211,11 +221,13 @@ const char *attentionVariant();
 /// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).
 /// `inverse` turns the other way (the gradient of the forward rotation). With `headStart` ≥ 0
 /// the positions here are two runs (a head-tail block, common/HeadTail.h): [0, seq / 2) at
-/// headStart + p, the rest at tailStart + p − seq / 2. `scaling` rescales the frequencies as
-/// Llama 3 does (kernels/RopeFrequency.h).
+/// headStart + p, the rest at tailStart + p − seq / 2. With `positions` ([batch, seq]) token
+/// (b, s) is at positions[b * seq + s] instead, a negative one at 0 (a padding slot), and the
+/// head-tail runs are not used. `scaling` rescales the frequencies as Llama 3 does
+/// (kernels/RopeFrequency.h).
 void rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
           const float *x, float *y, int64_t headStart = -1, int64_t tailStart = -1,
-          const kernels::RopeScaling &scaling = {});
+          const kernels::RopeScaling &scaling = {}, const int32_t *positions = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Dropout

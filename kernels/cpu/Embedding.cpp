@@ -14,10 +14,11 @@ using detail::kParallelGrain;
 
 bool embeddingRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
                    const float *table, const int32_t *ids, float *out, std::string &error) {
-  if (!detail::checkIds(n, vocab, ids, error))
+  if (!detail::checkIdsBelow(n, vocab, ids, error))
     return false;
 #pragma omp parallel for schedule(static) if (n * cols >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
+    // A negative id (a padding slot) falls before every rank's rows, first being >= 0.
     const int64_t row = static_cast<int64_t>(ids[i]) - first;
     if (row >= 0 && row < rows)
       std::memcpy(out + i * cols, table + row * cols, static_cast<size_t>(cols) * sizeof(float));

@@ -27,6 +27,19 @@ inline bool checkIds(int64_t n, int64_t limit, const int32_t *ids, std::string &
   return true;
 }
 
+/// As checkIds for an embedding's lookup, which takes a negative id as a padding slot: only
+/// ids of `limit` or more are refused.
+inline bool checkIdsBelow(int64_t n, int64_t limit, const int32_t *ids, std::string &error) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < limit)
+      continue;
+    error = "token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+            " is outside the vocabulary of " + std::to_string(limit);
+    return false;
+  }
+  return true;
+}
+
 /// As checkIds for cross entropy's targets, which may also be kernels::kIgnoredTarget (the
 /// same message as checkIds, as the CUDA kernels report either).
 inline bool checkTargets(int64_t n, int64_t limit, const int32_t *ids, std::string &error) {

@@ -105,6 +105,29 @@ inline WideVec mulAdd(float x, WideVec b, WideVec s) {
 }
 #endif
 
+/// a·b + s lane by lane, each rounded once: the same bits in every copy, as mulAdd above.
+#if defined(__FMA__)
+inline Vec mulAdd(Vec a, Vec b, Vec s) {
+  return (Vec)_mm_fmadd_ps((__m128)a, (__m128)b, (__m128)s);
+}
+#else
+inline Vec mulAdd(Vec a, Vec b, Vec s) {
+  Vec r;
+  for (int l = 0; l < kLanes; ++l)
+    r[l] = std::fma(a[l], b[l], s[l]);
+  return r;
+}
+#endif
+#if defined(__AVX512F__)
+inline WideVec mulAdd(WideVec a, WideVec b, WideVec s) {
+  return (WideVec)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)s);
+}
+#elif defined(__AVX__)
+inline WideVec mulAdd(WideVec a, WideVec b, WideVec s) {
+  return (WideVec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)s);
+}
+#endif
+
 inline WideVec loadWide(const float *p) {
   WideVec v;
   std::memcpy(&v, p, sizeof v);
@@ -253,6 +276,32 @@ inline float maxOf(int64_t n, const float *x) {
   for (; i < n; ++i)
     m = x[i] > m ? x[i] : m;
   return m;
+}
+
+/// The running sums of dot16: as many as the widest vector has lanes in any copy.
+constexpr int kDotLanes = 16;
+
+/// x·y over n elements, the same bits at every vector width: running sum l of kDotLanes adds
+/// the products of elements l, l + 16, l + 32, ... in order, each with a fused multiply-add, and
+/// the sums are added in a fixed tree. For dot products of rows that are not in one matrix
+/// (paged attention's keys), where smallGemm's broadcast form would need them transposed.
+inline float dot16(int64_t n, const float *x, const float *y) {
+  static_assert(kDotLanes % kWideLanes == 0 && kDotLanes == 4 * kLanes);
+  constexpr int kSums = kDotLanes / kWideLanes;
+  WideVec sums[kSums] = {};
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes)
+#pragma GCC unroll 4
+    for (int v = 0; v < kSums; ++v)
+      sums[v] = mulAdd(loadWide(x + i + v * kWideLanes), loadWide(y + i + v * kWideLanes), sums[v]);
+  float lanes[kDotLanes];
+#pragma GCC unroll 4
+  for (int v = 0; v < kSums; ++v)
+    storeWide(lanes + v * kWideLanes, sums[v]);
+  for (; i < n; ++i)
+    lanes[i % kDotLanes] = std::fma(x[i], y[i], lanes[i % kDotLanes]);
+  const Vec r = (loadVec(lanes) + loadVec(lanes + 8)) + (loadVec(lanes + 4) + loadVec(lanes + 12));
+  return (r[0] + r[2]) + (r[1] + r[3]);
 }
 
 } // namespace TESSEL_CPU_ISA

@@ -324,8 +324,8 @@ cudaError_t narrow(Half16 type, int64_t n, const float *x, uint16_t *y, cudaStre
 //===----------------------------------------------------------------------===//
 
 /// As cpu::embeddingRows: out[i, :] = table[ids[i] - first, :] where that row is one of the
-/// table's `rows` here, a zero row where it is another rank's. An id outside [0, vocab) is
-/// recorded in `idError` and gives a zero row.
+/// table's `rows` here, a zero row where it is another rank's or the id is negative (a padding
+/// slot). An id of vocab or more is recorded in `idError` and gives a zero row.
 cudaError_t embedding(int64_t n, int64_t rows, int64_t cols, int64_t first, int64_t vocab,
                       ConstFloats table, const int32_t *ids, Floats out, IdError *idError,
                       cudaStream_t stream);
@@ -345,10 +345,12 @@ cudaError_t embeddingGrad(int64_t n, int64_t rows, int64_t cols, int64_t first, 
 
 /// As cpu::rope: [batch, seq, heads, head] in the rotate-half layout; the angles' cosines and
 /// sines computed in f64 and rounded once, as the CPU does. `inverse` turns back.
-/// With headStart >= 0 the rows' positions are two runs (a head-tail block), as cpu::rope's.
+/// With headStart >= 0 the rows' positions are two runs (a head-tail block), with `positions`
+/// ([batch, seq], device memory) each row's own, a negative one 0: as cpu::rope's.
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
                  ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart = -1,
-                 int64_t tailStart = -1, const kernels::RopeScaling &scaling = {});
+                 int64_t tailStart = -1, const kernels::RopeScaling &scaling = {},
+                 const int32_t *positions = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Attention (Attention.cu)
@@ -407,6 +409,25 @@ cudaError_t attentionBlockGrad(const AttentionArgs &args, const float *q, const 
                                const float *v, const float *dout, const float *out,
                                const float *lse, bool first, float *dq, float *dk, float *dv,
                                float *workspace, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Attention over paged key/value caches (PagedAttention.cu)
+//===----------------------------------------------------------------------===//
+
+/// Floats of workspace pagedAttention needs: the parts' partial results where the positions a
+/// token sees are split over several blocks; 0 where they are not. Bounded by the sizes (about
+/// a thousand parts of head + 2 floats at most), not by the caches' length.
+int64_t pagedAttentionWorkspace(const PagedAttentionArgs &args);
+/// As cpu::pagedAttention: stores the new tokens' keys and values in the caches, then each
+/// token's attention over its sequence's positions, split over the positions ("flash
+/// decoding": parts computed by separate blocks, merged by their maxima), with an online
+/// softmax in f32. Each operand is read and written at its own type; heads of at most
+/// kMaxAttentionHead. Padding tokens and those reaching blocks out of range get zero rows, and
+/// no read or write leaves the caches. `workspace` holds pagedAttentionWorkspace(args) floats.
+cudaError_t pagedAttention(const PagedAttentionArgs &args, ConstFloats q, ConstFloats k,
+                           ConstFloats v, const int32_t *positions, const int32_t *blockTable,
+                           Floats out, Floats kCache, Floats vCache, float *workspace,
+                           cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Reductions, buckets, dropout (Reduce.cu, Dropout.cu)

@@ -38,8 +38,10 @@ __global__ void embeddingKernel(int64_t n, int64_t rows, int64_t cols, int64_t f
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e / cols, j = e % cols;
-    // Only the row's first column reports a bad id, once per position.
-    const int64_t row = localRow(ids[i], i, rows, first, vocab, j == 0 ? error : nullptr);
+    // A negative id is a padding slot (a zero row). Only the row's first column reports a bad
+    // id, once per position.
+    const int32_t id = ids[i];
+    const int64_t row = id < 0 ? -1 : localRow(id, i, rows, first, vocab, j == 0 ? error : nullptr);
     detail::store(out + e, row >= 0 ? detail::load(table + (row * cols + j)) : 0.0f);
   }
 }

@@ -17,14 +17,17 @@ namespace {
 template <class In, class Out>
 __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t half, double theta,
                            bool inverse, int64_t headStart, int64_t tailStart,
-                           kernels::RopeScaling scaling, In x, Out y) {
+                           kernels::RopeScaling scaling, const int32_t *positions, In x, Out y) {
   const int64_t head = 2 * half;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < pairs;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % half, rowHead = e / half; // rowHead = row * heads + h
     const int64_t p = (rowHead / heads) % seq;
-    // The row's position in the whole sequence (a head-tail block: two runs).
-    const int64_t pos = headStart < 0 ? p : (p < seq / 2 ? headStart + p : tailStart + p - seq / 2);
+    // The row's position: given (a negative one is 0), or in the whole sequence (a head-tail
+    // block: two runs).
+    const int64_t pos = positions       ? max(positions[rowHead / heads], 0)
+                        : headStart < 0 ? p
+                                        : (p < seq / 2 ? headStart + p : tailStart + p - seq / 2);
     const double angle =
         static_cast<double>(pos) * kernels::ropeFrequency(i, head, theta, scaling);
     const float c = static_cast<float>(cos(angle));
@@ -40,8 +43,8 @@ __global__ void ropeKernel(int64_t pairs, int64_t seq, int64_t heads, int64_t ha
 } // namespace
 
 cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float theta, bool inverse,
-                 ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart,
-                 int64_t tailStart, const kernels::RopeScaling &scaling) {
+                 ConstFloats x, Floats y, cudaStream_t stream, int64_t headStart, int64_t tailStart,
+                 const kernels::RopeScaling &scaling, const int32_t *positions) {
   if (batch <= 0 || seq <= 0 || heads <= 0 || head <= 0 || head % 2 != 0)
     return cudaErrorInvalidValue;
   const int64_t pairs = batch * seq * heads * (head / 2);
@@ -49,11 +52,11 @@ cudaError_t rope(int64_t batch, int64_t seq, int64_t heads, int64_t head, float 
   const double t = static_cast<double>(theta);
   if (detail::allF32(x, y))
     ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(pairs, seq, heads, head / 2, t, inverse,
-                                                           headStart, tailStart, scaling,
+                                                           headStart, tailStart, scaling, positions,
                                                            detail::f32(x), detail::f32(y));
   else
-    ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(pairs, seq, heads, head / 2, t, inverse,
-                                                           headStart, tailStart, scaling, x, y);
+    ropeKernel<<<blocks, detail::kMapThreads, 0, stream>>>(
+        pairs, seq, heads, head / 2, t, inverse, headStart, tailStart, scaling, positions, x, y);
   return detail::launched();
 }
 

@@ -38,7 +38,10 @@ kernels::Half16 halfKind(planfile::DType t) {
   return t == planfile::DType::BF16 ? kernels::Half16::BF16 : kernels::Half16::F16;
 }
 
-bool addsIntoOutputs(const planfile::Instr &instr) {
+bool readsOutputs(const planfile::Instr &instr) {
+  const catalogue::KernelInfo *kernel = catalogue::findKernel(instr.kernel);
+  if (kernel && kernel->id == catalogue::KernelId::PagedAttention)
+    return true;
   const planfile::Attr *a = instr.find("accumulate");
   const int64_t *flag = a ? std::get_if<int64_t>(&a->value) : nullptr;
   return flag && *flag != 0;

@@ -38,12 +38,13 @@ bool isHalf(planfile::DType t);
 /// The kernels' name for a 16-bit type.
 kernels::Half16 halfKind(planfile::DType t);
 
-/// Whether the call adds into its outputs (the catalogue's `accumulate` parameter), so that
-/// they must be widened before it as well. No other kernel reads a 16-bit output: those that
-/// carry values in through an output (embedding_grad, the ring attention steps) take f32
-/// outputs only (KernelCatalogue.def), and an output that is one of the inputs shares its
-/// widened copy.
-bool addsIntoOutputs(const planfile::Instr &instr);
+/// Whether the call reads its outputs, so that they must be widened before it as well: it adds
+/// into them (the catalogue's `accumulate` parameter) or updates them in place (the caches of
+/// paged_attention, which keeps every position the call does not write). No other kernel reads
+/// a 16-bit output: those that carry values in through an output (embedding_grad, the ring
+/// attention steps, the optimizers' state) take f32 outputs only (KernelCatalogue.def), and an
+/// output that is one of the inputs shares its widened copy.
+bool readsOutputs(const planfile::Instr &instr);
 
 /// The input that output `k` of `instr` is (the same address, type and elements in the call's
 /// operands `in` and `out`, taken before widening); in.size() when it is none of them.

@@ -133,13 +133,19 @@ struct AttentionBlock {
   bool first = false; ///< Step 0, which starts the running values.
 };
 struct AttentionBlockGrad : AttentionBlock {};
+/// The sizes of the new tokens, the caches and the block table (the operands' layouts are
+/// kernels::PagedAttentionArgs').
+struct PagedAttention {
+  kernels::PagedAttentionArgs a;
+};
 /// Under a head-tail `seq_group` the rows' positions are two runs starting at headStart and
-/// tailStart; else both are -1.
+/// tailStart; else both are -1. With `positions` (input 1) each row turns by its own.
 struct Rope {
   int64_t batch = 0, seq = 0, heads = 0, head = 0;
   float theta = 0;
   bool inverse = false;
   int64_t headStart = -1, tailStart = -1;
+  bool positions = false;
   kernels::RopeScaling scaling;
 };
 /// This rank's rows [first, first + rows) of a table of `vocab` rows.

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 namespace tessel::rt {
@@ -615,6 +616,46 @@ bool check(KernelCall &c, const catalogue::AttentionBlockGrad &p, args::Attentio
   return checkRingBlock(c, p, a, true);
 }
 
+/// The new tokens q, k, v, their positions and the block table; the output and the two
+/// caches, which the kernel reads and writes in place.
+bool check(KernelCall &c, const catalogue::PagedAttention &p, args::PagedAttention &args) {
+  kernels::PagedAttentionArgs &a = args.a;
+  a.batch = p.batch;
+  a.seq = p.seq;
+  a.heads = p.heads;
+  a.kvHeads = p.kv_heads;
+  a.head = p.head;
+  a.blocks = p.blocks;
+  a.blockSize = p.block_size;
+  a.maxBlocks = p.max_blocks;
+  a.scale = static_cast<float>(p.scale);
+  a.window = p.window.value_or(0);
+  if (a.blockSize < 1)
+    return c.fail("has block_size " + std::to_string(a.blockSize) +
+                  "; a cache block holds at least one position");
+  if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kvHeads <= 0 || a.head <= 0 ||
+      a.blocks <= 0 || a.maxBlocks <= 0)
+    return c.fail("needs positive batch, seq, heads, kv_heads, head, blocks and max_blocks");
+  if (a.heads % a.kvHeads != 0)
+    return c.fail("has " + std::to_string(a.heads) + " query heads, not a multiple of its " +
+                  std::to_string(a.kvHeads) + " kv heads");
+  if (p.window && *p.window < 1)
+    return c.fail("has a sliding window of " + std::to_string(*p.window) +
+                  "; a window must be positive");
+  if (!std::isfinite(a.scale))
+    return c.fail("has a non-finite scale");
+  // The kernels take positions and block ids as i32 (the operands' type): every position a
+  // block table can name must fit one.
+  if (a.maxBlocks > INT32_MAX / a.blockSize || a.blocks > INT32_MAX)
+    return c.fail("has more cache positions than a 32-bit position or block id can name");
+  const int64_t tokens = a.batch * a.seq;
+  const int64_t q = tokens * a.heads * a.head, kv = tokens * a.kvHeads * a.head;
+  const int64_t cache = a.blocks * a.blockSize * a.kvHeads * a.head;
+  return c.needIn(0, q) && c.needIn(1, kv) && c.needIn(2, kv) && c.needIn(3, tokens) &&
+         c.needIn(4, a.batch * a.maxBlocks) && c.needOut(0, q) && c.needOut(1, cache) &&
+         c.needOut(2, cache);
+}
+
 bool check(KernelCall &c, const catalogue::Rope &p, args::Rope &a) {
   a.batch = p.batch;
   a.seq = p.seq;
@@ -622,8 +663,15 @@ bool check(KernelCall &c, const catalogue::Rope &p, args::Rope &a) {
   a.head = p.head;
   a.theta = static_cast<float>(p.theta);
   a.inverse = p.inverse != 0;
+  a.positions = c.in.size() > 1;
   if (a.head % 2 != 0 || a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.head <= 0)
     return c.fail("needs positive sizes and an even head size");
+  if (c.in.size() > 2)
+    return c.fail("has " + std::to_string(c.in.size() - 1) +
+                  " positions operands; it takes at most one");
+  if (a.positions && p.seq_group)
+    return c.fail("turns by given positions and by a sequence group's head-tail positions; it "
+                  "takes one or the other");
   if (p.scaling_factor) {
     if (!p.low_freq_factor || !p.high_freq_factor || !p.original_context)
       return c.fail("scales its frequencies without low_freq_factor, high_freq_factor and "
@@ -647,7 +695,7 @@ bool check(KernelCall &c, const catalogue::Rope &p, args::Rope &a) {
     }
   }
   const int64_t n = a.batch * a.seq * a.heads * a.head;
-  return c.needIn(0, n) && c.needOut(0, n);
+  return c.needIn(0, n) && (!a.positions || c.needIn(1, a.batch * a.seq)) && c.needOut(0, n);
 }
 
 template <class P> bool embeddingOf(KernelCall &c, const P &p, args::Embedding &a) {

@@ -13,6 +13,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
 #include "runtime/host/KernelTrace.h"
+#include "runtime/host/KvDecode.h"
 #include "runtime/host/MemoryTrace.h"
 #include "runtime/host/Pretrained.h"
 #include "runtime/host/Progress.h"
@@ -1485,6 +1486,174 @@ int Session::run() {
 
 int train(const Plan &plan, const RunOptions &options) { return Session(plan, options).run(); }
 
+namespace {
+
+/// The prompts of a generation: --prompt-file's lines (empty lines skipped), else --prompt or
+/// --chat's turn. Each is encoded with a codec of its own, which decodes its sample.
+struct Prompt {
+  std::string text;
+  std::unique_ptr<TextCodec> codec;
+  std::vector<int32_t> ids;
+};
+
+bool readPrompts(const Settings &s, const RunOptions &options, const std::string &tokenizerPath,
+                 std::vector<Prompt> &prompts, std::string &err) {
+  std::vector<std::string> texts;
+  if (!options.promptFile.empty()) {
+    std::FILE *f = std::fopen(options.promptFile.c_str(), "rb");
+    if (!f) {
+      err = "cannot read " + options.promptFile + ": " + std::strerror(errno);
+      return false;
+    }
+    std::string line;
+    for (int c; (c = std::fgetc(f)) != EOF;) {
+      if (c != '\n') {
+        line += static_cast<char>(c);
+        continue;
+      }
+      if (!line.empty() && line.back() == '\r')
+        line.pop_back();
+      if (!line.empty())
+        texts.push_back(line);
+      line.clear();
+    }
+    std::fclose(f);
+    if (!line.empty())
+      texts.push_back(line);
+    if (texts.empty()) {
+      err = options.promptFile + " holds no prompt (one a line)";
+      return false;
+    }
+  } else {
+    texts.push_back(options.prompt);
+  }
+  for (size_t i = 0; i < texts.size(); ++i) {
+    Prompt p;
+    p.text = texts[i];
+    p.codec = TextCodec::create(s.tokenizer, tokenizerPath, s.vocab, err);
+    const bool given = options.promptGiven || !options.promptFile.empty();
+    if (!p.codec ||
+        !(options.chat ? p.codec->encodeChat(p.text, options.system, options.chatTemplate, p.ids,
+                                             err)
+                       : p.codec->encodePrompt(p.text, given, p.ids, err)))
+      return false;
+    for (int32_t t : p.ids)
+      if (t < 0 || t >= s.vocab) {
+        err = (texts.size() > 1 ? "prompt " + std::to_string(i + 1) : std::string("the prompt")) +
+              " has token " + std::to_string(t) + ", outside the vocabulary of " +
+              std::to_string(s.vocab);
+        return false;
+      }
+    prompts.push_back(std::move(p));
+  }
+  return true;
+}
+
+/// Loads the weights generation samples with into `ranks`, which run `plan` (the training plan
+/// or its decode plan: both name the parameters alike).
+bool loadGenerationWeights(const Plan &plan, const Settings &s, const RunOptions &options,
+                           Ranks &ranks, std::string &err) {
+  // A checkpoint of this model, or pretrained weights (--init-from), the command line's
+  // before the spec's.
+  std::string source = !options.checkpoint.empty() ? options.checkpoint
+                       : options.initFrom          ? *options.initFrom
+                       : !s.checkpointDir.empty()  ? s.checkpointDir
+                                                   : s.initFrom;
+  if (source.empty()) {
+    err = "--generate needs --checkpoint DIR or --init-from DIR (or a checkpoint directory or "
+          "init_from in the model's train section)";
+    return false;
+  }
+  const bool pretrained = source != options.checkpoint && source != s.checkpointDir;
+  PretrainedLoad report;
+  return pretrained && HfWeights::looksLike(source)
+             ? loadPretrained(plan, ranks, source, report, err) && refreshWorkingCopies(ranks, err)
+             : loadState(plan, ranks, source, /*withOptimizer=*/false, err,
+                         /*sameModel=*/!pretrained) != nullptr;
+}
+
+/// Generation with the plan's decode programs: prompts prefilled into a paged KV cache, then
+/// one token per sequence per step.
+int generateWithCache(const Plan &plan, const Settings &s, const RunOptions &options,
+                      std::vector<Prompt> &prompts) {
+  std::string err;
+  const Plan &decoder = *plan.decoder;
+  auto ranks = Ranks::create(decoder, computeThreads(options), err, options.device);
+  if (!ranks) {
+    std::fprintf(stderr, "tessel: error: the decode plan cannot run: %s\n", err.c_str());
+    return 1;
+  }
+  WaitLimits waitLimits(*ranks, options.commTimeout, options.commTimeoutStartup, "decode step");
+  waitLimits.unknownPart("start-up and the first decode step");
+  auto engine = KvDecoder::create(*ranks, err);
+  if (!engine || !loadGenerationWeights(decoder, s, options, *ranks, err)) {
+    std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
+    return 1;
+  }
+  std::vector<DecodeRequest> requests;
+  for (const Prompt &p : prompts)
+    requests.push_back({p.ids, options.tokens});
+  const bool streaming = prompts.size() == 1;
+  std::vector<std::string> outputs(prompts.size());
+  // Each prompt is echoed, so that its output reads as one text; a chat prints the answer.
+  const bool given = options.promptGiven || !options.promptFile.empty();
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (!options.chat)
+      outputs[i] = prompts[i].codec->echo(prompts[i].text, given, prompts[i].ids);
+  if (streaming) {
+    std::fwrite(outputs[0].data(), 1, outputs[0].size(), stdout);
+    std::fflush(stdout);
+  }
+  Sampling sampling{options.temperature, options.topK, options.topP,
+                    static_cast<uint64_t>(options.seed.value_or(static_cast<int64_t>(s.seed)))};
+  const int64_t batch = options.batch > 0 ? options.batch : static_cast<int64_t>(prompts.size());
+  double lastStep = now();
+  auto ends = [&](int32_t id) { return prompts[0].codec->endsSample(id); };
+  auto emit = [&](size_t i, int32_t id) {
+    const std::string text = prompts[i].codec->append(id);
+    if (streaming) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    } else {
+      outputs[i] += text;
+    }
+    const double t = now();
+    waitLimits.regularPartTook(t - lastStep);
+    lastStep = t;
+  };
+  if (!engine->run(requests, batch, sampling, ends, emit, err)) {
+    std::fprintf(stderr, "\ntessel: error: %s\n", err.c_str());
+    return 1;
+  }
+  if (streaming)
+    std::printf("\n");
+  else
+    for (const std::string &o : outputs) {
+      std::fwrite(o.data(), 1, o.size(), stdout);
+      std::fputc('\n', stdout);
+    }
+  if (!options.quiet) {
+    const DecodeStats &st = engine->stats();
+    std::fprintf(stderr,
+                 "generated %lld tokens for %zu prompt%s (%lld prompt tokens): first token after "
+                 "%.3f s; prefill %.0f tokens/s, decode %.1f tokens/s over %lld steps; KV cache "
+                 "%.2f MiB at its peak\n",
+                 static_cast<long long>(st.newTokens), prompts.size(),
+                 prompts.size() == 1 ? "" : "s", static_cast<long long>(st.promptTokens),
+                 st.firstTokenSeconds,
+                 st.prefillSeconds > 0 ? st.promptTokens / st.prefillSeconds : 0.0,
+                 st.decodeSeconds > 0 ? (st.newTokens - static_cast<double>(prompts.size())) /
+                                            st.decodeSeconds
+                                      : 0.0,
+                 static_cast<long long>(st.decodeSteps),
+                 static_cast<double>(st.peakBlocks) * engine->geometry().block *
+                     engine->geometry().cacheBytesPerToken / (1 << 20));
+  }
+  return 0;
+}
+
+} // namespace
+
 int generate(const Plan &plan, const RunOptions &options) {
   std::string err;
   Settings s(plan, options);
@@ -1499,22 +1668,28 @@ int generate(const Plan &plan, const RunOptions &options) {
           std::filesystem::exists(std::filesystem::path(from) / file, ec))
         tokenizerPath = from;
   }
-  auto codec = TextCodec::create(s.tokenizer, tokenizerPath, s.vocab, err);
-  std::vector<int32_t> context;
-  if (!codec ||
-      !(options.chat ? codec->encodeChat(options.prompt, options.system, options.chatTemplate,
-                                         context, err)
-                     : codec->encodePrompt(options.prompt, options.promptGiven, context, err))) {
+  std::vector<Prompt> prompts;
+  if (!readPrompts(s, options, tokenizerPath, prompts, err)) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
-  for (int32_t t : context)
-    if (t < 0 || t >= s.vocab) {
-      std::fprintf(stderr,
-                   "tessel: error: the prompt has token %d, outside the vocabulary of %lld\n", t,
-                   static_cast<long long>(s.vocab));
-      return 1;
-    }
+  if (plan.decoder && !options.noKvCache)
+    return generateWithCache(plan, s, options, prompts);
+  if (prompts.size() > 1) {
+    std::fprintf(stderr, "tessel: error: --prompt-file generates with the plan's KV cache%s\n",
+                 options.noKvCache ? "; leave out --no-kv-cache"
+                 : plan.decoderRefused.empty()
+                     ? ", which this plan lacks (compile the model again)"
+                     : (", which this model has none of: " + plan.decoderRefused).c_str());
+    return 1;
+  }
+  if (!options.noKvCache && !options.quiet)
+    std::fprintf(stderr, "note: generating without a KV cache, the whole window for each token: %s\n",
+                 plan.decoderRefused.empty() ? "the plan has no decode programs (compile the "
+                                               "model again)"
+                                             : plan.decoderRefused.c_str());
+  std::vector<int32_t> &context = prompts[0].ids;
+  TextCodec *codec = prompts[0].codec.get();
   // Every rank samples: the sample program is SPMD like the others, its logits replicated.
   auto ranks = Ranks::create(plan, computeThreads(options), err, options.device);
   if (!ranks) {
@@ -1530,25 +1705,7 @@ int generate(const Plan &plan, const RunOptions &options) {
                  pipeline ? "sample.0" : "sample");
     return 1;
   }
-  // The weights: a checkpoint of this model, or pretrained ones (--init-from), the command
-  // line's before the spec's.
-  std::string source = !options.checkpoint.empty() ? options.checkpoint
-                       : options.initFrom          ? *options.initFrom
-                       : !s.checkpointDir.empty()  ? s.checkpointDir
-                                                   : s.initFrom;
-  if (source.empty()) {
-    std::fprintf(stderr, "tessel: error: --generate needs --checkpoint DIR or --init-from DIR (or "
-                         "a checkpoint directory or init_from in the model's train section)\n");
-    return 1;
-  }
-  const bool pretrained = source != options.checkpoint && source != s.checkpointDir;
-  PretrainedLoad report;
-  bool loaded = pretrained && HfWeights::looksLike(source)
-                    ? loadPretrained(plan, *ranks, source, report, err) &&
-                          refreshWorkingCopies(*ranks, err)
-                    : loadState(plan, *ranks, source, /*withOptimizer=*/false, err,
-                                /*sameModel=*/!pretrained) != nullptr;
-  if (!loaded) {
+  if (!loadGenerationWeights(plan, s, options, *ranks, err)) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
@@ -1562,9 +1719,15 @@ int generate(const Plan &plan, const RunOptions &options) {
   std::vector<float> probs(static_cast<size_t>(s.vocab));
   std::vector<int32_t> window(static_cast<size_t>(s.seq));
   std::vector<float> chained; // A pipeline's logits, from its last stage.
+  // The window starts at the last `seq` tokens of a longer prompt; a sequence that outgrows
+  // it goes on from its last half, as generation with the KV cache does (KvDecode.h), so that
+  // both draw the same tokens.
+  size_t start = context.size() > static_cast<size_t>(s.seq) ? context.size() - s.seq : 0;
   for (int64_t n = 0; n < options.tokens; ++n) {
     const double tokenStart = now();
-    int64_t len = std::min<int64_t>(static_cast<int64_t>(context.size()), s.seq);
+    if (context.size() - start > static_cast<size_t>(s.seq))
+      start = context.size() - static_cast<size_t>(std::max<int64_t>(1, s.seq / 2));
+    int64_t len = static_cast<int64_t>(context.size() - start);
     std::fill(window.begin(), window.end(), 0);
     std::copy(context.end() - len, context.end(), window.begin());
     const StepContext ctx{1, 0, s.seed};

@@ -81,6 +81,13 @@ struct RunOptions {
   /// the tokenizer's template).
   bool chat = false;
   std::string system, chatTemplate;
+  /// Prompts, one a line, generated together (KvDecode.h), their outputs printed in order.
+  std::string promptFile;
+  /// Sequences generated at once (0: every prompt, up to the largest decode program).
+  int64_t batch = 0;
+  /// Recompute the whole window for every token with the `sample` program instead of using
+  /// the plan's decode programs and their KV cache.
+  bool noKvCache = false;
 };
 
 /// Exit status: 0 done, 1 a failure in the data, a checkpoint or the numbers.

@@ -164,6 +164,15 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
              o.promptGiven = true;
              return true;
            });
+  p.text("prompt-file", o.promptFile, "FILE",
+         "prompts to continue, one a line, generated together; the outputs are printed in the "
+         "prompts' order");
+  p.integer("batch", o.batch, 1, kMany, "B",
+            "sequences generated at once (default: all of them, up to the largest decode "
+            "program the plan has)");
+  p.flag("no-kv-cache", o.noKvCache,
+         "recompute the whole window for every token instead of keeping keys and values in the "
+         "plan's KV cache (slower; for comparison)");
   p.integer("tokens", o.tokens, 1, kMany, "N", "how many tokens to sample (default 200)");
   p.number("temperature", o.temperature, 0, kLarge, "T", "softmax temperature (default 0.8)",
            Above);
@@ -397,6 +406,14 @@ static int runnerMain(int argc, char **argv) {
                              "samples");
   if ((!o.system.empty() || !o.chatTemplate.empty()) && !o.chat)
     return parser.usageError("--system and --chat-template go with --chat");
+  if (o.batch > 0 && !o.generate)
+    return parser.usageError("--batch is how many sequences --generate samples at once; the "
+                             "training batch shapes the plan: change it in the spec and "
+                             "recompile");
+  if ((!o.promptFile.empty() || o.noKvCache) && !o.generate)
+    return parser.usageError("--prompt-file and --no-kv-cache shape what --generate samples");
+  if (!o.promptFile.empty() && (o.promptGiven || o.chat))
+    return parser.usageError("--prompt-file gives the prompts: leave out --prompt and --chat");
   if (o.chat && !o.promptGiven)
     return parser.usageError("--chat needs the user's turn: give it with --prompt");
   if (o.generate && (!o.tracePath.empty() || !o.svgPath.empty() || !o.memoryTracePath.empty()))

@@ -11,7 +11,7 @@ module {
 // -----
 
 module {
-  // expected-error @+1 {{must return a cross_entropy to derive a sampler from it}}
+  // expected-error @+1 {{must return a cross_entropy to derive @sample from it}}
   func.func @forward(%x: tensor<4xf32, #graph.dims<batch>>) -> tensor<f32, #graph.dims<>> {
     %0 = graph.sum %x dims ["batch"] : tensor<4xf32, #graph.dims<batch>> -> tensor<f32, #graph.dims<>>
     return %0 : tensor<f32, #graph.dims<>>

@@ -970,6 +970,34 @@ TEST(CpuKernelsEmbedding, RejectsBadIds) {
   EXPECT_EQ(error, "token id 256 at position 17 is outside the vocabulary of 256");
 }
 
+TEST(CpuKernelsEmbedding, NegativeIdsGiveZeroRows) {
+  // Padding slots (negative ids) among real ids, on the whole table and on a rank's block of
+  // rows [5, 10) of 15; an id of another rank's rows gives a zero row too.
+  const int64_t rows = 5, cols = 6;
+  const Floats table = randomFloats(rows * cols, -1, 1, 510);
+  const std::vector<int32_t> ids = {-1, 2, -7, 4, 0, -2147483647 - 1};
+  for (int64_t first : {int64_t(0), int64_t(5)}) {
+    const std::vector<int32_t> here = first == 0 ? ids : std::vector<int32_t>{-1, 7, -7, 9, 2, -3};
+    Floats out(here.size() * cols, NAN);
+    std::string error;
+    ASSERT_TRUE(embeddingRows(static_cast<int64_t>(here.size()), rows, cols, first, 3 * rows,
+                              table.data(), here.data(), out.data(), error))
+        << error;
+    for (size_t i = 0; i < here.size(); ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t row = here[i] - first;
+        const float want = here[i] >= 0 && row >= 0 && row < rows ? table[row * cols + j] : 0.0f;
+        EXPECT_EQ(out[i * cols + j], want) << "first " << first << ", id " << here[i];
+      }
+  }
+  // An id past the vocabulary is still refused.
+  const std::vector<int32_t> past = {-1, 5};
+  Floats out(2 * cols);
+  std::string error;
+  EXPECT_FALSE(embedding(2, rows, cols, table.data(), past.data(), out.data(), error));
+  EXPECT_EQ(error, "token id 5 at position 1 is outside the vocabulary of 5");
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels of tensors split between ranks (the collectives between them done here in order)
 //===----------------------------------------------------------------------===//
@@ -1431,6 +1459,38 @@ TEST(CpuKernelsAttention, Rope) {
   Floats inPlace = x;
   rope(batch, seq, heads, head, theta, false, inPlace.data(), inPlace.data());
   EXPECT_EQ(inPlace, y);
+}
+
+TEST(CpuKernelsAttention, RopeAtGivenPositionsTurnsAsRopeOverTheWholeSequence) {
+  // Rows at positions 6 .. 10 of a sequence (batch 0) and 2 .. 6 (batch 1) turn as those rows
+  // of rope over 11 positions, to the bit; a negative position turns by 0.
+  const int64_t batch = 2, seq = 5, whole = 11, heads = 3, head = 10;
+  const int64_t row = heads * head;
+  const Floats longer = randomFloats(batch * whole * row, -1, 1, 820);
+  for (bool inverse : {false, true}) {
+    Floats turned(longer.size());
+    rope(batch, whole, heads, head, 10000.0f, inverse, longer.data(), turned.data());
+    const int64_t shifts[] = {6, 2};
+    Floats x(batch * seq * row), want(x.size());
+    std::vector<int32_t> positions;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t s = 0; s < seq; ++s) {
+        const int64_t from = (b * whole + shifts[b] + s) * row, to = (b * seq + s) * row;
+        std::copy(longer.begin() + from, longer.begin() + from + row, x.begin() + to);
+        std::copy(turned.begin() + from, turned.begin() + from + row, want.begin() + to);
+        positions.push_back(static_cast<int32_t>(shifts[b] + s));
+      }
+    Floats y(x.size());
+    rope(batch, seq, heads, head, 10000.0f, inverse, x.data(), y.data(), -1, -1, {},
+         positions.data());
+    EXPECT_EQ(y, want) << (inverse ? "inverse" : "forward");
+  }
+  // A padding slot (negative position) is left as it is.
+  const Floats x = randomFloats(row, -1, 1, 821);
+  const std::vector<int32_t> padding = {-3};
+  Floats y(row);
+  rope(1, 1, heads, head, 10000.0f, false, x.data(), y.data(), -1, -1, {}, padding.data());
+  EXPECT_EQ(y, x);
 }
 
 //===----------------------------------------------------------------------===//

@@ -45,6 +45,13 @@ TEST(CudaCoverage, SixteenBitLaunchesAreTheCataloguesNativeKernels) {
   EXPECT_EQ(rt::cudaSixteenBitKernel(catalogue::KernelId::Gemm, {DType::BF16, DType::F16},
                                      {DType::F32}),
             nullptr);
+  // paged_attention reads and writes its caches at their own type: a 16-bit cache is never
+  // widened whole for a call that stores a few tokens in it.
+  EXPECT_NE(
+      rt::cudaSixteenBitKernel(catalogue::KernelId::PagedAttention,
+                               {DType::BF16, DType::BF16, DType::BF16, DType::I32, DType::I32},
+                               {DType::BF16, DType::BF16, DType::BF16}),
+      nullptr);
 }
 
 /// The sizes the tensor-core attention takes (its other calls run the widened f32 kernels).

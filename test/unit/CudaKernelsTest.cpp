@@ -13,6 +13,7 @@
 #include "test/unit/CudaPresence.h"
 #include "test/unit/DeviceArray.h"
 #include "test/unit/KernelShapes.h"
+#include "test/unit/PagedScene.h"
 #include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
@@ -693,6 +694,88 @@ TEST_F(CudaKernels, RopeAndItsInverseMatchCpu) {
   }
   DeviceArray<float> gx(x), gy(n);
   EXPECT_EQ(cuda::rope(batch, seq, heads, 7, 10000.0f, false, gx.get(), gy.get(), stream),
+            cudaErrorInvalidValue);
+}
+
+TEST_F(CudaKernels, RopeAtGivenPositionsMatchesCpu) {
+  // Each row at its own position, padding slots (negative) among them.
+  const int64_t batch = 3, seq = 7, heads = 5, head = 22, n = batch * seq * heads * head;
+  std::mt19937 rng(430);
+  std::vector<int32_t> positions(batch * seq);
+  for (int32_t &p : positions)
+    p = static_cast<int32_t>(rng() % 500) - 50;
+  positions[4] = -1;
+  const Floats x = randomFloats(n, -2, 2, 431);
+  DeviceArray<int32_t> gpositions(positions);
+  for (bool inverse : {false, true}) {
+    Floats y(n);
+    cpu::rope(batch, seq, heads, head, 10000.0f, inverse, x.data(), y.data(), -1, -1, {},
+              positions.data());
+    DeviceArray<float> gx(x), gy(n);
+    ASSERT_EQ(cuda::rope(batch, seq, heads, head, 10000.0f, inverse, gx.get(), gy.get(), stream, -1,
+                         -1, {}, gpositions.get()),
+              cudaSuccess);
+    expectClose(y, gy.host(), inverse ? "rope at positions, inverse" : "rope at positions", 1e-6f,
+                1e-6f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention over paged caches
+//===----------------------------------------------------------------------===//
+
+/// The CUDA kernels against the CPU kernel on one call: the output and both caches (copies:
+/// the same bits).
+void checkPaged(const tessel::test::PagedScene &x, const std::string &what) {
+  const cpu::PagedAttentionArgs &a = x.args;
+  Floats out(x.q.size()), kCache = x.kCache, vCache = x.vCache;
+  cpu::pagedAttention(a, x.q.data(), x.k.data(), x.v.data(), x.positions.data(), x.table.data(),
+                      out.data(), kCache.data(), vCache.data());
+  DeviceArray<float> gq(x.q), gk(x.k), gv(x.v), gout(Floats(x.q.size(), NAN)), gkCache(x.kCache),
+      gvCache(x.vCache), work(static_cast<size_t>(cuda::pagedAttentionWorkspace(a)));
+  DeviceArray<int32_t> gpositions(x.positions), gtable(x.table);
+  ASSERT_EQ(cuda::pagedAttention(a, gq.get(), gk.get(), gv.get(), gpositions.get(), gtable.get(),
+                                 gout.get(), gkCache.get(), gvCache.get(), work.get(), nullptr),
+            cudaSuccess)
+      << what;
+  expectClose(out, gout.host(), "out of " + what, 2e-5f, 1e-4f);
+  expectClose(kCache, gkCache.host(), "key cache of " + what, 0, 0);
+  expectClose(vCache, gvCache.host(), "value cache of " + what, 0, 0);
+}
+
+TEST_F(CudaKernels, PagedAttentionMatchesCpu) {
+  // The longer caches are split over several blocks per (token, head), the others not.
+  uint32_t seed = 600;
+  for (const tessel::test::PagedSpec &spec : tessel::test::pagedSpecs())
+    checkPaged(tessel::test::pagedScene(spec, seed += 10), describe(spec));
+}
+
+TEST_F(CudaKernels, PagedAttentionSkipsTokensReachingBlocksOutOfRange) {
+  // As the CPU test: sequence 0's first block unnamed, sequence 1's past the caches, a token of
+  // sequence 2 past its table row; once with one part per (token, head), once split.
+  for (size_t spec : {size_t(1), size_t(6)}) {
+    tessel::test::PagedScene x = tessel::test::pagedScene(tessel::test::pagedSpecs()[spec], 690);
+    const cpu::PagedAttentionArgs &a = x.args;
+    x.table[0] = -1;
+    x.table[a.maxBlocks] = static_cast<int32_t>(a.blocks);
+    x.positions[2 * a.seq] = static_cast<int32_t>(a.maxBlocks * a.blockSize);
+    checkPaged(x, "blocks out of range, " + describe(tessel::test::pagedSpecs()[spec]));
+  }
+}
+
+TEST_F(CudaKernels, PagedAttentionRefusesWhatItCannotTake) {
+  const tessel::test::PagedScene x = tessel::test::pagedScene(tessel::test::pagedSpecs()[5], 695);
+  DeviceArray<float> buffer(x.kCache.size());
+  DeviceArray<int32_t> ids(x.table.size());
+  cpu::PagedAttentionArgs a = x.args;
+  // Its caches are split, and no workspace is given.
+  ASSERT_GT(cuda::pagedAttentionWorkspace(a), 0);
+  EXPECT_EQ(cuda::pagedAttention(a, buffer.get(), buffer.get(), buffer.get(), ids.get(), ids.get(),
+                                 buffer.get(), buffer.get(), buffer.get(), nullptr, stream),
+            cudaErrorInvalidValue);
+  a.head = cuda::kMaxAttentionHead + 2;
+  EXPECT_EQ(cuda::pagedAttention(a, buffer.get(), buffer.get(), buffer.get(), ids.get(), ids.get(),
+                                 buffer.get(), buffer.get(), buffer.get(), buffer.get(), stream),
             cudaErrorInvalidValue);
 }
 

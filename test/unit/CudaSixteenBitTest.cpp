@@ -17,6 +17,7 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "test/unit/CudaPresence.h"
 #include "test/unit/KernelShapes.h"
+#include "test/unit/PagedScene.h"
 #include "test/unit/RandomValues.h"
 
 #include <gtest/gtest.h>
@@ -128,7 +129,9 @@ void expectSame(cuda::ElementType type, const Values &want, const Values &got,
 
 const cuda::ElementType kHalfTypes[] = {cuda::ElementType::BF16, cuda::ElementType::F16};
 
-std::string nameOf(cuda::ElementType t) { return t == cuda::ElementType::BF16 ? "bf16" : "f16"; }
+std::string nameOf(cuda::ElementType t) {
+  return t == cuda::ElementType::BF16 ? "bf16" : t == cuda::ElementType::F16 ? "f16" : "f32";
+}
 
 class CudaSixteenBit : public ::testing::Test {
 protected:
@@ -345,6 +348,95 @@ TEST_F(CudaSixteenBit, EmbeddingRopeAndReduceRoundTheF32Values) {
     ASSERT_EQ(cuda::reduceSum(shape, fr.in(), kept, 0.5f, facc.out(), stream, true), cudaSuccess);
     expectSame(t, facc.host(), hacc.host(), nameOf(t) + " reduce, accumulated");
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention over paged caches, rope at given positions
+//===----------------------------------------------------------------------===//
+
+/// paged_attention on operands of `type` (the caches `cacheType`) against the f32 launch on the
+/// same values: the caches are moved as they are, the output rounded once.
+void checkPagedTypes(cuda::ElementType type, cuda::ElementType cacheType,
+                     const tessel::test::PagedSpec &spec, uint32_t seed) {
+  constexpr auto F32 = cuda::ElementType::F32;
+  tessel::test::PagedScene x = tessel::test::pagedScene(spec, seed);
+  // Values both 16-bit types hold, so that a key stored in a cache of another type keeps its
+  // value.
+  for (Values *v : {&x.q, &x.k, &x.v, &x.kCache, &x.vCache})
+    *v = rounded(cuda::ElementType::BF16, rounded(cuda::ElementType::F16, *v));
+  const cpu::PagedAttentionArgs &a = x.args;
+  int32_t *ids = nullptr;
+  float *work = nullptr;
+  const size_t idBytes = (x.positions.size() + x.table.size()) * sizeof(int32_t);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&ids), idBytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ids, x.positions.data(), x.positions.size() * sizeof(int32_t),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ids + x.positions.size(), x.table.data(), x.table.size() * sizeof(int32_t),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  const int64_t workFloats = std::max<int64_t>(1, cuda::pagedAttentionWorkspace(a));
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&work), workFloats * sizeof(float)), cudaSuccess);
+  Buffer hq(type, x.q), hk(type, x.k), hv(type, x.v), hout(type, x.q.size()),
+      hkCache(cacheType, x.kCache), hvCache(cacheType, x.vCache);
+  Buffer fq(F32, x.q), fk(F32, x.k), fv(F32, x.v), fout(F32, x.q.size()), fkCache(F32, x.kCache),
+      fvCache(F32, x.vCache);
+  const int32_t *positions = ids, *table = ids + x.positions.size();
+  const std::string what =
+      nameOf(type) + " with " + nameOf(cacheType) + " caches, " + tessel::test::describe(spec);
+  ASSERT_EQ(cuda::pagedAttention(a, hq.in(), hk.in(), hv.in(), positions, table, hout.out(),
+                                 hkCache.out(), hvCache.out(), work, nullptr),
+            cudaSuccess)
+      << what;
+  ASSERT_EQ(cuda::pagedAttention(a, fq.in(), fk.in(), fv.in(), positions, table, fout.out(),
+                                 fkCache.out(), fvCache.out(), work, nullptr),
+            cudaSuccess)
+      << what;
+  expectSame(type, fout.host(), hout.host(), "out of " + what);
+  expectSame(cacheType, fkCache.host(), hkCache.host(), "key cache of " + what);
+  expectSame(cacheType, fvCache.host(), hvCache.host(), "value cache of " + what);
+  cudaFree(ids);
+  cudaFree(work);
+}
+
+TEST_F(CudaSixteenBit, PagedAttentionRoundsTheF32Values) {
+  constexpr auto F32 = cuda::ElementType::F32;
+  const std::vector<tessel::test::PagedSpec> specs = tessel::test::pagedSpecs();
+  uint32_t seed = 760;
+  for (cuda::ElementType t : kHalfTypes) {
+    // Every operand 16-bit, on caches split over several blocks and not.
+    checkPagedTypes(t, t, specs[2], seed += 10);
+    checkPagedTypes(t, t, specs[6], seed += 10);
+    // f32 new tokens and output over 16-bit caches: each operand read at its own type.
+    checkPagedTypes(F32, t, specs[1], seed += 10);
+  }
+}
+
+TEST_F(CudaSixteenBit, RopeAtGivenPositionsRoundsTheF32Values) {
+  constexpr auto F32 = cuda::ElementType::F32;
+  const int64_t batch = 2, seq = 5, heads = 3, head = 8, elements = batch * seq * heads * head;
+  const std::vector<int32_t> positions = {7, 8, -1, 9, 10, 0, 3, 100, 2, 1};
+  int32_t *dPositions = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&dPositions), positions.size() * sizeof(int32_t)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dPositions, positions.data(), positions.size() * sizeof(int32_t),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  for (cuda::ElementType t : kHalfTypes) {
+    const Values x = rounded(t, randomFloats(elements, -2, 2, 790));
+    Buffer hx(t, x), hy(t, elements), fx(F32, x), fy(F32, elements);
+    for (bool inverse : {false, true}) {
+      ASSERT_EQ(cuda::rope(batch, seq, heads, head, 10000.0f, inverse, hx.in(), hy.out(), stream,
+                           -1, -1, {}, dPositions),
+                cudaSuccess);
+      ASSERT_EQ(cuda::rope(batch, seq, heads, head, 10000.0f, inverse, fx.in(), fy.out(), stream,
+                           -1, -1, {}, dPositions),
+                cudaSuccess);
+      expectSame(t, fy.host(), hy.host(),
+                 nameOf(t) + (inverse ? " rope at positions, inverse" : " rope at positions"));
+    }
+  }
+  cudaFree(dPositions);
 }
 
 //===----------------------------------------------------------------------===//

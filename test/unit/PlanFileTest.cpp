@@ -106,6 +106,57 @@ TEST(PlanFile, ReadsVersion9WithoutBufferLifetimes) {
   EXPECT_EQ(back.state[1].initSource, "h.0.attn.c_attn.weight");
 }
 
+TEST(PlanFile, RoundTripsTheDecodePlan) {
+  // Version 11 carries the decode plan inside the plan, or why the model has none.
+  Plan p = samplePlan();
+  Plan decoder = samplePlan();
+  decoder.programs[0].name = "prefill";
+  StateTensor cache;
+  cache.name = "kv.0.key";
+  cache.role = "kv_cache";
+  cache.shape = {4, 16, 2, 8};
+  cache.dims = {"cache_blocks", "block_slot", "kv_heads", "head"};
+  decoder.state.push_back(cache);
+  p.decoder = std::make_shared<Plan>(decoder);
+  std::vector<uint8_t> bytes = serializePlan(p);
+  Plan back;
+  std::string error;
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  ASSERT_TRUE(back.decoder);
+  EXPECT_EQ(back.decoder->programs[0].name, "prefill");
+  EXPECT_EQ(back.decoder->state.back().role, "kv_cache");
+  EXPECT_FALSE(back.decoder->state.back().checkpointed());
+  EXPECT_EQ(serializePlan(back), bytes);
+
+  Plan refused = samplePlan();
+  refused.decoderRefused = "m.model:3:5: positions(seq) compares tokens of one window";
+  bytes = serializePlan(refused);
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_FALSE(back.decoder);
+  EXPECT_EQ(back.decoderRefused, refused.decoderRefused);
+
+  // Version 10 has neither; its plans still read.
+  bytes = serializePlan(p, 10);
+  ASSERT_TRUE(parsePlan(bytes.data(), bytes.size(), back, error)) << error;
+  EXPECT_FALSE(back.decoder);
+}
+
+TEST(PlanFile, RefusesADecodePlanOnAnotherMesh) {
+  Plan p = samplePlan();
+  Plan decoder = samplePlan();
+  decoder.worldSize = 2;
+  decoder.mesh = {{"tp", 2}};
+  decoder.groups.push_back({"tp", {0}});
+  p.decoder = std::make_shared<Plan>(decoder);
+  std::vector<uint8_t> bytes = serializePlan(p);
+  Plan back;
+  std::string error;
+  EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
+  EXPECT_NE(error.find("its decode plan is laid out on another mesh than the plan"),
+            std::string::npos)
+      << error;
+}
+
 TEST(PlanFile, RefusesBuffersOutsideTheArenaOrTheProgram) {
   std::string error;
   Plan p = samplePlan();
@@ -117,9 +168,10 @@ TEST(PlanFile, RefusesBuffersOutsideTheArenaOrTheProgram) {
   EXPECT_FALSE(validatePlan(p, error));
   EXPECT_EQ(error, "buffer 0 of 'forward' holds its value from instruction 0 to 1, but the "
                    "program has 1 instructions");
-  // An unknown kind is refused as the file is read.
+  // An unknown kind is refused as the file is read (version 10: its payload ends with the
+  // last buffer's kind).
   p = samplePlan();
-  std::vector<uint8_t> bytes = serializePlan(p);
+  std::vector<uint8_t> bytes = serializePlan(p, 10);
   ASSERT_EQ(bytes.back(), static_cast<uint8_t>(BufferKind::Kept));
   bytes.back() = 9;
   const uint64_t sum = tessel::xxh3_64(bytes.data() + 32, bytes.size() - 32);
@@ -160,15 +212,15 @@ TEST(PlanFile, ReadsVersion8WithoutLoadedInitialisers) {
 
 TEST(PlanFile, RefusesAnotherVersion) {
   std::vector<uint8_t> bytes = serializePlan(samplePlan());
-  ASSERT_EQ(bytes[8], 10);
+  ASSERT_EQ(bytes[8], 11);
   bytes[8] = 6; // Version 6's optimizer kernels took one tensor each and `n` as an integer.
   Plan back;
   std::string error;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 10: recompile the model");
-  bytes[8] = 11;
+  EXPECT_EQ(error, "plan version 6, this runtime reads 7 to 11: recompile the model");
+  bytes[8] = 12;
   EXPECT_FALSE(parsePlan(bytes.data(), bytes.size(), back, error));
-  EXPECT_EQ(error, "plan version 11, this runtime reads 7 to 10: recompile the model");
+  EXPECT_EQ(error, "plan version 12, this runtime reads 7 to 11: recompile the model");
 }
 
 TEST(PlanFile, RefusesCorruption) {

@@ -41,3 +41,20 @@ void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOption
   pm.addPass(createGroupOptimizer());
   pm.addPass(createPlanMemory());
 }
+
+void tessel::buildDecoderPipeline(mlir::OpPassManager &pm, const DecoderPipelineOptions &options) {
+  pm.addPass(createRecognizeAttention());
+  DeriveDecoderOptions derive;
+  derive.batches.assign(options.batches.begin(), options.batches.end());
+  derive.prefill = options.prefill;
+  derive.block = options.block;
+  derive.cacheBlocks = options.cacheBlocks;
+  pm.addPass(createDeriveDecoder(derive));
+  pm.addPass(createPartition());
+  pm.addPass(createVerifySharding());
+  if (options.fuseElementwise)
+    pm.addPass(createFuseElementwise());
+  pm.addPass(createLowerToPlan());
+  pm.addPass(createMixedPrecision());
+  pm.addPass(createPlanMemory());
+}

@@ -23,6 +23,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 
@@ -143,6 +144,7 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
       if (t.getRole() == "param" && t.getType().getElementType().isF32())
         params_[t.getSymName()] = t;
     SmallVector<plan::ProgramOp> programs(module.getOps<plan::ProgramOp>());
+    narrowCaches(module);
     narrowActivations(programs);
     for (plan::ProgramOp program : programs)
       program.walk([&](plan::KernelOp k) {
@@ -167,6 +169,25 @@ private:
   llvm::StringMap<plan::TensorOp> params_;
   /// Per parameter name, its working copy's tensor, in the order they were made.
   llvm::MapVector<StringRef, plan::TensorOp> working_;
+
+  /// The decode programs' KV caches hold activations (keys and values): 16-bit, as the
+  /// activations they are made from, which halves the memory a token's context takes.
+  void narrowCaches(ModuleOp module) {
+    llvm::StringSet<> caches;
+    for (auto t : module.getOps<plan::TensorOp>())
+      if (t.getRole() == "kv_cache" && t.getType().getElementType().isF32()) {
+        t.setTypeAttr(TypeAttr::get(MemRefType::get(t.getType().getShape(), narrow_)));
+        caches.insert(t.getSymName());
+      }
+    if (caches.empty())
+      return;
+    module.walk([&](plan::StateOp state) {
+      if (caches.contains(state.getName())) {
+        auto type = cast<MemRefType>(state.getType());
+        state.getResult().setType(MemRefType::get(type.getShape(), narrow_));
+      }
+    });
+  }
 
   bool isParam(Operation *owner) const {
     auto state = dyn_cast_or_null<plan::StateOp>(owner);

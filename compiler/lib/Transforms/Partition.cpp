@@ -78,6 +78,7 @@ private:
   std::map<std::pair<void *, std::string>, Value> conversions_;
   llvm::StringMap<Attribute> inits_;
   std::map<std::string, Type> params_; ///< Global types, for tessel.state.
+  std::map<std::string, Sharding> caches_; ///< The decode programs' caches, for tessel.state.
   std::set<std::string> warnedDims_;
   std::map<std::string, Value> memo_;
 
@@ -263,9 +264,12 @@ LogicalResult Walker::visit(Operation *op) {
     inits_[p.getName()] = p.getInit();
     params_[p.getName().str()] = p.getType();
   }
-  // The sampler runs one sequence, which no data axis can split: what it gathers says nothing
-  // of the training layout the warning is about.
-  if (op->getParentOfType<func::FuncOp>().getSymName() != "sample")
+  if (auto c = dyn_cast<KvCacheOp>(op))
+    caches_[c.getName().str()] = rule.results[0];
+  // The sampler and the decode programs run a few sequences, which no data axis may split:
+  // what they gather says nothing of the training layout the warning is about.
+  StringRef function = op->getParentOfType<func::FuncOp>().getSymName();
+  if (function != "sample" && function != "prefill" && !function.starts_with("decode_b"))
     warnAboutWholeDims(op, actual, rule);
 
   if (!rewrite_) {
@@ -402,6 +406,9 @@ void Walker::recordStateLayouts() {
                        "optimizer",
                        getShardingAttr(ctx, mesh_.stateSharding(shape, StateRole::Optimizer)))})));
   }
+  for (const auto &[name, sharding] : caches_)
+    entries.push_back(b_.getNamedAttr(
+        name, b_.getDictionaryAttr({b_.getNamedAttr("cache", getShardingAttr(ctx, sharding))})));
   module_->setAttr("tessel.state", b_.getDictionaryAttr(entries));
 }
 

@@ -206,7 +206,7 @@ cl::opt<int64_t> lossChunk("loss-chunk",
                            cl::sub(runCommand), cl::sub(generateCommand), cl::sub(estimateCommand),
                            cl::cat(category));
 
-enum class Emit { Ast, Graph, Train, Sharded, Plan, PlanFile, Exe };
+enum class Emit { Ast, Graph, Train, Sharded, Plan, Decode, DecodePlan, PlanFile, Exe };
 cl::opt<Emit> emit(
     "emit", cl::desc("What to produce (default: an executable with -o, else graph IR on stdout)"),
     cl::init(Emit::Graph),
@@ -217,9 +217,32 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Sharded, "sharded",
                           "the per-rank functions with their collectives (shard dialect)"),
                clEnumValN(Emit::Plan, "plan", "the memory-planned plan dialect"),
+               clEnumValN(Emit::Decode, "decode",
+                          "the decode programs over a KV cache (graph dialect)"),
+               clEnumValN(Emit::DecodePlan, "decode-plan",
+                          "the decode programs, memory-planned (plan dialect)"),
                clEnumValN(Emit::PlanFile, "plan-file", "the binary plan the runtime loads"),
                clEnumValN(Emit::Exe, "exe", "an executable that trains the model")),
     cl::sub(compileCommand), cl::cat(category));
+cl::list<int64_t> decodeBatches(
+    "decode-batches",
+    cl::desc("Batch sizes of the decode programs, one program each (default 1,2,4,8): "
+             "generation runs the smallest that holds its sequences"),
+    cl::CommaSeparated, cl::sub(compileCommand), cl::sub(runCommand), cl::sub(generateCommand),
+    cl::cat(category));
+cl::opt<int64_t> prefillTokens("prefill",
+                               cl::desc("Prompt tokens the prefill program takes at a time "
+                                        "(default 256, at most the model's seq)"),
+                               cl::init(256), cl::sub(compileCommand), cl::sub(runCommand),
+                               cl::sub(generateCommand), cl::cat(category));
+cl::opt<int64_t> kvBlock("kv-block", cl::desc("Positions per KV-cache block (default 16)"),
+                         cl::init(16), cl::sub(compileCommand), cl::sub(runCommand),
+                         cl::sub(generateCommand), cl::cat(category));
+cl::opt<int64_t> kvBlocks("kv-blocks",
+                          cl::desc("KV-cache blocks of each attention (default 0: enough for the "
+                                   "largest decode batch at the model's whole seq)"),
+                          cl::init(0), cl::sub(compileCommand), cl::sub(runCommand),
+                          cl::sub(generateCommand), cl::cat(category));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCommand),
                                 cl::cat(category));
@@ -328,7 +351,8 @@ int runCheck(const char *argv0) {
   finish(fe); // Warnings.
   // What compile would refuse, check refuses: the layout is only known to work once the
   // passes have partitioned it, split its pipeline and planned it.
-  if (int rc = lower(*program, fe, Emit::Plan, nullptr, nullptr))
+  planfile::Plan plan;
+  if (int rc = lower(*program, fe, Emit::PlanFile, nullptr, &plan))
     return rc;
   double params = 0;
   size_t paramCount = 0;
@@ -398,6 +422,32 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
     }
     return 0;
   };
+  DecoderPipelineOptions decoderOptions;
+  if (!decodeBatches.empty())
+    decoderOptions.batches.assign(decodeBatches.begin(), decodeBatches.end());
+  decoderOptions.prefill = prefillTokens;
+  decoderOptions.block = kvBlock;
+  decoderOptions.cacheBlocks = kvBlocks;
+  decoderOptions.fuseElementwise = fuse == Fuse::On;
+  if (until == Emit::Decode || until == Emit::DecodePlan) {
+    if (int rc = runStage([&](mlir::OpPassManager &pm) {
+          if (until == Emit::Decode) {
+            pm.addPass(createRecognizeAttention());
+            DeriveDecoderOptions derive;
+            derive.batches.assign(decoderOptions.batches.begin(), decoderOptions.batches.end());
+            derive.prefill = decoderOptions.prefill;
+            derive.block = decoderOptions.block;
+            derive.cacheBlocks = decoderOptions.cacheBlocks;
+            pm.addPass(createDeriveDecoder(derive));
+          } else {
+            buildDecoderPipeline(pm, decoderOptions);
+          }
+        }))
+      return rc;
+    if (os)
+      module->print(*os);
+    return 0;
+  }
   if (int rc = runStage(buildTrainingPipeline))
     return rc;
   if (until != Emit::Train)
@@ -419,6 +469,20 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
   if (failed(translated))
     return 1;
   *plan = std::move(*translated);
+
+  // The decode programs, from the front end's graph again, in a module of their own.
+  auto decoder = emitGraphModule(context, program, fe.sources);
+  module = std::move(decoder);
+  if (int rc = runStage([&](mlir::OpPassManager &pm) { buildDecoderPipeline(pm, decoderOptions); }))
+    return rc;
+  if (auto refused = (*module)->getAttrOfType<mlir::StringAttr>("tessel.decode_refused")) {
+    plan->decoderRefused = refused.str();
+    return 0;
+  }
+  auto decodePlan = translateToPlanFile(*module);
+  if (failed(decodePlan))
+    return 1;
+  plan->decoder = std::make_shared<planfile::Plan>(std::move(*decodePlan));
   return 0;
 }
 
@@ -504,6 +568,26 @@ void printPlanSummary(const planfile::Plan &plan, StringRef path) {
          << (peak ? peak->name : "") << "', state " << format("%.1f", mib(state))
          << " MiB (parameters, " << (working ? "their 16-bit working copies, " : "")
          << "gradients, optimizer)\n";
+  // What --generate runs: the decode programs and their cache, or why there are none.
+  if (!plan.decoder) {
+    outs() << "  generation recomputes the whole window for each token: "
+           << (plan.decoderRefused.empty() ? "no decode programs" : plan.decoderRefused) << "\n";
+    return;
+  }
+  std::vector<std::string> batches;
+  int64_t prefill = 0;
+  uint64_t cache = 0;
+  for (const planfile::Program &p : plan.decoder->programs)
+    if (StringRef(p.name).starts_with("decode_b"))
+      batches.push_back(p.name.substr(8));
+    else if (p.name == "prefill" && !p.inputs.empty() && !p.inputs[0].shape.empty())
+      prefill = p.inputs[0].shape.back();
+  for (const planfile::StateTensor &t : plan.decoder->state)
+    if (t.role == "kv_cache")
+      cache += t.bytes();
+  outs() << "  generation: a KV cache of " << format("%.1f", mib(cache))
+         << " MiB a rank, prefill " << prefill << " tokens at a time, decode programs for "
+         << join(batches, ", ") << " sequences\n";
 }
 
 int runCompile(const char *argv0) {

@@ -209,9 +209,15 @@ bool launch(KernelCall &c, const args::AttentionBlockGrad &a) {
   return true;
 }
 
+bool launch(KernelCall &c, const args::PagedAttention &a) {
+  cpu::pagedAttention(a.a, c.fin(0), c.fin(1), c.fin(2), c.ids(3), c.ids(4), c.fout(0), c.fout(1),
+                      c.fout(2));
+  return true;
+}
+
 bool launch(KernelCall &c, const args::Rope &a) {
   cpu::rope(a.batch, a.seq, a.heads, a.head, a.theta, a.inverse, c.fin(0), c.fout(0), a.headStart,
-            a.tailStart, a.scaling);
+            a.tailStart, a.scaling, a.positions ? c.ids(1) : nullptr);
   return true;
 }
 

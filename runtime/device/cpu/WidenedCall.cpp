@@ -61,7 +61,7 @@ bool widenedCall(KernelCall &c, const KernelArgs &args) {
       continue;
     }
     float *s = scratch(slot++, c.outElements[k]);
-    if (addsIntoOutputs(instr))
+    if (readsOutputs(instr))
       cpu::widen(halfKind(t), static_cast<int64_t>(c.outElements[k]),
                  static_cast<const uint16_t *>(out[k]), s);
     c.out[k] = s;

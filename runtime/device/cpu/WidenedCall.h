@@ -16,7 +16,7 @@
 namespace tessel::rt {
 
 /// The launch of a compute kernel with 16-bit operands: widens them into this thread's f32
-/// scratch (an output only when the call adds into it, `accumulate`; an output that is one of
+/// scratch (an output only when the call reads it, readsOutputs; an output that is one of
 /// the inputs shares that input's scratch, so in-place kernels stay in place), runs the
 /// kernel's f32 launch (cpuKernel) there, and narrows the 16-bit outputs back. The call's
 /// element counts are per operand whatever its type, so its check holds for the scratch too.

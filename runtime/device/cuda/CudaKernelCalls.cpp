@@ -329,10 +329,22 @@ bool launch(KernelCall &c, const args::AttentionBlockGrad &a) {
                                               c.fout(2), workspace, stream(c)));
 }
 
+/// The caches are outputs read and written in place, each at its own type (a 16-bit cache is
+/// never widened whole).
+bool launch(KernelCall &c, const args::PagedAttention &a) {
+  const int64_t floats = cuda::pagedAttentionWorkspace(a.a);
+  float *workspace = nullptr;
+  if (floats > 0 && !(workspace = scratchFloats(c, floats)))
+    return false;
+  return launched(c, cuda::pagedAttention(a.a, typedIn(c, 0), typedIn(c, 1), typedIn(c, 2),
+                                          c.ids(3), c.ids(4), typedOut(c, 0), typedOut(c, 1),
+                                          typedOut(c, 2), workspace, stream(c)));
+}
+
 bool launch(KernelCall &c, const args::Rope &a) {
-  return launched(c, cuda::rope(a.batch, a.seq, a.heads, a.head, a.theta, a.inverse,
-                                typedIn(c, 0), typedOut(c, 0), stream(c), a.headStart,
-                                a.tailStart, a.scaling));
+  return launched(c, cuda::rope(a.batch, a.seq, a.heads, a.head, a.theta, a.inverse, typedIn(c, 0),
+                                typedOut(c, 0), stream(c), a.headStart, a.tailStart, a.scaling,
+                                a.positions ? c.ids(1) : nullptr));
 }
 
 bool launch(KernelCall &c, const args::Embedding &a) {
@@ -598,6 +610,8 @@ bool cudaAccepts(KernelCall &c, const KernelArgs &args) {
     return headFits(c, args.as<args::AttentionBlock>().r.attention.head);
   case catalogue::KernelId::AttentionBlockGrad:
     return headFits(c, args.as<args::AttentionBlockGrad>().r.attention.head);
+  case catalogue::KernelId::PagedAttention:
+    return headFits(c, args.as<args::PagedAttention>().a.head);
   case catalogue::KernelId::FusedElementwise: {
     const size_t steps = args.as<args::FusedElementwise>().steps.size();
     if (steps > static_cast<size_t>(cuda::kMaxFusedSteps) ||

@@ -47,9 +47,9 @@ bool cudaWidenedCall(KernelCall &c, const KernelArgs &args) {
       return nullptr;
     return s;
   };
-  // An output is widened only for a call that adds into it (HalfOperands.h says why no other
+  // An output is widened only for a call that reads it (HalfOperands.h says why no other
   // kernel needs it).
-  const bool widenOutputs = addsIntoOutputs(instr);
+  const bool widenOutputs = readsOutputs(instr);
   for (size_t k = 0; ok && k < c.in.size(); ++k)
     if (isHalf(instr.inputs[k].dtype))
       ok = (c.in[k] = wide(in[k], instr.inputs[k].dtype, c.inElements[k], true)) != nullptr;

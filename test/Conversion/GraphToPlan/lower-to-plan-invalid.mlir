@@ -2,7 +2,7 @@
 // The errors of -tessel-lower-to-plan: ops whose layout the CPU kernels cannot read, and
 // programs that do not hang together.
 
-// expected-error @+1 {{has no function to lower; expected @forward_backward, @optimizer_step, @forward or @sample}}
+// expected-error @+1 {{has no function to lower; expected @forward_backward, @optimizer_step, @forward, @sample or decode programs}}
 module {
   func.func @main() {
     return

@@ -9,6 +9,9 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <cstdint>
+#include <vector>
+
 namespace tessel {
 
 /// Adds the passes that turn graph IR from the front end into the training functions:
@@ -34,6 +37,23 @@ struct PlanPipelineOptions {
 /// the output head's fusion with its loss, elementwise fusion, lowering to the plan dialect,
 /// mixed precision (the spec's `precision`), memory planning.
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options = {});
+
+/// Settings of the decoder pipeline: the decode programs' shapes and the cache's
+/// (-tessel-derive-decoder's options).
+struct DecoderPipelineOptions {
+  std::vector<int64_t> batches = {1, 2, 4, 8};
+  int64_t prefill = 256;
+  int64_t block = 16;
+  int64_t cacheBlocks = 0;
+  bool fuseElementwise = true;
+};
+
+/// Adds the passes from the front end's graph IR to the decode programs' memory-planned plan
+/// module, in a module of their own: attention recognition, decode derivation, partition,
+/// elementwise fusion, lowering, mixed precision and memory planning. A model or layout the
+/// decode programs do not cover leaves the module without functions and with the reason in
+/// `tessel.decode_refused`; the later passes then have nothing to do.
+void buildDecoderPipeline(mlir::OpPassManager &pm, const DecoderPipelineOptions &options);
 
 } // namespace tessel
 

@@ -61,6 +61,43 @@ def DeriveSampler : Pass<"tessel-derive-sampler", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
 }
 
+def DeriveDecoder : Pass<"tessel-derive-decoder", "mlir::ModuleOp"> {
+  let summary = "Derives the decode programs: the forward graph on new tokens over a KV cache";
+  let description = [{
+    Clones `@forward` (without its loss, as `-tessel-derive-sampler`) into `@prefill`, which
+    runs one sequence's `prefill` new tokens, and `@decode_b<B>`, which runs one new token of
+    each of B sequences, for each B of `batches`. Each takes `tokens` [batch, seq] and two
+    more arguments: `positions` [batch, seq], each new token's position in its sequence
+    (negative for a padding slot), and `block_table` [batch, table_blocks], the blocks of the
+    KV cache each sequence holds. The rewrites that make the graph run on new tokens only:
+
+    - every `attention` (causal) becomes `paged_attention` over a pair of `kv_cache` tensors
+      of its own, `[cache_blocks, block_slot, kv_heads, head]`: the cache keeps the key/value
+      heads as the keys have them, so grouped-query and multi-query attention keep their
+      saving; a sliding window keeps its mask;
+    - `rope` becomes `rope_at` the tokens' positions;
+    - a parameter along the sequence (learned positions) is looked up at the positions.
+
+    Values flow along the sequence one token at a time everywhere else: an op that reads the
+    sequence dim and does not keep it in its result mixes positions, which a cache of keys and
+    values does not cover (positions(seq), a sum over seq, MoE capacity counts), and a bidirectional
+    attention sees later tokens. Such a model, and a layout whose pipeline or context
+    parallelism the decode programs do not follow, gets no decode programs: the module is left
+    with none and `tessel.decode_refused` says why, at the spec's location; generation then
+    recomputes the window with @sample.
+  }];
+  let options = [
+    ListOption<"batches", "batches", "int64_t",
+               "The batch sizes of the decode programs, one program each">,
+    Option<"prefill", "prefill", "int64_t", /*default=*/"256",
+           "New tokens per prefill call (at most the model's seq)">,
+    Option<"block", "block", "int64_t", /*default=*/"16", "Positions per cache block">,
+    Option<"cacheBlocks", "cache-blocks", "int64_t", /*default=*/"0",
+           "Blocks in each cache (0: enough for the largest batch at the model's full seq)">
+  ];
+  let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::func::FuncDialect"];
+}
+
 def ShardPropagate : Pass<"tessel-shard-propagate", "mlir::ModuleOp"> {
   let summary = "Records the sharding of every value from the mesh and the dim rules";
   let description = [{

@@ -210,28 +210,75 @@ struct AttentionGradPattern : PlanPattern<graph::AttentionGradOp> {
   }
 };
 
+/// The parameters of the rope kernel for rope and rope_at, whose input is [..., seq, heads,
+/// head] with leading dims folded into a batch.
+template <typename OpTy> SmallVector<NamedAttribute> ropeParams(OpTy op, PlanEmitter &emit) {
+  NamedShape s = shapeOf(op.getInput());
+  size_t r = s.size();
+  SmallVector<NamedAttribute> params = {
+      emit.i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
+      emit.i64("seq", s[r - 3].size),
+      emit.i64("heads", s[r - 2].size),
+      emit.i64("head", s[r - 1].size),
+      emit.f64("theta", op.getTheta().convertToDouble())};
+  if (std::optional<ArrayRef<double>> s = op.getScaling()) {
+    params.push_back(emit.f64("scaling_factor", (*s)[0]));
+    params.push_back(emit.f64("low_freq_factor", (*s)[1]));
+    params.push_back(emit.f64("high_freq_factor", (*s)[2]));
+    params.push_back(emit.f64("original_context", (*s)[3]));
+  }
+  return params;
+}
+
 struct RopePattern : PlanPattern<graph::RopeOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::RopeOp op, Adaptor adaptor, PlanEmitter &emit) const override {
-    NamedShape s = shapeOf(op.getInput());
-    size_t r = s.size();
     Value y = emit.define(op.getResult());
-    SmallVector<NamedAttribute> params = {
-        emit.i64("batch", numElements(s) / (s[r - 3].size * s[r - 2].size * s[r - 1].size)),
-        emit.i64("seq", s[r - 3].size),
-        emit.i64("heads", s[r - 2].size),
-        emit.i64("head", s[r - 1].size),
-        emit.f64("theta", op.getTheta().convertToDouble()),
-        emit.i64("inverse", op.getInverse())};
+    SmallVector<NamedAttribute> params = ropeParams(op, emit);
+    params.push_back(emit.i64("inverse", op.getInverse()));
     if (std::optional<StringRef> group = op.getSeqOver())
       params.push_back(emit.str("seq_group", *group));
-    if (std::optional<ArrayRef<double>> s = op.getScaling()) {
-      params.push_back(emit.f64("scaling_factor", (*s)[0]));
-      params.push_back(emit.f64("low_freq_factor", (*s)[1]));
-      params.push_back(emit.f64("high_freq_factor", (*s)[2]));
-      params.push_back(emit.f64("original_context", (*s)[3]));
-    }
     emit.kernel("rope", {adaptor.getInput()}, {y}, params);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Decoding
+//===----------------------------------------------------------------------===//
+
+struct RopeAtPattern : PlanPattern<graph::RopeAtOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::RopeAtOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+    Value y = emit.define(op.getResult());
+    SmallVector<NamedAttribute> params = ropeParams(op, emit);
+    params.push_back(emit.i64("inverse", 0));
+    emit.kernel("rope", {adaptor.getInput(), adaptor.getPositions()}, {y}, params);
+    return success();
+  }
+};
+
+/// paged_attention writes the new keys and values into the caches (state, updated in place)
+/// and reads them back.
+struct PagedAttentionPattern : PlanPattern<graph::PagedAttentionOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::PagedAttentionOp op, Adaptor adaptor,
+                      PlanEmitter &emit) const override {
+    NamedShape q = shapeOf(op.getQuery()), k = shapeOf(op.getKey());
+    NamedShape cache = shapeOf(op.getKeyCache()), table = shapeOf(op.getBlockTable());
+    Value o = emit.define(op.getResult());
+    SmallVector<NamedAttribute> params = {
+        emit.i64("batch", q[0].size),        emit.i64("seq", q[1].size),
+        emit.i64("heads", q[2].size),        emit.i64("kv_heads", k[2].size),
+        emit.i64("head", q[3].size),         emit.i64("blocks", cache[0].size),
+        emit.i64("block_size", cache[1].size), emit.i64("max_blocks", table[1].size),
+        emit.f64("scale", op.getScale().convertToDouble())};
+    if (std::optional<uint64_t> window = op.getWindow())
+      params.push_back(emit.i64("window", static_cast<int64_t>(*window)));
+    emit.kernel("paged_attention",
+                {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(), adaptor.getPositions(),
+                 adaptor.getBlockTable()},
+                {o, adaptor.getKeyCache(), adaptor.getValueCache()}, params);
     return success();
   }
 };
@@ -241,6 +288,7 @@ struct RopePattern : PlanPattern<graph::RopeOp> {
 void plan_lowering::populateAttentionPatterns(RewritePatternSet &patterns,
                                               const TypeConverter &converter,
                                               PlanLowering &lowering) {
-  patterns.add<AttentionPattern, AttentionGradPattern, RopePattern>(
+  patterns.add<AttentionPattern, AttentionGradPattern, RopePattern, RopeAtPattern,
+               PagedAttentionPattern>(
       converter, patterns.getContext(), lowering);
 }

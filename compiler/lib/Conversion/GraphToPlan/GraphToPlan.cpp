@@ -137,15 +137,22 @@ struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
     for (StringRef name : {"forward_backward", "optimizer_step", "forward", "sample"})
       if (auto func = module.lookupSymbol<func::FuncOp>(name))
         functions.push_back(func);
+    // The decode programs (a module of their own) in the order they were derived.
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.getName() == "prefill" || func.getName().starts_with("decode_b"))
+        functions.push_back(func);
     for (bool optimizer : {false, true})
       for (auto func : module.getOps<func::FuncOp>()) {
         auto program = func->getAttrOfType<StringAttr>("tessel.program");
         if (program && (program.getValue() == "optimizer_step") == optimizer)
           functions.push_back(func);
       }
+    // A decoder module whose model has no decode programs says why instead.
+    if (functions.empty() && module->hasAttr("tessel.decode_refused"))
+      return;
     if (functions.empty()) {
       module.emitError("has no function to lower; expected @forward_backward, "
-                       "@optimizer_step, @forward or @sample");
+                       "@optimizer_step, @forward, @sample or decode programs");
       return signalPassFailure();
     }
     TypeConverter converter;

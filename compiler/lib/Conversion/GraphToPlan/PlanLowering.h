@@ -79,6 +79,8 @@ public:
   /// The buffer of `param`'s gradient accumulator ("grad") or moment ("adam_m", ...).
   mlir::Value derivedState(PlanEmitter &emit, llvm::StringRef role, llvm::StringRef param,
                            mlir::Type tensor);
+  /// The buffer of a decode program's key or value cache, declaring it on first use.
+  mlir::Value cacheState(PlanEmitter &emit, graph::KvCacheOp op);
   /// The declaration named `name`, or null.
   const StateDecl *findState(llvm::StringRef name) const;
   void declareState();
@@ -107,7 +109,7 @@ public:
   bool failed() const { return failed_; }
 
 private:
-  /// The split of `param`'s state in `layout` (param, grad or optimizer), from the partition
+  /// The split of `param`'s state in `layout` (param, grad, optimizer or cache), from the partition
   /// pass's `tessel.state`; null on one rank.
   mlir::ArrayAttr stateSplit(mlir::Builder &b, llvm::StringRef param, llvm::StringRef layout);
   void declare(StateDecl decl);

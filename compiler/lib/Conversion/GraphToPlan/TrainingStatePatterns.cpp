@@ -23,6 +23,15 @@ struct ParamPattern : PlanPattern<graph::ParamOp> {
   }
 };
 
+/// A decode program's key or value cache: state that no checkpoint holds.
+struct KvCachePattern : PlanPattern<graph::KvCacheOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::KvCacheOp op, Adaptor, PlanEmitter &emit) const override {
+    emit.bind(op.getResult(), lowering.cacheState(emit, op));
+    return success();
+  }
+};
+
 struct AssignParamPattern : PlanPattern<graph::AssignParamOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::AssignParamOp op, Adaptor adaptor, PlanEmitter &emit) const override {
@@ -153,7 +162,7 @@ template <typename OpTy> struct OptimizerPattern : PlanPattern<OpTy> {
 void plan_lowering::populateTrainingStatePatterns(RewritePatternSet &patterns,
                                                   const TypeConverter &converter,
                                                   PlanLowering &lowering) {
-  patterns.add<ParamPattern, AssignParamPattern, GradPattern, AccumulateGradPattern,
+  patterns.add<ParamPattern, KvCachePattern, AssignParamPattern, GradPattern, AccumulateGradPattern,
                ZeroGradPattern, NormPattern<graph::GlobalNormOp>, NormPattern<graph::SumSquaresOp>,
                GuardFinitePattern, ClipCoefficientPattern, LearningRatePattern,
                OptimizerPattern<graph::SGDOp>, OptimizerPattern<graph::AdamWOp>>(
