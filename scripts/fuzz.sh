@@ -74,7 +74,9 @@ if [ ${#targets[@]} -gt 0 ]; then
     corpus="$build/corpus/$target"
     mkdir -p "$corpus"
     cp "$root/test/fuzz/inputs/$target"/* "$corpus/"
-    fuzz "$target" "$corpus" "$share" 65536 || failed=1
+    # Inputs up to 64 KiB, or the largest seed (a plan with its decode plan), whole.
+    largest=$(wc -c "$root/test/fuzz/inputs/$target"/* | sort -n | tail -2 | head -1 | awk '{print $1}')
+    fuzz "$target" "$corpus" "$share" $(( largest > 65536 ? largest : 65536 )) || failed=1
   done
 fi
 if [ "$failed" -ne 0 ]; then
