@@ -13,7 +13,8 @@
 #   train      tiny_gpt and llama_small (fp32) 5 steps on the GPU against the carried CPU runs:
 #              losses within 1e-4 relative, step-1 gradients within 1e-4 per tensor; tiny_gpt
 #              in bf16 against the CPU's bf16 run within 1e-2 (16-bit rounding, summed in
-#              other orders)
+#              other orders); then greedy generation from each model's step-5 checkpoint with
+#              the KV cache against the whole window on the GPU, and (fp32) against the CPU
 #   ranks      every multi-rank layout as threads sharing the GPU against the one-rank GPU run
 #              of its model (losses within 1e-5)
 #   unit       the runtime's unit tests (CPU code, on this machine's compiler and libraries)
@@ -226,6 +227,32 @@ runner() { # NAME PLAN DEVICE DIR [extra]: 5 steps, metrics in DIR/metrics.jsonl
     --data "$data" --steps 5 --seed 1 --eval-every 0 --quiet --device "$dev" \
     --checkpoint-dir "$dir/ckpt" --metrics "$dir/metrics.jsonl" "$@" > "$dir/run.log" 2>&1
 }
+# Generation from the step-5 checkpoint, greedy (KvDecode.h): the decode plan on the GPU
+# (paged_attention's split-K kernel, rope at positions) draws the tokens the whole-window
+# recomputation draws on the GPU, and (fp32) those the CPU draws; 3 prompts at once too.
+decode_check() { # NAME PLAN DIR
+  local name=$1 plan=$2 dir=$3 d
+  local gen=("$bin/tessel-runner" --plan "$plan" --generate --checkpoint "$dir/ckpt" --top-k 1 --quiet)
+  printf 'The \nOnce upon a time\nx\n' > "$dir/prompts.txt"
+  for d in cuda-cached:cuda: cuda-full:cuda:--no-kv-cache cpu-cached:cpu: ; do
+    local tag=${d%%:*} rest=${d#*:}
+    local dev=${rest%%:*} extra=${rest#*:}
+    TESSEL_NVRTC_CACHE=$work/nvrtc-cache bounded 60 "${gen[@]}" --device "$dev" --prompt "The " \
+      --tokens 40 $extra > "$dir/gen-$tag.txt" 2> "$dir/gen-$tag.err" ||
+      { fail "decode $name $tag: $(tail -2 "$dir/gen-$tag.err" | tr '\n' ' ' | cut -c1-300)"; return; }
+  done
+  TESSEL_NVRTC_CACHE=$work/nvrtc-cache bounded 60 "${gen[@]}" --device cuda \
+    --prompt-file "$dir/prompts.txt" --tokens 20 > "$dir/gen-batch.txt" 2> "$dir/gen-batch.err" ||
+    fail "decode $name batch: $(tail -2 "$dir/gen-batch.err" | tr '\n' ' ' | cut -c1-300)"
+  cmp -s "$dir/gen-cuda-cached.txt" "$dir/gen-cuda-full.txt" &&
+    note "decode $name: the KV cache draws the whole window's 40 tokens on the GPU" ||
+    fail "decode $name: the KV cache and the whole window draw other tokens on the GPU"
+  if [ "$name" != tiny_gpt_bf16 ]; then
+    cmp -s "$dir/gen-cuda-cached.txt" "$dir/gen-cpu-cached.txt" &&
+      note "decode $name: the GPU draws the CPU's tokens" ||
+      fail "decode $name: the GPU and the CPU draw other tokens (a near tie, or a kernel)"
+  fi
+}
 if gpu_step train 20; then
   cp -r "$prepared/nvrtc-cache" "$work/nvrtc-cache" 2> /dev/null
   for name in tiny_gpt llama_small tiny_gpt_bf16; do
@@ -248,6 +275,7 @@ if gpu_step train 20; then
     python3 "$root/test/Runtime/Inputs/compare_dumps.py" "$dir/dump" "$prepared/ref/$name/dump" \
       --tol "$tol" > "$dir/grads.txt" 2>&1 || fail "train $name: step-1 gradients differ beyond $tol"
     note "train $name gradients: $(tail -1 "$dir/grads.txt")"
+    decode_check "$name" "$plan" "$dir"
     rm -rf "$dir/ckpt" "$dir/dump"
     pack
   done
