@@ -190,7 +190,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
 
   // The tokens of `s`, a chunk at a time, from position 0; the last chunk's last logits draw
   // the next token.
-  auto prefill = [&](Live &s) {
+  auto prefill = [&](Live &s, bool prompt) {
     const double t0 = now();
     const int64_t n = static_cast<int64_t>(s.tokens.size());
     tokens.assign(static_cast<size_t>(g_.prefill), 0);
@@ -210,7 +210,8 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
         draw(s, ranks_.output("prefill", "logits") + (count - 1) * g_.vocab);
     }
     s.cached = n;
-    stats_.prefillSeconds += now() - t0;
+    // A context shift's prefill is part of decoding the sequence.
+    (prompt ? stats_.prefillSeconds : stats_.decodeSeconds) += now() - t0;
     return true;
   };
   // A sequence whose next token would stand past the model's context keeps its last half and
@@ -221,7 +222,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
     s.tokens.erase(s.tokens.begin(), s.tokens.end() - keep);
     release(s);
     ++stats_.contextShifts;
-    return grow(s, keep) && prefill(s);
+    return grow(s, keep) && prefill(s, /*prompt=*/false);
   };
 
   std::deque<size_t> waiting;
@@ -253,7 +254,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
       }
       waiting.pop_front();
       stats_.promptTokens += static_cast<int64_t>(s.tokens.size());
-      if (!prefill(s))
+      if (!prefill(s, /*prompt=*/true))
         return false;
       live.push_back(std::move(s));
     }
