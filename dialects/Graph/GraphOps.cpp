@@ -407,17 +407,26 @@ LogicalResult AttentionOp::verify() {
                      shapes->result);
 }
 
+/// rope's and rope_at's frequencies: a positive base, and Llama 3.1's scaling if given.
+static LogicalResult verifyRotation(Operation *op, APFloat theta,
+                                    std::optional<ArrayRef<double>> scaling) {
+  if (theta.convertToDouble() <= 0.0)
+    return op->emitOpError("theta must be positive");
+  if (const std::optional<ArrayRef<double>> &s = scaling)
+    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
+        !((*s)[3] > 0))
+      return op->emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
+                             "original_context], positive, with low_freq_factor < "
+                             "high_freq_factor");
+  return success();
+}
+
 LogicalResult RopeOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes))
     return failure();
-  if (getTheta().convertToDouble() <= 0.0)
-    return emitOpError("theta must be positive");
-  if (std::optional<ArrayRef<double>> s = getScaling())
-    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
-        !((*s)[3] > 0))
-      return emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
-                         "original_context], positive, with low_freq_factor < high_freq_factor");
+  if (failed(verifyRotation(*this, getTheta(), getScaling())))
+    return failure();
   return expectShape(*this, ropeShape(shapes->operands[0]), shapes->result);
 }
 
@@ -924,13 +933,8 @@ LogicalResult RopeAtOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
     return failure();
-  if (getTheta().convertToDouble() <= 0.0)
-    return emitOpError("theta must be positive");
-  if (std::optional<ArrayRef<double>> s = getScaling())
-    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
-        !((*s)[3] > 0))
-      return emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
-                         "original_context], positive, with low_freq_factor < high_freq_factor");
+  if (failed(verifyRotation(*this, getTheta(), getScaling())))
+    return failure();
   const NamedShape &x = shapes->operands[0];
   if (x.size() != 4)
     return emitOpError() << "rope_at needs [batch, seq, heads, head], not " << formatShape(x);

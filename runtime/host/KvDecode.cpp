@@ -2,6 +2,7 @@
 
 #include "runtime/host/KvDecode.h"
 
+#include "runtime/core/Blocks.h"
 #include "runtime/core/Rng.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/TextCodec.h"
@@ -27,12 +28,7 @@ const planfile::Port *findPort(const std::vector<planfile::Port> &ports, const s
 
 /// The whole shape of a port (its split dims multiplied back).
 std::vector<int64_t> wholeShapeOf(const planfile::Plan &plan, const planfile::Port &p) {
-  std::vector<int64_t> shape = p.shape;
-  for (size_t d = 0; d < p.split.size() && d < shape.size(); ++d)
-    if (!p.split[d].empty())
-      if (const planfile::Group *g = plan.groupNamed(p.split[d]))
-        shape[d] *= plan.groupSize(*g);
-  return shape;
+  return blockOf(plan, p.shape, p.split, 0).whole;
 }
 
 /// The sampling stream of request `index`: request 0 draws what a one-prompt run draws.
@@ -63,9 +59,13 @@ bool DecodeGeometry::of(const planfile::Plan &decoder, DecodeGeometry &g, std::s
     error = "the decode plan has no 'prefill' program";
     return false;
   }
-  for (const planfile::Program &p : decoder.programs)
-    if (p.name.rfind("decode_b", 0) == 0)
-      g.batches.push_back(std::stoll(p.name.substr(8)));
+  for (const planfile::Program &p : decoder.programs) {
+    const std::string digits = p.name.rfind("decode_b", 0) == 0 ? p.name.substr(8) : "";
+    if (!digits.empty() && digits.size() < 10 &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        std::stoll(digits) > 0)
+      g.batches.push_back(std::stoll(digits));
+  }
   std::sort(g.batches.begin(), g.batches.end());
   if (g.batches.empty()) {
     error = "the decode plan has no decode_b<B> program";

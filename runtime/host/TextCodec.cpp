@@ -93,6 +93,15 @@ std::unique_ptr<TextCodec> TextCodec::create(const std::string &kind,
   return codec;
 }
 
+std::unique_ptr<TextCodec> TextCodec::fresh() const {
+  auto codec = std::unique_ptr<TextCodec>(new TextCodec());
+  codec->kind_ = kind_;
+  codec->tokenizer_ = tokenizer_;
+  codec->stops_ = stops_;
+  codec->description_ = description_;
+  return codec;
+}
+
 bool TextCodec::encodePrompt(const std::string &prompt, bool given, std::vector<int32_t> &ids,
                              std::string &error) const {
   ids.clear();

@@ -34,6 +34,10 @@ public:
                                            const std::string &tokenizerPath, int64_t vocab,
                                            std::string &error);
 
+  /// A codec of the same tokenizer (loaded once, shared) with nothing sampled yet: one per
+  /// sequence generated at once, each decoding its own ids.
+  std::unique_ptr<TextCodec> fresh() const;
+
   /// The prompt's ids (`given`: the user wrote one; else a default start: a newline, id 0, or
   /// the tokenizer's BOS).
   bool encodePrompt(const std::string &prompt, bool given, std::vector<int32_t> &ids,
@@ -59,7 +63,7 @@ public:
 private:
   TextCodec() = default;
   enum class Kind { Bytes, Ids, Tokenizer } kind_ = Kind::Bytes;
-  std::unique_ptr<tok::Tokenizer> tokenizer_;
+  std::shared_ptr<const tok::Tokenizer> tokenizer_;
   std::vector<int32_t> stops_; ///< The ids that end a sample.
   std::string description_;
   std::vector<uint32_t> sampled_;

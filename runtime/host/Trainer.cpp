@@ -1489,7 +1489,8 @@ int train(const Plan &plan, const RunOptions &options) { return Session(plan, op
 namespace {
 
 /// The prompts of a generation: --prompt-file's lines (empty lines skipped), else --prompt or
-/// --chat's turn. Each is encoded with a codec of its own, which decodes its sample.
+/// --chat's turn. Each has a codec of its own (one tokenizer, loaded once), which decodes its
+/// sample.
 struct Prompt {
   std::string text;
   std::unique_ptr<TextCodec> codec;
@@ -1527,13 +1528,15 @@ bool readPrompts(const Settings &s, const RunOptions &options, const std::string
   } else {
     texts.push_back(options.prompt);
   }
+  std::unique_ptr<TextCodec> codec = TextCodec::create(s.tokenizer, tokenizerPath, s.vocab, err);
+  if (!codec)
+    return false;
   for (size_t i = 0; i < texts.size(); ++i) {
     Prompt p;
     p.text = texts[i];
-    p.codec = TextCodec::create(s.tokenizer, tokenizerPath, s.vocab, err);
+    p.codec = codec->fresh();
     const bool given = options.promptGiven || !options.promptFile.empty();
-    if (!p.codec ||
-        !(options.chat ? p.codec->encodeChat(p.text, options.system, options.chatTemplate, p.ids,
+    if (!(options.chat ? p.codec->encodeChat(p.text, options.system, options.chatTemplate, p.ids,
                                              err)
                        : p.codec->encodePrompt(p.text, given, p.ids, err)))
       return false;

@@ -42,7 +42,8 @@ void tessel::buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOption
   pm.addPass(createPlanMemory());
 }
 
-void tessel::buildDecoderPipeline(mlir::OpPassManager &pm, const DecoderPipelineOptions &options) {
+void tessel::buildDecoderDerivation(mlir::OpPassManager &pm,
+                                    const DecoderPipelineOptions &options) {
   pm.addPass(createRecognizeAttention());
   DeriveDecoderOptions derive;
   derive.batches.assign(options.batches.begin(), options.batches.end());
@@ -50,6 +51,10 @@ void tessel::buildDecoderPipeline(mlir::OpPassManager &pm, const DecoderPipeline
   derive.block = options.block;
   derive.cacheBlocks = options.cacheBlocks;
   pm.addPass(createDeriveDecoder(derive));
+}
+
+void tessel::buildDecoderPipeline(mlir::OpPassManager &pm, const DecoderPipelineOptions &options) {
+  buildDecoderDerivation(pm, options);
   pm.addPass(createPartition());
   pm.addPass(createVerifySharding());
   if (options.fuseElementwise)

@@ -431,17 +431,10 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
   decoderOptions.fuseElementwise = fuse == Fuse::On;
   if (until == Emit::Decode || until == Emit::DecodePlan) {
     if (int rc = runStage([&](mlir::OpPassManager &pm) {
-          if (until == Emit::Decode) {
-            pm.addPass(createRecognizeAttention());
-            DeriveDecoderOptions derive;
-            derive.batches.assign(decoderOptions.batches.begin(), decoderOptions.batches.end());
-            derive.prefill = decoderOptions.prefill;
-            derive.block = decoderOptions.block;
-            derive.cacheBlocks = decoderOptions.cacheBlocks;
-            pm.addPass(createDeriveDecoder(derive));
-          } else {
+          if (until == Emit::Decode)
+            buildDecoderDerivation(pm, decoderOptions);
+          else
             buildDecoderPipeline(pm, decoderOptions);
-          }
         }))
       return rc;
     if (os)

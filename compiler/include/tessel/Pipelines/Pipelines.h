@@ -48,6 +48,10 @@ struct DecoderPipelineOptions {
   bool fuseElementwise = true;
 };
 
+/// Adds the passes from the front end's graph IR to the decode programs in the graph dialect
+/// (`tessel compile --emit=decode`): attention recognition and decode derivation.
+void buildDecoderDerivation(mlir::OpPassManager &pm, const DecoderPipelineOptions &options);
+
 /// Adds the passes from the front end's graph IR to the decode programs' memory-planned plan
 /// module, in a module of their own: attention recognition, decode derivation, partition,
 /// elementwise fusion, lowering, mixed precision and memory planning. A model or layout the
