@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
   g.lda = g.ldb = g.ldc = n;
   double gemmSeconds = best([&] { gemm(g, a.data(), b.data(), c.data()); });
   double gemmRate = 2.0 * n * n * n / gemmSeconds / 1e9;
-  std::printf("threads %d; attention kernel: %s\n", threads, attentionVariant());
+  std::printf("threads %d; attention kernel: %s\n", threads, isaVariant());
   std::printf("gemm %lldx%lldx%lld: %.1f GFLOP/s (the peer)\n", static_cast<long long>(n),
               static_cast<long long>(n), static_cast<long long>(n), gemmRate);
   std::printf("%-6s %-7s %5s %10s %10s %10s %10s\n", "seq", "mask", "head", "fwd GF/s", "of gemm",

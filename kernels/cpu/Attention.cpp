@@ -14,7 +14,7 @@
 // mask needs.
 //
 // This file is compiled once per instruction set (Isa.h): its functions live in
-// tessel::cpu::attention_isa::<set>, and AttentionDispatch.cpp calls the widest one the CPU
+// tessel::cpu::isa_copy::<set>, and IsaDispatch.cpp calls the widest one the CPU
 // runs. Nothing here instantiates a standard-library template that is not inlined (buffers are
 // FloatBuffer.h's), so no code compiled for wide vectors is shared with the baseline's.
 //
@@ -31,7 +31,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA {
+namespace tessel::cpu::isa_copy::TESSEL_CPU_ISA {
 
 using detail::BlockRange;
 using detail::FloatBuffer;
@@ -243,4 +243,4 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
   }
 }
 
-} // namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA
+} // namespace tessel::cpu::isa_copy::TESSEL_CPU_ISA

@@ -105,6 +105,15 @@ double sumOfSquares(int64_t n, const float *x);
 /// (GemmArgs: kernels/KernelTypes.h.)
 void gemm(const GemmArgs &args, const float *a, const float *b, float *c);
 
+/// gemm's path for products of at most kSkinnyRows rows of A with B read transposed (a decode
+/// step's output head over a tied embedding): C = alpha * A B^T + beta * C for the `m` rows of
+/// A and C, each element a dot product of two contiguous rows (SkinnyGemm.cpp).
+constexpr int64_t kSkinnyRows = 16;
+void skinnyGemmTransB(const GemmArgs &args, int64_t m, const float *a, const float *b, float *c);
+/// The same with B read in place (alpha 1, beta 0): each element sums its k terms in order, in
+/// bands of B's rows.
+void skinnyGemm(const GemmArgs &args, int64_t m, const float *a, const float *b, float *c);
+
 //===----------------------------------------------------------------------===//
 // Normalisation, softmax, loss
 //===----------------------------------------------------------------------===//
@@ -213,9 +222,10 @@ void pagedAttention(const PagedAttentionArgs &args, const float *q, const float 
                     const int32_t *positions, const int32_t *blockTable, float *out, float *kCache,
                     float *vCache);
 
-/// The instruction set the attention kernels run with: "baseline", "avx2" or "avx512" (the
-/// widest the CPU supports, or the one TESSEL_CPU_ISA names); every one gives the same bits.
-const char *attentionVariant();
+/// The instruction set the attention kernels and gemm's few-row products run with: "baseline",
+/// "avx2" or "avx512" (the widest the CPU supports, or the one TESSEL_CPU_ISA names); every
+/// one gives the same bits.
+const char *isaVariant();
 
 /// Rotary embedding on [batch, seq, heads, head] (head even), in the "rotate half" layout:
 /// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).

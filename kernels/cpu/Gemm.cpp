@@ -1,5 +1,7 @@
 //===- Gemm.cpp - Batched matrix products through cblas_sgemm -------------===//
 //
+// Products of a few rows with B read transposed take SkinnyGemm.cpp's dot products instead.
+//
 // Threads: every kernel runs on OpenMP's threads, and gemm too: it splits a product into a
 // fixed number of row or column slices (a function of the shape alone) and runs each slice as
 // a one-threaded cblas_sgemm. OpenBLAS's own thread pool is kept at one thread: its workers
@@ -27,6 +29,12 @@ constexpr int64_t kSliceWork = int64_t(1) << 21;
 /// Slices per product, at most; and the smallest slice, in rows or columns.
 constexpr int64_t kMaxSlices = 8;
 constexpr int64_t kMinSlice = 64;
+/// Products of a few rows take the dot-product path from this many terms (shorter rows gain
+/// nothing from it).
+constexpr int64_t kSkinnyMinK = 64;
+/// With B read in place, from this many columns: narrower rows of B are too short a stream for
+/// the bands to beat BLAS's packing.
+constexpr int64_t kSkinnyMinN = 2048;
 
 #ifdef TESSEL_HAVE_BLAS
 void sgemm(const GemmArgs &g, int64_t m, int64_t n, const float *a, const float *b, float *c) {
@@ -53,6 +61,14 @@ void sgemm(const GemmArgs &g, int64_t m, int64_t n, const float *a, const float 
 
 /// One product with m rows, split into slices over the larger of m and n.
 void sliced(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c) {
+  // A few rows against B^T read in place: each output a dot product of contiguous rows, which
+  // reads B at the memory's bandwidth where BLAS would pack it first.
+  if (m <= kSkinnyRows && !g.transA && g.k >= kSkinnyMinK) {
+    if (g.transB)
+      return skinnyGemmTransB(g, m, a, b, c);
+    if (g.alpha == 1.0f && g.beta == 0.0f && g.n >= kSkinnyMinN)
+      return skinnyGemm(g, m, a, b, c);
+  }
   const bool byRows = m >= g.n;
   const int64_t extent = byRows ? m : g.n;
   int64_t slices = 1;

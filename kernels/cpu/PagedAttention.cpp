@@ -15,7 +15,7 @@
 // Like Attention.cpp this file is compiled once per instruction set (Isa.h), and the copies
 // give the same bits: a score is Simd.h's dot16 (sixteen running sums in feature order, added
 // in a fixed tree), an output feature sums its terms in position order with fused
-// multiply-adds, the chunk sums are sumTerms, whatever the vector width. AttentionDispatch.cpp
+// multiply-adds, the chunk sums are sumTerms, whatever the vector width. IsaDispatch.cpp
 // calls the widest copy the CPU runs.
 //
 //===----------------------------------------------------------------------===//
@@ -32,7 +32,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA {
+namespace tessel::cpu::isa_copy::TESSEL_CPU_ISA {
 
 using detail::FloatBuffer;
 using detail::kLanes;
@@ -241,4 +241,4 @@ void pagedAttention(const PagedAttentionArgs &a, const float *q, const float *k,
   }
 }
 
-} // namespace tessel::cpu::attention_isa::TESSEL_CPU_ISA
+} // namespace tessel::cpu::isa_copy::TESSEL_CPU_ISA

@@ -281,6 +281,22 @@ inline float maxOf(int64_t n, const float *x) {
 /// The running sums of dot16: as many as the widest vector has lanes in any copy.
 constexpr int kDotLanes = 16;
 
+/// The end of a dot16: the tail's products added to their running sums (`sums`, kDotLanes of
+/// them as vectors of the widest width, which have summed elements [0, from)), and the sums
+/// added in a fixed tree.
+inline float finishDot16(const WideVec *sums, int64_t from, int64_t n, const float *x,
+                         const float *y) {
+  constexpr int kSums = kDotLanes / kWideLanes;
+  float lanes[kDotLanes];
+#pragma GCC unroll 4
+  for (int v = 0; v < kSums; ++v)
+    storeWide(lanes + v * kWideLanes, sums[v]);
+  for (int64_t i = from; i < n; ++i)
+    lanes[i % kDotLanes] = std::fma(x[i], y[i], lanes[i % kDotLanes]);
+  const Vec r = (loadVec(lanes) + loadVec(lanes + 8)) + (loadVec(lanes + 4) + loadVec(lanes + 12));
+  return (r[0] + r[2]) + (r[1] + r[3]);
+}
+
 /// x·y over n elements, the same bits at every vector width: running sum l of kDotLanes adds
 /// the products of elements l, l + 16, l + 32, ... in order, each with a fused multiply-add, and
 /// the sums are added in a fixed tree. For dot products of rows that are not in one matrix
@@ -294,14 +310,7 @@ inline float dot16(int64_t n, const float *x, const float *y) {
 #pragma GCC unroll 4
     for (int v = 0; v < kSums; ++v)
       sums[v] = mulAdd(loadWide(x + i + v * kWideLanes), loadWide(y + i + v * kWideLanes), sums[v]);
-  float lanes[kDotLanes];
-#pragma GCC unroll 4
-  for (int v = 0; v < kSums; ++v)
-    storeWide(lanes + v * kWideLanes, sums[v]);
-  for (; i < n; ++i)
-    lanes[i % kDotLanes] = std::fma(x[i], y[i], lanes[i % kDotLanes]);
-  const Vec r = (loadVec(lanes) + loadVec(lanes + 8)) + (loadVec(lanes + 4) + loadVec(lanes + 12));
-  return (r[0] + r[2]) + (r[1] + r[3]);
+  return finishDot16(sums, i, n, x, y);
 }
 
 } // namespace TESSEL_CPU_ISA

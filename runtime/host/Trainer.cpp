@@ -12,6 +12,7 @@
 #include "runtime/core/Rng.h"
 #include "runtime/device/Device.h"
 #include "runtime/host/Data.h"
+#include "runtime/host/KernelProfile.h"
 #include "runtime/host/KernelTrace.h"
 #include "runtime/host/KvDecode.h"
 #include "runtime/host/MemoryTrace.h"
@@ -298,9 +299,6 @@ private:
   bool tracingKernels() const {
     return (options_.traceKernels || !options_.tracePath.empty()) && !ranks_->pipeline();
   }
-  /// `--profile`: the time in each kernel, one table per group of local ranks that ran the same
-  /// kernels (one for dp and tp ranks, which run the same programs; one per pipeline stage).
-  void printProfile();
   /// The mean held-out loss; false (with a message) when evaluation fails to run.
   bool evaluate(double &mean);
   bool dumpTensors(const std::string &file, const std::string &role);
@@ -433,8 +431,7 @@ bool Session::setUp() {
                                              options_.commTimeoutStartup, "step");
   waitLimits_->unknownPart("start-up and the first step");
   if (options_.profile)
-    for (uint32_t rank : ranks_->localRanks())
-      ranks_->executor(rank).enableProfiling();
+    enableKernelProfile(*ranks_);
   findPeak();
   const PipelineLayout *pipeline = ranks_->pipeline();
   for (const char *program : {"forward_backward", "optimizer_step"})
@@ -1134,59 +1131,6 @@ bool Session::reportNonFiniteUpdate(int64_t step) {
   return true;
 }
 
-void Session::printProfile() {
-  // Ranks whose kernels were called the same number of times ran the same programs.
-  std::vector<std::pair<std::vector<uint32_t>, std::vector<Executor::KernelTime>>> groups;
-  for (uint32_t rank : ranks_->localRanks()) {
-    std::vector<Executor::KernelTime> times = ranks_->executor(rank).profile();
-    auto sameCalls = [&](const std::vector<Executor::KernelTime> &other) {
-      if (other.size() != times.size())
-        return false;
-      std::map<std::pair<std::string, bool>, int64_t> calls;
-      for (const Executor::KernelTime &t : other)
-        calls[{t.kernel, t.recomputed}] = t.calls;
-      for (const Executor::KernelTime &t : times) {
-        auto it = calls.find({t.kernel, t.recomputed});
-        if (it == calls.end() || it->second != t.calls)
-          return false;
-      }
-      return true;
-    };
-    auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const auto &g) { return sameCalls(g.second); });
-    if (group == groups.end())
-      groups.push_back({{rank}, std::move(times)});
-    else
-      group->first.push_back(rank);
-  }
-  for (const auto &[ranks, times] : groups) {
-    // The first rank's times stand for its group: they run the same kernels at once.
-    if (groups.size() > 1) {
-      std::string names;
-      for (uint32_t r : ranks)
-        names += (names.empty() ? "" : ", ") + std::to_string(r);
-      std::printf("%s %s:\n", ranks.size() > 1 ? "ranks" : "rank", names.c_str());
-    }
-    double total = 0, recomputed = 0;
-    for (const Executor::KernelTime &t : times)
-      total += t.seconds;
-    // Milliseconds: a small model's kernels take microseconds each.
-    std::printf("%-32s %12s %8s %7s\n", "kernel", "ms", "calls", "share");
-    for (const Executor::KernelTime &t : times) {
-      std::printf("%-32s %12.3f %8lld %6.1f%%\n",
-                  (t.kernel + (t.recomputed ? " (recomputed)" : "")).c_str(), 1e3 * t.seconds,
-                  static_cast<long long>(t.calls), 100 * t.seconds / std::max(total, 1e-12));
-      if (t.recomputed)
-        recomputed += t.seconds;
-    }
-    // What recompute = selective or full costs: the kernels that compute again in the
-    // backward pass what the forward pass computed.
-    if (recomputed > 0)
-      std::printf("recomputation: %.3f ms of %.3f ms in kernels (%.1f%%)\n", 1e3 * recomputed,
-                  1e3 * total, 100 * recomputed / std::max(total, 1e-12));
-  }
-}
-
 bool Session::writePipelineReport() {
   const PipelineLayout *pipeline = ranks_->pipeline();
   if (!pipeline || s_.steps == startStep_)
@@ -1470,7 +1414,7 @@ int Session::run() {
   if (memoryTrace_ && !memoryTrace_->write(options_.quiet, err))
     return error(err), 1;
   if (options_.profile)
-    printProfile();
+    printKernelProfile(*ranks_, stdout);
   if (!options_.quiet) {
     std::printf("done: %lld steps in %.1f s", static_cast<long long>(s_.steps - startStep_),
                 now() - runStart);
@@ -1593,6 +1537,8 @@ int generateWithCache(const Plan &plan, const Settings &s, const RunOptions &opt
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
+  if (options.profile)
+    enableKernelProfile(*ranks);
   std::vector<DecodeRequest> requests;
   for (const Prompt &p : prompts)
     requests.push_back({p.ids, options.tokens});
@@ -1652,6 +1598,9 @@ int generateWithCache(const Plan &plan, const Settings &s, const RunOptions &opt
                  static_cast<double>(st.peakBlocks) * engine->geometry().block *
                      engine->geometry().cacheBytesPerToken / (1 << 20));
   }
+  // The generated text is the standard output; the profile goes beside the statistics.
+  if (options.profile)
+    printKernelProfile(*ranks, stderr);
   return 0;
 }
 
@@ -1712,6 +1661,8 @@ int generate(const Plan &plan, const RunOptions &options) {
     std::fprintf(stderr, "tessel: error: %s\n", err.c_str());
     return 1;
   }
+  if (options.profile)
+    enableKernelProfile(*ranks);
 
   // The prompt is echoed, so the output reads as one continuous text (or list of ids).
   // In a chat only the answer is printed.
@@ -1760,6 +1711,8 @@ int generate(const Plan &plan, const RunOptions &options) {
     waitLimits.regularPartTook(now() - tokenStart);
   }
   std::printf("\n");
+  if (options.profile)
+    printKernelProfile(*ranks, stderr);
   return 0;
 }
 

@@ -114,8 +114,9 @@ void declareOptions(rt::cli::Parser &p, rt::RunOptions &o, rt::RecipeOverrides &
          "safetensors (for comparison with other frameworks; plans of one rank)");
   p.flag("quiet", o.quiet, "no progress output");
   p.flag("profile", o.profile,
-         "print the time spent in each kernel at the end (one table per pipeline stage: its "
-         "ranks run other kernels); on a GPU timed on the device with CUDA events");
+         "print the time spent in each kernel at the end of training or generation (one table "
+         "per pipeline stage: its ranks run other kernels); on a GPU timed on the device with "
+         "CUDA events");
   p.text("trace", o.tracePath, "FILE",
          "write the last step as a Chrome trace (open it in Perfetto or chrome://tracing): "
          "with a pipeline its measured schedule; without, every kernel and collective each "

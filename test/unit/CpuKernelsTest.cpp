@@ -671,6 +671,58 @@ TEST(CpuKernelsGemm, SlicedProducts) {
   checkGemm(gemmArgs(2, 200, 100, 120, false, true), "two large batches", 275);
 }
 
+// A few rows against B read transposed or in place (a decode step's products) take
+// SkinnyGemm.cpp's path: close to the reference, and every row's bits its own, whatever the
+// other rows, the thread count or the vector width.
+TEST(CpuKernelsGemm, SkinnyProducts) {
+  uint32_t seed = 300;
+  for (bool tb : {true, false})
+    for (int64_t k : {64, 97, 300})
+      for (int64_t m : {1, 5, 8, 13, 16}) {
+        const int64_t n = tb ? 150 : 2048 + 37;
+        const std::string what =
+            "m=" + std::to_string(m) + " k=" + std::to_string(k) + " tb=" + std::to_string(tb);
+        checkGemm(gemmArgs(1, m, n, k, false, tb), what, seed += 3);
+        // The decode layout: a batch of one-row blocks against a shared B.
+        GemmArgs g = gemmArgs(m, 1, n, k, false, tb);
+        g.strideB = 0;
+        checkGemm(g, what + " batched", seed += 3);
+      }
+  GemmArgs g = gemmArgs(1, 6, 130, 100, false, true);
+  g.alpha = 0.5f;
+  g.beta = -1.5f;
+  checkGemm(g, "skinny alpha/beta", 400);
+  g = gemmArgs(1, 6, 2100, 100, false, true);
+  g.lda = 110;
+  g.ldb = 120;
+  g.ldc = 2200;
+  checkGemm(g, "skinny padded", 401);
+  g.transB = false;
+  g.ldb = 2150;
+  checkGemm(g, "skinny padded, B in place", 402);
+
+  for (bool tb : {true, false}) {
+    const int64_t m = 11, n = tb ? 3000 : 4100, k = 333;
+    const GemmArgs all = gemmArgs(1, m, n, k, false, tb);
+    const Floats a = randomFloats(static_cast<size_t>(m * k), -1, 1, 410);
+    const Floats b = randomFloats(static_cast<size_t>(n * k), -1, 1, 411);
+    Floats c(static_cast<size_t>(m * n)), c1(c.size()), row(static_cast<size_t>(n));
+    gemm(all, a.data(), b.data(), c.data());
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    gemm(all, a.data(), b.data(), c1.data());
+    omp_set_num_threads(threads);
+    EXPECT_EQ(c, c1) << "tb=" << tb << ": the bits depend on the thread count";
+    GemmArgs one = all;
+    one.m = 1;
+    for (int64_t i = 0; i < m; ++i) {
+      gemm(one, a.data() + i * k, b.data(), row.data());
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), c.begin() + i * n))
+          << "tb=" << tb << ": row " << i << " differs when computed alone";
+    }
+  }
+}
+
 TEST(CpuKernelsGemm, EmptyContractionScalesC) {
   GemmArgs g = gemmArgs(2, 2, 3, 0, false, false);
   g.lda = 1;

@@ -1,7 +1,7 @@
-//===- AttentionDispatch.cpp - The attention kernels the CPU runs best ----===//
+//===- IsaDispatch.cpp - The widest copy of the kernels the CPU runs -----===//
 //
-// Attention.cpp and PagedAttention.cpp are compiled for the baseline, AVX2 and AVX-512 (Isa.h);
-// the copies give the same bits. The widest one the CPU supports runs, unless TESSEL_CPU_ISA
+// Attention.cpp, PagedAttention.cpp and SkinnyGemm.cpp are compiled for the baseline, AVX2 and
+// AVX-512 (Isa.h); the copies give the same bits. The widest one the CPU supports runs, unless TESSEL_CPU_ISA
 // names another (baseline, avx2, avx512: one the CPU lacks falls back to the widest it has,
 // with a note on stderr). The choice is made once, at the first call.
 //
@@ -15,8 +15,8 @@
 
 namespace tessel::cpu {
 
-#define TESSEL_ATTENTION_VARIANT(Isa)                                                              \
-  namespace attention_isa::Isa {                                                                   \
+#define TESSEL_ISA_COPY(Isa)                                                              \
+  namespace isa_copy::Isa {                                                                   \
   void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,        \
                  float *out);                                                                      \
   void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,    \
@@ -24,23 +24,27 @@ namespace tessel::cpu {
   void pagedAttention(const PagedAttentionArgs &args, const float *q, const float *k,              \
                       const float *v, const int32_t *positions, const int32_t *blockTable,         \
                       float *out, float *kCache, float *vCache);                                   \
+  void skinnyGemm(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c);         \
+  void skinnyGemmTransB(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c);   \
   }
-TESSEL_ATTENTION_VARIANT(baseline)
+TESSEL_ISA_COPY(baseline)
 #ifdef TESSEL_CPU_HAVE_AVX2
-TESSEL_ATTENTION_VARIANT(avx2)
+TESSEL_ISA_COPY(avx2)
 #endif
 #ifdef TESSEL_CPU_HAVE_AVX512
-TESSEL_ATTENTION_VARIANT(avx512)
+TESSEL_ISA_COPY(avx512)
 #endif
-#undef TESSEL_ATTENTION_VARIANT
+#undef TESSEL_ISA_COPY
 
 namespace {
 
 struct Variant {
   const char *name;
-  decltype(&attention_isa::baseline::attention) forward;
-  decltype(&attention_isa::baseline::attentionGrad) backward;
-  decltype(&attention_isa::baseline::pagedAttention) paged;
+  decltype(&isa_copy::baseline::attention) forward;
+  decltype(&isa_copy::baseline::attentionGrad) backward;
+  decltype(&isa_copy::baseline::pagedAttention) paged;
+  decltype(&isa_copy::baseline::skinnyGemm) skinny;
+  decltype(&isa_copy::baseline::skinnyGemmTransB) skinnyTransB;
   bool supported;
 };
 
@@ -49,17 +53,20 @@ const Variant &chosen() {
     // Widest first.
     const Variant all[] = {
 #ifdef TESSEL_CPU_HAVE_AVX512
-        {"avx512", attention_isa::avx512::attention, attention_isa::avx512::attentionGrad,
-         attention_isa::avx512::pagedAttention,
+        {"avx512", isa_copy::avx512::attention, isa_copy::avx512::attentionGrad,
+         isa_copy::avx512::pagedAttention, isa_copy::avx512::skinnyGemm,
+         isa_copy::avx512::skinnyGemmTransB,
          __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("fma") != 0},
 #endif
 #ifdef TESSEL_CPU_HAVE_AVX2
-        {"avx2", attention_isa::avx2::attention, attention_isa::avx2::attentionGrad,
-         attention_isa::avx2::pagedAttention,
+        {"avx2", isa_copy::avx2::attention, isa_copy::avx2::attentionGrad,
+         isa_copy::avx2::pagedAttention, isa_copy::avx2::skinnyGemm,
+         isa_copy::avx2::skinnyGemmTransB,
          __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0},
 #endif
-        {"baseline", attention_isa::baseline::attention, attention_isa::baseline::attentionGrad,
-         attention_isa::baseline::pagedAttention, true},
+        {"baseline", isa_copy::baseline::attention, isa_copy::baseline::attentionGrad,
+         isa_copy::baseline::pagedAttention, isa_copy::baseline::skinnyGemm,
+         isa_copy::baseline::skinnyGemmTransB, true},
     };
     const char *wanted = std::getenv("TESSEL_CPU_ISA");
     if (wanted && *wanted) {
@@ -84,7 +91,7 @@ const Variant &chosen() {
 
 } // namespace
 
-const char *attentionVariant() { return chosen().name; }
+const char *isaVariant() { return chosen().name; }
 
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                float *out) {
@@ -100,6 +107,14 @@ void pagedAttention(const PagedAttentionArgs &args, const float *q, const float 
                     const int32_t *positions, const int32_t *blockTable, float *out, float *kCache,
                     float *vCache) {
   chosen().paged(args, q, k, v, positions, blockTable, out, kCache, vCache);
+}
+
+void skinnyGemm(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c) {
+  chosen().skinny(g, m, a, b, c);
+}
+
+void skinnyGemmTransB(const GemmArgs &g, int64_t m, const float *a, const float *b, float *c) {
+  chosen().skinnyTransB(g, m, a, b, c);
 }
 
 } // namespace tessel::cpu
