@@ -3,8 +3,9 @@
 // Trains a plan: initialises or restores the state, feeds batches, runs the forward-backward
 // program once per micro-batch (or, with a pipeline, the step's schedule over all its
 // micro-batches) and the optimizer step once per step, evaluates, logs, checkpoints, and stops
-// cleanly (with the last good checkpoint intact) on bad input or a non-finite loss. Also
-// samples text from a trained model.
+// cleanly (with the last good checkpoint intact) on bad input or a non-finite loss
+// (Trainer.cpp and the Session*.cpp files beside it, Session.h). Also samples text from a
+// trained model (Generate.cpp).
 //
 // A plan of several ranks runs them as threads (Ranks.h). The host loop is the same: it deals
 // in whole tensors (batches, initial weights, checkpoints) and each rank takes its block, so a
