@@ -110,9 +110,10 @@ struct Program {
   std::vector<ArenaBuffer> buffers;
 };
 
-/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v", "momentum", "working" or
-/// "kv_cache" (a decode program's key or value cache); `of` names the parameter a gradient,
-/// moment or working copy belongs to.
+/// Persistent tensors. Role is "param", "grad", "adam_m", "adam_v", "momentum", "working",
+/// "kv_cache" (a decode program's key or value cache) or "decode_state" (the per-sequence
+/// totals of a decode program's running sum); `of` names the parameter a gradient, moment or
+/// working copy belongs to.
 struct StateTensor {
   std::string name, role, of;
   DType dtype = DType::F32;
@@ -138,7 +139,9 @@ struct StateTensor {
   /// Whether a checkpoint holds the tensor: parameters and optimizer state do; gradients (zero
   /// between steps), working copies (the `working_copies` program makes them from the
   /// parameters) and KV caches do not.
-  bool checkpointed() const { return role != "grad" && role != "working" && role != "kv_cache"; }
+  bool checkpointed() const {
+    return role != "grad" && role != "working" && role != "kv_cache" && role != "decode_state";
+  }
 };
 
 /// The program that makes every parameter's working copy (role "working") from the parameter,

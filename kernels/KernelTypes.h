@@ -150,6 +150,13 @@ struct PagedAttentionArgs {
   int64_t window = 0;
 };
 
+/// x and y are [batch, seq, width], positions [batch, seq], blockTable [batch, maxBlocks],
+/// totals [blocks, width] (the running_sum kernel of the catalogue).
+struct RunningSumArgs {
+  int64_t batch = 0, seq = 0, width = 0, blocks = 0, maxBlocks = 0;
+  bool inclusive = false;
+};
+
 /// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
 /// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
 /// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`

@@ -2,8 +2,9 @@
 //
 // Generation with a KV cache: the decode programs (-tessel-derive-decoder) run the forward
 // graph on a few new tokens per sequence, keeping each attention's keys and values in a
-// paged cache that outlives the program, and placing each token by its position in its
-// sequence rather than by its index in the program's `seq` dim.
+// paged cache that outlives the program, each running sum along the sequence (a mixture of
+// experts' count of the tokens each expert took) in per-sequence totals, and placing each
+// token by its position in its sequence rather than by its index in the program's `seq` dim.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_GRAPH_DECODE_OPS
@@ -78,6 +79,73 @@ def Graph_RopeAtOp : Graph_Op<"rope_at", [DeclareOpInterfaceMethods<Graph_Sharda
     $input `,` $positions `theta` $theta (`scaling` $scaling^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
+}
+
+def Graph_RunningTotalsOp : Graph_Op<"running_totals", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
+  let summary = "The persistent per-sequence totals of one running sum";
+  let description = [{
+    `[cache_blocks, ...]`: row i holds the running sum of the sequence whose first cache
+    block is block i (a block belongs to one sequence at a time). Like a `kv_cache` it starts
+    at zero and lives across the runs of the decode programs, but is never saved; always f32.
+    `running_sum` writes it.
+
+    ```mlir
+    %t = graph.running_totals "sum.0"
+        : tensor<64x4xf32, #graph.dims<cache_blocks, experts>>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_RunningSumOp : Graph_Op<"running_sum", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, MemoryEffects<[MemWrite]>]> {
+  let summary = "A sum over each sequence's earlier tokens, carried across decode programs";
+  let description = [{
+    `input` is `[batch, seq, ...]`: the new tokens of `batch` sequences, at the positions
+    `positions` `[batch, seq]` gives (negative: a padding slot), in position order. The token
+    at position p gets the sum of `input` over the tokens of its sequence at positions before
+    p (up to p with `inclusive`), earlier calls' tokens included: `totals` row
+    `block_table[b, 0]` holds what sequence b's earlier tokens summed to, and a call whose
+    first token is at position 0 starts from zero; the call leaves there the sum up to its
+    last token. A padding slot adds nothing and gets -1, which no count of tokens is. It is
+    what the contraction of a sequence's values with the mask
+    `positions(seq_k) < positions(seq)` computes over a whole window.
+
+    ```mlir
+    %s = graph.running_sum %x, %pos, %table, %t
+        : (tensor<8x1x4xf32, #graph.dims<batch, seq, experts>>, ...) -> ...
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_IdTensor:$positions,
+                       Graph_IdTensor:$block_table, Graph_FloatTensor:$totals,
+                       UnitAttr:$inclusive);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $positions `,` $block_table `,` $totals (`inclusive` $inclusive^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
+  let summary = "Positions [start, start + n) of one dim";
+  let description = [{
+    The result has the input's dims, `dim` of the result type's size n. The prefill program
+    keeps the last of its tokens this way for the ops after its last attention, where only
+    that token's logits are read.
+
+    ```mlir
+    %y = graph.slice %x dim "seq" start 255
+        : tensor<1x256x768xf32, #graph.dims<batch, seq, embed>>
+        -> tensor<1x1x768xf32, #graph.dims<batch, seq, embed>>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrAttr:$dim, I64Attr:$start);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` $dim `start` $start attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -929,6 +929,67 @@ LogicalResult PagedAttentionOp::verify() {
   return expectShape(*this, r, shapes->result);
 }
 
+LogicalResult RunningTotalsOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  auto shapes = namedShapes(*this);
+  if (failed(shapes))
+    return failure();
+  if (!cast<RankedTensorType>(getType()).getElementType().isF32())
+    return emitOpError("totals are f32");
+  const NamedShape &t = shapes->result;
+  if (t.empty() || t[0].name != "cache_blocks")
+    return emitOpError() << "totals must be [cache_blocks, ...], not " << formatShape(t);
+  return success();
+}
+
+LogicalResult RunningSumOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
+    return failure();
+  const SmallVector<NamedShape> &in = shapes->operands;
+  const NamedShape &x = in[0], &totals = in[3];
+  if (x.size() < 2)
+    return emitOpError() << "the input must be [batch, seq, ...], not " << formatShape(x);
+  if (failed(expectDims(*this, "positions", in[1], {x[0].name, x[1].name})) ||
+      failed(expectDims(*this, "the block table", in[2], {x[0].name, ""})))
+    return failure();
+  if (!(in[1][0] == x[0]) || !(in[1][1] == x[1]) || !(in[2][0] == x[0]))
+    return emitOpError() << "positions " << formatShape(in[1]) << " and the block table "
+                         << formatShape(in[2]) << " must have the input's " << x[0].name
+                         << " and " << x[1].name;
+  NamedShape want{{"cache_blocks", totals.empty() ? 0 : totals[0].size}};
+  want.insert(want.end(), x.begin() + 2, x.end());
+  if (!(totals == want))
+    return emitOpError() << "the totals must be " << formatShape(want) << ", not "
+                         << formatShape(totals);
+  if (!(shapes->result == x))
+    return emitOpError() << "the result must be " << formatShape(x) << ", not "
+                         << formatShape(shapes->result);
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  auto shapes = namedShapes(*this);
+  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
+    return failure();
+  const NamedShape &x = shapes->operands[0], &y = shapes->result;
+  const int at = findDim(x, getDim().str());
+  if (at < 0)
+    return emitOpError() << "the input " << formatShape(x) << " has no dim '" << getDim() << "'";
+  bool same = x.size() == y.size();
+  for (size_t i = 0; same && i < x.size(); ++i)
+    same = x[i].name == y[i].name && (static_cast<int>(i) == at || x[i].size == y[i].size);
+  if (!same)
+    return emitOpError() << "the result " << formatShape(y) << " must be the input "
+                         << formatShape(x) << " with '" << getDim() << "' resized";
+  const int64_t start = getStart(), n = y[at].size;
+  if (start < 0 || n < 1 || start + n > x[at].size)
+    return emitOpError() << "positions [" << start << ", " << start + n << ") are not within '"
+                         << getDim() << "' of size " << x[at].size;
+  return success();
+}
+
 LogicalResult RopeAtOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, {getInput()})))

@@ -939,6 +939,42 @@ LogicalResult PagedAttentionOp::inferSharding(const MeshLayout &mesh,
   return success();
 }
 
+// Totals are never split: each rank of a data axis holds the rows of the sequences it
+// decodes, and the sums are small.
+LogicalResult RunningTotalsOp::inferSharding(const MeshLayout &, ArrayRef<Sharding>,
+                                             ShardingRule &rule) {
+  rule.results.push_back(Sharding::replicated(shapeOf(getType()).size()));
+  return success();
+}
+
+// Only the sequences may split (over data axes): the totals are held whole.
+LogicalResult RunningSumOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                          ShardingRule &rule) {
+  NamedShape x = shapeOf(getInput()), table = shapeOf(getBlockTable());
+  DimSolver solver(mesh);
+  for (auto [i, v] : llvm::enumerate(getOperation()->getOperands())) {
+    if (i == 3)
+      solver.addParameter(shapeOf(v), operands[i]);
+    else
+      solver.addOperand(shapeOf(v), operands[i]);
+  }
+  for (size_t i = 1; i < x.size(); ++i)
+    solver.keepWhole(x[i].name);
+  solver.keepWhole(table[1].name);
+  solver.keepWhole("cache_blocks");
+  solver.solve(rule);
+  rule.results.push_back(solver.result(x));
+  if (!(rule.operands[3] == operands[3]))
+    return emitOpError() << "would need its totals laid out as " << rule.operands[3].str()
+                         << ", but they are held as " << operands[3].str();
+  return success();
+}
+
+LogicalResult SliceOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                     ShardingRule &rule) {
+  return solveAll(*this, mesh, operands, rule, {getDim().str()});
+}
+
 LogicalResult RopeAtOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
                                       ShardingRule &rule) {
   NamedShape x = shapeOf(getInput());

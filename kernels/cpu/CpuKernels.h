@@ -222,6 +222,15 @@ void pagedAttention(const PagedAttentionArgs &args, const float *q, const float 
                     const int32_t *positions, const int32_t *blockTable, float *out, float *kCache,
                     float *vCache);
 
+/// Each sequence's running sum of x over its tokens (kernels::RunningSumArgs; the catalogue's
+/// running_sum): the token at position p gets the sum over the sequence's tokens before p (up
+/// to p with `inclusive`), the sum of earlier calls' tokens kept in totals row
+/// blockTable[b, 0] (zeroed by a call whose first token is at position 0) and updated there.
+/// Padding slots (negative positions), and every token of a sequence whose first block is out
+/// of range, get -1 and add nothing.
+void runningSum(const RunningSumArgs &args, const float *x, const int32_t *positions,
+                const int32_t *blockTable, float *y, float *totals);
+
 /// The instruction set the attention kernels and gemm's few-row products run with: "baseline",
 /// "avx2" or "avx512" (the widest the CPU supports, or the one TESSEL_CPU_ISA names); every
 /// one gives the same bits.

@@ -430,6 +430,14 @@ cudaError_t pagedAttention(const PagedAttentionArgs &args, ConstFloats q, ConstF
                            cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// Running sums of the decode programs (RunningSum.cu)
+//===----------------------------------------------------------------------===//
+
+/// As cpu::runningSum, each sum in the CPU's order (so with its bits).
+cudaError_t runningSum(const RunningSumArgs &args, const float *x, const int32_t *positions,
+                       const int32_t *blockTable, float *y, float *totals, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // Reductions, buckets, dropout (Reduce.cu, Dropout.cu)
 //===----------------------------------------------------------------------===//
 

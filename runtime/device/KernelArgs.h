@@ -82,6 +82,7 @@ struct Dropout {
 struct Copy {
   Shape shape;
   Strides x;
+  int64_t xOffset = 0; ///< The element of x that y's first is.
 };
 struct Reduce {
   Shape shape;
@@ -137,6 +138,9 @@ struct AttentionBlockGrad : AttentionBlock {};
 /// kernels::PagedAttentionArgs').
 struct PagedAttention {
   kernels::PagedAttentionArgs a;
+};
+struct RunningSum {
+  kernels::RunningSumArgs a;
 };
 /// Under a head-tail `seq_group` the rows' positions are two runs starting at headStart and
 /// tailStart; else both are -1. With `positions` (input 1) each row turns by its own.

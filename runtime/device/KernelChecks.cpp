@@ -282,8 +282,11 @@ bool check(KernelCall &c, const catalogue::Dropout &p, args::Dropout &a) {
 }
 
 bool check(KernelCall &c, const catalogue::Copy &p, args::Copy &a) {
-  return toShape(c, p.shape, a.shape) && stridedInput(c, 0, p.shape, p.x_strides, a.x) &&
-         c.needOut(0, product(p.shape));
+  a.xOffset = p.x_offset.value_or(0);
+  if (a.xOffset < 0)
+    return c.fail("has a negative x_offset");
+  return toShape(c, p.shape, a.shape) && toStrides(c, p.x_strides, p.shape.size(), a.x) &&
+         c.needIn(0, a.xOffset + reach(p.shape, p.x_strides)) && c.needOut(0, product(p.shape));
 }
 
 bool check(KernelCall &c, const catalogue::Reduce &p, args::Reduce &a) {
@@ -654,6 +657,24 @@ bool check(KernelCall &c, const catalogue::PagedAttention &p, args::PagedAttenti
   return c.needIn(0, q) && c.needIn(1, kv) && c.needIn(2, kv) && c.needIn(3, tokens) &&
          c.needIn(4, a.batch * a.maxBlocks) && c.needOut(0, q) && c.needOut(1, cache) &&
          c.needOut(2, cache);
+}
+
+/// The new tokens' values, positions and block table; the sums and the totals, which the
+/// kernel reads and writes in place.
+bool check(KernelCall &c, const catalogue::RunningSum &p, args::RunningSum &args) {
+  kernels::RunningSumArgs &a = args.a;
+  a.batch = p.batch;
+  a.seq = p.seq;
+  a.width = p.width;
+  a.blocks = p.blocks;
+  a.maxBlocks = p.max_blocks;
+  a.inclusive = p.inclusive.value_or(false);
+  if (a.batch <= 0 || a.seq <= 0 || a.width <= 0 || a.blocks <= 0 || a.maxBlocks <= 0)
+    return c.fail("needs positive batch, seq, width, blocks and max_blocks");
+  const int64_t tokens = a.batch * a.seq;
+  return c.needIn(0, tokens * a.width) && c.needIn(1, tokens) &&
+         c.needIn(2, a.batch * a.maxBlocks) && c.needOut(0, tokens * a.width) &&
+         c.needOut(1, a.blocks * a.width);
 }
 
 bool check(KernelCall &c, const catalogue::Rope &p, args::Rope &a) {

@@ -80,7 +80,9 @@ bool DecodeGeometry::of(const planfile::Plan &decoder, DecodeGeometry &g, std::s
   }
   g.prefill = wholeShapeOf(decoder, *tokens).back();
   g.tableBlocks = wholeShapeOf(decoder, *table).back();
-  g.vocab = wholeShapeOf(decoder, *logits).back();
+  const std::vector<int64_t> logitsShape = wholeShapeOf(decoder, *logits);
+  g.vocab = logitsShape.back();
+  g.prefillLogitsRows = logitsShape.size() == 3 ? logitsShape[1] : g.prefill;
 
   for (const planfile::StateTensor &t : decoder.state)
     if (t.role == "kv_cache" && t.shape.size() == 4) {
@@ -189,7 +191,8 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
   };
 
   // The tokens of `s`, a chunk at a time, from position 0; the last chunk's last logits draw
-  // the next token.
+  // the next token. A short last chunk takes the chunk's last rows (padding before it), so
+  // that its last token is the chunk's last row, whose logits the prefill computes.
   auto prefill = [&](Live &s, bool prompt) {
     const double t0 = now();
     const int64_t n = static_cast<int64_t>(s.tokens.size());
@@ -198,16 +201,16 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
     table.assign(static_cast<size_t>(g_.tableBlocks), 0);
     tableRow(0, &s);
     for (int64_t from = 0; from < n; from += g_.prefill) {
-      const int64_t count = std::min(g_.prefill, n - from);
+      const int64_t count = std::min(g_.prefill, n - from), pad = g_.prefill - count;
       for (int64_t i = 0; i < g_.prefill; ++i) {
-        tokens[i] = i < count ? s.tokens[from + i] : 0;
-        positions[i] = i < count ? static_cast<int32_t>(from + i) : -1;
+        tokens[i] = i < pad ? 0 : s.tokens[from + i - pad];
+        positions[i] = i < pad ? -1 : static_cast<int32_t>(from + i - pad);
       }
       if (!runProgram("prefill"))
         return false;
       ++stats_.prefillCalls;
       if (from + count == n)
-        draw(s, ranks_.output("prefill", "logits") + (count - 1) * g_.vocab);
+        draw(s, ranks_.output("prefill", "logits") + (g_.prefillLogitsRows - 1) * g_.vocab);
     }
     s.cached = n;
     // A context shift's prefill is part of decoding the sequence.

@@ -50,6 +50,9 @@ struct DecodeStats {
 /// The shapes the decode programs were compiled for.
 struct DecodeGeometry {
   int64_t prefill = 0;     ///< New tokens per prefill call.
+  /// Rows of the prefill's logits: 1 where it computes its last token's only (the chunk's
+  /// last row), else one per row of the chunk.
+  int64_t prefillLogitsRows = 0;
   int64_t block = 0;       ///< Positions per cache block.
   int64_t tableBlocks = 0; ///< Block-table entries per sequence.
   int64_t cacheBlocks = 0; ///< Blocks in each cache.

@@ -2,8 +2,9 @@
 // -tessel-derive-decoder clones @forward (without its loss) into @prefill (one sequence, 4 new
 // tokens) and @decode_b2 (two sequences, one new token each), both over the same paged KV
 // cache: attention becomes paged_attention over a cache of the kv heads, rope turns by the
-// tokens' positions, the learned positions are looked up at them. @forward itself goes: the
-// decoder module holds the decode programs only.
+// tokens' positions, the learned positions are looked up at them. The prefill computes the
+// logits of its last token only: what follows its attention takes the last row. @forward
+// itself goes: the decoder module holds the decode programs only.
 
 !ids = tensor<2x8xi32, #graph.dims<batch, seq>>
 !x = tensor<2x8x8xf32, #graph.dims<batch, seq, embed>>
@@ -39,7 +40,7 @@ module attributes {tessel.parallel = {mesh = {dp = 1 : i64}, shard = {}}} {
 // CHECK-SAME: %[[TOK:[^:]+]]: tensor<1x4xi32, #graph.dims<batch, seq>> {graph.name = "tokens"}
 // CHECK-SAME: %[[POS:[^:]+]]: tensor<1x4xi32, #graph.dims<batch, seq>> {graph.name = "positions"}
 // CHECK-SAME: %[[TABLE:[^:]+]]: tensor<1x2xi32, #graph.dims<batch, table_blocks>> {graph.name = "block_table"}
-// CHECK-SAME: -> (tensor<1x4x16xf32, #graph.dims<batch, seq, vocab>> {graph.name = "logits"})
+// CHECK-SAME: -> (tensor<1x1x16xf32, #graph.dims<batch, seq, vocab>> {graph.name = "logits"})
 // Two sequences of the whole seq (8 positions: 2 blocks of 4 each) fit the cache; its heads
 // are the keys' kv heads.
 // CHECK-NEXT: %[[KC:.*]] = graph.kv_cache "kv.0.key" : tensor<4x4x2x2xf32, #graph.dims<cache_blocks, block_slot, kv_heads, head>>
@@ -52,9 +53,11 @@ module attributes {tessel.parallel = {mesh = {dp = 1 : i64}, shard = {}}} {
 // CHECK-NEXT: %[[X:.*]] = graph.add %[[E]], %[[AT]]
 // CHECK: %[[Q:.*]] = graph.rope_at {{.*}}, %[[POS]] theta 1.000000e+04 : (tensor<1x4x4x2xf32
 // CHECK-NEXT: %[[K:.*]] = graph.rope_at {{.*}}, %[[POS]] theta 1.000000e+04 : (tensor<1x4x2x2xf32
-// CHECK-NEXT: graph.paged_attention %[[Q]], %[[K]], %{{.*}}, %[[POS]], %[[TABLE]], %[[KC]], %[[VC]] window 4 scale 0.69
+// CHECK-NEXT: %[[A:.*]] = graph.paged_attention %[[Q]], %[[K]], %{{.*}}, %[[POS]], %[[TABLE]], %[[KC]], %[[VC]] window 4 scale 0.69
+// CHECK-NEXT: %[[LAST:.*]] = graph.slice %[[A]] dim "seq" start 3 : tensor<1x4x4x2xf32, #graph.dims<batch, seq, heads, head>> -> tensor<1x1x4x2xf32, #graph.dims<batch, seq, heads, head>>
+// CHECK-NEXT: graph.contract %[[LAST]], {{.*}} -> tensor<1x1x8xf32, #graph.dims<batch, seq, embed>>
 // CHECK-NOT: graph.cross_entropy
-// CHECK: return {{.*}} : tensor<1x4x16xf32, #graph.dims<batch, seq, vocab>>
+// CHECK: return {{.*}} : tensor<1x1x16xf32, #graph.dims<batch, seq, vocab>>
 // CHECK-LABEL: func.func @decode_b2(
 // CHECK-SAME: tensor<2x1xi32, #graph.dims<batch, seq>> {graph.name = "tokens"}
 // CHECK-SAME: tensor<2x2xi32, #graph.dims<batch, table_blocks>> {graph.name = "block_table"}

@@ -721,6 +721,37 @@ TEST_F(CudaKernels, RopeAtGivenPositionsMatchesCpu) {
 }
 
 //===----------------------------------------------------------------------===//
+// Running sums of the decode programs
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, RunningSumMatchesCpu) {
+  // A chunk with padding, sequences continuing and starting afresh, one naming no block.
+  const int64_t batch = 5, seq = 6, width = 7, blocks = 9, maxBlocks = 2;
+  std::mt19937 rng(640);
+  std::vector<int32_t> positions(batch * seq, -1), table(batch * maxBlocks);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t start = b % 2 ? 0 : 3 + b, count = 2 + b % 4;
+    for (int64_t s = 0; s < std::min(count, seq); ++s)
+      positions[b * seq + s] = static_cast<int32_t>(start + s);
+    table[b * maxBlocks] = static_cast<int32_t>(b == 3 ? -1 : 2 * b % blocks);
+  }
+  const Floats x = randomFloats(batch * seq * width, -2, 2, 641);
+  Floats totals = randomFloats(blocks * width, -5, 5, 642);
+  for (bool inclusive : {false, true}) {
+    const cpu::RunningSumArgs a{batch, seq, width, blocks, maxBlocks, inclusive};
+    Floats y(x.size()), t = totals;
+    cpu::runningSum(a, x.data(), positions.data(), table.data(), y.data(), t.data());
+    DeviceArray<float> gx(x), gy(x.size()), gt(totals);
+    DeviceArray<int32_t> gpositions(positions), gtable(table);
+    ASSERT_EQ(cuda::runningSum(a, gx.get(), gpositions.get(), gtable.get(), gy.get(), gt.get(),
+                               stream),
+              cudaSuccess);
+    expectClose(y, gy.host(), "running sums", 0, 0);
+    expectClose(t, gt.host(), "running totals", 0, 0);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Attention over paged caches
 //===----------------------------------------------------------------------===//
 

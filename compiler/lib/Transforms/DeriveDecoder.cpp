@@ -4,11 +4,15 @@
 // transformer works on one token at a time, so running it on T new tokens is running it with
 // `seq` = T; the exceptions are what places a token in its sequence (attention, which reads
 // the earlier tokens, RoPE and learned positions, which read its index) and they are rewritten
-// to read the cache and the tokens' positions. Anything else that reads along the sequence is
+// to read the cache and the tokens' positions. Sums along the sequence that decode exactly
+// (DecoderSums.h: a mixture of experts' capacity counting) are rewritten to carry their totals
+// or proven to need only the new tokens. Anything else that reads along the sequence is
 // refused, not approximated: a decode program computes exactly the logits the whole window
 // gives.
 //
 //===----------------------------------------------------------------------===//
+
+#include "DecoderSums.h"
 
 #include "tessel/Transforms/DeadCode.h"
 #include "tessel/Transforms/Logits.h"
@@ -94,6 +98,7 @@ public:
 private:
   std::optional<Refusal> checkOps(func::FuncOp f);
   std::optional<Refusal> checkFlow(func::FuncOp f);
+  void keepLastToken(Block &body, int64_t tokens);
 
   func::FuncOp forward_;
   Geometry g_;
@@ -147,6 +152,9 @@ std::optional<Refusal> Deriver::checkFlow(func::FuncOp f) {
       return;
     bool reads = llvm::any_of(op->getOperandTypes(), [&](Type t) { return hasDim(t, seq_); });
     bool keeps = llvm::any_of(op->getResultTypes(), [&](Type t) { return hasDim(t, seq_); });
+    auto routing = dyn_cast<ContractOp>(op);
+    if (reads && !keeps && routing && decoder::routesTokensToOwnSlots(routing, batch_, seq_))
+      return;
     if (reads && !keeps)
       refusal = Refusal{op->getLoc(), "'" + op->getName().getStringRef().drop_front(6).str() +
                                           "' mixes tokens along '" + seq_ +
@@ -158,6 +166,65 @@ std::optional<Refusal> Deriver::checkFlow(func::FuncOp f) {
   return refusal;
 }
 
+/// The prefill reads the logits of its last token only (the runtime puts a prompt's last token
+/// in the chunk's last row): what follows the last op that writes a cache runs on that token.
+/// Every token goes through the ops that write caches and totals and what they read; the rest
+/// (the last layer's MLP, the final norm, the output head) reads the last row of the values it
+/// takes from them, and its values shrink to one token.
+void Deriver::keepLastToken(Block &body, int64_t tokens) {
+  llvm::DenseSet<Operation *> everyToken;
+  SmallVector<Operation *> work;
+  body.walk([&](Operation *op) {
+    if (isa<PagedAttentionOp, RunningSumOp>(op))
+      work.push_back(op);
+  });
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!everyToken.insert(op).second)
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        work.push_back(def);
+  }
+  SmallVector<Operation *> tail;
+  for (Operation &op : body.without_terminator())
+    if (!everyToken.contains(&op))
+      tail.push_back(&op);
+  // The values that come into the tail with the tokens, from the ops that see every token or
+  // as arguments. Only float values are sliced (a model that writes no cache, whose tail reads
+  // the token ids, keeps its whole prefill).
+  auto crossesIn = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return hasDim(v.getType(), seq_) && (!def || everyToken.contains(def));
+  };
+  for (Operation *op : tail)
+    for (Value v : op->getOperands())
+      if (crossesIn(v) && !isa<FloatType>(getElementTypeOrSelf(v.getType())))
+        return;
+  llvm::DenseMap<Value, Value> last;
+  for (Operation *op : tail) {
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      if (!crossesIn(v))
+        continue;
+      Operation *def = v.getDefiningOp();
+      Value &sliced = last[v];
+      if (!sliced) {
+        if (def)
+          b_.setInsertionPointAfter(def);
+        else
+          b_.setInsertionPointToStart(&body);
+        sliced = SliceOp::create(b_, op->getLoc(), resizedDim(v.getType(), seq_, 1), v,
+                                 b_.getStringAttr(seq_), b_.getI64IntegerAttr(tokens - 1));
+      }
+      use.set(sliced);
+    }
+    if (!isa<ParamOp>(op))
+      for (Value r : op->getResults())
+        r.setType(resizedDim(r.getType(), seq_, 1));
+  }
+}
+
 std::optional<Refusal> Deriver::derive(const Variant &v) {
   func::FuncOp f = cloneLogitsFunction(b_, forward_, v.name);
   if (!f)
@@ -166,26 +233,12 @@ std::optional<Refusal> Deriver::derive(const Variant &v) {
     f.erase();
     return r;
   };
-  if (std::optional<Refusal> r = checkOps(f))
-    return refuse(r);
-  if (std::optional<Refusal> r = checkFlow(f))
-    return refuse(r);
   MLIRContext *ctx = f.getContext();
   Block &body = f.getBody().front();
+  // What only the loss read (a mixture of experts' balancing terms) goes first.
+  eraseDeadPureOps(body);
   if (body.getNumArguments() != 1)
     return refuse(Refusal{f.getLoc(), "@forward's logits read inputs other than the tokens"});
-
-  // Every value but the persistent ones (parameters along the sequence keep their rows) runs
-  // on `batch` sequences of `seq` new tokens.
-  auto resize = [&](Type t) { return resizedDim(resizedDim(t, batch_, v.batch), seq_, v.seq); };
-  for (BlockArgument arg : body.getArguments())
-    arg.setType(resize(arg.getType()));
-  body.walk([&](Operation *op) {
-    if (isa<ParamOp>(op))
-      return;
-    for (Value r : op->getResults())
-      r.setType(resize(r.getType()));
-  });
 
   Type i32 = IntegerType::get(ctx, 32);
   NamedShape rows{{batch_, v.batch}, {seq_, v.seq}};
@@ -202,11 +255,33 @@ std::optional<Refusal> Deriver::derive(const Variant &v) {
     return refuse(Refusal{f.getLoc(), "cannot add the positions and block table arguments"});
   Value positions = body.getArgument(n), blockTable = body.getArgument(n + 1);
 
+  // Sums over each token's earlier tokens carry their totals from call to call; what computed
+  // their masks is then dead. What is left must keep to the tokens it reads.
+  Operation *lastCache = nullptr;
+  decoder::rewriteRunningSums(f, {batch_, seq_, positions, blockTable, g_.cacheBlocks}, b_,
+                              lastCache);
+  eraseDeadPureOps(body);
+  if (std::optional<Refusal> r = checkOps(f))
+    return refuse(r);
+  if (std::optional<Refusal> r = checkFlow(f))
+    return refuse(r);
+
+  // Every value but the persistent ones (parameters along the sequence keep their rows) runs
+  // on `batch` sequences of `seq` new tokens.
+  auto resize = [&](Type t) { return resizedDim(resizedDim(t, batch_, v.batch), seq_, v.seq); };
+  for (BlockArgument arg : body.getArguments())
+    arg.setType(resize(arg.getType()));
+  body.walk([&](Operation *op) {
+    if (isa<ParamOp>(op))
+      return;
+    for (Value r : op->getResults())
+      r.setType(resize(r.getType()));
+  });
+
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
   int cacheIndex = 0;
-  Operation *lastCache = nullptr;
   for (Operation *op : ops) {
     b_.setInsertionPoint(op);
     if (auto p = dyn_cast<ParamOp>(op)) {
@@ -255,6 +330,8 @@ std::optional<Refusal> Deriver::derive(const Variant &v) {
     }
   }
   eraseDeadPureOps(body);
+  if (v.seq > 1)
+    keepLastToken(body, v.seq);
   f.setType(b_.getFunctionType(body.getArgumentTypes(), body.getTerminator()->getOperandTypes()));
   f.setResultAttr(0, "graph.name", b_.getStringAttr("logits"));
   // The programs follow one another in the order they are derived.
@@ -337,7 +414,24 @@ struct DeriveDecoder : tessel::impl::DeriveDecoderBase<DeriveDecoder> {
     for (const Variant &v : variants)
       if (std::optional<Refusal> r = deriver.derive(v))
         return r;
+    keepSequencesWhole(module, batchDim);
     return std::nullopt;
+  }
+
+  /// Every rank of a data axis decodes every sequence: the runtime moves a sequence from row
+  /// to row as others come and go, and between programs of different batches, so a rank that
+  /// decoded only some rows would hold caches that miss the keys, values and totals another
+  /// rank wrote. The sequences' dim loses its rule; the heads keep theirs.
+  static void keepSequencesWhole(ModuleOp module, StringRef batchDim) {
+    auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
+    auto shard = par ? par.getAs<DictionaryAttr>("shard") : DictionaryAttr();
+    if (!shard || !shard.get(batchDim))
+      return;
+    NamedAttrList rules(shard);
+    rules.erase(batchDim);
+    NamedAttrList settings(par);
+    settings.set("shard", rules.getDictionary(module.getContext()));
+    module->setAttr("tessel.parallel", settings.getDictionary(module.getContext()));
   }
 };
 

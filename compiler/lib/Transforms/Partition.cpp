@@ -78,7 +78,8 @@ private:
   std::map<std::pair<void *, std::string>, Value> conversions_;
   llvm::StringMap<Attribute> inits_;
   std::map<std::string, Type> params_; ///< Global types, for tessel.state.
-  std::map<std::string, Sharding> caches_; ///< The decode programs' caches, for tessel.state.
+  /// The decode programs' caches and running totals, for tessel.state.
+  std::map<std::string, Sharding> caches_;
   std::set<std::string> warnedDims_;
   std::map<std::string, Value> memo_;
 
@@ -266,6 +267,8 @@ LogicalResult Walker::visit(Operation *op) {
   }
   if (auto c = dyn_cast<KvCacheOp>(op))
     caches_[c.getName().str()] = rule.results[0];
+  if (auto t = dyn_cast<RunningTotalsOp>(op))
+    caches_[t.getName().str()] = rule.results[0];
   // The sampler and the decode programs run a few sequences, which no data axis may split:
   // what they gather says nothing of the training layout the warning is about.
   StringRef function = op->getParentOfType<func::FuncOp>().getSymName();

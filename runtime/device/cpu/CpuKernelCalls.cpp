@@ -69,7 +69,7 @@ bool launch(KernelCall &c, const args::Dropout &a) {
 }
 
 bool launch(KernelCall &c, const args::Copy &a) {
-  cpu::stridedCopy(a.shape, c.fin(0), a.x, c.fout(0));
+  cpu::stridedCopy(a.shape, c.fin(0) + a.xOffset, a.x, c.fout(0));
   return true;
 }
 
@@ -212,6 +212,11 @@ bool launch(KernelCall &c, const args::AttentionBlockGrad &a) {
 bool launch(KernelCall &c, const args::PagedAttention &a) {
   cpu::pagedAttention(a.a, c.fin(0), c.fin(1), c.fin(2), c.ids(3), c.ids(4), c.fout(0), c.fout(1),
                       c.fout(2));
+  return true;
+}
+
+bool launch(KernelCall &c, const args::RunningSum &a) {
+  cpu::runningSum(a.a, c.fin(0), c.ids(1), c.ids(2), c.fout(0), c.fout(1));
   return true;
 }
 

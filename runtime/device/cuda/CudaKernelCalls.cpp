@@ -92,7 +92,9 @@ bool launch(KernelCall &c, const args::Where &a) {
 
 bool launch(KernelCall &c, const args::Copy &a) {
   // Between buffers of one 16-bit type the copy moves bits; between types it converts.
-  return launched(c, cuda::stridedCopy(a.shape, typedIn(c, 0), a.x, typedOut(c, 0), stream(c)));
+  cuda::ConstFloats x = typedIn(c, 0);
+  x.data = static_cast<const char *>(x.data) + a.xOffset * cuda::elementBytes(x.type);
+  return launched(c, cuda::stridedCopy(a.shape, x, a.x, typedOut(c, 0), stream(c)));
 }
 
 bool launch(KernelCall &c, const args::ShardSlice &a) {
@@ -339,6 +341,11 @@ bool launch(KernelCall &c, const args::PagedAttention &a) {
   return launched(c, cuda::pagedAttention(a.a, typedIn(c, 0), typedIn(c, 1), typedIn(c, 2),
                                           c.ids(3), c.ids(4), typedOut(c, 0), typedOut(c, 1),
                                           typedOut(c, 2), workspace, stream(c)));
+}
+
+bool launch(KernelCall &c, const args::RunningSum &a) {
+  return launched(c, cuda::runningSum(a.a, c.fin(0), c.ids(1), c.ids(2), c.fout(0), c.fout(1),
+                                      stream(c)));
 }
 
 bool launch(KernelCall &c, const args::Rope &a) {

@@ -283,12 +283,34 @@ struct PagedAttentionPattern : PlanPattern<graph::PagedAttentionOp> {
   }
 };
 
+/// running_sum reads its sequences' totals (state, updated in place) and adds the new tokens.
+struct RunningSumPattern : PlanPattern<graph::RunningSumOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::RunningSumOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+    NamedShape x = shapeOf(op.getInput()), table = shapeOf(op.getBlockTable());
+    NamedShape totals = shapeOf(op.getTotals());
+    int64_t width = 1;
+    for (size_t i = 2; i < x.size(); ++i)
+      width *= x[i].size;
+    Value y = emit.define(op.getResult());
+    SmallVector<NamedAttribute> params = {
+        emit.i64("batch", x[0].size),         emit.i64("seq", x[1].size),
+        emit.i64("width", width),             emit.i64("blocks", totals[0].size),
+        emit.i64("max_blocks", table[1].size)};
+    if (op.getInclusive())
+      params.push_back(emit.i64("inclusive", 1));
+    emit.kernel("running_sum", {adaptor.getInput(), adaptor.getPositions(), adaptor.getBlockTable()},
+                {y, adaptor.getTotals()}, params);
+    return success();
+  }
+};
+
 } // namespace
 
 void plan_lowering::populateAttentionPatterns(RewritePatternSet &patterns,
                                               const TypeConverter &converter,
                                               PlanLowering &lowering) {
   patterns.add<AttentionPattern, AttentionGradPattern, RopePattern, RopeAtPattern,
-               PagedAttentionPattern>(
+               PagedAttentionPattern, RunningSumPattern>(
       converter, patterns.getContext(), lowering);
 }

@@ -1,7 +1,7 @@
 //===- DataMovementPatterns.cpp - Views, copies, reductions, lookups ------===//
 //
-// Splits, merges and renames keep the bytes and only change the names: views. Permutes and
-// broadcasts are strided copies; sums and means reduce a dense input onto the strides of
+// Splits, merges and renames keep the bytes and only change the names: views. Permutes,
+// broadcasts and slices are strided copies; sums and means reduce a dense input onto the strides of
 // their result. Pack/unpack gather a bucket of gradients into one buffer and name its parts.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +35,21 @@ template <typename OpTy> struct CopyPattern : PlanPattern<OpTy> {
     emit.kernel("copy", {adaptor.getOperands()[0]}, {r},
                 {emit.list("shape", sizesOf(out)),
                  emit.list("x_strides", stridesIn(shapeOf(op->getOperand(0)), out))});
+    return success();
+  }
+};
+
+/// slice: a strided copy of the input's elements from the slice's first.
+struct SlicePattern : PlanPattern<graph::SliceOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::SliceOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+    NamedShape in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+    Strides strides = denseStrides(in);
+    const int at = findDim(in, op.getDim().str());
+    Value r = emit.define(op.getResult());
+    emit.kernel("copy", {adaptor.getInput()}, {r},
+                {emit.list("shape", sizesOf(out)), emit.list("x_strides", strides),
+                 emit.i64("x_offset", op.getStart() * strides[at])});
     return success();
   }
 };
@@ -120,7 +135,7 @@ void plan_lowering::populateDataMovementPatterns(RewritePatternSet &patterns,
                                                  PlanLowering &lowering) {
   patterns
       .add<ViewPattern<graph::SplitOp>, ViewPattern<graph::MergeOp>, ViewPattern<graph::RenameOp>,
-           CopyPattern<graph::BroadcastOp>, CopyPattern<graph::PermuteOp>,
+           CopyPattern<graph::BroadcastOp>, CopyPattern<graph::PermuteOp>, SlicePattern,
            ReducePattern<graph::SumOp>, ReducePattern<graph::MeanOp>, PackPattern, UnpackPattern,
            EmbeddingPattern<graph::EmbeddingOp>, EmbeddingPattern<graph::EmbeddingGradOp>>(
           converter, patterns.getContext(), lowering);

@@ -96,6 +96,12 @@ Value PlanLowering::cacheState(PlanEmitter &emit, graph::KvCacheOp op) {
   return emit.state(op.getName(), op.getType());
 }
 
+Value PlanLowering::totalsState(PlanEmitter &emit, graph::RunningTotalsOp op) {
+  declare(StateDecl{op.getName().str(), "decode_state", "", "zeros", 0, 0, op.getType(),
+                    stateSplit(emit.builder(), op.getName(), "cache")});
+  return emit.state(op.getName(), op.getType());
+}
+
 Value PlanLowering::derivedState(PlanEmitter &emit, StringRef role, StringRef param, Type tensor) {
   std::string name = (role + "." + param).str();
   declare(StateDecl{name, role.str(), param.str(), "zeros", 0, 0, tensor,

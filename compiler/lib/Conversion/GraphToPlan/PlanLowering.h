@@ -81,6 +81,8 @@ public:
                            mlir::Type tensor);
   /// The buffer of a decode program's key or value cache, declaring it on first use.
   mlir::Value cacheState(PlanEmitter &emit, graph::KvCacheOp op);
+  /// A decode program's running totals (role decode_state): state no checkpoint holds.
+  mlir::Value totalsState(PlanEmitter &emit, graph::RunningTotalsOp op);
   /// The declaration named `name`, or null.
   const StateDecl *findState(llvm::StringRef name) const;
   void declareState();

@@ -32,6 +32,15 @@ struct KvCachePattern : PlanPattern<graph::KvCacheOp> {
   }
 };
 
+/// A decode program's running totals: state that no checkpoint holds.
+struct RunningTotalsPattern : PlanPattern<graph::RunningTotalsOp> {
+  using PlanPattern::PlanPattern;
+  LogicalResult lower(graph::RunningTotalsOp op, Adaptor, PlanEmitter &emit) const override {
+    emit.bind(op.getResult(), lowering.totalsState(emit, op));
+    return success();
+  }
+};
+
 struct AssignParamPattern : PlanPattern<graph::AssignParamOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::AssignParamOp op, Adaptor adaptor, PlanEmitter &emit) const override {
@@ -162,8 +171,9 @@ template <typename OpTy> struct OptimizerPattern : PlanPattern<OpTy> {
 void plan_lowering::populateTrainingStatePatterns(RewritePatternSet &patterns,
                                                   const TypeConverter &converter,
                                                   PlanLowering &lowering) {
-  patterns.add<ParamPattern, KvCachePattern, AssignParamPattern, GradPattern, AccumulateGradPattern,
-               ZeroGradPattern, NormPattern<graph::GlobalNormOp>, NormPattern<graph::SumSquaresOp>,
+  patterns.add<ParamPattern, KvCachePattern, RunningTotalsPattern, AssignParamPattern,
+               GradPattern, AccumulateGradPattern, ZeroGradPattern,
+               NormPattern<graph::GlobalNormOp>, NormPattern<graph::SumSquaresOp>,
                GuardFinitePattern, ClipCoefficientPattern, LearningRatePattern,
                OptimizerPattern<graph::SGDOp>, OptimizerPattern<graph::AdamWOp>>(
       converter, patterns.getContext(), lowering);
