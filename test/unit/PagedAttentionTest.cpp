@@ -371,11 +371,10 @@ Floats fromBf16(const std::vector<uint16_t> &x) {
   return out;
 }
 
-/// A bf16 call through the CPU device: the caches are widened before the kernel (it keeps what
-/// it does not write) and narrowed after, so the result is the f32 kernel's on the widened
-/// values, rounded.
-TEST(PagedAttention, SixteenBitCachesKeepWhatTheCallDoesNotWrite) {
-  const PagedScene x = test::pagedScene(test::pagedSpecs()[2], 12);
+/// A bf16 call through the CPU device: the cache blocks the call's sequences hold are widened
+/// before the kernel and narrowed after, so the result is the f32 kernel's on the widened
+/// values, rounded, and every other element of the caches is kept.
+void checkSixteenBitCall(const PagedScene &x, const std::string &what) {
   std::vector<uint16_t> q = toBf16(x.q), k = toBf16(x.k), v = toBf16(x.v),
                         kCache = toBf16(x.kCache), vCache = toBf16(x.vCache), out(x.q.size());
   std::vector<int32_t> positions = x.positions, table = x.table;
@@ -415,11 +414,18 @@ TEST(PagedAttention, SixteenBitCachesKeepWhatTheCallDoesNotWrite) {
   wide.kCache = fromBf16(toBf16(x.kCache));
   wide.vCache = fromBf16(toBf16(x.vCache));
   const PagedResult want = run(wide);
-  EXPECT_TRUE(fromBf16(kCache) == want.kCache);
-  EXPECT_TRUE(fromBf16(vCache) == want.vCache);
+  EXPECT_TRUE(fromBf16(kCache) == want.kCache) << what;
+  EXPECT_TRUE(fromBf16(vCache) == want.vCache) << what;
   const Floats got = fromBf16(out);
   for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i], bf16ToFloat(floatToBf16(static_cast<float>(want.out[i])))) << i;
+    ASSERT_EQ(got[i], bf16ToFloat(floatToBf16(static_cast<float>(want.out[i]))))
+        << what << ", " << i;
+}
+
+TEST(PagedAttention, SixteenBitCachesKeepWhatTheCallDoesNotWrite) {
+  uint32_t seed = 12;
+  for (const PagedSpec &spec : test::pagedSpecs())
+    checkSixteenBitCall(test::pagedScene(spec, seed += 7), describe(spec));
 }
 
 } // namespace

@@ -68,6 +68,8 @@ public:
     case SixteenBit::Widened:
       break;
     }
+    if (kernel.id == catalogue::KernelId::PagedAttention)
+      return &widenedPagedAttention;
     return &widenedCall;
   }
 

@@ -22,6 +22,12 @@ namespace tessel::rt {
 /// element counts are per operand whatever its type, so its check holds for the scratch too.
 bool widenedCall(KernelCall &call, const KernelArgs &args);
 
+/// paged_attention with 16-bit caches: only the cache blocks the call's sequences hold are
+/// widened (into a compact f32 pool the block table is renumbered for), and only the new
+/// tokens' slots narrowed back, so a decode step costs what its sequences hold, not the whole
+/// cache.
+bool widenedPagedAttention(KernelCall &call, const KernelArgs &args);
+
 } // namespace tessel::rt
 
 #endif // TESSEL_RUNTIME_DEVICE_CPU_WIDENEDCALL_H
