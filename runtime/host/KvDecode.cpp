@@ -6,18 +6,14 @@
 #include "runtime/core/Rng.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/TextCodec.h"
+#include "runtime/support/HostClock.h"
 
 #include <algorithm>
-#include <chrono>
 #include <deque>
 
 namespace tessel::rt {
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 const planfile::Port *findPort(const std::vector<planfile::Port> &ports, const std::string &name) {
   for (const planfile::Port &p : ports)
@@ -116,7 +112,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
                     const Sampling &sampling, const std::function<bool(int32_t)> &ends,
                     const std::function<void(size_t, int32_t)> &emit, std::string &error) {
   stats_ = DecodeStats();
-  const double start = now();
+  const double start = hostSeconds();
   const int64_t rows = std::clamp<int64_t>(batch, 1, g_.batches.back());
   const int64_t context = g_.context();
   for (size_t i = 0; i < requests.size(); ++i)
@@ -159,7 +155,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
     const int32_t next = sampleToken(logits, g_.vocab, sampling.temperature, sampling.topK,
                                      sampling.topP, s.rng, probs);
     if (stats_.firstTokenSeconds < 0)
-      stats_.firstTokenSeconds = now() - start;
+      stats_.firstTokenSeconds = hostSeconds() - start;
     if (ends(next)) {
       s.done = true;
       return;
@@ -194,7 +190,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
   // the next token. A short last chunk takes the chunk's last rows (padding before it), so
   // that its last token is the chunk's last row, whose logits the prefill computes.
   auto prefill = [&](Live &s, bool prompt) {
-    const double t0 = now();
+    const double t0 = hostSeconds();
     const int64_t n = static_cast<int64_t>(s.tokens.size());
     tokens.assign(static_cast<size_t>(g_.prefill), 0);
     positions.assign(static_cast<size_t>(g_.prefill), -1);
@@ -214,7 +210,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
     }
     s.cached = n;
     // A context shift's prefill is part of decoding the sequence.
-    (prompt ? stats_.prefillSeconds : stats_.decodeSeconds) += now() - t0;
+    (prompt ? stats_.prefillSeconds : stats_.decodeSeconds) += hostSeconds() - t0;
     return true;
   };
   // A sequence whose next token would stand past the model's context keeps its last half and
@@ -288,7 +284,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
     const int64_t programBatch =
         *std::lower_bound(g_.batches.begin(), g_.batches.end(), static_cast<int64_t>(step.size()));
     const std::string program = "decode_b" + std::to_string(programBatch);
-    const double t0 = now();
+    const double t0 = hostSeconds();
     tokens.assign(static_cast<size_t>(programBatch), 0);
     positions.assign(static_cast<size_t>(programBatch), -1);
     table.assign(static_cast<size_t>(programBatch * g_.tableBlocks), 0);
@@ -308,7 +304,7 @@ bool KvDecoder::run(const std::vector<DecodeRequest> &requests, int64_t batch,
       step[r]->cached = static_cast<int64_t>(step[r]->tokens.size());
       draw(*step[r], logits + static_cast<int64_t>(r) * g_.vocab);
     }
-    stats_.decodeSeconds += now() - t0;
+    stats_.decodeSeconds += hostSeconds() - t0;
   }
   return true;
 }

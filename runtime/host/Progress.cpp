@@ -2,8 +2,9 @@
 
 #include "runtime/host/Progress.h"
 
+#include "runtime/support/HostClock.h"
+
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,14 +19,10 @@ bool streamIsTerminal(FILE *out) {
   return term && *term && std::strcmp(term, "dumb") != 0;
 }
 
-static double steadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 ProgressLine::ProgressLine(int64_t totalSteps, bool isTerminal, FILE *out, int64_t firstStep,
                            Clock clock)
     : totalSteps_(totalSteps), isTerminal_(isTerminal), out_(out), firstStep_(firstStep),
-      clock_(clock ? std::move(clock) : Clock(steadySeconds)), start_(clock_()) {}
+      clock_(clock ? std::move(clock) : Clock(hostSeconds)), start_(clock_()) {}
 
 std::string ProgressLine::formatDuration(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds))

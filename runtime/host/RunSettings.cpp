@@ -5,15 +5,10 @@
 #include "runtime/comm/MpiCommunicator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <thread>
 #include <variant>
 
 namespace tessel::rt {
-
-double hostSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 int64_t configInt(const planfile::Plan &plan, const std::string &name, int64_t fallback) {
   const planfile::Attr *a = plan.findConfig(name);

@@ -10,14 +10,12 @@
 
 #include "common/PlanFile.h"
 #include "runtime/host/Trainer.h"
+#include "runtime/support/HostClock.h"
 
 #include <cstdint>
 #include <string>
 
 namespace tessel::rt {
-
-/// Seconds on the host's steady clock.
-double hostSeconds();
 
 /// The plan's config entry `name` (e.g. "train.steps"), or `fallback` where it has none of
 /// that type.

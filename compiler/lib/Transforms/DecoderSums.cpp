@@ -25,7 +25,7 @@ namespace {
 
 NamedShape shapeOf(Value v) { return *getNamedShape(v.getType()); }
 
-bool hasDim(Value v, StringRef name) { return findDim(shapeOf(v), name.str()) >= 0; }
+bool hasDim(Value v, StringRef name) { return decoder::hasDim(v.getType(), name); }
 
 /// The dim `v` counts positions along, where it is `positions(dim)`.
 std::optional<std::string> positionsDim(Value v) {
@@ -134,6 +134,11 @@ bool returnsToTokens(ContractOp c, Value d, const llvm::SmallVector<std::string>
 }
 
 } // namespace
+
+bool hasDim(Type t, StringRef name) {
+  std::optional<NamedShape> s = getNamedShape(t);
+  return s && findDim(*s, name.str()) >= 0;
+}
 
 int rewriteRunningSums(func::FuncOp f, const SumSite &site, OpBuilder &b, Operation *&lastState) {
   llvm::SmallVector<ContractOp> contractions;

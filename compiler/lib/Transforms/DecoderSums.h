@@ -20,6 +20,9 @@
 
 namespace tessel::decoder {
 
+/// Whether `t`, a tensor with named dims, has a dim `name`.
+bool hasDim(mlir::Type t, llvm::StringRef name);
+
 /// What the rewrite of running sums needs of the decode program being derived.
 struct SumSite {
   std::string batch, seq;          ///< The sequence and token dims.

@@ -81,10 +81,7 @@ struct Variant {
   int64_t batch, seq;
 };
 
-bool hasDim(Type t, StringRef name) {
-  auto s = getNamedShape(t);
-  return s && findDim(*s, name.str()) >= 0;
-}
+using decoder::hasDim;
 
 class Deriver {
 public:
