@@ -42,20 +42,40 @@ __global__ void adamwKernel(AdamWConstants k, const float *lrAt, const float *gr
   const float lr = *lrAt, gradScale = *gradScaleAt;
   const float stepSize = static_cast<float>(lr / k.bc1);
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * k.weightDecay);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float g = grad[i] * gradScale;
-    const float p = param[i] * decay;
-    // lerp(m, g, w) as ATen's: m + w (g - m) for |w| < 0.5, else g - (g - m)(1 - w).
-    const float mi = k.smallWeight ? m[i] + k.oneMinusBeta1 * (g - m[i])
-                                   : g - (g - m[i]) * (1.0f - k.oneMinusBeta1);
-    const float vi = v[i] * k.beta2 + k.oneMinusBeta2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = sqrtf(vi) / k.bc2Sqrt + k.eps;
-    const float updated = p - stepSize * mi / denom;
-    param[i] = updated;
-    if (working)
-      detail::store(working + i, updated);
+  // kLoads elements a thread, all loaded before any is stored: the loads of one iteration
+  // are in flight together (the stores could alias them, so the compiler would not reorder).
+  constexpr int kLoads = 4;
+  for (int64_t base = begin + threadIdx.x; base < end; base += int64_t(blockDim.x) * kLoads) {
+    float gs[kLoads], ps[kLoads], ms[kLoads], vs[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i < end) {
+        gs[u] = grad[i];
+        ps[u] = param[i];
+        ms[u] = m[i];
+        vs[u] = v[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      if (i >= end)
+        break;
+      const float g = gs[u] * gradScale;
+      const float p = ps[u] * decay;
+      // lerp(m, g, w) as ATen's: m + w (g - m) for |w| < 0.5, else g - (g - m)(1 - w).
+      const float mi = k.smallWeight ? ms[u] + k.oneMinusBeta1 * (g - ms[u])
+                                     : g - (g - ms[u]) * (1.0f - k.oneMinusBeta1);
+      const float vi = vs[u] * k.beta2 + k.oneMinusBeta2 * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = sqrtf(vi) / k.bc2Sqrt + k.eps;
+      const float updated = p - stepSize * mi / denom;
+      param[i] = updated;
+      if (working)
+        detail::store(working + i, updated);
+    }
   }
 }
 

@@ -462,10 +462,10 @@ cudaError_t dropoutBlock(const std::vector<int64_t> &shape, const std::vector<in
                          const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,
                          float rate, uint64_t seed, const float *x, float *y, cudaStream_t stream);
 
-/// Doubles of workspace sumOfSquares needs for `inputs` inputs.
-int64_t sumOfSquaresWorkspace(int64_t inputs);
+/// Doubles of workspace sumOfSquares needs for `count` inputs of `sizes` elements.
+int64_t sumOfSquaresWorkspace(int64_t count, const int64_t *sizes);
 /// out[0] = the sum of squares of every element of every input (its square root with
-/// `root`): each input's in f64 over a fixed grid, then the inputs' sums in input order.
+/// `root`): in f64, each chunk of each input over a fixed tree, then the chunks' sums.
 cudaError_t sumOfSquares(int64_t count, const float *const *inputs, const int64_t *sizes, bool root,
                          float *out, double *workspace, cudaStream_t stream);
 /// *flag = 1 if any element of x (n elements) is not finite; the flag is only ever set.

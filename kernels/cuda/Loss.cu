@@ -5,9 +5,14 @@
 // block per row. A row whose target is kernels::kIgnoredTarget adds 0 and gets a zero gradient.
 // kernels/cpu/Loss.cpp is the reference.
 //
+// The rows are a vocabulary long and the kernels are bound by reading them: each row's softmax
+// normaliser comes from one pass (RowGroups.cuh's MaxSum), read in 16-byte groups, with kernels
+// instantiated on the element type where the operands share one, so that the gradient reads a
+// row twice and writes it once and the loss reads it once.
+//
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/RowGroups.cuh"
 
 namespace tessel::cuda {
 
@@ -16,9 +21,9 @@ namespace {
 using detail::kRowThreads;
 
 template <class In>
-__global__ void rowLosses(int64_t cols, In logits, const int32_t *targets, float *perRow,
-                          IdError *idError) {
-  __shared__ float scratch[32];
+__global__ void rowLosses(int64_t cols, In logits, bool vector, const int32_t *targets,
+                          float *perRow, IdError *idError) {
+  __shared__ float scratch[64];
   const In xr = logits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
   if (target == kernels::kIgnoredTarget) {
@@ -26,7 +31,7 @@ __global__ void rowLosses(int64_t cols, In logits, const int32_t *targets, float
       perRow[blockIdx.x] = 0.0f;
     return;
   }
-  const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
+  const detail::MaxSum s = detail::rowMaxSum(cols, xr, vector, scratch);
   if (threadIdx.x != 0)
     return;
   if (target < 0 || target >= cols) {
@@ -34,7 +39,7 @@ __global__ void rowLosses(int64_t cols, In logits, const int32_t *targets, float
     perRow[blockIdx.x] = NAN;
     return;
   }
-  perRow[blockIdx.x] = s.x + logf(s.y) - detail::load(xr + target);
+  perRow[blockIdx.x] = s.max + logf(s.sum) - detail::load(xr + target);
 }
 
 /// loss = factor * the sum of perRow, in double; factor = 1 / rows, or scale when scaled.
@@ -57,31 +62,42 @@ __global__ void sumRows(int64_t rows, const float *perRow, bool scaled, double s
 
 template <class In, class Out>
 __global__ void rowGrads(int64_t rows, int64_t cols, In logits, const int32_t *targets,
-                         const float *dloss, bool scaled, double scale, Out dlogits,
+                         const float *dloss, bool scaled, double scale, Out dlogits, bool vector,
                          IdError *idError) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[64];
   const In xr = logits + blockIdx.x * cols;
   const Out dr = dlogits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
+  const int64_t groups = (cols + detail::kGroup - 1) / detail::kGroup;
+  float v[detail::kGroup];
   // As the CPU: dloss / rows in f32, or dloss * scale in double, rounded once.
   const float factor = scaled ? static_cast<float>(static_cast<double>(dloss[0]) * scale)
                               : dloss[0] / static_cast<float>(rows);
   if (target == kernels::kIgnoredTarget) {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      detail::store(dr + j, 0.0f);
+    for (float &x : v)
+      x = 0.0f;
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+      const int64_t left = cols - g * detail::kGroup;
+      detail::storeGroup(dr, g, left < detail::kGroup ? static_cast<int>(left) : detail::kGroup,
+                         vector, v);
+    }
     return;
   }
-  const float2 s = detail::rowMaxAndSumExp(cols, xr, scratch);
-  const float inv = 1.0f / s.y;
+  const detail::MaxSum s = detail::rowMaxSum(cols, xr, vector, scratch);
+  const float inv = 1.0f / s.sum;
   const bool valid = target >= 0 && target < cols;
   if (!valid && threadIdx.x == 0)
     detail::reportBadId(idError, target, blockIdx.x, cols);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float p = expf(detail::load(xr + j) - s.x) * inv;
-    // (p - 1) is exact near p = 1, where p * factor - factor would cancel.
-    if (j == target)
-      p -= 1.0f;
-    detail::store(dr + j, p * factor);
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    const int count = detail::loadGroup(xr, cols, g, vector, v);
+    for (int i = 0; i < count; ++i) {
+      float p = expf(v[i] - s.max) * inv;
+      // (p - 1) is exact near p = 1, where p * factor - factor would cancel.
+      if (g * detail::kGroup + i == target)
+        p -= 1.0f;
+      v[i] = p * factor;
+    }
+    detail::storeGroup(dr, g, count, vector, v);
   }
 }
 
@@ -95,11 +111,13 @@ cudaError_t crossEntropy(int64_t rows, int64_t cols, ConstFloats logits, const i
   if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !workspace || !idError)
     return cudaErrorInvalidValue;
   const unsigned blocks = static_cast<unsigned>(rows);
-  if (detail::allF32(logits))
-    rowLosses<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(logits), targets, workspace,
-                                                  idError);
-  else
-    rowLosses<<<blocks, kRowThreads, 0, stream>>>(cols, logits, targets, workspace, idError);
+  // The loss writes no logits: the output operand only picks the kernel's input type.
+  const bool vector = detail::vectorOperands(cols, logits);
+  detail::withElementType(
+      [&](auto x) {
+        rowLosses<<<blocks, kRowThreads, 0, stream>>>(cols, x, vector, targets, workspace, idError);
+      },
+      logits);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   sumRows<<<1, kRowThreads, 0, stream>>>(rows, workspace, scaled, scale, loss);
@@ -112,12 +130,13 @@ cudaError_t crossEntropyGrad(int64_t rows, int64_t cols, ConstFloats logits, con
   if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !idError)
     return cudaErrorInvalidValue;
   const unsigned blocks = static_cast<unsigned>(rows);
-  if (detail::allF32(logits, dlogits))
-    rowGrads<<<blocks, kRowThreads, 0, stream>>>(rows, cols, detail::f32(logits), targets, dloss,
-                                                 scaled, scale, detail::f32(dlogits), idError);
-  else
-    rowGrads<<<blocks, kRowThreads, 0, stream>>>(rows, cols, logits, targets, dloss, scaled, scale,
-                                                 dlogits, idError);
+  const bool vector = detail::vectorOperands(cols, logits, dlogits);
+  detail::withElementType(
+      [&](auto x, auto dx) {
+        rowGrads<<<blocks, kRowThreads, 0, stream>>>(rows, cols, x, targets, dloss, scaled, scale,
+                                                     dx, vector, idError);
+      },
+      logits, dlogits);
   return detail::launched();
 }
 

@@ -1,115 +1,184 @@
 //===- Norm.cu - LayerNorm and RMSNorm, forward and backward --------------===//
 //
-// One block per row computes the row's statistics and its outputs; the backward pass keeps
-// each row's statistics in the workspace, and two more kernels sum the parameter gradients
-// over rows: a block per 32 columns and 128 rows, whose 8 thread rows take every 8th row,
-// writes its partial sums, and one thread per column adds them up, every sum in a fixed order,
-// so the gradients never change between runs.
+// A team of threads per row computes the row's statistics and its outputs: a warp for rows of
+// up to RowGroups.cuh's kWarpRowCols (a model's hidden size; a block there would mostly idle
+// between its barriers), else a block; rows are read in groups of eight elements, 16 bytes at
+// a time where the operands allow, through kernels instantiated on the element type where the
+// operands share one. The backward pass keeps each row's statistics in the workspace, and two
+// more kernels sum the parameter gradients over rows: a block per 32 columns and 128 rows,
+// whose 8 thread rows take every 8th row, writes its partial sums, and one thread per column
+// adds them up, every sum in a fixed order, so the gradients never change between runs.
 // kernels/cpu/Norm.cpp is the reference.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/RowGroups.cuh"
 
 namespace tessel::cuda {
 
 namespace {
 
+using detail::kGroup;
 using detail::kRowThreads;
+using detail::loadGroup;
+using detail::storeGroup;
 
 constexpr int kColumnTile = 32, kRowLanes = 8;
 
+__host__ __device__ inline int64_t groupsOf(int64_t cols) { return (cols + kGroup - 1) / kGroup; }
+
 /// The mean and 1 / sqrt(var + eps) of a row (two passes: the variance from the deviations).
-template <class In>
-__device__ inline float2 layerNormStats(int64_t cols, In xr, float eps, float *scratch) {
+template <class Team, class In>
+__device__ inline float2 layerNormStats(Team team, int64_t cols, In xr, float eps, bool vector,
+                                        float *scratch) {
+  float v[kGroup];
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    sum += detail::load(xr + j);
-  const float mean = detail::blockSum(sum, scratch) / static_cast<float>(cols);
-  float squares = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float d = detail::load(xr + j) - mean;
-    squares += d * d;
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    for (int i = 0; i < count; ++i)
+      sum += v[i];
   }
-  const float var = detail::blockSum(squares, scratch) / static_cast<float>(cols);
+  const float mean = team.sum(sum, scratch) / static_cast<float>(cols);
+  float squares = 0.0f;
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    for (int i = 0; i < count; ++i) {
+      const float d = v[i] - mean;
+      squares += d * d;
+    }
+  }
+  const float var = team.sum(squares, scratch) / static_cast<float>(cols);
   return make_float2(mean, 1.0f / sqrtf(var + eps));
 }
 
 /// 1 / sqrt(mean(x^2) + eps) of a row.
-template <class In>
-__device__ inline float rmsFactor(int64_t cols, In xr, float eps, float *scratch) {
+template <class Team, class In>
+__device__ inline float rmsFactor(Team team, int64_t cols, In xr, float eps, bool vector,
+                                  float *scratch) {
+  float v[kGroup];
   float squares = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float v = detail::load(xr + j);
-    squares += v * v;
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    for (int i = 0; i < count; ++i)
+      squares += v[i] * v[i];
   }
-  return 1.0f / sqrtf(detail::blockSum(squares, scratch) / static_cast<float>(cols) + eps);
+  return 1.0f / sqrtf(team.sum(squares, scratch) / static_cast<float>(cols) + eps);
 }
 
-template <class In, class Out>
-__global__ void layerNormKernel(int64_t cols, In x, In g, In b, float eps, Out y) {
+template <class Team, class In, class Out>
+__global__ void layerNormKernel(Team team, int64_t rows, int64_t cols, In x, In g, In b, float eps,
+                                Out y, bool vector) {
   __shared__ float scratch[32];
-  const In xr = x + blockIdx.x * cols;
-  const Out yr = y + blockIdx.x * cols;
-  const float2 s = layerNormStats(cols, xr, eps, scratch);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    detail::store(yr + j,
-                  (detail::load(xr + j) - s.x) * s.y * detail::load(g + j) + detail::load(b + j));
+  const int64_t row = team.row();
+  if (row >= rows)
+    return;
+  const In xr = x + row * cols;
+  const Out yr = y + row * cols;
+  const float2 s = layerNormStats(team, cols, xr, eps, vector, scratch);
+  float v[kGroup], gv[kGroup], bv[kGroup];
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    loadGroup(g, cols, q, vector, gv);
+    loadGroup(b, cols, q, vector, bv);
+    for (int i = 0; i < count; ++i)
+      v[i] = (v[i] - s.x) * s.y * gv[i] + bv[i];
+    storeGroup(yr, q, count, vector, v);
+  }
 }
 
 /// dx of one row, and the row's (mean, rstd) into stats.
-template <class In, class Out>
-__global__ void layerNormGradRows(int64_t cols, In x, In g, In dy, float eps, Out dx,
-                                  float2 *stats) {
+template <class Team, class In, class Out>
+__global__ void layerNormGradRows(Team team, int64_t rows, int64_t cols, In x, In g, In dy,
+                                  float eps, Out dx, float2 *stats, bool vector) {
   __shared__ float scratch[32];
-  const In xr = x + blockIdx.x * cols, dyr = dy + blockIdx.x * cols;
-  const Out dxr = dx + blockIdx.x * cols;
-  const float2 s = layerNormStats(cols, xr, eps, scratch);
-  if (threadIdx.x == 0)
-    stats[blockIdx.x] = s;
+  const int64_t row = team.row();
+  if (row >= rows)
+    return;
+  const In xr = x + row * cols, dyr = dy + row * cols;
+  const Out dxr = dx + row * cols;
+  const float2 s = layerNormStats(team, cols, xr, eps, vector, scratch);
+  if (team.lane() == 0)
+    stats[row] = s;
   // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g.
+  float v[kGroup], gv[kGroup], dv[kGroup];
   float d = 0.0f, dxh = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float dxhat = detail::load(dyr + j) * detail::load(g + j);
-    d += dxhat;
-    dxh += dxhat * (detail::load(xr + j) - s.x) * s.y;
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    loadGroup(g, cols, q, vector, gv);
+    loadGroup(dyr, cols, q, vector, dv);
+    for (int i = 0; i < count; ++i) {
+      const float dxhat = dv[i] * gv[i];
+      d += dxhat;
+      dxh += dxhat * (v[i] - s.x) * s.y;
+    }
   }
-  const float meanD = detail::blockSum(d, scratch) / static_cast<float>(cols);
-  const float meanDX = detail::blockSum(dxh, scratch) / static_cast<float>(cols);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float xhat = (detail::load(xr + j) - s.x) * s.y;
-    const float dxhat = detail::load(dyr + j) * detail::load(g + j);
-    detail::store(dxr + j, (dxhat - meanD - xhat * meanDX) * s.y);
+  const float meanD = team.sum(d, scratch) / static_cast<float>(cols);
+  const float meanDX = team.sum(dxh, scratch) / static_cast<float>(cols);
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    loadGroup(g, cols, q, vector, gv);
+    loadGroup(dyr, cols, q, vector, dv);
+    for (int i = 0; i < count; ++i) {
+      const float xhat = (v[i] - s.x) * s.y;
+      const float dxhat = dv[i] * gv[i];
+      v[i] = (dxhat - meanD - xhat * meanDX) * s.y;
+    }
+    storeGroup(dxr, q, count, vector, v);
   }
 }
 
-template <class In, class Out>
-__global__ void rmsNormKernel(int64_t cols, In x, In g, float eps, Out y) {
+template <class Team, class In, class Out>
+__global__ void rmsNormKernel(Team team, int64_t rows, int64_t cols, In x, In g, float eps, Out y,
+                              bool vector) {
   __shared__ float scratch[32];
-  const In xr = x + blockIdx.x * cols;
-  const Out yr = y + blockIdx.x * cols;
-  const float f = rmsFactor(cols, xr, eps, scratch);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    detail::store(yr + j, detail::load(xr + j) * f * detail::load(g + j));
+  const int64_t row = team.row();
+  if (row >= rows)
+    return;
+  const In xr = x + row * cols;
+  const Out yr = y + row * cols;
+  const float f = rmsFactor(team, cols, xr, eps, vector, scratch);
+  float v[kGroup], gv[kGroup];
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    loadGroup(g, cols, q, vector, gv);
+    for (int i = 0; i < count; ++i)
+      v[i] = v[i] * f * gv[i];
+    storeGroup(yr, q, count, vector, v);
+  }
 }
 
 /// dx of one row, and the row's (0, factor) into stats.
-template <class In, class Out>
-__global__ void rmsNormGradRows(int64_t cols, In x, In g, In dy, float eps, Out dx, float2 *stats) {
+template <class Team, class In, class Out>
+__global__ void rmsNormGradRows(Team team, int64_t rows, int64_t cols, In x, In g, In dy, float eps,
+                                Out dx, float2 *stats, bool vector) {
   __shared__ float scratch[32];
-  const In xr = x + blockIdx.x * cols, dyr = dy + blockIdx.x * cols;
-  const Out dxr = dx + blockIdx.x * cols;
-  const float f = rmsFactor(cols, xr, eps, scratch);
-  if (threadIdx.x == 0)
-    stats[blockIdx.x] = make_float2(0.0f, f);
+  const int64_t row = team.row();
+  if (row >= rows)
+    return;
+  const In xr = x + row * cols, dyr = dy + row * cols;
+  const Out dxr = dx + row * cols;
+  const float f = rmsFactor(team, cols, xr, eps, vector, scratch);
+  if (team.lane() == 0)
+    stats[row] = make_float2(0.0f, f);
   // dx = f g dy - x f^3 mean(dy g x).
+  float v[kGroup], gv[kGroup], dv[kGroup];
   float dot = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    dot += detail::load(dyr + j) * detail::load(g + j) * detail::load(xr + j);
-  const float c = detail::blockSum(dot, scratch) / static_cast<float>(cols) * f * f * f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    detail::store(dxr + j,
-                  detail::load(g + j) * detail::load(dyr + j) * f - detail::load(xr + j) * c);
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    loadGroup(g, cols, q, vector, gv);
+    loadGroup(dyr, cols, q, vector, dv);
+    for (int i = 0; i < count; ++i)
+      dot += dv[i] * gv[i] * v[i];
+  }
+  const float c = team.sum(dot, scratch) / static_cast<float>(cols) * f * f * f;
+  for (int64_t q = team.lane(); q < groupsOf(cols); q += team.size()) {
+    const int count = loadGroup(xr, cols, q, vector, v);
+    loadGroup(g, cols, q, vector, gv);
+    loadGroup(dyr, cols, q, vector, dv);
+    for (int i = 0; i < count; ++i)
+      v[i] = gv[i] * dv[i] * f - v[i] * c;
+    storeGroup(dxr, q, count, vector, v);
+  }
 }
 
 /// Rows per partial sum of the parameter gradients.
@@ -188,8 +257,8 @@ cudaError_t launchParamGrads(int64_t rows, int64_t cols, ConstFloats x, ConstFlo
     normParamFinish<<<blocks, detail::kMapThreads, 0, stream>>>(
         chunks, cols, partG, partB, detail::f32(dg), detail::f32(db), withDb);
   else
-    normParamFinish<<<blocks, detail::kMapThreads, 0, stream>>>(chunks, cols, partG, partB, dg,
-                                                                db, withDb);
+    normParamFinish<<<blocks, detail::kMapThreads, 0, stream>>>(chunks, cols, partG, partB, dg, db,
+                                                                withDb);
   return detail::launched();
 }
 
@@ -208,12 +277,15 @@ cudaError_t layerNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, 
                       float eps, Floats y, cudaStream_t stream) {
   if (!validNorm(rows, cols))
     return cudaErrorInvalidValue;
-  const unsigned blocks = static_cast<unsigned>(rows);
-  if (detail::allF32(x, g, b, y))
-    layerNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(x), detail::f32(g),
-                                                        detail::f32(b), eps, detail::f32(y));
-  else
-    layerNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, b, eps, y);
+  const bool vector = detail::vectorOperands(cols, x, g, b, y);
+  detail::withRowTeam(rows, cols, [&](auto team, unsigned blocks) {
+    detail::withElementType(
+        [&](auto tx, auto tg, auto tb, auto ty) {
+          layerNormKernel<<<blocks, kRowThreads, 0, stream>>>(team, rows, cols, tx, tg, tb, eps, ty,
+                                                              vector);
+        },
+        x, g, b, y);
+  });
   return detail::launched();
 }
 
@@ -223,12 +295,15 @@ cudaError_t layerNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats
   if (!validNorm(rows, cols) || !workspace)
     return cudaErrorInvalidValue;
   float2 *stats = reinterpret_cast<float2 *>(workspace);
-  const unsigned blocks = static_cast<unsigned>(rows);
-  if (detail::allF32(x, g, dy, dx))
-    layerNormGradRows<<<blocks, kRowThreads, 0, stream>>>(
-        cols, detail::f32(x), detail::f32(g), detail::f32(dy), eps, detail::f32(dx), stats);
-  else
-    layerNormGradRows<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx, stats);
+  const bool vector = detail::vectorOperands(cols, x, g, dy, dx);
+  detail::withRowTeam(rows, cols, [&](auto team, unsigned blocks) {
+    detail::withElementType(
+        [&](auto tx, auto tg, auto tdy, auto tdx) {
+          layerNormGradRows<<<blocks, kRowThreads, 0, stream>>>(team, rows, cols, tx, tg, tdy, eps,
+                                                                tdx, stats, vector);
+        },
+        x, g, dy, dx);
+  });
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   return launchParamGrads(rows, cols, x, dy, stats, dg, db, workspace + 2 * rows, stream);
@@ -238,12 +313,15 @@ cudaError_t rmsNorm(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g, fl
                     cudaStream_t stream) {
   if (!validNorm(rows, cols))
     return cudaErrorInvalidValue;
-  const unsigned blocks = static_cast<unsigned>(rows);
-  if (detail::allF32(x, g, y))
-    rmsNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, detail::f32(x), detail::f32(g), eps,
-                                                      detail::f32(y));
-  else
-    rmsNormKernel<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, eps, y);
+  const bool vector = detail::vectorOperands(cols, x, g, y);
+  detail::withRowTeam(rows, cols, [&](auto team, unsigned blocks) {
+    detail::withElementType(
+        [&](auto tx, auto tg, auto ty) {
+          rmsNormKernel<<<blocks, kRowThreads, 0, stream>>>(team, rows, cols, tx, tg, eps, ty,
+                                                            vector);
+        },
+        x, g, y);
+  });
   return detail::launched();
 }
 
@@ -252,12 +330,15 @@ cudaError_t rmsNormGrad(int64_t rows, int64_t cols, ConstFloats x, ConstFloats g
   if (!validNorm(rows, cols) || !workspace)
     return cudaErrorInvalidValue;
   float2 *stats = reinterpret_cast<float2 *>(workspace);
-  const unsigned blocks = static_cast<unsigned>(rows);
-  if (detail::allF32(x, g, dy, dx))
-    rmsNormGradRows<<<blocks, kRowThreads, 0, stream>>>(
-        cols, detail::f32(x), detail::f32(g), detail::f32(dy), eps, detail::f32(dx), stats);
-  else
-    rmsNormGradRows<<<blocks, kRowThreads, 0, stream>>>(cols, x, g, dy, eps, dx, stats);
+  const bool vector = detail::vectorOperands(cols, x, g, dy, dx);
+  detail::withRowTeam(rows, cols, [&](auto team, unsigned blocks) {
+    detail::withElementType(
+        [&](auto tx, auto tg, auto tdy, auto tdx) {
+          rmsNormGradRows<<<blocks, kRowThreads, 0, stream>>>(team, rows, cols, tx, tg, tdy, eps,
+                                                              tdx, stats, vector);
+        },
+        x, g, dy, dx);
+  });
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   return launchParamGrads(rows, cols, x, dy, stats, dg, Floats(), workspace + 2 * rows, stream);

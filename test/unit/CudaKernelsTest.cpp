@@ -34,11 +34,11 @@ namespace {
 
 using Floats = std::vector<float>;
 
+using tessel::test::attentionOf;
+using tessel::test::describe;
 using tessel::test::randomFloats;
 using tessel::test::shapeOf;
 using tessel::test::stridesOf;
-using tessel::test::attentionOf;
-using tessel::test::describe;
 
 using tessel::test::DeviceArray;
 
@@ -287,42 +287,46 @@ TEST_F(CudaKernels, RmsNormForwardAndBackwardMatchCpu) {
 }
 
 TEST_F(CudaKernels, CrossEntropyLossAndGradMatchCpu) {
-  const int64_t rows = 53, cols = 1031;
-  const Floats logits = randomFloats(rows * cols, -4, 4, 17);
-  std::mt19937 rng(18);
-  std::vector<int32_t> targets(rows);
-  for (int32_t &t : targets)
-    t = static_cast<int32_t>(rng() % cols);
-  targets[5] = targets[40] = tessel::kernels::kIgnoredTarget; // rows that count nothing
-  const Floats dloss = {0.75f};
-  DeviceArray<float> gl(logits), gdloss(dloss), loss(1), dlogits(rows * cols),
-      work(cuda::crossEntropyWorkspace(rows));
-  DeviceArray<int32_t> gt(targets);
-  DeviceArray<cuda::IdError> bad(1);
-  for (bool scaled : {false, true}) {
-    const double scale = 1.0 / 4096;
-    float ref = 0;
-    Floats refGrad(rows * cols);
-    std::string error;
-    if (scaled) {
-      ASSERT_TRUE(cpu::crossEntropy(rows, cols, logits.data(), targets.data(), scale, &ref, error));
-      ASSERT_TRUE(cpu::crossEntropyGrad(rows, cols, logits.data(), targets.data(), dloss.data(),
-                                        scale, refGrad.data(), error));
-    } else {
-      ASSERT_TRUE(cpu::crossEntropy(rows, cols, logits.data(), targets.data(), &ref, error));
-      ASSERT_TRUE(cpu::crossEntropyGrad(rows, cols, logits.data(), targets.data(), dloss.data(),
-                                        refGrad.data(), error));
+  // Rows read one element at a time (1031) and in 16-byte groups (1032).
+  for (const int64_t cols : {int64_t(1031), int64_t(1032)}) {
+    const int64_t rows = 53;
+    const Floats logits = randomFloats(rows * cols, -4, 4, 17);
+    std::mt19937 rng(18);
+    std::vector<int32_t> targets(rows);
+    for (int32_t &t : targets)
+      t = static_cast<int32_t>(rng() % cols);
+    targets[5] = targets[40] = tessel::kernels::kIgnoredTarget; // rows that count nothing
+    const Floats dloss = {0.75f};
+    DeviceArray<float> gl(logits), gdloss(dloss), loss(1), dlogits(rows * cols),
+        work(cuda::crossEntropyWorkspace(rows));
+    DeviceArray<int32_t> gt(targets);
+    DeviceArray<cuda::IdError> bad(1);
+    for (bool scaled : {false, true}) {
+      const double scale = 1.0 / 4096;
+      float ref = 0;
+      Floats refGrad(rows * cols);
+      std::string error;
+      if (scaled) {
+        ASSERT_TRUE(
+            cpu::crossEntropy(rows, cols, logits.data(), targets.data(), scale, &ref, error));
+        ASSERT_TRUE(cpu::crossEntropyGrad(rows, cols, logits.data(), targets.data(), dloss.data(),
+                                          scale, refGrad.data(), error));
+      } else {
+        ASSERT_TRUE(cpu::crossEntropy(rows, cols, logits.data(), targets.data(), &ref, error));
+        ASSERT_TRUE(cpu::crossEntropyGrad(rows, cols, logits.data(), targets.data(), dloss.data(),
+                                          refGrad.data(), error));
+      }
+      ASSERT_EQ(cuda::crossEntropy(rows, cols, gl.get(), gt.get(), scaled, scale, loss.get(),
+                                   work.get(), bad.get(), stream),
+                cudaSuccess);
+      ASSERT_EQ(cuda::crossEntropyGrad(rows, cols, gl.get(), gt.get(), gdloss.get(), scaled, scale,
+                                       dlogits.get(), bad.get(), stream),
+                cudaSuccess);
+      const std::string how = (scaled ? "scaled " : "mean ") + std::to_string(cols);
+      expectClose({ref}, loss.host(), "cross_entropy " + how);
+      expectClose(refGrad, dlogits.host(), "cross_entropy_grad " + how, 1e-7f);
+      EXPECT_EQ(bad.host()[0].flag, 0);
     }
-    ASSERT_EQ(cuda::crossEntropy(rows, cols, gl.get(), gt.get(), scaled, scale, loss.get(),
-                                 work.get(), bad.get(), stream),
-              cudaSuccess);
-    ASSERT_EQ(cuda::crossEntropyGrad(rows, cols, gl.get(), gt.get(), gdloss.get(), scaled, scale,
-                                     dlogits.get(), bad.get(), stream),
-              cudaSuccess);
-    const std::string how = scaled ? "scaled" : "mean";
-    expectClose({ref}, loss.host(), "cross_entropy " + how);
-    expectClose(refGrad, dlogits.host(), "cross_entropy_grad " + how, 1e-7f);
-    EXPECT_EQ(bad.host()[0].flag, 0);
   }
 }
 
@@ -647,19 +651,30 @@ TEST_F(CudaKernels, EmbeddingRecordsAnOutOfRangeId) {
   const int64_t n = 4, rows = 5, cols = 3;
   DeviceArray<float> table(randomFloats(rows * cols, -1, 1, 410)), out(n * cols),
       dtable(rows * cols), dout(randomFloats(n * cols, -1, 1, 411));
+  // The lookup takes a negative id for a padding slot (a zero row, as the CPU) and reports an
+  // id at or past the vocabulary; the gradient reports both.
   DeviceArray<int32_t> ids(std::vector<int32_t>{1, 4, -2, 0});
-  DeviceArray<cuda::IdError> bad(1);
-  ASSERT_EQ(
-      cuda::embedding(n, rows, cols, 0, rows, table.get(), ids.get(), out.get(), bad.get(), stream),
-      cudaSuccess);
-  cuda::IdError e = bad.host()[0];
-  EXPECT_EQ(e.flag, 1);
-  EXPECT_EQ(e.id, -2);
-  EXPECT_EQ(e.position, 2);
-  EXPECT_EQ(e.limit, rows);
+  DeviceArray<cuda::IdError> padding(1);
+  ASSERT_EQ(cuda::embedding(n, rows, cols, 0, rows, table.get(), ids.get(), out.get(),
+                            padding.get(), stream),
+            cudaSuccess);
+  EXPECT_EQ(padding.host()[0].flag, 0);
   const Floats got = out.host();
   for (int64_t j = 0; j < cols; ++j)
     EXPECT_EQ(got[2 * cols + j], 0.0f);
+  DeviceArray<int32_t> pastEnd(std::vector<int32_t>{1, 4, 0, 7});
+  DeviceArray<cuda::IdError> bad(1);
+  ASSERT_EQ(cuda::embedding(n, rows, cols, 0, rows, table.get(), pastEnd.get(), out.get(),
+                            bad.get(), stream),
+            cudaSuccess);
+  cuda::IdError e = bad.host()[0];
+  EXPECT_EQ(e.flag, 1);
+  EXPECT_EQ(e.id, 7);
+  EXPECT_EQ(e.position, 3);
+  EXPECT_EQ(e.limit, rows);
+  const Floats past = out.host();
+  for (int64_t j = 0; j < cols; ++j)
+    EXPECT_EQ(past[3 * cols + j], 0.0f);
   DeviceArray<cuda::IdError> bad2(1);
   const size_t bytes = cuda::embeddingGradWorkspace(n, rows);
   DeviceArray<char> work(bytes);
@@ -743,9 +758,9 @@ TEST_F(CudaKernels, RunningSumMatchesCpu) {
     cpu::runningSum(a, x.data(), positions.data(), table.data(), y.data(), t.data());
     DeviceArray<float> gx(x), gy(x.size()), gt(totals);
     DeviceArray<int32_t> gpositions(positions), gtable(table);
-    ASSERT_EQ(cuda::runningSum(a, gx.get(), gpositions.get(), gtable.get(), gy.get(), gt.get(),
-                               stream),
-              cudaSuccess);
+    ASSERT_EQ(
+        cuda::runningSum(a, gx.get(), gpositions.get(), gtable.get(), gy.get(), gt.get(), stream),
+        cudaSuccess);
     expectClose(y, gy.host(), "running sums", 0, 0);
     expectClose(t, gt.host(), "running totals", 0, 0);
   }
@@ -1130,7 +1145,7 @@ TEST_F(CudaKernels, SumOfSquaresAndClippingMatchCpu) {
   DeviceArray<float> ga(a), gb(b), sum(1), norm(1), clip(1);
   const float *inputs[] = {ga.get(), gb.get()};
   const int64_t sizes[] = {100003, 77};
-  DeviceArray<double> work(cuda::sumOfSquaresWorkspace(2));
+  DeviceArray<double> work(cuda::sumOfSquaresWorkspace(2, sizes));
   ASSERT_EQ(cuda::sumOfSquares(2, inputs, sizes, false, sum.get(), work.get(), stream),
             cudaSuccess);
   ASSERT_EQ(cuda::sumOfSquares(2, inputs, sizes, true, norm.get(), work.get(), stream),
@@ -1141,6 +1156,37 @@ TEST_F(CudaKernels, SumOfSquaresAndClippingMatchCpu) {
   const float refNorm = static_cast<float>(std::sqrt(ref));
   expectClose({refNorm}, norm.host(), "global_norm", 0, 1e-6f);
   expectClose({std::min(1.0f / (norm.host()[0] + 1e-6f), 1.0f)}, clip.host(), "clip", 0, 0);
+}
+
+TEST_F(CudaKernels, SumOfSquaresOverManyTensorsMatchesCpu) {
+  // More tensors than one launch's table holds, one of them longer than a launch's chunks,
+  // and inputs that start off the 16-byte grid.
+  const int64_t count = 50;
+  std::vector<int64_t> sizes(count);
+  int64_t total = 0;
+  for (int64_t k = 0; k < count; ++k)
+    total += sizes[k] = k == 7 ? 21'000'003 : 1 + (k * 7919) % 90'001;
+  const Floats all = randomFloats(total + count, -2, 2, 660);
+  DeviceArray<float> gall(all), sum(1);
+  std::vector<const float *> inputs(count);
+  double ref = 0;
+  int64_t at = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    at += k % 3 == 1; // a one-float gap: this input is misaligned
+    inputs[k] = gall.get() + at;
+    ref += cpu::sumOfSquares(sizes[k], all.data() + at);
+    at += sizes[k];
+  }
+  DeviceArray<double> work(cuda::sumOfSquaresWorkspace(count, sizes.data()));
+  ASSERT_EQ(
+      cuda::sumOfSquares(count, inputs.data(), sizes.data(), false, sum.get(), work.get(), stream),
+      cudaSuccess);
+  expectClose({static_cast<float>(ref)}, sum.host(), "sum_squares of 50 tensors", 0, 1e-6f);
+  const float first = sum.host()[0];
+  ASSERT_EQ(
+      cuda::sumOfSquares(count, inputs.data(), sizes.data(), false, sum.get(), work.get(), stream),
+      cudaSuccess);
+  EXPECT_EQ(sum.host()[0], first) << "the same bits on every run";
 }
 
 TEST_F(CudaKernels, FindNonFiniteSeesNanAndInfinity) {

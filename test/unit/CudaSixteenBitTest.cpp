@@ -202,7 +202,7 @@ TEST_F(CudaSixteenBit, MapsAndCopiesRoundTheF32Values) {
 TEST_F(CudaSixteenBit, RowKernelsRoundTheF32Values) {
   constexpr auto F32 = cuda::ElementType::F32;
   for (cuda::ElementType t : kHalfTypes)
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 771}, {3, 5}}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 771}, {3, 5}, {9, 2048}}) {
       const int64_t n = rows * cols;
       const std::string what = nameOf(t) + " " + std::to_string(rows) + "x" + std::to_string(cols);
       const Values x = rounded(t, randomFloats(n, -2, 3, 10)),

@@ -381,7 +381,7 @@ bool sumOfSquares(KernelCall &c, bool root) {
   }
   const int64_t count = static_cast<int64_t>(inputs.size());
   auto *workspace = static_cast<double *>(
-      scratchBytes(c, static_cast<uint64_t>(cuda::sumOfSquaresWorkspace(count)) * sizeof(double)));
+      scratchBytes(c, static_cast<uint64_t>(cuda::sumOfSquaresWorkspace(count, sizes.data())) * sizeof(double)));
   return workspace && launched(c, cuda::sumOfSquares(count, inputs.data(), sizes.data(), root,
                                                      c.fout(0), workspace, stream(c)));
 }
