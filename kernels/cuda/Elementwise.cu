@@ -3,10 +3,21 @@
 // The CPU counterparts are in kernels/cpu/Elementwise.cpp; the formulas are the same (GELU as
 // x sigmoid(2u), the derivatives from y where the CPU takes them from y).
 //
+// These kernels are bound by memory. Where every operand of a call has one element type they
+// run on plain pointers of that type (no per-element switch on the type); where the operands
+// are dense in the output's order (maps, fills, and binary and select calls without
+// broadcasting) each thread takes groups of eight elements, 16 bytes at a time where the
+// operands are aligned (RowGroups.cuh); otherwise every operand's offset is computed from the
+// output's index, in 32-bit arithmetic wherever the offsets fit. Each element's arithmetic is
+// the same on every path.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/ElementwiseOps.cuh"
 #include "kernels/cuda/Indexing.cuh"
+#include "kernels/cuda/RowGroups.cuh"
+
+#include <type_traits>
 
 namespace tessel::cuda {
 
@@ -16,15 +27,33 @@ using detail::applyBinary;
 using detail::applyUnary;
 using detail::applyUnaryGrad;
 using detail::Indexing;
+using detail::kGroup;
 using detail::kMapThreads;
+using detail::loadGroup;
 using detail::makeIndexing;
 using detail::mapBlocks;
 using detail::offsetOf;
+using detail::storeGroup;
 
-template <class Out> __global__ void fillKernel(int64_t n, float value, Out y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    detail::store(y + i, value);
+/// Whether every operand starts on a 16-byte boundary, so that its dense groups of eight may
+/// be read and written whole.
+template <class... Operands> bool alignedBases(const Operands &...ops) {
+  return ((reinterpret_cast<uintptr_t>(ops.data) % 16 == 0) && ...);
+}
+
+int64_t groupsOf(int64_t n) { return (n + kGroup - 1) / kGroup; }
+
+__device__ inline int64_t groupsOfDevice(int64_t n) { return (n + kGroup - 1) / kGroup; }
+
+template <class Out> __global__ void fillKernel(int64_t n, float value, Out y, bool vector) {
+  float v[kGroup];
+  for (float &e : v)
+    e = value;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t left = n - g * kGroup;
+    storeGroup(y, g, left < kGroup ? static_cast<int>(left) : kGroup, vector, v);
+  }
 }
 
 template <class T> __global__ void positionsKernel(int64_t n, T *y) {
@@ -34,50 +63,93 @@ template <class T> __global__ void positionsKernel(int64_t n, T *y) {
 }
 
 template <class In, class Out>
-__global__ void binaryKernel(BinaryKind kind, int64_t n, Indexing<2> ix, In a, In b, Out out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+__global__ void denseBinaryKernel(BinaryKind kind, int64_t n, In a, In b, Out out, bool vector) {
+  float va[kGroup], vb[kGroup];
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int count = loadGroup(a, n, g, vector, va);
+    loadGroup(b, n, g, vector, vb);
+    for (int i = 0; i < count; ++i)
+      va[i] = applyBinary(kind, va[i], vb[i]);
+    storeGroup(out, g, count, vector, va);
+  }
+}
+
+template <class I, class In, class Out>
+__global__ void binaryKernel(BinaryKind kind, I n, Indexing<2> ix, In a, In b, Out out) {
+  for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     detail::store(out + i, applyBinary(kind, detail::load(a + offsetOf(ix, 0, i)),
                                        detail::load(b + offsetOf(ix, 1, i))));
 }
 
 template <class In, class Out>
-__global__ void selectKernel(int64_t n, Indexing<3> ix, In c, In a, In b, Out out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void denseSelectKernel(int64_t n, In c, In a, In b, Out out, bool vector) {
+  float vc[kGroup], va[kGroup], vb[kGroup];
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int count = loadGroup(c, n, g, vector, vc);
+    loadGroup(a, n, g, vector, va);
+    loadGroup(b, n, g, vector, vb);
+    for (int i = 0; i < count; ++i)
+      va[i] = vc[i] != 0.0f ? va[i] : vb[i];
+    storeGroup(out, g, count, vector, va);
+  }
+}
+
+template <class I, class In, class Out>
+__global__ void selectKernel(I n, Indexing<3> ix, In c, In a, In b, Out out) {
+  for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const bool pick = detail::load(c + offsetOf(ix, 0, i)) != 0.0f;
     detail::store(out + i, pick ? detail::load(a + offsetOf(ix, 1, i))
                                 : detail::load(b + offsetOf(ix, 2, i)));
   }
 }
 
-template <class T> __global__ void copyKernel(int64_t n, Indexing<1> ix, const T *x, T *out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+template <class I, class T> __global__ void copyKernel(I n, Indexing<1> ix, const T *x, T *out) {
+  for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     out[i] = x[offsetOf(ix, 0, i)];
 }
 
 /// A copy between element types: each element widened and rounded to the output's type.
-__global__ void convertingCopyKernel(int64_t n, Indexing<1> ix, ConstFloats x, Floats out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+template <class I>
+__global__ void convertingCopyKernel(I n, Indexing<1> ix, ConstFloats x, Floats out) {
+  for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     detail::store(out + i, detail::load(x + offsetOf(ix, 0, i)));
 }
 
 template <class In, class Out>
-__global__ void unaryKernel(UnaryKind kind, int64_t n, In x, Out y, float exponent) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    detail::store(y + i, applyUnary(kind, detail::load(x + i), exponent));
+__global__ void unaryKernel(UnaryKind kind, int64_t n, In x, Out y, float exponent, bool vector) {
+  float v[kGroup];
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int count = loadGroup(x, n, g, vector, v);
+    for (int i = 0; i < count; ++i)
+      v[i] = applyUnary(kind, v[i], exponent);
+    storeGroup(y, g, count, vector, v);
+  }
 }
 
 template <class In, class Out>
 __global__ void unaryGradKernel(UnaryKind kind, int64_t n, In x, In y, In dy, Out dx,
-                                float exponent) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    detail::store(dx + i, applyUnaryGrad(kind, detail::load(x + i), detail::load(y + i),
-                                         detail::load(dy + i), exponent));
+                                float exponent, bool vector) {
+  float vx[kGroup], vy[kGroup], vd[kGroup];
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int count = loadGroup(x, n, g, vector, vx);
+    loadGroup(y, n, g, vector, vy);
+    loadGroup(dy, n, g, vector, vd);
+    for (int i = 0; i < count; ++i)
+      vx[i] = applyUnaryGrad(kind, vx[i], vy[i], vd[i], exponent);
+    storeGroup(dx, g, count, vector, vx);
+  }
+}
+
+/// Calls launch(index) with the index type of the strided kernels: 32-bit where it fits.
+template <int N, class Launch> void withIndexType(const Indexing<N> &ix, int64_t n, Launch launch) {
+  if (detail::fitsIn32(ix, n))
+    launch(static_cast<uint32_t>(n));
+  else
+    launch(n);
 }
 
 } // namespace
@@ -87,10 +159,12 @@ cudaError_t fill(int64_t n, float value, Floats y, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  if (detail::allF32(y))
-    fillKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, value, detail::f32(y));
-  else
-    fillKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, value, y);
+  const bool vector = alignedBases(y);
+  detail::withElementType(
+      [&](auto ty) {
+        fillKernel<<<mapBlocks(groupsOf(n)), kMapThreads, 0, stream>>>(n, value, ty, vector);
+      },
+      y);
   return detail::launched();
 }
 
@@ -110,11 +184,23 @@ cudaError_t binary(BinaryKind kind, const Shape &shape, ConstFloats a, const Str
   if (!makeIndexing(shape, strides, ix))
     return cudaErrorInvalidValue;
   const int64_t n = shape.numElements();
-  if (detail::allF32(a, b, out))
-    binaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, ix, detail::f32(a),
-                                                           detail::f32(b), detail::f32(out));
-  else
-    binaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, ix, a, b, out);
+  if (detail::isDense(ix)) {
+    const bool vector = alignedBases(a, b, out);
+    detail::withElementType(
+        [&](auto ta, auto tb, auto tout) {
+          denseBinaryKernel<<<mapBlocks(groupsOf(n)), kMapThreads, 0, stream>>>(kind, n, ta, tb,
+                                                                                tout, vector);
+        },
+        a, b, out);
+    return detail::launched();
+  }
+  withIndexType(ix, n, [&](auto count) {
+    detail::withElementType(
+        [&](auto ta, auto tb, auto tout) {
+          binaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, count, ix, ta, tb, tout);
+        },
+        a, b, out);
+  });
   return detail::launched();
 }
 
@@ -126,26 +212,51 @@ cudaError_t select(const Shape &shape, ConstFloats c, const Strides &sc, ConstFl
   if (!makeIndexing(shape, strides, ix))
     return cudaErrorInvalidValue;
   const int64_t n = shape.numElements();
-  if (detail::allF32(c, a, b, out))
-    selectKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, detail::f32(c), detail::f32(a),
-                                                           detail::f32(b), detail::f32(out));
-  else
-    selectKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, c, a, b, out);
+  if (detail::isDense(ix)) {
+    const bool vector = alignedBases(c, a, b, out);
+    detail::withElementType(
+        [&](auto tc, auto ta, auto tb, auto tout) {
+          denseSelectKernel<<<mapBlocks(groupsOf(n)), kMapThreads, 0, stream>>>(n, tc, ta, tb, tout,
+                                                                                vector);
+        },
+        c, a, b, out);
+    return detail::launched();
+  }
+  withIndexType(ix, n, [&](auto count) {
+    detail::withElementType(
+        [&](auto tc, auto ta, auto tb, auto tout) {
+          selectKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(count, ix, tc, ta, tb, tout);
+        },
+        c, a, b, out);
+  });
   return detail::launched();
 }
 
 namespace {
 
-/// `kernel` (a copy: moving elements, or converting them) over `shape` read through `sx`.
+/// A copy over `shape` read through `sx`: moving elements of one type (T) or converting them
+/// (ConstFloats to Floats); a dense copy of one type is a memcpy.
 template <class In, class Out>
-cudaError_t launchCopy(void (*kernel)(int64_t, Indexing<1>, In, Out), const Shape &shape, In x,
-                       const Strides &sx, Out out, cudaStream_t stream) {
+cudaError_t launchCopy(const Shape &shape, In x, const Strides &sx, Out out, size_t elementBytes,
+                       cudaStream_t stream) {
   Indexing<1> ix;
   const Strides *strides[1] = {&sx};
   if (!makeIndexing(shape, strides, ix))
     return cudaErrorInvalidValue;
   const int64_t n = shape.numElements();
-  kernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(n, ix, x, out);
+  if constexpr (std::is_pointer_v<In>) {
+    if (detail::isDense(ix) && static_cast<const void *>(x) == static_cast<const void *>(out))
+      return cudaSuccess;
+    if (detail::isDense(ix))
+      return cudaMemcpyAsync(out, x, static_cast<size_t>(n) * elementBytes,
+                             cudaMemcpyDeviceToDevice, stream);
+  }
+  withIndexType(ix, n, [&](auto count) {
+    if constexpr (std::is_pointer_v<In>)
+      copyKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(count, ix, x, out);
+    else
+      convertingCopyKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(count, ix, x, out);
+  });
   return detail::launched();
 }
 
@@ -157,13 +268,13 @@ cudaError_t stridedCopy(const Shape &shape, ConstFloats x, const Strides &sx, Fl
     return stridedCopyBits16(shape, static_cast<const uint16_t *>(x.data), sx,
                              static_cast<uint16_t *>(out.data), stream);
   if (detail::allF32(x, out))
-    return launchCopy(&copyKernel<float>, shape, detail::f32(x), sx, detail::f32(out), stream);
-  return launchCopy(&convertingCopyKernel, shape, x, sx, out, stream);
+    return launchCopy(shape, detail::f32(x), sx, detail::f32(out), sizeof(float), stream);
+  return launchCopy(shape, x, sx, out, 0, stream);
 }
 
 cudaError_t stridedCopyBits16(const Shape &shape, const uint16_t *x, const Strides &sx,
                               uint16_t *out, cudaStream_t stream) {
-  return launchCopy(&copyKernel<uint16_t>, shape, x, sx, out, stream);
+  return launchCopy(shape, x, sx, out, sizeof(uint16_t), stream);
 }
 
 cudaError_t unary(UnaryKind kind, int64_t n, ConstFloats x, Floats y, float exponent,
@@ -172,11 +283,13 @@ cudaError_t unary(UnaryKind kind, int64_t n, ConstFloats x, Floats y, float expo
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  if (detail::allF32(x, y))
-    unaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, detail::f32(x), detail::f32(y),
-                                                          exponent);
-  else
-    unaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, x, y, exponent);
+  const bool vector = alignedBases(x, y);
+  detail::withElementType(
+      [&](auto tx, auto ty) {
+        unaryKernel<<<mapBlocks(groupsOf(n)), kMapThreads, 0, stream>>>(kind, n, tx, ty, exponent,
+                                                                        vector);
+      },
+      x, y);
   return detail::launched();
 }
 
@@ -186,11 +299,13 @@ cudaError_t unaryGrad(UnaryKind kind, int64_t n, ConstFloats x, ConstFloats y, C
     return cudaErrorInvalidValue;
   if (n == 0)
     return cudaSuccess;
-  if (detail::allF32(x, y, dy, dx))
-    unaryGradKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(
-        kind, n, detail::f32(x), detail::f32(y), detail::f32(dy), detail::f32(dx), exponent);
-  else
-    unaryGradKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(kind, n, x, y, dy, dx, exponent);
+  const bool vector = alignedBases(x, y, dy, dx);
+  detail::withElementType(
+      [&](auto tx, auto ty, auto tdy, auto tdx) {
+        unaryGradKernel<<<mapBlocks(groupsOf(n)), kMapThreads, 0, stream>>>(kind, n, tx, ty, tdy,
+                                                                            tdx, exponent, vector);
+      },
+      x, y, dy, dx);
   return detail::launched();
 }
 

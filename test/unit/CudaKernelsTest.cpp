@@ -190,6 +190,64 @@ TEST_F(CudaKernels, SelectAndStridedCopyMatchCpu) {
   expectClose(refCopy, copied.host(), "copy", 0, 0);
 }
 
+TEST_F(CudaKernels, DenseElementwiseMatchesCpuAtAnyAlignment) {
+  // Dense operands run in groups of eight, 16 bytes at a time where every operand is aligned:
+  // at offset 0 the whole groups take that path and a tail of 3 the scalar one; at offset 1
+  // (one float off the grid) everything is scalar. Every path gives the CPU's values.
+  const int64_t n = 4099;
+  const cpu::Shape shape = shapeOf({n});
+  const cpu::Strides dense = cpu::denseStrides(shape);
+  const Floats x = randomFloats(n + 1, -3, 3, 670), y = randomFloats(n + 1, -3, 3, 671);
+  Floats c = randomFloats(n + 1, -1, 1, 672);
+  for (float &v : c)
+    v = v > 0 ? 1.0f : 0.0f;
+  DeviceArray<float> gx(x), gy(y), gc(c), out(n + 1);
+  for (int64_t offset : {0, 1}) {
+    const std::string at = " at offset " + std::to_string(offset);
+    const float *hx = x.data() + offset, *hy = y.data() + offset, *hc = c.data() + offset;
+    float *dout = out.get() + offset;
+    auto got = [&] {
+      const Floats all = out.host();
+      return Floats(all.begin() + offset, all.begin() + offset + n);
+    };
+    Floats ref(n), grad(n);
+    cpu::unary(cpu::UnaryKind::Gelu, n, hx, ref.data(), 0.0f);
+    ASSERT_EQ(cuda::unary(cpu::UnaryKind::Gelu, n, gx.get() + offset, dout, 0.0f, stream),
+              cudaSuccess);
+    expectClose(ref, got(), "gelu" + at);
+    cpu::unaryGrad(cpu::UnaryKind::Gelu, n, hx, ref.data(), hy, grad.data(), 0.0f);
+    DeviceArray<float> gref(ref);
+    ASSERT_EQ(cuda::unaryGrad(cpu::UnaryKind::Gelu, n, gx.get() + offset, gref.get(),
+                              gy.get() + offset, dout, 0.0f, stream),
+              cudaSuccess);
+    expectClose(grad, got(), "gelu_grad" + at);
+    for (cpu::BinaryKind kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Mul, cpu::BinaryKind::Lt}) {
+      cpu::binary(kind, shape, hx, dense, hy, dense, ref.data());
+      ASSERT_EQ(cuda::binary(kind, shape, gx.get() + offset, dense, gy.get() + offset, dense, dout,
+                             stream),
+                cudaSuccess);
+      expectClose(ref, got(), "binary " + std::to_string(static_cast<int>(kind)) + at, 0, 0);
+    }
+    cpu::select(shape, hc, dense, hx, dense, hy, dense, ref.data());
+    ASSERT_EQ(cuda::select(shape, gc.get() + offset, dense, gx.get() + offset, dense,
+                           gy.get() + offset, dense, dout, stream),
+              cudaSuccess);
+    expectClose(ref, got(), "select" + at, 0, 0);
+    ASSERT_EQ(cuda::stridedCopy(shape, gx.get() + offset, dense, dout, stream), cudaSuccess);
+    expectClose(Floats(hx, hx + n), got(), "dense copy" + at, 0, 0);
+    ASSERT_EQ(cuda::fill(n, -1.25f, dout, stream), cudaSuccess);
+    expectClose(Floats(n, -1.25f), got(), "fill" + at, 0, 0);
+  }
+  // In place, as `accumulate` adds into its output.
+  Floats sum(n);
+  cpu::binary(cpu::BinaryKind::Add, shape, x.data(), dense, y.data(), dense, sum.data());
+  ASSERT_EQ(
+      cuda::binary(cpu::BinaryKind::Add, shape, gx.get(), dense, gy.get(), dense, gx.get(), stream),
+      cudaSuccess);
+  const Floats inPlace = gx.host();
+  expectClose(sum, Floats(inPlace.begin(), inPlace.begin() + n), "binary in place", 0, 0);
+}
+
 TEST_F(CudaKernels, SixteenBitStridedCopyMovesBits) {
   const cpu::Shape shape = shapeOf({4, 9, 5});
   const cpu::Strides transposed = stridesOf({1, 20, 4});

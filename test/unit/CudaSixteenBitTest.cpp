@@ -35,11 +35,11 @@ namespace cuda = tessel::cuda;
 namespace {
 
 using Values = std::vector<float>;
+using tessel::test::attentionOf;
+using tessel::test::describe;
 using tessel::test::randomFloats;
 using tessel::test::shapeOf;
 using tessel::test::stridesOf;
-using tessel::test::attentionOf;
-using tessel::test::describe;
 
 /// A device buffer of `n` elements of `type`, holding `values` rounded to that type.
 class Buffer {
@@ -178,6 +178,23 @@ TEST_F(CudaSixteenBit, MapsAndCopiesRoundTheF32Values) {
     ASSERT_EQ(cuda::select(shape, fy.in(), sb, fx.in(), sa, fy.in(), sa, fout.out(), stream),
               cudaSuccess);
     expectSame(t, fout.host(), hout.host(), nameOf(t) + " where");
+    // Dense operands: groups of eight, 16 bytes at a time.
+    const cpu::Shape flat = shapeOf({n});
+    const cpu::Strides flatDense = cpu::denseStrides(flat);
+    ASSERT_EQ(cuda::binary(cpu::BinaryKind::Sub, flat, hx.in(), flatDense, hy.in(), flatDense,
+                           hout.out(), stream),
+              cudaSuccess);
+    ASSERT_EQ(cuda::binary(cpu::BinaryKind::Sub, flat, fx.in(), flatDense, fy.in(), flatDense,
+                           fout.out(), stream),
+              cudaSuccess);
+    expectSame(t, fout.host(), hout.host(), nameOf(t) + " dense binary");
+    ASSERT_EQ(cuda::select(flat, hy.in(), flatDense, hx.in(), flatDense, hy.in(), flatDense,
+                           hout.out(), stream),
+              cudaSuccess);
+    ASSERT_EQ(cuda::select(flat, fy.in(), flatDense, fx.in(), flatDense, fy.in(), flatDense,
+                           fout.out(), stream),
+              cudaSuccess);
+    expectSame(t, fout.host(), hout.host(), nameOf(t) + " dense where");
     ASSERT_EQ(cuda::fill(n, 0.3f, hout.out(), stream), cudaSuccess);
     expectSame(t, Values(n, 0.3f), hout.host(), nameOf(t) + " fill");
     // Copies: 16-bit to 16-bit moves bits, f32 to 16-bit rounds, 16-bit to f32 widens.
@@ -478,8 +495,7 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
                dout = rounded(t, randomFloats(nq, -1, 1, seed + 3));
   Values out(nq), dq(nq), dk(nkv), dv(nkv);
   cpu::attention(a, q.data(), k.data(), v.data(), out.data());
-  cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(),
-                     dv.data());
+  cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
   Buffer hq(t, q), hk(t, k), hv(t, v), hdout(t, dout), hout(t, nq), hdq(t, Values(nq, 5.0f)),
       hdk(t, Values(nkv, 5.0f)), hdv(t, Values(nkv, 5.0f));
   auto bits = [](const Buffer &b) { return static_cast<const uint16_t *>(b.in().data); };
