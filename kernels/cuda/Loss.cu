@@ -111,7 +111,6 @@ cudaError_t crossEntropy(int64_t rows, int64_t cols, ConstFloats logits, const i
   if (!detail::validRows(rows, cols) || cols > 0x7fffffff || !workspace || !idError)
     return cudaErrorInvalidValue;
   const unsigned blocks = static_cast<unsigned>(rows);
-  // The loss writes no logits: the output operand only picks the kernel's input type.
   const bool vector = detail::vectorOperands(cols, logits);
   detail::withElementType(
       [&](auto x) {
