@@ -248,6 +248,204 @@ TEST_F(CudaKernels, DenseElementwiseMatchesCpuAtAnyAlignment) {
   expectClose(sum, Floats(inPlace.begin(), inPlace.begin() + n), "binary in place", 0, 0);
 }
 
+/// The first and one past the last offset that `strides` reach over `shape` (negative strides
+/// reach below 0).
+std::pair<int64_t, int64_t> spanOf(const cpu::Shape &shape, const cpu::Strides &strides) {
+  int64_t low = 0, high = 0;
+  for (int d = 0; d < shape.rank; ++d) {
+    const int64_t reach = (shape.size[d] - 1) * strides.stride[d];
+    (reach < 0 ? low : high) += reach;
+  }
+  return {low, high + 1};
+}
+
+TEST_F(CudaKernels, BroadcastElementwiseMatchesCpuOnEveryPath) {
+  // Operands that each read the innermost dim in order or repeat one value along it run as
+  // rows in groups of eight (16 bytes at a time where every group starts aligned, so at offset
+  // 0 in most cases here and never at offset 1); others run element by element. Offsets are
+  // computed in 32 bits unless a stride is negative. Every path gives the CPU's bits.
+  struct Case {
+    const char *what;
+    cpu::Shape shape;
+    cpu::Strides sa, sb;
+  };
+  const Case cases[] = {
+      {"bias", shapeOf({6, 5, 24}), stridesOf({120, 24, 1}), stridesOf({0, 0, 1})},
+      {"bias on odd rows", shapeOf({37, 13}), stridesOf({13, 1}), stridesOf({0, 1})},
+      {"a value per row", shapeOf({37, 16}), stridesOf({16, 1}), stridesOf({1, 0})},
+      {"permuted rows", shapeOf({4, 6, 16}), stridesOf({16, 64, 1}), stridesOf({0, 16, 1})},
+      {"short rows", shapeOf({50, 3}), stridesOf({3, 1}), stridesOf({0, 1})},
+      {"scalar", shapeOf({1000}), stridesOf({1}), stridesOf({0})},
+      {"reversed rows", shapeOf({9, 24}), stridesOf({-24, 1}), stridesOf({0, 1})},
+      {"transposed", shapeOf({7, 9}), stridesOf({1, 7}), stridesOf({9, 1})},
+      {"reversed", shapeOf({40}), stridesOf({-1}), stridesOf({1})},
+  };
+  uint32_t seed = 700;
+  for (const Case &t : cases) {
+    const int64_t n = t.shape.numElements();
+    const auto [lowA, endA] = spanOf(t.shape, t.sa);
+    const auto [lowB, endB] = spanOf(t.shape, t.sb);
+    Floats a = randomFloats(endA - lowA + 1, -3, 3, seed++),
+           b = randomFloats(endB - lowB + 1, -3, 3, seed++),
+           c = randomFloats(endA - lowA + 1, -1, 1, seed++);
+    for (float &v : a)
+      v = std::round(v * 4) / 4; // equal values too, for the comparisons
+    for (float &v : b)
+      v = std::round(v * 4) / 4;
+    for (float &v : c)
+      v = v > 0 ? 1.0f : 0.0f;
+    DeviceArray<float> ga(a), gb(b), gc(c), out(n + 1);
+    for (int64_t offset : {0, 1}) {
+      const std::string at = std::string(" ") + t.what + " at offset " + std::to_string(offset);
+      // Element 0 of each operand, `offset` elements into its buffer.
+      const float *ha = a.data() + offset - lowA, *hb = b.data() + offset - lowB,
+                  *hc = c.data() + offset - lowA;
+      const float *da = ga.get() + offset - lowA, *db = gb.get() + offset - lowB,
+                  *dc = gc.get() + offset - lowA;
+      float *dout = out.get() + offset;
+      auto got = [&] {
+        const Floats all = out.host();
+        return Floats(all.begin() + offset, all.begin() + offset + n);
+      };
+      Floats ref(n);
+      for (cpu::BinaryKind kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Sub, cpu::BinaryKind::Mul,
+                                   cpu::BinaryKind::Lt}) {
+        cpu::binary(kind, t.shape, ha, t.sa, hb, t.sb, ref.data());
+        ASSERT_EQ(cuda::binary(kind, t.shape, da, t.sa, db, t.sb, dout, stream), cudaSuccess);
+        expectClose(ref, got(), "binary " + std::to_string(static_cast<int>(kind)) + at, 0, 0);
+      }
+      cpu::select(t.shape, hc, t.sa, hb, t.sb, ha, t.sa, ref.data());
+      ASSERT_EQ(cuda::select(t.shape, dc, t.sa, db, t.sb, da, t.sa, dout, stream), cudaSuccess);
+      expectClose(ref, got(), "select" + at, 0, 0);
+    }
+  }
+}
+
+/// `values` rounded to bf16 (to nearest even), as bits.
+std::vector<uint16_t> bf16Bits(const Floats &values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = tessel::floatToBf16(values[i]);
+  return bits;
+}
+
+Floats widened(const std::vector<uint16_t> &bits) {
+  Floats values(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i)
+    values[i] = tessel::bf16ToFloat(bits[i]);
+  return values;
+}
+
+/// Element i of `got` (bits of `n` outputs from `offset`) is `want[i]`'s bits.
+void expectBits(const std::vector<uint16_t> &want, const std::vector<uint16_t> &got, int64_t offset,
+                const std::string &what) {
+  ASSERT_GE(static_cast<int64_t>(got.size()), offset + static_cast<int64_t>(want.size())) << what;
+  int reported = 0;
+  for (size_t i = 0; i < want.size() && reported < 5; ++i)
+    if (got[offset + i] != want[i]) {
+      ADD_FAILURE() << what << ": element " << i << " has bits " << got[offset + i] << ", want "
+                    << want[i];
+      ++reported;
+    }
+}
+
+TEST_F(CudaKernels, Bf16ElementwiseKeepsTheBitsOnEveryPath) {
+  // A call whose operands are all bf16 runs on bf16 pointers (16 bytes a group where aligned:
+  // at offset 0 here, never at offset 1); one with an f32 operand runs on operands typed per
+  // call. Both compute in f32 and round to nearest even, so both give the bits of the CPU's
+  // f32 result rounded, and of each other.
+  constexpr auto kBf16 = cuda::ElementType::BF16;
+  auto in = [](const uint16_t *p) { return cuda::ConstFloats(p, kBf16); };
+  auto out = [](uint16_t *p) { return cuda::Floats(p, kBf16); };
+  struct Case {
+    const char *what;
+    cpu::Shape shape;
+    cpu::Strides sb;
+  };
+  const Case cases[] = {
+      // GPT-2's bias add, smaller: [batch, seq, heads, head] + [heads, head].
+      {"bias", shapeOf({3, 5, 4, 8}), stridesOf({0, 0, 8, 1})},
+      {"bias on odd rows", shapeOf({7, 13}), stridesOf({0, 1})},
+      {"dense", shapeOf({4099}), stridesOf({1})},
+      {"transposed", shapeOf({9, 11}), stridesOf({1, 9})},
+  };
+  uint32_t seed = 800;
+  for (const Case &t : cases) {
+    const int64_t n = t.shape.numElements();
+    const cpu::Strides sa = cpu::denseStrides(t.shape);
+    const int64_t nb = spanOf(t.shape, t.sb).second;
+    const std::vector<uint16_t> a = bf16Bits(randomFloats(n + 1, -3, 3, seed++)),
+                                b = bf16Bits(randomFloats(nb + 1, -3, 3, seed++));
+    const Floats wa = widened(a), wb = widened(b);
+    DeviceArray<uint16_t> ga(a), gb(b), gout(n + 1);
+    DeviceArray<float> gwb(wb);
+    for (int64_t offset : {0, 1}) {
+      const std::string at = std::string(" ") + t.what + " at offset " + std::to_string(offset);
+      Floats ref(n);
+      for (cpu::BinaryKind kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Mul}) {
+        const std::string what = "binary " + std::to_string(static_cast<int>(kind)) + at;
+        cpu::binary(kind, t.shape, wa.data() + offset, sa, wb.data() + offset, t.sb, ref.data());
+        ASSERT_EQ(cuda::binary(kind, t.shape, in(ga.get() + offset), sa, in(gb.get() + offset),
+                               t.sb, out(gout.get() + offset), stream),
+                  cudaSuccess);
+        expectBits(bf16Bits(ref), gout.host(), offset, what);
+        ASSERT_EQ(cuda::binary(kind, t.shape, in(ga.get() + offset), sa, gwb.get() + offset, t.sb,
+                               out(gout.get() + offset), stream),
+                  cudaSuccess);
+        expectBits(bf16Bits(ref), gout.host(), offset, what + " (b in f32)");
+      }
+    }
+  }
+  // The maps, a fill and the converting copies, dense, of odd length.
+  const int64_t n = 4099;
+  const std::vector<uint16_t> x = bf16Bits(randomFloats(n + 1, -4, 4, 810)),
+                              dy = bf16Bits(randomFloats(n + 1, -1, 1, 811));
+  const Floats wx = widened(x), wdy = widened(dy), raw = randomFloats(n + 1, -4, 4, 812);
+  DeviceArray<uint16_t> gx(x), gdy(dy), gy(n + 1), gdx(n + 1), gdxMixed(n + 1);
+  DeviceArray<float> gwdy(wdy), graw(raw), gf(n + 1);
+  for (int64_t offset : {0, 1}) {
+    const std::string at = " at offset " + std::to_string(offset);
+    const int64_t o = offset;
+    Floats y(n), dx(n);
+    ASSERT_EQ(
+        cuda::unary(cpu::UnaryKind::Gelu, n, in(gx.get() + o), out(gy.get() + o), 0.0f, stream),
+        cudaSuccess);
+    cpu::unary(cpu::UnaryKind::Gelu, n, wx.data() + o, y.data(), 0.0f);
+    const std::vector<uint16_t> gotY = gy.host();
+    const Floats gotYValues =
+        widened(std::vector<uint16_t>(gotY.begin() + o, gotY.begin() + o + n));
+    expectClose(y, gotYValues, "gelu" + at, 1e-2f, 8e-3f);
+    // The derivative from x and the (bf16) y, all bf16, and again with dy in f32.
+    ASSERT_EQ(cuda::unaryGrad(cpu::UnaryKind::Gelu, n, in(gx.get() + o), in(gy.get() + o),
+                              in(gdy.get() + o), out(gdx.get() + o), 0.0f, stream),
+              cudaSuccess);
+    ASSERT_EQ(cuda::unaryGrad(cpu::UnaryKind::Gelu, n, in(gx.get() + o), in(gy.get() + o),
+                              gwdy.get() + o, out(gdxMixed.get() + o), 0.0f, stream),
+              cudaSuccess);
+    const std::vector<uint16_t> gotDx = gdx.host();
+    expectBits(std::vector<uint16_t>(gotDx.begin() + o, gotDx.begin() + o + n), gdxMixed.host(), o,
+               "gelu_grad, typed against typed per call" + at);
+    cpu::unaryGrad(cpu::UnaryKind::Gelu, n, wx.data() + o, gotYValues.data(), wdy.data() + o,
+                   dx.data(), 0.0f);
+    expectClose(dx, widened(std::vector<uint16_t>(gotDx.begin() + o, gotDx.begin() + o + n)),
+                "gelu_grad" + at, 1e-2f, 8e-3f);
+    ASSERT_EQ(cuda::fill(n, 0.3f, out(gdx.get() + o), stream), cudaSuccess);
+    expectBits(std::vector<uint16_t>(n, tessel::floatToBf16(0.3f)), gdx.host(), o, "fill" + at);
+    // f32 to bf16 rounds, bf16 to f32 widens.
+    const cpu::Shape flat = shapeOf({n});
+    const cpu::Strides dense = cpu::denseStrides(flat);
+    ASSERT_EQ(cuda::stridedCopy(flat, graw.get() + o, dense, out(gdx.get() + o), stream),
+              cudaSuccess);
+    expectBits(bf16Bits(Floats(raw.begin() + o, raw.begin() + o + n)), gdx.host(), o,
+               "copy to bf16" + at);
+    ASSERT_EQ(cuda::stridedCopy(flat, in(gx.get() + o), dense, gf.get() + o, stream), cudaSuccess);
+    const Floats widenedBack = gf.host();
+    expectClose(Floats(wx.begin() + o, wx.begin() + o + n),
+                Floats(widenedBack.begin() + o, widenedBack.begin() + o + n), "copy to f32" + at, 0,
+                0);
+  }
+}
+
 TEST_F(CudaKernels, SixteenBitStridedCopyMovesBits) {
   const cpu::Shape shape = shapeOf({4, 9, 5});
   const cpu::Strides transposed = stridesOf({1, 20, 4});
