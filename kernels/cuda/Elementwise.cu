@@ -28,6 +28,8 @@ namespace {
 using detail::applyBinary;
 using detail::applyUnary;
 using detail::applyUnaryGrad;
+using detail::groupCount;
+using detail::groupsOf;
 using detail::Indexing;
 using detail::kGroup;
 using detail::kMapThreads;
@@ -45,10 +47,6 @@ template <class... Operands> bool alignedBases(const Operands &...ops) {
   return ((reinterpret_cast<uintptr_t>(ops.data) % 16 == 0) && ...);
 }
 
-int64_t groupsOf(int64_t n) { return (n + kGroup - 1) / kGroup; }
-
-__device__ inline int64_t groupsOfDevice(int64_t n) { return (n + kGroup - 1) / kGroup; }
-
 /// Group g of a Rows call: its row and its group within the row, and every operand's offset
 /// of the row's first element.
 template <class I, int N>
@@ -65,8 +63,7 @@ __device__ inline int loadRowGroup(In xr, bool repeats, int64_t cols, int64_t gr
                                    float (&v)[kGroup]) {
   if (!repeats)
     return loadGroup(xr, cols, group, vector, v);
-  const int64_t left = cols - group * kGroup;
-  const int count = left < kGroup ? static_cast<int>(left) : kGroup;
+  const int count = groupCount(cols, group);
   const float value = detail::load(xr);
   for (int i = 0; i < count; ++i)
     v[i] = value;
@@ -77,11 +74,9 @@ template <class Out> __global__ void fillKernel(int64_t n, float value, Out y, b
   float v[kGroup];
   for (float &e : v)
     e = value;
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
-       g += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t left = n - g * kGroup;
-    storeGroup(y, g, left < kGroup ? static_cast<int>(left) : kGroup, vector, v);
-  }
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOf(n);
+       g += int64_t(gridDim.x) * blockDim.x)
+    storeGroup(y, g, groupCount(n, g), vector, v);
 }
 
 template <class T> __global__ void positionsKernel(int64_t n, T *y) {
@@ -93,7 +88,7 @@ template <class T> __global__ void positionsKernel(int64_t n, T *y) {
 template <class In, class Out>
 __global__ void denseBinaryKernel(BinaryKind kind, int64_t n, In a, In b, Out out, bool vector) {
   float va[kGroup], vb[kGroup];
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOf(n);
        g += int64_t(gridDim.x) * blockDim.x) {
     const int count = loadGroup(a, n, g, vector, va);
     loadGroup(b, n, g, vector, vb);
@@ -131,7 +126,7 @@ __global__ void binaryKernel(BinaryKind kind, I n, Offsets<I, 2> ix, In a, In b,
 template <class In, class Out>
 __global__ void denseSelectKernel(int64_t n, In c, In a, In b, Out out, bool vector) {
   float vc[kGroup], va[kGroup], vb[kGroup];
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOf(n);
        g += int64_t(gridDim.x) * blockDim.x) {
     const int count = loadGroup(c, n, g, vector, vc);
     loadGroup(a, n, g, vector, va);
@@ -189,7 +184,7 @@ __global__ void convertingCopyKernel(I n, Offsets<I, 1> ix, ConstFloats x, Float
 template <class In, class Out>
 __global__ void denseConvertKernel(int64_t n, In x, Out out, bool vector) {
   float v[kGroup];
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOf(n);
        g += int64_t(gridDim.x) * blockDim.x)
     storeGroup(out, g, loadGroup(x, n, g, vector, v), vector, v);
 }
@@ -197,7 +192,7 @@ __global__ void denseConvertKernel(int64_t n, In x, Out out, bool vector) {
 template <class In, class Out>
 __global__ void unaryKernel(UnaryKind kind, int64_t n, In x, Out y, float exponent, bool vector) {
   float v[kGroup];
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOf(n);
        g += int64_t(gridDim.x) * blockDim.x) {
     const int count = loadGroup(x, n, g, vector, v);
     for (int i = 0; i < count; ++i)
@@ -210,7 +205,7 @@ template <class In, class Out>
 __global__ void unaryGradKernel(UnaryKind kind, int64_t n, In x, In y, In dy, Out dx,
                                 float exponent, bool vector) {
   float vx[kGroup], vy[kGroup], vd[kGroup];
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOfDevice(n);
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groupsOf(n);
        g += int64_t(gridDim.x) * blockDim.x) {
     const int count = loadGroup(x, n, g, vector, vx);
     loadGroup(y, n, g, vector, vy);

@@ -157,7 +157,7 @@ template <class I, int N> Rows<I, N> rowsFor(const Indexing<N> &ix) {
   Rows<I, N> r;
   r.starts = offsetsFor<I>(ix, ix.rank - 1);
   r.cols = static_cast<I>(ix.size[ix.rank - 1]);
-  r.groupsPerRow = DividerOf<I>((r.cols + kGroup - 1) / kGroup);
+  r.groupsPerRow = DividerOf<I>(static_cast<I>(groupsOf(r.cols)));
   for (int k = 0; k < N; ++k)
     r.repeats[k] = ix.stride[k][ix.rank - 1] == 0;
   return r;

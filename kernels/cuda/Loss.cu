@@ -68,7 +68,7 @@ __global__ void rowGrads(int64_t rows, int64_t cols, In logits, const int32_t *t
   const In xr = logits + blockIdx.x * cols;
   const Out dr = dlogits + blockIdx.x * cols;
   const int32_t target = targets[blockIdx.x];
-  const int64_t groups = (cols + detail::kGroup - 1) / detail::kGroup;
+  const int64_t groups = detail::groupsOf(cols);
   float v[detail::kGroup];
   // As the CPU: dloss / rows in f32, or dloss * scale in double, rounded once.
   const float factor = scaled ? static_cast<float>(static_cast<double>(dloss[0]) * scale)
@@ -76,11 +76,8 @@ __global__ void rowGrads(int64_t rows, int64_t cols, In logits, const int32_t *t
   if (target == kernels::kIgnoredTarget) {
     for (float &x : v)
       x = 0.0f;
-    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-      const int64_t left = cols - g * detail::kGroup;
-      detail::storeGroup(dr, g, left < detail::kGroup ? static_cast<int>(left) : detail::kGroup,
-                         vector, v);
-    }
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x)
+      detail::storeGroup(dr, g, detail::groupCount(cols, g), vector, v);
     return;
   }
   const detail::MaxSum s = detail::rowMaxSum(cols, xr, vector, scratch);

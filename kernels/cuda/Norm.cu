@@ -18,14 +18,13 @@ namespace tessel::cuda {
 
 namespace {
 
+using detail::groupsOf;
 using detail::kGroup;
 using detail::kRowThreads;
 using detail::loadGroup;
 using detail::storeGroup;
 
 constexpr int kColumnTile = 32, kRowLanes = 8;
-
-__host__ __device__ inline int64_t groupsOf(int64_t cols) { return (cols + kGroup - 1) / kGroup; }
 
 /// The mean and 1 / sqrt(var + eps) of a row (two passes: the variance from the deviations).
 template <class Team, class In>

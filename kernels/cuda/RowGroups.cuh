@@ -3,7 +3,7 @@
 // Private to kernels/cuda: the row kernels that stream long rows (cross entropy over a
 // vocabulary) read them in groups of eight consecutive elements, thread t taking groups t,
 // t + blockDim.x, ... A group is one 16-byte load for 16-bit elements and two for f32 where
-// the rows allow it (VectorRows), else eight scalar loads; which elements a thread sees and the
+// the rows allow it (vectorRows), else eight scalar loads; which elements a thread sees and the
 // order it combines them in depend only on the row's length, never on the element type or the
 // alignment, so an f32 run of widened 16-bit values gives the 16-bit run's bits.
 //
@@ -20,6 +20,14 @@
 namespace tessel::cuda::detail {
 
 constexpr int kGroup = 8;
+
+/// Groups of eight in n elements.
+__host__ __device__ inline int64_t groupsOf(int64_t n) { return (n + kGroup - 1) / kGroup; }
+/// Elements of group g of a row of `cols`: eight but for the last group.
+__host__ __device__ inline int groupCount(int64_t cols, int64_t g) {
+  const int64_t left = cols - g * kGroup;
+  return left < kGroup ? static_cast<int>(left) : kGroup;
+}
 
 /// Whether rows of `cols` elements of `bytes` each, from `base`, may be read and written with
 /// 16-byte accesses: the base and every row start 16-byte aligned.
@@ -53,7 +61,7 @@ template <class T>
 __device__ inline int loadGroup(const T *xr, int64_t cols, int64_t g, bool vector,
                                 float (&v)[kGroup]) {
   const int64_t first = g * kGroup;
-  const int count = cols - first < kGroup ? static_cast<int>(cols - first) : kGroup;
+  const int count = groupCount(cols, g);
   if (vector && count == kGroup) {
     if constexpr (sizeof(T) == 4) {
       const float4 a = *reinterpret_cast<const float4 *>(xr + first);
@@ -72,7 +80,7 @@ __device__ inline int loadGroup(const T *xr, int64_t cols, int64_t g, bool vecto
 /// The same for an operand whose type is known per call: scalar loads.
 __device__ inline int loadGroup(ConstFloats xr, int64_t cols, int64_t g, bool, float (&v)[kGroup]) {
   const int64_t first = g * kGroup;
-  const int count = cols - first < kGroup ? static_cast<int>(cols - first) : kGroup;
+  const int count = groupCount(cols, g);
   for (int i = 0; i < count; ++i)
     v[i] = load(xr + (first + i));
   return count;
@@ -164,9 +172,8 @@ __device__ inline MaxSum blockMaxSum(MaxSum s, float *scratch) {
 template <class In>
 __device__ inline MaxSum rowMaxSum(int64_t cols, In xr, bool vector, float *scratch) {
   MaxSum s;
-  const int64_t groups = (cols + kGroup - 1) / kGroup;
   float v[kGroup];
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x)
+  for (int64_t g = threadIdx.x; g < groupsOf(cols); g += blockDim.x)
     s.add(v, loadGroup(xr, cols, g, vector, v));
   return blockMaxSum(s, scratch);
 }
