@@ -249,12 +249,13 @@ const char *typesWord(OperandTypes types) {
 /// their count fits none. `tensors` is a multi-tensor call's count of tensors.
 bool layOut(const std::vector<OperandInfo> &decl, size_t got, size_t tensors, const char *direction,
             std::vector<const OperandInfo *> &roles, std::string &error) {
-  size_t fixed = 0, each = 0, optional = 0;
+  size_t fixed = 0, each = 0, optional = 0, trailing = 0;
   bool open = false;
   for (const OperandInfo &o : decl) {
     fixed += o.count == OperandCount::One || o.count == OperandCount::OneOrMore;
     each += o.count == OperandCount::Each;
     optional += o.count == OperandCount::EachOrNone;
+    trailing += o.count == OperandCount::Optional;
     open |= o.count == OperandCount::OneOrMore || o.count == OperandCount::ZeroOrMore;
   }
   auto plural = [&](size_t n) { return std::to_string(n) + " " + direction + (n == 1 ? "" : "s"); };
@@ -275,12 +276,14 @@ bool layOut(const std::vector<OperandInfo> &decl, size_t got, size_t tensors, co
     }
     return true;
   }
-  if (got < fixed || (!open && got != fixed)) {
-    error = std::string("takes ") + (open ? "at least " : "") + plural(fixed) + ", not " +
+  if (got < fixed || (!open && got > fixed + trailing)) {
+    error = std::string("takes ") + (open ? "at least " : "") + plural(fixed) +
+            (trailing ? " to " + std::to_string(fixed + trailing) : "") + ", not " +
             std::to_string(got);
     return false;
   }
-  // A variadic operand is the last of its direction: it takes what the fixed ones leave.
+  // A variadic operand is the last of its direction: it takes what the fixed ones leave. The
+  // optional ones follow the fixed ones in order.
   for (size_t k = 0; k < got; ++k)
     roles.push_back(&decl[std::min(k, decl.size() - 1)]);
   return true;
@@ -311,6 +314,8 @@ std::string operandList(const std::vector<OperandInfo> &decl) {
       s += "…";
     if (o.count == OperandCount::ZeroOrMore)
       s += "… (optional)";
+    if (o.count == OperandCount::Optional)
+      s += " (optional)";
     if (o.count == OperandCount::Each)
       s += "[t]";
     if (o.count == OperandCount::EachOrNone)

@@ -114,12 +114,14 @@ enum class Direction : uint8_t { In, Out };
 /// reduction sums in f32 and rounds to that type once).
 enum class OperandTypes : uint8_t { Float, F32, Index, AnyType, Moved, Reduced };
 /// How many operands a declaration stands for: One; OneOrMore and ZeroOrMore (the last operand
-/// of its direction, taking what the others leave); Each and EachOrNone, one per tensor of a
+/// of its direction, taking what the others leave); Optional (zero or one, after the direction's
+/// other operands: a call gives the optional ones in declaration order, a later one only with
+/// those before it); Each and EachOrNone, one per tensor of a
 /// multi-tensor call (an optimizer updating many tensors in one launch): the call's tensors are
 /// as many as its inputs declared Each have operands, and an EachOrNone output has one per
 /// tensor or none. Operands are laid out in declaration order, a per-tensor declaration's k
 /// operands together; such a kernel lists its tensors' elements in its I64List parameter `n`.
-enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore, Each, EachOrNone };
+enum class OperandCount : uint8_t { One, OneOrMore, ZeroOrMore, Optional, Each, EachOrNone };
 enum class ParamPresence : uint8_t { Required, Optional };
 enum class ParamType : uint8_t { I64, F64, Str, I64List, Flag, Body, Enum };
 

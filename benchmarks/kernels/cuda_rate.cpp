@@ -138,12 +138,15 @@ int main(int argc, char **argv) {
             *v = randomDevice(elements, 6), *dout = randomDevice(elements, 7),
             *out = randomDevice(elements, 8), *dq = randomDevice(elements, 9),
             *dk = randomDevice(elements, 10), *dv = randomDevice(elements, 11),
-            *work = randomDevice(cuda::attentionGradWorkspace(at), 12);
-      const float fwd = bestMs([&] { cuda::attention(at, q, k, v, out, nullptr); });
-      const float bwd =
-          bestMs([&] { cuda::attentionGrad(at, q, k, v, dout, dq, dk, dv, work, nullptr); });
+            *work = randomDevice(cuda::attentionGradWorkspace(at), 12),
+            *lse = randomDevice(s * batchHeads, 13);
+      // As a training step runs them: the forward call keeps each row's log-sum-exp, and the
+      // backward call reads it with the output.
+      const float fwd = bestMs([&] { cuda::attention(at, q, k, v, out, lse, nullptr); });
+      const float bwd = bestMs(
+          [&] { cuda::attentionGrad(at, q, k, v, dout, out, lse, dq, dk, dv, work, nullptr); });
       reportAttention(at, fwd, bwd);
-      for (float *p : {q, k, v, dout, out, dq, dk, dv, work})
+      for (float *p : {q, k, v, dout, out, dq, dk, dv, work, lse})
         cudaFree(p);
     }
 
@@ -174,7 +177,10 @@ int main(int argc, char **argv) {
       uint16_t *q = halves[0], *k = halves[1], *v = halves[2], *dout = halves[3],
                *out = halves[4], *dq = halves[5], *dk = halves[6], *dv = halves[7];
       void *work = nullptr;
-      if (cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(at)) != cudaSuccess) {
+      float *lse = nullptr;
+      if (cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(at)) != cudaSuccess ||
+          cudaMalloc(reinterpret_cast<void **>(&lse), s * batchHeads * sizeof(float)) !=
+              cudaSuccess) {
         std::fprintf(stderr, "tessel-cuda-rate: cannot allocate the workspace\n");
         return 1;
       }
@@ -184,10 +190,10 @@ int main(int argc, char **argv) {
           failed = e;
       };
       const float fwd = bestMs(
-          [&] { check(cuda::flashAttention(cuda::Half16::BF16, at, q, k, v, out, nullptr)); });
+          [&] { check(cuda::flashAttention(cuda::Half16::BF16, at, q, k, v, out, lse, nullptr)); });
       const float bwd = bestMs([&] {
-        check(cuda::flashAttentionGrad(cuda::Half16::BF16, at, q, k, v, dout, dq, dk, dv, work,
-                                       nullptr));
+        check(cuda::flashAttentionGrad(cuda::Half16::BF16, at, q, k, v, dout, out, lse, dq, dk, dv,
+                                       work, nullptr));
       });
       if (failed != cudaSuccess) {
         std::fprintf(stderr, "tessel-cuda-rate: bf16 attention failed: %s\n",
@@ -198,6 +204,7 @@ int main(int argc, char **argv) {
       for (uint16_t *p : halves)
         cudaFree(p);
       cudaFree(work);
+      cudaFree(lse);
     }
   return 0;
 }

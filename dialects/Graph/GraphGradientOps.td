@@ -141,11 +141,13 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [DeclareOpInterfac
   let hasVerifier = 1;
 }
 
-def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure]> {
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface, ["partition"]>, Pure, AttrSizedOperandSegments]> {
   let summary = "The gradients of attention's query, key and value";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` rather than storing them,
-    as flash attention does. `heads_over` is as `graph.attention`'s; `key_grad` and
+    as flash attention does. With `saved` (the forward `graph.attention`'s output and
+    log-sum-exp, both or neither) the probabilities come from the log-sum-exp and the output
+    gives each row's sum of p · dp, so the forward pass is not computed again. `heads_over` is as `graph.attention`'s; `key_grad` and
     `value_grad` are then this rank's addends: zero at the kv heads its query heads do not
     read. `seq_over` is as `graph.attention`'s too: `key_grad` and `value_grad` then cover the
     whole sequence and are this rank's addends, from its queries.
@@ -153,16 +155,20 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [DeclareOpInterfaceMethod
     ```mlir
     %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy causal scale 1.767767e-01
         : (tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>, ...) -> (...)
+    %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %dy saved %o, %lse causal ...
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
-                       Graph_FloatTensor:$value, Graph_FloatTensor:$grad, UnitAttr:$causal,
+                       Graph_FloatTensor:$value, Graph_FloatTensor:$grad,
+                       Optional<Graph_FloatTensor>:$out, Optional<Graph_FloatTensor>:$lse,
+                       UnitAttr:$causal,
                        F64Attr:$scale, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<StrAttr>:$heads_over, OptionalAttr<StrAttr>:$seq_over);
   let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`window` $window^)?
+    $query `,` $key `,` $value `,` $grad (`saved` $out^ `,` $lse)? (`causal` $causal^)?
+    (`window` $window^)?
     (`heads_over` $heads_over^)? (`seq_over` $seq_over^)? `scale` $scale attr-dict `:`
     functional-type(operands, results)
   }];

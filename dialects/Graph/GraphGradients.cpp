@@ -306,7 +306,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
                                           SmallVectorImpl<Value> &dx) {
   auto grad = AttentionGradOp::create(b, getLoc(), getQuery().getType(), getKey().getType(),
                                       getValue().getType(), getQuery(), getKey(), getValue(), dy[0],
-                                      getCausalAttr(), getScaleAttr(), getWindowAttr(),
+                                      /*out=*/Value(), /*lse=*/Value(), getCausalAttr(), getScaleAttr(), getWindowAttr(),
                                       getHeadsOverAttr(), getSeqOverAttr());
   dx.append({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   return success();

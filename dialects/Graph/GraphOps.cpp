@@ -393,6 +393,18 @@ LogicalResult CrossEntropyOp::verify() {
   return success();
 }
 
+/// An attention's log-sum-exp: f32, over the query's dims without its last (`head`).
+static LogicalResult verifyLse(Operation *op, Value query, Value lse) {
+  auto q = getNamedShape(query.getType()), l = getNamedShape(lse.getType());
+  if (!q || !l)
+    return op->emitOpError("lse needs a #graph.dims encoding");
+  NamedShape want(q->begin(), q->end() - 1);
+  if (!(*l == want) || !cast<ShapedType>(lse.getType()).getElementType().isF32())
+    return op->emitOpError() << "lse should be f32 " << formatShape(want) << " but is "
+                             << lse.getType();
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
@@ -401,6 +413,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("scale must be positive");
   if (auto w = getWindow(); w && (*w <= 0 || !getCausal()))
     return emitOpError("a window must be positive and come with the causal mask");
+  if (getLse() && failed(verifyLse(*this, getQuery(), getLse())))
+    return failure();
   return expectShape(*this,
                      attentionShape(shapes->operands[0], shapes->operands[1], shapes->operands[2],
                                     getHeadsOver().has_value()),
@@ -609,6 +623,11 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError("scale must be positive");
   if (auto w = getWindow(); w && (*w <= 0 || !getCausal()))
     return emitOpError("a window must be positive and come with the causal mask");
+  if (!getOut() != !getLse())
+    return emitOpError("takes the forward pass's output and log-sum-exp together");
+  if (getOut() && (failed(sameTypes(*this, getQuery().getType(), {getOut()}, "saved output")) ||
+                   failed(verifyLse(*this, getQuery(), getLse()))))
+    return failure();
   return success();
 }
 

@@ -404,6 +404,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
     `2 * size(A) - 1 - index(A)` of its 2 * size(A) chunks) and `k`, `v` the whole sequence:
     the causal mask compares the queries' places in the whole sequence with the keys'.
 
+    The optional second result `lse` is each query row's log-sum-exp of its scaled, masked
+    scores, f32 over `q`'s dims without `head` (-inf for a row that sees no key). The pass
+    that keeps it (`tessel-save-attention-statistics`) hands it, with the output, to
+    `graph.attention_grad`, so the backward pass does not compute the forward pass again.
+
     ```mlir
     %a = graph.attention %q, %k, %v causal scale 1.767767e-01
         : (tensor<8x64x4x32xf32, #graph.dims<batch, seq, heads, head>>,
@@ -416,7 +421,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [DeclareOpInterfaceMethods<Graph_S
                        Graph_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
                        OptionalAttr<I64Attr>:$window, OptionalAttr<StrAttr>:$heads_over,
                        OptionalAttr<StrAttr>:$seq_over);
-  let results = (outs Graph_FloatTensor:$result);
+  let results = (outs Graph_FloatTensor:$result, Optional<Graph_FloatTensor>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)?
     (`heads_over` $heads_over^)? (`seq_over` $seq_over^)? `scale` $scale attr-dict `:`

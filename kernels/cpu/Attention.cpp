@@ -2,9 +2,11 @@
 //
 // Attention runs one (batch, head) pair per task: the pair's keys and values are copied into
 // small contiguous tiles, and blocks of up to kQueryBlock queries go through register-blocked
-// products (SmallGemm.h) and a row softmax. The backward pass runs one (batch, kv head) pair
-// per task, so the query heads that share a kv head add into its dk and dv in head order, and
-// recomputes the probabilities exactly as the forward pass computed them. Causal attention
+// products (SmallGemm.h) and a row softmax, and where asked keeps each row's log-sum-exp. The
+// backward pass runs one (batch, kv head) pair per task, so the query heads that share a kv
+// head add into its dk and dv in head order; it computes the probabilities again from the
+// forward call's log-sum-exp (one exponential each) where the plan kept it, else exactly as
+// the forward pass computed them. Causal attention
 // skips the keys after each block's last query, and a sliding window those before its first
 // query's window: tiles no query of a block sees are never computed. A rank may hold a block
 // of the query heads with every kv head (AttentionArgs::firstHead, under tensor parallelism
@@ -107,11 +109,21 @@ int64_t keysForBlock(const AttentionArgs &a, int64_t q0, int64_t rowEnd) {
   return a.causal ? std::min(q0 + rowEnd, a.kvSeq) : a.kvSeq;
 }
 
+/// A query block's log-sum-exp rows in [batch, seq, heads]: row r at [r × stride] (the heads
+/// lie between the rows of one head). `kept` receives them from the forward pass; `given`
+/// holds the forward call's, which the backward pass reads instead of finding them again.
+struct LseRows {
+  float *kept = nullptr;
+  const float *given = nullptr;
+  int64_t stride = 0;
+};
+
 /// p[r][:] = softmax(scale * q[r] . k[:]) for r < rows, with the masked keys 0 (up to kvSeq),
 /// row r being the query at position q0 + r. q points at the block's first query; p is
-/// [rows, kvSeq].
+/// [rows, kvSeq]. With `lse.given`, p = exp(scale · s − lse): neither the maximum nor the sum
+/// is found again.
 void probabilities(const AttentionArgs &a, const float *q, const float *kt, int64_t q0,
-                   int64_t rows, float *p) {
+                   int64_t rows, float *p, LseRows lse = {}) {
   const int64_t T = a.kvSeq, D = a.head, ldq = a.heads * D;
   smallGemm<false>(rows, q, ldq, kt, T, p, T, [&](int64_t rowBegin, int64_t rowEnd) {
     return BlockRange{keysForBlock(a, q0, rowEnd), 0, D, firstKey(a, q0 + rowBegin)};
@@ -120,12 +132,20 @@ void probabilities(const AttentionArgs &a, const float *q, const float *kt, int6
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t begin = firstKey(a, q0 + r), keys = keysFor(a, q0 + r), n = keys - begin;
     float *pr = p + r * T + begin;
-    detail::mapWide(n, pr, pr, [scale](auto v) { return v * scale; });
-    const float max = detail::maxOf(n, pr);
-    detail::mapWide(n, pr, pr, [max](auto v) { return detail::fastExp(v - max); });
-    const float inv = static_cast<float>(
-        1.0 / detail::sumTerms(n, [&](int64_t j, auto t) { return detail::load(pr + j, t); }));
-    detail::mapWide(n, pr, pr, [inv](auto v) { return v * inv; });
+    if (lse.given) {
+      const float l = lse.given[r * lse.stride];
+      detail::mapWide(n, pr, pr, [scale, l](auto v) { return detail::fastExp(v * scale - l); });
+    } else {
+      detail::mapWide(n, pr, pr, [scale](auto v) { return v * scale; });
+      const float max = detail::maxOf(n, pr);
+      detail::mapWide(n, pr, pr, [max](auto v) { return detail::fastExp(v - max); });
+      const double sum =
+          detail::sumTerms(n, [&](int64_t j, auto t) { return detail::load(pr + j, t); });
+      const float inv = static_cast<float>(1.0 / sum);
+      detail::mapWide(n, pr, pr, [inv](auto v) { return v * inv; });
+      if (lse.kept)
+        lse.kept[r * lse.stride] = max + static_cast<float>(std::log(sum));
+    }
     zeroFloats(p + r * T, begin);
     zeroFloats(p + r * T + keys, T - keys);
   }
@@ -133,7 +153,8 @@ void probabilities(const AttentionArgs &a, const float *q, const float *kt, int6
 
 } // namespace
 
-void attention(const AttentionArgs &a, const float *q, const float *k, const float *v, float *out) {
+void attention(const AttentionArgs &a, const float *q, const float *k, const float *v, float *out,
+               float *lse) {
   const int64_t S = a.seq, T = a.kvSeq, D = a.head, H = a.heads, ld = H * D;
   const int64_t pairs = a.batch * H;
 #pragma omp parallel if (pairs * S * T * D >= kParallelGrain && pairs > 1)
@@ -149,7 +170,10 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
         for (int64_t q0 = runs[run].begin; q0 < runs[run].end; q0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, runs[run].end - q0);
           const int64_t first = ((b * S + q0) * H + h) * D, p0 = q0 + runs[run].shift;
-          probabilities(a, q + first, tile.kt.data(), p0, rows, p.data());
+          LseRows rowsLse;
+          if (lse)
+            rowsLse = {lse + (b * S + q0) * H + h, nullptr, H};
+          probabilities(a, q + first, tile.kt.data(), p0, rows, p.data(), rowsLse);
           // out = p v, each query summing only the keys its block can see.
           smallGemm<false>(
               rows, p.data(), T, tile.vr.data(), D, out + first, ld,
@@ -162,7 +186,8 @@ void attention(const AttentionArgs &a, const float *q, const float *k, const flo
 }
 
 void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const float *v,
-                   const float *dout, float *dq, float *dk, float *dv) {
+                   const float *dout, float *dq, float *dk, float *dv, const float *out,
+                   const float *lse) {
   const int64_t S = a.seq, T = a.kvSeq, D = a.head, H = a.heads, KH = a.kvHeads, ld = H * D;
   const int64_t group = groupOf(a);
   const int64_t pairs = a.batch * KH;
@@ -187,7 +212,10 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
           for (int64_t q0 = runs[run].begin; q0 < runs[run].end; q0 += kQueryBlock) {
             const int64_t rows = std::min(kQueryBlock, runs[run].end - q0);
             const int64_t first = ((b * S + q0) * H + h) * D, p0 = q0 + runs[run].shift;
-            probabilities(a, q + first, tile.kt.data(), p0, rows, p.data());
+            LseRows rowsLse;
+            if (lse)
+              rowsLse = {nullptr, lse + (b * S + q0) * H + h, H};
+            probabilities(a, q + first, tile.kt.data(), p0, rows, p.data(), rowsLse);
             auto causalCols = [&](int64_t rowBegin, int64_t rowEnd) {
               return BlockRange{keysForBlock(a, p0, rowEnd), 0, D, firstKey(a, p0 + rowBegin)};
             };
@@ -198,9 +226,15 @@ void attentionGrad(const AttentionArgs &a, const float *q, const float *k, const
               const int64_t n = keys - begin;
               const float *pr = p.data() + r * T + begin;
               float *dsr = ds.data() + r * T + begin;
-              const float dot = static_cast<float>(detail::sumTerms(n, [&](int64_t j, auto t) {
-                return detail::load(pr + j, t) * detail::load(dsr + j, t);
-              }));
+              // Σ p · dp over the row's keys, which is Σ dout · out over its head.
+              const float *dor = dout + first + r * ld, *outr = out ? out + first + r * ld : nullptr;
+              const float dot = static_cast<float>(
+                  outr ? detail::sumTerms(D, [&](int64_t d, auto t) {
+                    return detail::load(dor + d, t) * detail::load(outr + d, t);
+                  })
+                       : detail::sumTerms(n, [&](int64_t j, auto t) {
+                           return detail::load(pr + j, t) * detail::load(dsr + j, t);
+                         }));
               const float scale = a.scale;
               detail::mapWide2(n, pr, dsr, dsr, [dot, scale](auto pv, auto dpv) {
                 return pv * (dpv - dot) * scale;

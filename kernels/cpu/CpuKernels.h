@@ -197,12 +197,15 @@ bool embeddingGradRows(int64_t n, int64_t rows, int64_t cols, int64_t first, int
 //===----------------------------------------------------------------------===//
 
 /// out = softmax(q k^T * scale) v per (batch, head), as AttentionArgs (kernels/KernelTypes.h)
-/// lays the operands out.
+/// lays the operands out; where `lse` is given, also each query row's log-sum-exp of its
+/// scaled, visible scores, [batch, seq, heads].
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
-               float *out);
-/// Recomputes the probabilities from q and k, then writes dq, dk, dv.
+               float *out, float *lse = nullptr);
+/// Writes dq, dk, dv. The probabilities come from q and k with the forward call's `lse` where
+/// given (with its `out`, which gives each row's sum of p · dp), else from q and k alone.
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
-                   const float *dout, float *dq, float *dk, float *dv);
+                   const float *dout, float *dq, float *dk, float *dv, const float *out = nullptr,
+                   const float *lse = nullptr);
 /// Merges the block's attention into the running output `out` [batch, seq, heads, head] and
 /// log-sum-exp `lse` [batch, seq, heads] (set to 0 and −inf first when `first`).
 void attentionBlock(const RingBlockArgs &args, const float *q, const float *k, const float *v,

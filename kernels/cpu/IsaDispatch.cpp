@@ -18,9 +18,10 @@ namespace tessel::cpu {
 #define TESSEL_ISA_COPY(Isa)                                                              \
   namespace isa_copy::Isa {                                                                   \
   void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,        \
-                 float *out);                                                                      \
+                 float *out, float *lse);                                                          \
   void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,    \
-                     const float *dout, float *dq, float *dk, float *dv);                          \
+                     const float *dout, float *dq, float *dk, float *dv, const float *out,         \
+                     const float *lse);                                                            \
   void pagedAttention(const PagedAttentionArgs &args, const float *q, const float *k,              \
                       const float *v, const int32_t *positions, const int32_t *blockTable,         \
                       float *out, float *kCache, float *vCache);                                   \
@@ -94,13 +95,14 @@ const Variant &chosen() {
 const char *isaVariant() { return chosen().name; }
 
 void attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
-               float *out) {
-  chosen().forward(args, q, k, v, out);
+               float *out, float *lse) {
+  chosen().forward(args, q, k, v, out, lse);
 }
 
 void attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
-                   const float *dout, float *dq, float *dk, float *dv) {
-  chosen().backward(args, q, k, v, dout, dq, dk, dv);
+                   const float *dout, float *dq, float *dk, float *dv, const float *out,
+                   const float *lse) {
+  chosen().backward(args, q, k, v, dout, dq, dk, dv, out, lse);
 }
 
 void pagedAttention(const PagedAttentionArgs &args, const float *q, const float *k, const float *v,

@@ -124,11 +124,11 @@ __device__ inline float rowMax(float v) {
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-/// Grid (query tiles, heads, batch). Writes out and, where given, lse[(b * heads + h) * seq +
-/// i] = the log of the row's softmax normaliser of the scaled scores.
+/// Grid (query tiles, heads, batch). Writes out and, where given, each row's lse (the log of
+/// its softmax normaliser of the scaled scores) where `layout` places it.
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(AttentionArgs a, const float *q, const float *k, const float *v, float *out,
-                  float *lse) {
+                  float *lse, detail::LseLayout layout) {
   extern __shared__ float shared[];
   const int64_t D = a.head, pitch = D + 1;
   float *qs = shared, *ks = qs + kTile * pitch, *vs = ks + kTile * pitch;
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kThreads)
     o[d] = acc[u] * inv;
   }
   if (lse && lane == 0)
-    lse[(b * a.heads + h) * a.seq + i] = m + logf(l);
+    lse[layout.at(b, h, i)] = m + logf(l);
 }
 
 /// delta[(b * heads + h) * seq + i] = sum over the row of dout * out.
@@ -423,9 +423,10 @@ __global__ void mergeKernel(AttentionArgs a, const float *blockOut, const float 
   }
 }
 
-/// A ring step's backward rows: the whole attention's lse ([batch, seq, heads]) in the
-/// gradient kernels' order [batch, heads, seq], and delta = sum over the row of dout * out.
-__global__ void ringRowsKernel(AttentionArgs a, const float *dout, const float *out,
+/// The backward rows from a finished forward pass (the plan's saved output and lse, or a ring's
+/// whole attention's): the lse ([batch, seq, heads]) in the gradient kernels' order [batch,
+/// heads, seq], and delta = sum over the row of dout * out.
+__global__ void savedRowsKernel(AttentionArgs a, const float *dout, const float *out,
                                const float *lse, float *headLse, float *delta) {
   const int64_t rows = a.batch * a.seq * a.heads;
   for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < rows;
@@ -444,22 +445,22 @@ cudaError_t gradients(const AttentionArgs &a, const float *q, const float *k, co
                       float *dk, float *dv, bool accumulate, cudaStream_t stream);
 
 cudaError_t forward(const AttentionArgs &a, const float *q, const float *k, const float *v,
-                    float *out, float *lse, cudaStream_t stream) {
+                    float *out, float *lse, detail::LseLayout layout, cudaStream_t stream) {
   const size_t bytes = sharedBytes(a, 3, 1, 0);
   if (cudaError_t e = allowShared(forwardKernel, bytes); e != cudaSuccess)
     return e;
   const dim3 grid(tiles(a.seq), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
-  forwardKernel<<<grid, kThreads, bytes, stream>>>(a, q, k, v, out, lse);
+  forwardKernel<<<grid, kThreads, bytes, stream>>>(a, q, k, v, out, lse, layout);
   return detail::launched();
 }
 
 } // namespace
 
 cudaError_t attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
-                      float *out, cudaStream_t stream) {
+                      float *out, float *lse, cudaStream_t stream) {
   if (!valid(args))
     return cudaErrorInvalidValue;
-  return forward(args, q, k, v, out, nullptr, stream);
+  return forward(args, q, k, v, out, lse, detail::LseLayout::rowMajor(args), stream);
 }
 
 int64_t attentionGradWorkspace(const AttentionArgs &a) {
@@ -467,13 +468,21 @@ int64_t attentionGradWorkspace(const AttentionArgs &a) {
 }
 
 cudaError_t attentionGrad(const AttentionArgs &a, const float *q, const float *k, const float *v,
-                          const float *dout, float *dq, float *dk, float *dv, float *workspace,
-                          cudaStream_t stream) {
-  if (!valid(a) || !workspace)
+                          const float *dout, const float *savedOut, const float *savedLse,
+                          float *dq, float *dk, float *dv, float *workspace, cudaStream_t stream) {
+  if (!valid(a) || !workspace || !savedOut != !savedLse)
     return cudaErrorInvalidValue;
   const int64_t rows = a.batch * a.seq * a.heads;
   float *out = workspace, *lse = out + rows * a.head, *delta = lse + rows;
-  if (cudaError_t e = forward(a, q, k, v, out, lse, stream); e != cudaSuccess)
+  if (savedOut) {
+    savedRowsKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(
+        a, dout, savedOut, savedLse, lse, delta);
+    if (cudaError_t e = detail::launched(); e != cudaSuccess)
+      return e;
+    return gradients(a, q, k, v, dout, lse, delta, dq, dk, dv, false, stream);
+  }
+  if (cudaError_t e = forward(a, q, k, v, out, lse, detail::LseLayout::headMajor(a), stream);
+      e != cudaSuccess)
     return e;
   deltaKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, dout, out, delta);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
@@ -498,7 +507,9 @@ cudaError_t attentionBlock(const AttentionArgs &a, const float *q, const float *
       return e;
   }
   float *blockOut = workspace, *blockLse = blockOut + rows * a.head;
-  if (cudaError_t e = forward(a, q, k, v, blockOut, blockLse, stream); e != cudaSuccess)
+  if (cudaError_t e = forward(a, q, k, v, blockOut, blockLse, detail::LseLayout::headMajor(a),
+                             stream);
+      e != cudaSuccess)
     return e;
   mergeKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, blockOut, blockLse,
                                                                            out, lse);
@@ -526,8 +537,8 @@ cudaError_t attentionBlockGrad(const AttentionArgs &a, const float *q, const flo
   }
   const int64_t rows = a.batch * a.seq * a.heads;
   float *headLse = workspace, *delta = headLse + rows;
-  ringRowsKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, dout, out, lse,
-                                                                             headLse, delta);
+  savedRowsKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, dout, out, lse,
+                                                                              headLse, delta);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   return gradients(a, q, k, v, dout, headLse, delta, dq, dk, dv, true, stream);

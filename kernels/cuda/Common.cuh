@@ -23,6 +23,20 @@ namespace tessel::cuda::detail {
 constexpr int kRowThreads = 256;
 constexpr int kMapThreads = 256;
 
+/// Where an attention kernel writes each query row's log-sum-exp: element
+/// b·batch + h·head + i·row for query i of head h of sequence b. The gradient kernels read
+/// them head-major ([batch, heads, seq], each head's rows together); the plan's `lse` operand
+/// is row-major ([batch, seq, heads], as the queries).
+struct LseLayout {
+  int64_t batch = 0, head = 0, row = 0;
+
+  __host__ __device__ int64_t at(int64_t b, int64_t h, int64_t i) const {
+    return b * batch + h * head + i * row;
+  }
+  static LseLayout headMajor(const AttentionArgs &a) { return {a.heads * a.seq, a.seq, 1}; }
+  static LseLayout rowMajor(const AttentionArgs &a) { return {a.seq * a.heads, 1, a.heads}; }
+};
+
 /// An element of storage type T as the f32 the kernels compute in, and back.
 template <class T> __device__ inline float load(const T *p) { return static_cast<float>(*p); }
 template <class T> __device__ inline void store(T *p, float v) { *p = static_cast<T>(v); }

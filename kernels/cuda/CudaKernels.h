@@ -361,18 +361,20 @@ constexpr int64_t kMaxAttentionHead = 128;
 
 /// As cpu::attention (the same AttentionArgs: causal, sliding window, GQA, a block of query
 /// heads): a FlashAttention-2 style kernel in f32, one block per (batch, head, 32 queries),
-/// over tiles of 32 keys with an online softmax; the probabilities are never stored.
+/// over tiles of 32 keys with an online softmax; the probabilities are never stored. Writes each
+/// row's log-sum-exp to `lse` ([batch, seq, heads]) where given.
 cudaError_t attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
-                      float *out, cudaStream_t stream);
+                      float *out, float *lse, cudaStream_t stream);
 /// Floats of workspace attentionGrad needs: the recomputed output and, per query row, its
 /// log-sum-exp and sum(dout * out).
 int64_t attentionGradWorkspace(const AttentionArgs &args);
-/// As cpu::attentionGrad: recomputes the forward pass (output and log-sum-exp), then dk and dv
-/// one block per (batch, kv head, 32 keys) over the query heads that read the kv head, and dq
-/// one block per (batch, head, 32 queries): no atomics, so the result is the same every run.
+/// As cpu::attentionGrad: from the forward call's `out` and `lse` where given (both or
+/// neither), else the forward pass again (output and log-sum-exp); then dk and dv one block per
+/// (batch, kv head, 32 keys) over the query heads that read the kv head, and dq one block per
+/// (batch, head, 32 queries): no atomics, so the result is the same every run.
 cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float *k, const float *v,
-                          const float *dout, float *dq, float *dk, float *dv, float *workspace,
-                          cudaStream_t stream);
+                          const float *dout, const float *out, const float *lse, float *dq,
+                          float *dk, float *dv, float *workspace, cudaStream_t stream);
 
 /// The tensor-core attention kernels (FlashAttention.cu): the meaning of attention and
 /// attentionGrad on bf16 or f16 q, k, v, dout and outputs of that type, computed with
@@ -380,17 +382,20 @@ cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float
 /// gradients rounded to the operand type before their products). They take head sizes 32, 64
 /// and 128, causal, sliding-window, GQA and query-head blocks, not head-tail positions
 /// (context parallelism), and operands aligned to 16 bytes; flashAttentionTakes says whether
-/// the sizes are taken. The backward pass needs flashAttentionGradWorkspaceBytes of workspace
-/// and gives the same bits on every run (no atomics).
+/// the sizes are taken. The forward pass writes each row's log-sum-exp (f32, [batch, seq,
+/// heads]) where `lse` is given; the backward pass reads the forward call's `out` and `lse`
+/// where given (both or neither) and otherwise computes the forward pass again. It needs
+/// flashAttentionGradWorkspaceBytes of workspace and gives the same bits on every run (no
+/// atomics).
 bool flashAttentionTakes(const AttentionArgs &args);
 cudaError_t flashAttention(Half16 type, const AttentionArgs &args, const uint16_t *q,
-                           const uint16_t *k, const uint16_t *v, uint16_t *out,
+                           const uint16_t *k, const uint16_t *v, uint16_t *out, float *lse,
                            cudaStream_t stream);
 int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &args);
 cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &args, const uint16_t *q,
                                const uint16_t *k, const uint16_t *v, const uint16_t *dout,
-                               uint16_t *dq, uint16_t *dk, uint16_t *dv, void *workspace,
-                               cudaStream_t stream);
+                               const uint16_t *out, const float *lse, uint16_t *dq, uint16_t *dk,
+                               uint16_t *dv, void *workspace, cudaStream_t stream);
 
 /// One step of ring attention, as cpu::attentionBlock: `args` places the queries and the
 /// block's keys in the whole sequence as head-tail blocks (headStart/tailStart and

@@ -12,8 +12,9 @@
 //   (running maximum and sum per row, in base 2), then o += p v with p rounded to the operand
 //   type in registers, as FlashAttention-2 does. Keys are staged in shared memory row-major,
 //   values transposed, so every fragment load is one 32-bit word per register.
-// - Backward: the forward pass again (the plan keeps nothing between the two calls) for the
-//   output and each row's log-sum-exp; delta = rowsum(dout · out); then dk and dv one block per
+// - Backward: each row's log-sum-exp and the output from the forward call where the plan kept
+//   them (`lse`, [batch, seq, heads]), else the forward pass again; delta = rowsum(dout · out);
+//   then dk and dv one block per
 //   (64 keys, kv head, batch) over the query heads of the kv head and the query tiles that see
 //   the keys, and dq one block per (64 queries, head, batch) over its key tiles. Every output
 //   element is summed by one thread in a fixed order (no atomics), so a run gives the same bits
@@ -251,11 +252,12 @@ template <int D> constexpr size_t forwardShared() {
   return sizeof(uint16_t) * ((kRows + kKeys) * (D + kPad) + D * (kKeys + kPad));
 }
 
-/// out (and, when given, lse [batch, heads, seq] in natural log) for 64 queries of one head.
+/// out (and, when given, each row's lse in natural log, where `layout` places it) for 64
+/// queries of one head.
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(AttentionArgs a, const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                  uint16_t *out, float *lse) {
+                  uint16_t *out, float *lse, detail::LseLayout layout) {
   extern __shared__ uint4 sharedWords[];
   constexpr int P = D + kPad, PT = kKeys + kPad;
   uint16_t *qs = reinterpret_cast<uint16_t *>(sharedWords);
@@ -341,8 +343,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 2; ++r) {
       const int64_t i = i0 + 8 * r;
       if (i < a.seq)
-        lse[(b * a.heads + h) * a.seq + i] =
-            l[r] > 0.0f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
+        lse[layout.at(b, h, i)] = l[r] > 0.0f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
     }
 }
 
@@ -350,10 +351,12 @@ __global__ void __launch_bounds__(kThreads)
 // Backward
 //===----------------------------------------------------------------------===//
 
-/// delta [batch, heads, seq] = the sum over a row of dout · out: one warp per row.
+/// delta [batch, heads, seq] = the sum over a row of dout · out: one warp per row. With the
+/// forward call's `savedLse` ([batch, seq, heads]), also its rows in the gradient kernels' order
+/// into `lse` [batch, heads, seq].
 template <class T, int D>
 __global__ void deltaKernel(AttentionArgs a, const uint16_t *dout, const uint16_t *out,
-                            float *delta) {
+                            float *delta, const float *savedLse, float *lse) {
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= a.batch * a.seq * a.heads)
@@ -365,6 +368,8 @@ __global__ void deltaKernel(AttentionArgs a, const uint16_t *dout, const uint16_
   if (lane == 0) {
     const int64_t h = row % a.heads, i = (row / a.heads) % a.seq, b = row / (a.heads * a.seq);
     delta[(b * a.heads + h) * a.seq + i] = sum;
+    if (savedLse)
+      lse[(b * a.heads + h) * a.seq + i] = savedLse[row];
   }
 }
 
@@ -519,26 +524,35 @@ unsigned tilesOf(int64_t n, int tile) { return static_cast<unsigned>((n + tile -
 
 template <class T, int D>
 cudaError_t forward(const AttentionArgs &a, const uint16_t *q, const uint16_t *k,
-                    const uint16_t *v, uint16_t *out, float *lse, cudaStream_t stream) {
+                    const uint16_t *v, uint16_t *out, float *lse, detail::LseLayout layout,
+                    cudaStream_t stream) {
   constexpr size_t bytes = forwardShared<D>();
   if (cudaError_t e = allowShared(forwardKernel<T, D>, bytes); e != cudaSuccess)
     return e;
   const dim3 grid(tilesOf(a.seq, kRows), static_cast<unsigned>(a.heads),
                   static_cast<unsigned>(a.batch));
-  forwardKernel<T, D><<<grid, kThreads, bytes, stream>>>(a, q, k, v, out, lse);
+  forwardKernel<T, D><<<grid, kThreads, bytes, stream>>>(a, q, k, v, out, lse, layout);
   return detail::launched();
 }
 
 template <class T, int D>
 cudaError_t backward(const AttentionArgs &a, const uint16_t *q, const uint16_t *k,
-                     const uint16_t *v, const uint16_t *dout, uint16_t *dq, uint16_t *dk,
-                     uint16_t *dv, void *workspace, cudaStream_t stream) {
+                     const uint16_t *v, const uint16_t *dout, const uint16_t *savedOut,
+                     const float *savedLse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                     void *workspace, cudaStream_t stream) {
   const int64_t rows = a.batch * a.seq * a.heads;
-  auto *out = static_cast<uint16_t *>(workspace);
-  float *lse = reinterpret_cast<float *>(out + rows * D), *delta = lse + rows;
-  if (cudaError_t e = forward<T, D>(a, q, k, v, out, lse, stream); e != cudaSuccess)
-    return e;
-  deltaKernel<T, D><<<tilesOf(rows, kWarps), kThreads, 0, stream>>>(a, dout, out, delta);
+  auto *recomputed = static_cast<uint16_t *>(workspace);
+  float *lse = reinterpret_cast<float *>(recomputed + rows * D), *delta = lse + rows;
+  const uint16_t *out = savedOut;
+  if (!out) {
+    if (cudaError_t e = forward<T, D>(a, q, k, v, recomputed, lse,
+                                      detail::LseLayout::headMajor(a), stream);
+        e != cudaSuccess)
+      return e;
+    out = recomputed;
+  }
+  deltaKernel<T, D>
+      <<<tilesOf(rows, kWarps), kThreads, 0, stream>>>(a, dout, out, delta, savedLse, lse);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   constexpr size_t keyBytes = keyGradShared<D>();
@@ -563,14 +577,15 @@ cudaError_t backward(const AttentionArgs &a, const uint16_t *q, const uint16_t *
 /// forward and backward at the head size (flashAttentionTakes said it is taken).
 template <class T>
 cudaError_t forwardOfHead(const AttentionArgs &a, const uint16_t *q, const uint16_t *k,
-                          const uint16_t *v, uint16_t *out, cudaStream_t stream) {
+                          const uint16_t *v, uint16_t *out, float *lse, cudaStream_t stream) {
+  const detail::LseLayout layout = detail::LseLayout::rowMajor(a);
   switch (a.head) {
   case 32:
-    return forward<T, 32>(a, q, k, v, out, nullptr, stream);
+    return forward<T, 32>(a, q, k, v, out, lse, layout, stream);
   case 64:
-    return forward<T, 64>(a, q, k, v, out, nullptr, stream);
+    return forward<T, 64>(a, q, k, v, out, lse, layout, stream);
   case 128:
-    return forward<T, 128>(a, q, k, v, out, nullptr, stream);
+    return forward<T, 128>(a, q, k, v, out, lse, layout, stream);
   default:
     return cudaErrorInvalidValue;
   }
@@ -578,15 +593,16 @@ cudaError_t forwardOfHead(const AttentionArgs &a, const uint16_t *q, const uint1
 
 template <class T>
 cudaError_t backwardOfHead(const AttentionArgs &a, const uint16_t *q, const uint16_t *k,
-                           const uint16_t *v, const uint16_t *dout, uint16_t *dq, uint16_t *dk,
-                           uint16_t *dv, void *workspace, cudaStream_t stream) {
+                           const uint16_t *v, const uint16_t *dout, const uint16_t *out,
+                           const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                           void *workspace, cudaStream_t stream) {
   switch (a.head) {
   case 32:
-    return backward<T, 32>(a, q, k, v, dout, dq, dk, dv, workspace, stream);
+    return backward<T, 32>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace, stream);
   case 64:
-    return backward<T, 64>(a, q, k, v, dout, dq, dk, dv, workspace, stream);
+    return backward<T, 64>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace, stream);
   case 128:
-    return backward<T, 128>(a, q, k, v, dout, dq, dk, dv, workspace, stream);
+    return backward<T, 128>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace, stream);
   default:
     return cudaErrorInvalidValue;
   }
@@ -610,12 +626,12 @@ bool flashAttentionTakes(const AttentionArgs &a) {
 }
 
 cudaError_t flashAttention(Half16 type, const AttentionArgs &a, const uint16_t *q,
-                           const uint16_t *k, const uint16_t *v, uint16_t *out,
+                           const uint16_t *k, const uint16_t *v, uint16_t *out, float *lse,
                            cudaStream_t stream) {
   if (!flashAttentionTakes(a) || !aligned(q) || !aligned(k) || !aligned(v) || !aligned(out))
     return cudaErrorInvalidValue;
-  return type == Half16::BF16 ? forwardOfHead<__nv_bfloat16>(a, q, k, v, out, stream)
-                              : forwardOfHead<__half>(a, q, k, v, out, stream);
+  return type == Half16::BF16 ? forwardOfHead<__nv_bfloat16>(a, q, k, v, out, lse, stream)
+                              : forwardOfHead<__half>(a, q, k, v, out, lse, stream);
 }
 
 int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &a) {
@@ -625,19 +641,20 @@ int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &a) {
 
 cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &a, const uint16_t *q,
                                const uint16_t *k, const uint16_t *v, const uint16_t *dout,
-                               uint16_t *dq, uint16_t *dk, uint16_t *dv, void *workspace,
-                               cudaStream_t stream) {
-  if (!flashAttentionTakes(a) || !workspace || !aligned(workspace))
+                               const uint16_t *out, const float *lse, uint16_t *dq, uint16_t *dk,
+                               uint16_t *dv, void *workspace, cudaStream_t stream) {
+  if (!flashAttentionTakes(a) || !workspace || !aligned(workspace) || !out != !lse)
     return cudaErrorInvalidValue;
   for (const void *p : {static_cast<const void *>(q), static_cast<const void *>(k),
                         static_cast<const void *>(v), static_cast<const void *>(dout),
                         static_cast<const void *>(dq), static_cast<const void *>(dk),
-                        static_cast<const void *>(dv)})
-    if (!aligned(p))
+                        static_cast<const void *>(dv), static_cast<const void *>(out)})
+    if (p && !aligned(p))
       return cudaErrorInvalidValue;
   return type == Half16::BF16
-             ? backwardOfHead<__nv_bfloat16>(a, q, k, v, dout, dq, dk, dv, workspace, stream)
-             : backwardOfHead<__half>(a, q, k, v, dout, dq, dk, dv, workspace, stream);
+             ? backwardOfHead<__nv_bfloat16>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace,
+                                             stream)
+             : backwardOfHead<__half>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace, stream);
 }
 
 } // namespace tessel::cuda

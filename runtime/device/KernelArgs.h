@@ -125,6 +125,9 @@ struct RmsNormGrad : Norm {};
 /// The head block under `head_group`, the head-tail queries under `seq_group`.
 struct Attention {
   AttentionArgs a;
+  /// attention: also writes each query row's log-sum-exp (output 1). attention_grad: reads
+  /// the forward call's output and log-sum-exp (inputs 4 and 5) instead of computing them.
+  bool lse = false;
 };
 struct AttentionGrad : Attention {};
 /// A ring step's sizes, head block and ring indices (placeRingBlocks gives its blocks'

@@ -554,16 +554,26 @@ template <class P> bool attentionArgsOf(KernelCall &c, const P &p, kernels::Atte
   return true;
 }
 
-/// q and out of [batch, seq, heads, head], k and v of [batch, kvSeq, kvHeads, head]; the
-/// gradient reads dout after them and writes dq, dk, dv.
+/// q and out of [batch, seq, heads, head], k and v of [batch, kvSeq, kvHeads, head], lse of
+/// [batch, seq, heads]; the gradient reads dout after them (and the forward call's out and
+/// lse, both or neither) and writes dq, dk, dv.
 template <class P> bool checkAttention(KernelCall &c, const P &p, args::Attention &args, bool grad) {
   kernels::AttentionArgs &a = args.a;
   if (!attentionArgsOf(c, p, a))
     return false;
-  const int64_t q = a.batch * a.seq * a.heads * a.head, kv = a.batch * a.kvSeq * a.kvHeads * a.head;
+  const int64_t rows = a.batch * a.seq * a.heads, q = rows * a.head;
+  const int64_t kv = a.batch * a.kvSeq * a.kvHeads * a.head;
   if (!c.needIn(0, q) || !c.needIn(1, kv) || !c.needIn(2, kv) || !c.needOut(0, q))
     return false;
-  return !grad || (c.needIn(3, q) && c.needOut(1, kv) && c.needOut(2, kv));
+  if (!grad) {
+    args.lse = c.out.size() > 1;
+    return !args.lse || c.needOut(1, rows);
+  }
+  if (c.in.size() == 5)
+    return c.fail("takes the forward call's o and lse together");
+  args.lse = c.in.size() > 5;
+  return c.needIn(3, q) && c.needOut(1, kv) && c.needOut(2, kv) &&
+         (!args.lse || (c.needIn(4, q) && c.needIn(5, rows)));
 }
 bool check(KernelCall &c, const catalogue::Attention &p, args::Attention &a) {
   return checkAttention(c, p, a, false);

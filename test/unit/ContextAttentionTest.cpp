@@ -84,7 +84,8 @@ TEST(ContextAttention, HeadTailQueriesAgainstGatheredKeys) {
       const Inputs in = inputsFor(c, seed += 4);
       const int64_t qw = c.heads * c.head, local = c.seq / ways;
       Floats out(in.q.size()), dq(in.q.size()), dk(in.k.size()), dv(in.v.size());
-      attention(whole, in.q.data(), in.k.data(), in.v.data(), out.data());
+      Floats lse(in.q.size() / c.head);
+      attention(whole, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data());
       attentionGrad(whole, in.q.data(), in.k.data(), in.v.data(), in.dout.data(), dq.data(),
                     dk.data(), dv.data());
       Floats dkSum(dk.size(), 0.0f), dvSum(dv.size(), 0.0f);
@@ -97,10 +98,14 @@ TEST(ContextAttention, HeadTailQueriesAgainstGatheredKeys) {
         Floats q = blockOf(in.q, c.batch, c.seq, qw, r, ways);
         Floats dout = blockOf(in.dout, c.batch, c.seq, qw, r, ways);
         Floats o(q.size()), rdq(q.size()), rdk(in.k.size()), rdv(in.v.size());
-        attention(a, q.data(), in.k.data(), in.v.data(), o.data());
+        Floats rlse(q.size() / c.head);
+        attention(a, q.data(), in.k.data(), in.v.data(), o.data(), rlse.data());
         expectNear(o, blockOf(out, c.batch, c.seq, qw, r, ways), what + " output");
+        expectNear(rlse, blockOf(lse, c.batch, c.seq, c.heads, r, ways), what + " lse");
+        // Odd ranks' gradients read the forward call's output and log-sum-exp.
+        const bool saved = r % 2 == 1;
         attentionGrad(a, q.data(), in.k.data(), in.v.data(), dout.data(), rdq.data(), rdk.data(),
-                      rdv.data());
+                      rdv.data(), saved ? o.data() : nullptr, saved ? rlse.data() : nullptr);
         expectNear(rdq, blockOf(dq, c.batch, c.seq, qw, r, ways), what + " dq");
         for (size_t i = 0; i < dk.size(); ++i)
           dkSum[i] += rdk[i], dvSum[i] += rdv[i];
@@ -121,7 +126,8 @@ TEST(ContextAttention, RingStepsMatchWholeAttention) {
       const Inputs in = inputsFor(c, seed += 4);
       const int64_t qw = c.heads * c.head, kw = c.kvHeads * c.head, local = c.seq / ways;
       Floats out(in.q.size()), dq(in.q.size()), dk(in.k.size()), dv(in.v.size());
-      attention(whole, in.q.data(), in.k.data(), in.v.data(), out.data());
+      Floats lse(in.q.size() / c.head);
+      attention(whole, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data());
       attentionGrad(whole, in.q.data(), in.k.data(), in.v.data(), in.dout.data(), dq.data(),
                     dk.data(), dv.data());
       std::vector<Floats> ks, vs, dks(ways), dvs(ways);

@@ -1221,9 +1221,14 @@ TEST(CpuKernelsPack, LaysEveryRanksBlocksSideBySide) {
 // Attention and rope
 //===----------------------------------------------------------------------===//
 
-Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k, const Doubles &v) {
+/// Attention in doubles; each query row's log-sum-exp goes to `lse` ([batch, seq, heads]) where
+/// given.
+Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k, const Doubles &v,
+                     Doubles *lse = nullptr) {
   const int64_t S = a.seq, T = a.kvSeq, H = a.heads, KH = a.kvHeads, D = a.head;
   Doubles out(q.size(), 0.0);
+  if (lse)
+    lse->assign(static_cast<size_t>(a.batch * S * H), 0.0);
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t kh = h / (H / KH);
@@ -1242,6 +1247,8 @@ Doubles attentionRef(const AttentionArgs &a, const Doubles &q, const Doubles &k,
         double sum = 0;
         for (int64_t j = 0; j < T; ++j)
           sum += std::exp(s[j] - max);
+        if (lse)
+          (*lse)[(b * S + i) * H + h] = max + std::log(sum);
         for (int64_t j = 0; j < T; ++j) {
           const double p = std::exp(s[j] - max) / sum;
           for (int64_t d = 0; d < D; ++d)
@@ -1400,13 +1407,26 @@ TEST(CpuKernelsAttention, LargerShapesMatchReference) {
     attention(a, q.data(), k.data(), v.data(), out.data());
     attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
     const Doubles qd = toDoubles(q), kd = toDoubles(k), vd = toDoubles(v);
-    Doubles wantQ, wantK, wantV;
+    Doubles wantQ, wantK, wantV, wantLse;
     attentionGradRef(a, qd, kd, vd, toDoubles(dout), wantQ, wantK, wantV);
+    const Doubles wantOut = attentionRef(a, qd, kd, vd, &wantLse);
     const std::string name = c.name;
-    expectClose(out, attentionRef(a, qd, kd, vd), 1e-5, 1e-6, name + " out");
+    expectClose(out, wantOut, 1e-5, 1e-6, name + " out");
     expectClose(dq, wantQ, 1e-4, 1e-5, name + " dq");
     expectClose(dk, wantK, 1e-4, 1e-5, name + " dk");
     expectClose(dv, wantV, 1e-4, 1e-5, name + " dv");
+    // The forward call that keeps each row's log-sum-exp writes the same output, and the
+    // gradient that reads them computes no forward pass and gets the same gradients.
+    Floats kept(qSize, NAN), lse(wantLse.size(), NAN);
+    attention(a, q.data(), k.data(), v.data(), kept.data(), lse.data());
+    EXPECT_EQ(kept, out) << name;
+    expectClose(lse, wantLse, 1e-5, 1e-6, name + " lse");
+    Floats savedQ(qSize, NAN), savedK(kSize, NAN), savedV(kSize, NAN);
+    attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), savedQ.data(), savedK.data(),
+                  savedV.data(), kept.data(), lse.data());
+    expectClose(savedQ, wantQ, 1e-4, 1e-5, name + " dq from lse");
+    expectClose(savedK, wantK, 1e-4, 1e-5, name + " dk from lse");
+    expectClose(savedV, wantV, 1e-4, 1e-5, name + " dv from lse");
   }
 }
 
@@ -1454,9 +1474,12 @@ TEST(CpuKernelsAttention, BlockOfQueryHeadsReadsTheirKvHeads) {
       };
       const Floats qr = block(q), doutr = block(dout);
       Floats out(qr.size(), NAN), dq(qr.size(), NAN), dk(kSize, NAN), dv(kSize, NAN);
-      attention(a, qr.data(), k.data(), v.data(), out.data());
+      Floats lse(qr.size() / static_cast<size_t>(D), NAN);
+      attention(a, qr.data(), k.data(), v.data(), out.data(), lse.data());
+      // Odd ranks' gradients read the forward call's output and log-sum-exp.
+      const bool saved = r % 2 == 1;
       attentionGrad(a, qr.data(), k.data(), v.data(), doutr.data(), dq.data(), dk.data(),
-                    dv.data());
+                    dv.data(), saved ? out.data() : nullptr, saved ? lse.data() : nullptr);
       const std::string name = std::string(c.name) + " rank " + std::to_string(r);
       expectClose(out, block(wantOut), 1e-5, 1e-6, name + " out");
       expectClose(dq, block(wantQ), 1e-4, 1e-5, name + " dq");

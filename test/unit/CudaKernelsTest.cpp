@@ -1091,21 +1091,34 @@ void checkAttention(const cpu::AttentionArgs &a, uint32_t seed) {
   const int64_t nkv = a.batch * a.kvSeq * a.kvHeads * a.head;
   const Floats q = randomFloats(nq, -1, 1, seed), k = randomFloats(nkv, -1, 1, seed + 1),
                v = randomFloats(nkv, -1, 1, seed + 2), dout = randomFloats(nq, -1, 1, seed + 3);
-  Floats out(nq), dq(nq), dk(nkv), dv(nkv);
-  cpu::attention(a, q.data(), k.data(), v.data(), out.data());
+  const int64_t rows = a.batch * a.seq * a.heads;
+  Floats out(nq), lse(rows), dq(nq), dk(nkv), dv(nkv);
+  cpu::attention(a, q.data(), k.data(), v.data(), out.data(), lse.data());
   cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
-  DeviceArray<float> gq(q), gk(k), gv(v), gdout(dout), gout(nq), gdq(nq), gdk(Floats(nkv, 5.0f)),
-      gdv(Floats(nkv, 5.0f)), work(cuda::attentionGradWorkspace(a));
-  ASSERT_EQ(cuda::attention(a, gq.get(), gk.get(), gv.get(), gout.get(), nullptr), cudaSuccess)
+  DeviceArray<float> gq(q), gk(k), gv(v), gdout(dout), gout(nq), glse(rows), gdq(nq),
+      gdk(Floats(nkv, 5.0f)), gdv(Floats(nkv, 5.0f)), work(cuda::attentionGradWorkspace(a));
+  ASSERT_EQ(cuda::attention(a, gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), nullptr),
+            cudaSuccess)
       << describe(a);
-  ASSERT_EQ(cuda::attentionGrad(a, gq.get(), gk.get(), gv.get(), gdout.get(), gdq.get(), gdk.get(),
-                                gdv.get(), work.get(), nullptr),
+  ASSERT_EQ(cuda::attentionGrad(a, gq.get(), gk.get(), gv.get(), gdout.get(), nullptr, nullptr,
+                                gdq.get(), gdk.get(), gdv.get(), work.get(), nullptr),
             cudaSuccess)
       << describe(a);
   expectClose(out, gout.host(), "out of " + describe(a), 2e-5f, 1e-4f);
-  expectClose(dq, gdq.host(), "dq of " + describe(a), 2e-5f, 1e-3f);
-  expectClose(dk, gdk.host(), "dk of " + describe(a), 2e-5f, 1e-3f);
-  expectClose(dv, gdv.host(), "dv of " + describe(a), 2e-5f, 1e-3f);
+  expectClose(lse, glse.host(), "lse of " + describe(a), 2e-5f, 1e-4f);
+  const Floats gotQ = gdq.host(), gotK = gdk.host(), gotV = gdv.host();
+  expectClose(dq, gotQ, "dq of " + describe(a), 2e-5f, 1e-3f);
+  expectClose(dk, gotK, "dk of " + describe(a), 2e-5f, 1e-3f);
+  expectClose(dv, gotV, "dv of " + describe(a), 2e-5f, 1e-3f);
+  // From the forward call's output and lse, the forward pass is not run again: the rows it
+  // would recompute are those bits, so the gradients are the same bits.
+  DeviceArray<float> sdq(nq), sdk(Floats(nkv, 5.0f)), sdv(Floats(nkv, 5.0f));
+  ASSERT_EQ(cuda::attentionGrad(a, gq.get(), gk.get(), gv.get(), gdout.get(), gout.get(),
+                                glse.get(), sdq.get(), sdk.get(), sdv.get(), work.get(), nullptr),
+            cudaSuccess)
+      << describe(a);
+  EXPECT_TRUE(sdq.host() == gotQ && sdk.host() == gotK && sdv.host() == gotV)
+      << describe(a) << ": the gradients from the saved lse differ from the recomputed ones";
 }
 
 TEST_F(CudaKernels, AttentionMatchesCpuCausalAndFull) {
@@ -1239,10 +1252,10 @@ TEST_F(CudaKernels, RingAttentionStepsMatchCpu) {
 TEST_F(CudaKernels, AttentionRefusesHeadsItCannotTake) {
   DeviceArray<float> x(1024);
   EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 2, 1, 129, true, 0), x.get(), x.get(), x.get(),
-                            x.get(), stream),
+                            x.get(), nullptr, stream),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::attention(attentionOf(1, 2, 1, 3, 1, 8, true, 0), x.get(), x.get(), x.get(),
-                            x.get(), stream),
+                            x.get(), nullptr, stream),
             cudaErrorInvalidValue);
 }
 

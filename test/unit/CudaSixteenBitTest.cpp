@@ -493,8 +493,9 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
                k = rounded(t, randomFloats(nkv, -1, 1, seed + 1)),
                v = rounded(t, randomFloats(nkv, -1, 1, seed + 2)),
                dout = rounded(t, randomFloats(nq, -1, 1, seed + 3));
-  Values out(nq), dq(nq), dk(nkv), dv(nkv);
-  cpu::attention(a, q.data(), k.data(), v.data(), out.data());
+  const int64_t rows = a.batch * a.seq * a.heads;
+  Values out(nq), lse(rows), dq(nq), dk(nkv), dv(nkv);
+  cpu::attention(a, q.data(), k.data(), v.data(), out.data(), lse.data());
   cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
   Buffer hq(t, q), hk(t, k), hv(t, v), hdout(t, dout), hout(t, nq), hdq(t, Values(nq, 5.0f)),
       hdk(t, Values(nkv, 5.0f)), hdv(t, Values(nkv, 5.0f));
@@ -503,23 +504,35 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
   void *work = nullptr;
   ASSERT_EQ(cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(a)), cudaSuccess);
   const std::string what = nameOf(t) + " tensor-core " + describe(a);
-  ASSERT_EQ(cuda::flashAttention(type, a, bits(hq), bits(hk), bits(hv), mut(hout), nullptr),
+  Buffer hlse(cuda::ElementType::F32, rows);
+  float *lseBits = static_cast<float *>(hlse.out().data);
+  ASSERT_EQ(cuda::flashAttention(type, a, bits(hq), bits(hk), bits(hv), mut(hout), lseBits,
+                                 nullptr),
             cudaSuccess)
       << what;
-  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout), mut(hdq),
-                                     mut(hdk), mut(hdv), work, nullptr),
+  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout), nullptr,
+                                     nullptr, mut(hdq), mut(hdk), mut(hdv), work, nullptr),
             cudaSuccess)
       << what;
   expectNear(out, hout.host(), tol, "out of " + what);
+  expectNear(lse, hlse.host(), 1e-3f, "lse of " + what);
   const Values gq = hdq.host(), gk = hdk.host(), gv = hdv.host();
   expectNear(dq, gq, tol, "dq of " + what);
   expectNear(dk, gk, tol, "dk of " + what);
   expectNear(dv, gv, tol, "dv of " + what);
-  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout), mut(hdq),
-                                     mut(hdk), mut(hdv), work, nullptr),
+  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout), nullptr,
+                                     nullptr, mut(hdq), mut(hdk), mut(hdv), work, nullptr),
             cudaSuccess);
   EXPECT_TRUE(gq == hdq.host() && gk == hdk.host() && gv == hdv.host())
       << what << ": a second backward pass gave other bits";
+  // From the forward call's output and lse the forward pass is not run again; those are the
+  // bits it would recompute, so the gradients are the same bits.
+  ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout),
+                                     bits(hout), lseBits, mut(hdq), mut(hdk), mut(hdv), work,
+                                     nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(gq == hdq.host() && gk == hdk.host() && gv == hdv.host())
+      << what << ": the gradients from the saved lse differ from the recomputed ones";
   cudaFree(work);
 }
 

@@ -385,3 +385,43 @@ TEST(Device, CudaDeviceSaysWhyThereIsNone) {
   EXPECT_EQ(rt::cudaDeviceCount(countWhy), 0);
   EXPECT_FALSE(countWhy.empty());
 }
+
+/// One rank: attention_grad of one sequence of 4 queries, 2 heads of 4, reading `saved` of the
+/// forward call's output and lse (0, 1 or 2 operands); the lse holds `lseElements`.
+Plan attentionGradReading(int saved, uint64_t lseElements) {
+  Plan plan;
+  plan.model = "test";
+  Program p;
+  p.name = "step";
+  const uint64_t q = 4 * 2 * 4;
+  p.arenaBytes = (8 * q + lseElements) * 4;
+  std::vector<BufferRef> ins = {arenaRef(0, q), arenaRef(q, q), arenaRef(2 * q, q),
+                                arenaRef(3 * q, q)};
+  if (saved >= 1)
+    ins.push_back(arenaRef(4 * q, q));
+  if (saved >= 2)
+    ins.push_back(arenaRef(8 * q, lseElements));
+  std::vector<planfile::Attr> attrs = {{"batch", int64_t(1)},   {"seq", int64_t(4)},
+                                       {"heads", int64_t(2)},   {"kv_seq", int64_t(4)},
+                                       {"kv_heads", int64_t(2)}, {"head", int64_t(4)},
+                                       {"causal", int64_t(1)},  {"scale", 0.5}};
+  p.instrs.push_back(test::makeInstr("attention_grad", ins,
+                                     {arenaRef(5 * q, q), arenaRef(6 * q, q), arenaRef(7 * q, q)},
+                                     attrs, "test.model:3:7"));
+  plan.programs.push_back(p);
+  return plan;
+}
+
+TEST(Device, AttentionGradTakesTheForwardOutputAndLseTogether) {
+  std::string error;
+  EXPECT_TRUE(Executor::create(attentionGradReading(0, 0), 0, error)) << error;
+  EXPECT_TRUE(Executor::create(attentionGradReading(2, 8), 0, error)) << error;
+  error.clear();
+  EXPECT_FALSE(Executor::create(attentionGradReading(1, 0), 0, error));
+  EXPECT_NE(error.find("takes the forward call's o and lse together"), std::string::npos) << error;
+  EXPECT_NE(error.find("test.model:3:7"), std::string::npos) << error;
+  // One lse per query row and head: 8 here.
+  error.clear();
+  EXPECT_FALSE(Executor::create(attentionGradReading(2, 7), 0, error));
+  EXPECT_NE(error.find("input 5"), std::string::npos) << error;
+}

@@ -208,7 +208,7 @@ private:
                                     /*scale=*/FloatAttr());
     if (n == "attention")
       return AttentionOp::create(
-          b_, loc, type, in[0], in[1], in[2],
+          b_, loc, type, /*lse=*/Type(), in[0], in[1], in[2],
           attr<bool>(op, "causal") ? b_.getUnitAttr() : UnitAttr(), f64("scale"),
           attr<int64_t>(op, "window") > 0 ? b_.getI64IntegerAttr(attr<int64_t>(op, "window"))
                                           : IntegerAttr(),

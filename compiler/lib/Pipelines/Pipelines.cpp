@@ -15,6 +15,7 @@ void tessel::buildShardingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createPipelineSchedule());
   pm.addPass(createPartition());
   pm.addPass(createVerifySharding());
+  pm.addPass(createSaveAttentionStatistics());
   pm.addPass(createRecompute());
   pm.addPass(createPipelineSplit());
   pm.addPass(createBucketGradients());

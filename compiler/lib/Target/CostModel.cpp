@@ -20,8 +20,8 @@ double cost::gemm(const cluster::Cluster &c, double m, double n, double k, doubl
 
 double cost::attentionFlops(double batch, double seq, double heads, double visible, double head,
                             bool backward) {
-  // Two GEMMs forward (q kᵀ and p v); the backward pass recomputes q kᵀ and computes three
-  // more products: 2.5 times the forward.
+  // Two GEMMs forward (q kᵀ and p v); the backward pass, given the forward call's log-sum-exp,
+  // recomputes q kᵀ and computes four more products (dv, dp, dq, dk): 2.5 times the forward.
   return 4 * batch * heads * seq * visible * head * (backward ? 2.5 : 1.0);
 }
 

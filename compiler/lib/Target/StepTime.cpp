@@ -193,10 +193,17 @@ public:
         double window = static_cast<double>(intAttr(in, "window", 0));
         visible = window > 0 ? std::min(window, kv) : kv / 2;
       }
-      flops = cost::attentionFlops(
-          static_cast<double>(intAttr(in, "batch")), static_cast<double>(intAttr(in, "seq")),
-          static_cast<double>(intAttr(in, "heads")), visible,
-          static_cast<double>(intAttr(in, "head")), in.kernel == "attention_grad");
+      auto count = [&](bool backward) {
+        return cost::attentionFlops(
+            static_cast<double>(intAttr(in, "batch")), static_cast<double>(intAttr(in, "seq")),
+            static_cast<double>(intAttr(in, "heads")), visible,
+            static_cast<double>(intAttr(in, "head")), backward);
+      };
+      const bool grad = in.kernel == "attention_grad";
+      flops = count(grad);
+      // A gradient without the forward call's output and log-sum-exp computes them again.
+      if (grad && in.inputs.size() < 6)
+        flops += count(false);
       return cost::attention(c_, flops, kv, elementBytes_);
     }
     // Memory-bound: every operand read or written once, at the precision's element size (ids

@@ -314,10 +314,11 @@ std::optional<Refusal> Deriver::derive(const Variant &v) {
       auto vc = KvCacheOp::create(b_, a.getLoc(), cacheType, b_.getStringAttr(name + ".value"));
       lastCache = vc;
       b_.setInsertionPoint(op);
-      auto paged = PagedAttentionOp::create(b_, a.getLoc(), a.getType(), a.getQuery(), a.getKey(),
-                                            a.getValue(), positions, blockTable, kc, vc,
-                                            a.getScaleAttr(), a.getWindowAttr());
-      a.replaceAllUsesWith(paged.getResult());
+      auto paged = PagedAttentionOp::create(b_, a.getLoc(), a.getResult().getType(),
+                                            a.getQuery(), a.getKey(), a.getValue(), positions,
+                                            blockTable, kc, vc, a.getScaleAttr(),
+                                            a.getWindowAttr());
+      a.getResult().replaceAllUsesWith(paged.getResult());
       a.erase();
     } else if (auto r = dyn_cast<RopeOp>(op)) {
       auto at = RopeAtOp::create(b_, r.getLoc(), r.getType(), r.getInput(), positions,

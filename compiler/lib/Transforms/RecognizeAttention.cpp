@@ -214,7 +214,7 @@ struct ContractSoftmaxContract : OpRewritePattern<ContractOp> {
     }
     replaced.insert(qk);
     auto attention = rewriter.replaceOpWithNewOp<AttentionOp>(
-        out, out.getType(), q, k, v, causal ? rewriter.getUnitAttr() : UnitAttr(),
+        out, out.getType(), /*lse=*/Type(), q, k, v, causal ? rewriter.getUnitAttr() : UnitAttr(),
         rewriter.getF64FloatAttr(scale),
         window && *window > 0 ? rewriter.getI64IntegerAttr(*window) : IntegerAttr(),
         /*heads_over=*/StringAttr(), /*seq_over=*/StringAttr());

@@ -246,22 +246,23 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
     return success();
   };
   // Attention under context parallelism reads its rank's block of the queries' sequence
-  // against every key: keys and values (and their gradients) are held whole, and checked
-  // apart from the queries.
+  // against every key: keys and values (operands 1 and 2, and the gradient's results 1 and 2)
+  // are held whole, and checked apart from the queries.
   bool wholeKeys = isa<AttentionOp, AttentionGradOp>(op) && op->hasAttr("seq_over");
   auto isKeySide = [&](size_t i) { return wholeKeys && (i == 1 || i == 2); };
+  auto isKeySideResult = [&](size_t i) { return isKeySide(i) && isa<AttentionGradOp>(op); };
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (!isKeySide(i) && failed(check(v, ins[i], "operand", i)))
       return failure();
   for (auto [i, v] : llvm::enumerate(op->getResults()))
-    if (!isKeySide(i) && failed(check(v, outs[i], "result", i)))
+    if (!isKeySideResult(i) && failed(check(v, outs[i], "result", i)))
       return failure();
   if (!wholeKeys)
     return success();
   split.clear();
   for (size_t i : {1, 2})
     if (failed(check(op->getOperand(i), ins[i], "operand", i)) ||
-        (op->getNumResults() > i && failed(check(op->getResult(i), outs[i], "result", i))))
+        (isKeySideResult(i) && failed(check(op->getResult(i), outs[i], "result", i))))
       return failure();
   return success();
 }

@@ -189,12 +189,13 @@ bool launch(KernelCall &c, const args::CeGrad &a) {
 }
 
 bool launch(KernelCall &c, const args::Attention &a) {
-  cpu::attention(a.a, c.fin(0), c.fin(1), c.fin(2), c.fout(0));
+  cpu::attention(a.a, c.fin(0), c.fin(1), c.fin(2), c.fout(0), a.lse ? c.fout(1) : nullptr);
   return true;
 }
 
 bool launch(KernelCall &c, const args::AttentionGrad &a) {
-  cpu::attentionGrad(a.a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fout(0), c.fout(1), c.fout(2));
+  cpu::attentionGrad(a.a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fout(0), c.fout(1), c.fout(2),
+                     a.lse ? c.fin(4) : nullptr, a.lse ? c.fin(5) : nullptr);
   return true;
 }
 

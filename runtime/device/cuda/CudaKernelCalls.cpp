@@ -297,14 +297,16 @@ bool launchMixedGemm(KernelCall &c, const KernelArgs &args) {
 }
 
 bool launch(KernelCall &c, const args::Attention &a) {
-  return launched(c, cuda::attention(a.a, c.fin(0), c.fin(1), c.fin(2), c.fout(0), stream(c)));
+  return launched(c, cuda::attention(a.a, c.fin(0), c.fin(1), c.fin(2), c.fout(0),
+                                     a.lse ? c.fout(1) : nullptr, stream(c)));
 }
 
 bool launch(KernelCall &c, const args::AttentionGrad &a) {
   float *workspace = scratchFloats(c, cuda::attentionGradWorkspace(a.a));
   return workspace &&
-         launched(c, cuda::attentionGrad(a.a, c.fin(0), c.fin(1), c.fin(2), c.fin(3), c.fout(0),
-                                         c.fout(1), c.fout(2), workspace, stream(c)));
+         launched(c, cuda::attentionGrad(a.a, c.fin(0), c.fin(1), c.fin(2), c.fin(3),
+                                         a.lse ? c.fin(4) : nullptr, a.lse ? c.fin(5) : nullptr,
+                                         c.fout(0), c.fout(1), c.fout(2), workspace, stream(c)));
 }
 
 /// A ring step's query and key blocks placed in the whole sequence, as the CUDA kernels take
@@ -503,15 +505,18 @@ bool launchFusedHalf(KernelCall &c, const KernelArgs &args) {
   return cudaWidenedCall(c, args);
 }
 
-/// The one 16-bit type of every operand of a call, if there is one.
-std::optional<cuda::Half16> oneHalfType(const KernelCall &c) {
+/// The one 16-bit type of a call's first `ins` inputs and `outs` outputs (its operands of the
+/// data's type: the rest are f32 statistics), if there is one.
+std::optional<cuda::Half16> oneHalfType(const KernelCall &c, size_t ins, size_t outs) {
   const planfile::DType t = c.instr->inputs[0].dtype;
   if (!isHalf(t))
     return std::nullopt;
-  for (const auto *operands : {&c.instr->inputs, &c.instr->outputs})
-    for (const planfile::BufferRef &b : *operands)
-      if (b.dtype != t)
-        return std::nullopt;
+  for (size_t k = 0; k < ins; ++k)
+    if (c.instr->inputs[k].dtype != t)
+      return std::nullopt;
+  for (size_t k = 0; k < outs; ++k)
+    if (c.instr->outputs[k].dtype != t)
+      return std::nullopt;
   return halfKind(t);
 }
 
@@ -529,10 +534,12 @@ bool operandsAligned(const KernelCall &c) {
   return true;
 }
 
-/// The type the tensor-core attention kernels run a call on: every operand of one 16-bit
-/// type, at sizes they take, on 16 bytes. None for any other call, which runs widened.
-std::optional<cuda::Half16> tensorCoreType(const KernelCall &c, const cuda::AttentionArgs &a) {
-  const std::optional<cuda::Half16> type = oneHalfType(c);
+/// The type the tensor-core attention kernels run a call on: its first `ins` inputs and `outs`
+/// outputs (all but the f32 lse) of one 16-bit type, at sizes they take, on 16 bytes. None for
+/// any other call, which runs widened.
+std::optional<cuda::Half16> tensorCoreType(const KernelCall &c, const cuda::AttentionArgs &a,
+                                           size_t ins, size_t outs) {
+  const std::optional<cuda::Half16> type = oneHalfType(c, ins, outs);
   if (!type || !cuda::flashAttentionTakes(a) || !operandsAligned(c))
     return std::nullopt;
   return type;
@@ -541,24 +548,26 @@ std::optional<cuda::Half16> tensorCoreType(const KernelCall &c, const cuda::Atte
 /// attention on 16-bit operands: the tensor-core kernels on the operands as they are where
 /// they take the call, else the f32 kernel between widening copies.
 bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
-  const cuda::AttentionArgs &a = args.as<args::Attention>().a;
-  const std::optional<cuda::Half16> type = tensorCoreType(c, a);
+  const args::Attention &call = args.as<args::Attention>();
+  const std::optional<cuda::Half16> type = tensorCoreType(c, call.a, 3, 1);
   if (!type)
     return cudaWidenedCall(c, args);
-  return launched(c, cuda::flashAttention(*type, a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
-                                          halfOut(c, 0), stream(c)));
+  return launched(c, cuda::flashAttention(*type, call.a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
+                                          halfOut(c, 0), call.lse ? c.fout(1) : nullptr,
+                                          stream(c)));
 }
 
 bool launchAttentionGradHalf(KernelCall &c, const KernelArgs &args) {
-  const cuda::AttentionArgs &a = args.as<args::AttentionGrad>().a;
-  const std::optional<cuda::Half16> type = tensorCoreType(c, a);
+  const args::AttentionGrad &call = args.as<args::AttentionGrad>();
+  const std::optional<cuda::Half16> type = tensorCoreType(c, call.a, call.lse ? 5 : 4, 3);
   if (!type)
     return cudaWidenedCall(c, args);
-  void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(a));
+  void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(call.a));
   return workspace &&
-         launched(c, cuda::flashAttentionGrad(*type, a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
-                                              halfIn(c, 3), halfOut(c, 0), halfOut(c, 1),
-                                              halfOut(c, 2), workspace, stream(c)));
+         launched(c, cuda::flashAttentionGrad(
+                         *type, call.a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2), halfIn(c, 3),
+                         call.lse ? halfIn(c, 4) : nullptr, call.lse ? c.fin(5) : nullptr,
+                         halfOut(c, 0), halfOut(c, 1), halfOut(c, 2), workspace, stream(c)));
 }
 
 /// The largest head the attention kernels take.

@@ -22,7 +22,8 @@ double gemmFlops(double m, double n, double k, double batch);
 
 /// Fused (flash) attention of `batch` sequences, `heads` heads of size `head`, `seq` queries
 /// against `kvSeq` keys, each query seeing `visible` keys (kvSeq, or kvSeq / 2 when causal):
-/// 4·batch·heads·seq·visible·head FLOPs forward, 2.5 times that backward, at the attention
+/// 4·batch·heads·seq·visible·head FLOPs forward, 2.5 times that backward (from the forward
+/// call's log-sum-exp: q·kᵀ again, then dv, dp, dq and dk), at the attention
 /// efficiency for kvSeq; plus the kernel overhead.
 double attentionFlops(double batch, double seq, double heads, double visible, double head,
                       bool backward);

@@ -193,6 +193,21 @@ def Recompute : Pass<"tessel-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::graph::GraphDialect"];
 }
 
+def SaveAttentionStatistics : Pass<"tessel-save-attention-statistics", "mlir::ModuleOp"> {
+  let summary = "Hands each attention's output and log-sum-exp to its gradient";
+  let description = [{
+    A `graph.attention_grad` without them needs each query row's log-sum-exp and the
+    attention's output, and so computes the forward pass again. Where the forward
+    `graph.attention` of the same query, key, value and options is in the same function, it
+    gains its `lse` result (recorded with the query's sharding, less `head`) and the gradient
+    reads it and the output (`saved`). Run after partitioning and before recomputation, so
+    that recomputation keeps or recomputes the attention with both results: `selective` keeps
+    them (f32, one value per query row and head: 1/head of the output's elements), `full`
+    recomputes the attention once, where the gradient used to compute it twice.
+  }];
+  let dependentDialects = ["::tessel::graph::GraphDialect"];
+}
+
 def VerifySharding : Pass<"tessel-verify-sharding", "mlir::ModuleOp"> {
   let summary = "Checks that a partitioned module uses every value as it is laid out";
   let description = [{

@@ -136,25 +136,29 @@ LogicalResult lowerRingAttention(graph::AttentionOp op, graph::AttentionOp::Adap
   if (op.getWindow())
     return op.emitOpError("with a sliding window cannot run as ring attention; use "
                           "context = allgather");
+  Value lse = op.getLse() ? emit.define(op.getLse()) : lseBuffer(emit, op.getQuery());
   ringForward(op, emit, lowering, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
-              emit.define(op.getResult()), lseBuffer(emit, op.getQuery()));
+              emit.define(op.getResult()), lse);
   return success();
 }
 
 LogicalResult lowerRingAttentionGrad(graph::AttentionGradOp op,
                                      graph::AttentionGradOp::Adaptor adaptor, PlanEmitter &emit,
                                      PlanLowering &lowering) {
-  // The forward ring again, for each query's output and log-sum-exp over every key (the
-  // per-rank attention keeps neither), then the backward ring: the key and value blocks travel
-  // with the gradients every rank adds into them, and after the last step one more hop takes
-  // each block's gradients home.
+  // Each query's output and log-sum-exp over every key: the forward ring's, where the forward
+  // attention kept them, or the forward ring again. Then the backward ring: the key and value
+  // blocks travel with the gradients every rank adds into them, and after the last step one
+  // more hop takes each block's gradients home.
   if (op.getWindow())
     return op.emitOpError("with a sliding window cannot run as ring attention; use "
                           "context = allgather");
   Value q = adaptor.getQuery(), dout = adaptor.getGrad();
-  Value out = emit.alloc(op.getQuery().getType());
-  Value lse = lseBuffer(emit, op.getQuery());
-  ringForward(op, emit, lowering, q, adaptor.getKey(), adaptor.getValue(), out, lse);
+  Value out = adaptor.getOut(), lse = adaptor.getLse();
+  if (!out) {
+    out = emit.alloc(op.getQuery().getType());
+    lse = lseBuffer(emit, op.getQuery());
+    ringForward(op, emit, lowering, q, adaptor.getKey(), adaptor.getValue(), out, lse);
+  }
   int64_t ways = lowering.mesh().size(headtail::kAxis);
   Value dq = emit.define(op.getQueryGrad());
   Value kc = adaptor.getKey(), vc = adaptor.getValue();
@@ -188,8 +192,11 @@ struct AttentionPattern : PlanPattern<graph::AttentionOp> {
   LogicalResult lower(graph::AttentionOp op, Adaptor adaptor, PlanEmitter &emit) const override {
     if (isRingAttention(op))
       return lowerRingAttention(op, adaptor, emit, lowering);
-    Value r = emit.define(op.getResult());
-    emit.kernel("attention", {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()}, {r},
+    SmallVector<Value, 2> outs = {emit.define(op.getResult())};
+    // Under full recomputation the gradient reads the recomputed call's lse, not this one's.
+    if (op.getLse() && !op.getLse().use_empty())
+      outs.push_back(emit.define(op.getLse()));
+    emit.kernel("attention", {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()}, outs,
                 attentionParams(op, emit));
     return success();
   }
@@ -203,9 +210,11 @@ struct AttentionGradPattern : PlanPattern<graph::AttentionGradOp> {
       return lowerRingAttentionGrad(op, adaptor, emit, lowering);
     Value dq = emit.define(op.getQueryGrad()), dk = emit.define(op.getKeyGrad()),
           dv = emit.define(op.getValueGrad());
-    emit.kernel("attention_grad",
-                {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(), adaptor.getGrad()},
-                {dq, dk, dv}, attentionParams(op, emit));
+    SmallVector<Value, 6> ins = {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                                 adaptor.getGrad()};
+    if (op.getOut())
+      ins.append({adaptor.getOut(), adaptor.getLse()});
+    emit.kernel("attention_grad", ins, {dq, dk, dv}, attentionParams(op, emit));
     return success();
   }
 };
