@@ -2,7 +2,9 @@
 //
 // Semantic analysis is split by concern: Sema.cpp resolves declarations and evaluates dims and
 // constants, SemaConfig.cpp reads the `parallel` and `train` sections, and Elaborate.cpp
-// instantiates blocks into the typed graph. They share this class.
+// instantiates blocks into the typed graph, with Expansion.cpp bounding it beforehand,
+// Parameters.cpp reading declared types and initialisers, and Builtins*.cpp typing the
+// built-in ops. They share this class.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_FRONTEND_SEMAIMPL_H
@@ -100,23 +102,28 @@ public:
 
   // Elaborate.cpp: blocks into the typed graph.
   void elaborateForward();
+  // Expansion.cpp.
   /// The statements `body` runs, with block bodies counted per call and repeat bodies per
   /// iteration, saturating past `options_.maxOps`. Reports the first repeat that takes the
   /// count past it, so that elaboration never starts on a model it could not finish.
   uint64_t expansion(const std::vector<ast::StmtPtr> &body);
   uint64_t expansion(const ast::Expr &expr);
+  // Elaborate.cpp.
   Value evalTensorExpr(const ast::Expr &expr, Frame &frame);
   void execBody(const std::vector<ast::StmtPtr> &body, Frame &frame);
   /// A call written as a statement, for its effect; only `add_loss(term)` has one.
   void execCallStatement(const ast::Expr &expr, Frame &frame);
   Value callBlock(const ast::Block &block, const ast::Expr &call, std::vector<Value> args,
                   Frame &caller);
+  /// Builtins.cpp: a call of a built-in op, found by name in the table of them.
   Value callBuiltin(const ast::Expr &call, Frame &frame);
+  // Parameters.cpp.
   std::optional<TensorType> resolveType(const ast::TypeExpr &type);
   /// `layer` is the index of the repeated layer the parameter is in (-1 outside `repeat`),
   /// which `load("...{layer}...")` names.
   std::optional<InitSpec> evalInit(const ast::Expr *expr, int layer);
   std::optional<InitSpec> evalLoadInit(const ast::Expr &expr, int layer);
+  // Elaborate.cpp.
   int emit(Op op, Frame &frame, SourceLoc loc);
   Value coerceTo(const Value &v, const TensorType &want, SourceLoc loc, Frame &frame,
                  const std::string &what);
