@@ -1,11 +1,14 @@
-//===- GraphOps.cpp - Verifiers of the graph dialect's ops ----------------===//
+//===- GraphOps.cpp - Verifiers of the graph dialect's forward ops --------===//
 //
 // Every verifier states its op's shape rule by calling tessel/Shape/NamedShape.h and
-// comparing the result with the op's declared result type.
+// comparing the result with the op's declared result type. This file holds the forward ops'
+// (GraphOps.td) and what every verifier shares (GraphVerifiers.h); the gradient, training and
+// per-rank ops' are in GraphGradientOps.cpp, the decoding ops' in GraphDecodeOps.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Graph/GraphOps.h"
+#include "Graph/GraphVerifiers.h"
 
 #include "common/KernelCatalogue.h"
 
@@ -18,6 +21,7 @@
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::graph;
+using namespace tessel::graph::verifier;
 
 std::optional<NamedShape> tessel::graph::getNamedShape(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -102,15 +106,11 @@ RankedTensorType tessel::graph::getNamedTensorType(MLIRContext *ctx, const Named
   return RankedTensorType::get(sizes, elementType, DimsAttr::get(ctx, names));
 }
 
-namespace {
+//===----------------------------------------------------------------------===//
+// What the verifiers share (GraphVerifiers.h)
+//===----------------------------------------------------------------------===//
 
-/// Named shapes of an op's operands and result, or a diagnostic on the op.
-struct Shapes {
-  SmallVector<NamedShape> operands;
-  NamedShape result;
-};
-
-FailureOr<Shapes> namedShapes(Operation *op) {
+FailureOr<verifier::Shapes> verifier::namedShapes(Operation *op) {
   Shapes shapes;
   auto get = [&](Type type, StringRef what) -> FailureOr<NamedShape> {
     auto shape = getNamedShape(type);
@@ -145,8 +145,7 @@ FailureOr<Shapes> namedShapes(Operation *op) {
   return shapes;
 }
 
-/// Compares a rule's result with the declared result shape.
-LogicalResult expectShape(Operation *op, const ShapeResult &rule, const NamedShape &declared) {
+LogicalResult verifier::expectShape(Operation *op, const ShapeResult &rule, const NamedShape &declared) {
   if (!rule.ok())
     return op->emitOpError() << rule.error;
   if (!(rule.shape == declared))
@@ -155,8 +154,7 @@ LogicalResult expectShape(Operation *op, const ShapeResult &rule, const NamedSha
   return success();
 }
 
-/// Element types must agree across the named float operands and the result.
-LogicalResult sameElementType(Operation *op, ValueRange values) {
+LogicalResult verifier::sameElementType(Operation *op, ValueRange values) {
   Type want = cast<ShapedType>(op->getResult(0).getType()).getElementType();
   for (Value v : values)
     if (cast<ShapedType>(v.getType()).getElementType() != want)
@@ -166,12 +164,66 @@ LogicalResult sameElementType(Operation *op, ValueRange values) {
   return success();
 }
 
-std::vector<std::string> strings(ArrayAttr array) {
+std::vector<std::string> tessel::graph::stringsOf(ArrayAttr array) {
   std::vector<std::string> out;
   for (Attribute a : array)
     out.push_back(cast<StringAttr>(a).getValue().str());
   return out;
 }
+
+LogicalResult verifier::sameTypes(Operation *op, Type like, ValueRange values, StringRef what) {
+  for (Value v : values)
+    if (v.getType() != like)
+      return op->emitOpError() << what << " type " << v.getType() << " must be " << like;
+  return success();
+}
+
+LogicalResult verifier::expectScalar(Operation *op, Type type, StringRef what) {
+  auto shape = getNamedShape(type);
+  if (!shape || !shape->empty())
+    return op->emitOpError() << what << " must be a scalar tensor, not " << type;
+  return success();
+}
+
+LogicalResult verifier::expectNamed(Operation *op) {
+  for (Type t : op->getOperandTypes())
+    if (!getNamedShape(t))
+      return op->emitOpError() << "operand type " << t << " needs a #graph.dims encoding";
+  for (Type t : op->getResultTypes())
+    if (!getNamedShape(t))
+      return op->emitOpError() << "result type " << t << " needs a #graph.dims encoding";
+  return success();
+}
+
+LogicalResult verifier::verifyLse(Operation *op, Value query, Value lse) {
+  auto q = getNamedShape(query.getType()), l = getNamedShape(lse.getType());
+  if (!q || !l)
+    return op->emitOpError("lse needs a #graph.dims encoding");
+  NamedShape want(q->begin(), q->end() - 1);
+  if (!(*l == want) || !cast<ShapedType>(lse.getType()).getElementType().isF32())
+    return op->emitOpError() << "lse should be f32 " << formatShape(want) << " but is "
+                             << lse.getType();
+  return success();
+}
+
+LogicalResult verifier::verifyRotation(Operation *op, APFloat theta,
+                                       std::optional<ArrayRef<double>> scaling) {
+  if (theta.convertToDouble() <= 0.0)
+    return op->emitOpError("theta must be positive");
+  if (const std::optional<ArrayRef<double>> &s = scaling)
+    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
+        !((*s)[3] > 0))
+      return op->emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
+                             "original_context], positive, with low_freq_factor < "
+                             "high_freq_factor");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+namespace {
 
 LogicalResult verifyUnary(Operation *op) {
   auto shapes = namedShapes(op);
@@ -189,7 +241,7 @@ template <typename ReduceOp> LogicalResult verifyReduce(ReduceOp op) {
   auto shapes = namedShapes(op);
   if (failed(shapes) || failed(sameElementType(op, {op.getInput()})))
     return failure();
-  return expectShape(op, reduceShape(shapes->operands[0], strings(op.getDims())), shapes->result);
+  return expectShape(op, reduceShape(shapes->operands[0], stringsOf(op.getDims())), shapes->result);
 }
 
 } // namespace
@@ -323,7 +375,7 @@ LogicalResult ContractOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, {getLhs(), getRhs()})))
     return failure();
-  std::vector<std::string> sum = strings(getSum());
+  std::vector<std::string> sum = stringsOf(getSum());
   if (sum.empty())
     return emitOpError("sums over no dim; list the contracted dims");
   return expectShape(*this, contractShapes(shapes->operands[0], shapes->operands[1], sum),
@@ -393,18 +445,6 @@ LogicalResult CrossEntropyOp::verify() {
   return success();
 }
 
-/// An attention's log-sum-exp: f32, over the query's dims without its last (`head`).
-static LogicalResult verifyLse(Operation *op, Value query, Value lse) {
-  auto q = getNamedShape(query.getType()), l = getNamedShape(lse.getType());
-  if (!q || !l)
-    return op->emitOpError("lse needs a #graph.dims encoding");
-  NamedShape want(q->begin(), q->end() - 1);
-  if (!(*l == want) || !cast<ShapedType>(lse.getType()).getElementType().isF32())
-    return op->emitOpError() << "lse should be f32 " << formatShape(want) << " but is "
-                             << lse.getType();
-  return success();
-}
-
 LogicalResult AttentionOp::verify() {
   auto shapes = namedShapes(*this);
   if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
@@ -419,20 +459,6 @@ LogicalResult AttentionOp::verify() {
                      attentionShape(shapes->operands[0], shapes->operands[1], shapes->operands[2],
                                     getHeadsOver().has_value()),
                      shapes->result);
-}
-
-/// rope's and rope_at's frequencies: a positive base, and Llama 3.1's scaling if given.
-static LogicalResult verifyRotation(Operation *op, APFloat theta,
-                                    std::optional<ArrayRef<double>> scaling) {
-  if (theta.convertToDouble() <= 0.0)
-    return op->emitOpError("theta must be positive");
-  if (const std::optional<ArrayRef<double>> &s = scaling)
-    if (s->size() != 4 || !((*s)[0] > 0) || !((*s)[1] > 0) || !((*s)[2] > (*s)[1]) ||
-        !((*s)[3] > 0))
-      return op->emitOpError("scaling is [factor, low_freq_factor, high_freq_factor, "
-                             "original_context], positive, with low_freq_factor < "
-                             "high_freq_factor");
-  return success();
 }
 
 LogicalResult RopeOp::verify() {
@@ -464,7 +490,7 @@ LogicalResult MergeOp::verify() {
   if (failed(shapes) || failed(sameElementType(*this, (*this)->getOperands())))
     return failure();
   const NamedShape &in = shapes->operands[0], &out = shapes->result;
-  std::vector<std::string> parts = strings(getDims());
+  std::vector<std::string> parts = stringsOf(getDims());
   int at = parts.empty() ? -1 : findDim(in, parts[0]);
   if (at < 0 || at >= static_cast<int>(out.size()))
     return emitOpError() << "the merged dims must start with a dim of " << formatShape(in);
@@ -483,545 +509,3 @@ LogicalResult PermuteOp::verify() {
 
 #define GET_OP_CLASSES
 #include "Graph/GraphOps.cpp.inc"
-
-//===----------------------------------------------------------------------===//
-// Gradient and training ops
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// Every value in `values` must have exactly the type of `like`.
-LogicalResult sameTypes(Operation *op, Type like, ValueRange values, StringRef what) {
-  for (Value v : values)
-    if (v.getType() != like)
-      return op->emitOpError() << what << " type " << v.getType() << " must be " << like;
-  return success();
-}
-
-LogicalResult expectScalar(Operation *op, Type type, StringRef what) {
-  auto shape = getNamedShape(type);
-  if (!shape || !shape->empty())
-    return op->emitOpError() << what << " must be a scalar tensor, not " << type;
-  return success();
-}
-
-} // namespace
-
-LogicalResult BroadcastOp::verify() {
-  auto shapes = namedShapes(*this);
-  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
-    return failure();
-  for (const NamedDim &d : shapes->operands[0]) {
-    int at = findDim(shapes->result, d.name);
-    if (at < 0 || shapes->result[at].size != d.size)
-      return emitOpError() << "input dim '" << d.name << "' is not a dim of the result "
-                           << formatShape(shapes->result);
-  }
-  return success();
-}
-
-/// Gradient ops compute on named tensors like the ops they differentiate.
-static LogicalResult expectNamed(Operation *op) {
-  for (Type t : op->getOperandTypes())
-    if (!getNamedShape(t))
-      return op->emitOpError() << "operand type " << t << " needs a #graph.dims encoding";
-  for (Type t : op->getResultTypes())
-    if (!getNamedShape(t))
-      return op->emitOpError() << "result type " << t << " needs a #graph.dims encoding";
-  return success();
-}
-
-LogicalResult UnaryGradOp::verify() {
-  if (failed(expectNamed(*this)))
-    return failure();
-  if ((getFn() == UnaryFn::Pow) != getExponent().has_value())
-    return emitOpError(getFn() == UnaryFn::Pow ? "of pow needs the exponent"
-                                               : "carries an exponent only for pow");
-  return sameTypes(*this, getType(), {getInput(), getOutput(), getGrad()}, "operand");
-}
-
-LogicalResult SoftmaxGradOp::verify() {
-  if (failed(expectNamed(*this)))
-    return failure();
-  if (failed(sameTypes(*this, getType(), {getOutput(), getGrad()}, "operand")))
-    return failure();
-  auto shape = getNamedShape(getType());
-  if (!shape || findDim(*shape, getDim().str()) < 0)
-    return emitOpError() << "'" << getDim() << "' is not a dim of the operands";
-  return success();
-}
-
-/// The scale of a norm gradient must be a scale its input could be normalised by.
-static LogicalResult verifyNormGrad(Operation *op, Value input, Value scale) {
-  if (failed(expectNamed(op)))
-    return failure();
-  ShapeResult r = normShape(*getNamedShape(input.getType()), *getNamedShape(scale.getType()));
-  if (!r.ok())
-    return op->emitOpError() << r.error;
-  return success();
-}
-
-LogicalResult LayerNormGradOp::verify() {
-  if (failed(sameTypes(*this, getInput().getType(), {getGrad(), getInputGrad()}, "input")) ||
-      failed(sameTypes(*this, getScale().getType(), {getScaleGrad(), getBiasGrad()}, "scale")))
-    return failure();
-  return verifyNormGrad(*this, getInput(), getScale());
-}
-
-LogicalResult RMSNormGradOp::verify() {
-  if (failed(sameTypes(*this, getInput().getType(), {getGrad(), getInputGrad()}, "input")) ||
-      failed(sameTypes(*this, getScale().getType(), {getScaleGrad()}, "scale")))
-    return failure();
-  return verifyNormGrad(*this, getInput(), getScale());
-}
-
-LogicalResult EmbeddingGradOp::verify() {
-  auto table = getNamedShape(getType());
-  auto ids = getNamedShape(getIds().getType());
-  auto grad = getNamedShape(getGrad().getType());
-  if (!table || !ids || !grad)
-    return emitOpError("operands and result need #graph.dims encodings");
-  ShapeResult r = embeddingShape(*table, *ids);
-  if (!r.ok())
-    return emitOpError() << r.error;
-  if (!(r.shape == *grad))
-    return emitOpError() << "gradient should be " << formatShape(r.shape) << " but is "
-                         << formatShape(*grad);
-  return success();
-}
-
-LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(sameTypes(*this, getType(), {getLogits()}, "logits")) ||
-      failed(expectScalar(*this, getGrad().getType(), "the loss gradient")))
-    return failure();
-  auto logits = getNamedShape(getLogits().getType());
-  auto targets = getNamedShape(getTargets().getType());
-  if (!logits || !targets)
-    return emitOpError("operands need #graph.dims encodings");
-  std::string cls;
-  ShapeResult r = crossEntropyShape(*logits, *targets, &cls);
-  if (!r.ok())
-    return emitOpError() << r.error;
-  if (cls != getDim())
-    return emitOpError() << "class dim is '" << cls << "', not '" << getDim() << "'";
-  return success();
-}
-
-LogicalResult AttentionGradOp::verify() {
-  if (failed(sameTypes(*this, getQuery().getType(), {getGrad(), getQueryGrad()}, "query")) ||
-      failed(sameTypes(*this, getKey().getType(), {getKeyGrad()}, "key")) ||
-      failed(sameTypes(*this, getValue().getType(), {getValueGrad()}, "value")))
-    return failure();
-  auto q = getNamedShape(getQuery().getType()), k = getNamedShape(getKey().getType()),
-       v = getNamedShape(getValue().getType());
-  if (!q || !k || !v)
-    return emitOpError("operands need #graph.dims encodings");
-  ShapeResult r = attentionShape(*q, *k, *v, getHeadsOver().has_value());
-  if (!r.ok())
-    return emitOpError() << r.error;
-  if (getScale().convertToDouble() <= 0.0)
-    return emitOpError("scale must be positive");
-  if (auto w = getWindow(); w && (*w <= 0 || !getCausal()))
-    return emitOpError("a window must be positive and come with the causal mask");
-  if (!getOut() != !getLse())
-    return emitOpError("takes the forward pass's output and log-sum-exp together");
-  if (getOut() && (failed(sameTypes(*this, getQuery().getType(), {getOut()}, "saved output")) ||
-                   failed(verifyLse(*this, getQuery(), getLse()))))
-    return failure();
-  return success();
-}
-
-LogicalResult AccumulateGradOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a parameter name");
-  return failure(failed(expectNamed(*this)));
-}
-
-LogicalResult GradOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a parameter name");
-  return failure(failed(expectNamed(*this)));
-}
-
-/// An optimizer op either updates its named parameter in place (no `param`, no result) or
-/// updates the slice `param` and returns it: then the slice, the gradient and the result
-/// share one type.
-static LogicalResult verifySliceUpdate(Operation *op, Value param, Value updated, Value grad) {
-  if (!param && !updated)
-    return success();
-  if (!param || !updated)
-    return op->emitOpError("takes a parameter slice and returns the updated slice, or neither");
-  if (param.getType() != grad.getType() || updated.getType() != grad.getType())
-    return op->emitOpError(
-        "needs the parameter slice, its gradient and the result to share a type");
-  return success();
-}
-
-LogicalResult SGDOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a parameter name");
-  double m = getMomentum().convertToDouble();
-  if (!(m >= 0 && m < 1) || getWeightDecay().convertToDouble() < 0)
-    return emitOpError("needs momentum in [0, 1) and weight_decay >= 0");
-  if (failed(expectNamed(*this)) || failed(expectScalar(*this, getLr().getType(), "lr")) ||
-      failed(expectScalar(*this, getCoefficient().getType(), "the coefficient")))
-    return failure();
-  return verifySliceUpdate(*this, getParam(), getUpdated(), getGrad());
-}
-
-LogicalResult ZeroGradOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a parameter name");
-  return success();
-}
-
-LogicalResult GlobalNormOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one operand");
-  if (failed(expectNamed(*this)))
-    return failure();
-  return expectScalar(*this, getType(), "the result");
-}
-
-LogicalResult ClipCoefficientOp::verify() {
-  if (!(getMax().convertToDouble() > 0.0))
-    return emitOpError() << "max must be positive, not " << getMax().convertToDouble();
-  return expectScalar(*this, getType(), "the result");
-}
-
-LogicalResult AdamWOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a parameter name");
-  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
-  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
-    return emitOpError() << "betas must lie in [0, 1), not (" << b1 << ", " << b2 << ")";
-  if (!(getEps().convertToDouble() > 0) || getWeightDecay().convertToDouble() < 0)
-    return emitOpError("needs eps > 0 and weight_decay >= 0");
-  if (failed(expectNamed(*this)) || failed(expectScalar(*this, getLr().getType(), "lr")) ||
-      failed(expectScalar(*this, getCoefficient().getType(), "the coefficient")))
-    return failure();
-  return verifySliceUpdate(*this, getParam(), getUpdated(), getGrad());
-}
-
-LogicalResult LearningRateOp::verify() {
-  if (static_cast<int64_t>(getWarmup()) < 0 || static_cast<int64_t>(getSteps()) < 1)
-    return emitOpError("needs warmup >= 0 and steps >= 1");
-  return expectScalar(*this, getType(), "the result");
-}
-
-//===----------------------------------------------------------------------===//
-// Per-rank pieces of split ops
-//===----------------------------------------------------------------------===//
-
-/// `rows` must be `logits` without its class dim `dim`.
-static LogicalResult expectRowsOf(Operation *op, Type logits, StringRef dim, Type rows,
-                                  StringRef what) {
-  auto l = getNamedShape(logits), r = getNamedShape(rows);
-  if (!l || !r)
-    return op->emitOpError("needs tensors with named dims");
-  int at = findDim(*l, dim.str());
-  if (at < 0)
-    return op->emitOpError() << "class dim '" << dim << "' is not a dim of the logits";
-  NamedShape expect = *l;
-  expect.erase(expect.begin() + at);
-  if (expect != *r)
-    return op->emitOpError() << what << " must be " << formatShape(expect) << ", not "
-                             << formatShape(*r);
-  return success();
-}
-
-LogicalResult CEMaxOp::verify() {
-  return expectRowsOf(*this, getLogits().getType(), getDim(), getType(), "the result");
-}
-
-LogicalResult CESumsOp::verify() {
-  Type l = getLogits().getType();
-  if (failed(expectRowsOf(*this, l, getDim(), getTargets().getType(), "the targets")) ||
-      failed(expectRowsOf(*this, l, getDim(), getMax().getType(), "the maxima")) ||
-      failed(expectRowsOf(*this, l, getDim(), getSums().getType(), "the sums")) ||
-      failed(expectRowsOf(*this, l, getDim(), getPicked().getType(), "the target logits")))
-    return failure();
-  return success();
-}
-
-LogicalResult CELossOp::verify() {
-  if (getMax().getType() != getSums().getType() || getMax().getType() != getPicked().getType())
-    return emitOpError("needs the maxima, sums and target logits to share a type");
-  return expectScalar(*this, getType(), "the result");
-}
-
-LogicalResult CEGradOp::verify() {
-  Type l = getLogits().getType();
-  if (getType() != l)
-    return emitOpError("needs the result to have the logits' type");
-  if (failed(expectRowsOf(*this, l, getDim(), getTargets().getType(), "the targets")) ||
-      failed(expectRowsOf(*this, l, getDim(), getMax().getType(), "the maxima")) ||
-      failed(expectRowsOf(*this, l, getDim(), getSums().getType(), "the sums")))
-    return failure();
-  return expectScalar(*this, getGrad().getType(), "the loss gradient");
-}
-
-LogicalResult SumSquaresOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one operand");
-  return expectScalar(*this, getType(), "the result");
-}
-
-LogicalResult AssignParamOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a parameter name");
-  return success();
-}
-
-LogicalResult TiedGradSumOp::verify() {
-  ArrayRef<int64_t> stages = getStages();
-  if (stages.size() < 2)
-    return emitOpError("needs at least two stages");
-  for (size_t i = 0; i < stages.size(); ++i)
-    if (stages[i] < 0 || (i > 0 && stages[i] <= stages[i - 1]))
-      return emitOpError("needs distinct stages in ascending order");
-  return success();
-}
-
-static int64_t elementCount(Type t) { return cast<RankedTensorType>(t).getNumElements(); }
-
-LogicalResult PackOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one operand");
-  if (getDims().size() != getInputs().size())
-    return emitOpError("needs one split dim (or \"\") per operand");
-  if (getWays() < 1)
-    return emitOpError("needs ways >= 1");
-  int64_t total = 0;
-  for (auto [in, dimAttr] : llvm::zip(getInputs(), getDims())) {
-    StringRef dim = cast<StringAttr>(dimAttr).getValue();
-    auto shape = getNamedShape(in.getType());
-    if (!shape)
-      return emitOpError("needs tensors with named dims");
-    if (!dim.empty()) {
-      int at = findDim(*shape, dim.str());
-      if (at < 0 || (*shape)[at].size % getWays() != 0)
-        return emitOpError() << "dim '" << dim << "' of " << formatShape(*shape)
-                             << " cannot be split " << getWays() << " ways";
-    } else if (getWays() != 1) {
-      return emitOpError("needs a split dim for every operand when ways > 1");
-    }
-    total += elementCount(in.getType());
-  }
-  auto r = getNamedShape(getType());
-  if (!r || r->size() != 1 || (*r)[0].size != total)
-    return emitOpError() << "needs a one-dim result of " << total << " elements";
-  return success();
-}
-
-LogicalResult UnpackOp::verify() {
-  int64_t total = 0;
-  for (Value r : getResults())
-    total += elementCount(r.getType());
-  auto in = getNamedShape(getInput().getType());
-  if (!in || in->size() != 1 || (*in)[0].size != total)
-    return emitOpError() << "needs a one-dim operand of " << total
-                         << " elements, the results' total";
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// Fused linear cross-entropy
-//===----------------------------------------------------------------------===//
-
-/// The shape rule of both linear cross-entropy ops: input [rows..., K] (f32), weight holding
-/// K and the classes `dim` in either order (f32), targets [rows...], a positive chunk and a
-/// finite positive scale.
-static LogicalResult verifyLinearCrossEntropy(Operation *op, Value input, Value weight,
-                                              Value targets, StringRef dim, int64_t chunk,
-                                              double scale) {
-  auto x = getNamedShape(input.getType());
-  auto w = getNamedShape(weight.getType());
-  auto t = getNamedShape(targets.getType());
-  if (!x || !w || !t)
-    return op->emitOpError("operands need #graph.dims encodings");
-  for (Value v : {input, weight})
-    if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
-      return op->emitOpError("needs f32 input and weight (the weight gradient accumulates in f32)");
-  if (x->empty())
-    return op->emitOpError("needs an input with a contracted last dim");
-  const NamedDim &k = x->back();
-  if (w->size() != 2 || k.name == dim.str() || findDim(*w, k.name) < 0 ||
-      findDim(*w, dim.str()) < 0)
-    return op->emitOpError() << "needs a weight with the dims '" << k.name << "' and '" << dim
-                             << "', not " << formatShape(*w);
-  if ((*w)[findDim(*w, k.name)].size != k.size)
-    return op->emitOpError() << "contracts '" << k.name << "' of size " << k.size
-                             << " with a weight " << formatShape(*w);
-  NamedShape rows(x->begin(), x->end() - 1);
-  if (!(rows == *t))
-    return op->emitOpError() << "targets must be " << formatShape(rows)
-                             << ", the input's rows, not " << formatShape(*t);
-  if (chunk <= 0)
-    return op->emitOpError("needs a positive chunk");
-  if (!std::isfinite(scale) || scale <= 0)
-    return op->emitOpError("needs a finite positive scale");
-  return success();
-}
-
-LogicalResult LinearCrossEntropyOp::verify() {
-  if (failed(expectScalar(*this, getType(), "the result")))
-    return failure();
-  return verifyLinearCrossEntropy(*this, getInput(), getWeight(), getTargets(), getDim(),
-                                  getChunk(), getScale().convertToDouble());
-}
-
-LogicalResult LinearCrossEntropyGradOp::verify() {
-  if (failed(expectScalar(*this, getLoss().getType(), "the loss")) ||
-      failed(expectScalar(*this, getGrad().getType(), "the loss gradient")) ||
-      failed(sameTypes(*this, getInput().getType(), {getInputGrad()}, "input gradient")) ||
-      failed(sameTypes(*this, getWeight().getType(), {getWeightGrad()}, "weight gradient")))
-    return failure();
-  return verifyLinearCrossEntropy(*this, getInput(), getWeight(), getTargets(), getDim(),
-                                  getChunk(), getScale().convertToDouble());
-}
-
-//===----------------------------------------------------------------------===//
-// Decoding
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// `shape`'s dims are `names` ("" for any name), or a diagnostic naming `what`.
-LogicalResult expectDims(Operation *op, StringRef what, const NamedShape &shape,
-                         ArrayRef<StringRef> names) {
-  bool ok = shape.size() == names.size();
-  for (size_t i = 0; ok && i < names.size(); ++i)
-    ok = names[i].empty() || shape[i].name == names[i];
-  if (ok)
-    return success();
-  std::string want = "[";
-  for (size_t i = 0; i < names.size(); ++i)
-    want += (i ? ", " : "") + (names[i].empty() ? std::string("_") : names[i].str());
-  return op->emitOpError() << what << " must be " << want << "], not " << formatShape(shape);
-}
-
-} // namespace
-
-LogicalResult KvCacheOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a name");
-  auto shapes = namedShapes(*this);
-  if (failed(shapes))
-    return failure();
-  return expectDims(*this, "a cache", shapes->result, {"cache_blocks", "block_slot", "", ""});
-}
-
-LogicalResult PagedAttentionOp::verify() {
-  auto shapes = namedShapes(*this);
-  if (failed(shapes) ||
-      failed(sameElementType(*this, {getQuery(), getKey(), getValue(), getKeyCache(),
-                                     getValueCache()})))
-    return failure();
-  if (getScale().convertToDouble() <= 0.0)
-    return emitOpError("scale must be positive");
-  if (auto w = getWindow(); w && *w <= 0)
-    return emitOpError("a window must be positive");
-  const SmallVector<NamedShape> &in = shapes->operands;
-  const NamedShape &q = in[0], &k = in[1];
-  if (q.size() != 4)
-    return emitOpError() << "the query must be [batch, seq, heads, head], not " << formatShape(q);
-  ShapeResult r = attentionShape(q, k, in[2], /*blockOfHeads=*/false);
-  if (!r.ok())
-    return emitOpError() << r.error;
-  StringRef batch = q[0].name, seq = q[1].name;
-  if (failed(expectDims(*this, "positions", in[3], {batch, seq})) ||
-      failed(expectDims(*this, "the block table", in[4], {batch, ""})) ||
-      failed(expectDims(*this, "the key cache", in[5],
-                        {"cache_blocks", "block_slot", k[2].name, k[3].name})))
-    return failure();
-  if (!(in[3][0] == q[0]) || !(in[3][1] == q[1]) || !(in[4][0] == q[0]))
-    return emitOpError() << "positions " << formatShape(in[3]) << " and the block table "
-                         << formatShape(in[4]) << " must have the queries' " << batch << " and "
-                         << seq;
-  if (!(in[5] == in[6]))
-    return emitOpError() << "the key cache " << formatShape(in[5]) << " and the value cache "
-                         << formatShape(in[6]) << " must have the same shape";
-  if (!(in[5][2] == k[2]) || !(in[5][3] == k[3]))
-    return emitOpError() << "the caches " << formatShape(in[5]) << " must hold the keys' "
-                         << formatShape(k) << " heads";
-  return expectShape(*this, r, shapes->result);
-}
-
-LogicalResult RunningTotalsOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a name");
-  auto shapes = namedShapes(*this);
-  if (failed(shapes))
-    return failure();
-  if (!cast<RankedTensorType>(getType()).getElementType().isF32())
-    return emitOpError("totals are f32");
-  const NamedShape &t = shapes->result;
-  if (t.empty() || t[0].name != "cache_blocks")
-    return emitOpError() << "totals must be [cache_blocks, ...], not " << formatShape(t);
-  return success();
-}
-
-LogicalResult RunningSumOp::verify() {
-  auto shapes = namedShapes(*this);
-  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
-    return failure();
-  const SmallVector<NamedShape> &in = shapes->operands;
-  const NamedShape &x = in[0], &totals = in[3];
-  if (x.size() < 2)
-    return emitOpError() << "the input must be [batch, seq, ...], not " << formatShape(x);
-  if (failed(expectDims(*this, "positions", in[1], {x[0].name, x[1].name})) ||
-      failed(expectDims(*this, "the block table", in[2], {x[0].name, ""})))
-    return failure();
-  if (!(in[1][0] == x[0]) || !(in[1][1] == x[1]) || !(in[2][0] == x[0]))
-    return emitOpError() << "positions " << formatShape(in[1]) << " and the block table "
-                         << formatShape(in[2]) << " must have the input's " << x[0].name
-                         << " and " << x[1].name;
-  NamedShape want{{"cache_blocks", totals.empty() ? 0 : totals[0].size}};
-  want.insert(want.end(), x.begin() + 2, x.end());
-  if (!(totals == want))
-    return emitOpError() << "the totals must be " << formatShape(want) << ", not "
-                         << formatShape(totals);
-  if (!(shapes->result == x))
-    return emitOpError() << "the result must be " << formatShape(x) << ", not "
-                         << formatShape(shapes->result);
-  return success();
-}
-
-LogicalResult SliceOp::verify() {
-  auto shapes = namedShapes(*this);
-  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
-    return failure();
-  const NamedShape &x = shapes->operands[0], &y = shapes->result;
-  const int at = findDim(x, getDim().str());
-  if (at < 0)
-    return emitOpError() << "the input " << formatShape(x) << " has no dim '" << getDim() << "'";
-  bool same = x.size() == y.size();
-  for (size_t i = 0; same && i < x.size(); ++i)
-    same = x[i].name == y[i].name && (static_cast<int>(i) == at || x[i].size == y[i].size);
-  if (!same)
-    return emitOpError() << "the result " << formatShape(y) << " must be the input "
-                         << formatShape(x) << " with '" << getDim() << "' resized";
-  const int64_t start = getStart(), n = y[at].size;
-  if (start < 0 || n < 1 || start + n > x[at].size)
-    return emitOpError() << "positions [" << start << ", " << start + n << ") are not within '"
-                         << getDim() << "' of size " << x[at].size;
-  return success();
-}
-
-LogicalResult RopeAtOp::verify() {
-  auto shapes = namedShapes(*this);
-  if (failed(shapes) || failed(sameElementType(*this, {getInput()})))
-    return failure();
-  if (failed(verifyRotation(*this, getTheta(), getScaling())))
-    return failure();
-  const NamedShape &x = shapes->operands[0];
-  if (x.size() != 4)
-    return emitOpError() << "rope_at needs [batch, seq, heads, head], not " << formatShape(x);
-  if (failed(expectDims(*this, "positions", shapes->operands[1], {x[0].name, x[1].name})))
-    return failure();
-  if (!(shapes->operands[1][0] == x[0]) || !(shapes->operands[1][1] == x[1]))
-    return emitOpError() << "positions " << formatShape(shapes->operands[1])
-                         << " must have the input's sizes " << formatShape(x);
-  return expectShape(*this, ropeShape(x), shapes->result);
-}

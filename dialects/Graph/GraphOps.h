@@ -21,6 +21,9 @@ namespace tessel::graph {
 /// lacks one or its names do not fit its rank.
 std::optional<NamedShape> getNamedShape(mlir::Type type);
 
+/// The strings of an array of string attributes (the dims an op names: sum's, contract's).
+std::vector<std::string> stringsOf(mlir::ArrayAttr array);
+
 /// A tensor type over named dims.
 mlir::RankedTensorType getNamedTensorType(mlir::MLIRContext *ctx, const NamedShape &shape,
                                           mlir::Type elementType);
