@@ -12,12 +12,15 @@
 // final norm and the loss on the last stage, the loss gradient there too), an op before them
 // with its first user (the embedding on the first stage), and an all-gather feeding one
 // chunk's layers with them (so the smaller shard crosses the boundary). Parameters live on
-// the stages whose pieces use them.
+// the stages whose pieces use them, and each stage gets the optimizer step of those
+// (PipelineOptimizerSteps.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tessel/Transforms/ForwardPass.h"
 #include "tessel/Transforms/Passes.h"
+
+#include "PipelinePieces.h"
 
 #include "Graph/GraphOps.h"
 #include "Graph/GraphSharding.h"
@@ -39,10 +42,9 @@ namespace tessel {
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::graph;
+using namespace tessel::pipeline_split;
 
 namespace {
-
-enum class Phase { Forward, Backward, Weight };
 
 const char *phaseName(Phase p) {
   switch (p) {
@@ -56,29 +58,9 @@ const char *phaseName(Phase p) {
   return "";
 }
 
-/// Where an op runs: a virtual stage (a "chunk": stage c runs on pipeline rank c % p) and a
-/// phase of it.
-struct Segment {
-  int64_t chunk = 0;
-  Phase phase = Phase::Forward;
-  bool operator==(const Segment &o) const { return chunk == o.chunk && phase == o.phase; }
-  bool operator!=(const Segment &o) const { return !(*this == o); }
-};
-
 /// Ops without operands that every piece using them computes for itself: parameters,
 /// constants.
 bool isFree(Operation *op) { return op->getNumOperands() == 0 && op->getNumResults() == 1; }
-
-/// The split of the layers, from the `sched.pipeline` the schedule pass wrote.
-struct Stages {
-  int64_t p = 1, v = 1;
-  bool zeroBubble = false;
-  std::vector<int64_t> chunkOfLayer;
-  int64_t chunks() const { return p * v; }
-  int64_t stageOf(int64_t chunk) const { return chunk % p; }
-};
-
-using Placement = DenseMap<Operation *, Segment>;
 
 /// The chunk of an all-gather the partition pass added (it has no layer) when every user is
 /// an op of the layers on one chunk, else -1. A gather multiplies its bytes by the group's
@@ -426,154 +408,6 @@ struct Cutter {
     return success();
   }
 };
-
-/// The stages whose pieces use each parameter (read it or accumulate its gradient).
-using Owners = std::map<std::string, std::set<int64_t>>;
-
-void recordOwners(func::FuncOp func, const Placement &seg, const Stages &st, Owners &owners) {
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    if (auto param = dyn_cast<ParamOp>(op)) {
-      for (Operation *user : param->getUsers())
-        if (seg.count(user))
-          owners[param.getName().str()].insert(st.stageOf(seg.lookup(user).chunk));
-    } else if (auto acc = dyn_cast<AccumulateGradOp>(op)) {
-      owners[acc.getName().str()].insert(st.stageOf(seg.lookup(&op).chunk));
-    }
-  }
-}
-
-/// Checks that evaluation and sampling read only parameters training places on their stage.
-LogicalResult checkOwners(func::FuncOp func, const Placement &seg, const Stages &st,
-                          const Owners &owners) {
-  for (auto param : func.getBody().front().getOps<ParamOp>())
-    for (Operation *user : param->getUsers()) {
-      if (!seg.count(user))
-        continue;
-      int64_t stage = st.stageOf(seg.lookup(user).chunk);
-      auto it = owners.find(param.getName().str());
-      if (it == owners.end() || !it->second.count(stage))
-        return user->emitOpError()
-               << "reads parameter '" << param.getName() << "' on pipeline stage " << stage
-               << ", where training does not keep it";
-    }
-  return success();
-}
-
-ArrayAttr shardingList(Builder &b, const Sharding &s) {
-  return b.getArrayAttr({getShardingAttr(b.getContext(), s)});
-}
-
-/// The parameter an optimizer-step value belongs to: the `name` of the op it comes from.
-StringRef parameterOf(Value v, const Owners &owners) {
-  while (Operation *d = v.getDefiningOp()) {
-    if (auto name = d->getAttrOfType<StringAttr>("name"); name && owners.count(name.str()))
-      return name.getValue();
-    if (d->getNumOperands() != 1)
-      return {};
-    v = d->getOperand(0);
-  }
-  return {};
-}
-
-/// One optimizer step per pipeline stage: the updates of the parameters the stage holds.
-/// A tied parameter's gradient is first summed over its stages; the clipping norm counts it
-/// once (on its first stage) and all-reduces the sum of squares over `pp`.
-LogicalResult splitOptimizer(ModuleOp module, func::FuncOp opt, const Owners &owners,
-                             const Stages &st, int16_t ppAxis) {
-  OpBuilder b(module.getContext());
-  for (int64_t r = 0; r < st.p; ++r) {
-    b.setInsertionPointToEnd(module.getBody());
-    auto stage = cast<func::FuncOp>(b.clone(*opt));
-    stage.setSymName(("optimizer_step.stage" + std::to_string(r)));
-    stage->setAttr("tessel.program", b.getStringAttr("optimizer_step"));
-    stage->setAttr("tessel.stage", b.getI64IntegerAttr(r));
-    Block &body = stage.getBody().front();
-    auto holds = [&](StringRef name) {
-      auto it = owners.find(name.str());
-      return it != owners.end() && it->second.count(r);
-    };
-    auto counts = [&](StringRef name) {
-      auto it = owners.find(name.str());
-      return it != owners.end() && !it->second.empty() && *it->second.begin() == r;
-    };
-
-    for (auto grad : llvm::make_early_inc_range(body.getOps<GradOp>())) {
-      auto it = owners.find(grad.getName().str());
-      if (it == owners.end() || it->second.size() < 2 || !it->second.count(r))
-        continue;
-      b.setInsertionPointAfter(grad);
-      SmallVector<int64_t> stages(it->second.begin(), it->second.end());
-      auto sum = TiedGradSumOp::create(b, grad.getLoc(), grad.getType(), grad.getResult(),
-                                       b.getDenseI64ArrayAttr(stages));
-      if (Attribute s = grad->getAttr(kShardingAttr))
-        sum->setAttr(kShardingAttr, s);
-      grad.getResult().replaceAllUsesExcept(sum.getResult(), sum);
-    }
-
-    // The norm: each sum of squares is also a partial sum over the stages; its reduction
-    // (or a new one) takes `pp` in too.
-    for (auto ss : llvm::make_early_inc_range(body.getOps<SumSquaresOp>())) {
-      SmallVector<Value> kept;
-      for (Value g : ss.getInputs())
-        if (counts(parameterOf(g, owners)))
-          kept.push_back(g);
-      b.setInsertionPoint(ss);
-      Operation *part;
-      if (kept.empty())
-        part = ConstantOp::create(b, ss.getLoc(), ss.getType(), b.getF64FloatAttr(0.0));
-      else
-        part = SumSquaresOp::create(b, ss.getLoc(), ss.getType(), kept);
-      Sharding reduced = recordedSharding(ss.getResult()).value_or(Sharding::replicated(0));
-      Sharding partial = reduced;
-      partial.addPartial("pp");
-      part->setAttr(kShardingAttr, shardingList(b, partial));
-      SmallVector<int16_t> axes = {ppAxis};
-      auto existing =
-          ss->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*ss->user_begin()) : shard::AllReduceOp();
-      if (existing) {
-        axes.append(existing.getGridAxes().begin(), existing.getGridAxes().end());
-        llvm::sort(axes);
-        reduced = recordedSharding(existing.getResult()).value_or(Sharding::replicated(0));
-      } else {
-        b.setInsertionPointAfter(part);
-      }
-      if (existing)
-        b.setInsertionPoint(existing);
-      auto reduce = shard::AllReduceOp::create(b, ss.getLoc(), ss.getType(), kGridName, axes,
-                                               part->getResult(0), shard::ReductionKind::Sum);
-      reduce->setAttr(kShardingAttr, shardingList(b, reduced));
-      if (existing) {
-        existing.getResult().replaceAllUsesWith(reduce.getResult());
-        existing.erase();
-      } else {
-        ss.getResult().replaceAllUsesWith(reduce.getResult());
-      }
-      ss.erase();
-    }
-
-    // Whatever belongs to a parameter another stage holds goes, with everything using it.
-    DenseSet<Operation *> dead;
-    SmallVector<Operation *> order;
-    for (Operation &op : body.without_terminator()) {
-      auto name = op.getAttrOfType<StringAttr>("name");
-      bool gone = name && owners.count(name.str()) && !holds(name.getValue());
-      for (Value x : op.getOperands())
-        gone |= x.getDefiningOp() && dead.contains(x.getDefiningOp());
-      if (gone) {
-        dead.insert(&op);
-        order.push_back(&op);
-      }
-    }
-    for (Value x : body.getTerminator()->getOperands())
-      if (x.getDefiningOp() && dead.contains(x.getDefiningOp()))
-        return opt.emitOpError("returns a value of a parameter pipeline stage ")
-               << r << " does not hold";
-    for (Operation *op : llvm::reverse(order))
-      op->erase();
-  }
-  opt.erase();
-  return success();
-}
 
 struct PipelineSplit : tessel::impl::PipelineSplitBase<PipelineSplit> {
   void runOnOperation() override {
