@@ -162,7 +162,6 @@ bool pipelineChunkOf(const std::string &program, uint32_t &chunk) {
   return true;
 }
 
-
 const char *bufferKindName(BufferKind kind) {
   switch (kind) {
   case BufferKind::Temporary:

@@ -160,8 +160,8 @@ static bool boundedBytes(const std::vector<int64_t> &shape, uint64_t elementByte
 /// of a parameter's own shape, split and stages (`params`: the plan's parameters by name).
 static bool validateRole(const std::unordered_map<std::string, const StateTensor *> &params,
                          const StateTensor &t, std::string &error) {
-  static const char *const kRoles[] = {"param",   "grad",     "adam_m",  "adam_v",      "momentum",
-                                       "working", "kv_cache", "decode_state"};
+  static const char *const kRoles[] = {"param",    "grad",    "adam_m",   "adam_v",
+                                       "momentum", "working", "kv_cache", "decode_state"};
   if (std::find(std::begin(kRoles), std::end(kRoles), t.role) == std::end(kRoles)) {
     error = "state tensor '" + t.name + "' has the unknown role '" + t.role + "'";
     return false;

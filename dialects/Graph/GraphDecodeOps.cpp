@@ -48,9 +48,8 @@ LogicalResult KvCacheOp::verify() {
 
 LogicalResult PagedAttentionOp::verify() {
   auto shapes = namedShapes(*this);
-  if (failed(shapes) ||
-      failed(sameElementType(*this, {getQuery(), getKey(), getValue(), getKeyCache(),
-                                     getValueCache()})))
+  if (failed(shapes) || failed(sameElementType(*this, {getQuery(), getKey(), getValue(),
+                                                       getKeyCache(), getValueCache()})))
     return failure();
   if (getScale().convertToDouble() <= 0.0)
     return emitOpError("scale must be positive");
@@ -109,8 +108,8 @@ LogicalResult RunningSumOp::verify() {
     return failure();
   if (!(in[1][0] == x[0]) || !(in[1][1] == x[1]) || !(in[2][0] == x[0]))
     return emitOpError() << "positions " << formatShape(in[1]) << " and the block table "
-                         << formatShape(in[2]) << " must have the input's " << x[0].name
-                         << " and " << x[1].name;
+                         << formatShape(in[2]) << " must have the input's " << x[0].name << " and "
+                         << x[1].name;
   NamedShape want{{"cache_blocks", totals.empty() ? 0 : totals[0].size}};
   want.insert(want.end(), x.begin() + 2, x.end());
   if (!(totals == want))

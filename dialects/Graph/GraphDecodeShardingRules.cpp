@@ -35,8 +35,8 @@ LogicalResult KvCacheOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding
 // axis splits one but not the other: the caches never move, so the rule must ask for them
 // as they are held (KvCacheOp's rule), which splits their heads only where that axis
 // divides them.
-LogicalResult PagedAttentionOp::inferSharding(const MeshLayout &mesh,
-                                              ArrayRef<Sharding> operands, ShardingRule &rule) {
+LogicalResult PagedAttentionOp::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,
+                                              ShardingRule &rule) {
   NamedShape q = shapeOf(getQuery()), k = shapeOf(getKey()), table = shapeOf(getBlockTable());
   std::vector<std::string> whole = {q[1].name, q[3].name, "cache_blocks", "block_slot",
                                     table[1].name};

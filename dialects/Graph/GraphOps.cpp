@@ -145,7 +145,8 @@ FailureOr<verifier::Shapes> verifier::namedShapes(Operation *op) {
   return shapes;
 }
 
-LogicalResult verifier::expectShape(Operation *op, const ShapeResult &rule, const NamedShape &declared) {
+LogicalResult verifier::expectShape(Operation *op, const ShapeResult &rule,
+                                    const NamedShape &declared) {
   if (!rule.ok())
     return op->emitOpError() << rule.error;
   if (!(rule.shape == declared))

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Graph/GraphOps.h"
 #include "Graph/GraphShardingRules.h"
+#include "Graph/GraphOps.h"
 
 #include "common/HeadTail.h"
 
@@ -41,9 +41,9 @@ std::vector<std::string> rules::namesOf(const NamedShape &s) {
 }
 
 LogicalResult rules::solveAll(Operation *op, const MeshLayout &mesh, ArrayRef<Sharding> operands,
-                       ShardingRule &rule, ArrayRef<std::string> whole,
-                       ArrayRef<std::string> summed,
-                       function_ref<void(DimSolver &)> configure) {
+                              ShardingRule &rule, ArrayRef<std::string> whole,
+                              ArrayRef<std::string> summed,
+                              function_ref<void(DimSolver &)> configure) {
   DimSolver solver(mesh);
   for (auto [v, s] : llvm::zip(op->getOperands(), operands)) {
     if (isa_and_nonnull<ParamOp>(v.getDefiningOp()))
@@ -62,8 +62,8 @@ LogicalResult rules::solveAll(Operation *op, const MeshLayout &mesh, ArrayRef<Sh
   return success();
 }
 
-LogicalResult rules::linearElementwise(Operation *op, const MeshLayout &mesh, ArrayRef<Sharding> operands,
-                                ShardingRule &rule) {
+LogicalResult rules::linearElementwise(Operation *op, const MeshLayout &mesh,
+                                       ArrayRef<Sharding> operands, ShardingRule &rule) {
   bool samePartial = operands[0].isPartial();
   for (const Sharding &s : operands)
     samePartial &= s.partial == operands[0].partial;
@@ -80,7 +80,7 @@ LogicalResult rules::linearElementwise(Operation *op, const MeshLayout &mesh, Ar
 }
 
 LogicalResult rules::linearInOne(Operation *op, const MeshLayout &mesh, ArrayRef<Sharding> operands,
-                          ShardingRule &rule, ArrayRef<unsigned> linear) {
+                                 ShardingRule &rule, ArrayRef<unsigned> linear) {
   int partialAt = -1;
   for (auto [i, s] : llvm::enumerate(operands)) {
     if (!s.isPartial())
@@ -137,7 +137,6 @@ bool rules::anySplit(const NamedShape &shape, const Sharding &s, ArrayRef<std::s
 void rules::setAttrOn(ArrayRef<Value> results, StringRef name, Attribute value) {
   results.front().getDefiningOp()->setAttr(name, value);
 }
-
 
 //===----------------------------------------------------------------------===//
 // Sources and elementwise ops
@@ -264,7 +263,7 @@ LogicalResult ContractOp::inferSharding(const MeshLayout &mesh, ArrayRef<Shardin
 #define REDUCE_RULE(OP)                                                                            \
   LogicalResult OP::inferSharding(const MeshLayout &mesh, ArrayRef<Sharding> operands,             \
                                   ShardingRule &rule) {                                            \
-    return solveAll(*this, mesh, operands, rule, {}, stringsOf(getDims()));                          \
+    return solveAll(*this, mesh, operands, rule, {}, stringsOf(getDims()));                        \
   }
 REDUCE_RULE(SumOp)
 REDUCE_RULE(MeanOp)

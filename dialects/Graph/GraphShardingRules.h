@@ -57,8 +57,7 @@ int64_t countOf(const NamedShape &shape, llvm::ArrayRef<std::string> dims);
 bool anySplit(const NamedShape &shape, const Sharding &s, llvm::ArrayRef<std::string> dims);
 
 /// Sets or replaces one attribute on the op `results` came from.
-void setAttrOn(llvm::ArrayRef<mlir::Value> results, llvm::StringRef name,
-               mlir::Attribute value);
+void setAttrOn(llvm::ArrayRef<mlir::Value> results, llvm::StringRef name, mlir::Attribute value);
 
 } // namespace tessel::graph::rules
 

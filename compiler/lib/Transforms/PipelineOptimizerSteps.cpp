@@ -39,7 +39,8 @@ StringRef parameterOf(Value v, const Owners &owners) {
 
 } // namespace
 
-void pipeline_split::recordOwners(func::FuncOp func, const Placement &seg, const Stages &st, Owners &owners) {
+void pipeline_split::recordOwners(func::FuncOp func, const Placement &seg, const Stages &st,
+                                  Owners &owners) {
   for (Operation &op : func.getBody().front().without_terminator()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
       for (Operation *user : param->getUsers())
@@ -52,7 +53,7 @@ void pipeline_split::recordOwners(func::FuncOp func, const Placement &seg, const
 }
 
 LogicalResult pipeline_split::checkOwners(func::FuncOp func, const Placement &seg, const Stages &st,
-                          const Owners &owners) {
+                                          const Owners &owners) {
   for (auto param : func.getBody().front().getOps<ParamOp>())
     for (Operation *user : param->getUsers()) {
       if (!seg.count(user))
@@ -67,8 +68,9 @@ LogicalResult pipeline_split::checkOwners(func::FuncOp func, const Placement &se
   return success();
 }
 
-LogicalResult pipeline_split::splitOptimizer(ModuleOp module, func::FuncOp opt, const Owners &owners,
-                             const Stages &st, int16_t ppAxis) {
+LogicalResult pipeline_split::splitOptimizer(ModuleOp module, func::FuncOp opt,
+                                             const Owners &owners, const Stages &st,
+                                             int16_t ppAxis) {
   OpBuilder b(module.getContext());
   for (int64_t r = 0; r < st.p; ++r) {
     b.setInsertionPointToEnd(module.getBody());

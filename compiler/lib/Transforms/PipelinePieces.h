@@ -47,8 +47,7 @@ using Owners = std::map<std::string, std::set<int64_t>>;
 
 /// Adds to `owners` the stages where `func`'s pieces (placed by `seg`) read a parameter or
 /// accumulate its gradient.
-void recordOwners(mlir::func::FuncOp func, const Placement &seg, const Stages &st,
-                  Owners &owners);
+void recordOwners(mlir::func::FuncOp func, const Placement &seg, const Stages &st, Owners &owners);
 
 /// Checks that evaluation and sampling read only parameters training places on their stage.
 mlir::LogicalResult checkOwners(mlir::func::FuncOp func, const Placement &seg, const Stages &st,

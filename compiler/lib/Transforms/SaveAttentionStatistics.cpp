@@ -35,11 +35,11 @@ namespace {
 
 /// Whether `a` is the forward call whose gradient `g` is: the same operands and options.
 bool isForwardOf(AttentionOp a, AttentionGradOp g) {
-  return a.getQuery() == g.getQuery() && a.getKey() == g.getKey() &&
-         a.getValue() == g.getValue() && a.getCausal() == g.getCausal() &&
-         a.getScaleAttr() == g.getScaleAttr() && a.getWindow() == g.getWindow() &&
-         a.getHeadsOver() == g.getHeadsOver() && a.getSeqOver() == g.getSeqOver() &&
-         a->getBlock() == g->getBlock() && a->isBeforeInBlock(g);
+  return a.getQuery() == g.getQuery() && a.getKey() == g.getKey() && a.getValue() == g.getValue() &&
+         a.getCausal() == g.getCausal() && a.getScaleAttr() == g.getScaleAttr() &&
+         a.getWindow() == g.getWindow() && a.getHeadsOver() == g.getHeadsOver() &&
+         a.getSeqOver() == g.getSeqOver() && a->getBlock() == g->getBlock() &&
+         a->isBeforeInBlock(g);
 }
 
 /// The f32 tensor of one value per query row: the query's dims without `head`.
@@ -54,9 +54,10 @@ RankedTensorType lseType(Value query) {
 /// without `head`.
 AttentionOp withLse(AttentionOp a) {
   OpBuilder b(a);
-  auto kept = AttentionOp::create(b, a.getLoc(), a.getResult().getType(), lseType(a.getQuery()), a.getQuery(),
-                                  a.getKey(), a.getValue(), a.getCausalAttr(), a.getScaleAttr(),
-                                  a.getWindowAttr(), a.getHeadsOverAttr(), a.getSeqOverAttr());
+  auto kept = AttentionOp::create(b, a.getLoc(), a.getResult().getType(), lseType(a.getQuery()),
+                                  a.getQuery(), a.getKey(), a.getValue(), a.getCausalAttr(),
+                                  a.getScaleAttr(), a.getWindowAttr(), a.getHeadsOverAttr(),
+                                  a.getSeqOverAttr());
   kept->setDiscardableAttrs(a->getDiscardableAttrDictionary());
   if (std::optional<Sharding> out = recordedSharding(a.getResult())) {
     Sharding lse = *out;
