@@ -1,84 +1,71 @@
-//===- SemaConfig.cpp - The parallel and train sections -------------------===//
+//===- SemaConfig.cpp - The parallel and train sections, and their schema -===//
 //
-// Settings are read against a schema: each group lists the keys it knows, so a misspelt key
-// is an error with a suggestion rather than a silently ignored line.
+// A model file has at most one `parallel` and one `train` section; readSections finds them
+// and reads `parallel` first, because the train section's batch arithmetic depends on the
+// mesh's data axes. The schema both are read against lives here once: SettingGroup's checks
+// of unknown and repeated keys, and readWord's of name-like values.
 //
 //===----------------------------------------------------------------------===//
 
-#include "SemaImpl.h"
+#include "SemaConfig.h"
 
 #include <algorithm>
-#include <functional>
+#include <cctype>
 
 using namespace tessel;
 using namespace tessel::detail;
 
-namespace {
-
-const std::vector<std::string> kAxes = {"dp", "tp", "pp", "cp", "ep"};
-const std::vector<std::string> kSchedules = {"afab", "1f1b", "interleaved", "zbh1"};
-
-/// The settings of one group, indexed by key, with duplicate and unknown keys reported.
-class SettingGroup {
-public:
-  SettingGroup(Sema &sema, const std::vector<ast::Setting> &settings, const std::string &where,
-               const std::vector<std::string> &known)
-      : sema_(sema) {
-    for (const ast::Setting &s : settings) {
-      if (std::find(known.begin(), known.end(), s.key.name) == known.end()) {
-        std::string guess = closestMatch(s.key.name, known);
-        std::string list;
-        for (const std::string &k : known)
-          list += (list.empty() ? "" : ", ") + k;
-        sema.error(s.key.loc, "unknown setting '" + s.key.name + "' in " + where,
-                   guess.empty() ? "known settings: " + list : "did you mean '" + guess + "'?");
-        continue;
-      }
-      auto [it, inserted] = byKey_.insert({s.key.name, &s});
-      if (!inserted) {
-        if (sema.error(s.key.loc, "'" + s.key.name + "' is set twice in " + where))
-          sema.note(it->second->key.loc, "first set here");
-      }
+SettingGroup::SettingGroup(Sema &sema, const std::vector<ast::Setting> &settings,
+                           const std::string &where, const std::vector<std::string> &known)
+    : sema_(sema) {
+  for (const ast::Setting &s : settings) {
+    if (std::find(known.begin(), known.end(), s.key.name) == known.end()) {
+      std::string guess = closestMatch(s.key.name, known);
+      std::string list;
+      for (const std::string &k : known)
+        list += (list.empty() ? "" : ", ") + k;
+      sema.error(s.key.loc, "unknown setting '" + s.key.name + "' in " + where,
+                 guess.empty() ? "known settings: " + list : "did you mean '" + guess + "'?");
+      continue;
+    }
+    auto [it, inserted] = byKey_.insert({s.key.name, &s});
+    if (!inserted) {
+      if (sema.error(s.key.loc, "'" + s.key.name + "' is set twice in " + where))
+        sema.note(it->second->key.loc, "first set here");
     }
   }
+}
 
-  const ast::Setting *get(const std::string &key) const {
-    auto it = byKey_.find(key);
-    return it == byKey_.end() ? nullptr : it->second;
+const ast::Setting *SettingGroup::get(const std::string &key) const {
+  auto it = byKey_.find(key);
+  return it == byKey_.end() ? nullptr : it->second;
+}
+
+const ast::Expr *SettingGroup::value(const std::string &key) const {
+  const ast::Setting *s = get(key);
+  if (!s)
+    return nullptr;
+  if (s->isGroup()) {
+    sema_.error(s->key.loc, "'" + key + "' takes a value: write " + key + " = ...");
+    return nullptr;
   }
+  return s->value.get();
+}
 
-  /// The value expression of `key`, or null (reporting an error when it is a group).
-  const ast::Expr *value(const std::string &key) const {
-    const ast::Setting *s = get(key);
-    if (!s)
-      return nullptr;
-    if (s->isGroup()) {
-      sema_.error(s->key.loc, "'" + key + "' takes a value: write " + key + " = ...");
-      return nullptr;
-    }
-    return s->value.get();
+const std::vector<ast::Setting> *SettingGroup::group(const std::string &key) const {
+  const ast::Setting *s = get(key);
+  if (!s)
+    return nullptr;
+  if (!s->isGroup()) {
+    sema_.error(s->key.loc, "'" + key + "' is a group: write " + key + " { ... }");
+    return nullptr;
   }
+  return &s->group;
+}
 
-  /// The settings of group `key`, or null (reporting an error when it is a value).
-  const std::vector<ast::Setting> *group(const std::string &key) const {
-    const ast::Setting *s = get(key);
-    if (!s)
-      return nullptr;
-    if (!s->isGroup()) {
-      sema_.error(s->key.loc, "'" + key + "' is a group: write " + key + " { ... }");
-      return nullptr;
-    }
-    return &s->group;
-  }
-
-private:
-  Sema &sema_;
-  std::map<std::string, const ast::Setting *> byKey_;
-};
-
-/// Reads a name-like value: an identifier, a string, or a digit-led word such as `1f1b`.
-std::optional<std::string> readWord(Sema &sema, const ast::Expr &e, const char *what,
-                                    const std::vector<std::string> &allowed) {
+std::optional<std::string> tessel::detail::readWord(Sema &sema, const ast::Expr &e,
+                                                    const char *what,
+                                                    const std::vector<std::string> &allowed) {
   std::string word;
   if (e.kind == ast::ExprKind::Name || e.kind == ast::ExprKind::String ||
       e.kind == ast::ExprKind::Number)
@@ -96,22 +83,6 @@ std::optional<std::string> readWord(Sema &sema, const ast::Expr &e, const char *
   sema.error(e.loc, std::string("unknown ") + what + (word.empty() ? "" : " '" + word + "'"),
              guess.empty() ? "choose one of: " + list : "did you mean '" + guess + "'?");
   return std::nullopt;
-}
-
-} // namespace
-
-int64_t ParallelConfig::axisSize(const std::string &axis) const {
-  for (const MeshAxis &a : mesh)
-    if (a.name == axis)
-      return a.size;
-  return 1;
-}
-
-int64_t ParallelConfig::worldSize() const {
-  int64_t n = 1;
-  for (const MeshAxis &a : mesh)
-    n *= a.size;
-  return n;
 }
 
 void Sema::readSections() {
@@ -133,677 +104,4 @@ void Sema::readSections() {
     error(model_->name.loc, "model '" + model_->name.name + "' has no train section",
           "add train { batch = ..., micro_batch = ..., optimizer = adamw(lr = ...) }");
   }
-}
-
-void Sema::readParallel(const ast::Section &section) {
-  ParallelConfig &cfg = program_.parallel;
-  SettingGroup top(*this, section.settings, "parallel",
-                   {"mesh", "shard", "sequence_parallel", "zero", "pipeline", "recompute", "bucket",
-                    "overlap", "context"});
-  auto readBool = [&](const ast::Expr *e, Located<bool> &out, const char *what) {
-    if (!e)
-      return;
-    Value v = evalConstant(*e);
-    if (v.isError())
-      return;
-    if (v.kind != Value::Bool) {
-      error(e->loc, std::string(what) + " is true or false, not " + kindName(v.kind));
-      return;
-    }
-    out = {v.b, e->loc};
-  };
-
-  if (const auto *mesh = top.group("mesh")) {
-    SettingGroup axes(*this, *mesh, "mesh", kAxes);
-    for (const ast::Setting &s : *mesh) {
-      if (std::find(kAxes.begin(), kAxes.end(), s.key.name) == kAxes.end() ||
-          axes.get(s.key.name) != &s)
-        continue; // Reported by SettingGroup.
-      const ast::Expr *e = axes.value(s.key.name);
-      if (!e)
-        continue;
-      if (auto n = evalInt(*e, ("mesh axis '" + s.key.name + "'").c_str(), 1))
-        cfg.mesh.push_back({s.key.name, *n, s.key.loc});
-    }
-  }
-
-  if (const auto *shard = top.group("shard")) {
-    std::map<std::string, SourceLoc> seen;
-    for (const ast::Setting &s : *shard) {
-      if (s.isGroup()) {
-        error(s.key.loc, "write a mapping as dim = axis, e.g. heads = tp");
-        continue;
-      }
-      auto [it, inserted] = seen.insert({s.key.name, s.key.loc});
-      if (!inserted) {
-        if (error(s.key.loc, "dim '" + s.key.name + "' is mapped twice",
-                  "map a dim to several axes at once with a tuple: batch = (dp, cp)"))
-          note(it->second, "first mapped here");
-        continue;
-      }
-      DimSharding ds{s.key.name, {}, s.key.loc};
-      std::vector<const ast::Expr *> axisExprs;
-      if (s.value->kind == ast::ExprKind::Tuple || s.value->kind == ast::ExprKind::List)
-        for (const auto &e : s.value->operands)
-          axisExprs.push_back(e.get());
-      else
-        axisExprs.push_back(s.value.get());
-      for (const ast::Expr *e : axisExprs) {
-        if (e->kind != ast::ExprKind::Name) {
-          error(e->loc, "expected a mesh axis name (dp, tp, pp, cp, ep)");
-          continue;
-        }
-        bool inMesh = false;
-        for (const MeshAxis &a : cfg.mesh)
-          inMesh |= a.name == e->text;
-        if (!inMesh) {
-          std::vector<std::string> names;
-          for (const MeshAxis &a : cfg.mesh)
-            names.push_back(a.name);
-          // An axis the mesh leaves out is missing, not misspelt: suggesting 'tp' for 'dp'
-          // would mislead.
-          bool knownAxis = std::find(kAxes.begin(), kAxes.end(), e->text) != kAxes.end();
-          std::string guess = knownAxis ? "" : closestMatch(e->text, names);
-          std::string list;
-          for (const std::string &n : names)
-            list += (list.empty() ? "" : ", ") + n;
-          std::string declared = list.empty() ? std::string("the mesh declares no axes")
-                                              : "the mesh declares " + list;
-          error(e->loc, "unknown mesh axis '" + e->text + "'",
-                knownAxis ? declared + "; add " + e->text + " to mesh { ... }"
-                : guess.empty() ? declared
-                                : "did you mean '" + guess + "'?");
-          continue;
-        }
-        if (e->text == "pp") {
-          error(e->loc, "dims cannot be sharded over 'pp'",
-                "pipeline stages split the layers, not a dim");
-          continue;
-        }
-        if (std::find(ds.axes.begin(), ds.axes.end(), e->text) != ds.axes.end()) {
-          error(e->loc, "axis '" + e->text + "' is listed twice for dim '" + s.key.name + "'");
-          continue;
-        }
-        ds.axes.push_back(e->text);
-      }
-      // A dim split over several axes is split over their group, row-major, outermost first;
-      // the passes support that for the data axes, whose ranks all hold whole samples.
-      bool dataAxes = std::all_of(ds.axes.begin(), ds.axes.end(),
-                                  [](const std::string &a) { return a == "dp" || a == "ep"; });
-      if (ds.axes.size() > 1 && !dataAxes) {
-        error(s.value->loc, "only the data axes dp and ep can split one dim together",
-              "split the batch over both: batch = (dp, ep)");
-        ds.axes.resize(1); // Still a use of the first axis: no second error that it is unused.
-      }
-      if (!ds.axes.empty())
-        cfg.shard.push_back(std::move(ds));
-    }
-  }
-
-  readBool(top.value("sequence_parallel"), cfg.sequenceParallel, "sequence_parallel");
-  readBool(top.value("overlap"), cfg.overlap, "overlap");
-  if (const ast::Expr *e = top.value("zero")) {
-    Value v = evalConstant(*e);
-    if (v.kind == Value::Int && v.i >= 0 && v.i <= 3)
-      cfg.zero = {v.i, e->loc};
-    else if (!v.isError())
-      error(e->loc, "zero is a ZeRO stage: 0, 1, 2 or 3",
-            "1 shards optimizer state, 2 also gradients, 3 also parameters");
-  }
-  if (const ast::Expr *e = top.value("recompute"))
-    if (auto w = readWord(*this, *e, "recompute mode", {"none", "selective", "full"}))
-      cfg.recompute = {*w, e->loc};
-  if (const ast::Expr *e = top.value("context"))
-    if (auto w = readWord(*this, *e, "context parallel attention", {"allgather", "ring"}))
-      cfg.context = {*w, e->loc};
-  if (const ast::Expr *e = top.value("bucket"))
-    if (auto n = evalInt(*e, "bucket", 1))
-      cfg.bucketBytes = {*n, e->loc};
-
-  if (const auto *pipe = top.group("pipeline")) {
-    cfg.pipelineLoc = top.get("pipeline")->key.loc;
-    SettingGroup p(*this, *pipe, "pipeline", {"schedule", "microbatches", "virtual", "stage_map"});
-    if (const ast::Expr *e = p.value("schedule"))
-      if (auto w = readWord(*this, *e, "pipeline schedule", kSchedules))
-        cfg.schedule = {*w, e->loc};
-    if (const ast::Expr *e = p.value("microbatches"))
-      if (auto n = evalInt(*e, "microbatches", 1))
-        cfg.microbatches = {*n, e->loc};
-    if (const ast::Expr *e = p.value("virtual"))
-      if (auto n = evalInt(*e, "virtual", 1))
-        cfg.virtualStages = {*n, e->loc};
-    if (const ast::Expr *e = p.value("stage_map")) {
-      Value v = evalConstant(*e);
-      bool ok = v.kind == Value::List;
-      std::vector<std::vector<int64_t>> map;
-      for (const Value &stage : v.elems) {
-        ok &= stage.kind == Value::List;
-        std::vector<int64_t> layers;
-        for (const Value &l : stage.elems) {
-          ok &= l.kind == Value::Int;
-          layers.push_back(l.i);
-        }
-        map.push_back(layers);
-      }
-      if (!v.isError() && !ok)
-        error(e->loc, "stage_map lists the layers of each stage: [[0, 1], [2, 3]]");
-      else if (ok)
-        cfg.stageMap = {map, e->loc};
-    }
-  }
-}
-
-void Sema::readTrain(const ast::Section &section) {
-  TrainConfig &cfg = program_.train;
-  SettingGroup top(*this, section.settings, "train",
-                   {"batch", "micro_batch", "accumulation", "steps", "optimizer", "schedule",
-                    "clip", "precision", "data", "tokenizer", "seed", "eval", "checkpoint",
-                    "log_every", "init_from"});
-  auto readInt = [&](const SettingGroup &g, const char *key, Located<int64_t> &out, int64_t min) {
-    if (const ast::Expr *e = g.value(key))
-      if (auto n = evalInt(*e, key, min))
-        out = {*n, e->loc};
-  };
-  auto readNumber = [&](const ast::Expr &e, const std::string &what, double min,
-                        double &out) -> bool {
-    Value v = evalConstant(e);
-    if (v.isError())
-      return false;
-    if (!v.isNumber()) {
-      error(e.loc, what + " must be a number, not " + kindName(v.kind));
-      return false;
-    }
-    if (v.asDouble() < min) {
-      error(e.loc, what + " must be at least " + formatNumber(min) + ", not " +
-                       formatNumber(v.asDouble()));
-      return false;
-    }
-    out = v.asDouble();
-    return true;
-  };
-  auto readString = [&](const SettingGroup &g, const char *key, Located<std::string> &out) {
-    if (const ast::Expr *e = g.value(key)) {
-      if (e->kind != ast::ExprKind::String)
-        error(e->loc, std::string(key) + " is a path in double quotes");
-      else
-        out = {e->text, e->loc};
-    }
-  };
-
-  readInt(top, "batch", cfg.batch, 1);
-  readInt(top, "micro_batch", cfg.microBatch, 1);
-  readInt(top, "steps", cfg.steps, 1);
-  readInt(top, "seed", cfg.seed, 0);
-  readInt(top, "log_every", cfg.logEvery, 1);
-  if (!top.get("batch"))
-    error(section.kind.loc, "train needs 'batch' (sequences per optimizer step)");
-  // At least 1: with batch < dp a micro-batch of 0 left 'batch' without a size, and the
-  // check below, which names the real problem, never ran.
-  if (!top.get("micro_batch") && cfg.batch.value > 0)
-    cfg.microBatch = {std::max<int64_t>(1, cfg.batch.value / program_.parallel.dataWays()),
-                      section.kind.loc};
-  if (const ast::Expr *e = top.value("clip")) {
-    double v = 0;
-    if (readNumber(*e, "clip", 0.0, v))
-      cfg.clip = {v, e->loc};
-  }
-  if (const ast::Expr *e = top.value("precision"))
-    if (auto w = readWord(*this, *e, "precision", {"fp32", "bf16", "fp16"})) {
-      // f16's range (6e-8 to 65504) loses small gradients unless the loss is scaled, which
-      // Tessel does not do; bf16 has f32's range. The plan and the devices handle f16 storage
-      // (-tessel-mixed-precision precision=fp16), so this is the one place that says no.
-      if (*w == "fp16")
-        error(e->loc, "precision fp16 needs loss scaling, which Tessel does not do",
-              "use bf16: 16-bit like fp16, with fp32's range");
-      else
-        cfg.precision = {*w, e->loc};
-    }
-  readString(top, "data", cfg.data);
-  readString(top, "init_from", cfg.initFrom);
-  if (const ast::Expr *e = top.value("tokenizer"))
-    if (auto w = readWord(*this, *e, "tokenizer", {"byte", "tokens"}))
-      cfg.tokenizer = {*w, e->loc};
-
-  if (const ast::Expr *e = top.value("optimizer")) {
-    std::string kind = e->kind == ast::ExprKind::Call || e->kind == ast::ExprKind::Name ? e->text : "";
-    OptimizerConfig &opt = cfg.optimizer;
-    opt.loc = e->loc;
-    if (kind != "adamw" && kind != "adam" && kind != "sgd") {
-      error(e->loc, "unknown optimizer" + (kind.empty() ? "" : " '" + kind + "'"),
-            "write adamw(lr = ...), adam(lr = ...) or sgd(lr = ...)");
-    } else {
-      opt.kind = kind;
-      if (kind == "sgd")
-        opt.beta1 = opt.beta2 = 0;
-      std::vector<std::string> known =
-          kind == "sgd" ? std::vector<std::string>{"lr", "momentum", "weight_decay", "decay"}
-                        : std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "decay"};
-      for (size_t i = 0; i < e->operands.size(); ++i) {
-        const std::string &key = e->keys[i];
-        const ast::Expr &arg = *e->operands[i];
-        if (key.empty()) {
-          error(arg.loc, "optimizer arguments are named: " + kind + "(lr = 1e-3)");
-          continue;
-        }
-        if (std::find(known.begin(), known.end(), key) == known.end()) {
-          std::string guess = closestMatch(key, known);
-          error(e->keyLocs[i], "'" + kind + "' has no argument '" + key + "'",
-                guess.empty() ? "" : "did you mean '" + guess + "'?");
-          continue;
-        }
-        if (key == "decay") {
-          // A class, a group of them, or a tuple of those: decay = matrices,
-          // decay = (weights, gains).
-          std::vector<const ast::Expr *> items;
-          if (arg.kind == ast::ExprKind::Tuple)
-            for (const auto &item : arg.operands)
-              items.push_back(item.get());
-          else
-            items.push_back(&arg);
-          bool chosen[4] = {false, false, false, false};
-          const char *classes[4] = {"weights", "embeddings", "gains", "biases"};
-          bool ok = true;
-          for (const ast::Expr *item : items) {
-            std::optional<std::string> word =
-                readWord(*this, *item, "parameter class",
-                         {"matrices", "weights", "embeddings", "gains", "biases", "all"});
-            ok &= word.has_value();
-            for (int c = 0; word && c < 4; ++c)
-              chosen[c] |= *word == classes[c] || *word == "all" ||
-                           (*word == "matrices" && c < 2);
-          }
-          if (ok) {
-            opt.decay.clear();
-            for (int c = 0; c < 4; ++c)
-              if (chosen[c])
-                opt.decay.push_back(classes[c]);
-          }
-          continue;
-        }
-        if (key == "betas") {
-          Value v = evalConstant(arg);
-          if (v.isError())
-            continue;
-          if (v.kind != Value::Tuple || v.elems.size() != 2 || !v.elems[0].isNumber() ||
-              !v.elems[1].isNumber()) {
-            error(arg.loc, "betas is a pair: betas = (0.9, 0.95)");
-            continue;
-          }
-          opt.beta1 = v.elems[0].asDouble();
-          opt.beta2 = v.elems[1].asDouble();
-          if (opt.beta1 < 0 || opt.beta1 >= 1 || opt.beta2 < 0 || opt.beta2 >= 1)
-            error(arg.loc, "betas must lie in [0, 1)");
-          continue;
-        }
-        double v = 0;
-        if (!readNumber(arg, key, 0.0, v))
-          continue;
-        // The ranges the optimizer's update needs (the graph dialect's verifiers hold the
-        // same), so that a spec check accepts always compiles.
-        if (key == "eps" && !(v > 0)) {
-          error(arg.loc, "eps must be greater than 0, not " + formatNumber(v),
-                "eps keeps the update finite where a second moment is 0; 1e-8 is usual");
-          continue;
-        }
-        if (key == "momentum" && v >= 1) {
-          error(arg.loc, "momentum must lie in [0, 1), not " + formatNumber(v));
-          continue;
-        }
-        if (key == "weight_decay" && kind == "adam" && v > 0) {
-          error(arg.loc, "adam with weight_decay (coupled, L2) is not supported yet",
-                "use adamw(...), whose weight decay is decoupled");
-          continue;
-        }
-        if (key == "lr")
-          opt.lr = v;
-        else if (key == "eps")
-          opt.eps = v;
-        else if (key == "weight_decay")
-          opt.weightDecay = v;
-        else if (key == "momentum")
-          opt.momentum = v;
-      }
-    }
-  }
-
-  if (const ast::Expr *e = top.value("schedule")) {
-    std::string kind = e->kind == ast::ExprKind::Call || e->kind == ast::ExprKind::Name ? e->text : "";
-    LrSchedule &s = cfg.schedule;
-    s.loc = e->loc;
-    if (kind != "constant" && kind != "cosine" && kind != "linear") {
-      error(e->loc, "unknown learning-rate schedule" + (kind.empty() ? "" : " '" + kind + "'"),
-            "write constant, cosine(warmup = 100, min_lr = 1e-5) or linear(warmup = 100)");
-    } else {
-      s.kind = kind;
-      for (size_t i = 0; i < e->operands.size(); ++i) {
-        const std::string &key = e->keys[i];
-        const ast::Expr &arg = *e->operands[i];
-        if (key == "warmup") {
-          if (auto n = evalInt(arg, "warmup", 0))
-            s.warmup = *n;
-        } else if (key == "min_lr") {
-          readNumber(arg, "min_lr", 0.0, s.minLr);
-        } else {
-          error(key.empty() ? arg.loc : e->keyLocs[i],
-                key.empty() ? "schedule arguments are named: cosine(warmup = 100)"
-                            : "'" + kind + "' has no argument '" + key + "'",
-                "known: warmup, min_lr");
-        }
-      }
-    }
-  }
-
-  if (const auto *eval = top.group("eval")) {
-    SettingGroup g(*this, *eval, "eval", {"every", "batches", "fraction", "data"});
-    readInt(g, "every", cfg.evalEvery, 1);
-    readInt(g, "batches", cfg.evalBatches, 1);
-    readString(g, "data", cfg.evalData);
-    const ast::Expr *fraction = g.value("fraction");
-    if (fraction && g.value("data"))
-      error(fraction->loc, "eval.fraction holds part of the training data out, but eval.data "
-                           "names separate validation data",
-            "keep one of the two");
-    else if (const ast::Expr *e = fraction) {
-      double v = 0;
-      if (readNumber(*e, "fraction", 0.0, v)) {
-        if (v >= 1.0)
-          error(e->loc, "fraction is the held-out share of the data, below 1");
-        else if (v == 0.0 && cfg.evalEvery.value > 0 && cfg.evalData.value.empty())
-          error(e->loc, "eval.every evaluates, but a fraction of 0 holds no data out to evaluate on",
-                "hold some out (fraction = 0.01) or name validation data (data = \"val.bin\")");
-        else
-          cfg.evalFraction = {v, e->loc};
-      }
-    }
-  }
-  if (const auto *ckpt = top.group("checkpoint")) {
-    SettingGroup g(*this, *ckpt, "checkpoint", {"every", "dir"});
-    readInt(g, "every", cfg.checkpointEvery, 1);
-    readString(g, "dir", cfg.checkpointDir);
-  }
-
-  // batch = micro_batch x accumulation x dp (x ep, which splits the tokens too), exactly.
-  int64_t dp = program_.parallel.axisSize("dp"), ep = program_.parallel.axisSize("ep");
-  std::string dataAxes =
-      ep > 1 ? " x dp (" + std::to_string(dp) + ") x ep (" + std::to_string(ep) + ")"
-             : " x dp (" + std::to_string(dp) + ")";
-  if (cfg.batch.value > 0 && cfg.microBatch.value > 0) {
-    int64_t perStep = cfg.microBatch.value * dp * ep;
-    if (cfg.batch.value % perStep != 0) {
-      error(cfg.batch.loc,
-            "batch " + std::to_string(cfg.batch.value) + " is not a multiple of micro_batch (" +
-                std::to_string(cfg.microBatch.value) + ")" + dataAxes,
-            std::string("batch = micro_batch x accumulation x dp") + (ep > 1 ? " x ep" : "") +
-                "; try batch = " +
-                std::to_string(std::max<int64_t>(1, cfg.batch.value / perStep) * perStep));
-    } else {
-      cfg.accumulation = cfg.batch.value / perStep;
-    }
-    if (const ast::Expr *e = top.value("accumulation"))
-      if (auto n = evalInt(*e, "accumulation", 1))
-        if (cfg.batch.value % perStep == 0 && *n != cfg.accumulation)
-          error(e->loc,
-                "accumulation " + std::to_string(*n) + " disagrees with batch / (micro_batch" +
-                    (ep > 1 ? " x dp x ep" : " x dp") + ") = " + std::to_string(cfg.accumulation));
-  }
-}
-
-void Sema::checkLayerChain(int64_t pp) {
-  // Pipeline stages run the layers in turn, each passing its result to the next, and the
-  // last stage computes the loss: a layer that ignores the one before it, or a loss that
-  // ignores the last layer, leaves a stage with nothing to pass on.
-  const Graph &g = program_.forward;
-  int inputs = static_cast<int>(g.inputs.size());
-  auto layerOf = [&](int value) { return value < inputs ? -1 : g.ops[value - inputs].layer; };
-  int64_t last = program_.layers - 1;
-  std::vector<bool> readsPrevious(program_.layers, false);
-  for (const Op &op : g.ops)
-    for (int operand : op.operands)
-      if (op.layer > 0 && layerOf(operand) == op.layer - 1)
-        readsPrevious[op.layer] = true;
-  std::string mesh = "pp = " + std::to_string(pp) + " runs the layers on the pipeline stages in "
-                     "turn, each passing its result to the next";
-  for (int64_t l = 1; l <= last; ++l)
-    if (!readsPrevious[l]) {
-      error(program_.layersLoc,
-            mesh + ", but layer " + std::to_string(l) + " does not read what layer " +
-                std::to_string(l - 1) + " computes",
-            "write the layer stack as repeat layers { x = block(x) }");
-      return;
-    }
-  // Whether the loss depends on the last layer: a walk back from it.
-  std::vector<bool> seen(inputs + g.ops.size(), false);
-  std::vector<int> work = {g.result};
-  while (!work.empty()) {
-    int v = work.back();
-    work.pop_back();
-    if (v < inputs || seen[v])
-      continue;
-    seen[v] = true;
-    if (layerOf(v) == last)
-      return;
-    for (int operand : g.ops[v - inputs].operands)
-      work.push_back(operand);
-  }
-  error(program_.layersLoc, mesh + ", but the loss does not depend on the last layer",
-        "compute the loss from what the repeat computes");
-}
-
-void Sema::checkParallelAgainstModel() {
-  ParallelConfig &cfg = program_.parallel;
-  const TrainConfig &train = program_.train;
-  int64_t tp = cfg.axisSize("tp"), cp = cfg.axisSize("cp"), pp = cfg.axisSize("pp");
-  int64_t dp = cfg.axisSize("dp");
-
-  if (options_.ranks > 0 && cfg.worldSize() != options_.ranks)
-    error(cfg.mesh.empty() ? model_->name.loc : cfg.mesh.front().loc,
-          "the mesh has " + std::to_string(cfg.worldSize()) +
-              (cfg.worldSize() == 1 ? " rank but " : " ranks but ") +
-              std::to_string(options_.ranks) +
-              (options_.ranks == 1 ? " was requested" : " were requested"),
-          "the product of the mesh axes is the number of ranks");
-
-  // A data-parallel mesh shards the batch unless told otherwise; so does an expert-parallel
-  // one, whose ranks take different tokens too.
-  int64_t ep = cfg.axisSize("ep");
-  bool batchMapped = false;
-  for (const DimSharding &ds : cfg.shard)
-    batchMapped |= ds.dim == "batch";
-  if ((dp > 1 || ep > 1) && !batchMapped) {
-    DimSharding batch{"batch", {}, {}};
-    if (dp > 1)
-      batch.axes.push_back("dp");
-    if (ep > 1)
-      batch.axes.push_back("ep");
-    cfg.shard.push_back(batch);
-  }
-  if (ep > 1)
-    checkExpertParallel();
-
-  std::set<std::string> usedAxes;
-  for (const DimSharding &ds : cfg.shard) {
-    // An axis named in shard is used, even when the dim has an error of its own: reporting
-    // the axis as unused as well would be a second, misleading error.
-    usedAxes.insert(ds.axes.begin(), ds.axes.end());
-    auto it = dims_.find(ds.dim);
-    if (it == dims_.end()) {
-      // A dim whose own definition is erroneous was reported there, once.
-      if (ds.dim == "batch" || !ds.loc.isValid() || dimDefinitions_.count(ds.dim))
-        continue;
-      if (definitions_.count(ds.dim)) {
-        error(ds.loc, "'" + ds.dim + "' is a constant, not a dim; only dims can be sharded");
-        continue;
-      }
-      std::string guess = wantHints() ? closestMatch(ds.dim, knownNames()) : "";
-      error(ds.loc, "unknown dim '" + ds.dim + "' in shard",
-            guess.empty() ? "" : "did you mean '" + guess + "'?");
-      continue;
-    }
-    int64_t ways = 1;
-    for (const std::string &a : ds.axes)
-      ways *= cfg.axisSize(a);
-    int64_t size = it->second.size;
-    if (ds.dim == "batch")
-      size = train.microBatch.value * cfg.dataWays(); // The global micro-batch.
-    int64_t cp = std::count(ds.axes.begin(), ds.axes.end(), "cp") ? cfg.axisSize("cp") : 1;
-    if (size % ways != 0)
-      error(ds.loc, "dim '" + ds.dim + "' (" + std::to_string(size) +
-                        ") is not divisible by its " + std::to_string(ways) + " shards",
-            "each shard must hold a whole number of elements; change the dim or the axis size");
-    else if (cp > 1 && size % (2 * ways) != 0)
-      error(ds.loc,
-            "dim '" + ds.dim + "' (" + std::to_string(size) + ") does not split into the " +
-                std::to_string(2 * ways) +
-                " chunks context parallelism over cp = " + std::to_string(cp) + " needs",
-            "each cp rank holds one chunk from the head of the sequence and one from its tail "
-            "(so that causal attention costs every rank the same): 2 x cp must divide it");
-  }
-  for (const MeshAxis &a : cfg.mesh)
-    if (a.size > 1 && (a.name == "tp" || a.name == "cp" || a.name == "dp") && !usedAxes.count(a.name))
-      error(a.loc,
-            "mesh axis '" + a.name + "' has " + std::to_string(a.size) +
-                " ranks but no dim is sharded over it",
-            a.name == "tp"   ? "map the dims to split, e.g. shard { heads = tp, ffn = tp }"
-            : a.name == "cp" ? "context parallelism splits the sequence: shard { seq = cp }"
-            : ep > 1         ? "shard the batch over both data axes: shard { batch = (dp, ep) }"
-                             : "shard the batch: shard { batch = dp }");
-
-  auto seq = dims_.find("seq");
-  if (cfg.sequenceParallel.value) {
-    if (tp == 1)
-      error(cfg.sequenceParallel.loc, "sequence_parallel needs a tp axis larger than 1");
-    else if (seq == dims_.end())
-      error(cfg.sequenceParallel.loc, "sequence_parallel splits the dim 'seq', which this model lacks");
-    else if (seq->second.size % (tp * cp) != 0)
-      error(cfg.sequenceParallel.loc,
-            "seq (" + std::to_string(seq->second.size) + ") is not divisible by tp x cp (" +
-                std::to_string(tp * cp) + ") under sequence parallelism");
-  }
-
-  // Pipeline parallelism.
-  int64_t v = cfg.virtualStages.value;
-  if (v > 1 && cfg.schedule.value != "interleaved")
-    error(cfg.virtualStages.loc, "virtual stages need schedule = interleaved");
-  if (cfg.schedule.value == "interleaved" && v < 2 && pp > 1)
-    error(cfg.schedule.loc, "the interleaved schedule needs virtual >= 2");
-  int64_t m = cfg.microbatches.value ? cfg.microbatches.value : train.accumulation;
-  if (cfg.microbatches.value && train.microBatch.value > 0 &&
-      cfg.microbatches.value != train.accumulation)
-    error(cfg.microbatches.loc,
-          "microbatches " + std::to_string(cfg.microbatches.value) +
-              " disagrees with batch / (micro_batch x dp) = " + std::to_string(train.accumulation),
-          "micro-batches are the gradient accumulation steps; set batch and micro_batch to match");
-  if (pp > 1) {
-    SourceLoc ppLoc;
-    for (const MeshAxis &a : cfg.mesh)
-      if (a.name == "pp")
-        ppLoc = a.loc;
-    if (program_.layers == 0) {
-      error(ppLoc, "pipeline parallelism splits the repeated layers, but forward has no 'repeat'");
-    } else {
-      int64_t stages = pp * v;
-      // Said in the user's terms: with virtual stages, the count is a product of two settings.
-      std::string asked = v > 1 ? "pp = " + std::to_string(pp) + " x virtual = " +
-                                      std::to_string(v) + " = " + std::to_string(stages) +
-                                      " model chunks need"
-                                : "pp = " + std::to_string(pp) + " pipeline stages need";
-      if (program_.layers < stages) {
-        if (error(ppLoc,
-                  asked + " at least " + std::to_string(stages) + " layers, one per " +
-                      (v > 1 ? "chunk" : "stage") + ", but the model has " +
-                      std::to_string(program_.layers),
-                  v > 1 ? "lower pp or virtual, or repeat more layers"
-                        : "lower pp, or repeat more layers") &&
-            v > 1)
-          note(cfg.virtualStages.loc, "virtual = " + std::to_string(v) + " is set here");
-      } else if (v > 1 && program_.layers % stages != 0) {
-        error(cfg.virtualStages.loc,
-              "virtual = " + std::to_string(v) + ": " + std::to_string(program_.layers) +
-                  " layers do not split evenly over pp x virtual = " + std::to_string(stages) +
-                  " stages");
-      }
-    }
-    if (program_.layers > 1 && program_.forward.result >= 0)
-      checkLayerChain(pp);
-    if ((cfg.schedule.value == "1f1b" || cfg.schedule.value == "interleaved" ||
-         cfg.schedule.value == "zbh1") && m < pp)
-      error(cfg.schedule.loc.isValid() ? cfg.schedule.loc : ppLoc,
-            "schedule " + cfg.schedule.value + " needs at least as many micro-batches as stages (" +
-                std::to_string(m) + " < " + std::to_string(pp) + ")",
-            "raise batch / micro_batch, or use schedule = afab");
-  }
-  if (!cfg.stageMap.value.empty()) {
-    const auto &map = cfg.stageMap.value;
-    int64_t stages = pp * v;
-    if (static_cast<int64_t>(map.size()) != stages)
-      error(cfg.stageMap.loc, "stage_map lists " + std::to_string(map.size()) + " stage" +
-                                  (map.size() == 1 ? "" : "s") + " but pp x virtual is " +
-                                  std::to_string(stages));
-    std::vector<int> seen(std::max<int64_t>(program_.layers, 0), 0);
-    for (const auto &stage : map) {
-      if (stage.empty())
-        error(cfg.stageMap.loc, "stage_map has a stage with no layers");
-      for (int64_t l : stage) {
-        if (l < 0 || l >= program_.layers) {
-          error(cfg.stageMap.loc, "stage_map names layer " + std::to_string(l) + " of " +
-                                      std::to_string(program_.layers));
-          continue;
-        }
-        if (++seen[l] == 2)
-          error(cfg.stageMap.loc, "stage_map assigns layer " + std::to_string(l) + " twice");
-      }
-    }
-    for (size_t l = 0; l < seen.size(); ++l)
-      if (!seen[l]) {
-        error(cfg.stageMap.loc, "stage_map skips layer " + std::to_string(l));
-        break;
-      }
-  }
-  // Settings that say how to use an axis the mesh does not have change nothing.
-  if (cfg.zero.value > 0 && dp == 1 && cfg.zero.loc.isValid())
-    diags_.warning(cfg.zero.loc, "zero = " + std::to_string(cfg.zero.value) +
-                                     " has no effect without a dp axis larger than 1");
-  if (cfg.context.value == "ring" && cp == 1 && cfg.context.loc.isValid())
-    diags_.warning(cfg.context.loc, "context = ring has no effect without a cp axis larger than 1",
-                   "context parallelism splits the sequence: mesh { cp = 2 } and shard { seq = cp }");
-  if (pp == 1 && cfg.pipelineLoc.isValid())
-    diags_.warning(cfg.pipelineLoc,
-                   "the pipeline settings have no effect without a pp axis larger than 1",
-                   "pipeline parallelism splits the layers into stages: mesh { pp = 2 }");
-}
-
-void Sema::checkExpertParallel() {
-  const ParallelConfig &cfg = program_.parallel;
-  SourceLoc epLoc;
-  for (const MeshAxis &a : cfg.mesh)
-    if (a.name == "ep")
-      epLoc = a.loc;
-  std::string ranks = std::to_string(cfg.axisSize("ep"));
-  // ep is a data axis for everything but the expert weights: the tokens must split over it.
-  for (const DimSharding &ds : cfg.shard)
-    if (ds.dim == "batch" && std::find(ds.axes.begin(), ds.axes.end(), "ep") == ds.axes.end())
-      error(ds.loc.isValid() ? ds.loc : epLoc,
-            "'batch' must be sharded over ep: its ranks take different tokens, as dp's do",
-            cfg.axisSize("dp") > 1 ? "shard { batch = (dp, ep), experts = ep }"
-                                   : "shard { batch = ep, experts = ep }");
-  // The dims ep splits besides the batch are the expert weights': each must be a dim of some
-  // parameter, or ep would split activations only, which is not expert parallelism.
-  std::set<std::string> paramDims;
-  for (const Op &op : program_.forward.ops)
-    if (op.name == "param")
-      for (const NamedDim &d : op.type.dims)
-        paramDims.insert(d.name);
-  bool expertDim = false;
-  for (const DimSharding &ds : cfg.shard) {
-    if (ds.dim == "batch" || std::find(ds.axes.begin(), ds.axes.end(), "ep") == ds.axes.end())
-      continue;
-    expertDim = true;
-    if (dims_.count(ds.dim) && !paramDims.count(ds.dim))
-      error(ds.loc, "'" + ds.dim + "' is sharded over ep but is a dim of no parameter",
-            "ep splits the expert weights along the dim that numbers the experts, e.g. "
-            "shard { experts = ep }");
-  }
-  if (!expertDim)
-    error(epLoc, "mesh axis 'ep' has " + ranks + " ranks but no dim is sharded over it",
-          "expert parallelism splits the expert weights: shard { experts = ep }");
 }

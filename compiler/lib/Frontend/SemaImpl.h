@@ -1,10 +1,11 @@
 //===- SemaImpl.h - Internal state of semantic analysis ---------*- C++ -*-===//
 //
 // Semantic analysis is split by concern: Sema.cpp resolves declarations and evaluates dims and
-// constants, SemaConfig.cpp reads the `parallel` and `train` sections, and Elaborate.cpp
-// instantiates blocks into the typed graph, with Expansion.cpp bounding it beforehand,
-// Parameters.cpp reading declared types and initialisers, and Builtins*.cpp typing the
-// built-in ops. They share this class.
+// constants; SemaParallel.cpp and SemaTrain.cpp read the `parallel` and `train` sections,
+// against the schema in SemaConfig.cpp, and SemaParallel.cpp checks the layout against the
+// model; and Elaborate.cpp instantiates blocks into the typed graph, with Expansion.cpp
+// bounding it beforehand, Parameters.cpp reading declared types and initialisers, and
+// Builtins*.cpp typing the built-in ops. They share this class.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_FRONTEND_SEMAIMPL_H
@@ -90,15 +91,17 @@ public:
   Value scalarCall(const ast::Expr &call, const std::vector<Value> &args);
   std::vector<std::string> knownNames() const;
 
-  // SemaConfig.cpp: the `parallel` and `train` sections.
+  // SemaConfig.cpp: finds the `parallel` and `train` sections and reads them in that order.
   void readSections();
+  // SemaParallel.cpp: the `parallel` section, and after elaboration the layout's checks.
   void readParallel(const ast::Section &section);
-  void readTrain(const ast::Section &section);
   void checkParallelAgainstModel();
   /// With a pipeline: each layer reads the previous one's result and the loss the last's.
   void checkLayerChain(int64_t pp);
   /// The checks of an ep axis: the batch split over it, a parameter dim split over it.
   void checkExpertParallel();
+  // SemaTrain.cpp: the `train` section.
+  void readTrain(const ast::Section &section);
 
   // Elaborate.cpp: blocks into the typed graph.
   void elaborateForward();
