@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
             *v = randomDevice(elements, 6), *dout = randomDevice(elements, 7),
             *out = randomDevice(elements, 8), *dq = randomDevice(elements, 9),
             *dk = randomDevice(elements, 10), *dv = randomDevice(elements, 11),
-            *work = randomDevice(cuda::attentionGradWorkspace(at), 12),
+            *work = randomDevice(cuda::attentionGradWorkspace(at, /*saved=*/true), 12),
             *lse = randomDevice(s * batchHeads, 13);
       // As a training step runs them: the forward call keeps each row's log-sum-exp, and the
       // backward call reads it with the output.
@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
                *out = halves[4], *dq = halves[5], *dk = halves[6], *dv = halves[7];
       void *work = nullptr;
       float *lse = nullptr;
-      if (cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(at)) != cudaSuccess ||
+      if (cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(at, /*saved=*/true)) != cudaSuccess ||
           cudaMalloc(reinterpret_cast<void **>(&lse), s * batchHeads * sizeof(float)) !=
               cudaSuccess) {
         std::fprintf(stderr, "tessel-cuda-rate: cannot allocate the workspace\n");

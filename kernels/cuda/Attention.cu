@@ -427,7 +427,7 @@ __global__ void mergeKernel(AttentionArgs a, const float *blockOut, const float 
 /// whole attention's): the lse ([batch, seq, heads]) in the gradient kernels' order [batch,
 /// heads, seq], and delta = sum over the row of dout * out.
 __global__ void savedRowsKernel(AttentionArgs a, const float *dout, const float *out,
-                               const float *lse, float *headLse, float *delta) {
+                                const float *lse, float *headLse, float *delta) {
   const int64_t rows = a.batch * a.seq * a.heads;
   for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < rows;
        row += int64_t(gridDim.x) * blockDim.x) {
@@ -463,8 +463,8 @@ cudaError_t attention(const AttentionArgs &args, const float *q, const float *k,
   return forward(args, q, k, v, out, lse, detail::LseLayout::rowMajor(args), stream);
 }
 
-int64_t attentionGradWorkspace(const AttentionArgs &a) {
-  return a.batch * a.seq * a.heads * (a.head + 2);
+int64_t attentionGradWorkspace(const AttentionArgs &a, bool saved) {
+  return a.batch * a.seq * a.heads * ((saved ? 0 : a.head) + 2);
 }
 
 cudaError_t attentionGrad(const AttentionArgs &a, const float *q, const float *k, const float *v,
@@ -472,8 +472,9 @@ cudaError_t attentionGrad(const AttentionArgs &a, const float *q, const float *k
                           float *dq, float *dk, float *dv, float *workspace, cudaStream_t stream) {
   if (!valid(a) || !workspace || !savedOut != !savedLse)
     return cudaErrorInvalidValue;
+  // The recomputed output (without the saved one), then each row's lse and delta.
   const int64_t rows = a.batch * a.seq * a.heads;
-  float *out = workspace, *lse = out + rows * a.head, *delta = lse + rows;
+  float *out = workspace, *lse = out + (savedOut ? 0 : rows * a.head), *delta = lse + rows;
   if (savedOut) {
     savedRowsKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(
         a, dout, savedOut, savedLse, lse, delta);
@@ -538,7 +539,7 @@ cudaError_t attentionBlockGrad(const AttentionArgs &a, const float *q, const flo
   const int64_t rows = a.batch * a.seq * a.heads;
   float *headLse = workspace, *delta = headLse + rows;
   savedRowsKernel<<<detail::mapBlocks(rows), detail::kMapThreads, 0, stream>>>(a, dout, out, lse,
-                                                                              headLse, delta);
+                                                                               headLse, delta);
   if (cudaError_t e = detail::launched(); e != cudaSuccess)
     return e;
   return gradients(a, q, k, v, dout, headLse, delta, dq, dk, dv, true, stream);

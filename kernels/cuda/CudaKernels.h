@@ -365,9 +365,9 @@ constexpr int64_t kMaxAttentionHead = 128;
 /// row's log-sum-exp to `lse` ([batch, seq, heads]) where given.
 cudaError_t attention(const AttentionArgs &args, const float *q, const float *k, const float *v,
                       float *out, float *lse, cudaStream_t stream);
-/// Floats of workspace attentionGrad needs: the recomputed output and, per query row, its
-/// log-sum-exp and sum(dout * out).
-int64_t attentionGradWorkspace(const AttentionArgs &args);
+/// Floats of workspace attentionGrad needs: per query row, its log-sum-exp and sum(dout * out),
+/// and without the forward call's `out` and `lse` (`saved`) the recomputed output.
+int64_t attentionGradWorkspace(const AttentionArgs &args, bool saved);
 /// As cpu::attentionGrad: from the forward call's `out` and `lse` where given (both or
 /// neither), else the forward pass again (output and log-sum-exp); then dk and dv one block per
 /// (batch, kv head, 32 keys) over the query heads that read the kv head, and dq one block per
@@ -391,7 +391,7 @@ bool flashAttentionTakes(const AttentionArgs &args);
 cudaError_t flashAttention(Half16 type, const AttentionArgs &args, const uint16_t *q,
                            const uint16_t *k, const uint16_t *v, uint16_t *out, float *lse,
                            cudaStream_t stream);
-int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &args);
+int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &args, bool saved);
 cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &args, const uint16_t *q,
                                const uint16_t *k, const uint16_t *v, const uint16_t *dout,
                                const uint16_t *out, const float *lse, uint16_t *dq, uint16_t *dk,

@@ -541,8 +541,10 @@ cudaError_t backward(const AttentionArgs &a, const uint16_t *q, const uint16_t *
                      const float *savedLse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
                      void *workspace, cudaStream_t stream) {
   const int64_t rows = a.batch * a.seq * a.heads;
+  // The recomputed output (without the saved one), then each row's lse and delta.
   auto *recomputed = static_cast<uint16_t *>(workspace);
-  float *lse = reinterpret_cast<float *>(recomputed + rows * D), *delta = lse + rows;
+  float *lse = reinterpret_cast<float *>(recomputed + (savedOut ? 0 : rows * D)),
+        *delta = lse + rows;
   const uint16_t *out = savedOut;
   if (!out) {
     if (cudaError_t e = forward<T, D>(a, q, k, v, recomputed, lse,
@@ -634,9 +636,10 @@ cudaError_t flashAttention(Half16 type, const AttentionArgs &a, const uint16_t *
                               : forwardOfHead<__half>(a, q, k, v, out, lse, stream);
 }
 
-int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &a) {
+int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &a, bool saved) {
   const int64_t rows = a.batch * a.seq * a.heads;
-  return rows * a.head * int64_t(sizeof(uint16_t)) + 2 * rows * int64_t(sizeof(float));
+  return (saved ? 0 : rows * a.head * int64_t(sizeof(uint16_t))) +
+         2 * rows * int64_t(sizeof(float));
 }
 
 cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &a, const uint16_t *q,

@@ -1096,7 +1096,7 @@ void checkAttention(const cpu::AttentionArgs &a, uint32_t seed) {
   cpu::attention(a, q.data(), k.data(), v.data(), out.data(), lse.data());
   cpu::attentionGrad(a, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data());
   DeviceArray<float> gq(q), gk(k), gv(v), gdout(dout), gout(nq), glse(rows), gdq(nq),
-      gdk(Floats(nkv, 5.0f)), gdv(Floats(nkv, 5.0f)), work(cuda::attentionGradWorkspace(a));
+      gdk(Floats(nkv, 5.0f)), gdv(Floats(nkv, 5.0f)), work(cuda::attentionGradWorkspace(a, /*saved=*/false));
   ASSERT_EQ(cuda::attention(a, gq.get(), gk.get(), gv.get(), gout.get(), glse.get(), nullptr),
             cudaSuccess)
       << describe(a);
@@ -1112,9 +1112,12 @@ void checkAttention(const cpu::AttentionArgs &a, uint32_t seed) {
   expectClose(dv, gotV, "dv of " + describe(a), 2e-5f, 1e-3f);
   // From the forward call's output and lse, the forward pass is not run again: the rows it
   // would recompute are those bits, so the gradients are the same bits.
-  DeviceArray<float> sdq(nq), sdk(Floats(nkv, 5.0f)), sdv(Floats(nkv, 5.0f));
+  // Its workspace holds only the rows' statistics.
+  DeviceArray<float> sdq(nq), sdk(Floats(nkv, 5.0f)), sdv(Floats(nkv, 5.0f)),
+      savedWork(cuda::attentionGradWorkspace(a, /*saved=*/true));
   ASSERT_EQ(cuda::attentionGrad(a, gq.get(), gk.get(), gv.get(), gdout.get(), gout.get(),
-                                glse.get(), sdq.get(), sdk.get(), sdv.get(), work.get(), nullptr),
+                                glse.get(), sdq.get(), sdk.get(), sdv.get(), savedWork.get(),
+                                nullptr),
             cudaSuccess)
       << describe(a);
   EXPECT_TRUE(sdq.host() == gotQ && sdk.host() == gotK && sdv.host() == gotV)

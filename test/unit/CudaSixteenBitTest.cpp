@@ -502,7 +502,7 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
   auto bits = [](const Buffer &b) { return static_cast<const uint16_t *>(b.in().data); };
   auto mut = [](Buffer &b) { return static_cast<uint16_t *>(b.out().data); };
   void *work = nullptr;
-  ASSERT_EQ(cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(a)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(a, /*saved=*/false)), cudaSuccess);
   const std::string what = nameOf(t) + " tensor-core " + describe(a);
   Buffer hlse(cuda::ElementType::F32, rows);
   float *lseBits = static_cast<float *>(hlse.out().data);
@@ -526,11 +526,16 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
   EXPECT_TRUE(gq == hdq.host() && gk == hdk.host() && gv == hdv.host())
       << what << ": a second backward pass gave other bits";
   // From the forward call's output and lse the forward pass is not run again; those are the
-  // bits it would recompute, so the gradients are the same bits.
+  // bits it would recompute, so the gradients are the same bits. Its workspace holds only the
+  // rows' statistics.
+  void *savedWork = nullptr;
+  ASSERT_EQ(cudaMalloc(&savedWork, cuda::flashAttentionGradWorkspaceBytes(a, /*saved=*/true)),
+            cudaSuccess);
   ASSERT_EQ(cuda::flashAttentionGrad(type, a, bits(hq), bits(hk), bits(hv), bits(hdout),
-                                     bits(hout), lseBits, mut(hdq), mut(hdk), mut(hdv), work,
+                                     bits(hout), lseBits, mut(hdq), mut(hdk), mut(hdv), savedWork,
                                      nullptr),
             cudaSuccess);
+  cudaFree(savedWork);
   EXPECT_TRUE(gq == hdq.host() && gk == hdk.host() && gv == hdv.host())
       << what << ": the gradients from the saved lse differ from the recomputed ones";
   cudaFree(work);

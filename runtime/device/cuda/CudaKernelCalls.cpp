@@ -302,7 +302,7 @@ bool launch(KernelCall &c, const args::Attention &a) {
 }
 
 bool launch(KernelCall &c, const args::AttentionGrad &a) {
-  float *workspace = scratchFloats(c, cuda::attentionGradWorkspace(a.a));
+  float *workspace = scratchFloats(c, cuda::attentionGradWorkspace(a.a, a.lse));
   return workspace &&
          launched(c, cuda::attentionGrad(a.a, c.fin(0), c.fin(1), c.fin(2), c.fin(3),
                                          a.lse ? c.fin(4) : nullptr, a.lse ? c.fin(5) : nullptr,
@@ -562,7 +562,7 @@ bool launchAttentionGradHalf(KernelCall &c, const KernelArgs &args) {
   const std::optional<cuda::Half16> type = tensorCoreType(c, call.a, call.lse ? 5 : 4, 3);
   if (!type)
     return cudaWidenedCall(c, args);
-  void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(call.a));
+  void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(call.a, call.lse));
   return workspace &&
          launched(c, cuda::flashAttentionGrad(
                          *type, call.a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2), halfIn(c, 3),
