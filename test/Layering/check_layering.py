@@ -3,7 +3,7 @@ neither side reaches into the other, and the runtime's folders depend one way.
 
 Three kinds of evidence, each optional on the command line:
   --sources ROOT      the include lines of every C/C++/CUDA file under ROOT's compiler/,
-                      dialects/, common/, runtime/ and kernels/ against the rules below;
+                      common/, runtime/ and kernels/ against the rules below;
   --links FILE        the libraries each tool links, directly or through other targets, as
                       CMake's target graph gives them (test/CMakeLists.txt writes FILE);
   --binary NAME=PATH  the shared libraries the built program loads (ldd).
@@ -20,14 +20,12 @@ import sys
 # What the compiler side may not include: the runtime and its kernels.
 RUNTIME_INCLUDES = ["runtime/", "kernels/"]
 # What the runtime side may not include: the compiler (its headers are "tessel/...", the
-# dialects' "Graph/...", "Plan/...", "Sched/..."), MLIR and LLVM.
-COMPILER_INCLUDES = ["compiler/", "dialects/", "tessel/", "Graph/", "Plan/", "Sched/", "mlir/",
-                     "llvm/"]
+# dialects' "tessel/Dialect/..."), MLIR and LLVM.
+COMPILER_INCLUDES = ["compiler/", "tessel/", "mlir/", "llvm/"]
 
 # Per top-level directory, the include prefixes its files may not use.
 INCLUDE_RULES = {
     "compiler": RUNTIME_INCLUDES,
-    "dialects": RUNTIME_INCLUDES,
     "runtime": COMPILER_INCLUDES,
     "kernels": COMPILER_INCLUDES + ["runtime/"],
     "common": COMPILER_INCLUDES + RUNTIME_INCLUDES + ["antlr4"],
@@ -37,7 +35,7 @@ INCLUDE_RULES = {
 # paths) it may not reach: the compiler tools no runtime, kernels, OpenMP, BLAS or MPI; the
 # runner nothing of the compiler, MLIR or LLVM.
 RUNTIME_LIBRARIES = ["TesselRuntime", "TesselCpuKernels", "OpenMP", "gomp", "blas", "MPI::", "libmpi"]
-COMPILER_LIBRARIES = ["TesselTarget", "TesselTransforms", "TesselIRGen", "TesselFrontend",
+COMPILER_LIBRARIES = ["TesselTarget", "TesselAnalysis", "Transforms", "TesselIRGen", "TesselFrontend",
                       "TesselShape", "Dialect", "MLIR", "LLVM", "antlr"]
 LINK_RULES = {
     "tessel": RUNTIME_LIBRARIES,

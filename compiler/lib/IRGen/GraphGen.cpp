@@ -7,13 +7,13 @@
 
 #include "tessel/IRGen/GraphGen.h"
 
-#include "Graph/GraphOps.h"
+#include "tessel/Dialect/Graph/IR/GraphOps.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace tessel;

@@ -2,7 +2,9 @@
 
 #include "tessel/Pipelines/Pipelines.h"
 #include "tessel/Conversion/Passes.h"
-#include "tessel/Transforms/Passes.h"
+#include "tessel/Dialect/Graph/Transforms/Passes.h"
+#include "tessel/Dialect/Plan/Transforms/Passes.h"
+#include "tessel/Dialect/Sched/Transforms/Passes.h"
 
 void tessel::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createRecognizeAttention());

@@ -1,14 +1,14 @@
 //===- PlanWriter.cpp - From the plan dialect to a plan file --------------===//
 
 #include "tessel/Target/PlanWriter.h"
-#include "tessel/Target/StepTime.h"
+#include "tessel/Analysis/StepTime.h"
 
-#include "Graph/GraphOps.h"
-#include "Plan/PlanDialect.h"
-#include "Plan/PlanLiveness.h"
+#include "tessel/Analysis/PlanLiveness.h"
+#include "tessel/Dialect/Graph/IR/GraphOps.h"
+#include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
-#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
 using namespace tessel;

@@ -9,12 +9,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Graph/GraphDialect.h"
-#include "Plan/PlanDialect.h"
-#include "Sched/SchedDialect.h"
 #include "tessel/Conversion/Passes.h"
+#include "tessel/Dialect/Graph/IR/GraphDialect.h"
+#include "tessel/Dialect/Graph/Transforms/Passes.h"
+#include "tessel/Dialect/Plan/IR/PlanDialect.h"
+#include "tessel/Dialect/Plan/Transforms/Passes.h"
+#include "tessel/Dialect/Sched/IR/SchedDialect.h"
+#include "tessel/Dialect/Sched/Transforms/Passes.h"
 #include "tessel/Pipelines/Pipelines.h"
-#include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -48,7 +50,9 @@ int main(int argc, char **argv) {
               mlir::func::FuncDialect, mlir::memref::MemRefDialect, mlir::shard::ShardDialect>();
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
-  tessel::registerTesselPasses();
+  tessel::registerGraphTransformsPasses();
+  tessel::registerSchedTransformsPasses();
+  tessel::registerPlanTransformsPasses();
   tessel::registerTesselConversionPasses();
   mlir::PassPipelineRegistration<>(
       "tessel-training-pipeline",

@@ -10,10 +10,10 @@
 #include "Commands.h"
 #include "MemoryPictures.h"
 
+#include "tessel/Analysis/Estimate.h"
 #include "common/Schedule.h"
 #include "common/Timeline.h"
-#include "tessel/Target/Estimate.h"
-#include "tessel/Target/StepTime.h"
+#include "tessel/Analysis/StepTime.h"
 
 #include "llvm/Support/JSON.h"
 

@@ -3,7 +3,7 @@
 #include "MemoryPictures.h"
 
 #include "common/MemoryProfile.h"
-#include "tessel/Target/StepTime.h"
+#include "tessel/Analysis/StepTime.h"
 
 using namespace tessel;
 

@@ -2,7 +2,7 @@
 
 #include "PassDiagnostics.h"
 
-#include "Graph/GraphOps.h"
+#include "tessel/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Location.h"
 

@@ -9,9 +9,9 @@
 
 #include "Commands.h"
 
-#include "tessel/Target/Estimate.h"
-#include "tessel/Target/StepTime.h"
-#include "tessel/Target/Tune.h"
+#include "tessel/Analysis/Tune.h"
+#include "tessel/Analysis/Estimate.h"
+#include "tessel/Analysis/StepTime.h"
 
 #include "llvm/Support/JSON.h"
 

@@ -2,8 +2,8 @@
 #ifndef TESSEL_CONVERSION_PASSES_H
 #define TESSEL_CONVERSION_PASSES_H
 
-#include "Graph/GraphDialect.h"
-#include "Plan/PlanDialect.h"
+#include "tessel/Dialect/Graph/IR/GraphDialect.h"
+#include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -129,7 +129,7 @@ struct OptimizerConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weightDecay = 0.0;
   double momentum = 0.0;
-  /// The parameter classes weight decay falls on (tessel/Transforms/ParameterClasses.h):
+  /// The parameter classes weight decay falls on (tessel/Dialect/Graph/Transforms/ParameterClasses.h):
   /// by default the matrices, weights and embeddings, as nanoGPT and llm.c decay them.
   std::vector<std::string> decay{"weights", "embeddings"};
   SourceLoc loc;

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanLowering.h"
-#include "tessel/Transforms/TrainSettings.h"
+#include "tessel/Dialect/Graph/IR/TrainSettings.h"
 
 using namespace mlir;
 using namespace tessel;

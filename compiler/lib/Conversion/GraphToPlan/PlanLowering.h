@@ -16,9 +16,9 @@
 #ifndef TESSEL_CONVERSION_GRAPHTOPLAN_PLANLOWERING_H
 #define TESSEL_CONVERSION_GRAPHTOPLAN_PLANLOWERING_H
 
-#include "Graph/GraphOps.h"
-#include "Graph/GraphSharding.h"
-#include "Plan/PlanDialect.h"
+#include "tessel/Dialect/Graph/IR/GraphOps.h"
+#include "tessel/Dialect/Graph/IR/GraphSharding.h"
+#include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Transforms/DialectConversion.h"
