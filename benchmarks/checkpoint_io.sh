@@ -21,7 +21,7 @@ sed -e 's/^    seq = 1024$/    seq = 64/' -e '/^parallel {/,/^}/d' \
     -e '/^  eval {/d' -e '/^  checkpoint {/d' \
     "$root/examples/gpt2_small.model" > "$work/gpt2.model"
 (cd "$root" && "$build/bin/tessel" compile "$work/gpt2.model" -o "$work/gpt2" > /dev/null)
-run=("$work/gpt2" --data "$root/test/parity/Inputs/text.txt" --threads 2 --log-every 1000)
+run=("$work/gpt2" --data "$root/test/Integration/Parity/Inputs/text.txt" --threads 2 --log-every 1000)
 for _ in $(seq "$runs"); do
   rm -rf "$work/ck"
   saved=$("${run[@]}" --steps 1 --checkpoint-dir "$work/ck" | sed -n 's/.*(saved in \([0-9.]*\) s).*/\1/p')

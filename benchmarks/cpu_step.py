@@ -8,7 +8,7 @@ For each model (default: the four of benchmarks/models/ and examples/tiny_gpt.mo
   1. Tessel: `tessel compile MODEL -o X`; X runs under each Tessel configuration (its
      --threads, OMP_WAIT_POLICY) for a short probe, and the fastest runs again for the timed
      steps. Tokens/s come from X's metrics lines.
-  2. PyTorch: the hand-written reference modules of test/parity/reference.py with the same
+  2. PyTorch: the hand-written reference modules of test/Integration/Parity/reference.py with the same
      sizes, global batch, sequence length, AdamW, clipping and schedule, on random batches,
      under each PyTorch configuration (torch.set_num_threads, OPENBLAS_NUM_THREADS,
      OMP_WAIT_POLICY), each in a process of its own (benchmarks/torch_step.py); the fastest
@@ -42,7 +42,7 @@ from typing import Callable, Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "benchmarks")
-sys.path.insert(0, os.path.join(ROOT, "test", "parity"))
+sys.path.insert(0, os.path.join(ROOT, "test", "Integration", "Parity"))
 
 import reference as ref  # noqa: E402  (graph_of; the timed torch runs are in torch_step.py)
 
@@ -596,7 +596,7 @@ def results_section(rows: List[Row], sgemm: dict, args, command: str, host: str,
         "# CPU benchmark results",
         "",
         "Training throughput of Tessel's compiled executable against the PyTorch reference",
-        "modules (test/parity/reference.py) on the same model, batch, sequence length, optimizer",
+        "modules (test/Integration/Parity/reference.py) on the same model, batch, sequence length, optimizer",
         "and schedule, each side at the fastest of its thread configurations on this machine",
         "(below), each configuration in a process of its own. Ratio = Tessel / PyTorch, above 1",
         "means Tessel is faster. Written by `benchmarks/cpu_step.py`; see benchmarks/README.md.",

@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     *) echo "fusion.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ -r "$data" ] || data="$root/test/parity/Inputs/text.txt"
+[ -r "$data" ] || data="$root/test/Integration/Parity/Inputs/text.txt"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "model $(basename "$model"), $steps steps (mean of steps $((warmup + 1))-$steps), $threads threads, data $data"

@@ -18,7 +18,7 @@
 # parameters, 16 x 64 tokens a step), and benchmarks/models/gpt_6x384.model (10.8M, 8 x 256)
 # against the same file with the parallel section of tiny_gpt_parallel (micro-batch 4 per dp
 # rank, so the global batch stays 8). Each run trains on the model's own data when it exists
-# (Debian's fortunes), else on test/parity/Inputs/text.txt, without evaluation.
+# (Debian's fortunes), else on test/Integration/Parity/Inputs/text.txt, without evaluation.
 # Runs from anywhere; needs a built tree, GNU time (/usr/bin/time) and OpenMPI's mpirun.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,7 +123,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 compare() {
   name=$1 one=$2 par=$3 steps=$4
   data=$(sed -n 's/^[[:space:]]*data = "\(.*\)".*/\1/p' "$one" | head -1)
-  [ -e "$data" ] || data="$root/test/parity/Inputs/text.txt"
+  [ -e "$data" ] || data="$root/test/Integration/Parity/Inputs/text.txt"
   "$tessel" compile "$one" -o "$work/one" > /dev/null
   "$tessel" compile "$par" -o "$work/par" > /dev/null
   echo "$name: $steps steps ($warmup warm-up), data $data"

@@ -7,7 +7,7 @@
 # the Python standard library's sources until 10 MB (English prose and code). Every process is
 # pinned to one CPU, and RAYON_NUM_THREADS=1 and TOKENIZERS_PARALLELISM=false keep the reference
 # on one thread. The tokenizers are GPT-2's, and Llama 3's and Qwen2's layouts on cl100k's
-# vocabulary (test/Tokenizer/make_tokenizers.js). Each figure is the fastest of REPEATS passes;
+# vocabulary (test/Integration/Tokenizer/make_tokenizers.js). Each figure is the fastest of REPEATS passes;
 # both sides must give the same number of tokens. Prints a Markdown table: MB/s and the ratio
 # Tessel / reference (above 1: Tessel is faster).
 #
@@ -42,7 +42,7 @@ with open(sys.argv[1], "w") as out:
         total += len(text.encode())
 PY
 node -e "
-const m = require('$root/test/Tokenizer/make_tokenizers.js');
+const m = require('$root/test/Integration/Tokenizer/make_tokenizers.js');
 m.gpt2Files('$reference', '$work/tok');
 m.cl100kFiles('$reference', '$work/tok');"
 

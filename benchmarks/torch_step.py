@@ -9,7 +9,7 @@ in the environment (OMP_WAIT_POLICY, OPENBLAS_NUM_THREADS: both are read when th
 load, so they cannot change inside one process) and the CPUs it may use already set. SPEC
 holds the model as `tessel compile --emit=graph` describes it (kind, dims, layers, train), the
 steps, the warm-up and `torch_threads` (torch.set_num_threads). This trains the reference
-modules of test/parity/reference.py on random token batches (under torch.autocast's bf16 when
+modules of test/Integration/Parity/reference.py on random token batches (under torch.autocast's bf16 when
 the model's `precision` is bf16) and prints one JSON line: the tokens/s over the steps after
 the warm-up, each step's time, and what the process ran with.
 
@@ -26,7 +26,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test", "parity"))
+sys.path.insert(0, os.path.join(ROOT, "test", "Integration", "Parity"))
 
 import torch  # noqa: E402
 

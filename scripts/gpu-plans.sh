@@ -16,13 +16,13 @@ done
 # Multi-rank layouts for ranks as threads sharing one GPU (gpu-window.sh trains each against its
 # one-rank plan): the equivalence suite's GPT over dp 2, tp 2 with sequence parallelism, dp 2 x
 # tp 2 with ZeRO-1, and its eight-layer GPT over a two-stage 1F1B pipeline.
-python3 "$root/test/Equivalence/equivalence.py" --tessel "$tessel" \
-  --model "$root/test/Equivalence/Inputs/gpt.model" --data "$root/test/parity/Inputs/text.txt" \
+python3 "$root/test/Integration/Equivalence/equivalence.py" --tessel "$tessel" \
+  --model "$root/test/Integration/Equivalence/Inputs/gpt.model" --data "$root/test/Integration/Parity/Inputs/text.txt" \
   --workdir "$out" --emit-plans "$out/ranks/gpt" \
   --layout 2,1,0,0,1 --layout 1,2,1,0,1 --layout 2,2,0,1,1 > /dev/null
-python3 "$root/test/Equivalence/equivalence.py" --tessel "$tessel" \
-  --model "$root/test/Equivalence/Inputs/gpt_pipeline.model" \
-  --data "$root/test/parity/Inputs/text.txt" --workdir "$out" --emit-plans "$out/ranks/gpt_pipeline" \
+python3 "$root/test/Integration/Equivalence/equivalence.py" --tessel "$tessel" \
+  --model "$root/test/Integration/Equivalence/Inputs/gpt_pipeline.model" \
+  --data "$root/test/Integration/Parity/Inputs/text.txt" --workdir "$out" --emit-plans "$out/ranks/gpt_pipeline" \
   --layout 1,1,0,0,2,2,1f1b > /dev/null
 # benchmarks/gpu_bench.sh's model: GPT-2 124M as llm.c trains it on one GPU (sequences of 1024
 # tokens, 16 per step), one rank, in fp32 and in bf16.

@@ -98,7 +98,7 @@ grep -q "precision = bf16" "$out/plans/tiny_gpt_bf16.model" ||
 rm -rf "$out/plans/work" "$out/plans"/*.model.d 2> /dev/null || true
 
 step "CPU references (the carried runner on its CPU device: 5 steps, step-1 dumps)"
-data=$root/test/parity/Inputs/text.txt
+data=$root/test/Integration/Parity/Inputs/text.txt
 for plan in "$out"/plans/*.plan; do
   name=$(basename "$plan" .plan)
   mkdir -p "$out/ref/$name"

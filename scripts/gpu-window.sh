@@ -53,7 +53,7 @@ mkdir -p "$logs"
 summary=$out/summary.txt
 : > "$summary"
 started=$(date +%s)
-data=$root/test/parity/Inputs/text.txt
+data=$root/test/Integration/Parity/Inputs/text.txt
 failures=0
 
 note() { echo "$*" | tee -a "$summary"; }
@@ -268,11 +268,11 @@ if gpu_step train 20; then
     grep -q "interpreter kernel" "$dir/run.log" && fail "train $name: fused kernels fell back to the interpreter"
     tol=1e-4
     [ "$name" = tiny_gpt_bf16 ] && tol=1e-2
-    python3 "$root/test/Runtime/Inputs/close_losses.py" "$dir/metrics.jsonl" \
+    python3 "$root/test/Integration/Runtime/Inputs/close_losses.py" "$dir/metrics.jsonl" \
       "$prepared/ref/$name/metrics.jsonl" --tol "$tol" --steps 5 > "$dir/losses.txt" 2>&1 ||
       fail "train $name: losses differ from the CPU beyond $tol"
     note "train $name losses: $(tail -1 "$dir/losses.txt")"
-    python3 "$root/test/Runtime/Inputs/compare_dumps.py" "$dir/dump" "$prepared/ref/$name/dump" \
+    python3 "$root/test/Integration/Runtime/Inputs/compare_dumps.py" "$dir/dump" "$prepared/ref/$name/dump" \
       --tol "$tol" > "$dir/grads.txt" 2>&1 || fail "train $name: step-1 gradients differ beyond $tol"
     note "train $name gradients: $(tail -1 "$dir/grads.txt")"
     decode_check "$name" "$plan" "$dir"
@@ -296,7 +296,7 @@ if gpu_step ranks 20; then
         fail "ranks $model $name failed: $(tail -2 "$dir/run.log" | tr '\n' ' ' | cut -c1-300)"
         continue
       fi
-      python3 "$root/test/Runtime/Inputs/close_losses.py" "$dir/metrics.jsonl" \
+      python3 "$root/test/Integration/Runtime/Inputs/close_losses.py" "$dir/metrics.jsonl" \
         "$logs/ranks-$model-one-rank/metrics.jsonl" --tol 1e-5 --steps 5 > "$dir/losses.txt" 2>&1 ||
         fail "ranks $model $name: losses differ from one rank beyond 1e-5"
       note "ranks $model $name: $(tail -1 "$dir/losses.txt")"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tokenizer parity test compares Tessel with (test/Tokenizer/parity.test):
+# Installs what the tokenizer parity test compares Tessel with (test/Integration/Tokenizer/parity.test):
 # Hugging Face's tokenizers as its Node binding (npm `tokenizers`) and js-tiktoken, whose GPT-2
 # and cl100k ranks the test's tokenizer files are made from. Pinned versions, from the npm
 # registry, into DIR (default build/tokenizer-reference, which git ignores); nothing else ever

@@ -5,7 +5,7 @@
 #   docs/memory-gpt2-small-selective.svg   the same with recompute = selective
 #   docs/memory-1f1b-stage0.svg            tiny_gpt_pipeline as 1F1B over 4 stages, stage 0
 # Each is tessel estimate --memory-svg: the prediction, which the runner's --memory-trace
-# measures to the byte (test/Runtime/memory-trace.test).
+# measures to the byte (test/Integration/Runtime/memory-trace.test).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tessel=${TESSEL:-$root/build/bin/tessel}

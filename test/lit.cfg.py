@@ -55,7 +55,7 @@ if config.have_cuda:
     gpus, why = cuda_devices()
     if gpus:
         config.available_features.add("cuda")
-        # One process per GPU over NCCL (test/MultiProcess/torchrun-nccl.test) needs two.
+        # One process per GPU over NCCL (test/Integration/MultiProcess/torchrun-nccl.test) needs two.
         if gpus >= 2:
             config.available_features.add("cuda-2gpus")
         else:
@@ -65,7 +65,7 @@ if config.have_cuda:
         lit_config.note("skipped: no CUDA device (%s): the GPU tests (REQUIRES: cuda) are "
                         "unsupported here; on a GPU machine run scripts/gpu-window.sh (prepared by scripts/gpu-prepare.sh)" % why)
     # 'nvrtc' where the runtime can open NVRTC (no GPU needed): the fused elementwise kernels
-    # are compiled here (test/Runtime/nvrtc-*.test); tessel-nvrtc says why it cannot.
+    # are compiled here (test/Integration/Runtime/nvrtc-*.test); tessel-nvrtc says why it cannot.
     try:
         probe = subprocess.run([os.path.join(config.tessel_tools_dir, "tessel-nvrtc"),
                                 "--nvrtc-version"], capture_output=True, text=True)
@@ -81,7 +81,7 @@ else:
     lit_config.note("skipped: no CUDA backend in this build (CMake found no CUDA toolkit): "
                     "the GPU tests are neither built nor run")
 
-# MPI tests (test/MPI: ranks as processes; test/MultiHost: MPI jobs across "hosts" made as
+# MPI tests (test/Integration/MPI: ranks as processes; test/Integration/MultiHost: MPI jobs across "hosts" made as
 # network namespaces by scripts/netns-hosts.sh). Where OpenMPI is missing, the runtime was built
 # without it, or namespaces cannot be made (no privilege, no iproute2), the tests are reported
 # UNSUPPORTED and the reason is printed here, never hidden.
@@ -113,7 +113,7 @@ else:
     else:
         config.available_features.add("netns")
 
-# Tokenizers (test/Tokenizer): the parity test against Hugging Face's tokenizers runs its Node
+# Tokenizers (test/Integration/Tokenizer): the parity test against Hugging Face's tokenizers runs its Node
 # binding, which scripts/install-tokenizer-reference.sh installs from the npm registry (the test
 # installs it when it is missing: a machine with npm but no registry fails the test, it does not
 # skip it); 'node' where Node.js and npm are installed. The SentencePiece tests train a model with
@@ -122,7 +122,7 @@ else:
 if shutil.which("node") and shutil.which("npm"):
     config.available_features.add("node")
 else:
-    lit_config.note("skipped: the tokenizer parity test (test/Tokenizer/parity.test) needs "
+    lit_config.note("skipped: the tokenizer parity test (test/Integration/Tokenizer/parity.test) needs "
                     "Node.js and npm to run Hugging Face's tokenizers, and this machine has "
                     "neither (or not both)")
 try:

@@ -4,7 +4,7 @@
 // tokenizers ship, for tokenizers that ship none. Each wraps the assistant's replies (with the
 // token that ends them, so a model learns to stop) in `{% generation %}` blocks; the rest of
 // the text is what the model reads. Content may be a string or a list of {"type": "text"}
-// parts. test/Tokenizer/chat-template-parity.test renders every one with Python's Jinja2 as
+// parts. test/Integration/Tokenizer/chat-template-parity.test renders every one with Python's Jinja2 as
 // transformers does and compares.
 //
 //===----------------------------------------------------------------------===//

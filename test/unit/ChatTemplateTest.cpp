@@ -4,7 +4,7 @@
 // where they point, whitespace control, loops, scopes, macros, filters, tests and methods, the
 // generation blocks' ranges, raise_exception, and the limits that stop hostile templates.
 // Byte-for-byte parity with Python's Jinja2 over published templates is
-// test/Tokenizer/chat-template-parity.test.
+// test/Integration/Tokenizer/chat-template-parity.test.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- RenderChat.cpp - Chat templates rendered, for tests ----------------===//
 //
 // tessel-render-chat: the Tessel side of the chat-template reference test against Python's
-// Jinja2 (test/Tokenizer/chat-template-parity.test).
+// Jinja2 (test/Integration/Tokenizer/chat-template-parity.test).
 //
 //   tessel-render-chat --list            the built-in templates' names, one a line
 //   tessel-render-chat --builtin NAME    a built-in template's source

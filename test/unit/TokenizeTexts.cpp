@@ -1,7 +1,7 @@
 //===- TokenizeTexts.cpp - The tokenizer library on texts, for tests -------===//
 //
 // tessel-tokenize-texts: the Tessel side of the tokenizer parity test and of the throughput
-// benchmark (test/Tokenizer, benchmarks/tokenizer_rate.sh).
+// benchmark (test/Integration/Tokenizer, benchmarks/tokenizer_rate.sh).
 //
 //   tessel-tokenize-texts --tokenizer T FILE...       one JSON line per file (each one text, its
 //                                                     bytes as they are): its ids without and

@@ -3,7 +3,7 @@
 // The parts of common/tokenizer on small, hand-made tokenizers: merges and their ranks, added
 // and special tokens, decoding, the Llama 2 layout (byte fallback, Metaspace), files refused
 // with their reasons, and the UTF-8, JSON, NFC and pattern helpers. Parity with Hugging Face's
-// tokenizers on real vocabularies is test/Tokenizer/parity.test.
+// tokenizers on real vocabularies is test/Integration/Tokenizer/parity.test.
 //
 //===----------------------------------------------------------------------===//
 
