@@ -2,7 +2,7 @@
 //
 // The argument types the CPU kernels (kernels/cpu) and the CUDA kernels (kernels/cuda) share,
 // and that the runtime's device-neutral checks (runtime/device/KernelArgs.h) fill in once per
-// call: shapes and strides, the operation kinds (the catalogue's own enums, common/KernelOps.h),
+// call: shapes and strides, the operation kinds (the catalogue's own enums, common/catalogue/KernelOps.h),
 // a fused elementwise step, a product's layout, attention's sizes, the 16-bit storage types, and
 // the order in which a long sum is added up (so both devices give the same bits). Neither
 // backend owns this header.
@@ -14,7 +14,7 @@
 #ifndef TESSEL_KERNELS_KERNELTYPES_H
 #define TESSEL_KERNELS_KERNELTYPES_H
 
-#include "common/KernelOps.h"
+#include "common/catalogue/KernelOps.h"
 
 #include <cstdint>
 
@@ -123,7 +123,7 @@ struct AttentionArgs {
   /// whole, and reads kv head (firstHead + h) / group. A group of 0 means heads / kvHeads.
   int64_t firstHead = 0, group = 0;
   /// Context parallelism with every key here: the queries are the two chunks of a head-tail
-  /// split (common/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
+  /// split (common/layout/HeadTail.h), queries [0, seq / 2) at positions headStart + i and the rest at
   /// tailStart + i - seq / 2 of the kvSeq keys. Negative: query i is at position i.
   int64_t headStart = -1, tailStart = -1;
   /// The same for the keys, where they are a head-tail block too (one step of ring attention
@@ -159,7 +159,7 @@ struct RunningSumArgs {
 
 /// One step of ring attention (context parallelism, RingAttention.cpp): the queries here and
 /// a block of keys and values of the same length `attention.seq` are the head-tail blocks of
-/// indices `queryIndex` and `keyIndex` of a group of `ways` (common/HeadTail.h); `attention`
+/// indices `queryIndex` and `keyIndex` of a group of `ways` (common/layout/HeadTail.h); `attention`
 /// gives the sizes, scale, causal flag and query-head block (kvSeq and window unused).
 struct RingBlockArgs {
   AttentionArgs attention;
@@ -168,7 +168,7 @@ struct RingBlockArgs {
   int64_t queryPosition(int64_t i) const { return positionOf(queryIndex, i); }
   int64_t keyPosition(int64_t j) const { return positionOf(keyIndex, j); }
   /// Where element i of the head-tail block of `index` lies in the whole sequence: its first
-  /// half is chunk `index`, its second chunk 2 * ways - 1 - index (common/HeadTail.h).
+  /// half is chunk `index`, its second chunk 2 * ways - 1 - index (common/layout/HeadTail.h).
   int64_t positionOf(int64_t index, int64_t i) const {
     const int64_t half = attention.seq / 2, chunk = i < half ? index : 2 * ways - 1 - index;
     return chunk * half + (i < half ? i : i - half);

@@ -1,7 +1,7 @@
 //===- Calibrate.cpp - tessel-calibrate: this machine as a cluster file ---===//
 //
 // Measures what the step-time model needs to know of this CPU, with the runtime's own CPU
-// kernels and communicators, and prints it as a cluster file (common/Cluster.h):
+// kernels and communicators, and prints it as a cluster file (common/cluster/Cluster.h):
 //
 // Each figure is the mean over repeated runs (what the machine sustains, load included).
 //   - the fp32 GEMM rate of kernels/cpu's gemm on square products of 64 .. 1024 and on the
@@ -31,9 +31,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/Cluster.h"
-#include "common/KernelCatalogue.h"
-#include "common/PlanFile.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/cluster/Cluster.h"
+#include "common/plan/PlanFile.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/MpiCommunicator.h"

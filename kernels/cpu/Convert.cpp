@@ -4,7 +4,7 @@
 #include "kernels/cpu/ElementwiseRuns.h"
 #include "kernels/cpu/Loops.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 
 namespace tessel::cpu {
 

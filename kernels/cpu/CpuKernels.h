@@ -35,7 +35,7 @@ using namespace kernels;
 
 /// y = x, exactly.
 void widen(Half16 type, int64_t n, const uint16_t *x, float *y);
-/// y = x rounded to the nearest 16-bit value, ties to even (common/Float16.h).
+/// y = x rounded to the nearest 16-bit value, ties to even (common/support/Float16.h).
 void narrow(Half16 type, int64_t n, const float *x, uint16_t *y);
 
 //===----------------------------------------------------------------------===//
@@ -242,7 +242,7 @@ const char *isaVariant();
 /// Rotary embedding on [batch, seq, heads, head] (head even), in the "rotate half" layout:
 /// feature i < head/2 pairs with i + head/2 and turns by angle pos * theta^(-2i/head).
 /// `inverse` turns the other way (the gradient of the forward rotation). With `headStart` ≥ 0
-/// the positions here are two runs (a head-tail block, common/HeadTail.h): [0, seq / 2) at
+/// the positions here are two runs (a head-tail block, common/layout/HeadTail.h): [0, seq / 2) at
 /// headStart + p, the rest at tailStart + p − seq / 2. With `positions` ([batch, seq]) token
 /// (b, s) is at positions[b * seq + s] instead, a negative one at 0 (a padding slot), and the
 /// head-tail runs are not used. `scaling` rescales the frequencies as Llama 3 does
@@ -261,7 +261,7 @@ void dropout(int64_t n, float rate, uint64_t seed, const float *x, float *y);
 /// Dropout on this rank's block of a split tensor: `shape` is the block, starting at `offset`
 /// in a whole tensor of `wholeShape`; each element gets the mask of its place in the whole
 /// tensor, so the result is the block of the whole tensor's dropout. Where `tail[d]` is not
-/// negative, dim d is split head-tail (common/HeadTail.h): the second half of the block starts
+/// negative, dim d is split head-tail (common/layout/HeadTail.h): the second half of the block starts
 /// at `tail[d]` in the whole.
 void dropoutBlock(const std::vector<int64_t> &shape, const std::vector<int64_t> &offset,
                   const std::vector<int64_t> &tail, const std::vector<int64_t> &wholeShape,

@@ -1,6 +1,6 @@
 //===- Convert.cu - f32 to and from 16-bit storage ------------------------===//
 //
-// The CPU counterpart is kernels/cpu/Convert.cpp (common/Float16.h): narrowing rounds to
+// The CPU counterpart is kernels/cpu/Convert.cpp (common/support/Float16.h): narrowing rounds to
 // nearest even and keeps NaN, infinities and subnormals, as CUDA's __float2bfloat16_rn and
 // __float2half_rn do; widening is exact.
 //

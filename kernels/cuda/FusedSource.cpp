@@ -24,7 +24,7 @@ struct EnumValue {
 };
 const EnumValue kEnumValues[] = {
 #define TESSEL_ENUM_VALUE(Enum, Value, Word) {#Enum, #Value},
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
 };
 
 std::vector<const char *> valuesOf(const char *enumName) {

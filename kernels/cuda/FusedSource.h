@@ -83,7 +83,7 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
 cudaError_t launchFusedKernel(cudaKernel_t kernel, const Shape &shape, const FusedKernelArgs &args,
                               cudaStream_t stream);
 
-/// What every generated source starts with: the kinds (from common/KernelCatalogue.def, in the
+/// What every generated source starts with: the kinds (from common/catalogue/KernelCatalogue.def, in the
 /// order of cuda::UnaryKind and cuda::BinaryKind) and the text of ElementwiseOps.cuh.
 const std::string &fusedSourcePrelude();
 

@@ -2,7 +2,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 
-#include "common/Checksum.h"
+#include "common/support/Checksum.h"
 
 #include "runtime/support/AtomicFile.h"
 

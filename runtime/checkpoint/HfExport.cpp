@@ -2,7 +2,7 @@
 
 #include "runtime/checkpoint/HfExport.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/Json.h"
 

@@ -3,7 +3,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/CommMemory.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 
 #include <algorithm>
 #include <condition_variable>

@@ -21,7 +21,7 @@
 #ifndef TESSEL_RUNTIME_COMM_COMMUNICATOR_H
 #define TESSEL_RUNTIME_COMM_COMMUNICATOR_H
 
-#include "common/DType.h"
+#include "common/support/DType.h"
 
 #include <chrono>
 #include <cstdint>
@@ -170,7 +170,7 @@ public:
   /// started before: done when every one of them is. A send over NCCL, or MPI's synchronous
   /// send, is done only once its receive runs, so two ranks that each send to the other before
   /// receiving would wait forever if they took their operations one at a time (a pipeline's
-  /// exchanges, common/Schedule.h). startExchange issues them and returns at once, as start
+  /// exchanges, common/schedule/Schedule.h). startExchange issues them and returns at once, as start
   /// does; exchange waits for them too.
   virtual Ticket startExchange(const std::vector<CommOp> &ops) = 0;
   virtual bool exchange(const std::vector<CommOp> &ops, std::string &error) {

@@ -24,7 +24,7 @@
 // to; a plan's own sends between two ranks must be issued in the order of their receives. A
 // send is not buffered: it is done once its receive runs, so two ranks that send to each other
 // post both messages in one exchange (an NCCL group); the pipeline schedules are proven to run
-// that way (common/Schedule.h), and MPI runs their exchanges the same way on the CPU.
+// that way (common/schedule/Schedule.h), and MPI runs their exchanges the same way on the CPU.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_COMM_NCCLCOMMUNICATOR_H

@@ -13,8 +13,8 @@
 #ifndef TESSEL_RUNTIME_CORE_ARENAOBSERVER_H
 #define TESSEL_RUNTIME_CORE_ARENAOBSERVER_H
 
-#include "common/MemoryProfile.h"
-#include "common/PlanFile.h"
+#include "common/memory/MemoryProfile.h"
+#include "common/plan/PlanFile.h"
 
 #include <array>
 #include <cstdint>

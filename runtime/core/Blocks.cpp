@@ -2,7 +2,7 @@
 
 #include "runtime/core/Blocks.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 #include <cstring>
 

@@ -6,13 +6,13 @@
 // tensors — it samples whole batches, initialises and checkpoints whole parameters — and these
 // functions cut them into the ranks' blocks and put them back together. Under context
 // parallelism a rank's block of the sequence is two chunks, one from the head and one from the
-// tail (common/HeadTail.h).
+// tail (common/layout/HeadTail.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_CORE_BLOCKS_H
 #define TESSEL_RUNTIME_CORE_BLOCKS_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <cstdint>
 #include <string>
@@ -21,7 +21,7 @@
 namespace tessel::rt {
 
 /// One rank's block: its shape, the whole tensor's, and where the block starts in each dim.
-/// A dim split head-tail (common/HeadTail.h) holds two chunks: the first half of the block
+/// A dim split head-tail (common/layout/HeadTail.h) holds two chunks: the first half of the block
 /// starts at `offset`, the second at `tail` (-1 in every other dim).
 struct Block {
   std::vector<int64_t> local, whole, offset, tail;

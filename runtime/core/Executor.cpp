@@ -8,7 +8,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/device/KernelArgs.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 
 #include <algorithm>
 #include <chrono>

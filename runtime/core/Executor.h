@@ -17,8 +17,8 @@
 
 #include "runtime/device/KernelCall.h"
 
-#include "common/MemoryProfile.h"
-#include "common/PlanFile.h"
+#include "common/memory/MemoryProfile.h"
+#include "common/plan/PlanFile.h"
 
 #include <cstdint>
 #include <map>

@@ -8,7 +8,7 @@
 #ifndef TESSEL_RUNTIME_CORE_HOSTMEMORY_H
 #define TESSEL_RUNTIME_CORE_HOSTMEMORY_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <cstdint>
 #include <string>

@@ -8,7 +8,7 @@
 
 #include "runtime/device/KernelChecks.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 
 #include "runtime/device/CollectiveCalls.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 #include <cstring>
 #include <vector>
@@ -65,7 +65,7 @@ bool copyAlone(KernelCall &c, uint64_t bytes) {
 }
 
 /// Between the group-index order of the ranks' blocks, [outer, ways, 2, half], and the order
-/// of a head-tail dim's chunks in the whole, [outer, 2 * ways, half] (common/HeadTail.h).
+/// of a head-tail dim's chunks in the whole, [outer, 2 * ways, half] (common/layout/HeadTail.h).
 void headTailOrder(CommMemory &mem, const char *from, char *to, int64_t outer, int64_t ways,
                    size_t bytes, bool toWhole) {
   for (int64_t o = 0; o < outer; ++o)

@@ -17,7 +17,7 @@
 
 #include "runtime/device/KernelCall.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 #include <cstdint>
 #include <memory>
@@ -48,7 +48,7 @@ public:
   /// "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
   /// The hardware as its vendor names it ("NVIDIA H100 80GB HBM3"); the runner looks its peak
-  /// up by this (common/AcceleratorPeaks.h). The CPU device answers "cpu".
+  /// up by this (common/cluster/AcceleratorPeaks.h). The CPU device answers "cpu".
   virtual std::string model() const { return name(); }
   /// Bytes of the device's memory in use (by every process) and in all; false where the
   /// device does not say (the CPU device: host memory is the process's business).

@@ -9,7 +9,7 @@
 
 #include "runtime/device/KernelChecks.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 #include <algorithm>
 #include <cmath>

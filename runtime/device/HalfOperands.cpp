@@ -10,7 +10,7 @@ namespace tessel::rt {
 SixteenBit sixteenBitOf(catalogue::KernelId id) {
   static const SixteenBit table[] = {
 #define TESSEL_SIXTEEN_BIT(Id, How) SixteenBit::How,
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
   return table[static_cast<size_t>(id)];

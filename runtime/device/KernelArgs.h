@@ -1,6 +1,6 @@
 //===- KernelArgs.h - Each kernel's arguments, checked once for every device -*- C++ -*-===//
 //
-// A kernel call's parameters (common/KernelCatalogue.h) say what the plan asked for; its
+// A kernel call's parameters (common/catalogue/KernelCatalogue.h) say what the plan asked for; its
 // arguments here say what the kernels take: shapes and strides as kernels/KernelTypes.h lays
 // them out, a rank's block of a dim split over a group, a product's batch offsets, attention's
 // sizes under a head or sequence group, a collective's operation. checkKernelCall derives them
@@ -19,7 +19,7 @@
 
 #include "kernels/KernelTypes.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 #include <array>
 #include <cstdint>
@@ -234,7 +234,7 @@ struct ShardSlice {
 struct KernelArgs {
   std::variant<std::monostate
 #define TESSEL_KERNEL(Id, Name, Family, Doc) , args::Id
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
                >
       value;
 

@@ -1,7 +1,7 @@
 //===- KernelCall.h - The contract between a plan instruction and a device -*- C++ -*-===//
 //
 // How every device runs a plan's kernels. When a plan is loaded, each instruction's parameters
-// are decoded into its kernel's struct (common/KernelCatalogue.h), its operand count and element
+// are decoded into its kernel's struct (common/catalogue/KernelCatalogue.h), its operand count and element
 // types checked against the catalogue, and then its arguments checked once, for every device
 // alike, against its operands and groups (KernelArgs.h: the kernel's argument struct). A device
 // implements only the launch: a KernelFn that takes the checked arguments and the operands'
@@ -16,8 +16,8 @@
 #include "runtime/comm/CommMemory.h"
 #include "runtime/comm/Communicator.h"
 
-#include "common/KernelCatalogue.h"
-#include "common/PlanFile.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/plan/PlanFile.h"
 
 #include <map>
 #include <string>

@@ -150,7 +150,7 @@ bool checkKernelCall(KernelCall &c, const catalogue::KernelParams &params, Kerne
   // Every kernel of the catalogue has a check: one missing fails to compile.
   static const CheckFn table[] = {
 #define TESSEL_KERNEL(Id, Name, Family, Doc) &checkAs<catalogue::Id, args::Id>,
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
   if (params.index() == 0)

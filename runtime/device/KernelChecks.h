@@ -1,7 +1,7 @@
 //===- KernelChecks.h - What the kernel checks share ------------*- C++ -*-===//
 //
 // Private to runtime/device: the check of every kernel of the catalogue, declared once from
-// common/KernelCatalogue.def (KernelChecks.cpp dispatches to them; a kernel without one fails
+// common/catalogue/KernelCatalogue.def (KernelChecks.cpp dispatches to them; a kernel without one fails
 // to link), and the pieces the checks of KernelChecks.cpp, ElementwiseChecks.cpp and
 // AttentionChecks.cpp share. Each reports on the call (KernelCall::fail) and returns false.
 //
@@ -22,7 +22,7 @@ namespace tessel::rt {
 
 #define TESSEL_KERNEL(Id, Name, Family, Doc)                                                       \
   bool check(KernelCall &c, const catalogue::Id &p, args::Id &a);
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
 
 namespace checks {
 

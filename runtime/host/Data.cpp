@@ -2,22 +2,22 @@
 
 #include "runtime/host/Data.h"
 
-#include "common/Checksum.h"
-#include "common/TokenFiles.h"
+#include "common/data/TokenFiles.h"
+#include "common/support/Checksum.h"
 #include "kernels/KernelTypes.h"
 #include "runtime/core/Rng.h"
 #include "runtime/support/AtomicFile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cctype>
-#include <glob.h>
-#include <filesystem>
 #include <fcntl.h>
+#include <filesystem>
+#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -12,7 +12,7 @@
 // tokens so every evaluation sees the same tokens. A batch's windows are drawn in every process
 // alike and read only where they are needed: each process of an MPI run reads the rows its
 // ranks take.
-// Pre-tokenized data may instead be Tessel's example files (common/TokenFiles.h: what `tessel
+// Pre-tokenized data may instead be Tessel's example files (common/data/TokenFiles.h: what `tessel
 // tokenize` writes from prompt/completion or chat data): then a row is one example from its
 // start, cut at seq + 1 tokens or padded, with the targets its loss mask leaves out (and those
 // of the padding) set to kernels::kIgnoredTarget. The examples split into train and eval parts
@@ -40,7 +40,7 @@ enum class Tokenizer {
   Byte,
   /// Pre-tokenized .bin files of little-endian ids: raw uint16 (nanoGPT), with llm.c's
   /// 1024-byte header (magic 20240520, version 1, token count: uint16 ids; magic 20240801,
-  /// version 7: uint32 ids), or Tessel's example files (common/TokenFiles.h).
+  /// version 7: uint32 ids), or Tessel's example files (common/data/TokenFiles.h).
   Tokens,
 };
 

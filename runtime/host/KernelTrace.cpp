@@ -2,8 +2,8 @@
 
 #include "runtime/host/KernelTrace.h"
 
-#include "common/JsonString.h"
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/support/JsonString.h"
 
 #include <cstdio>
 

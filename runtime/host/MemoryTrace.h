@@ -1,7 +1,7 @@
 //===- MemoryTrace.h - The runner's --memory-trace -------------*- C++ -*-===//
 //
 // Records the memory of the run's first training steps on every rank of this process, as
-// common/MemoryProfile.h describes it and from what the kernels actually touch
+// common/memory/MemoryProfile.h describes it and from what the kernels actually touch
 // (Executor::enableMemoryTrace), and writes the profiles as a Chrome trace of counters. The
 // samples are placed as `tessel estimate --memory-trace` places the predicted ones — one per
 // instruction and pipeline transfer, in order, and one at each step's start — so the two
@@ -11,7 +11,7 @@
 #ifndef TESSEL_RUNTIME_HOST_MEMORYTRACE_H
 #define TESSEL_RUNTIME_HOST_MEMORYTRACE_H
 
-#include "common/MemoryProfile.h"
+#include "common/memory/MemoryProfile.h"
 #include "runtime/host/Ranks.h"
 
 #include <cstdint>

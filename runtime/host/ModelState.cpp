@@ -2,7 +2,7 @@
 
 #include "runtime/host/ModelState.h"
 
-#include "common/Checksum.h"
+#include "common/support/Checksum.h"
 #include "runtime/core/Blocks.h"
 
 #include <array>

@@ -8,7 +8,7 @@
 #ifndef TESSEL_RUNTIME_HOST_MODELSTATE_H
 #define TESSEL_RUNTIME_HOST_MODELSTATE_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/core/Rng.h"
 #include "runtime/host/Ranks.h"

@@ -11,7 +11,7 @@
 #ifndef TESSEL_RUNTIME_HOST_PRETRAINED_H
 #define TESSEL_RUNTIME_HOST_PRETRAINED_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <string>
 #include <vector>

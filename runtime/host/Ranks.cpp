@@ -4,7 +4,7 @@
 
 #include "runtime/device/Device.h"
 
-#include "common/PipelineWalk.h"
+#include "common/layout/PipelineWalk.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/Rendezvous.h"

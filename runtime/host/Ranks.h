@@ -26,9 +26,9 @@
 #ifndef TESSEL_RUNTIME_HOST_RANKS_H
 #define TESSEL_RUNTIME_HOST_RANKS_H
 
-#include "common/PipelineLayout.h"
-#include "common/PlanFile.h"
-#include "common/Timeline.h"
+#include "common/layout/PipelineLayout.h"
+#include "common/plan/PlanFile.h"
+#include "common/schedule/Timeline.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Blocks.h"
 #include "runtime/core/Executor.h"

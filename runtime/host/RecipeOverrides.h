@@ -13,7 +13,7 @@
 #ifndef TESSEL_RUNTIME_HOST_RECIPEOVERRIDES_H
 #define TESSEL_RUNTIME_HOST_RECIPEOVERRIDES_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <cstdint>
 #include <optional>

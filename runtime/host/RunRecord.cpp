@@ -2,7 +2,7 @@
 
 #include "runtime/host/RunRecord.h"
 
-#include "common/Version.h"
+#include "common/support/Version.h"
 
 #include <ctime>
 #include <unistd.h>

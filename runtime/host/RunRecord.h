@@ -11,7 +11,7 @@
 #ifndef TESSEL_RUNTIME_HOST_RUNRECORD_H
 #define TESSEL_RUNTIME_HOST_RUNRECORD_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 #include "runtime/host/Trainer.h"
 #include "runtime/support/Json.h"
 

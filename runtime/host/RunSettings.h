@@ -8,7 +8,7 @@
 #ifndef TESSEL_RUNTIME_HOST_RUNSETTINGS_H
 #define TESSEL_RUNTIME_HOST_RUNSETTINGS_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 #include "runtime/host/Trainer.h"
 #include "runtime/support/HostClock.h"
 

@@ -9,7 +9,7 @@
 #ifndef TESSEL_RUNTIME_HOST_SESSION_H
 #define TESSEL_RUNTIME_HOST_SESSION_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/Rng.h"
 #include "runtime/host/Data.h"

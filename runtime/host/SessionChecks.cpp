@@ -2,7 +2,7 @@
 
 #include "runtime/host/Session.h"
 
-#include "common/Checksum.h"
+#include "common/support/Checksum.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/host/ModelState.h"

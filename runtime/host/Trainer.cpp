@@ -2,7 +2,8 @@
 
 #include "runtime/host/Session.h"
 
-#include "common/AcceleratorPeaks.h"
+#include "runtime/host/Trainer.h"
+#include "common/cluster/AcceleratorPeaks.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/core/Rng.h"
@@ -17,7 +18,6 @@
 #include "runtime/host/RunRecord.h"
 #include "runtime/host/RunSettings.h"
 #include "runtime/host/StopSignals.h"
-#include "runtime/host/Trainer.h"
 #include "runtime/host/WaitLimits.h"
 #include "runtime/pipeline/PipelineReport.h"
 #include "runtime/support/AtomicFile.h"

@@ -16,7 +16,7 @@
 #ifndef TESSEL_RUNTIME_HOST_TRAINER_H
 #define TESSEL_RUNTIME_HOST_TRAINER_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <cstdint>
 #include <optional>
@@ -36,7 +36,7 @@ struct RunOptions {
   std::string device = "cpu"; ///< Where the ranks compute: cpu or cuda.
   std::string metricsPath;    ///< JSON lines; "" for none.
   /// Dense peak FLOP/s of one rank's device for the MFU; 0: the shipped preset of the GPU's
-  /// model (common/AcceleratorPeaks.h), none on the CPU.
+  /// model (common/cluster/AcceleratorPeaks.h), none on the CPU.
   double peakFlops = 0;
   std::string resume;         ///< A checkpoint or run directory to continue from.
   std::string dumpDir; ///< Parity dumps: initial weights, batches, step-1 gradients (one rank).

@@ -1,6 +1,6 @@
 //===- PipelineRank.h - One rank's part of a pipelined run ------*- C++ -*-===//
 //
-// A pipeline rank runs its stage's action list through the shared walk (common/PipelineWalk.h):
+// A pipeline rank runs its stage's action list through the shared walk (common/layout/PipelineWalk.h):
 // the walk keeps the stash and decides what moves where; this class runs the rank's programs on
 // its Executor, moves messages through its Communicator, feeds the host's micro-batches and
 // times every action for the step's timeline. At setup the same walk runs dry, which proves
@@ -10,9 +10,9 @@
 #ifndef TESSEL_RUNTIME_PIPELINE_PIPELINERANK_H
 #define TESSEL_RUNTIME_PIPELINE_PIPELINERANK_H
 
-#include "common/PipelineLayout.h"
-#include "common/PipelineWalk.h"
-#include "common/Timeline.h"
+#include "common/layout/PipelineLayout.h"
+#include "common/layout/PipelineWalk.h"
+#include "common/schedule/Timeline.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
 

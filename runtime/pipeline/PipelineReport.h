@@ -9,9 +9,9 @@
 #ifndef TESSEL_RUNTIME_PIPELINE_PIPELINEREPORT_H
 #define TESSEL_RUNTIME_PIPELINE_PIPELINEREPORT_H
 
-#include "common/PipelineLayout.h"
-#include "common/PlanFile.h"
-#include "common/Timeline.h"
+#include "common/layout/PipelineLayout.h"
+#include "common/plan/PlanFile.h"
+#include "common/schedule/Timeline.h"
 
 #include <cstdint>
 #include <string>

@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/Checksum.h"
-#include "common/Executable.h"
-#include "common/PipelineLayout.h"
-#include "common/PlanFile.h"
+#include "common/layout/PipelineLayout.h"
+#include "common/plan/Executable.h"
+#include "common/plan/PlanFile.h"
+#include "common/support/Checksum.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/Rendezvous.h"
 #include "runtime/host/Ranks.h"
@@ -18,8 +18,8 @@
 #include "runtime/support/CommandLine.h"
 
 #include <cerrno>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

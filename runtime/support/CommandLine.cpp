@@ -2,7 +2,7 @@
 
 #include "runtime/support/CommandLine.h"
 
-#include "common/Version.h"
+#include "common/support/Version.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -10,7 +10,7 @@
 #ifndef TESSEL_RUNTIME_SUPPORT_JSON_H
 #define TESSEL_RUNTIME_SUPPORT_JSON_H
 
-#include "common/JsonString.h"
+#include "common/support/JsonString.h"
 
 #include <cstddef>
 #include <cstdint>

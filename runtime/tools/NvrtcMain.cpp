@@ -14,9 +14,9 @@
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/CommandLine.h"
 
-#include "common/Executable.h"
-#include "common/KernelCatalogue.h"
-#include "common/PlanFile.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/plan/Executable.h"
+#include "common/plan/PlanFile.h"
 
 #include <chrono>
 #include <cstdio>

@@ -2,9 +2,9 @@
 
 #include "test/fuzz/FuzzTargets.h"
 
-#include "common/Cluster.h"
-#include "common/KernelCatalogue.h"
-#include "common/PlanFile.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/cluster/Cluster.h"
+#include "common/plan/PlanFile.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/core/Rng.h"
 #include "runtime/host/Data.h"

@@ -20,13 +20,13 @@ namespace tessel::fuzz {
 void json(const uint8_t *data, size_t size);
 /// runtime/checkpoint/Safetensors.h: a checkpoint shard or a Hugging Face weights file.
 void safetensors(const uint8_t *data, size_t size);
-/// common/PlanFile.h: a plan file (--plan) or the plan an executable carries.
+/// common/plan/PlanFile.h: a plan file (--plan) or the plan an executable carries.
 void plan(const uint8_t *data, size_t size);
-/// common/Cluster.h: a cluster file (tessel estimate --cluster, tune).
+/// common/cluster/Cluster.h: a cluster file (tessel estimate --cluster, tune).
 void cluster(const uint8_t *data, size_t size);
 /// runtime/host/Data.h: pre-tokenized data, with or without llm.c's header.
 void tokens(const uint8_t *data, size_t size);
-/// common/KernelCatalogue.h: the body of a fused elementwise call, as a plan carries it.
+/// common/catalogue/KernelCatalogue.h: the body of a fused elementwise call, as a plan carries it.
 void elementwiseBody(const uint8_t *data, size_t size);
 
 /// The targets by name (the directory names under test/fuzz/inputs/).

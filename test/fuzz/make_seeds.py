@@ -39,7 +39,7 @@ def llmc(magic, version, tokens, width):
 
 
 def examples(rows, pad):
-    """Tessel's example file (common/TokenFiles.h): rows of (ids, mask), 16-bit ids."""
+    """Tessel's example file (common/data/TokenFiles.h): rows of (ids, mask), 16-bit ids."""
     ids = [i for row, _ in rows for i in row]
     mask = [m for _, row in rows for m in row]
     starts = [0]

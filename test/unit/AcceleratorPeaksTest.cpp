@@ -1,6 +1,6 @@
 //===- AcceleratorPeaksTest.cpp - GPU peaks from the shipped presets ------===//
 
-#include "common/AcceleratorPeaks.h"
+#include "common/cluster/AcceleratorPeaks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 //===- CheckpointTest.cpp - Tests of checkpoint save, load and resume -----===//
 
+#include "common/support/Checksum.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
-#include "common/Checksum.h"
 #include "runtime/support/AtomicFile.h"
 #include "test/unit/ScratchDir.h"
 

@@ -1,6 +1,6 @@
 //===- ChecksumTest.cpp - FNV-1a 64 against its published test vectors ----===//
 
-#include "common/Checksum.h"
+#include "common/support/Checksum.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
 //===- ContextAttentionTest.cpp - Attention over a head-tail split sequence ------===//
 //
 // Context parallelism's two attentions against the whole sequence's: each cp rank's block of
-// the queries (chunks i and 2·ways − 1 − i, common/HeadTail.h) attended to the gathered keys
+// the queries (chunks i and 2·ways − 1 − i, common/layout/HeadTail.h) attended to the gathered keys
 // (AttentionArgs::headStart), and the ring, whose steps (attentionBlock) meet one rank's block
 // of keys at a time and merge by log-sum-exp. Outputs and every gradient must be the whole
 // attention's rows, for ways 2 and 3, grouped-query heads, causal or not.
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "test/unit/RandomValues.h"
 

@@ -15,7 +15,7 @@
 #include "runtime/comm/Rendezvous.h"
 #include "runtime/device/Device.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "test/unit/CommGroups.h"
 #include "test/unit/RandomValues.h"
 

@@ -10,7 +10,7 @@
 #include "runtime/device/HalfOperands.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "test/unit/KernelShapes.h"
 

@@ -12,7 +12,7 @@
 
 #include "runtime/device/cuda/FusedCompiler.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/FusedSource.h"

@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cuda/CudaKernels.h"
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cuda/CudaKernels.h"
 #include "test/unit/CudaPresence.h"
 #include "test/unit/DeviceArray.h"
 #include "test/unit/KernelShapes.h"

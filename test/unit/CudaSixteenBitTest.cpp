@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "test/unit/CudaPresence.h"

@@ -1,7 +1,7 @@
 //===- DataTest.cpp - Tests of the training data loader ---------------------===//
 
-#include "runtime/host/Data.h"
 #include "runtime/core/Rng.h"
+#include "runtime/host/Data.h"
 #include "test/unit/ScratchDir.h"
 
 #include <gtest/gtest.h>
@@ -592,7 +592,7 @@ TEST(Data, EachProcessReadsOnlyTheRowsItsRanksTake) {
   }
 }
 
-/// A Tessel example file (common/TokenFiles.h) of `examples`, each (ids, mask), uint16 ids.
+/// A Tessel example file (common/data/TokenFiles.h) of `examples`, each (ids, mask), uint16 ids.
 std::string exampleBytes(const std::vector<std::pair<std::vector<uint16_t>, std::string>> &examples,
                          uint32_t pad, int64_t claimedTokens = -1) {
   std::vector<uint32_t> header(256, 0);

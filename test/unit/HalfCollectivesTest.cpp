@@ -9,7 +9,7 @@
 
 #include "runtime/comm/Communicator.h"
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "test/unit/CommGroups.h"
 #include "test/unit/RandomValues.h"
 

@@ -1,6 +1,6 @@
 //===- HfWeightsTest.cpp - Tests of reading a Hugging Face model folder ---===//
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "runtime/checkpoint/HfWeights.h"
 #include "test/unit/ScratchDir.h"
 

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/MemoryProfile.h"
+#include "common/memory/MemoryProfile.h"
 #include "runtime/support/Json.h"
 
 #include "test/unit/XmlCheck.h"

@@ -1,17 +1,17 @@
 //===- MixedPrecisionTest.cpp - 16-bit storage on the CPU device ----------===//
 //
-// The conversions of common/Float16.h (rounding to nearest even, NaN, infinities, subnormals,
+// The conversions of common/support/Float16.h (rounding to nearest even, NaN, infinities, subnormals,
 // overflow), the bulk conversions of the CPU kernels, and the CPU device's widening wrapper:
 // which calls meet it, what a 16-bit call computes, in-place and accumulating outputs, and
 // what it refuses.
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/Float16.h"
+#include "common/support/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "runtime/core/Executor.h"
-#include "runtime/device/cpu/CpuKernelCalls.h"
 #include "runtime/device/Device.h"
+#include "runtime/device/cpu/CpuKernelCalls.h"
 
 #include "test/unit/ExecutorState.h"
 #include "test/unit/PlanBuilders.h"

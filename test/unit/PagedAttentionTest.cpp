@@ -13,8 +13,8 @@
 #include "runtime/device/Device.h"
 #include "runtime/device/KernelArgs.h"
 
-#include "common/Float16.h"
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/support/Float16.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "test/unit/KernelShapes.h"
 #include "test/unit/PagedScene.h"

@@ -15,8 +15,8 @@
 #ifndef TESSEL_TEST_UNIT_PIPELINEMODEL_H
 #define TESSEL_TEST_UNIT_PIPELINEMODEL_H
 
-#include "common/PlanFile.h"
-#include "common/Schedule.h"
+#include "common/plan/PlanFile.h"
+#include "common/schedule/Schedule.h"
 
 #include <cstdint>
 #include <string>

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/PipelineWalk.h"
+#include "common/layout/PipelineWalk.h"
 #include "runtime/host/Ranks.h"
 #include "runtime/host/Trainer.h"
 #include "runtime/support/Json.h"
@@ -231,7 +231,7 @@ TEST(Pipeline, StashHoldsWhatTheScheduleHasInFlight) {
 }
 
 TEST(Pipeline, EstimateWalksTheRuntimesStash) {
-  // The dry walk of common/PipelineWalk.h, without a runtime, as tessel estimate runs it: the
+  // The dry walk of common/layout/PipelineWalk.h, without a runtime, as tessel estimate runs it: the
   // peaks the ranks report, with two data-parallel replicas running each stage's programs.
   PipelineModel m;
   m.dp = 2;

@@ -2,7 +2,7 @@
 #ifndef TESSEL_TEST_UNIT_PLANBUILDERS_H
 #define TESSEL_TEST_UNIT_PLANBUILDERS_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <string>
 #include <utility>

@@ -1,7 +1,7 @@
 //===- PlanFileTest.cpp - The binary plan format --------------------------===//
 
-#include "common/PlanFile.h"
-#include "common/Checksum.h"
+#include "common/plan/PlanFile.h"
+#include "common/support/Checksum.h"
 
 #include <gtest/gtest.h>
 

@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/host/Ranks.h"
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
+#include "runtime/host/Ranks.h"
 #include "test/unit/ExecutorState.h"
 #include "test/unit/PlanBuilders.h"
 

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/JsonString.h"
+#include "common/support/JsonString.h"
 #include "common/tokenizer/ChatTemplate.h"
 #include "common/tokenizer/JsonReader.h"
 

@@ -1,8 +1,8 @@
 //===- ScheduleTest.cpp - Tests of the pipeline schedules and timelines ---===//
 
-#include "common/Schedule.h"
-#include "common/ScheduleMessages.h"
-#include "common/Timeline.h"
+#include "common/schedule/Schedule.h"
+#include "common/schedule/ScheduleMessages.h"
+#include "common/schedule/Timeline.h"
 #include "runtime/support/Json.h"
 
 #include "test/unit/XmlCheck.h"

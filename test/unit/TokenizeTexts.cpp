@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "common/JsonString.h"
+#include "common/support/JsonString.h"
 #include "common/tokenizer/JsonReader.h"
 #include "common/tokenizer/Tokenizer.h"
 

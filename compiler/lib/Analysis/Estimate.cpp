@@ -2,10 +2,10 @@
 
 #include "tessel/Analysis/Estimate.h"
 
-#include "common/MemoryProfile.h"
-#include "common/PipelineLayout.h"
-#include "common/PipelineWalk.h"
-#include "common/Schedule.h"
+#include "common/layout/PipelineLayout.h"
+#include "common/layout/PipelineWalk.h"
+#include "common/memory/MemoryProfile.h"
+#include "common/schedule/Schedule.h"
 
 #include "llvm/Support/JSON.h"
 

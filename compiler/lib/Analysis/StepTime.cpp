@@ -4,8 +4,8 @@
 
 #include "tessel/Analysis/CostModel.h"
 
-#include "common/PipelineLayout.h"
-#include "common/Schedule.h"
+#include "common/layout/PipelineLayout.h"
+#include "common/schedule/Schedule.h"
 
 #include "llvm/Support/JSON.h"
 

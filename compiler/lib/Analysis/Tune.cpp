@@ -4,7 +4,7 @@
 
 #include "tessel/Analysis/CostModel.h"
 
-#include "common/Schedule.h"
+#include "common/schedule/Schedule.h"
 
 #include "llvm/Support/JSON.h"
 

@@ -14,8 +14,8 @@
 #ifndef TESSEL_TOOLS_TESSEL_COMMANDS_H
 #define TESSEL_TOOLS_TESSEL_COMMANDS_H
 
-#include "common/Cluster.h"
-#include "common/PlanFile.h"
+#include "common/cluster/Cluster.h"
+#include "common/plan/PlanFile.h"
 #include "tessel/Frontend/Sema.h"
 
 #include "llvm/ADT/ArrayRef.h"

@@ -8,13 +8,13 @@
 
 #include "Commands.h"
 
-#include "common/Executable.h"
+#include "common/plan/Executable.h"
 
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "mlir/Support/FileUtilities.h"
 
 #include <sstream>
 

@@ -11,8 +11,8 @@
 #include "MemoryPictures.h"
 
 #include "tessel/Analysis/Estimate.h"
-#include "common/Schedule.h"
-#include "common/Timeline.h"
+#include "common/schedule/Schedule.h"
+#include "common/schedule/Timeline.h"
 #include "tessel/Analysis/StepTime.h"
 
 #include "llvm/Support/JSON.h"

@@ -8,7 +8,7 @@
 
 #include "Commands.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 using namespace llvm;
 

@@ -2,7 +2,7 @@
 
 #include "MemoryPictures.h"
 
-#include "common/MemoryProfile.h"
+#include "common/memory/MemoryProfile.h"
 #include "tessel/Analysis/StepTime.h"
 
 using namespace tessel;

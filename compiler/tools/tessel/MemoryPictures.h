@@ -1,6 +1,6 @@
 //===- MemoryPictures.h - tessel estimate --memory-svg / --memory-trace -*- C++ -*-===//
 //
-// The predicted memory profile of a training step (common/MemoryProfile.h), drawn: one SVG per
+// The predicted memory profile of a training step (common/memory/MemoryProfile.h), drawn: one SVG per
 // pipeline stage (its first rank) or of one rank, and every picture's profile in one Chrome
 // trace.
 //
@@ -8,8 +8,8 @@
 #ifndef TESSEL_TOOLS_TESSEL_MEMORYPICTURES_H
 #define TESSEL_TOOLS_TESSEL_MEMORYPICTURES_H
 
-#include "common/Cluster.h"
-#include "common/PlanFile.h"
+#include "common/cluster/Cluster.h"
+#include "common/plan/PlanFile.h"
 
 #include <string>
 #include <vector>

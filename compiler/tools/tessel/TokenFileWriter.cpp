@@ -2,7 +2,7 @@
 
 #include "TokenFileWriter.h"
 
-#include "common/TokenFiles.h"
+#include "common/data/TokenFiles.h"
 
 #include "llvm/Support/Error.h"
 

@@ -1,6 +1,6 @@
 //===- TokenFileWriter.h - Writing token files -------------------*- C++ -*-===//
 //
-// The files `tessel tokenize` writes, in the formats of common/TokenFiles.h: llm.c's token
+// The files `tessel tokenize` writes, in the formats of common/data/TokenFiles.h: llm.c's token
 // streams (documents one after another) and Tessel's example files (one row per example, with a
 // loss mask). Either is written to a temporary file beside its path and renamed over it when
 // whole, so an interrupted run leaves no partial file under the name.

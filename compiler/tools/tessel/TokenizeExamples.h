@@ -2,7 +2,7 @@
 //
 // What `tessel tokenize` makes of a JSON line that is an example rather than a document: the
 // ids of one training row and which of them are trained (the loss mask), as Tessel's example
-// files hold them (common/TokenFiles.h).
+// files hold them (common/data/TokenFiles.h).
 //
 // - {"prompt": P, "completion": C} with strings: the prompt encoded with the tokenizer's
 //   special tokens (Llama 3's <|begin_of_text|> before it), the completion after it, then the

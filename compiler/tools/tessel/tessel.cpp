@@ -18,7 +18,7 @@
 #include "OutOfMemory.h"
 #include "Tokenize.h"
 
-#include "common/Version.h"
+#include "common/support/Version.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"

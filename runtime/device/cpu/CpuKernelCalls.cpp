@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/CpuKernelCalls.h"
 #include "runtime/device/CollectiveCalls.h"
 #include "runtime/device/KernelArgs.h"
-#include "runtime/device/cpu/CpuKernelCalls.h"
 
 #include "kernels/cpu/CpuKernels.h"
 
@@ -316,7 +316,7 @@ KernelFn cpuKernel(catalogue::KernelId id) {
   // Every kernel of the catalogue has a launch here: one missing fails to compile.
   static const KernelFn table[] = {
 #define TESSEL_KERNEL(Id, Name, Family, Doc) &launchAs<args::Id>,
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
   return table[static_cast<size_t>(id)];

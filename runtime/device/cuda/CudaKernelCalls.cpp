@@ -585,7 +585,7 @@ KernelFn cudaKernel(catalogue::KernelId id) {
   // Every kernel of the catalogue has a launch here: one missing fails to compile.
   static const KernelFn table[] = {
 #define TESSEL_KERNEL(Id, Name, Family, Doc) &launchAs<args::Id>,
-#include "common/KernelCatalogue.def"
+#include "common/catalogue/KernelCatalogue.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == catalogue::kKernelCount);
   return table[static_cast<size_t>(id)];

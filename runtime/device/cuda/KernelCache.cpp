@@ -10,7 +10,7 @@
 
 #include "runtime/support/AtomicFile.h"
 
-#include "common/Checksum.h"
+#include "common/support/Checksum.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -59,7 +59,7 @@ std::string defaultKernelCacheDir() {
 
 std::string kernelCacheKey(const std::string &source, const std::vector<std::string> &options,
                            const std::string &arch, const std::string &nvrtcVersion) {
-  uint64_t h = 14695981039346656037ull; // FNV-1a's offset basis, as common/Checksum.h.
+  uint64_t h = 14695981039346656037ull; // FNV-1a's offset basis, as common/support/Checksum.h.
   addPart(h, "tessel-nvrtc-1");
   addPart(h, nvrtcVersion);
   addPart(h, arch);

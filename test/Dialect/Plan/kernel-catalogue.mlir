@@ -1,5 +1,5 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics
-// plan.kernel is checked against the kernel catalogue (common/KernelCatalogue.def): the kernel,
+// plan.kernel is checked against the kernel catalogue (common/catalogue/KernelCatalogue.def): the kernel,
 // its operand count and element types, each parameter's presence, type and enum word, and no
 // parameter it does not take. The runtime refuses the same plans at load, from the same table.
 

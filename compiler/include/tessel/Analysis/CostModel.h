@@ -9,7 +9,7 @@
 #ifndef TESSEL_ANALYSIS_COSTMODEL_H
 #define TESSEL_ANALYSIS_COSTMODEL_H
 
-#include "common/Cluster.h"
+#include "common/cluster/Cluster.h"
 
 namespace tessel::cost {
 
@@ -38,7 +38,7 @@ double unfusedAttention(const cluster::Cluster &c, double batch, double seq, dou
                         double kvSeq, double head, bool backward, double elementBytes,
                         double &flops);
 
-/// The pipeline runtime's copies around one run of a stage's program (common/PipelineWalk.h):
+/// The pipeline runtime's copies around one run of a stage's program (common/layout/PipelineWalk.h):
 /// `inputs` elements from its stash into the program's arena and `outputs` elements from the
 /// arena into the stash, each a read and a write of a 4-byte float, at `stash.bandwidth`;
 /// nothing on a cluster without one.

@@ -9,7 +9,7 @@
 #ifndef TESSEL_ANALYSIS_ESTIMATE_H
 #define TESSEL_ANALYSIS_ESTIMATE_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include <cstdint>
 #include <map>

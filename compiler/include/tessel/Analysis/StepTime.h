@@ -15,9 +15,9 @@
 #ifndef TESSEL_ANALYSIS_STEPTIME_H
 #define TESSEL_ANALYSIS_STEPTIME_H
 
-#include "common/Cluster.h"
-#include "common/PlanFile.h"
-#include "common/Timeline.h"
+#include "common/cluster/Cluster.h"
+#include "common/plan/PlanFile.h"
+#include "common/schedule/Timeline.h"
 
 #include <map>
 #include <string>

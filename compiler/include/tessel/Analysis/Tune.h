@@ -13,8 +13,8 @@
 #ifndef TESSEL_ANALYSIS_TUNE_H
 #define TESSEL_ANALYSIS_TUNE_H
 
-#include "common/Cluster.h"
-#include "common/PlanFile.h"
+#include "common/cluster/Cluster.h"
+#include "common/plan/PlanFile.h"
 #include "tessel/Analysis/StepTime.h"
 
 #include <string>

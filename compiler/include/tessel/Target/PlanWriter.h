@@ -2,7 +2,7 @@
 #ifndef TESSEL_TARGET_PLANWRITER_H
 #define TESSEL_TARGET_PLANWRITER_H
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

@@ -10,7 +10,7 @@
 
 #include "PlanLowering.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 using namespace mlir;
 using namespace tessel;

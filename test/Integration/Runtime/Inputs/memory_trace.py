@@ -1,5 +1,5 @@
 """Reads the memory profiles of a trace that tessel estimate --memory-trace or the runner's
---memory-trace wrote (common/MemoryProfile.h): one process per profile, named by the profile's
+--memory-trace wrote (common/memory/MemoryProfile.h): one process per profile, named by the profile's
 title ("MODEL: rank R ..."), a "memory" counter event per sample whose args are bytes by class,
 a "resident" counter where measured, and instant events at the marks.
 

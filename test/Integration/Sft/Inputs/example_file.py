@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tessel's example files (common/TokenFiles.h), written and read independently of Tessel.
+"""Tessel's example files (common/data/TokenFiles.h), written and read independently of Tessel.
 
     example_file.py --out FILE --vocab V --examples N [--min-len A --max-len B]
                     [--prompt-fraction F] [--pad ID] [--seed S] [--mask-last]

@@ -10,7 +10,7 @@
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 #include "GraphVerifiers.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"

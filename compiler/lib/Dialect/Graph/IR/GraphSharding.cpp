@@ -2,7 +2,7 @@
 
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/DialectImplementation.h"

@@ -14,7 +14,7 @@
 #include "GraphShardingRules.h"
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 
-#include "common/HeadTail.h"
+#include "common/layout/HeadTail.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 

@@ -18,7 +18,7 @@
 
 #include "tessel/Dialect/Graph/Transforms/Passes.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 

@@ -2,7 +2,7 @@
 
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 using namespace mlir;
 using namespace tessel::plan;
@@ -60,7 +60,7 @@ FailureOr<tessel::planfile::Attr> tessel::plan::planParam(Operation *op, NamedAt
   return op->emitOpError() << "parameter '" << name << "' has an unsupported kind " << a;
 }
 
-/// The kernel must be in the catalogue (common/KernelCatalogue.def), with the operands and
+/// The kernel must be in the catalogue (common/catalogue/KernelCatalogue.def), with the operands and
 /// parameters it declares: the same check, from the same declaration, as the runtime's at load.
 LogicalResult KernelOp::verify() {
   namespace cat = tessel::catalogue;

@@ -14,7 +14,7 @@
 
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
-#include "common/KernelCatalogue.h"
+#include "common/catalogue/KernelCatalogue.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"

@@ -14,8 +14,8 @@
 
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
-#include "common/KernelCatalogue.h"
-#include "common/PlanFile.h"
+#include "common/catalogue/KernelCatalogue.h"
+#include "common/plan/PlanFile.h"
 
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"

@@ -2,7 +2,7 @@
 
 #include "tessel/Dialect/Sched/IR/SchedDialect.h"
 
-#include "common/Schedule.h"
+#include "common/schedule/Schedule.h"
 
 #include <set>
 
@@ -23,7 +23,7 @@ void SchedDialect::initialize() {
 LogicalResult PipelineOp::verify() {
   int64_t p = static_cast<int64_t>(getStages()), m = static_cast<int64_t>(getMicrobatches()),
           v = static_cast<int64_t>(getVirtualStages());
-  // The schedules are common/Schedule.h's, which also builds their action lists.
+  // The schedules are common/schedule/Schedule.h's, which also builds their action lists.
   tessel::pipeline::ScheduleKind kind;
   if (!tessel::pipeline::parseScheduleKind(getSchedule().str(), kind))
     return emitOpError() << "unknown schedule '" << getSchedule()

@@ -9,7 +9,7 @@
 
 #include "tessel/Dialect/Sched/Transforms/Passes.h"
 
-#include "common/Schedule.h"
+#include "common/schedule/Schedule.h"
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 #include "tessel/Dialect/Sched/IR/SchedDialect.h"
 

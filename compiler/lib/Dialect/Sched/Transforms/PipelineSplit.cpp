@@ -22,7 +22,7 @@
 
 #include "PipelinePieces.h"
 
-#include "common/Schedule.h"
+#include "common/schedule/Schedule.h"
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 #include "tessel/Dialect/Graph/IR/GraphSharding.h"
 #include "tessel/Dialect/Sched/IR/SchedDialect.h"

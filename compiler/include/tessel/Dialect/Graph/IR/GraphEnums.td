@@ -1,7 +1,7 @@
 //===- GraphEnums.td - Enumerated attributes of the graph dialect -*- tablegen -*-===//
 //
 // Words the passes and the lowering switch on, as enums rather than strings. Their spellings
-// are the words the plan's kernels take (common/KernelCatalogue.def: UnaryOp, LrSchedule);
+// are the words the plan's kernels take (common/catalogue/KernelCatalogue.def: UnaryOp, LrSchedule);
 // the plan dialect's verifier checks every lowered parameter against the catalogue, so a word
 // here the kernels do not know fails the first compile that uses it.
 //

@@ -14,7 +14,7 @@
 #define GET_OP_CLASSES
 #include "tessel/Dialect/Plan/IR/PlanOps.h.inc"
 
-#include "common/PlanFile.h"
+#include "common/plan/PlanFile.h"
 
 namespace tessel::plan {
 

@@ -15,7 +15,7 @@ def Plan_Dialect : Dialect {
     (`plan.state`) or byte ranges of the rank's one arena (`plan.alloc`, `plan.input`), whose
     offsets the memory planner assigns from liveness. Shapes are resolved: a kernel's
     attributes give sizes and strides, never dim names. The module serialises one-to-one
-    into the binary plan file the runtime loads (common/PlanFile.h).
+    into the binary plan file the runtime loads (common/plan/PlanFile.h).
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }

@@ -124,7 +124,7 @@ def Plan_KernelOp : Plan_Op<"kernel", [AttrSizedOperandSegments]> {
   let summary = "One kernel call";
   let description = [{
     Reads `ins`, writes `outs`. `params` holds the resolved sizes, strides and options of
-    the kernel `name`. The kernel catalogue (common/KernelCatalogue.def; `tessel kernels` and
+    the kernel `name`. The kernel catalogue (common/catalogue/KernelCatalogue.def; `tessel kernels` and
     docs/plan-format.md list it) declares each kernel's operands, their element types and its
     parameters; the verifier checks the op against it.
 

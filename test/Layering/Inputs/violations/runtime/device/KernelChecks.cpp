@@ -1,5 +1,4 @@
 // A device-neutral runtime file that reaches back up into the executor and into a backend.
-
-#include "runtime/core/Executor.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/Executor.h"

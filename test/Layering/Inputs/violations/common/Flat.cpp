@@ -1,0 +1,2 @@
+// A file directly in common/, a folder no rule names.
+#include <string>

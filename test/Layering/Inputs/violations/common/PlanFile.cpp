@@ -1,4 +1,0 @@
-// Shared code that depends on the runtime.
-
-#include "runtime/Json.h"
-#include "common/Checksum.h"

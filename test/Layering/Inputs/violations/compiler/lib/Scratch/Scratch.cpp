@@ -1,0 +1,2 @@
+// A new compiler folder no rule names.
+#include "mlir/IR/Builders.h"
