@@ -201,7 +201,7 @@ bool readPipelineConfig(const Plan &plan, PipelineConfig &config, std::string &e
   const planfile::Attr *schedule = plan.findConfig("pipeline.schedule");
   if (!schedule || !std::holds_alternative<std::string>(schedule->value) ||
       !pipeline::parseScheduleKind(std::get<std::string>(schedule->value), config.schedule)) {
-    error = "the plan's pipeline.schedule is not one of afab, 1f1b, interleaved, zbh1";
+    error = "the plan's pipeline.schedule is not one of " + pipeline::scheduleKindList();
     return false;
   }
   return true;

@@ -10,30 +10,6 @@
 
 namespace tessel::pipeline {
 
-bool parseScheduleKind(const std::string &name, ScheduleKind &kind) {
-  for (ScheduleKind k :
-       {ScheduleKind::AFAB, ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZBH1})
-    if (name == scheduleKindName(k)) {
-      kind = k;
-      return true;
-    }
-  return false;
-}
-
-const char *scheduleKindName(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::AFAB:
-    return "afab";
-  case ScheduleKind::OneFOneB:
-    return "1f1b";
-  case ScheduleKind::Interleaved:
-    return "interleaved";
-  case ScheduleKind::ZBH1:
-    return "zbh1";
-  }
-  return "?";
-}
-
 namespace detail {
 
 /// The most (micro-batch, virtual stage) pairs a schedule may have: beyond it the lists (a few

@@ -14,19 +14,13 @@
 #define TESSEL_COMMON_SCHEDULE_SCHEDULE_H
 
 #include "common/schedule/PipelineAction.h"
+#include "common/schedule/ScheduleKind.h"
 #include "common/schedule/Timeline.h"
 
 #include <string>
 #include <vector>
 
 namespace tessel::pipeline {
-
-enum class ScheduleKind { AFAB, OneFOneB, Interleaved, ZBH1 };
-
-/// Reads "afab", "1f1b", "interleaved" or "zbh1"; false for anything else.
-bool parseScheduleKind(const std::string &name, ScheduleKind &kind);
-/// The spelling parseScheduleKind reads.
-const char *scheduleKindName(ScheduleKind kind);
 
 /// One action list per rank, in execution order, for `stages` ranks, `microbatches`
 /// micro-batches and `virtualStages` model chunks per rank (1 except for interleaved). A

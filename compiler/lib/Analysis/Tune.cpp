@@ -64,7 +64,7 @@ std::string Layout::describe() const {
   std::ostringstream os;
   os << "dp=" << dp << " tp=" << tp << " pp=" << pp << " cp=" << cp;
   if (pp > 1)
-    os << " " << schedule;
+    os << " " << pipeline::scheduleKindName(schedule);
   if (virtualStages > 1)
     os << " v=" << virtualStages;
   os << (sp ? " sp" : "") << " zero=" << zero << " mb=" << microBatch << " recompute=" << recompute;
@@ -109,9 +109,8 @@ bool tessel::parseLayout(const std::string &text, Layout &out, std::string &erro
       l.sp = true;
     else if (key == "recompute" && (value == "none" || value == "selective" || value == "full"))
       l.recompute = value;
-    else if (value.empty() &&
-             (key == "1f1b" || key == "interleaved" || key == "zbh1" || key == "afab"))
-      l.schedule = key;
+    else if (value.empty() && pipeline::parseScheduleKind(key, l.schedule))
+      ;
     else {
       error = "unknown layout word '" + w +
               "' (dp= tp= pp= cp= v= mb= zero= sp recompute=none|selective|full, a schedule)";
@@ -373,15 +372,11 @@ LayoutCost tessel::evaluateLayout(const TransformerShape &m, const Layout &l, co
   double pipelineTime = 0;
   double layersInFlight = m.layers;
   const ScheduleCache::Entry *entry = nullptr;
-  pipeline::ScheduleKind kind = pipeline::ScheduleKind::OneFOneB;
+  pipeline::ScheduleKind kind = l.schedule;
   if (l.pp > 1) {
-    if (!pipeline::parseScheduleKind(l.schedule, kind)) {
-      why = "unknown schedule '" + l.schedule + "'";
-      return out;
-    }
     entry = scheduleCache().get(kind, l.pp, static_cast<int>(micro), l.virtualStages);
     if (!entry) {
-      why = l.schedule + " cannot run " + std::to_string(micro) + " micro-batches over " +
+      why = std::string(pipeline::scheduleKindName(kind)) + " cannot run " + std::to_string(micro) + " micro-batches over " +
             std::to_string(l.pp) + " stages" +
             (l.virtualStages > 1 ? " × " + std::to_string(l.virtualStages) + " virtual" : "");
       return out;
@@ -480,13 +475,15 @@ std::vector<Candidate> tessel::searchLayouts(const TransformerShape &s, const cl
         // layer per chunk (Megatron-Core's limit too); without a pipeline there is one chunk.
         int perStage = pp > 1 ? static_cast<int>(static_cast<int64_t>(s.layers) / pp) : 1;
         for (int mb : {1, 2, 4, 8})
-          for (const char *schedule : {"1f1b", "interleaved", "zbh1"})
+          // All-forward-all-backward holds every micro-batch at once: 1F1B runs the same
+          // work in less memory, so the search leaves it out.
+          for (pipeline::ScheduleKind schedule : pipeline::kScheduleKinds)
             for (int v = 1; v <= perStage; ++v) {
-              if (perStage % v)
+              if (perStage % v || schedule == pipeline::ScheduleKind::AFAB)
                 continue;
-              if (pp == 1 && std::string(schedule) != "1f1b")
+              if (pp == 1 && schedule != pipeline::ScheduleKind::OneFOneB)
                 continue;
-              if (pp > 1 && (std::string(schedule) == "interleaved") != (v > 1))
+              if (pp > 1 && (schedule == pipeline::ScheduleKind::Interleaved) != (v > 1))
                 continue;
               for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
                 for (int zero = 0; zero <= (dp == 1 ? 0 : pp > 1 ? 1 : 3); ++zero)
@@ -562,7 +559,7 @@ void tessel::candidatesJson(llvm::json::OStream &j, const std::vector<Candidate>
         j.attribute("sp", l.sp);
         j.attribute("zero", l.zero);
         j.attribute("micro_batch", l.microBatch);
-        j.attribute("schedule", l.schedule);
+        j.attribute("schedule", pipeline::scheduleKindName(l.schedule));
         j.attribute("recompute", l.recompute);
         j.attribute("step", x.cost.step);
         j.attribute("tokens_per_second", x.cost.tokensPerSecond);
@@ -611,7 +608,7 @@ std::string tessel::parallelSection(const Layout &l, const TransformerShape &s) 
     os << "  sequence_parallel = true\n";
   os << "  zero = " << l.zero << "\n";
   if (l.pp > 1) {
-    os << "  pipeline { schedule = " << l.schedule;
+    os << "  pipeline { schedule = " << pipeline::scheduleKindName(l.schedule);
     if (l.virtualStages > 1)
       os << ", virtual = " << l.virtualStages;
     os << ", microbatches = " << l.microbatches(s) << " }\n";

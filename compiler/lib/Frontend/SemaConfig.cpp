@@ -65,15 +65,16 @@ const std::vector<ast::Setting> *SettingGroup::group(const std::string &key) con
 
 std::optional<std::string> tessel::detail::readWord(Sema &sema, const ast::Expr &e,
                                                     const char *what,
-                                                    const std::vector<std::string> &allowed) {
+                                                    const std::vector<std::string> &allowed,
+                                                    const std::map<std::string, std::string> &aliases) {
   std::string word;
   if (e.kind == ast::ExprKind::Name || e.kind == ast::ExprKind::String ||
       e.kind == ast::ExprKind::Number)
     word = e.text;
   std::string lower = word;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (lower == "gpipe")
-    lower = "afab";
+  if (auto alias = aliases.find(lower); alias != aliases.end())
+    lower = alias->second;
   if (std::find(allowed.begin(), allowed.end(), lower) != allowed.end())
     return lower;
   std::string list;

@@ -40,10 +40,12 @@ private:
 };
 
 /// Reads a name-like value: an identifier, a string, or a digit-led word such as `1f1b`,
-/// lowercased and one of `allowed` (`gpipe` reads as `afab`, the schedule's other name).
-/// Reports any other value as an unknown `what`, with a suggestion, and returns nullopt.
+/// lowercased and one of `allowed`, or one of `aliases`' keys (read as its value, which is in
+/// `allowed`). Reports any other value as an unknown `what`, with a suggestion, and returns
+/// nullopt.
 std::optional<std::string> readWord(Sema &sema, const ast::Expr &e, const char *what,
-                                    const std::vector<std::string> &allowed);
+                                    const std::vector<std::string> &allowed,
+                                    const std::map<std::string, std::string> &aliases = {});
 
 } // namespace tessel::detail
 

@@ -10,6 +10,8 @@
 
 #include "SemaConfig.h"
 
+#include "common/schedule/ScheduleKind.h"
+
 #include <algorithm>
 
 using namespace tessel;
@@ -18,7 +20,16 @@ using namespace tessel::detail;
 namespace {
 
 const std::vector<std::string> kAxes = {"dp", "tp", "pp", "cp", "ep"};
-const std::vector<std::string> kSchedules = {"afab", "1f1b", "interleaved", "zbh1"};
+/// The schedules' spellings (common/schedule/ScheduleKind.h), and the one other name a spec
+/// may use: GPipe's for all-forward-all-backward.
+std::vector<std::string> scheduleWords() {
+  std::vector<std::string> words;
+  for (pipeline::ScheduleKind kind : pipeline::kScheduleKinds)
+    words.push_back(pipeline::scheduleKindName(kind));
+  return words;
+}
+const std::map<std::string, std::string> kScheduleAliases = {
+    {"gpipe", pipeline::scheduleKindName(pipeline::ScheduleKind::AFAB)}};
 
 } // namespace
 
@@ -165,7 +176,8 @@ void Sema::readParallel(const ast::Section &section) {
     cfg.pipelineLoc = top.get("pipeline")->key.loc;
     SettingGroup p(*this, *pipe, "pipeline", {"schedule", "microbatches", "virtual", "stage_map"});
     if (const ast::Expr *e = p.value("schedule"))
-      if (auto w = readWord(*this, *e, "pipeline schedule", kSchedules))
+      if (auto w = readWord(*this, *e, "pipeline schedule", scheduleWords(),
+                                kScheduleAliases))
         cfg.schedule = {*w, e->loc};
     if (const ast::Expr *e = p.value("microbatches"))
       if (auto n = evalInt(*e, "microbatches", 1))
@@ -371,8 +383,9 @@ void Sema::checkParallelAgainstModel() {
     }
     if (program_.layers > 1 && program_.forward.result >= 0)
       checkLayerChain(pp);
-    if ((cfg.schedule.value == "1f1b" || cfg.schedule.value == "interleaved" ||
-         cfg.schedule.value == "zbh1") && m < pp)
+    pipeline::ScheduleKind kind;
+    if (pipeline::parseScheduleKind(cfg.schedule.value, kind) &&
+        pipeline::needsMicrobatchPerStage(kind) && m < pp)
       error(cfg.schedule.loc.isValid() ? cfg.schedule.loc : ppLoc,
             "schedule " + cfg.schedule.value + " needs at least as many micro-batches as stages (" +
                 std::to_string(m) + " < " + std::to_string(pp) + ")",

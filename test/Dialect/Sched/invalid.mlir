@@ -1,6 +1,6 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics
 
-// expected-error @+1 {{unknown schedule 'gpipe'}}
+// expected-error @+1 {{unknown schedule 'gpipe'; expected one of afab, 1f1b, interleaved, zbh1}}
 sched.pipeline "gpipe" stages 1 microbatches 1 virtual 1 {
   sched.rank 0 {
     sched.forward 0 chunk 0

@@ -15,6 +15,7 @@
 
 #include "common/cluster/Cluster.h"
 #include "common/plan/PlanFile.h"
+#include "common/schedule/ScheduleKind.h"
 #include "tessel/Analysis/StepTime.h"
 
 #include <string>
@@ -44,7 +45,7 @@ bool readTransformerShape(const planfile::Plan &plan, double parameters, Transfo
 struct Layout {
   int dp = 1, tp = 1, pp = 1, cp = 1, virtualStages = 1, zero = 0, microBatch = 1;
   bool sp = false;
-  std::string schedule = "1f1b"; ///< With pp > 1.
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB; ///< With pp > 1.
   std::string recompute = "none";
   int64_t microbatches(const TransformerShape &s) const;
   /// "dp=16 tp=8 pp=8 v=2 sp zero=1 mb=1 interleaved recompute=full".

@@ -2,7 +2,7 @@
 
 #include "tessel/Dialect/Sched/IR/SchedDialect.h"
 
-#include "common/schedule/Schedule.h"
+#include "common/schedule/ScheduleKind.h"
 
 #include <set>
 
@@ -27,7 +27,7 @@ LogicalResult PipelineOp::verify() {
   tessel::pipeline::ScheduleKind kind;
   if (!tessel::pipeline::parseScheduleKind(getSchedule().str(), kind))
     return emitOpError() << "unknown schedule '" << getSchedule()
-                         << "'; expected afab, 1f1b, interleaved or zbh1";
+                         << "'; expected one of " << tessel::pipeline::scheduleKindList();
   if (p < 1 || m < 1 || v < 1)
     return emitOpError("needs stages, microbatches and virtual of at least 1");
   std::set<int64_t> ranks;
