@@ -1,7 +1,8 @@
 //===- NoNccl.cpp - The NCCL communicator of a build without NCCL ---------===//
 //
-// Built in place of NcclCommunicator.cpp where CMake found no CUDA toolkit or no nccl.h: a run
-// of one process per GPU cannot be made, and asking for one says why.
+// Built in place of NcclCommunicator.cpp and NcclOperations.cpp where CMake found no CUDA
+// toolkit or no nccl.h: a run of one process per GPU cannot be made, and asking for one says
+// why.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,11 +1,17 @@
-//===- Data.cpp - Training and evaluation tokens --------------------------===//
+//===- Data.cpp - Opening training and evaluation tokens ------------------===//
+//
+// TokenData::open and openEvaluation: the files a path names (the file itself, a directory's
+// files, or a glob pattern's matches), each one mapped and its header read (llm.c's, none for
+// nanoGPT's .bin, or a Tessel example file's), small data checked against the vocabulary
+// whole, and the tokens or examples split into train and eval parts. What is read from them
+// afterwards is in DataWindows.cpp and DataExamples.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/host/Data.h"
 
 #include "common/data/TokenFiles.h"
-#include "common/support/Checksum.h"
-#include "kernels/KernelTypes.h"
-#include "runtime/core/Rng.h"
+#include "runtime/host/DataImpl.h"
 #include "runtime/support/AtomicFile.h"
 
 #include <algorithm>
@@ -13,7 +19,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -27,15 +32,8 @@ namespace tessel::rt {
 namespace fs = std::filesystem;
 
 namespace tf = tokenfiles;
+using detail::tokenAt;
 using tf::readLe32;
-
-/// A broken precondition is a bug in the caller, not bad input: stop loudly.
-static void require(bool condition, const char *what) {
-  if (condition)
-    return;
-  std::fprintf(stderr, "tessel runtime: TokenData: %s\n", what);
-  std::abort();
-}
 
 static uint32_t byteSwapped(uint32_t v) {
   return (v >> 24) | ((v >> 8) & 0xFF00u) | ((v << 8) & 0xFF0000u) | (v << 24);
@@ -141,74 +139,6 @@ TokenData::~TokenData() {
   for (const Segment &segment : segments_)
     if (segment.map)
       ::munmap(segment.map, segment.mapBytes);
-}
-
-/// Token `i` of `tokens`, `width` bytes each (1, or 2 or 4 little-endian).
-static uint32_t tokenAt(const unsigned char *tokens, int64_t i, int width) {
-  const unsigned char *p = tokens + i * width;
-  return width == 1   ? p[0]
-         : width == 2 ? static_cast<uint32_t>(p[0] | p[1] << 8)
-                      : readLe32(p);
-}
-
-uint32_t TokenData::at(int64_t index) const {
-  // The segment holding `index`: the last one that starts at or before it.
-  auto it = std::upper_bound(segments_.begin(), segments_.end(), index,
-                             [](int64_t i, const Segment &s) { return i < s.first; });
-  const Segment &segment = *(it - 1);
-  return tokenAt(segment.tokens, index - segment.first, segment.width);
-}
-
-uint64_t TokenData::fingerprint() const {
-  std::vector<uint64_t> parts{static_cast<uint64_t>(total_)};
-  auto addBytes = [&](const unsigned char *data, size_t bytes) {
-    if (bytes <= kFingerprintSamples * kFingerprintPiece) {
-      parts.push_back(xxh3_64(data, bytes));
-      return;
-    }
-    // Pieces spread evenly from the first byte to the last.
-    const size_t last = bytes - kFingerprintPiece;
-    for (size_t i = 0; i < kFingerprintSamples; ++i)
-      parts.push_back(xxh3_64(data + last * i / (kFingerprintSamples - 1), kFingerprintPiece));
-  };
-  for (const Segment &s : segments_) {
-    parts.push_back(static_cast<uint64_t>(s.width));
-    parts.push_back(static_cast<uint64_t>(s.count));
-    addBytes(s.tokens, static_cast<size_t>(s.count) * static_cast<size_t>(s.width));
-    if (s.mask) { // An example file: its starts and mask too.
-      parts.push_back(static_cast<uint64_t>(s.exampleCount));
-      addBytes(s.starts, static_cast<size_t>(s.exampleCount + 1) * 8);
-      addBytes(s.mask, static_cast<size_t>(s.count));
-    }
-  }
-  return xxh3_64(parts.data(), parts.size() * sizeof(uint64_t));
-}
-
-std::vector<uint32_t> TokenData::slice(int64_t begin, int64_t count) const {
-  require(begin >= 0 && count >= 0 && begin + count <= total_, "slice: outside the data");
-  std::vector<uint32_t> out(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = at(begin + i);
-  return out;
-}
-
-bool TokenData::copyWindow(int64_t start, int32_t *tokens, int32_t *targets, int64_t seq,
-                           std::string &error) const {
-  ++windowsRead_;
-  for (int64_t i = 0; i <= seq; ++i) {
-    const uint32_t t = at(start + i);
-    if (!scanned_ && t >= vocab_) {
-      error = what_ + ": token " + std::to_string(t) + " at position " +
-              std::to_string(start + i) + " is not below the vocabulary size " +
-              std::to_string(vocab_);
-      return false;
-    }
-    if (i < seq)
-      tokens[i] = t;
-    if (i > 0)
-      targets[i - 1] = t;
-  }
-  return true;
 }
 
 /// How messages call the data a role reads: "training data" or "eval data".
@@ -529,235 +459,6 @@ std::unique_ptr<TokenData> TokenData::openStream(const std::string &path, Tokeni
   }
 
   return data;
-}
-
-bool TokenData::indexExamples(int64_t window, std::string &error) {
-  for (uint32_t index = 0; index < segments_.size(); ++index) {
-    const Segment &segment = segments_[index];
-    const std::string file = "example file of " + what_;
-    auto startOf = [&](int64_t i) {
-      return static_cast<int64_t>(tf::readLe64(segment.starts + 8 * i));
-    };
-    if (startOf(0) != 0 || startOf(segment.exampleCount) != segment.count) {
-      error = what_ + ": an example file's starts do not run from 0 to its " +
-              std::to_string(segment.count) + " tokens (it is corrupt)";
-      return false;
-    }
-    for (int64_t i = 0; i < segment.exampleCount; ++i) {
-      const int64_t begin = startOf(i), end = startOf(i + 1);
-      if (end < begin || end > segment.count) {
-        error = what_ + ": example " + std::to_string(i) + " of an example file has starts " +
-                std::to_string(begin) + " and " + std::to_string(end) + " (the file is corrupt)";
-        return false;
-      }
-      if (end - begin < 2) {
-        error = what_ + ": example " + std::to_string(i) + " of an example file has " +
-                std::to_string(end - begin) + " tokens; an example needs 2 or more";
-        return false;
-      }
-      examples_.push_back({index, begin, end - begin});
-    }
-    for (int64_t i = 0; i < segment.count; ++i)
-      if (segment.mask[i] > 1) {
-        error = what_ + ": the loss mask of an example file holds " +
-                std::to_string(segment.mask[i]) + " at token " + std::to_string(i) +
-                "; its bytes are 0 or 1 (the file is corrupt)";
-        return false;
-      }
-    if (segment.padId >= static_cast<uint64_t>(vocab_)) {
-      error = what_ + ": an example file pads with token " + std::to_string(segment.padId) +
-              ", not below the vocabulary size " + std::to_string(vocab_);
-      return false;
-    }
-  }
-  if (examples_.empty()) {
-    error = what_ + " holds no examples";
-    return false;
-  }
-  for (int64_t e = 0; e < exampleCount(); ++e) {
-    longExamples_ += examples_[e].length > window;
-    untrainedExamples_ += countedTargets(e, window - 1) == 0;
-  }
-  return true;
-}
-
-bool TokenData::splitExamples(double evalFraction, std::string &error) {
-  const int64_t n = exampleCount();
-  const int64_t evalExamples =
-      static_cast<int64_t>(std::floor(static_cast<double>(n) * evalFraction));
-  trainExamples_ = n - evalExamples;
-  if (evalFraction > 0 && evalExamples == 0) {
-    char percent[32];
-    std::snprintf(percent, sizeof percent, "%g%%", 100 * evalFraction);
-    error = what_ + ": the eval split (" + percent + " of " + std::to_string(n) +
-            " examples) holds no example; raise eval.fraction, use more data, or set "
-            "eval.fraction = 0 to hold nothing out";
-    return false;
-  }
-  if (trainExamples_ == 0) {
-    error = what_ + ": the train split holds no example of " + std::to_string(n) +
-            "; lower the eval fraction";
-    return false;
-  }
-  trainTokens_ = 0;
-  for (int64_t e = 0; e < trainExamples_; ++e)
-    trainTokens_ += examples_[e].length;
-  return true;
-}
-
-int64_t TokenData::copyExample(int64_t index, int32_t *tokens, int32_t *targets,
-                               int64_t seq) const {
-  ++windowsRead_;
-  const Example &x = examples_[index];
-  const Segment &segment = segments_[x.segment];
-  int64_t counted = 0;
-  for (int64_t j = 0; j < seq; ++j) {
-    tokens[j] = static_cast<int32_t>(
-        j < x.length ? tokenAt(segment.tokens, x.begin + j, segment.width) : segment.padId);
-    const int64_t next = j + 1;
-    if (next < x.length && segment.mask[x.begin + next]) {
-      targets[j] = static_cast<int32_t>(tokenAt(segment.tokens, x.begin + next, segment.width));
-      ++counted;
-    } else {
-      targets[j] = kernels::kIgnoredTarget;
-    }
-  }
-  return counted;
-}
-
-int64_t TokenData::countedTargets(int64_t index, int64_t seq) const {
-  const Example &x = examples_[index];
-  const unsigned char *mask = segments_[x.segment].mask + x.begin;
-  int64_t counted = 0;
-  for (int64_t next = 1; next < std::min(x.length, seq + 1); ++next)
-    counted += mask[next];
-  return counted;
-}
-
-bool TokenData::trainWindow(Rng &rng, int32_t *tokens, int32_t *targets, int64_t seq,
-                            std::string &error) const {
-  if (hasExamples()) {
-    copyExample(static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainExamples_))), tokens,
-                targets, seq);
-    return true;
-  }
-  require(seq >= 1 && seq + 1 <= trainTokens_, "trainWindow: seq + 1 exceeds the train split");
-  int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainTokens_ - seq)));
-  return copyWindow(start, tokens, targets, seq, error);
-}
-
-bool TokenData::evalWindow(int64_t index, int64_t count, int32_t *tokens, int32_t *targets,
-                           int64_t seq, std::string &error) const {
-  require(count >= 1 && index >= 0 && index < count, "evalWindow: index outside [0, count)");
-  if (hasExamples()) {
-    copyExample(evalExample(index, count), tokens, targets, seq);
-    return true;
-  }
-  require(seq >= 1 && seq + 1 <= evalTokens(), "evalWindow: seq + 1 exceeds the eval split");
-  int64_t positions = evalTokens() - seq;
-  int64_t offset = static_cast<int64_t>(static_cast<__int128>(index) * positions / count);
-  return copyWindow(trainTokens_ + offset, tokens, targets, seq, error);
-}
-
-bool TokenData::trainBatch(Rng &rng, const std::vector<bool> &taken, int32_t *tokens,
-                           int32_t *targets, int64_t seq, std::string &error,
-                           int64_t *counted) const {
-  if (hasExamples()) {
-    int64_t sum = 0;
-    for (size_t row = 0; row < taken.size(); ++row) {
-      const auto index = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainExamples_)));
-      sum += taken[row] ? copyExample(index, tokens + row * seq, targets + row * seq, seq)
-                        : countedTargets(index, seq);
-    }
-    if (counted)
-      *counted = sum;
-    return true;
-  }
-  if (counted)
-    *counted = static_cast<int64_t>(taken.size()) * seq;
-  require(seq >= 1 && seq + 1 <= trainTokens_, "trainBatch: seq + 1 exceeds the train split");
-  for (size_t row = 0; row < taken.size(); ++row) {
-    // Drawn for every row, so the generator moves on alike in every process.
-    int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(trainTokens_ - seq)));
-    if (taken[row] && !copyWindow(start, tokens + row * seq, targets + row * seq, seq, error))
-      return false;
-  }
-  return true;
-}
-
-bool TokenData::evalBatch(int64_t first, int64_t count, const std::vector<bool> &taken,
-                          int32_t *tokens, int32_t *targets, int64_t seq, std::string &error,
-                          int64_t *counted) const {
-  if (hasExamples()) {
-    int64_t sum = 0;
-    for (size_t row = 0; row < taken.size(); ++row) {
-      const int64_t index = evalExample(first + static_cast<int64_t>(row), count);
-      sum += taken[row] ? copyExample(index, tokens + row * seq, targets + row * seq, seq)
-                        : countedTargets(index, seq);
-    }
-    if (counted)
-      *counted = sum;
-    return true;
-  }
-  if (counted)
-    *counted = static_cast<int64_t>(taken.size()) * seq;
-  for (size_t row = 0; row < taken.size(); ++row)
-    if (taken[row] && !evalWindow(first + static_cast<int64_t>(row), count, tokens + row * seq,
-                                  targets + row * seq, seq, error))
-      return false;
-  return true;
-}
-
-std::string decodeBytes(const int32_t *tokens, int64_t count) {
-  std::string text;
-  text.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    if (tokens[i] >= 0 && tokens[i] < 256)
-      text += static_cast<char>(tokens[i]);
-    else
-      text += "\xEF\xBF\xBD";
-  }
-  return text;
-}
-
-bool parseTokenIds(std::string_view text, std::vector<int32_t> &ids, std::string &error) {
-  ids.clear();
-  size_t i = 0;
-  while (i < text.size()) {
-    char c = text[i];
-    if (c == ' ' || c == ',' || c == '\t' || c == '\n') {
-      ++i;
-      continue;
-    }
-    if (c < '0' || c > '9') {
-      error = "'" + std::string(text) + "' is not a list of token ids: '" + std::string(1, c) +
-              "' at offset " + std::to_string(i) + " (write ids as numbers, e.g. \"15496 11 995\")";
-      return false;
-    }
-    int64_t value = 0;
-    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-      value = value * 10 + (text[i] - '0');
-      if (value > 65535) {
-        error = "token id " + std::string(text.substr(i - (i > 5 ? 5 : i), 6)) +
-                "... is larger than a uint16 token file can hold (65535)";
-        return false;
-      }
-    }
-    ids.push_back(static_cast<int32_t>(value));
-  }
-  if (ids.empty()) {
-    error = "the prompt holds no token ids (write them as numbers, e.g. \"15496 11 995\")";
-    return false;
-  }
-  return true;
-}
-
-std::vector<int32_t> encodeBytes(std::string_view text) {
-  std::vector<int32_t> tokens;
-  tokens.reserve(text.size());
-  for (char c : text)
-    tokens.push_back(static_cast<unsigned char>(c));
-  return tokens;
 }
 
 } // namespace tessel::rt
