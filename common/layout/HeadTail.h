@@ -10,7 +10,7 @@
 // This is the one statement of that layout. The compiler marks nothing: every dim split over
 // the group named `cp` alone is split this way, and each piece of code that places a rank's
 // block in the whole — the host's blocks of inputs and state (runtime/core/Blocks.cpp), the
-// collectives along the dim (runtime/comm/CollectiveCalls.cpp), dropout's mask index, the
+// collectives along the dim (runtime/device/CollectiveCalls.cpp), dropout's mask index, the
 // attention kernels' query positions — asks these functions.
 //
 //===----------------------------------------------------------------------===//

@@ -8,7 +8,7 @@
 // has it, so the stash holds what the schedule has in flight and no more.
 //
 // This is the one statement of that walk and of the stash's bytes. The runtime walks with hooks
-// that run the programs and move the data (runtime/PipelineRank.h). Without them the walk moves
+// that run the programs and move the data (runtime/pipeline/PipelineRank.h). Without them the walk moves
 // nothing: it proves that every value is in the stash when a program asks for it, and gives the
 // stash's peak before anything runs — which the runtime checks at setup, and `tessel estimate`
 // reports as the activations a rank keeps.

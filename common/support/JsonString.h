@@ -1,6 +1,6 @@
 //===- JsonString.h - JSON string literals ----------------------*- C++ -*-===//
 //
-// The one JSON string escaper, shared by the runtime's JSON writer (runtime/Json.h) and the
+// The one JSON string escaper, shared by the runtime's JSON writer (runtime/support/Json.h) and the
 // timeline writers, which the compiler links without the runtime.
 //
 //===----------------------------------------------------------------------===//
