@@ -1,11 +1,12 @@
 //===- ChatTemplateBuiltins.h - Filters, tests, methods, globals -*- C++ -*-===//
 //
 // What a chat template calls by name, as Jinja 3.1 and Python define it: the filters
-// (`|trim`, `|tojson`: ChatTemplateFilters.cpp), the tests (`is defined`), the methods of
-// strings, lists and dicts (`.strip()`, `.items()`) and the globals (range, namespace,
-// raise_exception, strftime_now: ChatTemplateBuiltins.cpp), and attribute and item access,
-// which is where methods come from (ChatTemplateAccess.cpp). The renderer
-// (ChatTemplateRender.cpp) evaluates the template; these evaluate one call each.
+// (`|trim`, `|tojson`: ChatTemplateFilters.cpp), the tests (`is defined`:
+// ChatTemplateTests.cpp), the methods of strings, lists and dicts (`.strip()`, `.items()`:
+// ChatTemplateMethods.cpp) and the globals (range, namespace, raise_exception, strftime_now:
+// ChatTemplateBuiltins.cpp), and attribute and item access, which is where methods come from
+// (ChatTemplateAccess.cpp). The renderer (ChatTemplateRender.cpp) evaluates the template;
+// these evaluate one call each.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_COMMON_TOKENIZER_CHATTEMPLATEBUILTINS_H
@@ -17,6 +18,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessel::tok::chat {
@@ -90,6 +92,16 @@ bool callTest(RenderState &st, const std::string &name, const Value &value, cons
 bool callBuiltin(RenderState &st, const Callable &fn, const Args &args, Value &out);
 /// The global functions, by name; undefined for other names.
 Value builtinGlobal(const std::string &name);
+/// A call of the global function `name`.
+bool callGlobal(RenderState &st, const std::string &name, const Args &args, Value &out);
+
+/// Whether `name` is one of `names`.
+template <size_t N> bool among(const char *const (&names)[N], std::string_view name) {
+  for (const char *n : names)
+    if (name == n)
+      return true;
+  return false;
+}
 
 /// Jinja's `obj.name`: a method, else a dict's key, else undefined. Fails for an undefined
 /// object, as Jinja does.

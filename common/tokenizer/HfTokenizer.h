@@ -10,7 +10,8 @@
 // and back: ids → tokens (added tokens by their content) → the decoder's steps → text.
 //
 // Each stage is a list of steps (a tokenizer.json Sequence is flattened into it). Loading
-// (HfTokenizerJson.cpp) builds the steps; this header is internal to the library.
+// (HfTokenizerJson*.cpp, HfTokenizerReader.h) builds the steps; this header is internal to the
+// library.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_COMMON_TOKENIZER_HFTOKENIZER_H
