@@ -4,7 +4,6 @@
 #include "tessel/Analysis/StepTime.h"
 
 #include "tessel/Analysis/PlanLiveness.h"
-#include "tessel/Dialect/Graph/IR/GraphOps.h"
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -52,28 +51,25 @@ void flatten(const std::string &prefix, DictionaryAttr dict, std::vector<pf::Att
   }
 }
 
-/// The mesh's axes, outermost first (ranks are numbered row-major over them), and one group
-/// per non-empty set of them (named by the axes, outermost first, joined by "_"), plus "world"
-/// over all of them.
-void describeMesh(const graph::MeshLayout &mesh, pf::Plan &plan) {
-  auto axes = mesh.axes();
-  std::vector<uint32_t> all;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    plan.mesh.push_back({axes[i].first, static_cast<uint32_t>(axes[i].second)});
-    all.push_back(static_cast<uint32_t>(i));
+/// The module's mesh (`plan.mesh`: axes outermost first, ranks numbered row-major over them)
+/// and communicator groups (`plan.group`); a module without a mesh runs on one rank.
+void describeMesh(ModuleOp module, pf::Plan &plan) {
+  plan.worldSize = 1;
+  if (plan::MeshOp mesh = plan::meshOf(module))
+    for (auto [axis, size] : llvm::zip(mesh.getAxes().getAsValueRange<StringAttr>(),
+                                       mesh.getSizes())) {
+      plan.mesh.push_back({axis.str(), static_cast<uint32_t>(size)});
+      plan.worldSize *= static_cast<uint32_t>(size);
+    }
+  for (auto group : module.getOps<plan::GroupOp>()) {
+    pf::Group g;
+    g.name = group.getSymName().str();
+    for (int64_t axis : group.getAxes())
+      g.axes.push_back(static_cast<uint32_t>(axis));
+    plan.groups.push_back(std::move(g));
   }
-  plan.groups.push_back({"world", all});
-  for (unsigned mask = 1; mask < (1u << axes.size()); ++mask) {
-    SmallVector<int16_t> members;
-    pf::Group group;
-    for (size_t i = 0; i < axes.size(); ++i)
-      if (mask & (1u << i)) {
-        members.push_back(static_cast<int16_t>(i));
-        group.axes.push_back(static_cast<uint32_t>(i));
-      }
-    group.name = mesh.groupName(members);
-    plan.groups.push_back(std::move(group));
-  }
+  if (plan.groups.empty())
+    plan.groups.push_back({"world", {}});
 }
 
 } // namespace
@@ -93,9 +89,7 @@ FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
   if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
     if (auto recompute = par.getAs<StringAttr>("recompute"))
       plan.config.push_back({"parallel.recompute", recompute.str()});
-  graph::MeshLayout mesh = graph::MeshLayout::fromModule(module);
-  plan.worldSize = static_cast<uint32_t>(mesh.worldSize());
-  describeMesh(mesh, plan);
+  describeMesh(module, plan);
   // Every rank of a pipeline stage runs the same programs (what differs between them, which
   // block of a split tensor each holds, follows from its place in the communicator groups at
   // run time), so the plan keeps one version per stage.

@@ -34,9 +34,12 @@ module {
   }
 }
 
-// State in order of first use: parameters (with their initialisers), then the gradient
-// accumulator and the two AdamW moments.
+// The mesh first (one rank: no axes, and the world group), then state in order of first use:
+// parameters (with their initialisers), then the gradient accumulator and the two AdamW
+// moments.
 // CHECK: module {
+// CHECK-NEXT: plan.mesh [] sizes []
+// CHECK-NEXT: plan.group "world" axes []
 // CHECK-NEXT: plan.tensor "bias" role "param" init "uniform"(-5.000000e-01, 5.000000e-01) dims ["embed"] : memref<8xf32>
 // CHECK-NEXT: plan.tensor "w" role "param" init "normal"(0.000000e+00, 2.000000e-02) dims ["embed", "ffn"] : memref<8x16xf32>
 // CHECK-NEXT: plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.000000e+00, 0.000000e+00) dims ["embed", "ffn"] : memref<8x16xf32>

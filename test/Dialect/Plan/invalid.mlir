@@ -1,7 +1,65 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics
 // The plan dialect's verifier errors.
-//
-// tessel-opt does not register the plan dialect yet (see test/Dialect/Plan/ops.mlir).
+
+module {
+  // expected-error @+1 {{'plan.mesh' op gives axis 'tp' 1 ranks; an axis of one rank splits nothing and is left out}}
+  plan.mesh ["dp", "tp"] sizes [2, 1]
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'plan.mesh' op names axis 'dp' twice or empty}}
+  plan.mesh ["dp", "dp"] sizes [2, 2]
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'plan.mesh' op has 2 axes and 1 sizes}}
+  plan.mesh ["dp", "tp"] sizes [2]
+}
+
+// -----
+
+module {
+  plan.mesh ["dp"] sizes [2]
+  // expected-error @+1 {{'plan.mesh' op is the module's second mesh}}
+  plan.mesh ["tp"] sizes [2]
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'plan.group' op needs the module's plan.mesh}}
+  plan.group "world" axes []
+}
+
+// -----
+
+module {
+  plan.mesh ["dp", "tp"] sizes [2, 2]
+  // expected-error @+1 {{'plan.group' op is named 'tp_dp' but spans 'dp_tp'}}
+  plan.group "tp_dp" axes [0, 1]
+}
+
+// -----
+
+module {
+  plan.mesh ["dp", "tp"] sizes [2, 2]
+  // expected-error @+1 {{'plan.group' op is named 'world' but spans 'tp'}}
+  plan.group "world" axes [1]
+}
+
+// -----
+
+module {
+  plan.mesh ["dp", "tp"] sizes [2, 2]
+  // expected-error @+1 {{'plan.group' op axes must be increasing indices into the mesh's 2 axes}}
+  plan.group "dp" axes [2]
+}
+
+// -----
 
 module {
   plan.program "p" {

@@ -1,13 +1,17 @@
 // RUN: tessel-opt %s | tessel-opt | FileCheck %s
 // Every op of the plan dialect, printed and parsed back.
-//
-// tessel-opt registers only the builtin, func, graph and shard dialects (see
-// compiler/tools/tessel-opt/tessel-opt.cpp), so plan IR does not parse:
-//   error: Dialect `plan' not found for custom op 'plan.tensor'
-// Remove the XFAIL line once tessel-opt registers tessel::plan::PlanDialect (and memref).
 
 // CHECK-LABEL: module {
 module {
+  // The mesh (axes outermost first) and its communicator groups.
+  // CHECK: plan.mesh ["dp", "tp"] sizes [2, 4]
+  plan.mesh ["dp", "tp"] sizes [2, 4]
+  // CHECK: plan.group "world" axes [0, 1]
+  plan.group "world" axes [0, 1]
+  // CHECK: plan.group "tp" axes [1]
+  plan.group "tp" axes [1]
+  // CHECK: plan.group "dp_tp" axes [0, 1]
+  plan.group "dp_tp" axes [0, 1]
   // CHECK: plan.tensor "wte" role "param" init "normal"(0.000000e+00, 2.000000e-02) dims ["vocab", "embed"] : memref<256x128xf32>
   plan.tensor "wte" role "param" init "normal"(0.0, 0.02) dims ["vocab", "embed"] : memref<256x128xf32>
   // CHECK: plan.tensor "ln_g" role "param" init "ones"(0.000000e+00, 0.000000e+00) dims ["embed"] : memref<128xf32>

@@ -12,7 +12,9 @@ def LowerToPlan : Pass<"tessel-lower-to-plan", "mlir::ModuleOp"> {
     and every graph op one or more `plan.kernel` calls whose parameters resolve the named
     dims into sizes and strides. A contraction becomes a strided batched GEMM; an operand
     whose layout no GEMM can read is first copied into one it can. Splits and merges are
-    views of the same bytes. The graph functions are removed.
+    views of the same bytes. The graph functions are removed, and the mesh they were
+    partitioned over (`shard.grid`, from the spec's layout) becomes the plan's `plan.mesh`
+    with one `plan.group` per set of its axes (and `world`), which the collectives name.
 
     A dialect conversion: tensors become memrefs, and the patterns are grouped by op family
     (elementwise, contraction, normalization, loss, attention, data movement, collectives,

@@ -187,7 +187,8 @@ struct LowerToPlan : tessel::impl::LowerToPlanBase<LowerToPlan> {
       return signalPassFailure();
 
     lowering.declareState();
-    // The grid's shape lives on in tessel.parallel, from which the plan's groups are made.
+    // The grid becomes the plan's mesh and its communicator groups.
+    lowering.declareMesh();
     for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
       grid.erase();
   }

@@ -132,6 +132,34 @@ void PlanLowering::declareState() {
   }
 }
 
+void PlanLowering::declareMesh() {
+  OpBuilder b(module_.getContext());
+  b.setInsertionPointToStart(module_.getBody());
+  const Location loc = module_.getLoc();
+  auto axes = mesh_.axes();
+  SmallVector<StringRef> names;
+  SmallVector<int64_t> sizes, all;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    names.push_back(axes[i].first);
+    sizes.push_back(axes[i].second);
+    all.push_back(static_cast<int64_t>(i));
+  }
+  plan::MeshOp::create(b, loc, b.getStrArrayAttr(names), b.getDenseI64ArrayAttr(sizes));
+  plan::GroupOp::create(b, loc, b.getStringAttr("world"), b.getDenseI64ArrayAttr(all));
+  // Every set of axes, in the order of the bits of its mask.
+  for (unsigned mask = 1; mask < (1u << axes.size()); ++mask) {
+    SmallVector<int16_t> members;
+    SmallVector<int64_t> indices;
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (mask & (1u << i)) {
+        members.push_back(static_cast<int16_t>(i));
+        indices.push_back(static_cast<int64_t>(i));
+      }
+    plan::GroupOp::create(b, loc, b.getStringAttr(mesh_.groupName(members)),
+                          b.getDenseI64ArrayAttr(indices));
+  }
+}
+
 void PlanLowering::recordAsync(Value result, int64_t event, ArrayRef<Value> buffers) {
   pending_[result] = std::make_shared<Pending>(Pending{event, SmallVector<Value>(buffers)});
 }

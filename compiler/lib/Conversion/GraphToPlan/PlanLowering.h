@@ -86,6 +86,9 @@ public:
   /// The declaration named `name`, or null.
   const StateDecl *findState(llvm::StringRef name) const;
   void declareState();
+  /// Writes the mesh (plan.mesh) and one plan.group per non-empty set of its axes, plus
+  /// `world`, at the top of the module.
+  void declareMesh();
 
   // Asynchronous collectives.
   int64_t nextEvent() { return ++events_; }

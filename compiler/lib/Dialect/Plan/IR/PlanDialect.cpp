@@ -4,6 +4,8 @@
 
 #include "common/catalogue/KernelCatalogue.h"
 
+#include "llvm/ADT/StringSet.h"
+
 using namespace mlir;
 using namespace tessel::plan;
 
@@ -14,6 +16,52 @@ void PlanDialect::initialize() {
 #define GET_OP_LIST
 #include "tessel/Dialect/Plan/IR/PlanOps.cpp.inc"
       >();
+}
+
+// One mesh per module, its axes named once each and of at least two ranks.
+LogicalResult MeshOp::verify() {
+  if (getAxes().size() != getSizes().size())
+    return emitOpError() << "has " << getAxes().size() << " axes and " << getSizes().size()
+                         << " sizes";
+  llvm::StringSet<> seen;
+  for (auto [axis, size] : llvm::zip(getAxes().getAsValueRange<StringAttr>(), getSizes())) {
+    if (axis.empty() || !seen.insert(axis).second)
+      return emitOpError() << "names axis '" << axis << "' twice or empty";
+    if (size < 2)
+      return emitOpError() << "gives axis '" << axis << "' " << size
+                           << " ranks; an axis of one rank splits nothing and is left out";
+  }
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  if (module && meshOf(module) != *this)
+    return emitOpError("is the module's second mesh");
+  return success();
+}
+
+MeshOp tessel::plan::meshOf(ModuleOp module) {
+  auto meshes = module.getOps<MeshOp>();
+  return meshes.empty() ? MeshOp() : *meshes.begin();
+}
+
+// A group's axes are the mesh's, in order, and its name is theirs (or `world`, all of them).
+LogicalResult GroupOp::verify() {
+  MeshOp mesh = meshOf((*this)->getParentOfType<ModuleOp>());
+  if (!mesh)
+    return emitOpError("needs the module's plan.mesh");
+  ArrayRef<int64_t> axes = getAxes();
+  const int64_t count = static_cast<int64_t>(mesh.getAxes().size());
+  std::string name;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= count || (i > 0 && axes[i] <= axes[i - 1]))
+      return emitOpError() << "axes must be increasing indices into the mesh's " << count
+                           << " axes";
+    name += (name.empty() ? "" : "_") +
+            cast<StringAttr>(mesh.getAxes()[axes[i]]).getValue().str();
+  }
+  if (getSymName() == "world" ? static_cast<int64_t>(axes.size()) != count
+                              : getSymName() != name)
+    return emitOpError() << "is named '" << getSymName() << "' but spans "
+                         << (name.empty() ? std::string("no axes") : "'" + name + "'");
+  return success();
 }
 
 LogicalResult ViewOp::verify() {

@@ -26,6 +26,9 @@ mlir::FailureOr<planfile::DType> planDType(mlir::Operation *op, mlir::MemRefType
 /// failure (emitted on `op`) for any other attribute.
 mlir::FailureOr<planfile::Attr> planParam(mlir::Operation *op, mlir::NamedAttribute param);
 
+/// The module's `plan.mesh`, or null where it has none.
+MeshOp meshOf(mlir::ModuleOp module);
+
 } // namespace tessel::plan
 
 #endif // TESSEL_DIALECT_PLAN_IR_PLANDIALECT_H

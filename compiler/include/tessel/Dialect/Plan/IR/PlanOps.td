@@ -10,6 +10,40 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+def Plan_MeshOp : Plan_Op<"mesh", [HasParent<"::mlir::ModuleOp">]> {
+  let summary = "The grid of ranks a plan runs on";
+  let description = [{
+    The mesh axes, outermost first, and their sizes: ranks are numbered row-major over them,
+    so neighbours along the last axis have adjacent ranks. Axes of size 1 split nothing and
+    are left out; a plan for one rank has no axes. A module has one.
+
+    ```mlir
+    plan.mesh ["pp", "dp", "tp"] sizes [2, 2, 2]
+    ```
+  }];
+  let arguments = (ins StrArrayAttr:$axes, DenseI64ArrayAttr:$sizes);
+  let assemblyFormat = "$axes `sizes` $sizes attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_GroupOp : Plan_Op<"group", [HasParent<"::mlir::ModuleOp">]> {
+  let summary = "A communicator group: the ranks that differ only along some mesh axes";
+  let description = [{
+    `axes` are indices into the module's `plan.mesh`, in order. A group is named by its axes'
+    names joined by "_" (`dp_tp`), outermost first, as collectives name the group they run
+    over; `world` spans every axis. Each rank resolves a group to its own instance from its
+    mesh coordinates.
+
+    ```mlir
+    plan.group "world" axes [0, 1, 2]
+    plan.group "dp_tp" axes [1, 2]
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, DenseI64ArrayAttr:$axes);
+  let assemblyFormat = "$sym_name `axes` $axes attr-dict";
+  let hasVerifier = 1;
+}
+
 def Plan_TensorOp : Plan_Op<"tensor", [HasParent<"::mlir::ModuleOp">]> {
   let summary = "Declares a persistent tensor of every rank";
   let description = [{
