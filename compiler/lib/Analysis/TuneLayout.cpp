@@ -106,9 +106,9 @@ bool tessel::parseLayout(const std::string &text, Layout &out, std::string &erro
       l.sp = true;
     else if (key == "recompute" && (value == "none" || value == "selective" || value == "full"))
       l.recompute = value;
-    else if (value.empty() && pipeline::parseScheduleKind(key, l.schedule))
-      ;
-    else {
+    else if (value.empty() && pipeline::parseScheduleKind(key, l.schedule)) {
+      // A schedule's name, which parseScheduleKind has stored.
+    } else {
       error = "unknown layout word '" + w +
               "' (dp= tp= pp= cp= v= mb= zero= sp recompute=none|selective|full, a schedule)";
       return false;
