@@ -77,9 +77,10 @@ def ordered(top, order, extra):
 
 # common/: the memory profile walks a plan's pipeline, the pipeline layout reads plans and
 # schedules, the kernel catalogue checks plan instructions; the plan format, the schedules,
-# clusters, token files and tokenizers stand on support alone.
+# clusters, token files and tokenizers stand on support alone; the mesh's axes on nothing.
 ALLOWED = {
     "common/support": STD + ["xxhash"],
+    "common/mesh": STD,
     "common/plan": ["common/support"] + STD,
     "common/schedule": ["common/support"] + STD,
     "common/catalogue": ["common/plan", "common/support"] + STD,
@@ -113,29 +114,38 @@ ALLOWED.update({
     "kernels/cuda": ["kernels"] + COMMON + STD + ["cuda"],
     # The compiler.
     "compiler/Shape": STD + ["llvm"],
-    # The front end links nothing of common/; it reads the schedule kinds' words from their
-    # header-only list.
-    "compiler/Frontend": ["compiler/Shape", "common/schedule", "grammar", "antlr", "llvm"] + STD,
-    "compiler/Dialect/*/IR": ["compiler/Shape"] + COMMON + STD + ["mlir", "llvm"],
-    "compiler/Dialect/Graph/Transforms": ["compiler/Dialect/Graph/IR"] + COMMON + STD
+    # The front end links nothing of common/; it reads the schedule kinds' and mesh axes'
+    # words from their header-only lists.
+    "compiler/Frontend": ["compiler/Shape", "common/schedule", "common/mesh", "grammar", "antlr",
+                          "llvm"] + STD,
+    # The module's settings stand on common/'s header-only lists alone; the other dialects
+    # may read them.
+    "compiler/Dialect/Settings/IR": ["common/schedule", "common/mesh"] + STD + ["mlir", "llvm"],
+    "compiler/Dialect/*/IR": ["compiler/Shape", "compiler/Dialect/Settings/IR"] + COMMON + STD
+    + ["mlir", "llvm"],
+    "compiler/Dialect/Graph/Transforms": ["compiler/Dialect/Graph/IR",
+                                          "compiler/Dialect/Settings/IR"] + COMMON + STD
     + ["mlir", "llvm"],
     "compiler/Dialect/Sched/Transforms": ["compiler/Dialect/Sched/IR", "compiler/Dialect/Graph/IR",
-                                          "compiler/Dialect/Graph/Transforms"]
+                                          "compiler/Dialect/Graph/Transforms",
+                                          "compiler/Dialect/Settings/IR"]
     + COMMON + STD + ["mlir", "llvm"],
-    "compiler/Dialect/Plan/Transforms": ["compiler/Dialect/Plan/IR", "compiler/Dialect/Graph/IR",
+    "compiler/Dialect/Plan/Transforms": ["compiler/Dialect/Plan/IR", "compiler/Dialect/Settings/IR",
                                          "compiler/Analysis"] + COMMON + STD + ["mlir", "llvm"],
     "compiler/Analysis": ["compiler/Dialect/Plan/IR"] + COMMON + STD + ["mlir", "llvm"],
     "compiler/Conversion": ["compiler/Dialect/Graph/IR", "compiler/Dialect/Plan/IR"] + STD
     + ["mlir", "llvm"],
     "compiler/Conversion/*": ["compiler/Conversion", "compiler/Dialect/Graph/IR",
-                              "compiler/Dialect/Plan/IR"] + COMMON + STD + ["mlir", "llvm"],
-    "compiler/IRGen": ["compiler/Frontend", "compiler/Shape", "compiler/Dialect/Graph/IR"] + COMMON
-    + STD + ["mlir", "llvm"],
+                              "compiler/Dialect/Plan/IR", "compiler/Dialect/Settings/IR"]
+    + COMMON + STD + ["mlir", "llvm"],
+    "compiler/IRGen": ["compiler/Frontend", "compiler/Shape", "compiler/Dialect/Graph/IR",
+                       "compiler/Dialect/Settings/IR"] + COMMON + STD + ["mlir", "llvm"],
     "compiler/Pipelines": ["compiler/Conversion", "compiler/Dialect/*/IR",
                            "compiler/Dialect/*/Transforms"] + STD + ["mlir", "llvm"],
-    # The plan writer reads the plan dialect alone (its mesh and groups included).
-    "compiler/Target": ["compiler/Analysis", "compiler/Dialect/Plan/IR"] + COMMON + STD
-    + ["mlir", "llvm"],
+    # The plan writer reads the plan dialect (its mesh and groups included) and the module's
+    # settings.
+    "compiler/Target": ["compiler/Analysis", "compiler/Dialect/Plan/IR",
+                        "compiler/Dialect/Settings/IR"] + COMMON + STD + ["mlir", "llvm"],
     "compiler/tools/tessel": ["compiler/Frontend", "compiler/Shape", "compiler/IRGen",
                               "compiler/Pipelines", "compiler/Target", "compiler/Analysis",
                               "compiler/Dialect/*/IR"] + COMMON + STD + ["mlir", "llvm"],
@@ -159,6 +169,7 @@ SYSTEM_LIBRARIES = ["pthread", "rt", "Threads::", "dl"]
 COMPILER_LIBRARIES = ["TesselTarget", "TesselAnalysis", "TesselPipelines", "TesselGraphToPlan",
                       "TesselGraphTransforms", "TesselSchedTransforms", "TesselPlanTransforms",
                       "TesselGraphDialect", "TesselSchedDialect", "TesselPlanDialect",
+                      "TesselSettingsDialect",
                       "TesselIRGen", "TesselFrontend", "TesselGrammar", "TesselShape",
                       "TesselCommon", "TesselTokenizer", "MLIR", "LLVM", "antlr4", "pcre2",
                       "sentencepiece"] + SYSTEM_LIBRARIES

@@ -10,6 +10,7 @@
 
 #include "SemaConfig.h"
 
+#include "common/mesh/MeshAxes.h"
 #include "common/schedule/ScheduleKind.h"
 
 #include <algorithm>
@@ -19,7 +20,8 @@ using namespace tessel::detail;
 
 namespace {
 
-const std::vector<std::string> kAxes = {"dp", "tp", "pp", "cp", "ep"};
+/// The mesh's axes (common/mesh/MeshAxes.h).
+const std::vector<std::string> kAxes(mesh::kMeshAxes.begin(), mesh::kMeshAxes.end());
 /// The schedules' spellings (common/schedule/ScheduleKind.h), and the one other name a spec
 /// may use: GPipe's for all-forward-all-backward.
 std::vector<std::string> scheduleWords() {
@@ -102,7 +104,7 @@ void Sema::readParallel(const ast::Section &section) {
         axisExprs.push_back(s.value.get());
       for (const ast::Expr *e : axisExprs) {
         if (e->kind != ast::ExprKind::Name) {
-          error(e->loc, "expected a mesh axis name (dp, tp, pp, cp, ep)");
+          error(e->loc, "expected a mesh axis name (" + mesh::meshAxisList() + ")");
           continue;
         }
         bool inMesh = false;

@@ -236,75 +236,52 @@ private:
     SmallVector<NamedAttribute> dims;
     for (const NamedDim &d : program_.dims)
       dims.push_back(b_.getNamedAttr(d.name, b_.getI64IntegerAttr(d.size)));
-    module->setAttr("tessel.dims", b_.getDictionaryAttr(dims));
-    module->setAttr("tessel.layers", b_.getI64IntegerAttr(program_.layers));
+    module->setAttr(settings::kDimsName, b_.getDictionaryAttr(dims));
+    module->setAttr(settings::kLayersName, b_.getI64IntegerAttr(program_.layers));
 
+    module->setAttr(settings::kParallelName, parallelSettings());
+    module->setAttr(settings::kTrainName, trainSettings());
+  }
+
+  /// The spec's `parallel` section; the front end has checked every word of it.
+  settings::ParallelAttr parallelSettings() {
     const ParallelConfig &p = program_.parallel;
     SmallVector<NamedAttribute> mesh, shard;
     for (const MeshAxis &a : p.mesh)
       mesh.push_back(b_.getNamedAttr(a.name, b_.getI64IntegerAttr(a.size)));
     for (const DimSharding &s : p.shard)
       shard.push_back(b_.getNamedAttr(s.dim, strings(s.axes)));
-    SmallVector<NamedAttribute> par = {
-        b_.getNamedAttr("mesh", b_.getDictionaryAttr(mesh)),
-        b_.getNamedAttr("shard", b_.getDictionaryAttr(shard)),
-        b_.getNamedAttr("sequence_parallel", b_.getBoolAttr(p.sequenceParallel.value)),
-        b_.getNamedAttr("zero", b_.getI64IntegerAttr(p.zero.value)),
-        b_.getNamedAttr("schedule", b_.getStringAttr(p.schedule.value)),
-        b_.getNamedAttr("microbatches",
-                        b_.getI64IntegerAttr(p.microbatches.value ? p.microbatches.value
-                                                                  : program_.train.accumulation)),
-        b_.getNamedAttr("virtual_stages", b_.getI64IntegerAttr(p.virtualStages.value)),
-        b_.getNamedAttr("recompute", b_.getStringAttr(p.recompute.value)),
-        b_.getNamedAttr("context", b_.getStringAttr(p.context.value)),
-        b_.getNamedAttr("bucket_bytes", b_.getI64IntegerAttr(p.bucketBytes.value)),
-        b_.getNamedAttr("overlap", b_.getBoolAttr(p.overlap.value))};
-    if (!p.stageMap.value.empty()) {
-      SmallVector<Attribute> stages;
-      for (const auto &stage : p.stageMap.value)
-        stages.push_back(b_.getI64ArrayAttr(stage));
-      par.push_back(b_.getNamedAttr("stage_map", b_.getArrayAttr(stages)));
-    }
-    module->setAttr("tessel.parallel", b_.getDictionaryAttr(par));
+    SmallVector<Attribute> stages;
+    for (const auto &stage : p.stageMap.value)
+      stages.push_back(b_.getI64ArrayAttr(stage));
+    pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
+    pipeline::parseScheduleKind(p.schedule.value, schedule);
+    return settings::ParallelAttr::get(
+        &ctx_, b_.getDictionaryAttr(mesh), b_.getDictionaryAttr(shard), p.sequenceParallel.value,
+        p.zero.value, schedule,
+        p.microbatches.value ? p.microbatches.value : program_.train.accumulation,
+        p.virtualStages.value, b_.getArrayAttr(stages),
+        *settings::symbolizeRecomputeMode(p.recompute.value),
+        *settings::symbolizeContextMode(p.context.value), p.bucketBytes.value, p.overlap.value);
+  }
 
+  /// The spec's `train` section.
+  settings::TrainAttr trainSettings() {
     const TrainConfig &t = program_.train;
     const OptimizerConfig &o = t.optimizer;
-    SmallVector<NamedAttribute> opt = {
-        b_.getNamedAttr("kind", b_.getStringAttr(o.kind)),
-        b_.getNamedAttr("lr", b_.getF64FloatAttr(o.lr)),
-        b_.getNamedAttr("beta1", b_.getF64FloatAttr(o.beta1)),
-        b_.getNamedAttr("beta2", b_.getF64FloatAttr(o.beta2)),
-        b_.getNamedAttr("eps", b_.getF64FloatAttr(o.eps)),
-        b_.getNamedAttr("weight_decay", b_.getF64FloatAttr(o.weightDecay)),
-        b_.getNamedAttr("decay", b_.getStringAttr(llvm::join(o.decay, ","))),
-        b_.getNamedAttr("momentum", b_.getF64FloatAttr(o.momentum))};
-    SmallVector<NamedAttribute> sched = {
-        b_.getNamedAttr("kind", b_.getStringAttr(t.schedule.kind)),
-        b_.getNamedAttr("warmup", b_.getI64IntegerAttr(t.schedule.warmup)),
-        b_.getNamedAttr("min_lr", b_.getF64FloatAttr(t.schedule.minLr))};
-    SmallVector<NamedAttribute> train = {
-        b_.getNamedAttr("batch", b_.getI64IntegerAttr(t.batch.value)),
-        b_.getNamedAttr("micro_batch", b_.getI64IntegerAttr(t.microBatch.value)),
-        b_.getNamedAttr("accumulation", b_.getI64IntegerAttr(t.accumulation)),
-        b_.getNamedAttr("steps", b_.getI64IntegerAttr(t.steps.value)),
-        b_.getNamedAttr("optimizer", b_.getDictionaryAttr(opt)),
-        b_.getNamedAttr("lr_schedule", b_.getDictionaryAttr(sched)),
-        b_.getNamedAttr("clip", b_.getF64FloatAttr(t.clip.value)),
-        b_.getNamedAttr("precision", b_.getStringAttr(t.precision.value)),
-        b_.getNamedAttr("data", b_.getStringAttr(t.data.value)),
-        b_.getNamedAttr("tokenizer", b_.getStringAttr(t.tokenizer.value)),
-        b_.getNamedAttr("seed", b_.getI64IntegerAttr(t.seed.value)),
-        b_.getNamedAttr("eval_every", b_.getI64IntegerAttr(t.evalEvery.value)),
-        b_.getNamedAttr("eval_batches", b_.getI64IntegerAttr(t.evalBatches.value)),
-        b_.getNamedAttr("eval_fraction", b_.getF64FloatAttr(t.evalData.value.empty()
-                                                                   ? t.evalFraction.value
-                                                                   : 0.0)),
-        b_.getNamedAttr("eval_data", b_.getStringAttr(t.evalData.value)),
-        b_.getNamedAttr("checkpoint_every", b_.getI64IntegerAttr(t.checkpointEvery.value)),
-        b_.getNamedAttr("checkpoint_dir", b_.getStringAttr(t.checkpointDir.value)),
-        b_.getNamedAttr("log_every", b_.getI64IntegerAttr(t.logEvery.value)),
-        b_.getNamedAttr("init_from", b_.getStringAttr(t.initFrom.value))};
-    module->setAttr("tessel.train", b_.getDictionaryAttr(train));
+    auto opt = settings::OptimizerAttr::get(&ctx_, *settings::symbolizeOptimizerKind(o.kind),
+                                            APFloat(o.lr), APFloat(o.beta1), APFloat(o.beta2),
+                                            APFloat(o.eps), APFloat(o.weightDecay),
+                                            llvm::join(o.decay, ","), APFloat(o.momentum));
+    auto lr =
+        settings::LearningRateAttr::get(&ctx_, *settings::symbolizeLrSchedule(t.schedule.kind),
+                                        t.schedule.warmup, APFloat(t.schedule.minLr));
+    double evalFraction = t.evalData.value.empty() ? t.evalFraction.value : 0.0;
+    return settings::TrainAttr::get(
+        &ctx_, t.batch.value, t.microBatch.value, t.accumulation, t.steps.value, opt, lr,
+        APFloat(t.clip.value), t.precision.value, t.data.value, t.tokenizer.value, t.seed.value,
+        t.evalEvery.value, t.evalBatches.value, APFloat(evalFraction), t.evalData.value,
+        t.checkpointEvery.value, t.checkpointDir.value, t.logEvery.value, t.initFrom.value);
   }
 
   MLIRContext &ctx_;
@@ -317,7 +294,7 @@ private:
 } // namespace
 
 void tessel::loadGraphDialects(MLIRContext &context) {
-  context.loadDialect<graph::GraphDialect, func::FuncDialect>();
+  context.loadDialect<graph::GraphDialect, settings::SettingsDialect, func::FuncDialect>();
 }
 
 OwningOpRef<ModuleOp> tessel::emitGraphModule(MLIRContext &context, const Program &program,

@@ -5,6 +5,7 @@
 
 #include "tessel/Analysis/PlanLiveness.h"
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
+#include "tessel/Dialect/Settings/IR/SettingsDialect.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -33,22 +34,78 @@ std::string tessel::formatSourceLocation(Location loc) {
 
 namespace {
 
-/// The module's dictionaries, flattened: `train.optimizer.lr`, `dims.embed`, ...
-void flatten(const std::string &prefix, DictionaryAttr dict, std::vector<pf::Attr> &out) {
-  for (NamedAttribute na : dict) {
-    std::string name = prefix + na.getName().str();
-    Attribute a = na.getValue();
-    if (auto sub = dyn_cast<DictionaryAttr>(a))
-      flatten(name + ".", sub, out);
-    else if (auto i = dyn_cast<IntegerAttr>(a))
-      out.push_back({name, i.getValue().getSExtValue()});
-    else if (auto f = dyn_cast<FloatAttr>(a))
-      out.push_back({name, f.getValueAsDouble()});
-    else if (auto s = dyn_cast<StringAttr>(a))
-      out.push_back({name, s.str()});
-    else if (auto b = dyn_cast<BoolAttr>(a))
-      out.push_back({name, static_cast<int64_t>(b.getValue())});
+/// One section of the plan's configuration: `train.optimizer.lr`, `dims.embed`, ... Each
+/// section lists its names in sorted order.
+class ConfigSection {
+public:
+  ConfigSection(std::vector<pf::Attr> &out, std::string prefix)
+      : out_(out), prefix_(std::move(prefix)), begin_(out.size()) {}
+  ~ConfigSection() {
+    std::stable_sort(out_.begin() + begin_, out_.end(),
+                     [](const pf::Attr &a, const pf::Attr &b) { return a.name < b.name; });
   }
+  void add(StringRef name, int64_t value) { out_.push_back({prefix_ + name.str(), value}); }
+  void add(StringRef name, const APFloat &value) {
+    out_.push_back({prefix_ + name.str(), value.convertToDouble()});
+  }
+  void add(StringRef name, StringRef value) { out_.push_back({prefix_ + name.str(), value.str()}); }
+
+private:
+  std::vector<pf::Attr> &out_;
+  std::string prefix_;
+  size_t begin_;
+};
+
+void describeDims(DictionaryAttr dims, std::vector<pf::Attr> &out) {
+  ConfigSection section(out, "dims.");
+  for (NamedAttribute dim : dims)
+    section.add(dim.getName(), cast<IntegerAttr>(dim.getValue()).getInt());
+}
+
+void describeTrain(settings::TrainAttr train, std::vector<pf::Attr> &out) {
+  ConfigSection section(out, "train.");
+  settings::OptimizerAttr opt = train.getOptimizer();
+  settings::LearningRateAttr lr = train.getLrSchedule();
+  section.add("batch", train.getBatch());
+  section.add("micro_batch", train.getMicroBatch());
+  section.add("accumulation", train.getAccumulation());
+  section.add("steps", train.getSteps());
+  section.add("optimizer.kind", settings::stringifyOptimizerKind(opt.getKind()));
+  section.add("optimizer.lr", opt.getLr());
+  section.add("optimizer.beta1", opt.getBeta1());
+  section.add("optimizer.beta2", opt.getBeta2());
+  section.add("optimizer.eps", opt.getEps());
+  section.add("optimizer.weight_decay", opt.getWeightDecay());
+  section.add("optimizer.decay", opt.getDecay());
+  section.add("optimizer.momentum", opt.getMomentum());
+  section.add("lr_schedule.kind", settings::stringifyLrSchedule(lr.getKind()));
+  section.add("lr_schedule.warmup", lr.getWarmup());
+  section.add("lr_schedule.min_lr", lr.getMinLr());
+  section.add("clip", train.getClip());
+  section.add("precision", train.getPrecision());
+  section.add("data", train.getData());
+  section.add("tokenizer", train.getTokenizer());
+  section.add("seed", train.getSeed());
+  section.add("eval_every", train.getEvalEvery());
+  section.add("eval_batches", train.getEvalBatches());
+  section.add("eval_fraction", train.getEvalFraction());
+  section.add("eval_data", train.getEvalData());
+  section.add("checkpoint_every", train.getCheckpointEvery());
+  section.add("checkpoint_dir", train.getCheckpointDir());
+  section.add("log_every", train.getLogEvery());
+  section.add("init_from", train.getInitFrom());
+}
+
+void describePipeline(settings::PipelineAttr pipeline, std::vector<pf::Attr> &out) {
+  ConfigSection section(out, "pipeline.");
+  section.add("schedule", tessel::pipeline::scheduleKindName(pipeline.getSchedule()));
+  section.add("stages", pipeline.getStages());
+  section.add("microbatches", pipeline.getMicrobatches());
+  section.add("virtual", pipeline.getVirtualStages());
+  section.add("bubble", pipeline.getBubble());
+  section.add("in_flight", pipeline.getInFlight());
+  if (std::optional<APFloat> formula = pipeline.getBubbleFormula())
+    section.add("bubble_formula", *formula);
 }
 
 /// The module's mesh (`plan.mesh`: axes outermost first, ranks numbered row-major over them)
@@ -77,18 +134,17 @@ void describeMesh(ModuleOp module, pf::Plan &plan) {
 FailureOr<pf::Plan> tessel::translateToPlanFile(ModuleOp module) {
   pf::Plan plan;
   plan.model = module.getSymName() ? module.getSymName()->str() : "model";
-  if (auto dims = module->getAttrOfType<DictionaryAttr>("tessel.dims"))
-    flatten("dims.", dims, plan.config);
-  if (auto train = module->getAttrOfType<DictionaryAttr>("tessel.train"))
-    flatten("train.", train, plan.config);
-  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tessel.pipeline"))
-    flatten("pipeline.", pipeline, plan.config);
-  if (auto layers = module->getAttrOfType<IntegerAttr>("tessel.layers"))
+  if (auto dims = module->getAttrOfType<DictionaryAttr>(settings::kDimsName))
+    describeDims(dims, plan.config);
+  describeTrain(settings::trainOf(module), plan.config);
+  if (settings::PipelineAttr pipeline = settings::pipelineOf(module))
+    describePipeline(pipeline, plan.config);
+  if (auto layers = module->getAttrOfType<IntegerAttr>(settings::kLayersName))
     plan.config.push_back({"layers", layers.getInt()});
   // What the step-time model needs of the layout beyond the programs: which recomputation ran.
-  if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
-    if (auto recompute = par.getAs<StringAttr>("recompute"))
-      plan.config.push_back({"parallel.recompute", recompute.str()});
+  plan.config.push_back(
+      {"parallel.recompute",
+       settings::stringifyRecomputeMode(settings::parallelOf(module).getRecompute()).str()});
   describeMesh(module, plan);
   // Every rank of a pipeline stage runs the same programs (what differs between them, which
   // block of a split tensor each holds, follows from its place in the communicator groups at

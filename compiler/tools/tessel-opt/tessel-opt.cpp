@@ -16,6 +16,7 @@
 #include "tessel/Dialect/Plan/Transforms/Passes.h"
 #include "tessel/Dialect/Sched/IR/SchedDialect.h"
 #include "tessel/Dialect/Sched/Transforms/Passes.h"
+#include "tessel/Dialect/Settings/IR/SettingsDialect.h"
 #include "tessel/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,7 +48,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry
       .insert<tessel::graph::GraphDialect, tessel::plan::PlanDialect, tessel::sched::SchedDialect,
-              mlir::func::FuncDialect, mlir::memref::MemRefDialect, mlir::shard::ShardDialect>();
+              tessel::settings::SettingsDialect, mlir::func::FuncDialect,
+              mlir::memref::MemRefDialect, mlir::shard::ShardDialect>();
   // The generic cleanups are useful between our passes (canonicalize, cse, symbol-dce).
   mlir::registerTransformsPasses();
   tessel::registerGraphTransformsPasses();

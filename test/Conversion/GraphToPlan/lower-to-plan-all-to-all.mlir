@@ -8,7 +8,7 @@
 
 !tokens = tensor<3x2x4x5xf32, #graph.dims<layer, batch, experts, embed>>
 !experts = tensor<3x4x2x5xf32, #graph.dims<layer, batch, experts, embed>>
-module attributes {tessel.dims = {layer = 3 : i64, batch = 4 : i64, experts = 4 : i64, embed = 5 : i64}, tessel.parallel = {mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}}} {
+module attributes {tessel.dims = {layer = 3 : i64, batch = 4 : i64, experts = 4 : i64, embed = 5 : i64}, tessel.parallel = #tessel.parallel<mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}>} {
   shard.grid @mesh(shape = 2)
   // The split moves from the batch to the later experts dim, the layer dim before both.
   // CHECK-LABEL: plan.program "eval"
@@ -29,7 +29,7 @@ module attributes {tessel.dims = {layer = 3 : i64, batch = 4 : i64, experts = 4 
 // One sequence per rank: the blocks of experts are already outermost, and come back so.
 !tokens = tensor<1x4x5xf32, #graph.dims<batch, experts, embed>>
 !experts = tensor<2x2x5xf32, #graph.dims<batch, experts, embed>>
-module attributes {tessel.dims = {batch = 2 : i64, experts = 4 : i64, embed = 5 : i64}, tessel.parallel = {mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}}} {
+module attributes {tessel.dims = {batch = 2 : i64, experts = 4 : i64, embed = 5 : i64}, tessel.parallel = #tessel.parallel<mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}>} {
   shard.grid @mesh(shape = 2)
   // CHECK-LABEL: plan.program "eval"
   // CHECK-NOT:   "copy"

@@ -139,8 +139,8 @@ func.func @attention_grad_heads(%q: !h, %k: !kv) {
 }
 // -----
 func.func @learning_rate_schedule() {
-  // expected-error @+2 {{expected ::tessel::graph::LrSchedule to be one of: constant, cosine, linear}}
-  // expected-error @+1 {{failed to parse Graph_LrScheduleAttr}}
+  // expected-error @+2 {{expected ::tessel::settings::LrSchedule to be one of: constant, cosine, linear}}
+  // expected-error @+1 {{failed to parse Settings_LrScheduleAttr}}
   %0 = graph.learning_rate step lr 1.0e-3 min_lr 0.0 warmup 0 steps 10 : tensor<f32, #graph.dims<>>
   return
 }

@@ -770,7 +770,9 @@ class _AttrParser:
     """A small parser for MLIR attribute dictionaries as `tessel compile --emit=graph` prints
     them: {key = value, ...} with integers and floats typed (`16 : i64`, `1.0e+00 : f64`),
     strings, true/false, nested dictionaries and arrays; a key without `=` is a unit
-    attribute (true)."""
+    attribute (true). The module's settings (`#tessel.train<key = value, ...>`, nested
+    sections as `<...>`) read as dictionaries too; the fields they leave out are at their
+    defaults (SETTINGS_DEFAULTS)."""
 
     _TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)'
                          r'|([A-Za-z_][\w.$-]*)|([{}\[\]=,:<>()]))')
@@ -798,10 +800,10 @@ class _AttrParser:
         m = self._TOKEN.match(self.text, self.pos)
         return bool(m) and m.group(4) == punct
 
-    def parse_dict(self) -> dict:
-        self._expect("{")
+    def parse_dict(self, close: str = "}") -> dict:
+        self._expect("{" if close == "}" else "<")
         out = {}
-        if self._is("}"):
+        if self._is(close):
             self._next()
             return out
         while True:
@@ -815,14 +817,20 @@ class _AttrParser:
             else:
                 out[key] = True
             m = self._next()
-            if m.group(4) == "}":
+            if m.group(4) == close:
                 return out
             if m.group(4) != ",":
-                raise ValueError(f"expected ',' or '}}' at: {self.text[m.start():m.start() + 40]!r}")
+                raise ValueError(f"expected ',' or {close!r} at: "
+                                 f"{self.text[m.start():m.start() + 40]!r}")
 
     def parse_value(self):
         if self._is("{"):
             return self.parse_dict()
+        settings = re.compile(r"\s*#tessel\.\w+(?=<)").match(self.text, self.pos)
+        if settings:
+            self.pos = settings.end()
+        if self._is("<"):
+            return self.parse_dict(close=">")
         if self._is("["):
             self._next()
             items = []
@@ -854,6 +862,13 @@ class _AttrParser:
             if isinstance(value, (int, float)) and ty and ty.startswith("f"):
                 value = float(value)
         return value
+
+
+# The defaults of the settings' fields that the checks read without a default of their own:
+# tessel/Dialect/Settings/IR/SettingsAttrs.td states them, and the IR leaves out a field at
+# its default.
+SETTINGS_DEFAULTS = {"tessel.train": {"batch": 1, "micro_batch": 1, "accumulation": 1,
+                                      "steps": 1000, "seed": 1337, "tokenizer": "byte"}}
 
 
 @dataclass
@@ -890,6 +905,8 @@ def parse_graph(text: str) -> GraphInfo:
     for key in ("tessel.dims", "tessel.layers", "tessel.train"):
         if key not in attrs:
             raise ValueError(f"the graph IR's module has no {key} attribute")
+    for key, defaults in SETTINGS_DEFAULTS.items():
+        attrs[key] = {**defaults, **attrs[key]}
     params = []
     param_re = re.compile(r'graph\.param\s+"([^"]+)".*:\s*tensor<((?:\d+x)*)f32,\s*'
                           r'#graph\.dims<([^>]*)>>\s*$')

@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanLowering.h"
-#include "tessel/Dialect/Graph/IR/TrainSettings.h"
 
 using namespace mlir;
 using namespace tessel;
@@ -128,12 +127,13 @@ struct DropoutPattern : PlanPattern<graph::DropoutOp> {
     graph::Sharding s =
         graph::recordedSharding(op.getResult()).value_or(graph::Sharding::replicated(shape.size()));
     Value r = emit.define(op.getResult());
-    emit.kernel("dropout", {adaptor.getInput()}, {r},
-                {emit.f64("rate", op.getRate().convertToDouble()),
-                 emit.i64("mask", op.getMask().value_or(0)), emit.list("shape", sizesOf(shape)),
-                 emit.str("groups", llvm::join(s.axes, ",")),
-                 emit.i64("batch_dim", findDim(shape, "batch")),
-                 emit.i64("micro_batches", readTrainSettings(lowering.module()).accumulation)});
+    emit.kernel(
+        "dropout", {adaptor.getInput()}, {r},
+        {emit.f64("rate", op.getRate().convertToDouble()),
+         emit.i64("mask", op.getMask().value_or(0)), emit.list("shape", sizesOf(shape)),
+         emit.str("groups", llvm::join(s.axes, ",")),
+         emit.i64("batch_dim", findDim(shape, "batch")),
+         emit.i64("micro_batches", settings::trainOf(lowering.module()).getAccumulation())});
     return success();
   }
 };

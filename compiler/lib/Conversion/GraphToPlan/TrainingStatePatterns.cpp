@@ -122,7 +122,7 @@ struct LearningRatePattern : PlanPattern<graph::LearningRateOp> {
   LogicalResult lower(graph::LearningRateOp op, Adaptor, PlanEmitter &emit) const override {
     Value r = emit.define(op.getResult());
     emit.kernel("learning_rate", {}, {r},
-                {emit.str("schedule", graph::stringifyLrSchedule(op.getSchedule())),
+                {emit.str("schedule", settings::stringifyLrSchedule(op.getSchedule())),
                  emit.f64("lr", op.getLr().convertToDouble()),
                  emit.f64("min_lr", op.getMinLr().convertToDouble()),
                  emit.i64("warmup", static_cast<int64_t>(op.getWarmup())),

@@ -255,7 +255,7 @@ module {
 !l = tensor<2x4x16xf32, #graph.dims<batch, seq, vocab>>
 !ids = tensor<2x4xi32, #graph.dims<batch, seq>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.train = {accumulation = 4 : i64}} {
+module attributes {tessel.train = #tessel.train<accumulation = 4>} {
   func.func @forward(%tok: !ids {graph.name = "tokens"}, %tgt: !ids {graph.name = "targets"}) -> !s {
     %wte = graph.param "wte" init <normal(0.0, 0.02)> : !t
     %g = graph.param "ln_g" init <ones> : !e

@@ -85,7 +85,7 @@ module {
 
 // A pipeline's stages are not split for decoding.
 // CHECK: module attributes {tessel.decode_refused = "{{.*}}pipeline parallelism (pp) has no decode programs yet"
-module attributes {tessel.parallel = {mesh = {pp = 2 : i64}}} {
+module attributes {tessel.parallel = #tessel.parallel<mesh = {pp = 2 : i64}>} {
   func.func @forward(%tok: !ids {graph.name = "tokens"}, %tgt: !ids {graph.name = "targets"}) -> !s {
     %wte = graph.param "wte" init <normal(0.0, 0.02)> : !t
     %x = graph.embedding %wte, %tok : (!t, !ids) -> !x

@@ -14,7 +14,7 @@
 !t = tensor<16x8xf32, #graph.dims<vocab, embed>>
 !p = tensor<8x8xf32, #graph.dims<seq, embed>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.parallel = {mesh = {dp = 1 : i64}, shard = {}}} {
+module attributes {tessel.parallel = #tessel.parallel<mesh = {dp = 1 : i64}, shard = {}>} {
   func.func @forward(%tok: !ids {graph.name = "tokens"}, %tgt: !ids {graph.name = "targets"}) -> !s {
     %wte = graph.param "wte" init <normal(0.0, 0.02)> : !t
     %wpe = graph.param "wpe" init <normal(0.0, 0.02)> : !p

@@ -1,8 +1,10 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-optimizer
-// The errors of -tessel-optimizer.
+// Optimizer settings the training settings refuse, and the errors of -tessel-optimizer.
 
-// expected-error @+1 {{unknown optimizer 'lion'; expected adamw, adam or sgd}}
-module attributes {tessel.train = {optimizer = {kind = "lion", lr = 1.000000e-01 : f64}}} {
+// expected-error @+3 {{expected one of [adamw, adam, sgd] for the optimizer, got: lion}}
+// expected-error @+2 {{failed to parse Settings_OptimizerAttr parameter 'kind'}}
+// expected-error @+1 {{failed to parse Settings_TrainAttr parameter 'optimizer'}}
+module attributes {tessel.train = #tessel.train<optimizer = <kind = lion, lr = 1.000000e-01>>} {
   func.func @forward_backward(%db: tensor<8xf32, #graph.dims<embed>>) {
     graph.accumulate_grad %db to "bias" : tensor<8xf32, #graph.dims<embed>>
     return
@@ -11,8 +13,9 @@ module attributes {tessel.train = {optimizer = {kind = "lion", lr = 1.000000e-01
 
 // -----
 
-// expected-error @+1 {{optimizer 'adam' with weight decay (L2, coupled) is not supported yet; use adamw, whose decay is decoupled}}
-module attributes {tessel.train = {optimizer = {kind = "adam", weight_decay = 1.000000e-02 : f64}}} {
+// expected-error @+2 {{optimizer 'adam' with weight decay (L2, coupled) is not supported yet; use adamw, whose decay is decoupled}}
+// expected-error @+1 {{failed to parse Settings_TrainAttr parameter 'optimizer'}}
+module attributes {tessel.train = #tessel.train<optimizer = <kind = adam, weight_decay = 1.000000e-02>>} {
   func.func @forward_backward(%db: tensor<8xf32, #graph.dims<embed>>) {
     graph.accumulate_grad %db to "bias" : tensor<8xf32, #graph.dims<embed>>
     return

@@ -7,10 +7,10 @@
 !b = tensor<8xf32, #graph.dims<embed>>
 !w = tensor<8x16xf32, #graph.dims<embed, ffn>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.train = {clip = 1.000000e+00 : f64, steps = 600 : i64,
-    lr_schedule = {kind = "cosine", min_lr = 3.000000e-04 : f64, warmup = 50 : i64},
-    optimizer = {kind = "adamw", lr = 3.000000e-03 : f64, beta1 = 8.500000e-01 : f64, beta2 = 9.900000e-01 : f64,
-                 eps = 1.000000e-07 : f64, weight_decay = 1.000000e-02 : f64}}} {
+module attributes {tessel.train = #tessel.train<steps = 600,
+    optimizer = <kind = adamw, lr = 3.000000e-03, beta1 = 8.500000e-01, beta2 = 9.900000e-01,
+                 eps = 1.000000e-07, weight_decay = 1.000000e-02>,
+    lr_schedule = <kind = cosine, warmup = 50, min_lr = 3.000000e-04>, clip = 1.000000e+00>} {
   func.func @forward_backward(%db: !b, %dw: !w) -> !s {
     %l = graph.constant 0.0 : !s
     graph.accumulate_grad %db to "bias" : !b
@@ -40,7 +40,7 @@ module attributes {tessel.train = {clip = 1.000000e+00 : f64, steps = 600 : i64,
 
 !b = tensor<8xf32, #graph.dims<embed>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.train = {clip = 0.000000e+00 : f64}} {
+module attributes {tessel.train = #tessel.train<clip = 0.000000e+00>} {
   func.func @forward_backward(%db: !b) -> !s {
     %l = graph.constant 0.0 : !s
     graph.accumulate_grad %db to "bias" : !b
@@ -53,7 +53,7 @@ module attributes {tessel.train = {clip = 0.000000e+00 : f64}} {
 // CHECK-NEXT: %[[NORM:.*]] = graph.global_norm %[[G]] : tensor<8xf32, #graph.dims<embed>> -> tensor<f32, #graph.dims<>>
 // CHECK-NEXT: graph.guard_finite %[[NORM]]
 // CHECK-NEXT: %[[ONE:.*]] = graph.constant 1.000000e+00 : tensor<f32, #graph.dims<>>
-// CHECK-NEXT: %[[LR:.*]] = graph.learning_rate constant lr 1.000000e-03 min_lr 0.000000e+00 warmup 0 steps 1 :
+// CHECK-NEXT: %[[LR:.*]] = graph.learning_rate constant lr 1.000000e-03 min_lr 0.000000e+00 warmup 0 steps 1000 :
 // CHECK-NEXT: graph.adamw "bias", %[[G]], %[[LR]], %[[ONE]] beta1 9.000000e-01 beta2 0.99899999999999999 eps 1.000000e-08 weight_decay 0.000000e+00 :
 // CHECK-NEXT: graph.zero_grad "bias"
 // CHECK-NEXT: return %[[NORM]], %[[LR]]
@@ -65,7 +65,7 @@ module attributes {tessel.train = {clip = 0.000000e+00 : f64}} {
 
 !b = tensor<8xf32, #graph.dims<embed>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.train = {optimizer = {kind = "adam", lr = 5.000000e-01 : f64, weight_decay = 0.000000e+00 : f64}}} {
+module attributes {tessel.train = #tessel.train<optimizer = <kind = adam, lr = 5.000000e-01, weight_decay = 0.000000e+00>>} {
   func.func @forward_backward(%db: !b) -> !s {
     %l = graph.constant 0.0 : !s
     graph.accumulate_grad %db to "bias" : !b
@@ -81,7 +81,7 @@ module attributes {tessel.train = {optimizer = {kind = "adam", lr = 5.000000e-01
 
 // SGD with momentum and (coupled) weight decay: one graph.sgd per parameter.
 
-module attributes {tessel.train = {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}}} {
+module attributes {tessel.train = #tessel.train<optimizer = <kind = sgd, lr = 1.000000e-01, weight_decay = 1.000000e-04, momentum = 9.000000e-01>>} {
   func.func @forward_backward(%db: tensor<8xf32, #graph.dims<embed>>) {
     graph.accumulate_grad %db to "bias" : tensor<8xf32, #graph.dims<embed>>
     return

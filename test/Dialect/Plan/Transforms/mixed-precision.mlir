@@ -55,7 +55,7 @@
 // F16: plan.kernel "cross_entropy" ins(%{{.*}}, %{{.*}} : memref<4x16xf16>, memref<4xi32>) outs(%{{.*}} : memref<f32>)
 
 // Under fp32 nothing changes (the diff above).
-module attributes {tessel.train = {precision = "bf16"}} {
+module attributes {tessel.train = #tessel.train<precision = "bf16">} {
   plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["embed", "vocab"] : memref<8x16xf32>
   plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.0, 0.0) dims ["embed", "vocab"] : memref<8x16xf32>
   plan.tensor "adam_m.w" role "adam_m" of "w" init "zeros"(0.0, 0.0) dims ["embed", "vocab"] : memref<8x16xf32>
@@ -115,7 +115,7 @@ module attributes {tessel.train = {precision = "bf16"}} {
 // CHECK-NEXT: plan.state "w"
 // CHECK-NEXT: plan.state "working.w"
 // CHECK-NEXT: plan.kernel "copy"
-module attributes {tessel.train = {precision = "bf16"}} {
+module attributes {tessel.train = #tessel.train<precision = "bf16">} {
   plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a", "b", "c"] : memref<4x2x8xf32>
   plan.program "views" {
     %w = plan.state "w" : memref<4x2x8xf32>
@@ -147,7 +147,7 @@ module attributes {tessel.train = {precision = "bf16"}} {
 // CHECK: %[[G:.*]] = plan.alloc : memref<8x8xf32>
 // CHECK: %[[GS:.*]] = plan.alloc : memref<4x8xf32>
 // CHECK-NEXT: plan.kernel "reduce_scatter" ins(%[[G]] : memref<8x8xf32>) outs(%[[GS]] : memref<4x8xf32>)
-module attributes {tessel.train = {precision = "bf16"}} {
+module attributes {tessel.train = #tessel.train<precision = "bf16">} {
   plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a", "b"] split ["dp", ""] : memref<4x8xf32>
   plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.0, 0.0) dims ["a", "b"] split ["dp", ""] : memref<4x8xf32>
   plan.program "forward_backward" {
@@ -180,7 +180,7 @@ module attributes {tessel.train = {precision = "bf16"}} {
 // CHECK-LABEL: plan.program "receiver"
 // CHECK: plan.kernel "recv" outs(%{{.*}} : memref<8xbf16>) {{{.*}}tag = 1
 // CHECK: plan.kernel "recv" outs(%{{.*}} : memref<8xf32>) {{{.*}}tag = 2
-module attributes {tessel.train = {precision = "bf16"}} {
+module attributes {tessel.train = #tessel.train<precision = "bf16">} {
   plan.program "sender" {
     %x = plan.input "x" : memref<8xf32>
     %a = plan.alloc : memref<8xf32>
@@ -218,7 +218,7 @@ module attributes {tessel.train = {precision = "bf16"}} {
 // CHECK: %[[Y:.*]] = plan.alloc : memref<8xf32>
 // CHECK: plan.kernel "accumulate" ins(%[[Y]] : memref<8xf32>) outs(%[[S1]] : memref<8xf32>)
 // CHECK: plan.output "y", %[[Y]] : memref<8xf32>
-module attributes {tessel.train = {precision = "bf16"}} {
+module attributes {tessel.train = #tessel.train<precision = "bf16">} {
   plan.program "forward.0" {
     %x = plan.input "x" : memref<8xf32>
     %h = plan.alloc : memref<8xf32>
@@ -246,7 +246,7 @@ module attributes {tessel.train = {precision = "bf16"}} {
 // CHECK-NEXT: %[[M:.*]] = plan.state "w" : memref<8xf32>
 // CHECK-NEXT: %[[C:.*]] = plan.state "working.w" : memref<8xbf16>
 // CHECK-NEXT: plan.kernel "copy" ins(%[[M]] : memref<8xf32>) outs(%[[C]] : memref<8xbf16>)
-module attributes {tessel.train = {precision = "bf16"}} {
+module attributes {tessel.train = #tessel.train<precision = "bf16">} {
   plan.tensor "w" role "param" init "normal"(0.0, 0.02) dims ["a"] : memref<8xf32>
   plan.tensor "grad.w" role "grad" of "w" init "zeros"(0.0, 0.0) dims ["a"] : memref<8xf32>
   plan.tensor "momentum.w" role "momentum" of "w" init "zeros"(0.0, 0.0) dims ["a"] : memref<8xf32>

@@ -3,6 +3,7 @@
 #include "tessel/Dialect/Graph/IR/GraphOps.h"
 
 #include "common/layout/HeadTail.h"
+#include "common/mesh/MeshAxes.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -127,52 +128,27 @@ void ShardingAttr::print(AsmPrinter &printer) const {
 // MeshLayout
 //===----------------------------------------------------------------------===//
 
-MeshLayout MeshLayout::fromModule(ModuleOp module) {
-  MeshLayout m;
-  auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
-  if (!par)
-    return m;
-  auto mesh = par.getAs<DictionaryAttr>("mesh");
-  for (StringRef axis : {"pp", "dp", "ep", "cp", "tp"}) {
-    auto size = mesh ? mesh.getAs<IntegerAttr>(axis) : IntegerAttr();
-    if (size && size.getInt() > 1)
-      m.axes_.push_back({axis.str(), size.getInt()});
-  }
+MeshLayout::MeshLayout(settings::ParallelAttr parallel) {
+  for (std::string_view axis : mesh::kMeshAxes)
+    if (int64_t size = parallel.axisSize(llvm::StringRef(axis.data(), axis.size())); size > 1)
+      axes_.push_back({std::string(axis), size});
   // A dim mapped to several axes is split over their group, outermost first whatever order
   // the spec lists them in (the front end accepts only groups of data axes).
-  if (auto shard = par.getAs<DictionaryAttr>("shard"))
-    for (NamedAttribute rule : shard)
-      if (auto axes = dyn_cast<ArrayAttr>(rule.getValue())) {
-        SmallVector<int16_t> group;
-        for (Attribute a : axes)
-          if (auto axis = dyn_cast<StringAttr>(a); axis && m.size(axis.getValue()) > 1)
-            group.push_back(static_cast<int16_t>(m.axisIndex(axis.getValue())));
-        if (!group.empty())
-          m.rules_[rule.getName().str()] = m.groupName(group);
-      }
-  // Attention reads each key/value head with a group of query heads, so splitting the query
-  // heads splits the key/value heads the same way: the rule carries over to them (and so to
-  // the key and value projections), unless the spec maps them itself.
-  module.walk([&](Operation *op) {
-    if (!isa<AttentionOp, PagedAttentionOp>(op))
-      return;
-    auto q = getNamedShape(op->getOperand(0).getType());
-    auto k = getNamedShape(op->getOperand(1).getType());
-    if (!q || !k || q->size() < 3 || k->size() != q->size())
-      return;
-    const NamedDim &heads = (*q)[q->size() - 2], &kvHeads = (*k)[k->size() - 2];
-    std::string axis = m.ruleFor(heads.name);
-    if (heads.name != kvHeads.name && !axis.empty() && m.ruleFor(kvHeads.name).empty() &&
-        kvHeads.size % m.size(axis) == 0)
-      m.rules_[kvHeads.name] = axis;
-  });
-  if (auto sp = par.getAs<BoolAttr>("sequence_parallel"))
-    m.sequenceParallel_ = sp.getValue() && m.size("tp") > 1;
-  if (auto zero = par.getAs<IntegerAttr>("zero"))
-    m.zero_ = m.size("dp") > 1 ? static_cast<int>(zero.getInt()) : 0;
-  if (auto context = par.getAs<StringAttr>("context"))
-    m.contextRing_ = context.getValue() == "ring";
-  return m;
+  for (NamedAttribute rule : parallel.getShard()) {
+    SmallVector<int16_t> group;
+    for (StringRef axis : parallel.axesOf(rule.getName().getValue()))
+      if (size(axis) > 1)
+        group.push_back(static_cast<int16_t>(axisIndex(axis)));
+    if (!group.empty())
+      rules_[rule.getName().str()] = groupName(group);
+  }
+  sequenceParallel_ = parallel.getSequenceParallel() && size("tp") > 1;
+  zero_ = size("dp") > 1 ? static_cast<int>(parallel.getZero()) : 0;
+  contextRing_ = parallel.getContextAttention() == settings::ContextMode::Ring;
+}
+
+MeshLayout MeshLayout::fromModule(ModuleOp module) {
+  return MeshLayout(settings::parallelOf(module));
 }
 
 int64_t MeshLayout::size(StringRef axis) const {

@@ -1,6 +1,5 @@
 //===- Autodiff.cpp - Reverse-mode differentiation of @forward ------------===//
 
-#include "tessel/Dialect/Graph/IR/TrainSettings.h"
 #include "tessel/Dialect/Graph/Transforms/DeadCode.h"
 #include "tessel/Dialect/Graph/Transforms/Passes.h"
 
@@ -56,7 +55,7 @@ struct Autodiff : tessel::impl::AutodiffBase<Autodiff> {
     b.setInsertionPointAfter(forward);
     auto fb = cast<func::FuncOp>(b.clone(*forward));
     fb.setSymName("forward_backward");
-    if (failed(differentiate(fb, readTrainSettings(module).accumulation)))
+    if (failed(differentiate(fb, settings::trainOf(module).getAccumulation())))
       return signalPassFailure();
     removeDropouts(forward);
   }

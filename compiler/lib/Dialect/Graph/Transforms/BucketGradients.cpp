@@ -189,14 +189,9 @@ struct BucketGradients : tessel::impl::BucketGradientsBase<BucketGradients> {
         data.push_back(static_cast<int16_t>(a));
     if (data.empty())
       return;
-    int64_t cap = 25ll << 20;
-    bool overlap = true;
-    if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel")) {
-      if (auto b = par.getAs<IntegerAttr>("bucket_bytes"))
-        cap = b.getInt();
-      if (auto o = par.getAs<BoolAttr>("overlap"))
-        overlap = o.getValue();
-    }
+    settings::ParallelAttr parallel = settings::parallelOf(module);
+    int64_t cap = parallel.getBucketBytes();
+    bool overlap = parallel.getOverlap();
     for (auto func : module.getOps<func::FuncOp>())
       bucketFunction(func, mesh, data, cap, overlap);
   }

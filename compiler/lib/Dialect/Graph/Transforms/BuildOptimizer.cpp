@@ -1,6 +1,5 @@
 //===- BuildOptimizer.cpp - The optimizer step as graph IR ----------------===//
 
-#include "tessel/Dialect/Graph/IR/TrainSettings.h"
 #include "tessel/Dialect/Graph/Transforms/ParameterClasses.h"
 #include "tessel/Dialect/Graph/Transforms/Passes.h"
 
@@ -29,25 +28,15 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
       module.emitError("has no @forward_backward; run -tessel-autodiff first");
       return signalPassFailure();
     }
-    TrainSettings s = readTrainSettings(module);
-    // Adam without weight decay is AdamW without weight decay.
-    bool adamw = s.optimizer == "adamw" || (s.optimizer == "adam" && s.weightDecay == 0.0);
-    if (s.optimizer == "adam" && !adamw) {
-      module.emitError() << "optimizer 'adam' with weight decay (L2, coupled) is not supported "
-                            "yet; use adamw, whose decay is decoupled";
-      return signalPassFailure();
-    }
-    if (!adamw && s.optimizer != "sgd") {
-      module.emitError() << "unknown optimizer '" << s.optimizer
-                         << "'; expected adamw, adam or sgd";
-      return signalPassFailure();
-    }
-    std::optional<LrSchedule> schedule = symbolizeLrSchedule(s.schedule);
-    if (!schedule) {
-      module.emitError() << "unknown learning-rate schedule '" << s.schedule
-                         << "'; expected constant, cosine or linear";
-      return signalPassFailure();
-    }
+    settings::TrainAttr train = settings::trainOf(module);
+    settings::OptimizerAttr opt = train.getOptimizer();
+    settings::LearningRateAttr schedule = train.getLrSchedule();
+    // Adam without weight decay is AdamW without weight decay (the settings refuse Adam with
+    // weight decay).
+    bool adamw = opt.getKind() != settings::OptimizerKind::Sgd;
+    auto f64 = [&](const APFloat &value) {
+      return FloatAttr::get(Float64Type::get(module.getContext()), value);
+    };
     SmallVector<AccumulateGradOp> accumulators;
     fb.walk([&](AccumulateGradOp op) { accumulators.push_back(op); });
     if (accumulators.empty()) {
@@ -72,16 +61,17 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
     // and the host, which reads the norm, reports it with the state untouched.
     GuardFiniteOp::create(b, loc, norm);
     Value coefficient =
-        s.clip > 0 ? ClipCoefficientOp::create(b, loc, scalarType, norm, b.getF64FloatAttr(s.clip))
-                         .getResult()
-                   : ConstantOp::create(b, loc, scalarType, b.getF64FloatAttr(1.0)).getResult();
-    Value lr = LearningRateOp::create(b, loc, scalarType, LrScheduleAttr::get(ctx, *schedule),
-                                      b.getF64FloatAttr(s.lr), b.getF64FloatAttr(s.minLr),
-                                      b.getI64IntegerAttr(s.warmup), b.getI64IntegerAttr(s.steps));
+        !train.getClip().isZero()
+            ? ClipCoefficientOp::create(b, loc, scalarType, norm, f64(train.getClip())).getResult()
+            : ConstantOp::create(b, loc, scalarType, b.getF64FloatAttr(1.0)).getResult();
+    Value lr = LearningRateOp::create(
+        b, loc, scalarType, settings::LrScheduleAttr::get(ctx, schedule.getKind()),
+        f64(opt.getLr()), f64(schedule.getMinLr()), b.getI64IntegerAttr(schedule.getWarmup()),
+        b.getI64IntegerAttr(train.getSteps()));
     // Weight decay falls on the classes of parameter the recipe names (by default the
     // matrices), judged by how @forward uses each one.
     llvm::SmallVector<bool, 4> decayed(4, false);
-    for (StringRef word : llvm::split(s.decay, ',')) {
+    for (StringRef word : llvm::split(opt.getDecay(), ',')) {
       if (word.empty())
         continue;
       std::optional<ParameterClass> c = parseParameterClass(word);
@@ -100,14 +90,14 @@ struct BuildOptimizer : tessel::impl::BuildOptimizerBase<BuildOptimizer> {
       auto found = classes.find(acc.getName());
       // Without @forward (IR written by hand) nothing tells the classes apart: all decay.
       bool decays = found == classes.end() || decayed[static_cast<size_t>(found->second)];
-      FloatAttr weightDecay = b.getF64FloatAttr(decays ? s.weightDecay : 0.0);
+      FloatAttr weightDecay = decays ? f64(opt.getWeightDecay()) : b.getF64FloatAttr(0.0);
       if (adamw)
         AdamWOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr,
-                        coefficient, b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
-                        b.getF64FloatAttr(s.eps), weightDecay, /*param=*/Value());
+                        coefficient, f64(opt.getBeta1()), f64(opt.getBeta2()), f64(opt.getEps()),
+                        weightDecay, /*param=*/Value());
       else
         SGDOp::create(b, acc.getLoc(), /*updated=*/Type(), acc.getNameAttr(), grad, lr, coefficient,
-                      b.getF64FloatAttr(s.momentum), weightDecay, /*param=*/Value());
+                      f64(opt.getMomentum()), weightDecay, /*param=*/Value());
     }
     for (AccumulateGradOp acc : accumulators)
       ZeroGradOp::create(b, acc.getLoc(), acc.getNameAttr());

@@ -382,13 +382,11 @@ struct DeriveDecoder : tessel::impl::DeriveDecoderBase<DeriveDecoder> {
 
   std::optional<Refusal> derive(ModuleOp module, func::FuncOp forward) {
     // Layouts whose programs the decode programs would not follow.
-    if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
-      if (auto mesh = par.getAs<DictionaryAttr>("mesh"))
-        for (auto [axis, what] : {std::pair{"pp", "pipeline"}, {"cp", "context"}})
-          if (auto size = mesh.getAs<IntegerAttr>(axis); size && size.getInt() > 1)
-            return Refusal{module.getLoc(), std::string(what) +
-                                                " parallelism (" + axis +
-                                                ") has no decode programs yet"};
+    settings::ParallelAttr parallel = settings::parallelOf(module);
+    for (auto [axis, what] : {std::pair{"pp", "pipeline"}, {"cp", "context"}})
+      if (parallel.axisSize(axis) > 1)
+        return Refusal{module.getLoc(), std::string(what) + " parallelism (" + axis +
+                                            ") has no decode programs yet"};
     Block &body = forward.getBody().front();
     auto tokens = body.getNumArguments() ? getNamedShape(body.getArgument(0).getType())
                                          : std::optional<NamedShape>();
@@ -421,15 +419,9 @@ struct DeriveDecoder : tessel::impl::DeriveDecoderBase<DeriveDecoder> {
   /// decoded only some rows would hold caches that miss the keys, values and totals another
   /// rank wrote. The sequences' dim loses its rule; the heads keep theirs.
   static void keepSequencesWhole(ModuleOp module, StringRef batchDim) {
-    auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
-    auto shard = par ? par.getAs<DictionaryAttr>("shard") : DictionaryAttr();
-    if (!shard || !shard.get(batchDim))
-      return;
-    NamedAttrList rules(shard);
-    rules.erase(batchDim);
-    NamedAttrList settings(par);
-    settings.set("shard", rules.getDictionary(module.getContext()));
-    module->setAttr("tessel.parallel", settings.getDictionary(module.getContext()));
+    settings::ParallelAttr parallel = settings::parallelOf(module);
+    if (!parallel.axesOf(batchDim).empty())
+      module->setAttr(settings::kParallelName, parallel.withRule(batchDim, {}));
   }
 };
 

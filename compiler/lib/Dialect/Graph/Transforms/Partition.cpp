@@ -37,10 +37,40 @@ namespace {
 
 NamedShape shapeOf(Type t) { return *getNamedShape(t); }
 
+/// The module's layout, with the rules grouped-query attention implies. Attention reads each
+/// key/value head with a group of query heads, so splitting the query heads splits the
+/// key/value heads the same way: the rule carries over to them (and so to the key and value
+/// projections), unless the spec maps them itself. The rules are written into the module's
+/// `tessel.parallel`, where every later pass reads them.
+MeshLayout layoutWithKeyValueRules(ModuleOp module) {
+  settings::ParallelAttr parallel = settings::parallelOf(module);
+  MeshLayout mesh(parallel);
+  bool added = false;
+  module.walk([&](Operation *op) {
+    if (!isa<AttentionOp, PagedAttentionOp>(op))
+      return;
+    auto q = getNamedShape(op->getOperand(0).getType());
+    auto k = getNamedShape(op->getOperand(1).getType());
+    if (!q || !k || q->size() < 3 || k->size() != q->size())
+      return;
+    const NamedDim &heads = (*q)[q->size() - 2], &kvHeads = (*k)[k->size() - 2];
+    std::string axis = mesh.ruleFor(heads.name);
+    if (heads.name == kvHeads.name || axis.empty() || !mesh.ruleFor(kvHeads.name).empty() ||
+        kvHeads.size % mesh.size(axis) != 0)
+      return;
+    parallel = parallel.withRule(kvHeads.name, axesOfSplit(axis));
+    mesh = MeshLayout(parallel);
+    added = true;
+  });
+  if (added)
+    module->setAttr(settings::kParallelName, parallel);
+  return mesh;
+}
+
 class Walker : public Partitioner {
 public:
   Walker(ModuleOp module, bool rewrite)
-      : module_(module), b_(module.getContext()), mesh_(MeshLayout::fromModule(module)),
+      : module_(module), b_(module.getContext()), mesh_(layoutWithKeyValueRules(module)),
         rewrite_(rewrite) {}
 
   LogicalResult run();

@@ -150,19 +150,18 @@ struct Recompute : tessel::impl::RecomputeBase<Recompute> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Mode m = mode;
-    if (m == Mode::Spec) {
-      m = Mode::None;
-      if (auto parallel = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
-        if (auto r = parallel.getAs<StringAttr>("recompute")) {
-          std::optional<Mode> spec = parseRecomputeMode(r.getValue());
-          if (!spec) {
-            module.emitError() << "unknown recompute mode '" << r.getValue()
-                               << "'; expected none, selective or full";
-            return signalPassFailure();
-          }
-          m = *spec;
-        }
-    }
+    if (m == Mode::Spec)
+      switch (settings::parallelOf(module).getRecompute()) {
+      case settings::RecomputeMode::None:
+        m = Mode::None;
+        break;
+      case settings::RecomputeMode::Selective:
+        m = Mode::Selective;
+        break;
+      case settings::RecomputeMode::Full:
+        m = Mode::Full;
+        break;
+      }
     if (m == Mode::None)
       return;
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
@@ -173,11 +172,3 @@ struct Recompute : tessel::impl::RecomputeBase<Recompute> {
 };
 
 } // namespace
-
-std::optional<tessel::RecomputeMode> tessel::parseRecomputeMode(StringRef word) {
-  return llvm::StringSwitch<std::optional<Mode>>(word)
-      .Case("none", Mode::None)
-      .Case("selective", Mode::Selective)
-      .Case("full", Mode::Full)
-      .Default(std::nullopt);
-}

@@ -13,6 +13,7 @@
 #include "tessel/Dialect/Plan/Transforms/Passes.h"
 
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
+#include "tessel/Dialect/Settings/IR/SettingsDialect.h"
 
 #include "common/catalogue/KernelCatalogue.h"
 
@@ -371,12 +372,8 @@ struct GroupOptimizerPass : tessel::impl::GroupOptimizerBase<GroupOptimizerPass>
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t cap = maxBytes;
-    if (cap <= 0) {
-      cap = 25ll << 20;
-      if (auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel"))
-        if (auto b = par.getAs<IntegerAttr>("bucket_bytes"))
-          cap = b.getInt();
-    }
+    if (cap <= 0)
+      cap = settings::parallelOf(module).getBucketBytes();
     for (auto program : module.getOps<plan::ProgramOp>())
       group(program.getBody().front(), cap);
   }

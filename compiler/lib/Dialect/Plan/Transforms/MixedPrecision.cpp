@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessel/Dialect/Graph/IR/TrainSettings.h"
 #include "tessel/Dialect/Plan/Transforms/Passes.h"
 
 #include "tessel/Dialect/Plan/IR/PlanDialect.h"
+#include "tessel/Dialect/Settings/IR/SettingsDialect.h"
 
 #include "common/catalogue/KernelCatalogue.h"
 #include "common/plan/PlanFile.h"
@@ -127,7 +127,8 @@ struct MixedPrecision : tessel::impl::MixedPrecisionBase<MixedPrecision> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::string word = precision.empty() ? readTrainSettings(module).precision : precision;
+    std::string word =
+        precision.empty() ? settings::trainOf(module).getPrecision().str() : precision;
     if (word == "fp32")
       return;
     Builder b(&getContext());

@@ -86,17 +86,14 @@ std::vector<int64_t> balancedSplit(const std::vector<double> &layers, int64_t ch
 struct PipelineSchedule : tessel::impl::PipelineScheduleBase<PipelineSchedule> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto par = module->getAttrOfType<DictionaryAttr>("tessel.parallel");
-    auto mesh = par ? par.getAs<DictionaryAttr>("mesh") : DictionaryAttr();
-    auto ppAttr = mesh ? mesh.getAs<IntegerAttr>("pp") : IntegerAttr();
-    int64_t p = ppAttr ? ppAttr.getInt() : 1;
+    settings::ParallelAttr parallel = settings::parallelOf(module);
+    int64_t p = parallel.axisSize("pp");
     if (p <= 1)
       return;
-    std::string kindName = par.getAs<StringAttr>("schedule").str();
-    int64_t m = par.getAs<IntegerAttr>("microbatches").getInt();
-    int64_t v = par.getAs<IntegerAttr>("virtual_stages").getInt();
-    auto layersAttr = module->getAttrOfType<IntegerAttr>("tessel.layers");
-    int64_t layers = layersAttr ? layersAttr.getInt() : 0;
+    pl::ScheduleKind kind = parallel.getSchedule();
+    int64_t m = parallel.getMicrobatches();
+    int64_t v = parallel.getVirtualStages();
+    int64_t layers = settings::layerCount(module);
     int64_t chunks = p * v;
     if (layers < chunks) {
       module.emitError() << layers << " layers cannot fill " << chunks << " pipeline stages";
@@ -121,7 +118,7 @@ struct PipelineSchedule : tessel::impl::PipelineScheduleBase<PipelineSchedule> {
 
     // The first layer of each virtual stage.
     std::vector<int64_t> starts;
-    if (auto map = par.getAs<ArrayAttr>("stage_map")) {
+    if (ArrayAttr map = parallel.getStageMap(); !map.empty()) {
       for (Attribute stage : map) {
         auto list = cast<ArrayAttr>(stage);
         starts.push_back(list.empty() ? 0 : cast<IntegerAttr>(list[0]).getInt());
@@ -139,11 +136,7 @@ struct PipelineSchedule : tessel::impl::PipelineScheduleBase<PipelineSchedule> {
       layerRuns.push_back(end - starts[c]);
     }
 
-    pl::ScheduleKind kind;
-    if (!pl::parseScheduleKind(kindName, kind)) {
-      module.emitError() << "unknown pipeline schedule '" << kindName << "'";
-      return signalPassFailure();
-    }
+    const char *kindName = pl::scheduleKindName(kind);
     std::string error;
     auto lists = pl::buildSchedule(kind, static_cast<int>(p), static_cast<int>(m),
                                    static_cast<int>(v), error);
@@ -201,16 +194,13 @@ struct PipelineSchedule : tessel::impl::PipelineScheduleBase<PipelineSchedule> {
     // What `tessel estimate` reports, through the plan's configuration.
     double analytic =
         pl::analyticBubble(kind, static_cast<int>(p), static_cast<int>(m), static_cast<int>(v));
-    SmallVector<NamedAttribute> figures = {
-        b.getNamedAttr("schedule", b.getStringAttr(kindName)),
-        b.getNamedAttr("stages", b.getI64IntegerAttr(p)),
-        b.getNamedAttr("microbatches", b.getI64IntegerAttr(m)),
-        b.getNamedAttr("virtual", b.getI64IntegerAttr(v)),
-        b.getNamedAttr("bubble", b.getF64FloatAttr(timeline.bubbleOverIdeal)),
-        b.getNamedAttr("in_flight", b.getI64IntegerAttr(*llvm::max_element(inFlight)))};
+    std::optional<APFloat> formula;
     if (analytic == analytic) // not NaN: the schedule has a closed form
-      figures.push_back(b.getNamedAttr("bubble_formula", b.getF64FloatAttr(analytic)));
-    module->setAttr("tessel.pipeline", b.getDictionaryAttr(figures));
+      formula = APFloat(analytic);
+    module->setAttr(settings::kPipelineName,
+                    settings::PipelineAttr::get(module.getContext(), kind, p, m, v,
+                                                APFloat(timeline.bubbleOverIdeal),
+                                                *llvm::max_element(inFlight), formula));
   }
 };
 

@@ -9,7 +9,7 @@
 
 // A correct module: the contraction over the split embed is a partial sum over tp, which
 // an add (linear) may pass on, and an all-reduce makes whole before gelu reads it.
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @ok(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
@@ -26,7 +26,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @partial_into_gelu(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
@@ -43,7 +43,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @partial_plus_whole(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}, %b: !h {graph.sharding = #graph.sharding<[*, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
@@ -60,7 +60,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}, tessel.state = {b = {grad = #graph.sharding<[*, *]>, optimizer = #graph.sharding<[*, *]>, param = #graph.sharding<[*, *]>}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>, tessel.state = {b = {grad = #graph.sharding<[*, *]>, optimizer = #graph.sharding<[*, *]>, param = #graph.sharding<[*, *]>}}} {
   shard.grid @mesh(shape = 2)
   func.func @forward_backward(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
@@ -77,7 +77,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !m = tensor<4xf32, #graph.dims<seq>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @scaled_mean(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !m {
     %0 = graph.mean %x dims ["embed"] {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : !x -> !m
@@ -94,7 +94,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parall
 // Two partial sums multiplied: the product of sums is not the sum of the products.
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !m = tensor<4xf32, #graph.dims<seq>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @partial_times_partial(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !m {
     %0 = graph.mean %x dims ["embed"] {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : !x -> !m
@@ -111,7 +111,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parall
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !m = tensor<4xf32, #graph.dims<seq>>
 !s = tensor<f32, #graph.dims<>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @divide_by_partial(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !m {
     %0 = graph.sum %x dims ["embed"] {graph.sharding = [#graph.sharding<[*] partial [tp]>]} : !x -> !m
@@ -130,7 +130,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64}, tessel.parall
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @mismatched_operands(%a: tensor<2x8xf32, #graph.dims<seq, embed>> {graph.sharding = #graph.sharding<[tp, *]>}, %b: tensor<2x8xf32, #graph.dims<seq, embed>> {graph.sharding = #graph.sharding<[*, *]>}) -> tensor<4x8xf32, #graph.dims<seq, embed>> {
     // expected-error @+1 {{'graph.add' op operand #1 splits dim 'seq' over '*' where another operand splits it over 'tp'}}
@@ -147,7 +147,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @mismatched_contraction(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[*, *]>}) -> !h {
     // expected-error @+1 {{'graph.contract' op operand #1 splits dim 'embed' over '*' where another operand splits it over 'tp'}}
@@ -164,7 +164,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @mismatched_result(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !x {
     // expected-error @+1 {{'graph.gelu' op result #0 splits dim 'embed' over '*' where another operand splits it over 'tp'}}
@@ -180,7 +180,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @all_reduce_whole(%h: !h {graph.sharding = #graph.sharding<[*, *]>}) -> !h {
     // expected-error @+1 {{'shard.all_reduce' op reduces over 'tp', but its operand is not partial over it (operand [*, *], result [*, *])}}
@@ -195,7 +195,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @all_gather_whole_dim(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> tensor<8x4xf32, #graph.dims<seq, embed>> {
     // expected-error @+1 {{'shard.all_gather' op gathers a dim over 'tp' that its operand does not split over it (operand [*, tp], result [*, *])}}
@@ -210,7 +210,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @reduce_scatter_result(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
@@ -227,7 +227,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @split_result(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !x {
     %0 = graph.gelu %x {graph.sharding = [#graph.sharding<[*, tp]>]} : !x
@@ -242,7 +242,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @unrecorded(%x: !x) -> !x {
     // expected-error @+1 {{'graph.gelu' op uses a value without a recorded sharding}}
@@ -257,7 +257,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @wrong_rank(%x: !x {graph.sharding = #graph.sharding<[tp]>}) -> !x {
     // expected-error @+1 {{'graph.gelu' op uses a value whose sharding [tp] does not fit its 2 dims}}
@@ -271,7 +271,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !x = tensor<4x4xf32, #graph.dims<seq, embed>>
 !w = tensor<4x16xf32, #graph.dims<embed, ffn>>
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @axis_twice(%x: tensor<2x4xf32, #graph.dims<seq, embed>> {graph.sharding = #graph.sharding<[tp, tp]>}) -> tensor<2x4xf32, #graph.dims<seq, embed>> {
     // expected-error @+1 {{'graph.gelu' op uses a value laid out as [tp, tp], which uses axis 'tp' twice}}
@@ -285,7 +285,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 // An all-to-all that moves a split from a dim its operand does not split over that axis.
 !t = tensor<2x4xf32, #graph.dims<batch, experts>>
 !e = tensor<1x8xf32, #graph.dims<batch, experts>>
-module attributes {tessel.dims = {batch = 4 : i64, experts = 4 : i64}, tessel.parallel = {mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}}} {
+module attributes {tessel.dims = {batch = 4 : i64, experts = 4 : i64}, tessel.parallel = #tessel.parallel<mesh = {ep = 2 : i64}, shard = {batch = ["ep"], experts = ["ep"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @all_to_all_from_whole_dim(%x: !t {graph.sharding = #graph.sharding<[ep, *]>}) -> !e {
     // expected-error @+1 {{'shard.all_to_all' op moves a split over 'ep' from a dim its operand does not split over it innermost, or onto a dim split over it (operand [ep, *], result [*, ep])}}

@@ -10,7 +10,7 @@
 !h = tensor<4x16xf32, #graph.dims<seq, ffn>>
 
 // A contraction over embed, split over tp in both operands, recorded whole.
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @contract_over_split_dim(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     // expected-error @+1 {{partial}}
@@ -26,7 +26,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 !r = tensor<4xf32, #graph.dims<seq>>
 
 // A reduction over embed, split over tp, recorded whole.
-module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = {mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}}} {
+module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @sum_over_split_dim(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !r {
     // expected-error @+1 {{partial}}

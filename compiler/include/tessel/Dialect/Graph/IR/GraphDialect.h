@@ -6,6 +6,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 
+#include "tessel/Dialect/Settings/IR/SettingsDialect.h"
+
 #include "tessel/Dialect/Graph/IR/GraphOpsDialect.h.inc"
 
 #include "tessel/Dialect/Graph/IR/GraphEnums.h.inc"

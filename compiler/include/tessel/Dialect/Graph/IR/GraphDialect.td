@@ -17,6 +17,8 @@ def Graph_Dialect : Dialect {
     passes can fuse, shard and differentiate them as units.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // The learning-rate op's schedule is the settings' enum.
+  let dependentDialects = ["::tessel::settings::SettingsDialect"];
 }
 
 class Graph_Op<string mnemonic, list<Trait> traits = []>

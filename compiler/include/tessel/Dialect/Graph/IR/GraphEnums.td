@@ -1,7 +1,7 @@
 //===- GraphEnums.td - Enumerated attributes of the graph dialect -*- tablegen -*-===//
 //
 // Words the passes and the lowering switch on, as enums rather than strings. Their spellings
-// are the words the plan's kernels take (common/catalogue/KernelCatalogue.def: UnaryOp, LrSchedule);
+// are the words the plan's kernels take (common/catalogue/KernelCatalogue.def: UnaryOp);
 // the plan dialect's verifier checks every lowered parameter against the catalogue, so a word
 // here the kernels do not know fails the first compile that uses it.
 //
@@ -30,15 +30,5 @@ def Graph_UnaryFn : I32EnumAttr<"UnaryFn",
   let genSpecializedAttr = 0;
 }
 def Graph_UnaryFnAttr : EnumAttr<Graph_Dialect, Graph_UnaryFn, "unary_fn">;
-
-def Graph_LrSchedule : I32EnumAttr<"LrSchedule",
-    "how the learning rate moves over the steps", [
-      I32EnumAttrCase<"Constant", 0, "constant">,
-      I32EnumAttrCase<"Cosine", 1, "cosine">,
-      I32EnumAttrCase<"Linear", 2, "linear">]> {
-  let cppNamespace = "::tessel::graph";
-  let genSpecializedAttr = 0;
-}
-def Graph_LrScheduleAttr : EnumAttr<Graph_Dialect, Graph_LrSchedule, "lr_schedule">;
 
 #endif // TESSEL_GRAPH_ENUMS

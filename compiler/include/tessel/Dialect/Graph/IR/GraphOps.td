@@ -10,6 +10,7 @@
 include "GraphDialect.td"
 include "GraphAttrs.td"
 include "GraphInterfaces.td"
+include "tessel/Dialect/Settings/IR/SettingsEnums.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"

@@ -15,6 +15,7 @@
 #ifndef TESSEL_DIALECT_GRAPH_IR_GRAPHSHARDING_H
 #define TESSEL_DIALECT_GRAPH_IR_GRAPHSHARDING_H
 
+#include "tessel/Dialect/Settings/IR/SettingsDialect.h"
 #include "tessel/Shape/NamedShape.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -63,13 +64,14 @@ enum class StateRole { Param, Grad, Optimizer };
 /// The spec's parallel layout, and the shardings that follow from it.
 class MeshLayout {
 public:
-  /// Reads `tessel.parallel` and `tessel.dims` from `module`. Axes of size 1 are dropped: they
-  /// split nothing.
+  /// The layout the module's settings give (no mesh: one rank). Axes of size 1 are dropped:
+  /// they split nothing.
+  explicit MeshLayout(settings::ParallelAttr parallel);
+  /// The layout of the module's `tessel.parallel`.
   static MeshLayout fromModule(mlir::ModuleOp module);
 
-  /// The grid's axes, outermost first: pp, dp, ep, cp, tp (those of size > 1). Rank numbers
-  /// are row-major over them, so tp neighbours have adjacent ranks; ep sits next to dp, being
-  /// a data axis for everything but the expert weights.
+  /// The grid's axes of size > 1, outermost first in the order of common/mesh/MeshAxes.h.
+  /// Rank numbers are row-major over them.
   llvm::ArrayRef<std::pair<std::string, int64_t>> axes() const { return axes_; }
   /// The ranks an axis, or a group of axes ("dp_ep"), has.
   int64_t size(llvm::StringRef axis) const;
@@ -81,7 +83,6 @@ public:
   std::string groupName(llvm::ArrayRef<int16_t> gridAxes) const;
   /// The axis (or group, see axesOfSplit) the spec maps dim `dim` to, or "".
   std::string ruleFor(llvm::StringRef dim) const;
-  void addRule(llvm::StringRef dim, llvm::StringRef axis) { rules_[dim.str()] = axis.str(); }
   bool sequenceParallel() const { return sequenceParallel_; }
   int zeroStage() const { return zero_; }
   /// Whether attention under context parallelism passes keys and values around the cp ring

@@ -95,7 +95,7 @@ def Graph_LearningRateOp : Graph_Op<"learning_rate", [DeclareOpInterfaceMethods<
         : tensor<f32, #graph.dims<>>
     ```
   }];
-  let arguments = (ins Graph_LrScheduleAttr:$schedule, F64Attr:$lr, F64Attr:$min_lr, I64Attr:$warmup,
+  let arguments = (ins Settings_LrScheduleAttr:$schedule, F64Attr:$lr, F64Attr:$min_lr, I64Attr:$warmup,
                        I64Attr:$steps);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{

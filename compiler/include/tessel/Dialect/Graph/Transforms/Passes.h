@@ -14,11 +14,9 @@
 
 namespace tessel {
 
-/// What -tessel-recompute keeps for the backward pass (its `mode` option).
+/// What -tessel-recompute keeps for the backward pass (its `mode` option): the module's
+/// setting (`Spec`, #tessel.parallel's recompute) or the one named.
 enum class RecomputeMode { Spec, None, Selective, Full };
-
-/// The mode a spec's `recompute` word names (none, selective, full); nullopt for any other.
-std::optional<RecomputeMode> parseRecomputeMode(llvm::StringRef word);
 
 #define GEN_PASS_DECL
 #include "tessel/Dialect/Graph/Transforms/Passes.h.inc"

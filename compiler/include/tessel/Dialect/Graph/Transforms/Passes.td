@@ -123,8 +123,10 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
     ZeRO-3 parameter gathers, which are made once in the forward pass and again in the
     backward pass, so that no gathered parameter lives across the two. Function results are made whole on every rank. The module
     gets a `shard.grid @mesh` (axes pp, dp, cp, tp: those larger than 1, outermost first)
-    and a `tessel.state` attribute with the layout of each parameter's state. A one-rank
-    mesh leaves the module as it is.
+    and a `tessel.state` attribute with the layout of each parameter's state. Where
+    attention's query heads have a rule and its key/value heads none, the rule carries over to
+    them (attention reads each key/value head with a group of query heads) and is written
+    into the module's `#tessel.parallel`. A one-rank mesh leaves the module as it is.
   }];
   let dependentDialects = ["::tessel::graph::GraphDialect", "::mlir::shard::ShardDialect"];
 }
