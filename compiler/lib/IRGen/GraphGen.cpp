@@ -28,7 +28,8 @@ public:
   OwningOpRef<ModuleOp> emit() {
     OwningOpRef<ModuleOp> module = ModuleOp::create(location(program_.modelLoc));
     module->setName(program_.modelName);
-    setModuleAttributes(*module);
+    if (failed(setModuleAttributes(*module)))
+      return nullptr;
 
     const Graph &g = program_.forward;
     SmallVector<Type> inputTypes;
@@ -232,19 +233,28 @@ private:
     llvm::report_fatal_error("no graph op for '" + Twine(n) + "'");
   }
 
-  void setModuleAttributes(ModuleOp module) {
+  /// The module's settings. The front end has checked the spec's sections; the settings'
+  /// own checks (SettingsAttrs.td) run again here, so that a value one accepts and the other
+  /// refuses is reported rather than carried on.
+  LogicalResult setModuleAttributes(ModuleOp module) {
     SmallVector<NamedAttribute> dims;
     for (const NamedDim &d : program_.dims)
       dims.push_back(b_.getNamedAttr(d.name, b_.getI64IntegerAttr(d.size)));
     module->setAttr(settings::kDimsName, b_.getDictionaryAttr(dims));
     module->setAttr(settings::kLayersName, b_.getI64IntegerAttr(program_.layers));
 
-    module->setAttr(settings::kParallelName, parallelSettings());
-    module->setAttr(settings::kTrainName, trainSettings());
+    auto emitError = [&] { return mlir::emitError(module.getLoc()) << "the spec's settings: "; };
+    settings::ParallelAttr parallel = parallelSettings(emitError);
+    settings::TrainAttr train = parallel ? trainSettings(emitError) : settings::TrainAttr();
+    if (!train)
+      return failure();
+    module->setAttr(settings::kParallelName, parallel);
+    module->setAttr(settings::kTrainName, train);
+    return success();
   }
 
   /// The spec's `parallel` section; the front end has checked every word of it.
-  settings::ParallelAttr parallelSettings() {
+  settings::ParallelAttr parallelSettings(function_ref<InFlightDiagnostic()> emitError) {
     const ParallelConfig &p = program_.parallel;
     SmallVector<NamedAttribute> mesh, shard;
     for (const MeshAxis &a : p.mesh)
@@ -256,9 +266,9 @@ private:
       stages.push_back(b_.getI64ArrayAttr(stage));
     pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
     pipeline::parseScheduleKind(p.schedule.value, schedule);
-    return settings::ParallelAttr::get(
-        &ctx_, b_.getDictionaryAttr(mesh), b_.getDictionaryAttr(shard), p.sequenceParallel.value,
-        p.zero.value, schedule,
+    return settings::ParallelAttr::getChecked(
+        emitError, &ctx_, b_.getDictionaryAttr(mesh), b_.getDictionaryAttr(shard),
+        p.sequenceParallel.value, p.zero.value, schedule,
         p.microbatches.value ? p.microbatches.value : program_.train.accumulation,
         p.virtualStages.value, b_.getArrayAttr(stages),
         *settings::symbolizeRecomputeMode(p.recompute.value),
@@ -266,22 +276,26 @@ private:
   }
 
   /// The spec's `train` section.
-  settings::TrainAttr trainSettings() {
+  settings::TrainAttr trainSettings(function_ref<InFlightDiagnostic()> emitError) {
     const TrainConfig &t = program_.train;
     const OptimizerConfig &o = t.optimizer;
-    auto opt = settings::OptimizerAttr::get(&ctx_, *settings::symbolizeOptimizerKind(o.kind),
-                                            APFloat(o.lr), APFloat(o.beta1), APFloat(o.beta2),
-                                            APFloat(o.eps), APFloat(o.weightDecay),
-                                            llvm::join(o.decay, ","), APFloat(o.momentum));
-    auto lr =
-        settings::LearningRateAttr::get(&ctx_, *settings::symbolizeLrSchedule(t.schedule.kind),
-                                        t.schedule.warmup, APFloat(t.schedule.minLr));
+    std::string decay = llvm::join(o.decay, ",");
+    auto opt = settings::OptimizerAttr::getChecked(
+        emitError, &ctx_, *settings::symbolizeOptimizerKind(o.kind), APFloat(o.lr),
+        APFloat(o.beta1), APFloat(o.beta2), APFloat(o.eps), APFloat(o.weightDecay),
+        StringRef(decay), APFloat(o.momentum));
+    auto lr = settings::LearningRateAttr::getChecked(
+        emitError, &ctx_, *settings::symbolizeLrSchedule(t.schedule.kind), t.schedule.warmup,
+        APFloat(t.schedule.minLr));
     double evalFraction = t.evalData.value.empty() ? t.evalFraction.value : 0.0;
-    return settings::TrainAttr::get(
-        &ctx_, t.batch.value, t.microBatch.value, t.accumulation, t.steps.value, opt, lr,
-        APFloat(t.clip.value), t.precision.value, t.data.value, t.tokenizer.value, t.seed.value,
-        t.evalEvery.value, t.evalBatches.value, APFloat(evalFraction), t.evalData.value,
-        t.checkpointEvery.value, t.checkpointDir.value, t.logEvery.value, t.initFrom.value);
+    if (!opt || !lr)
+      return nullptr;
+    return settings::TrainAttr::getChecked(
+        emitError, &ctx_, t.batch.value, t.microBatch.value, t.accumulation, t.steps.value, opt, lr,
+        APFloat(t.clip.value), StringRef(t.precision.value), StringRef(t.data.value),
+        StringRef(t.tokenizer.value), t.seed.value, t.evalEvery.value, t.evalBatches.value,
+        APFloat(evalFraction), StringRef(t.evalData.value), t.checkpointEvery.value,
+        StringRef(t.checkpointDir.value), t.logEvery.value, StringRef(t.initFrom.value));
   }
 
   MLIRContext &ctx_;

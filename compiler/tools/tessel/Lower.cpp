@@ -43,6 +43,8 @@ bool addressSpaceLimited() {
 int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe, Emit until,
                 raw_ostream *os, planfile::Plan *plan) {
   auto module = emitGraphModule(context, program, fe.sources);
+  if (!module)
+    return 1; // The settings were refused (reported).
   if (failed(mlir::verify(*module))) {
     errs() << "tessel: internal error: the emitted graph IR does not verify\n";
     return 2;
@@ -122,6 +124,8 @@ int lowerModule(mlir::MLIRContext &context, const Program &program, Frontend &fe
 
   // The decode programs, from the front end's graph again, in a module of their own.
   auto decoder = emitGraphModule(context, program, fe.sources);
+  if (!decoder)
+    return 1;
   module = std::move(decoder);
   if (int rc = runStage([&](mlir::OpPassManager &pm) { buildDecoderPipeline(pm, decoderOptions); }))
     return rc;

@@ -12,7 +12,8 @@ namespace tessel {
 
 /// Emits `program` as a module holding `func.func @forward` in the graph dialect, with the
 /// model's dims and its parallel and training settings as module attributes. Every op carries
-/// the location of the spec text it came from, nested in call-site locations for blocks.
+/// the location of the spec text it came from, nested in call-site locations for blocks. Null
+/// (after a diagnostic) when the settings refuse a value the front end accepted.
 mlir::OwningOpRef<mlir::ModuleOp> emitGraphModule(mlir::MLIRContext &context,
                                                   const Program &program,
                                                   const SourceManager &sources);
