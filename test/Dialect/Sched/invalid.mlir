@@ -1,50 +1,25 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics
+// The sched dialect's verifier errors.
 
 // expected-error @+1 {{unknown schedule 'gpipe'; expected one of afab, 1f1b, interleaved, zbh1}}
-sched.pipeline "gpipe" stages 1 microbatches 1 virtual 1 {
-  sched.rank 0 {
-    sched.forward 0 chunk 0
-    sched.backward 0 chunk 0
-  }
-}
+sched.pipeline "gpipe" stages 2 microbatches 4 virtual 1
 
 // -----
 
-sched.pipeline "afab" stages 1 microbatches 2 virtual 1 {
-  // expected-error @+1 {{does not run the forward and backward of every micro-batch}}
-  sched.rank 0 {
-    sched.forward 0 chunk 0
-    sched.forward 1 chunk 0
-    sched.backward 0 chunk 0
-  }
-}
+// expected-error @+1 {{needs stages, microbatches and virtual of at least 1}}
+sched.pipeline "1f1b" stages 2 microbatches 0 virtual 1
 
 // -----
 
-sched.pipeline "afab" stages 1 microbatches 1 virtual 1 {
-  sched.rank 0 {
-    sched.forward 0 chunk 0
-    // expected-error @+1 {{repeats micro-batch 0 of chunk 0}}
-    sched.forward 0 chunk 0
-    sched.backward 0 chunk 0
-  }
-}
+// expected-error @+1 {{the interleaved schedule cannot run:}}
+sched.pipeline "interleaved" stages 4 microbatches 6 virtual 2
 
 // -----
 
-sched.pipeline "afab" stages 1 microbatches 1 virtual 1 {
-  sched.rank 0 {
-    // expected-error @+1 {{names a micro-batch or chunk out of range}}
-    sched.forward 3 chunk 0
-  }
-}
+// expected-error @+1 {{lists 2 layer numbers; two per virtual stage are 4}}
+sched.pipeline "1f1b" stages 2 microbatches 4 virtual 1 attributes {layers = array<i64: 0, 2>}
 
 // -----
 
-// expected-error @+1 {{has 1 ranks, not 2}}
-sched.pipeline "1f1b" stages 2 microbatches 1 virtual 1 {
-  sched.rank 0 {
-    sched.forward 0 chunk 0
-    sched.backward 0 chunk 0
-  }
-}
+// expected-error @+1 {{gives 1 ranks micro-batches in flight, not 2}}
+sched.pipeline "1f1b" stages 2 microbatches 4 virtual 1 attributes {in_flight = array<i64: 2>}

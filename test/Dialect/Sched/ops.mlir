@@ -1,31 +1,12 @@
-// RUN: tessel-opt %s | tessel-opt | FileCheck %s
-// The sched dialect round-trips: a 1F1B schedule of two stages and two micro-batches.
+// RUN: tessel-opt %s -split-input-file | tessel-opt -split-input-file | FileCheck %s
+// The sched dialect round-trips. Each rank's action list is common/schedule's for these sizes;
+// `tessel estimate --trace` draws it (Transforms/schedules.test).
 
-// CHECK-LABEL: sched.pipeline "1f1b" stages 2 microbatches 2 virtual 1
-// CHECK:       sched.rank 0 {
-// CHECK-NEXT:    sched.forward 0 chunk 0
-// CHECK-NEXT:    sched.send "activation" 0 chunk 0 to 1
-// CHECK:       sched.rank 1 {
-// CHECK-NEXT:    sched.recv "activation" 0 chunk 0 from 0
-sched.pipeline "1f1b" stages 2 microbatches 2 virtual 1 {
-  sched.rank 0 {
-    sched.forward 0 chunk 0
-    sched.send "activation" 0 chunk 0 to 1
-    sched.forward 1 chunk 0
-    sched.send "activation" 1 chunk 0 to 1
-    sched.recv "gradient" 0 chunk 0 from 1
-    sched.backward 0 chunk 0
-    sched.recv "gradient" 1 chunk 0 from 1
-    sched.backward 1 chunk 0
-  }
-  sched.rank 1 {
-    sched.recv "activation" 0 chunk 0 from 0
-    sched.forward 0 chunk 0
-    sched.backward 0 chunk 0
-    sched.send "gradient" 0 chunk 0 to 0
-    sched.recv "activation" 1 chunk 0 from 0
-    sched.forward 1 chunk 0
-    sched.backward 1 chunk 0
-    sched.send "gradient" 1 chunk 0 to 0
-  }
-}
+// CHECK: sched.pipeline "1f1b" stages 2 microbatches 2 virtual 1
+sched.pipeline "1f1b" stages 2 microbatches 2 virtual 1
+
+// -----
+
+// CHECK: sched.pipeline "interleaved" stages 2 microbatches 4 virtual 2 attributes {bubble = 2.500000e-01 : f64, in_flight = array<i64: 4, 3>, layers = array<i64: 0, 1, 1, 1, 2, 1, 3, 1>}
+sched.pipeline "interleaved" stages 2 microbatches 4 virtual 2
+    attributes {layers = array<i64: 0, 1, 1, 1, 2, 1, 3, 1>, bubble = 0.25, in_flight = array<i64: 4, 3>}

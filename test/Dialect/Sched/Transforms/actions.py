@@ -1,24 +1,23 @@
-"""Prints a sched.pipeline's action lists one rank per line, compactly: F3 is the forward of
-micro-batch 3, B3 its backward (Bi3 / W3: input and weight halves), a trailing .c the model
-chunk when there are several; sends and receives are left out (the schedule checker in the
-compiler proves they match). Reads `tessel compile --emit=sharded` on stdin."""
-import re
+"""Prints each pipeline rank's compute actions in order, one rank per line, compactly: F3 is
+the forward of micro-batch 3, B3 its backward (Bi3 / W3: the input and weight halves of
+zero-bubble schedules), a trailing .c the model chunk when there are several; sends and
+receives are left out (the schedule checker proves they match). Reads the Chrome trace that
+`tessel estimate --trace` writes of the predicted schedule."""
+import json
 import sys
 
-names = {"forward": "F", "backward": "B", "backward_input": "Bi", "backward_weight": "W"}
-rank, lines, chunks = None, {}, False
-for line in sys.stdin:
-    m = re.search(r"sched\.pipeline .* virtual (\d+)", line)
-    if m:
-        chunks = int(m.group(1)) > 1
-    m = re.search(r"sched\.rank (\d+)", line)
-    if m:
-        rank = int(m.group(1))
-        lines[rank] = []
-        continue
-    m = re.search(r"sched\.(forward|backward_input|backward_weight|backward) (\d+) chunk (\d+)", line)
-    if m and rank is not None:
-        token = names[m.group(1)] + m.group(2) + (f".{m.group(3)}" if chunks else "")
-        lines[rank].append(token)
-for r in sorted(lines):
-    print(f"rank {r}: {' '.join(lines[r])}")
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+          if e.get("ph") == "X" and e.get("cat") in ("forward", "backward")]
+chunks = any(e["args"]["chunk"] > 0 for e in events)
+by_rank = {}
+for e in sorted(events, key=lambda e: (e["tid"], e["ts"])):
+    by_rank.setdefault(e["tid"], []).append(e)
+for rank, actions in sorted(by_rank.items()):
+    split = any(e["name"].startswith("W") for e in actions)  # zero-bubble: B is the input half
+    tokens = []
+    for e in actions:
+        kind = e["name"].rstrip("0123456789.")
+        kind = "Bi" if kind == "B" and split else kind
+        chunk = f".{e['args']['chunk']}" if chunks else ""
+        tokens.append(f"{kind}{e['args']['microbatch']}{chunk}")
+    print(f"rank {rank}: {' '.join(tokens)}")

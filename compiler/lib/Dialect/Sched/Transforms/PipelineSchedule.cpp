@@ -2,8 +2,8 @@
 //
 // With a pipeline axis in the mesh, splits the repeated layers into stages (the spec's
 // stage_map, or a balanced split by a cost model) and writes the schedule the spec names as a
-// `sched.pipeline`: one ordered action list per pipeline rank. The bubble and the peak number
-// of micro-batches in flight are read off those lists and recorded for `tessel estimate`.
+// `sched.pipeline`. The bubble and the peak number of micro-batches in flight are read off its
+// action lists (common/schedule/Schedule.h) and recorded for `tessel estimate`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,45 +151,11 @@ struct PipelineSchedule : tessel::impl::PipelineScheduleBase<PipelineSchedule> {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
     SmallVector<int64_t> inFlight(timeline.peakInFlight.begin(), timeline.peakInFlight.end());
-    auto pipeline = sched::PipelineOp::create(
-        b, loc, b.getStringAttr(kindName), b.getI64IntegerAttr(p), b.getI64IntegerAttr(m),
-        b.getI64IntegerAttr(v), b.getDenseI64ArrayAttr(layerRuns),
-        b.getF64FloatAttr(timeline.bubbleOverIdeal), b.getDenseI64ArrayAttr(inFlight));
-    b.setInsertionPointToStart(&pipeline.getBody().emplaceBlock());
-    for (auto [r, actions] : llvm::enumerate(lists)) {
-      auto rank = sched::RankOp::create(b, loc, b.getI64IntegerAttr(r));
-      OpBuilder rb = OpBuilder::atBlockBegin(&rank.getBody().emplaceBlock());
-      for (const pl::Action &a : actions) {
-        auto mb = rb.getI64IntegerAttr(a.microbatch), chunk = rb.getI64IntegerAttr(a.chunk);
-        auto peer = rb.getI64IntegerAttr(a.peer);
-        switch (a.kind) {
-        case pl::Action::Forward:
-          sched::ForwardOp::create(rb, loc, mb, chunk);
-          break;
-        case pl::Action::Backward:
-          sched::BackwardOp::create(rb, loc, mb, chunk);
-          break;
-        case pl::Action::BackwardInput:
-          sched::BackwardInputOp::create(rb, loc, mb, chunk);
-          break;
-        case pl::Action::BackwardWeight:
-          sched::BackwardWeightOp::create(rb, loc, mb, chunk);
-          break;
-        case pl::Action::SendActivation:
-          sched::SendOp::create(rb, loc, rb.getStringAttr("activation"), mb, chunk, peer);
-          break;
-        case pl::Action::SendGrad:
-          sched::SendOp::create(rb, loc, rb.getStringAttr("gradient"), mb, chunk, peer);
-          break;
-        case pl::Action::RecvActivation:
-          sched::RecvOp::create(rb, loc, rb.getStringAttr("activation"), mb, chunk, peer);
-          break;
-        case pl::Action::RecvGrad:
-          sched::RecvOp::create(rb, loc, rb.getStringAttr("gradient"), mb, chunk, peer);
-          break;
-        }
-      }
-    }
+    sched::PipelineOp::create(b, loc, b.getStringAttr(kindName), b.getI64IntegerAttr(p),
+                              b.getI64IntegerAttr(m), b.getI64IntegerAttr(v),
+                              b.getDenseI64ArrayAttr(layerRuns),
+                              b.getF64FloatAttr(timeline.bubbleOverIdeal),
+                              b.getDenseI64ArrayAttr(inFlight));
 
     // What `tessel estimate` reports, through the plan's configuration.
     double analytic =

@@ -7,13 +7,12 @@ include "mlir/IR/OpBase.td"
 def Sched_Dialect : Dialect {
   let name = "sched";
   let cppNamespace = "::tessel::sched";
-  let summary = "Pipeline schedules: what each pipeline rank does, in order";
+  let summary = "Pipeline schedules: the stages, their layers and the schedule they run";
   let description = [{
-    A `sched.pipeline` holds one `sched.rank` per pipeline rank, each an ordered list of
-    actions on micro-batches: the forward and backward passes of a model chunk (the backward
-    split into input and weight gradients for zero-bubble schedules), and the transfers of
-    activations and gradients between neighbouring ranks. The list is the schedule: AFAB
-    (GPipe), 1F1B, interleaved 1F1B and ZB-H1 differ only in the order of the same actions.
+    A `sched.pipeline` names the schedule (AFAB/GPipe, 1F1B, interleaved 1F1B, ZB-H1), the
+    pipeline ranks, the micro-batches and the model chunks per rank, and which layers each
+    virtual stage holds. What each rank does, in order, follows from the first four through
+    common/schedule/Schedule.h, stated there once; the split reads the layers.
   }];
 }
 

@@ -12,10 +12,11 @@ def PipelineSchedule : Pass<"tessel-pipeline-schedule", "mlir::ModuleOp"> {
     contractions and elements of its other ops, with the embedding counted on the first
     stage and the loss on the last, so those may get fewer layers; interleaving splits
     evenly). The schedule the spec names (AFAB, 1F1B, interleaved 1F1B, ZB-H1) becomes a
-    `sched.pipeline` with one ordered action list per pipeline rank, checked for
-    completeness and freedom from deadlock. The bubble (idle over compute time, unit costs
-    forward 1, backward 2) and the peak micro-batches in flight per rank are read off the
-    lists and recorded on the op and in the module's `tessel.pipeline`.
+    `sched.pipeline` with the stages' layers; its action lists (one per pipeline rank, from
+    common/schedule/Schedule.h) are checked for completeness and freedom from deadlock. The
+    bubble (idle over compute time, unit costs forward 1, backward 2) and the peak
+    micro-batches in flight per rank are read off the lists and recorded on the op and in the
+    module's `#tessel.pipeline`.
   }];
   let dependentDialects = ["::tessel::sched::SchedDialect"];
 }
