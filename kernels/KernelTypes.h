@@ -15,6 +15,7 @@
 #define TESSEL_KERNELS_KERNELTYPES_H
 
 #include "common/catalogue/KernelOps.h"
+#include "common/support/DType.h"
 
 #include <cstdint>
 
@@ -53,8 +54,9 @@ inline Strides denseStrides(const Shape &shape) {
   return s;
 }
 
-/// The 16-bit floating-point storage types of mixed precision.
-enum class Half16 { BF16, F16 };
+/// Element types are the plan's (common/support/DType.h); a kernel argument naming a 16-bit
+/// storage type of mixed precision takes BF16 or F16.
+using planfile::DType;
 
 /// The elementwise operations: arithmetic, then comparisons (which give 1.0 where they hold
 /// and 0.0 elsewhere); the functions. Gelu is the tanh approximation (GPT-2, PyTorch's
@@ -74,7 +76,7 @@ struct FusedStep {
   /// Whether the step's value is rounded to `narrow` (to nearest even) before anything reads
   /// it: in a mixed-precision plan, a value its unfused kernel would store 16-bit.
   bool rounded = false;
-  Half16 narrow = Half16::BF16;
+  DType narrow = DType::BF16;
 
   /// How many of `args` a step of `kind` reads.
   static constexpr int operandsOf(Kind kind) {

@@ -115,11 +115,9 @@ int main(int argc, char **argv) {
     blas.allowTf32 = variant == 1;
     const float ms = bestMs([&] {
       if (variant == 2)
-        cuda::gemmMixed(blas, g, cuda::ElementType::BF16, ha, hb, cuda::ElementType::F32, c,
-                        nullptr);
+        cuda::gemmMixed(blas, g, planfile::DType::BF16, ha, hb, planfile::DType::F32, c, nullptr);
       else if (variant == 3)
-        cuda::gemmMixed(blas, g, cuda::ElementType::BF16, ha, hb, cuda::ElementType::BF16, hc,
-                        nullptr);
+        cuda::gemmMixed(blas, g, planfile::DType::BF16, ha, hb, planfile::DType::BF16, hc, nullptr);
       else
         cuda::gemm(blas, g, a, b, c, nullptr);
     });
@@ -167,7 +165,7 @@ int main(int argc, char **argv) {
         uint16_t *half = nullptr;
         if (cudaMalloc(reinterpret_cast<void **>(&half), elements * sizeof(uint16_t)) !=
                 cudaSuccess ||
-            cuda::narrow(cuda::Half16::BF16, elements, wide, half, nullptr) != cudaSuccess) {
+            cuda::narrow(planfile::DType::BF16, elements, wide, half, nullptr) != cudaSuccess) {
           std::fprintf(stderr, "tessel-cuda-rate: cannot make bf16 inputs\n");
           return 1;
         }
@@ -189,11 +187,12 @@ int main(int argc, char **argv) {
         if (e != cudaSuccess)
           failed = e;
       };
-      const float fwd = bestMs(
-          [&] { check(cuda::flashAttention(cuda::Half16::BF16, at, q, k, v, out, lse, nullptr)); });
+      const float fwd = bestMs([&] {
+        check(cuda::flashAttention(planfile::DType::BF16, at, q, k, v, out, lse, nullptr));
+      });
       const float bwd = bestMs([&] {
-        check(cuda::flashAttentionGrad(cuda::Half16::BF16, at, q, k, v, dout, out, lse, dq, dk, dv,
-                                       work, nullptr));
+        check(cuda::flashAttentionGrad(planfile::DType::BF16, at, q, k, v, dout, out, lse, dq, dk,
+                                       dv, work, nullptr));
       });
       if (failed != cudaSuccess) {
         std::fprintf(stderr, "tessel-cuda-rate: bf16 attention failed: %s\n",

@@ -21,15 +21,15 @@ void convertEach(int64_t n, const From *x, To *y, Convert convert) {
 
 } // namespace
 
-void widen(Half16 type, int64_t n, const uint16_t *x, float *y) {
-  if (type == Half16::BF16)
+void widen(DType type, int64_t n, const uint16_t *x, float *y) {
+  if (type == DType::BF16)
     convertEach(n, x, y, [](uint16_t h) { return bf16ToFloat(h); });
   else
     convertEach(n, x, y, [](uint16_t h) { return halfToFloat(h); });
 }
 
-void detail::roundRun(Half16 type, int64_t n, float *x) {
-  if (type == Half16::BF16)
+void detail::roundRun(DType type, int64_t n, float *x) {
+  if (type == DType::BF16)
     for (int64_t i = 0; i < n; ++i)
       x[i] = bf16ToFloat(floatToBf16(x[i]));
   else
@@ -37,8 +37,8 @@ void detail::roundRun(Half16 type, int64_t n, float *x) {
       x[i] = halfToFloat(floatToHalf(x[i]));
 }
 
-void narrow(Half16 type, int64_t n, const float *x, uint16_t *y) {
-  if (type == Half16::BF16)
+void narrow(DType type, int64_t n, const float *x, uint16_t *y) {
+  if (type == DType::BF16)
     convertEach(n, x, y, [](float f) { return floatToBf16(f); });
   else
     convertEach(n, x, y, [](float f) { return floatToHalf(f); });

@@ -30,13 +30,13 @@ namespace tessel::cpu {
 using namespace kernels;
 
 //===----------------------------------------------------------------------===//
-// 16-bit storage (Convert.cpp)
+// 16-bit storage (Convert.cpp): `type` is BF16 or F16
 //===----------------------------------------------------------------------===//
 
 /// y = x, exactly.
-void widen(Half16 type, int64_t n, const uint16_t *x, float *y);
+void widen(DType type, int64_t n, const uint16_t *x, float *y);
 /// y = x rounded to the nearest 16-bit value, ties to even (common/support/Float16.h).
-void narrow(Half16 type, int64_t n, const float *x, uint16_t *y);
+void narrow(DType type, int64_t n, const float *x, uint16_t *y);
 
 //===----------------------------------------------------------------------===//
 // Elementwise

@@ -22,7 +22,7 @@ void binaryRun(BinaryKind kind, int64_t n, const float *a, const float *b, float
 /// out[i] = c[i] != 0 ? a[i] : b[i] (dense operands).
 void selectRun(int64_t n, const float *c, const float *a, const float *b, float *out);
 /// x[i] rounded to `type` (to nearest even, as `narrow` stores it) and widened back, in place.
-void roundRun(Half16 type, int64_t n, float *x);
+void roundRun(DType type, int64_t n, float *x);
 
 } // namespace tessel::cpu::detail
 

@@ -121,12 +121,14 @@ cudaError_t adamw(const AdamWArgs &args, const AdamWTensor *tensors, size_t coun
   k.smallWeight = std::fabs(k.oneMinusBeta1) < 0.5f;
   k.eps = args.eps;
   switch (args.workingType) {
-  case ElementType::BF16:
+  case DType::BF16:
     return launchAdamW<__nv_bfloat16>(k, args, tensors, count, stream);
-  case ElementType::F16:
+  case DType::F16:
     return launchAdamW<__half>(k, args, tensors, count, stream);
-  case ElementType::F32:
+  case DType::F32:
     return launchAdamW<float>(k, args, tensors, count, stream);
+  case DType::I32:
+    break;
   }
   return cudaErrorInvalidValue;
 }

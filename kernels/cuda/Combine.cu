@@ -48,9 +48,9 @@ cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t 
   return launchCombine(max, n, y, x, stream);
 }
 
-cudaError_t combine(bool max, Half16 type, int64_t n, float *y, const uint16_t *x,
+cudaError_t combine(bool max, DType type, int64_t n, float *y, const uint16_t *x,
                     cudaStream_t stream) {
-  if (type == Half16::BF16)
+  if (type == DType::BF16)
     return launchCombine(max, n, y, reinterpret_cast<const __nv_bfloat16 *>(x), stream);
   return launchCombine(max, n, y, reinterpret_cast<const __half *>(x), stream);
 }

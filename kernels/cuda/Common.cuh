@@ -47,9 +47,9 @@ template <class T> __device__ inline void store(T *p, float v) { *p = static_cas
 /// launch takes alike. A store rounds to nearest even, as cuda::narrow does.
 __device__ inline float load(ConstFloats p) {
   switch (p.type) {
-  case ElementType::BF16:
+  case DType::BF16:
     return __bfloat162float(*static_cast<const __nv_bfloat16 *>(p.data));
-  case ElementType::F16:
+  case DType::F16:
     return __half2float(*static_cast<const __half *>(p.data));
   default:
     return *static_cast<const float *>(p.data);
@@ -58,10 +58,10 @@ __device__ inline float load(ConstFloats p) {
 __device__ inline float load(Floats p) { return load(ConstFloats(p)); }
 __device__ inline void store(Floats p, float v) {
   switch (p.type) {
-  case ElementType::BF16:
+  case DType::BF16:
     *static_cast<__nv_bfloat16 *>(p.data) = __float2bfloat16_rn(v);
     return;
-  case ElementType::F16:
+  case DType::F16:
     *static_cast<__half *>(p.data) = __float2half_rn(v);
     return;
   default:
@@ -71,7 +71,7 @@ __device__ inline void store(Floats p, float v) {
 
 /// Whether every operand of a call is f32, so that its kernel runs on plain pointers.
 template <class... Operands> inline bool allF32(const Operands &...operands) {
-  return ((operands.type == ElementType::F32) && ...);
+  return ((operands.type == DType::F32) && ...);
 }
 /// An f32 operand's pointer (allF32 said it is one).
 inline const float *f32(ConstFloats p) { return static_cast<const float *>(p.data); }

@@ -49,14 +49,14 @@ cudaError_t convert(int64_t n, const void *x, void *y, Convert op, cudaStream_t 
 
 } // namespace
 
-cudaError_t widen(Half16 type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream) {
-  return type == Half16::BF16 ? convert<__nv_bfloat16, float>(n, x, y, WidenBf16{}, stream)
-                                   : convert<__half, float>(n, x, y, WidenHalf{}, stream);
+cudaError_t widen(DType type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream) {
+  return type == DType::BF16 ? convert<__nv_bfloat16, float>(n, x, y, WidenBf16{}, stream)
+                             : convert<__half, float>(n, x, y, WidenHalf{}, stream);
 }
 
-cudaError_t narrow(Half16 type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream) {
-  return type == Half16::BF16 ? convert<float, __nv_bfloat16>(n, x, y, NarrowBf16{}, stream)
-                                   : convert<float, __half>(n, x, y, NarrowHalf{}, stream);
+cudaError_t narrow(DType type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream) {
+  return type == DType::BF16 ? convert<float, __nv_bfloat16>(n, x, y, NarrowBf16{}, stream)
+                             : convert<float, __half>(n, x, y, NarrowHalf{}, stream);
 }
 
 } // namespace tessel::cuda

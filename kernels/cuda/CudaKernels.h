@@ -33,19 +33,20 @@
 
 namespace tessel::cuda {
 
-/// The element type of a buffer a kernel reads or writes in its own type (a plan's f32, bf16 or
-/// f16): a product's operands, AdamW's working copies, a generated fused kernel's operands.
-enum class ElementType : uint8_t { F32, BF16, F16 };
-
 #if defined(__CUDACC__)
 #define TESSEL_CUDA_HOST_DEVICE __host__ __device__
 #else
 #define TESSEL_CUDA_HOST_DEVICE
 #endif
 
-/// Bytes of one element of type `t`.
-TESSEL_CUDA_HOST_DEVICE constexpr int64_t elementBytes(ElementType t) {
-  return t == ElementType::F32 ? 4 : 2;
+/// Element types are the plan's (common/support/DType.h); an operand a launcher takes in its
+/// own type (ConstFloats, Floats: a product's operands, AdamW's working copies, a generated
+/// fused kernel's operands) is F32, BF16 or F16.
+using planfile::DType;
+
+/// Bytes of one element of type `t`, signed as the kernels' index arithmetic is.
+TESSEL_CUDA_HOST_DEVICE constexpr int64_t elementBytes(DType t) {
+  return static_cast<int64_t>(planfile::dtypeBytes(t));
 }
 
 /// A float operand in its buffer's own element type. A launcher given operands that are not all
@@ -55,18 +56,18 @@ TESSEL_CUDA_HOST_DEVICE constexpr int64_t elementBytes(ElementType t) {
 /// whose operands are all f32 runs its kernel on plain pointers.
 struct ConstFloats {
   const void *data = nullptr;
-  ElementType type = ElementType::F32;
+  DType type = DType::F32;
   ConstFloats() = default;
   TESSEL_CUDA_HOST_DEVICE ConstFloats(const float *p) : data(p) {}
-  TESSEL_CUDA_HOST_DEVICE ConstFloats(const void *p, ElementType t) : data(p), type(t) {}
+  TESSEL_CUDA_HOST_DEVICE ConstFloats(const void *p, DType t) : data(p), type(t) {}
 };
 /// An output operand in its buffer's own element type (see ConstFloats).
 struct Floats {
   void *data = nullptr;
-  ElementType type = ElementType::F32;
+  DType type = DType::F32;
   Floats() = default;
   TESSEL_CUDA_HOST_DEVICE Floats(float *p) : data(p) {}
-  TESSEL_CUDA_HOST_DEVICE Floats(void *p, ElementType t) : data(p), type(t) {}
+  TESSEL_CUDA_HOST_DEVICE Floats(void *p, DType t) : data(p), type(t) {}
   TESSEL_CUDA_HOST_DEVICE operator ConstFloats() const { return ConstFloats(data, type); }
 };
 
@@ -94,7 +95,7 @@ cudaError_t fill(int64_t n, float value, Floats y, cudaStream_t stream);
 cudaError_t combine(bool max, int64_t n, float *y, const float *x, cudaStream_t stream);
 /// The same with x of a 16-bit type, widened exactly (a bf16 or f16 collective's sums, which
 /// are f32 until the end).
-cudaError_t combine(bool max, Half16 type, int64_t n, float *y, const uint16_t *x,
+cudaError_t combine(bool max, DType type, int64_t n, float *y, const uint16_t *x,
                     cudaStream_t stream);
 /// y[i] = i for i < n.
 cudaError_t positions(int64_t n, float *y, cudaStream_t stream);
@@ -201,7 +202,7 @@ struct AdamWArgs : kernels::AdamWHyper {
   const float *lr = nullptr;        ///< One element.
   const float *gradScale = nullptr; ///< One element.
   /// The type of the tensors' working copies (AdamWTensor::working).
-  ElementType workingType = ElementType::BF16;
+  DType workingType = DType::BF16;
 };
 /// One tensor of a multi-tensor AdamW step. `working`, if not null, is where the same pass
 /// writes the new parameter in AdamWArgs::workingType (rounded to nearest even): the
@@ -297,9 +298,8 @@ cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *
 /// into a C of f32 (a weight's gradient under mixed precision) or of A's type (an activation:
 /// the f32 sum rounded once to nearest even, as the CPU's widened product rounds it; with
 /// beta ≠ 0, C is read at its type). Other combinations return CUBLAS_STATUS_NOT_SUPPORTED.
-cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementType ab,
-                         const void *a, const void *b, ElementType c, void *out,
-                         cudaStream_t stream);
+cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, DType ab, const void *a,
+                         const void *b, DType c, void *out, cudaStream_t stream);
 
 /// The same f32 product with a plain tiled kernel (16 x 16 outputs per block through shared
 /// memory), what gemm falls back to where cuBLASLt offers no algorithm. Slow; every output
@@ -311,13 +311,13 @@ cudaError_t gemmSimple(const GemmArgs &args, const float *a, const float *b, flo
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
-// 16-bit storage (Convert.cu)
+// 16-bit storage (Convert.cu): `type` is BF16 or F16
 //===----------------------------------------------------------------------===//
 
 /// As cpu::widen: y = x, exactly.
-cudaError_t widen(Half16 type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream);
+cudaError_t widen(DType type, int64_t n, const uint16_t *x, float *y, cudaStream_t stream);
 /// As cpu::narrow: y = x rounded to nearest even.
-cudaError_t narrow(Half16 type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream);
+cudaError_t narrow(DType type, int64_t n, const float *x, uint16_t *y, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Embedding (Embedding.cu)
@@ -388,11 +388,11 @@ cudaError_t attentionGrad(const AttentionArgs &args, const float *q, const float
 /// flashAttentionGradWorkspaceBytes of workspace and gives the same bits on every run (no
 /// atomics).
 bool flashAttentionTakes(const AttentionArgs &args);
-cudaError_t flashAttention(Half16 type, const AttentionArgs &args, const uint16_t *q,
+cudaError_t flashAttention(DType type, const AttentionArgs &args, const uint16_t *q,
                            const uint16_t *k, const uint16_t *v, uint16_t *out, float *lse,
                            cudaStream_t stream);
 int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &args, bool saved);
-cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &args, const uint16_t *q,
+cudaError_t flashAttentionGrad(DType type, const AttentionArgs &args, const uint16_t *q,
                                const uint16_t *k, const uint16_t *v, const uint16_t *dout,
                                const uint16_t *out, const float *lse, uint16_t *dq, uint16_t *dk,
                                uint16_t *dv, void *workspace, cudaStream_t stream);

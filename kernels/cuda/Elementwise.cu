@@ -229,18 +229,18 @@ template <int N, class Launch> void withIndexType(const Indexing<N> &ix, int64_t
 template <class Launch> void withElementTypes(ConstFloats x, Floats out, Launch launch) {
   auto withOut = [&](auto in) {
     switch (out.type) {
-    case ElementType::BF16:
+    case DType::BF16:
       return launch(in, detail::typed<__nv_bfloat16>(out));
-    case ElementType::F16:
+    case DType::F16:
       return launch(in, detail::typed<__half>(out));
     default:
       return launch(in, detail::typed<float>(out));
     }
   };
   switch (x.type) {
-  case ElementType::BF16:
+  case DType::BF16:
     return withOut(detail::typed<__nv_bfloat16>(x));
-  case ElementType::F16:
+  case DType::F16:
     return withOut(detail::typed<__half>(x));
   default:
     return withOut(detail::typed<float>(x));
@@ -401,7 +401,7 @@ cudaError_t launchCopy(const Shape &shape, In x, const Strides &sx, Out out, siz
 } // namespace
 cudaError_t stridedCopy(const Shape &shape, ConstFloats x, const Strides &sx, Floats out,
                         cudaStream_t stream) {
-  if (x.type == out.type && x.type != ElementType::F32)
+  if (x.type == out.type && x.type != DType::F32)
     return stridedCopyBits16(shape, static_cast<const uint16_t *>(x.data), sx,
                              static_cast<uint16_t *>(out.data), stream);
   if (detail::allF32(x, out))

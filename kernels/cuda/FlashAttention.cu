@@ -419,13 +419,12 @@ bool flashAttentionTakes(const AttentionArgs &a) {
   return a.heads <= 65535 && a.kvHeads <= 65535 && a.batch <= 65535;
 }
 
-cudaError_t flashAttention(Half16 type, const AttentionArgs &a, const uint16_t *q,
-                           const uint16_t *k, const uint16_t *v, uint16_t *out, float *lse,
-                           cudaStream_t stream) {
+cudaError_t flashAttention(DType type, const AttentionArgs &a, const uint16_t *q, const uint16_t *k,
+                           const uint16_t *v, uint16_t *out, float *lse, cudaStream_t stream) {
   if (!flashAttentionTakes(a) || !aligned(q) || !aligned(k) || !aligned(v) || !aligned(out))
     return cudaErrorInvalidValue;
-  return type == Half16::BF16 ? forwardOfHead<__nv_bfloat16>(a, q, k, v, out, lse, stream)
-                              : forwardOfHead<__half>(a, q, k, v, out, lse, stream);
+  return type == DType::BF16 ? forwardOfHead<__nv_bfloat16>(a, q, k, v, out, lse, stream)
+                             : forwardOfHead<__half>(a, q, k, v, out, lse, stream);
 }
 
 int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &a, bool saved) {
@@ -434,7 +433,7 @@ int64_t flashAttentionGradWorkspaceBytes(const AttentionArgs &a, bool saved) {
          2 * rows * int64_t(sizeof(float));
 }
 
-cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &a, const uint16_t *q,
+cudaError_t flashAttentionGrad(DType type, const AttentionArgs &a, const uint16_t *q,
                                const uint16_t *k, const uint16_t *v, const uint16_t *dout,
                                const uint16_t *out, const float *lse, uint16_t *dq, uint16_t *dk,
                                uint16_t *dv, void *workspace, cudaStream_t stream) {
@@ -446,7 +445,7 @@ cudaError_t flashAttentionGrad(Half16 type, const AttentionArgs &a, const uint16
                         static_cast<const void *>(dv), static_cast<const void *>(out)})
     if (p && !aligned(p))
       return cudaErrorInvalidValue;
-  return type == Half16::BF16
+  return type == DType::BF16
              ? backwardOfHead<__nv_bfloat16>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace,
                                              stream)
              : backwardOfHead<__half>(a, q, k, v, dout, out, lse, dq, dk, dv, workspace, stream);

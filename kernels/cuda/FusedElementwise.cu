@@ -120,7 +120,7 @@ cudaError_t fusedElementwise(const Shape &shape, const std::vector<FusedStep> &s
     to.unary = static_cast<int8_t>(from.unary);
     to.binary = static_cast<int8_t>(from.binary);
     to.value = from.value;
-    to.round = !from.rounded ? 0 : from.narrow == Half16::BF16 ? 1 : 2;
+    to.round = !from.rounded ? 0 : from.narrow == DType::BF16 ? 1 : 2;
     // The operands a step reads must be inputs or earlier steps; the others are unused.
     for (int k = 0; k < 3; ++k) {
       if (k >= FusedStep::operandsOf(from.kind)) {

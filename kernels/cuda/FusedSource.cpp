@@ -64,36 +64,38 @@ std::string valueName(int32_t value, int inputs) {
   return value < inputs ? "x" + std::to_string(value) : "t" + std::to_string(value - inputs);
 }
 
-ElementType typeOf(const std::vector<ElementType> &types, size_t k) {
-  return k < types.size() ? types[k] : ElementType::F32;
+DType typeOf(const std::vector<DType> &types, size_t k) {
+  return k < types.size() ? types[k] : DType::F32;
 }
 
-const char *typeName(ElementType t) {
-  return t == ElementType::BF16 ? "bf16" : t == ElementType::F16 ? "f16" : "f32";
+const char *typeName(DType t) {
+  return t == DType::BF16 ? "bf16" : t == DType::F16 ? "f16" : "f32";
 }
 
 /// The f32 value of element `at` of operand `in` of type t.
-std::string loaded(const std::string &in, const std::string &at, ElementType t) {
+std::string loaded(const std::string &in, const std::string &at, DType t) {
   switch (t) {
-  case ElementType::F32:
+  case DType::F32:
+  case DType::I32: // not a float operand: FusedLayout's types are operandTypeOf's
     break;
-  case ElementType::BF16:
+  case DType::BF16:
     return "fromBf16(((const unsigned short *)" + in + ")[" + at + "])";
-  case ElementType::F16:
+  case DType::F16:
     return "fromF16(((const unsigned short *)" + in + ")[" + at + "])";
   }
   return "((const float *)" + in + ")[" + at + "]";
 }
 
 /// The statement storing f32 `value` into element `at` of operand `out` of type t.
-std::string stored(const std::string &out, const std::string &at, ElementType t,
+std::string stored(const std::string &out, const std::string &at, DType t,
                    const std::string &value) {
   switch (t) {
-  case ElementType::F32:
+  case DType::F32:
+  case DType::I32:
     break;
-  case ElementType::BF16:
+  case DType::BF16:
     return "((unsigned short *)" + out + ")[" + at + "] = toBf16(" + value + ");";
-  case ElementType::F16:
+  case DType::F16:
     return "((unsigned short *)" + out + ")[" + at + "] = toF16(" + value + ");";
   }
   return "((float *)" + out + ")[" + at + "] = " + value + ";";
@@ -344,7 +346,7 @@ bool fusedKernelSource(const std::vector<FusedStep> &steps, const FusedLayout &l
       break;
     }
     if (st.rounded)
-      v = st.narrow == Half16::BF16 ? "fromBf16(toBf16(" + v + "))" : "fromF16(toF16(" + v + "))";
+      v = st.narrow == DType::BF16 ? "fromBf16(toBf16(" + v + "))" : "fromF16(toF16(" + v + "))";
     s += "    const float t" + std::to_string(i) + " = " + v + ";\n";
   }
   for (size_t o = 0; o < outSteps.size(); ++o)

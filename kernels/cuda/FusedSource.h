@@ -47,7 +47,7 @@ struct FusedLayout {
   int rank = 0;
   int64_t size[kMaxRank] = {};
   std::vector<FusedInputAccess> inputs;
-  std::vector<ElementType> inTypes, outTypes;
+  std::vector<DType> inTypes, outTypes;
 };
 
 /// The layout of inputs read through `strides` over `shape`.

@@ -145,8 +145,8 @@ struct Types {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
-cudaDataType_t cudaTypeOf(ElementType t) {
-  return t == ElementType::BF16 ? CUDA_R_16BF : t == ElementType::F16 ? CUDA_R_16F : CUDA_R_32F;
+cudaDataType_t cudaTypeOf(DType t) {
+  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
 /// Makes the descriptors of one product shape into `d` and asks cuBLASLt for its first
@@ -336,10 +336,9 @@ cublasStatus_t gemm(const BlasContext &blas, const GemmArgs &args, const float *
   return batched(blas, args, types, a, b, c, stream);
 }
 
-cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementType ab,
-                         const void *a, const void *b, ElementType c, void *out,
-                         cudaStream_t stream) {
-  if (ab == ElementType::F32 || (c != ElementType::F32 && c != ab))
+cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, DType ab, const void *a,
+                         const void *b, DType c, void *out, cudaStream_t stream) {
+  if (ab == DType::F32 || (c != DType::F32 && c != ab))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   Types types;
   types.ab = cudaTypeOf(ab);
@@ -350,7 +349,7 @@ cublasStatus_t gemmMixed(const BlasContext &blas, const GemmArgs &args, ElementT
 }
 
 cudaError_t toBf16(int64_t n, const float *x, __nv_bfloat16 *y, cudaStream_t stream) {
-  return narrow(Half16::BF16, n, x, reinterpret_cast<uint16_t *>(y), stream);
+  return narrow(DType::BF16, n, x, reinterpret_cast<uint16_t *>(y), stream);
 }
 
 } // namespace tessel::cuda

@@ -322,18 +322,20 @@ cudaError_t pagedAttention(const PagedAttentionArgs &a, ConstFloats q, ConstFloa
   const Parts parts = partsOf(a);
   if (parts.count > 65535 || (parts.count > 1 && !workspace))
     return cudaErrorInvalidValue;
-  const ElementType t = q.type;
+  const DType t = q.type;
   if (k.type == t && v.type == t && out.type == t && kCache.type == t && vCache.type == t) {
     switch (t) {
-    case ElementType::F32:
+    case DType::F32:
       return launchTyped<float>(a, q, k, v, positions, blockTable, out, kCache, vCache, workspace,
                                 stream);
-    case ElementType::BF16:
+    case DType::BF16:
       return launchTyped<__nv_bfloat16>(a, q, k, v, positions, blockTable, out, kCache, vCache,
                                         workspace, stream);
-    case ElementType::F16:
+    case DType::F16:
       return launchTyped<__half>(a, q, k, v, positions, blockTable, out, kCache, vCache, workspace,
                                  stream);
+    case DType::I32: // not a float operand
+      break;
     }
   }
   return launchAll(a, q, k, v, positions, blockTable, out, kCache, vCache, workspace, stream);

@@ -189,11 +189,11 @@ template <class Launch, class First, class... Rest>
 void withElementType(Launch launch, First first, Rest... rest) {
   if (((rest.type == first.type) && ...)) {
     switch (first.type) {
-    case ElementType::BF16:
+    case DType::BF16:
       return launch(typed<__nv_bfloat16>(first), typed<__nv_bfloat16>(rest)...);
-    case ElementType::F16:
+    case DType::F16:
       return launch(typed<__half>(first), typed<__half>(rest)...);
-    case ElementType::F32:
+    case DType::F32:
       return launch(typed<float>(first), typed<float>(rest)...);
     default:
       break;

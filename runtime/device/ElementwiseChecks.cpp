@@ -122,7 +122,7 @@ bool check(KernelCall &c, const catalogue::FusedElementwise &p, args::FusedEleme
                       std::to_string(a.steps.size()) + " steps");
       a.steps[step].rounded = true;
       a.steps[step].narrow =
-          *p.narrow == catalogue::Narrow::BF16 ? kernels::Half16::BF16 : kernels::Half16::F16;
+          *p.narrow == catalogue::Narrow::BF16 ? planfile::DType::BF16 : planfile::DType::F16;
     }
   }
   return true;

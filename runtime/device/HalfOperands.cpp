@@ -21,7 +21,7 @@ SixteenBit sixteenBitCall(const catalogue::KernelInfo &kernel,
                           const std::vector<planfile::DType> &outs, const char *device,
                           std::string &error) {
   const auto half = [](const std::vector<planfile::DType> &types) {
-    return std::any_of(types.begin(), types.end(), isHalf);
+    return std::any_of(types.begin(), types.end(), planfile::isHalf);
   };
   if (!half(ins) && !half(outs))
     return SixteenBit::Moved;
@@ -30,12 +30,6 @@ SixteenBit sixteenBitCall(const catalogue::KernelInfo &kernel,
     error = std::string("a 16-bit operand of a control kernel; the ") + device +
             " device runs those on f32 and i32 buffers";
   return how;
-}
-
-bool isHalf(planfile::DType t) { return t == planfile::DType::BF16 || t == planfile::DType::F16; }
-
-kernels::Half16 halfKind(planfile::DType t) {
-  return t == planfile::DType::BF16 ? kernels::Half16::BF16 : kernels::Half16::F16;
 }
 
 bool readsOutputs(const planfile::Instr &instr) {

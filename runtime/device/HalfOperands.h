@@ -32,12 +32,6 @@ SixteenBit sixteenBitCall(const catalogue::KernelInfo &kernel,
                           const std::vector<planfile::DType> &outs, const char *device,
                           std::string &error);
 
-/// Whether `t` is a 16-bit float type (bf16, f16), which the devices widen to f32.
-bool isHalf(planfile::DType t);
-
-/// The kernels' name for a 16-bit type.
-kernels::Half16 halfKind(planfile::DType t);
-
 /// Whether the call reads its outputs, so that they must be widened before it as well: it adds
 /// into them (the catalogue's `accumulate` parameter) or updates them in place (the caches of
 /// paged_attention, which keeps every position the call does not write). No other kernel reads

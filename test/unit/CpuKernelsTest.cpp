@@ -1874,7 +1874,7 @@ TEST(CpuKernelsElementwise, RoundedFusedStepsGiveTheBitsOfSixteenBitBuffers) {
   const Floats x = randomFloats(static_cast<size_t>(n), -3, 3, 80);
   const Floats b = randomFloats(static_cast<size_t>(n), -1, 1, 81);
   const Strides dense = denseStrides(shape);
-  for (Half16 type : {Half16::BF16, Half16::F16}) {
+  for (DType type : {DType::BF16, DType::F16}) {
     // Unfused: h = x + b stored 16-bit, then y = gelu(h) stored 16-bit, z = y * h in f32.
     auto stored = [&](Floats v) {
       std::vector<uint16_t> bits(v.size());
@@ -1901,7 +1901,7 @@ TEST(CpuKernelsElementwise, RoundedFusedStepsGiveTheBitsOfSixteenBitBuffers) {
     Floats out(static_cast<size_t>(n), NAN);
     fusedElementwise(shape, steps, {x.data(), b.data()}, {dense, dense}, {out.data()}, {2});
     EXPECT_EQ(0, std::memcmp(out.data(), z.data(), z.size() * sizeof(float)))
-        << (type == Half16::BF16 ? "bf16" : "f16");
+        << (type == DType::BF16 ? "bf16" : "f16");
     // Unrounded, the body computes in f32 throughout: other bits.
     steps[0].rounded = steps[1].rounded = false;
     fusedElementwise(shape, steps, {x.data(), b.data()}, {dense, dense}, {out.data()}, {2});

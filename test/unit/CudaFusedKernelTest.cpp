@@ -228,24 +228,22 @@ TEST_F(CudaFusedKernel, SixteenBitOperandsAreLoadedAndStoredInTheirOwnType) {
                                              stridesOf({0, 0, 0})};
   const std::vector<size_t> sizes = {455, 5, 1};
   const size_t elements = static_cast<size_t>(shape.numElements());
-  using cuda::ElementType;
-  const std::vector<ElementType> inTypes = {ElementType::BF16, ElementType::F16, ElementType::F32};
+  using planfile::DType;
+  const std::vector<DType> inTypes = {DType::BF16, DType::F16, DType::F32};
   // Every third step rounded to a 16-bit type, as a mixed-precision plan marks the values its
   // unfused kernels would store 16-bit, alternately bf16 and f16.
   std::vector<FusedStep> steps = everyOperation();
   for (size_t i = 0; i < steps.size(); i += 3) {
     steps[i].rounded = true;
-    steps[i].narrow = i % 2 ? cpu::Half16::F16 : cpu::Half16::BF16;
+    steps[i].narrow = i % 2 ? cpu::DType::F16 : cpu::DType::BF16;
   }
   const int32_t n = static_cast<int32_t>(steps.size());
   const std::vector<int32_t> outSteps = {4, 11, 12 + 2 * 6 + 1, 12 + 2 * 12, n - 3, n - 1};
-  const std::vector<ElementType> outTypes = {ElementType::BF16, ElementType::F32, ElementType::F16,
-                                             ElementType::BF16, ElementType::F16, ElementType::F32};
-  auto narrow = [](ElementType t, float v) {
-    return t == ElementType::BF16 ? floatToBf16(v) : floatToHalf(v);
-  };
-  auto widen = [](ElementType t, uint16_t h) {
-    return t == ElementType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
+  const std::vector<DType> outTypes = {DType::BF16, DType::F32, DType::F16,
+                                       DType::BF16, DType::F16, DType::F32};
+  auto narrow = [](DType t, float v) { return t == DType::BF16 ? floatToBf16(v) : floatToHalf(v); };
+  auto widen = [](DType t, uint16_t h) {
+    return t == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
   };
 
   // Inputs: the 16-bit ones as their bits, and widened for the interpreter.
@@ -255,7 +253,7 @@ TEST_F(CudaFusedKernel, SixteenBitOperandsAreLoadedAndStoredInTheirOwnType) {
   std::vector<const float *> genIns;
   for (size_t k = 0; k < 3; ++k) {
     Floats x = tessel::test::randomFloats(sizes[k], -2, 2, 900 + static_cast<uint32_t>(k));
-    if (inTypes[k] == ElementType::F32) {
+    if (inTypes[k] == DType::F32) {
       fullOnDevice.push_back(std::make_unique<DeviceFloats>(x));
       genIns.push_back(fullOnDevice.back()->get());
     } else {
@@ -276,7 +274,7 @@ TEST_F(CudaFusedKernel, SixteenBitOperandsAreLoadedAndStoredInTheirOwnType) {
   for (size_t o = 0; o < outSteps.size(); ++o) {
     interp.push_back(std::make_unique<DeviceFloats>(Floats(elements)));
     interpPtrs.push_back(interp.back()->get());
-    if (outTypes[o] == ElementType::F32) {
+    if (outTypes[o] == DType::F32) {
       genFull.push_back(std::make_unique<DeviceFloats>(Floats(elements)));
       genOuts.push_back(genFull.back()->get());
     } else {
@@ -303,7 +301,7 @@ TEST_F(CudaFusedKernel, SixteenBitOperandsAreLoadedAndStoredInTheirOwnType) {
   for (size_t o = 0; o < outSteps.size(); ++o) {
     const Floats expected = interp[o]->host();
     size_t differ = 0;
-    if (outTypes[o] == ElementType::F32) {
+    if (outTypes[o] == DType::F32) {
       const Floats got = genFull[full++]->host();
       for (size_t i = 0; i < elements; ++i)
         differ += !sameBits(expected[i], got[i]);

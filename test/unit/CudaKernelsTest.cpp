@@ -354,7 +354,7 @@ TEST_F(CudaKernels, Bf16ElementwiseKeepsTheBitsOnEveryPath) {
   // at offset 0 here, never at offset 1); one with an f32 operand runs on operands typed per
   // call. Both compute in f32 and round to nearest even, so both give the bits of the CPU's
   // f32 result rounded, and of each other.
-  constexpr auto kBf16 = cuda::ElementType::BF16;
+  constexpr auto kBf16 = cuda::DType::BF16;
   auto in = [](const uint16_t *p) { return cuda::ConstFloats(p, kBf16); };
   auto out = [](uint16_t *p) { return cuda::Floats(p, kBf16); };
   struct Case {
@@ -647,7 +647,7 @@ TEST_F(CudaKernels, AdamWMatchesCpuOverManyTensorsAndSteps) {
     b.step = step;
     b.lr = lr.get();
     b.gradScale = scale.get();
-    b.workingType = cuda::ElementType::BF16;
+    b.workingType = cuda::DType::BF16;
     std::vector<Floats> grad(k);
     std::vector<cpu::AdamWTensor> cpuTensors(k);
     std::vector<cuda::AdamWTensor> gpuTensors(k);
@@ -797,15 +797,15 @@ TEST_F(CudaKernels, SixteenBitGemmsAccumulateInF32AndRoundOnce) {
     g.strideB = g.n * g.ldb;
     g.strideC = g.m * g.ldc;
     const GemmExtents e = extentsOf(g);
-    for (cuda::ElementType ab : {cuda::ElementType::BF16, cuda::ElementType::F16})
+    for (cuda::DType ab : {cuda::DType::BF16, cuda::DType::F16})
       for (bool wideOut : {true, false}) {
-        const bool bf16 = ab == cuda::ElementType::BF16;
+        const bool bf16 = ab == cuda::DType::BF16;
         const std::string what = std::string(bf16 ? "bf16" : "f16") + " into " +
                                  (wideOut ? "f32 "
                                   : bf16  ? "bf16 "
                                           : "f16 ") +
                                  describe(g);
-        const cpu::Half16 half = bf16 ? cpu::Half16::BF16 : cpu::Half16::F16;
+        const cpu::DType half = bf16 ? cpu::DType::BF16 : cpu::DType::F16;
         auto toHalf = [&](float v) {
           return bf16 ? tessel::floatToBf16(v) : tessel::floatToHalf(v);
         };
@@ -819,7 +819,7 @@ TEST_F(CudaKernels, SixteenBitGemmsAccumulateInF32AndRoundOnce) {
         ASSERT_EQ(cuda::narrow(half, e.a, fa.get(), ha.get(), stream), cudaSuccess);
         ASSERT_EQ(cuda::narrow(half, e.b, fb.get(), hb.get(), stream), cudaSuccess);
         ASSERT_EQ(cuda::gemmMixed(blas(), g, ab, ha.get(), hb.get(),
-                                  wideOut ? cuda::ElementType::F32 : ab,
+                                  wideOut ? cuda::DType::F32 : ab,
                                   wideOut ? static_cast<void *>(fc.get()) : hc.get(), stream),
                   CUBLAS_STATUS_SUCCESS)
             << what;
@@ -847,11 +847,11 @@ TEST_F(CudaKernels, SixteenBitGemmsAccumulateInF32AndRoundOnce) {
   // An f32 A with a 16-bit C, or C of the other 16-bit type, is not a mixed product.
   cpu::GemmArgs g = gemmArgs(1, 16, 16, 16, false, false, 0);
   DeviceArray<uint16_t> x(256);
-  EXPECT_EQ(cuda::gemmMixed(blas(), g, cuda::ElementType::F32, x.get(), x.get(),
-                            cuda::ElementType::BF16, x.get(), stream),
+  EXPECT_EQ(cuda::gemmMixed(blas(), g, cuda::DType::F32, x.get(), x.get(), cuda::DType::BF16,
+                            x.get(), stream),
             CUBLAS_STATUS_NOT_SUPPORTED);
-  EXPECT_EQ(cuda::gemmMixed(blas(), g, cuda::ElementType::BF16, x.get(), x.get(),
-                            cuda::ElementType::F16, x.get(), stream),
+  EXPECT_EQ(cuda::gemmMixed(blas(), g, cuda::DType::BF16, x.get(), x.get(), cuda::DType::F16,
+                            x.get(), stream),
             CUBLAS_STATUS_NOT_SUPPORTED);
 }
 

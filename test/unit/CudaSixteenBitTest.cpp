@@ -44,19 +44,19 @@ using tessel::test::stridesOf;
 /// A device buffer of `n` elements of `type`, holding `values` rounded to that type.
 class Buffer {
 public:
-  Buffer(cuda::ElementType type, const Values &values) : type_(type), n_(values.size()) {
+  Buffer(cuda::DType type, const Values &values) : type_(type), n_(values.size()) {
     EXPECT_EQ(cudaMalloc(&data_, bytes()), cudaSuccess);
-    if (type == cuda::ElementType::F32) {
+    if (type == cuda::DType::F32) {
       EXPECT_EQ(cudaMemcpy(data_, values.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
       return;
     }
     std::vector<uint16_t> bits(n_);
     for (size_t i = 0; i < n_; ++i)
-      bits[i] = type == cuda::ElementType::BF16 ? tessel::floatToBf16(values[i])
-                                                : tessel::floatToHalf(values[i]);
+      bits[i] = type == cuda::DType::BF16 ? tessel::floatToBf16(values[i])
+                                          : tessel::floatToHalf(values[i]);
     EXPECT_EQ(cudaMemcpy(data_, bits.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
   }
-  Buffer(cuda::ElementType type, size_t n) : Buffer(type, Values(n, 0.0f)) {}
+  Buffer(cuda::DType type, size_t n) : Buffer(type, Values(n, 0.0f)) {}
   ~Buffer() { cudaFree(data_); }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
@@ -67,15 +67,15 @@ public:
   Values host() const {
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     Values out(n_);
-    if (type_ == cuda::ElementType::F32) {
+    if (type_ == cuda::DType::F32) {
       EXPECT_EQ(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
       return out;
     }
     std::vector<uint16_t> bits(n_);
     EXPECT_EQ(cudaMemcpy(bits.data(), data_, bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
     for (size_t i = 0; i < n_; ++i)
-      out[i] = type_ == cuda::ElementType::BF16 ? tessel::bf16ToFloat(bits[i])
-                                                : tessel::halfToFloat(bits[i]);
+      out[i] =
+          type_ == cuda::DType::BF16 ? tessel::bf16ToFloat(bits[i]) : tessel::halfToFloat(bits[i]);
     return out;
   }
 
@@ -83,35 +83,34 @@ private:
   size_t bytes() const {
     return std::max<size_t>(n_, 1) * static_cast<size_t>(cuda::elementBytes(type_));
   }
-  cuda::ElementType type_;
+  cuda::DType type_;
   size_t n_;
   void *data_ = nullptr;
 };
 
 /// `values` as a buffer of `type` holds them.
-Values rounded(cuda::ElementType type, const Values &values) {
+Values rounded(cuda::DType type, const Values &values) {
   Values out(values.size());
   for (size_t i = 0; i < values.size(); ++i)
-    out[i] = type == cuda::ElementType::BF16  ? tessel::bf16ToFloat(tessel::floatToBf16(values[i]))
-             : type == cuda::ElementType::F16 ? tessel::halfToFloat(tessel::floatToHalf(values[i]))
-                                              : values[i];
+    out[i] = type == cuda::DType::BF16  ? tessel::bf16ToFloat(tessel::floatToBf16(values[i]))
+             : type == cuda::DType::F16 ? tessel::halfToFloat(tessel::floatToHalf(values[i]))
+                                        : values[i];
   return out;
 }
 
 /// One unit in the last place of `type` at v (f32: 2^-16 relative, room for sums whose
 /// multiply-adds the two instantiations contract differently).
-float ulp(cuda::ElementType type, float v) {
-  const int bits = type == cuda::ElementType::BF16 ? 8 : type == cuda::ElementType::F16 ? 11 : 16;
+float ulp(cuda::DType type, float v) {
+  const int bits = type == cuda::DType::BF16 ? 8 : type == cuda::DType::F16 ? 11 : 16;
   int exponent = 0;
   std::frexp(v == 0.0f ? 1e-30f : v, &exponent);
-  const float smallest = type == cuda::ElementType::F16 ? std::ldexp(1.0f, -24) : 0.0f;
+  const float smallest = type == cuda::DType::F16 ? std::ldexp(1.0f, -24) : 0.0f;
   return std::max(std::ldexp(1.0f, exponent - bits), smallest);
 }
 
 /// `got` (an output of `type`) is `want` (the f32 launch's output, rounded to `type`) within
 /// one unit in its last place.
-void expectSame(cuda::ElementType type, const Values &want, const Values &got,
-                const std::string &what) {
+void expectSame(cuda::DType type, const Values &want, const Values &got, const std::string &what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   const Values target = rounded(type, want);
   int reported = 0;
@@ -127,10 +126,10 @@ void expectSame(cuda::ElementType type, const Values &want, const Values &got,
   }
 }
 
-const cuda::ElementType kHalfTypes[] = {cuda::ElementType::BF16, cuda::ElementType::F16};
+const cuda::DType kHalfTypes[] = {cuda::DType::BF16, cuda::DType::F16};
 
-std::string nameOf(cuda::ElementType t) {
-  return t == cuda::ElementType::BF16 ? "bf16" : t == cuda::ElementType::F16 ? "f16" : "f32";
+std::string nameOf(cuda::DType t) {
+  return t == cuda::DType::BF16 ? "bf16" : t == cuda::DType::F16 ? "f16" : "f32";
 }
 
 class CudaSixteenBit : public ::testing::Test {
@@ -144,9 +143,9 @@ protected:
 };
 
 TEST_F(CudaSixteenBit, MapsAndCopiesRoundTheF32Values) {
-  constexpr auto F32 = cuda::ElementType::F32;
+  constexpr auto F32 = cuda::DType::F32;
   const int64_t n = 2053;
-  for (cuda::ElementType t : kHalfTypes) {
+  for (cuda::DType t : kHalfTypes) {
     const Values x = rounded(t, randomFloats(n, 0.1f, 3.0f, 1)),
                  y = rounded(t, randomFloats(n, -2.0f, 2.0f, 2));
     Buffer hx(t, x), hy(t, y), hout(t, n), fx(F32, x), fy(F32, y), fout(F32, n);
@@ -217,8 +216,8 @@ TEST_F(CudaSixteenBit, MapsAndCopiesRoundTheF32Values) {
 }
 
 TEST_F(CudaSixteenBit, RowKernelsRoundTheF32Values) {
-  constexpr auto F32 = cuda::ElementType::F32;
-  for (cuda::ElementType t : kHalfTypes)
+  constexpr auto F32 = cuda::DType::F32;
+  for (cuda::DType t : kHalfTypes)
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 771}, {3, 5}, {9, 2048}}) {
       const int64_t n = rows * cols;
       const std::string what = nameOf(t) + " " + std::to_string(rows) + "x" + std::to_string(cols);
@@ -303,8 +302,8 @@ TEST_F(CudaSixteenBit, RowKernelsRoundTheF32Values) {
 }
 
 TEST_F(CudaSixteenBit, EmbeddingRopeAndReduceRoundTheF32Values) {
-  constexpr auto F32 = cuda::ElementType::F32;
-  for (cuda::ElementType t : kHalfTypes) {
+  constexpr auto F32 = cuda::DType::F32;
+  for (cuda::DType t : kHalfTypes) {
     const int64_t n = 211, rows = 7, cols = 45, first = 14, vocab = 35;
     std::mt19937 rng(400);
     std::vector<int32_t> ids(n);
@@ -373,14 +372,14 @@ TEST_F(CudaSixteenBit, EmbeddingRopeAndReduceRoundTheF32Values) {
 
 /// paged_attention on operands of `type` (the caches `cacheType`) against the f32 launch on the
 /// same values: the caches are moved as they are, the output rounded once.
-void checkPagedTypes(cuda::ElementType type, cuda::ElementType cacheType,
-                     const tessel::test::PagedSpec &spec, uint32_t seed) {
-  constexpr auto F32 = cuda::ElementType::F32;
+void checkPagedTypes(cuda::DType type, cuda::DType cacheType, const tessel::test::PagedSpec &spec,
+                     uint32_t seed) {
+  constexpr auto F32 = cuda::DType::F32;
   tessel::test::PagedScene x = tessel::test::pagedScene(spec, seed);
   // Values both 16-bit types hold, so that a key stored in a cache of another type keeps its
   // value.
   for (Values *v : {&x.q, &x.k, &x.v, &x.kCache, &x.vCache})
-    *v = rounded(cuda::ElementType::BF16, rounded(cuda::ElementType::F16, *v));
+    *v = rounded(cuda::DType::BF16, rounded(cuda::DType::F16, *v));
   const cpu::PagedAttentionArgs &a = x.args;
   int32_t *ids = nullptr;
   float *work = nullptr;
@@ -417,10 +416,10 @@ void checkPagedTypes(cuda::ElementType type, cuda::ElementType cacheType,
 }
 
 TEST_F(CudaSixteenBit, PagedAttentionRoundsTheF32Values) {
-  constexpr auto F32 = cuda::ElementType::F32;
+  constexpr auto F32 = cuda::DType::F32;
   const std::vector<tessel::test::PagedSpec> specs = tessel::test::pagedSpecs();
   uint32_t seed = 760;
-  for (cuda::ElementType t : kHalfTypes) {
+  for (cuda::DType t : kHalfTypes) {
     // Every operand 16-bit, on caches split over several blocks and not.
     checkPagedTypes(t, t, specs[2], seed += 10);
     checkPagedTypes(t, t, specs[6], seed += 10);
@@ -430,7 +429,7 @@ TEST_F(CudaSixteenBit, PagedAttentionRoundsTheF32Values) {
 }
 
 TEST_F(CudaSixteenBit, RopeAtGivenPositionsRoundsTheF32Values) {
-  constexpr auto F32 = cuda::ElementType::F32;
+  constexpr auto F32 = cuda::DType::F32;
   const int64_t batch = 2, seq = 5, heads = 3, head = 8, elements = batch * seq * heads * head;
   const std::vector<int32_t> positions = {7, 8, -1, 9, 10, 0, 3, 100, 2, 1};
   int32_t *dPositions = nullptr;
@@ -439,7 +438,7 @@ TEST_F(CudaSixteenBit, RopeAtGivenPositionsRoundsTheF32Values) {
   ASSERT_EQ(cudaMemcpy(dPositions, positions.data(), positions.size() * sizeof(int32_t),
                        cudaMemcpyHostToDevice),
             cudaSuccess);
-  for (cuda::ElementType t : kHalfTypes) {
+  for (cuda::DType t : kHalfTypes) {
     const Values x = rounded(t, randomFloats(elements, -2, 2, 790));
     Buffer hx(t, x), hy(t, elements), fx(F32, x), fy(F32, elements);
     for (bool inverse : {false, true}) {
@@ -483,10 +482,10 @@ void expectNear(const Values &want, const Values &got, float tol, const std::str
 
 /// Forward and backward of the tensor-core kernels against the CPU's f32 kernels on the same
 /// rounded q, k, v and dout; the backward pass twice, for the same bits.
-void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint32_t seed) {
+void checkFlashAttention(cuda::DType t, const cpu::AttentionArgs &a, uint32_t seed) {
   ASSERT_TRUE(cuda::flashAttentionTakes(a)) << describe(a);
-  const float tol = t == cuda::ElementType::BF16 ? 2e-2f : 4e-3f;
-  const cuda::Half16 type = t == cuda::ElementType::BF16 ? cuda::Half16::BF16 : cuda::Half16::F16;
+  const float tol = t == cuda::DType::BF16 ? 2e-2f : 4e-3f;
+  const cuda::DType type = t == cuda::DType::BF16 ? cuda::DType::BF16 : cuda::DType::F16;
   const int64_t nq = a.batch * a.seq * a.heads * a.head;
   const int64_t nkv = a.batch * a.kvSeq * a.kvHeads * a.head;
   const Values q = rounded(t, randomFloats(nq, -1, 1, seed)),
@@ -504,7 +503,7 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
   void *work = nullptr;
   ASSERT_EQ(cudaMalloc(&work, cuda::flashAttentionGradWorkspaceBytes(a, /*saved=*/false)), cudaSuccess);
   const std::string what = nameOf(t) + " tensor-core " + describe(a);
-  Buffer hlse(cuda::ElementType::F32, rows);
+  Buffer hlse(cuda::DType::F32, rows);
   float *lseBits = static_cast<float *>(hlse.out().data);
   ASSERT_EQ(cuda::flashAttention(type, a, bits(hq), bits(hk), bits(hv), mut(hout), lseBits,
                                  nullptr),
@@ -542,7 +541,7 @@ void checkFlashAttention(cuda::ElementType t, const cpu::AttentionArgs &a, uint3
 }
 
 TEST_F(CudaSixteenBit, FlashAttentionMatchesTheF32Kernels) {
-  for (cuda::ElementType t : kHalfTypes) {
+  for (cuda::DType t : kHalfTypes) {
     // Causal over several tiles with a ragged last one, two query heads per kv head.
     checkFlashAttention(t, attentionOf(2, 130, 4, 130, 2, 64, true, 0), 700);
     // Full attention over more keys than queries, one kv head for both (MQA), head 128.

@@ -119,15 +119,15 @@ TEST(Float16, BulkConversionsAreTheScalarOnes) {
   std::vector<float> x(100000);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(static_cast<float>(i)) * std::exp2(static_cast<float>(i % 60) - 30);
-  for (cpu::Half16 type : {cpu::Half16::BF16, cpu::Half16::F16}) {
+  for (cpu::DType type : {cpu::DType::BF16, cpu::DType::F16}) {
     std::vector<uint16_t> h(x.size());
     std::vector<float> back(x.size());
     cpu::narrow(type, static_cast<int64_t>(x.size()), x.data(), h.data());
     cpu::widen(type, static_cast<int64_t>(x.size()), h.data(), back.data());
     for (size_t i = 0; i < x.size(); ++i) {
-      const uint16_t want = type == cpu::Half16::BF16 ? floatToBf16(x[i]) : floatToHalf(x[i]);
+      const uint16_t want = type == cpu::DType::BF16 ? floatToBf16(x[i]) : floatToHalf(x[i]);
       ASSERT_EQ(h[i], want) << i;
-      ASSERT_EQ(back[i], type == cpu::Half16::BF16 ? bf16ToFloat(want) : halfToFloat(want));
+      ASSERT_EQ(back[i], type == cpu::DType::BF16 ? bf16ToFloat(want) : halfToFloat(want));
     }
   }
 }

@@ -136,8 +136,8 @@ TEST(FusedSource, SixteenBitOperandsAreWidenedOnLoadAndRoundedOnStore) {
   const std::vector<FusedStep> steps = {step(FusedStep::Kind::Binary, {0, 1})};
   std::string f32, mixed, error;
   ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, 0}, f32, error)) << error;
-  layout.inTypes = {cuda::ElementType::BF16, cuda::ElementType::F16};
-  layout.outTypes = {cuda::ElementType::F32, cuda::ElementType::BF16};
+  layout.inTypes = {planfile::DType::BF16, planfile::DType::F16};
+  layout.outTypes = {planfile::DType::F32, planfile::DType::BF16};
   ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {0, 0}, mixed, error)) << error;
   // The types are part of the text, so of the kernel cache's key.
   EXPECT_NE(f32, mixed);
@@ -166,7 +166,7 @@ TEST(FusedSource, RoundedStepsTakeTheirSixteenBitValue) {
   steps[1].unary = steps[2].unary = UnaryKind::Gelu;
   steps[0].rounded = true;
   steps[1].rounded = true;
-  steps[1].narrow = cpu::Half16::F16;
+  steps[1].narrow = cpu::DType::F16;
   std::string source, error;
   ASSERT_TRUE(cuda::fusedKernelSource(steps, layout, {2}, source, error)) << error;
   EXPECT_NE(source.find("const float t0 = fromBf16(toBf16(rounded(applyBinary(BinaryKind::Add, "
@@ -218,11 +218,11 @@ TEST(Nvrtc, CompilesEveryOperationForSm80AndSm90) {
   // f32 operands, and every 16-bit load and store and every step rounded in turn to each type.
   for (bool half : {false, true}) {
     if (half) {
-      layout.inTypes = {cuda::ElementType::BF16, cuda::ElementType::F16, cuda::ElementType::F32};
-      layout.outTypes = {cuda::ElementType::F16, cuda::ElementType::BF16};
+      layout.inTypes = {planfile::DType::BF16, planfile::DType::F16, planfile::DType::F32};
+      layout.outTypes = {planfile::DType::F16, planfile::DType::BF16};
       for (size_t i = 0; i < steps.size(); ++i) {
         steps[i].rounded = true;
-        steps[i].narrow = i % 2 ? cpu::Half16::F16 : cpu::Half16::BF16;
+        steps[i].narrow = i % 2 ? cpu::DType::F16 : cpu::DType::BF16;
       }
     }
     std::string source, error;

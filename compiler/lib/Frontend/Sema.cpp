@@ -10,22 +10,6 @@
 using namespace tessel;
 using namespace tessel::detail;
 
-const char *tessel::dtypeName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
-}
-
-bool tessel::isFloat(DType type) { return type != DType::I32; }
-
 const char *tessel::initKindName(InitSpec::Kind kind) {
   switch (kind) {
   case InitSpec::Normal:

@@ -39,11 +39,11 @@ float *scratch(size_t slot, uint64_t elements) {
 /// `n` elements of input or output `k` in f32: widened into scratch slot `slot` when 16-bit
 /// (an output only when `read`), else the operand itself.
 float *asF32(planfile::DType t, void *p, uint64_t n, size_t slot, bool read) {
-  if (!isHalf(t))
+  if (!planfile::isHalf(t))
     return static_cast<float *>(p);
   float *s = scratch(slot, n);
   if (read)
-    cpu::widen(halfKind(t), static_cast<int64_t>(n), static_cast<const uint16_t *>(p), s);
+    cpu::widen(t, static_cast<int64_t>(n), static_cast<const uint16_t *>(p), s);
   return s;
 }
 
@@ -52,7 +52,7 @@ float *asF32(planfile::DType t, void *p, uint64_t n, size_t slot, bool read) {
 bool widenedPagedAttention(KernelCall &c, const KernelArgs &args) {
   const planfile::Instr &instr = *c.instr;
   const planfile::DType kType = instr.outputs[1].dtype, vType = instr.outputs[2].dtype;
-  if (!isHalf(kType) || !isHalf(vType))
+  if (!planfile::isHalf(kType) || !planfile::isHalf(vType))
     return widenedCall(c, args);
   kernels::PagedAttentionArgs a = args.as<args::PagedAttention>().a;
   const int32_t *positions = c.ids(3), *table = c.ids(4);
@@ -87,15 +87,13 @@ bool widenedPagedAttention(KernelCall &c, const KernelArgs &args) {
   float *kCache = scratch(4, held), *vCache = scratch(5, held);
   auto *kHalf = static_cast<uint16_t *>(c.out[1]), *vHalf = static_cast<uint16_t *>(c.out[2]);
   for (size_t u = 0; u < used.size(); ++u) {
-    cpu::widen(halfKind(kType), blockElements, kHalf + used[u] * blockElements,
-               kCache + u * blockElements);
-    cpu::widen(halfKind(vType), blockElements, vHalf + used[u] * blockElements,
-               vCache + u * blockElements);
+    cpu::widen(kType, blockElements, kHalf + used[u] * blockElements, kCache + u * blockElements);
+    cpu::widen(vType, blockElements, vHalf + used[u] * blockElements, vCache + u * blockElements);
   }
   a.blocks = static_cast<int64_t>(std::max<size_t>(used.size(), 1));
   cpu::pagedAttention(a, q, k, v, positions, compactTable.data(), o, kCache, vCache);
-  if (isHalf(instr.outputs[0].dtype))
-    cpu::narrow(halfKind(instr.outputs[0].dtype), static_cast<int64_t>(c.outElements[0]), o,
+  if (planfile::isHalf(instr.outputs[0].dtype))
+    cpu::narrow(instr.outputs[0].dtype, static_cast<int64_t>(c.outElements[0]), o,
                 static_cast<uint16_t *>(c.out[0]));
   // Only the new tokens' slots changed: they go back.
   const int64_t row = a.kvHeads * a.head;
@@ -108,9 +106,9 @@ bool widenedPagedAttention(KernelCall &c, const KernelArgs &args) {
       if (u < 0)
         continue;
       const int64_t at = (p % a.blockSize) * row;
-      cpu::narrow(halfKind(kType), row, kCache + u * blockElements + at,
+      cpu::narrow(kType, row, kCache + u * blockElements + at,
                   kHalf + used[u] * blockElements + at);
-      cpu::narrow(halfKind(vType), row, vCache + u * blockElements + at,
+      cpu::narrow(vType, row, vCache + u * blockElements + at,
                   vHalf + used[u] * blockElements + at);
     }
   return true;
@@ -123,16 +121,15 @@ bool widenedCall(KernelCall &c, const KernelArgs &args) {
   size_t slot = 0;
   for (size_t k = 0; k < c.in.size(); ++k) {
     planfile::DType t = instr.inputs[k].dtype;
-    if (!isHalf(t))
+    if (!planfile::isHalf(t))
       continue;
     float *s = scratch(slot++, c.inElements[k]);
-    cpu::widen(halfKind(t), static_cast<int64_t>(c.inElements[k]),
-               static_cast<const uint16_t *>(in[k]), s);
+    cpu::widen(t, static_cast<int64_t>(c.inElements[k]), static_cast<const uint16_t *>(in[k]), s);
     c.in[k] = s;
   }
   for (size_t k = 0; k < c.out.size(); ++k) {
     planfile::DType t = instr.outputs[k].dtype;
-    if (!isHalf(t))
+    if (!planfile::isHalf(t))
       continue;
     const size_t same = inputSameAsOutput(instr, c, in, out, k);
     if (same < in.size()) {
@@ -141,14 +138,14 @@ bool widenedCall(KernelCall &c, const KernelArgs &args) {
     }
     float *s = scratch(slot++, c.outElements[k]);
     if (readsOutputs(instr))
-      cpu::widen(halfKind(t), static_cast<int64_t>(c.outElements[k]),
-                 static_cast<const uint16_t *>(out[k]), s);
+      cpu::widen(t, static_cast<int64_t>(c.outElements[k]), static_cast<const uint16_t *>(out[k]),
+                 s);
     c.out[k] = s;
   }
   bool ok = f32(c, args);
   for (size_t k = 0; k < c.out.size(); ++k)
-    if (isHalf(instr.outputs[k].dtype))
-      cpu::narrow(halfKind(instr.outputs[k].dtype), static_cast<int64_t>(c.outElements[k]),
+    if (planfile::isHalf(instr.outputs[k].dtype))
+      cpu::narrow(instr.outputs[k].dtype, static_cast<int64_t>(c.outElements[k]),
                   static_cast<const float *>(c.out[k]), static_cast<uint16_t *>(out[k]));
   c.in = std::move(in);
   c.out = std::move(out);

@@ -108,7 +108,7 @@ void CudaCommMemory::reduce(ReduceOp op, float *acc, const void *x, planfile::DT
   float *sums = static_cast<float *>(into);
   note(type == planfile::DType::F32
            ? cuda::combine(max, n, sums, static_cast<const float *>(from), cudaStreamPerThread)
-           : cuda::combine(max, halfKind(type), n, sums, static_cast<const uint16_t *>(from),
+           : cuda::combine(max, type, n, sums, static_cast<const uint16_t *>(from),
                            cudaStreamPerThread));
   writeBack(*this, acc, into, bytes);
 }
@@ -124,7 +124,7 @@ void CudaCommMemory::widen(float *to, const void *from, planfile::DType type, in
   void *into = writable(*this, ordinal_, to, bytes, false, stagedTo);
   if (!x || !into)
     return note(cudaErrorMemoryAllocation);
-  note(cuda::widen(halfKind(type), n, static_cast<const uint16_t *>(x), static_cast<float *>(into),
+  note(cuda::widen(type, n, static_cast<const uint16_t *>(x), static_cast<float *>(into),
                    cudaStreamPerThread));
   writeBack(*this, to, into, bytes);
 }
@@ -141,7 +141,7 @@ void CudaCommMemory::narrow(void *to, planfile::DType type, const float *from, i
   void *into = writable(*this, ordinal_, to, bytes, false, stagedTo);
   if (!x || !into)
     return note(cudaErrorMemoryAllocation);
-  note(cuda::narrow(halfKind(type), n, static_cast<const float *>(x), static_cast<uint16_t *>(into),
+  note(cuda::narrow(type, n, static_cast<const float *>(x), static_cast<uint16_t *>(into),
                     cudaStreamPerThread));
   writeBack(*this, to, into, bytes);
 }

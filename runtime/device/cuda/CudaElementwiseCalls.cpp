@@ -119,7 +119,7 @@ bool launch(KernelCall &c, const args::FusedElementwise &a) {
   if (c.instr)
     for (const auto *operands : {&c.instr->inputs, &c.instr->outputs})
       for (const planfile::BufferRef &b : *operands)
-        widened = widened || isHalf(b.dtype);
+        widened = widened || planfile::isHalf(b.dtype);
   if (cudaKernel_t generated = widened ? nullptr : cudaLaunchOf(c).fusedKernel(c.instr))
     return launchGenerated(c, a, generated);
   std::vector<const float *> ins;

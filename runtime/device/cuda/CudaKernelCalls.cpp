@@ -38,11 +38,11 @@ cuda::IdError *idError(const KernelCall &c) { return cudaLaunchOf(c).idError(); 
 
 /// Input k at the plan's element type (f32 for a call made without a plan instruction).
 cuda::ConstFloats typedIn(KernelCall &c, size_t k) {
-  return {c.in[k], c.instr ? elementTypeOf(c.instr->inputs[k].dtype) : cuda::ElementType::F32};
+  return {c.in[k], c.instr ? operandTypeOf(c.instr->inputs[k].dtype) : planfile::DType::F32};
 }
 /// Output k at the plan's element type.
 cuda::Floats typedOut(KernelCall &c, size_t k) {
-  return {c.out[k], c.instr ? elementTypeOf(c.instr->outputs[k].dtype) : cuda::ElementType::F32};
+  return {c.out[k], c.instr ? operandTypeOf(c.instr->outputs[k].dtype) : planfile::DType::F32};
 }
 
 /// `bytes` of the launch's scratch memory; null with the call's error.
@@ -78,9 +78,9 @@ bool launchFusedHalf(KernelCall &c, const KernelArgs &args) {
 
 /// The one 16-bit type of a call's first `ins` inputs and `outs` outputs (its operands of the
 /// data's type: the rest are f32 statistics), if there is one.
-std::optional<cuda::Half16> oneHalfType(const KernelCall &c, size_t ins, size_t outs) {
+std::optional<planfile::DType> oneHalfType(const KernelCall &c, size_t ins, size_t outs) {
   const planfile::DType t = c.instr->inputs[0].dtype;
-  if (!isHalf(t))
+  if (!planfile::isHalf(t))
     return std::nullopt;
   for (size_t k = 0; k < ins; ++k)
     if (c.instr->inputs[k].dtype != t)
@@ -88,7 +88,7 @@ std::optional<cuda::Half16> oneHalfType(const KernelCall &c, size_t ins, size_t 
   for (size_t k = 0; k < outs; ++k)
     if (c.instr->outputs[k].dtype != t)
       return std::nullopt;
-  return halfKind(t);
+  return t;
 }
 
 const uint16_t *halfIn(const KernelCall &c, size_t k) {
@@ -108,9 +108,9 @@ bool operandsAligned(const KernelCall &c) {
 /// The type the tensor-core attention kernels run a call on: its first `ins` inputs and `outs`
 /// outputs (all but the f32 lse) of one 16-bit type, at sizes they take, on 16 bytes. None for
 /// any other call, which runs widened.
-std::optional<cuda::Half16> tensorCoreType(const KernelCall &c, const cuda::AttentionArgs &a,
-                                           size_t ins, size_t outs) {
-  const std::optional<cuda::Half16> type = oneHalfType(c, ins, outs);
+std::optional<planfile::DType> tensorCoreType(const KernelCall &c, const cuda::AttentionArgs &a,
+                                              size_t ins, size_t outs) {
+  const std::optional<planfile::DType> type = oneHalfType(c, ins, outs);
   if (!type || !cuda::flashAttentionTakes(a) || !operandsAligned(c))
     return std::nullopt;
   return type;
@@ -120,7 +120,7 @@ std::optional<cuda::Half16> tensorCoreType(const KernelCall &c, const cuda::Atte
 /// they take the call, else the f32 kernel between widening copies.
 bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
   const args::Attention &call = args.as<args::Attention>();
-  const std::optional<cuda::Half16> type = tensorCoreType(c, call.a, 3, 1);
+  const std::optional<planfile::DType> type = tensorCoreType(c, call.a, 3, 1);
   if (!type)
     return cudaWidenedCall(c, args);
   return launched(c, cuda::flashAttention(*type, call.a, halfIn(c, 0), halfIn(c, 1), halfIn(c, 2),
@@ -130,7 +130,7 @@ bool launchAttentionHalf(KernelCall &c, const KernelArgs &args) {
 
 bool launchAttentionGradHalf(KernelCall &c, const KernelArgs &args) {
   const args::AttentionGrad &call = args.as<args::AttentionGrad>();
-  const std::optional<cuda::Half16> type = tensorCoreType(c, call.a, call.lse ? 5 : 4, 3);
+  const std::optional<planfile::DType> type = tensorCoreType(c, call.a, call.lse ? 5 : 4, 3);
   if (!type)
     return cudaWidenedCall(c, args);
   void *workspace = scratchBytes(c, cuda::flashAttentionGradWorkspaceBytes(call.a, call.lse));

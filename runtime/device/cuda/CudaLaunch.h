@@ -49,11 +49,10 @@ inline CudaLaunch &cudaLaunchOf(const KernelCall &call) {
 /// one.
 KernelFn cudaKernel(catalogue::KernelId id);
 
-/// A plan's element type as the CUDA kernels name it (i32 has no entry: f32).
-inline cuda::ElementType elementTypeOf(planfile::DType t) {
-  return t == planfile::DType::BF16  ? cuda::ElementType::BF16
-         : t == planfile::DType::F16 ? cuda::ElementType::F16
-                                     : cuda::ElementType::F32;
+/// The type a float operand (ConstFloats, Floats) is taken at: its buffer's own, f32 for an i32
+/// buffer (kernels that read ids take them as ints, never through a float operand).
+inline planfile::DType operandTypeOf(planfile::DType t) {
+  return planfile::isFloat(t) ? t : planfile::DType::F32;
 }
 
 /// The CUDA launch of kernel `id` made for the 16-bit types of these operands, or null where

@@ -85,7 +85,7 @@ bool launch(KernelCall &c, const args::AdamW &a) {
   // sends 16-bit ones here, not through the widening wrapper); the catalogue gives every
   // working copy of a call one type.
   if (a.working)
-    h.workingType = elementTypeOf(c.instr->outputs[3 * k].dtype);
+    h.workingType = operandTypeOf(c.instr->outputs[3 * k].dtype);
   std::vector<cuda::AdamWTensor> tensors(k);
   for (size_t t = 0; t < k; ++t)
     tensors[t] = {a.n[t],        c.fout(t),         c.fin(t),

@@ -54,9 +54,9 @@ bool launchMixedGemm(KernelCall &c, const KernelArgs &args) {
   auto *out = static_cast<char *>(c.out[0]);
   for (const auto &[ao, bo, co] : g.offsets)
     if (!multiplied(c,
-                    cuda::gemmMixed(blas, g.args, elementTypeOf(abType),
+                    cuda::gemmMixed(blas, g.args, operandTypeOf(abType),
                                     a + static_cast<size_t>(ao) * abBytes,
-                                    b + static_cast<size_t>(bo) * abBytes, elementTypeOf(outType),
+                                    b + static_cast<size_t>(bo) * abBytes, operandTypeOf(outType),
                                     out + static_cast<size_t>(co) * outBytes, stream(c))))
       return false;
   return true;

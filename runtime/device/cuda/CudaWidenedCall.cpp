@@ -42,7 +42,7 @@ bool cudaWidenedCall(KernelCall &c, const KernelArgs &args) {
       c.fail("scratch memory: " + why);
       return nullptr;
     }
-    if (read && !converted(c, cuda::widen(halfKind(t), static_cast<int64_t>(n),
+    if (read && !converted(c, cuda::widen(t, static_cast<int64_t>(n),
                                           static_cast<const uint16_t *>(x), s, stream)))
       return nullptr;
     return s;
@@ -51,11 +51,11 @@ bool cudaWidenedCall(KernelCall &c, const KernelArgs &args) {
   // kernel needs it).
   const bool widenOutputs = readsOutputs(instr);
   for (size_t k = 0; ok && k < c.in.size(); ++k)
-    if (isHalf(instr.inputs[k].dtype))
+    if (planfile::isHalf(instr.inputs[k].dtype))
       ok = (c.in[k] = wide(in[k], instr.inputs[k].dtype, c.inElements[k], true)) != nullptr;
   for (size_t k = 0; ok && k < c.out.size(); ++k) {
     const planfile::DType t = instr.outputs[k].dtype;
-    if (!isHalf(t))
+    if (!planfile::isHalf(t))
       continue;
     const size_t same = inputSameAsOutput(instr, c, in, out, k);
     // An output that is one of the inputs shares its copy, so in-place kernels stay in place.
@@ -67,9 +67,8 @@ bool cudaWidenedCall(KernelCall &c, const KernelArgs &args) {
   if (ok)
     ok = f32(c, args);
   for (size_t k = 0; ok && k < c.out.size(); ++k)
-    if (isHalf(instr.outputs[k].dtype))
-      ok = converted(c, cuda::narrow(halfKind(instr.outputs[k].dtype),
-                                     static_cast<int64_t>(c.outElements[k]),
+    if (planfile::isHalf(instr.outputs[k].dtype))
+      ok = converted(c, cuda::narrow(instr.outputs[k].dtype, static_cast<int64_t>(c.outElements[k]),
                                      static_cast<const float *>(c.out[k]),
                                      static_cast<uint16_t *>(out[k]), stream));
   c.in = std::move(in);

@@ -27,9 +27,9 @@ bool fusedCallSource(const KernelCall &call, const args::FusedElementwise &a, st
                      std::string &error) {
   cuda::FusedLayout layout = cuda::fusedLayout(a.shape, a.strides);
   for (const planfile::BufferRef &b : call.instr->inputs)
-    layout.inTypes.push_back(elementTypeOf(b.dtype));
+    layout.inTypes.push_back(operandTypeOf(b.dtype));
   for (const planfile::BufferRef &b : call.instr->outputs)
-    layout.outTypes.push_back(elementTypeOf(b.dtype));
+    layout.outTypes.push_back(operandTypeOf(b.dtype));
   return cuda::fusedKernelSource(a.steps, layout, a.outSteps, source, error);
 }
 

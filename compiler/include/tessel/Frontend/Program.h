@@ -12,6 +12,8 @@
 #include "tessel/Frontend/Source.h"
 #include "tessel/Shape/NamedShape.h"
 
+#include "common/support/DType.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -20,9 +22,10 @@
 
 namespace tessel {
 
-enum class DType { F32, BF16, F16, I32 };
-const char *dtypeName(DType type);
-bool isFloat(DType type);
+/// Element types are the plan's (common/support/DType.h, header-only).
+using planfile::DType;
+using planfile::dtypeName;
+using planfile::isFloat;
 
 struct TensorType {
   DType dtype = DType::F32;
