@@ -31,58 +31,55 @@ void SettingsDialect::initialize() {
 
 namespace {
 
-/// What each `tessel.*` name holds, and on what.
+bool positiveSizes(Attribute value) {
+  auto dims = dyn_cast<DictionaryAttr>(value);
+  return dims && llvm::all_of(dims, [](NamedAttribute d) {
+           auto size = dyn_cast<IntegerAttr>(d.getValue());
+           return size && size.getInt() >= 1;
+         });
+}
+
+bool nonNegative(Attribute value) {
+  auto n = dyn_cast<IntegerAttr>(value);
+  return n && n.getInt() >= 0;
+}
+
+/// Each `tessel.*` name: whether only a module carries it, what it holds, and its check.
+struct Setting {
+  StringLiteral name;
+  bool moduleOnly;
+  StringLiteral holds;
+  bool (*check)(Attribute);
+};
+const Setting kSettings[] = {
+    {"parallel", true, "#tessel.parallel<...>", [](Attribute v) { return isa<ParallelAttr>(v); }},
+    {"train", true, "#tessel.train<...>", [](Attribute v) { return isa<TrainAttr>(v); }},
+    {"pipeline", true, "#tessel.pipeline<...>", [](Attribute v) { return isa<PipelineAttr>(v); }},
+    {"dims", true, "each dim's size (a positive integer)", positiveSizes},
+    {"layers", true, "a layer count", nonNegative},
+    {"decode_refused", true, "a reason", [](Attribute v) { return isa<StringAttr>(v); }},
+    {"state", true, "a dictionary", [](Attribute v) { return isa<DictionaryAttr>(v); }},
+    {"stages", true, "a dictionary", [](Attribute v) { return isa<DictionaryAttr>(v); }},
+    {"program", false, "a program's name", [](Attribute v) { return isa<StringAttr>(v); }},
+    {"stage", false, "a pipeline stage", nonNegative},
+    {"async", false, "no value", [](Attribute v) { return isa<UnitAttr>(v); }},
+};
+
 LogicalResult verifySetting(Operation *op, StringRef name, Attribute value) {
   auto error = [&]() { return op->emitOpError() << "'tessel." << name << "' "; };
-  bool onModule = isa<ModuleOp>(op);
-  auto needModule = [&]() -> LogicalResult {
-    if (onModule)
-      return success();
+  const Setting *setting =
+      llvm::find_if(kSettings, [&](const Setting &s) { return s.name == name; });
+  if (setting == std::end(kSettings)) {
+    std::string known;
+    for (const Setting &s : kSettings)
+      known += (known.empty() ? "" : ", ") + s.name.str();
+    return error() << "is not a setting Tessel knows (" << known << ")";
+  }
+  if (setting->moduleOnly && !isa<ModuleOp>(op))
     return error() << "is a module's setting";
-  };
-  auto holds = [&](bool ok, StringRef what) -> LogicalResult {
-    if (ok)
-      return success();
-    return error() << "holds " << what << ", not " << value;
-  };
-  if (name == "parallel")
-    return failure(failed(needModule()) ||
-                   failed(holds(isa<ParallelAttr>(value), "#tessel.parallel<...>")));
-  if (name == "train")
-    return failure(failed(needModule()) ||
-                   failed(holds(isa<TrainAttr>(value), "#tessel.train<...>")));
-  if (name == "pipeline")
-    return failure(failed(needModule()) ||
-                   failed(holds(isa<PipelineAttr>(value), "#tessel.pipeline<...>")));
-  if (name == "dims") {
-    auto dims = dyn_cast<DictionaryAttr>(value);
-    bool sizes = dims && llvm::all_of(dims, [](NamedAttribute d) {
-                   auto size = dyn_cast<IntegerAttr>(d.getValue());
-                   return size && size.getInt() >= 1;
-                 });
-    return failure(failed(needModule()) ||
-                   failed(holds(sizes, "each dim's size (a positive integer)")));
-  }
-  if (name == "layers") {
-    auto layers = dyn_cast<IntegerAttr>(value);
-    return failure(failed(needModule()) ||
-                   failed(holds(layers && layers.getInt() >= 0, "a layer count")));
-  }
-  if (name == "decode_refused")
-    return failure(failed(needModule()) || failed(holds(isa<StringAttr>(value), "a reason")));
-  if (name == "state" || name == "stages")
-    return failure(failed(needModule()) ||
-                   failed(holds(isa<DictionaryAttr>(value), "a dictionary")));
-  if (name == "program")
-    return holds(isa<StringAttr>(value), "a program's name");
-  if (name == "stage") {
-    auto stage = dyn_cast<IntegerAttr>(value);
-    return holds(stage && stage.getInt() >= 0, "a pipeline stage");
-  }
-  if (name == "async")
-    return holds(isa<UnitAttr>(value), "no value");
-  return error() << "is not a setting Tessel knows (parallel, train, pipeline, dims, layers, "
-                    "decode_refused, state, stages, program, stage, async)";
+  if (!setting->check(value))
+    return error() << "holds " << setting->holds << ", not " << value;
+  return success();
 }
 
 } // namespace
@@ -299,12 +296,6 @@ TrainAttr tessel::settings::trainOf(ModuleOp module) {
 
 PipelineAttr tessel::settings::pipelineOf(ModuleOp module) {
   return module->getAttrOfType<PipelineAttr>(kPipelineName);
-}
-
-int64_t tessel::settings::dimSize(ModuleOp module, StringRef name) {
-  auto dims = module->getAttrOfType<DictionaryAttr>(kDimsName);
-  auto size = dims ? dims.getAs<IntegerAttr>(name) : IntegerAttr();
-  return size ? size.getInt() : -1;
 }
 
 int64_t tessel::settings::layerCount(ModuleOp module) {

@@ -28,9 +28,6 @@ mlir::FailureOr<std::optional<llvm::APFloat>> parseOptionalF64(mlir::AsmParser &
 mlir::FailureOr<bool> parseBool(mlir::AsmParser &parser);
 mlir::FailureOr<pipeline::ScheduleKind> parseScheduleKind(mlir::AsmParser &parser);
 
-} // namespace tessel::settings
-
-namespace tessel::settings {
 /// A settings attribute with every field at its default (as `#tessel.name<>` reads).
 mlir::Attribute defaultSettings(mlir::MLIRContext *context, llvm::StringRef mnemonic);
 template <typename AttrT> AttrT defaultSettings(mlir::MLIRContext *context) {
@@ -56,8 +53,6 @@ ParallelAttr parallelOf(mlir::ModuleOp module);
 TrainAttr trainOf(mlir::ModuleOp module);
 /// The module's pipeline figures, or null where no pipeline was scheduled.
 PipelineAttr pipelineOf(mlir::ModuleOp module);
-/// The size of dim `name` in the module's `tessel.dims`, or -1.
-int64_t dimSize(mlir::ModuleOp module, llvm::StringRef name);
 /// The module's repeated layer count (`tessel.layers`), 0 where it has none.
 int64_t layerCount(mlir::ModuleOp module);
 
