@@ -2,6 +2,7 @@
 
 #include "common/catalogue/KernelCatalogue.h"
 
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -14,25 +15,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Parameter types
 //===----------------------------------------------------------------------===//
-
-template <class E> struct EnumTraits;
-#define TESSEL_ENUM(Enum, Doc)                                                                     \
-  template <> struct EnumTraits<Enum> {                                                            \
-    static constexpr const char *name = #Enum;                                                     \
-    static const std::vector<std::string_view> &words();                                           \
-  };
-#include "common/catalogue/KernelCatalogue.def"
-
-#define TESSEL_ENUM(Enum, Doc)                                                                     \
-  const std::vector<std::string_view> &EnumTraits<Enum>::words() {                                 \
-    static const std::vector<std::string_view> w = {
-#define TESSEL_ENUM_VALUE(Enum, Value, Word) Word,
-#define TESSEL_ENUM_END(Enum)                                                                      \
-  }                                                                                                \
-  ;                                                                                                \
-  return w;                                                                                        \
-  }
-#include "common/catalogue/KernelCatalogue.def"
 
 template <class T> constexpr ParamType paramTypeOf() {
   if constexpr (std::is_same_v<T, I64>)
@@ -54,8 +36,8 @@ template <class T> constexpr ParamType paramTypeOf() {
 template <class T> ParamInfo paramInfo(const char *name, ParamPresence presence, const char *doc) {
   ParamInfo p{name, paramTypeOf<T>(), presence, nullptr, {}, doc};
   if constexpr (std::is_enum_v<T>) {
-    p.enumName = EnumTraits<T>::name;
-    p.words = EnumTraits<T>::words();
+    p.enumName = EnumWords<T>::name;
+    p.words.assign(std::begin(EnumWords<T>::words), std::end(EnumWords<T>::words));
   }
   return p;
 }
@@ -193,14 +175,12 @@ private:
       wrongType(name, ParamType::Enum);
       return;
     }
-    const auto &words = EnumTraits<E>::words();
-    for (size_t i = 0; i < words.size(); ++i)
-      if (words[i] == *v) {
-        out = static_cast<E>(i);
-        return;
-      }
+    if (std::optional<E> e = enumOf<E>(*v)) {
+      out = *e;
+      return;
+    }
     std::string known;
-    for (std::string_view w : words)
+    for (std::string_view w : EnumWords<E>::words)
       known += (known.empty() ? "" : ", ") + std::string(w);
     fail("has " + std::string(name) + " '" + *v + "'; it takes " + known);
   }
@@ -344,12 +324,6 @@ std::string paramList(const KernelInfo &k) {
 }
 
 } // namespace
-
-#define TESSEL_ENUM(Enum, Doc)                                                                     \
-  std::string_view wordOf(Enum value) {                                                            \
-    return EnumTraits<Enum>::words().at(static_cast<size_t>(value));                               \
-  }
-#include "common/catalogue/KernelCatalogue.def"
 
 const std::vector<KernelInfo> &kernels() {
   static const std::vector<KernelInfo> table = buildTable();

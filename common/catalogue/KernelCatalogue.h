@@ -155,10 +155,6 @@ const KernelInfo &kernelInfo(KernelId id);
 /// The kernel called `name` in a plan, or null.
 const KernelInfo *findKernel(std::string_view name);
 
-/// The word of an enum value, as a plan stores it.
-#define TESSEL_ENUM(Enum, Doc) std::string_view wordOf(Enum value);
-#include "common/catalogue/KernelCatalogue.def"
-
 /// The tensors of a multi-tensor call with `ins` inputs (0 for a kernel without per-tensor
 /// operands, or when `ins` fits no count of tensors).
 size_t tensorsOf(const KernelInfo &kernel, size_t ins);

@@ -114,11 +114,11 @@ ALLOWED.update({
     "kernels/cuda": ["kernels"] + COMMON + STD + ["cuda"],
     # The compiler.
     "compiler/Shape": STD + ["llvm"],
-    # The front end links nothing of common/; it reads the element types, the schedule kinds'
-    # and the mesh axes' words from their header-only lists (support/DType.h,
-    # schedule/ScheduleKind.h, mesh/MeshAxes.h).
-    "compiler/Frontend": ["compiler/Shape", "common/schedule", "common/mesh", "common/support",
-                          "grammar", "antlr", "llvm"] + STD,
+    # The front end links nothing of common/; it reads the element types, the schedule kinds',
+    # the mesh axes' and the elementwise functions' words from their header-only lists
+    # (support/DType.h, schedule/ScheduleKind.h, mesh/MeshAxes.h, catalogue/KernelOps.h).
+    "compiler/Frontend": ["compiler/Shape", "common/catalogue", "common/schedule", "common/mesh",
+                          "common/support", "grammar", "antlr", "llvm"] + STD,
     # The module's settings stand on common/'s header-only lists alone; the other dialects
     # may read them.
     "compiler/Dialect/Settings/IR": ["common/schedule", "common/mesh"] + STD + ["mlir", "llvm"],

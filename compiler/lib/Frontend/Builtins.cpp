@@ -6,9 +6,15 @@
 // every op checks of its arguments, and the typing and emission of the op it builds, live
 // here once, as BuiltinCall's methods.
 //
+// The elementwise functions are not listed here: each function of the kernel catalogue
+// (UnaryOp in common/catalogue/KernelCatalogue.def) is a built-in of the same name, but neg,
+// which the language writes `-x`. The table is built from that list.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Builtins.h"
+
+#include "common/catalogue/KernelOps.h"
 
 #include <algorithm>
 
@@ -20,23 +26,12 @@ namespace {
 using BuiltinFn = Value (*)(BuiltinCall &);
 
 struct Builtin {
-  const char *name;
+  std::string_view name;
   BuiltinFn fn;
 };
 
-const Builtin kBuiltins[] = {
-    {"exp", builtinUnary},
-    {"log", builtinUnary},
-    {"sqrt", builtinUnary},
-    {"rsqrt", builtinUnary},
-    {"tanh", builtinUnary},
-    {"gelu", builtinUnary},
-    {"silu", builtinUnary},
-    {"relu", builtinUnary},
-    {"sigmoid", builtinUnary},
-    {"square", builtinUnary},
-    {"gelu_erf", builtinUnary},
-    {"pow", builtinPow},
+/// The built-ins other than the elementwise functions, in the language's order.
+const Builtin kOtherBuiltins[] = {
     {"softmax", builtinReduce},
     {"sum", builtinReduce},
     {"mean", builtinReduce},
@@ -58,8 +53,24 @@ const Builtin kBuiltins[] = {
     {"add_loss", builtinAddLoss},
 };
 
+/// The elementwise functions (pow with its exponent), then the other built-ins.
+const std::vector<Builtin> &builtins() {
+  static const std::vector<Builtin> table = [] {
+    using catalogue::UnaryOp;
+    std::vector<Builtin> out;
+    for (size_t i = 0; i < catalogue::enumSize<UnaryOp>(); ++i) {
+      auto fn = static_cast<UnaryOp>(i);
+      if (fn != UnaryOp::Neg)
+        out.push_back({catalogue::wordOf(fn), fn == UnaryOp::Pow ? builtinPow : builtinUnary});
+    }
+    out.insert(out.end(), std::begin(kOtherBuiltins), std::end(kOtherBuiltins));
+    return out;
+  }();
+  return table;
+}
+
 const Builtin *findBuiltin(const std::string &name) {
-  for (const Builtin &b : kBuiltins)
+  for (const Builtin &b : builtins())
     if (name == b.name)
       return &b;
   return nullptr;
@@ -74,8 +85,8 @@ Value Sema::callBuiltin(const ast::Expr &call, Frame &frame) {
     std::string guess;
     if (wantHints()) {
       std::vector<std::string> names;
-      for (const Builtin &b : kBuiltins)
-        names.push_back(b.name);
+      for (const Builtin &b : builtins())
+        names.emplace_back(b.name);
       for (const auto &entry : blocks_)
         names.push_back(entry.first);
       guess = closestMatch(fn, names);

@@ -67,7 +67,7 @@ private:
 };
 
 // BuiltinsTensor.cpp. Each returns the op's value, or Value::error() having reported why.
-Value builtinUnary(BuiltinCall &c); ///< exp, log, sqrt, ..., gelu_erf.
+Value builtinUnary(BuiltinCall &c); ///< The catalogue's elementwise functions: exp, ..., gelu_erf.
 Value builtinPow(BuiltinCall &c);
 Value builtinWhere(BuiltinCall &c);
 Value builtinPositions(BuiltinCall &c);

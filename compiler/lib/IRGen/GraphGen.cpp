@@ -121,6 +121,12 @@ private:
     using namespace graph;
     const std::string &n = op.name;
     auto f64 = [&](StringRef name) { return b_.getF64FloatAttr(attr<double>(op, name)); };
+    // The elementwise functions, by the catalogue's words (`-x` is neg); pow carries its
+    // exponent.
+    if (std::optional<UnaryFn> fn = catalogue::enumOf<UnaryFn>(n)) {
+      FloatAttr exponent = *fn == UnaryFn::Pow ? f64("exponent") : FloatAttr();
+      return UnaryOp::create(b_, loc, type, UnaryFnAttr::get(&ctx_, *fn), in[0], exponent);
+    }
     if (n == "param") {
       const InitSpec &init = attr<InitSpec>(op, "init");
       auto initAttr = InitAttr::get(&ctx_, initKindName(init.kind), APFloat(init.a),
@@ -155,32 +161,6 @@ private:
       return PositionsOp::create(b_, loc, type);
     if (n == "rename")
       return RenameOp::create(b_, loc, type, in[0]);
-    if (n == "square")
-      return SquareOp::create(b_, loc, type, in[0]);
-    if (n == "gelu_erf")
-      return GeluErfOp::create(b_, loc, type, in[0]);
-    if (n == "pow")
-      return PowOp::create(b_, loc, type, in[0], f64("exponent"));
-    if (n == "neg")
-      return NegOp::create(b_, loc, type, in[0]);
-    if (n == "exp")
-      return ExpOp::create(b_, loc, type, in[0]);
-    if (n == "log")
-      return LogOp::create(b_, loc, type, in[0]);
-    if (n == "sqrt")
-      return SqrtOp::create(b_, loc, type, in[0]);
-    if (n == "rsqrt")
-      return RsqrtOp::create(b_, loc, type, in[0]);
-    if (n == "tanh")
-      return TanhOp::create(b_, loc, type, in[0]);
-    if (n == "gelu")
-      return GeluOp::create(b_, loc, type, in[0]);
-    if (n == "silu")
-      return SiluOp::create(b_, loc, type, in[0]);
-    if (n == "relu")
-      return ReluOp::create(b_, loc, type, in[0]);
-    if (n == "sigmoid")
-      return SigmoidOp::create(b_, loc, type, in[0]);
     if (n == "dropout")
       return DropoutOp::create(b_, loc, type, in[0], f64("rate"), IntegerAttr());
     if (n == "contract")

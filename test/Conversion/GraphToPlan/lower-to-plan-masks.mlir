@@ -19,9 +19,9 @@ module {
     %f = graph.constant -1.0e30 : !s
     %s = graph.where %m, %w, %b : (!kq, !x, !q) -> !x
     %r = graph.rename %s : !x -> tensor<2x4xf32, #graph.dims<seq2, seq_k>>
-    %p = graph.pow %r exponent 3.0 : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
-    %sq = graph.square %p : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
-    %g = graph.gelu_erf %sq : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
+    %p = graph.unary pow %r exponent 3.0 : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
+    %sq = graph.unary square %p : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
+    %g = graph.unary gelu_erf %sq : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
     %l = graph.sum %g dims ["seq2", "seq_k"] : tensor<2x4xf32, #graph.dims<seq2, seq_k>> -> !s
     return %l : !s
   }

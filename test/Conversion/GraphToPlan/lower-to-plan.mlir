@@ -148,7 +148,7 @@ module {
     %4 = graph.rope %3 theta 1.0e4 : !h
     %5 = graph.attention %4, %4, %3 causal scale 0.5 : (!h, !h, !h) -> !h
     %6 = graph.merge %5 dims ["heads", "head"] : !h -> !x
-    %7 = graph.gelu %6 : !x
+    %7 = graph.unary gelu %6 : !x
     %8 = graph.dropout %7 rate 0.25 mask 3 : !x
     %9 = graph.softmax %8 dim "embed" : !x
     %10 = graph.contract %9, %wte sum ["embed"] : (!x, !t) -> !l
@@ -220,7 +220,7 @@ module {
     %pm = graph.permute %u : !x -> tensor<8x2x4xf32, #graph.dims<embed, batch, seq>>
     %sm = graph.sum %u dims ["seq"] : !x -> tensor<2x8xf32, #graph.dims<batch, embed>>
     %bc = graph.broadcast %sm : tensor<2x8xf32, #graph.dims<batch, embed>> -> !x
-    %ng = graph.neg %dg : !e
+    %ng = graph.unary neg %dg : !e
     %sub = graph.sub %ng, %db : (!e, !e) -> !e
     graph.accumulate_grad %sub to "g" : !e
     return %two : !s

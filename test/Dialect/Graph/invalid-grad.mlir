@@ -21,10 +21,9 @@ func.func @broadcast_element_type(%v: tensor<128xbf16, #graph.dims<embed>>) {
   return
 }
 // -----
-func.func @unary_grad_neg(%x: tensor<8x128xf32, #graph.dims<tokens, embed>>) {
-  // expected-error @+2 {{expected ::tessel::graph::UnaryFn to be one of: exp, log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid, square, gelu_erf, pow}}
-  // expected-error @+1 {{failed to parse Graph_UnaryFnAttr}}
-  %0 = graph.unary_grad neg %x, %x, %x : tensor<8x128xf32, #graph.dims<tokens, embed>>
+func.func @unary_grad_unknown(%x: tensor<8x128xf32, #graph.dims<tokens, embed>>) {
+  // expected-error @+1 {{unknown elementwise function 'softplus'; the functions are neg, exp, log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid, square, pow, gelu_erf}}
+  %0 = graph.unary_grad softplus %x, %x, %x : tensor<8x128xf32, #graph.dims<tokens, embed>>
   return
 }
 // -----

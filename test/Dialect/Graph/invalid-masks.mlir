@@ -1,5 +1,6 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics
-// One case per verifier error of positions, the comparisons, where, rename, pow and top_k.
+// One case per verifier error of positions, the comparisons, where, rename, the elementwise
+// functions (pow and its exponent) and top_k.
 
 func.func @positions_rank() {
   // expected-error @+1 {{'graph.positions' op produces positions along one dim, not [seq=8, embed=4]}}
@@ -59,8 +60,8 @@ func.func @rename_rank(%x: tensor<8x4xf32, #graph.dims<seq, embed>>) {
 // -----
 
 func.func @pow_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
-  // expected-error @+1 {{'graph.pow' op exponent must be finite}}
-  %0 = graph.pow %x exponent 0x7FF0000000000000 : tensor<4xf32, #graph.dims<seq>>
+  // expected-error @+1 {{'graph.unary' op exponent must be finite}}
+  %0 = graph.unary pow %x exponent 0x7FF0000000000000 : tensor<4xf32, #graph.dims<seq>>
   return
 }
 
@@ -77,6 +78,30 @@ func.func @pow_grad_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
 func.func @exponent_without_pow(%x: tensor<4xf32, #graph.dims<seq>>) {
   // expected-error @+1 {{'graph.unary_grad' op carries an exponent only for pow}}
   %0 = graph.unary_grad square %x, %x, %x exponent 2.0 : tensor<4xf32, #graph.dims<seq>>
+  return
+}
+
+// -----
+
+func.func @pow_without_exponent(%x: tensor<4xf32, #graph.dims<seq>>) {
+  // expected-error @+1 {{'graph.unary' op of pow needs the exponent}}
+  %0 = graph.unary pow %x : tensor<4xf32, #graph.dims<seq>>
+  return
+}
+
+// -----
+
+func.func @unary_exponent_without_pow(%x: tensor<4xf32, #graph.dims<seq>>) {
+  // expected-error @+1 {{'graph.unary' op carries an exponent only for pow}}
+  %0 = graph.unary gelu %x exponent 2.0 : tensor<4xf32, #graph.dims<seq>>
+  return
+}
+
+// -----
+
+func.func @unary_unknown(%x: tensor<4xf32, #graph.dims<seq>>) {
+  // expected-error @+1 {{unknown elementwise function 'erf'; the functions are neg, exp, log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid, square, pow, gelu_erf}}
+  %0 = graph.unary erf %x : tensor<4xf32, #graph.dims<seq>>
   return
 }
 

@@ -48,16 +48,16 @@ func.func @uniform_order() {
 //===----------------------------------------------------------------------===//
 
 func.func @missing_dims(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{'graph.gelu' op operand #0 type 'tensor<4x8xf32>' must be a ranked tensor with one #graph.dims name per dim}}
-  %0 = graph.gelu %x : tensor<4x8xf32>
+  // expected-error @+1 {{'graph.unary' op operand #0 type 'tensor<4x8xf32>' must be a ranked tensor with one #graph.dims name per dim}}
+  %0 = graph.unary gelu %x : tensor<4x8xf32>
   return
 }
 
 // -----
 
 func.func @too_few_names(%x: tensor<4x8xf32, #graph.dims<batch>>) {
-  // expected-error @+1 {{'graph.relu' op operand #0 type 'tensor<4x8xf32, #graph.dims<batch>>' must be a ranked tensor with one #graph.dims name per dim}}
-  %0 = graph.relu %x : tensor<4x8xf32, #graph.dims<batch>>
+  // expected-error @+1 {{'graph.unary' op operand #0 type 'tensor<4x8xf32, #graph.dims<batch>>' must be a ranked tensor with one #graph.dims name per dim}}
+  %0 = graph.unary relu %x : tensor<4x8xf32, #graph.dims<batch>>
   return
 }
 
@@ -72,16 +72,16 @@ func.func @result_without_dims(%x: tensor<4xf32, #graph.dims<embed>>) {
 // -----
 
 func.func @dynamic_dim(%x: tensor<?x8xf32, #graph.dims<batch, embed>>) {
-  // expected-error @+1 {{'graph.exp' op operand #0 type 'tensor<?x8xf32, #graph.dims<batch, embed>>' has a dynamic dim; graph tensors have static sizes}}
-  %0 = graph.exp %x : tensor<?x8xf32, #graph.dims<batch, embed>>
+  // expected-error @+1 {{'graph.unary' op operand #0 type 'tensor<?x8xf32, #graph.dims<batch, embed>>' has a dynamic dim; graph tensors have static sizes}}
+  %0 = graph.unary exp %x : tensor<?x8xf32, #graph.dims<batch, embed>>
   return
 }
 
 // -----
 
 func.func @zero_size(%x: tensor<0x8xf32, #graph.dims<batch, embed>>) {
-  // expected-error @+1 {{'graph.neg' op operand #0: dim 'batch' has size 0; sizes are positive}}
-  %0 = graph.neg %x : tensor<0x8xf32, #graph.dims<batch, embed>>
+  // expected-error @+1 {{'graph.unary' op operand #0: dim 'batch' has size 0; sizes are positive}}
+  %0 = graph.unary neg %x : tensor<0x8xf32, #graph.dims<batch, embed>>
   return
 }
 

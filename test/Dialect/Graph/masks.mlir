@@ -41,12 +41,12 @@ func.func @masks(%scores: !h, %v: !v) -> (!h, !vk) {
 
 // CHECK-LABEL: func.func @powers
 func.func @powers(%x: !v) -> (!v, !v, !v) {
-  // CHECK: %[[SQ:.*]] = graph.square %{{.*}} : tensor<2x8x4x16xf32
-  %0 = graph.square %x : !v
-  // CHECK: %[[P:.*]] = graph.pow %[[SQ]] exponent -5.000000e-01 : tensor<2x8x4x16xf32
-  %1 = graph.pow %0 exponent -5.0e-01 : !v
-  // CHECK: graph.gelu_erf %[[P]] : tensor<2x8x4x16xf32
-  %2 = graph.gelu_erf %1 : !v
+  // CHECK: %[[SQ:.*]] = graph.unary square %{{.*}} : tensor<2x8x4x16xf32
+  %0 = graph.unary square %x : !v
+  // CHECK: %[[P:.*]] = graph.unary pow %[[SQ]] exponent -5.000000e-01 : tensor<2x8x4x16xf32
+  %1 = graph.unary pow %0 exponent -5.0e-01 : !v
+  // CHECK: graph.unary gelu_erf %[[P]] : tensor<2x8x4x16xf32
+  %2 = graph.unary gelu_erf %1 : !v
   // CHECK: graph.unary_grad pow %[[SQ]], %[[P]], %{{.*}} exponent -5.000000e-01 :
   %3 = graph.unary_grad pow %0, %1, %x exponent -5.0e-01 : !v
   // CHECK: graph.unary_grad gelu_erf

@@ -40,26 +40,26 @@ func.func @elementwise(%x: !x, %b: tensor<128xf32, #graph.dims<embed>>, %p: tens
   %2 = graph.mul %0, %x : (!x, !x) -> !x
   // CHECK: %[[DIV:.*]] = graph.div %[[MUL]], %[[B]]
   %3 = graph.div %2, %b : (!x, tensor<128xf32, #graph.dims<embed>>) -> !x
-  // CHECK: %[[NEG:.*]] = graph.neg %[[DIV]] : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
-  %4 = graph.neg %3 : !x
-  // CHECK: %[[EXP:.*]] = graph.exp %[[NEG]] : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
-  %5 = graph.exp %4 : !x
-  // CHECK: %[[LOG:.*]] = graph.log %[[EXP]]
-  %6 = graph.log %5 : !x
-  // CHECK: %[[SQRT:.*]] = graph.sqrt %[[LOG]]
-  %7 = graph.sqrt %6 : !x
-  // CHECK: %[[RSQRT:.*]] = graph.rsqrt %[[SQRT]]
-  %8 = graph.rsqrt %7 : !x
-  // CHECK: %[[TANH:.*]] = graph.tanh %[[RSQRT]]
-  %9 = graph.tanh %8 : !x
-  // CHECK: %[[GELU:.*]] = graph.gelu %[[TANH]]
-  %10 = graph.gelu %9 : !x
-  // CHECK: %[[SILU:.*]] = graph.silu %[[GELU]]
-  %11 = graph.silu %10 : !x
-  // CHECK: %[[RELU:.*]] = graph.relu %[[SILU]]
-  %12 = graph.relu %11 : !x
-  // CHECK: %[[SIG:.*]] = graph.sigmoid %[[RELU]]
-  %13 = graph.sigmoid %12 : !x
+  // CHECK: %[[NEG:.*]] = graph.unary neg %[[DIV]] : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+  %4 = graph.unary neg %3 : !x
+  // CHECK: %[[EXP:.*]] = graph.unary exp %[[NEG]] : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
+  %5 = graph.unary exp %4 : !x
+  // CHECK: %[[LOG:.*]] = graph.unary log %[[EXP]]
+  %6 = graph.unary log %5 : !x
+  // CHECK: %[[SQRT:.*]] = graph.unary sqrt %[[LOG]]
+  %7 = graph.unary sqrt %6 : !x
+  // CHECK: %[[RSQRT:.*]] = graph.unary rsqrt %[[SQRT]]
+  %8 = graph.unary rsqrt %7 : !x
+  // CHECK: %[[TANH:.*]] = graph.unary tanh %[[RSQRT]]
+  %9 = graph.unary tanh %8 : !x
+  // CHECK: %[[GELU:.*]] = graph.unary gelu %[[TANH]]
+  %10 = graph.unary gelu %9 : !x
+  // CHECK: %[[SILU:.*]] = graph.unary silu %[[GELU]]
+  %11 = graph.unary silu %10 : !x
+  // CHECK: %[[RELU:.*]] = graph.unary relu %[[SILU]]
+  %12 = graph.unary relu %11 : !x
+  // CHECK: %[[SIG:.*]] = graph.unary sigmoid %[[RELU]]
+  %13 = graph.unary sigmoid %12 : !x
   // CHECK: %[[DROP:.*]] = graph.dropout %[[SIG]] rate 1.000000e-01 : tensor<8x64x128xf32, #graph.dims<batch, seq, embed>>
   %14 = graph.dropout %13 rate 1.000000e-01 : !x
   // CHECK: graph.dropout %[[DROP]] rate 0.000000e+00
@@ -150,8 +150,8 @@ func.func @layout(%x: tensor<8x128xf32, #graph.dims<batch, embed>>, %t: tensor<8
 // CHECK-LABEL: func.func @quoted_names
 // CHECK-SAME: tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
 func.func @quoted_names(%x: tensor<2x3xf32, #graph.dims<"kv heads", "1st">>) -> tensor<2x3xf32, #graph.dims<"kv heads", "1st">> {
-  // CHECK: graph.gelu %{{.*}} : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
-  %0 = graph.gelu %x : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
+  // CHECK: graph.unary gelu %{{.*}} : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
+  %0 = graph.unary gelu %x : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
   return %0 : tensor<2x3xf32, #graph.dims<"kv heads", "1st">>
 }
 

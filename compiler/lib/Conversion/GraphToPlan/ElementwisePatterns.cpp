@@ -27,25 +27,16 @@ template <typename OpTy> struct BinaryPattern : PlanPattern<OpTy> {
   }
 };
 
-/// neg, exp, ..., gelu_erf: the `unary` kernel, named by the op.
-template <typename OpTy> struct UnaryPattern : PlanPattern<OpTy> {
-  using PlanPattern<OpTy>::PlanPattern;
-  LogicalResult lower(OpTy op, typename OpTy::Adaptor adaptor, PlanEmitter &emit) const override {
-    Value r = emit.define(op.getResult());
-    emit.kernel("unary", {adaptor.getInput()}, {r},
-                {emit.str("op", op->getName().stripDialect()),
-                 emit.i64("n", numElements(shapeOf(op.getResult())))});
-    return success();
-  }
-};
-
-struct PowPattern : PlanPattern<graph::PowOp> {
+/// Every elementwise function: the `unary` kernel, named by the function's catalogue word.
+struct UnaryPattern : PlanPattern<graph::UnaryOp> {
   using PlanPattern::PlanPattern;
-  LogicalResult lower(graph::PowOp op, Adaptor adaptor, PlanEmitter &emit) const override {
+  LogicalResult lower(graph::UnaryOp op, Adaptor adaptor, PlanEmitter &emit) const override {
     Value r = emit.define(op.getResult());
-    emit.kernel("unary", {adaptor.getInput()}, {r},
-                {emit.str("op", "pow"), emit.i64("n", numElements(shapeOf(op.getResult()))),
-                 emit.f64("exponent", op.getExponent().convertToDouble())});
+    SmallVector<NamedAttribute> params = {emit.str("op", catalogue::wordOf(op.getFn())),
+                                          emit.i64("n", numElements(shapeOf(op.getResult())))};
+    if (std::optional<APFloat> e = op.getExponent())
+      params.push_back(emit.f64("exponent", e->convertToDouble()));
+    emit.kernel("unary", {adaptor.getInput()}, {r}, params);
     return success();
   }
 };
@@ -54,7 +45,7 @@ struct UnaryGradPattern : PlanPattern<graph::UnaryGradOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::UnaryGradOp op, Adaptor adaptor, PlanEmitter &emit) const override {
     Value r = emit.define(op.getResult());
-    SmallVector<NamedAttribute> params = {emit.str("op", graph::stringifyUnaryFn(op.getFn())),
+    SmallVector<NamedAttribute> params = {emit.str("op", catalogue::wordOf(op.getFn())),
                                           emit.i64("n", numElements(shapeOf(op.getResult())))};
     if (std::optional<APFloat> e = op.getExponent())
       params.push_back(emit.f64("exponent", e->convertToDouble()));
@@ -147,11 +138,7 @@ void plan_lowering::populateElementwisePatterns(RewritePatternSet &patterns,
       .add<BinaryPattern<graph::AddOp>, BinaryPattern<graph::SubOp>, BinaryPattern<graph::MulOp>,
            BinaryPattern<graph::DivOp>, BinaryPattern<graph::LtOp>, BinaryPattern<graph::LeOp>,
            BinaryPattern<graph::GtOp>, BinaryPattern<graph::GeOp>, BinaryPattern<graph::EqOp>,
-           BinaryPattern<graph::NeOp>, UnaryPattern<graph::NegOp>, UnaryPattern<graph::ExpOp>,
-           UnaryPattern<graph::LogOp>, UnaryPattern<graph::SqrtOp>, UnaryPattern<graph::RsqrtOp>,
-           UnaryPattern<graph::TanhOp>, UnaryPattern<graph::GeluOp>, UnaryPattern<graph::SiluOp>,
-           UnaryPattern<graph::ReluOp>, UnaryPattern<graph::SigmoidOp>,
-           UnaryPattern<graph::SquareOp>, UnaryPattern<graph::GeluErfOp>, PowPattern,
-           UnaryGradPattern, WherePattern, FusedElementwisePattern, ConstantPattern,
-           PositionsPattern, DropoutPattern>(converter, patterns.getContext(), lowering);
+           BinaryPattern<graph::NeOp>, UnaryPattern, UnaryGradPattern, WherePattern,
+           FusedElementwisePattern, ConstantPattern, PositionsPattern, DropoutPattern>(
+          converter, patterns.getContext(), lowering);
 }

@@ -19,9 +19,9 @@ module {
     %f = graph.constant -1.0e30 : !s
     %s = graph.where %m, %w, %b : (!kq, !x, !q) -> !x
     %r = graph.rename %s : !x -> tensor<2x4xf32, #graph.dims<seq2, seq_k>>
-    %p = graph.pow %r exponent 3.0 : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
-    %sq = graph.square %p : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
-    %g = graph.gelu_erf %sq : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
+    %p = graph.unary pow %r exponent 3.0 : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
+    %sq = graph.unary square %p : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
+    %g = graph.unary gelu_erf %sq : tensor<2x4xf32, #graph.dims<seq2, seq_k>>
     %l = graph.sum %g dims ["seq2", "seq_k"] : tensor<2x4xf32, #graph.dims<seq2, seq_k>> -> !s
     return %l : !s
   }
@@ -30,9 +30,9 @@ module {
 // CHECK-LABEL: func.func @forward_backward(
 // CHECK: %[[M:.*]] = graph.le
 // CHECK: %[[R:.*]] = graph.rename
-// CHECK-NEXT: %[[P:.*]] = graph.pow %[[R]] exponent 3.000000e+00
-// CHECK-NEXT: %[[SQ:.*]] = graph.square %[[P]]
-// CHECK-NEXT: %[[G:.*]] = graph.gelu_erf %[[SQ]]
+// CHECK-NEXT: %[[P:.*]] = graph.unary pow %[[R]] exponent 3.000000e+00
+// CHECK-NEXT: %[[SQ:.*]] = graph.unary square %[[P]]
+// CHECK-NEXT: %[[G:.*]] = graph.unary gelu_erf %[[SQ]]
 // CHECK: %[[DY:.*]] = graph.broadcast
 // CHECK-NEXT: %[[DSQ:.*]] = graph.unary_grad gelu_erf %[[SQ]], %[[G]], %[[DY]] :
 // CHECK-NEXT: %[[DP:.*]] = graph.unary_grad square %[[P]], %[[SQ]], %[[DSQ]] :

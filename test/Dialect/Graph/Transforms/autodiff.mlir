@@ -50,7 +50,7 @@ module {
     %0 = graph.sub %x, %a : (!x, !b) -> !x
     %1 = graph.mul %0, %w : (!x, !x) -> !x
     %2 = graph.div %1, %a : (!x, !b) -> !x
-    %3 = graph.neg %2 : !x
+    %3 = graph.unary neg %2 : !x
     %4 = graph.sum %3 dims ["batch", "embed"] : !x -> !s
     return %4 : !s
   }
@@ -63,23 +63,23 @@ module {
 // CHECK: %[[SUB:.*]] = graph.sub %[[X]], %[[A]]
 // CHECK: %[[MUL:.*]] = graph.mul %[[SUB]], %[[W]]
 // CHECK: %[[DIV:.*]] = graph.div %[[MUL]], %[[A]]
-// CHECK: %[[NEG:.*]] = graph.neg %[[DIV]]
+// CHECK: %[[NEG:.*]] = graph.unary neg %[[DIV]]
 // CHECK: %[[LOSS:.*]] = graph.sum %[[NEG]] dims ["batch", "embed"]
 // CHECK-NEXT: %[[SEED:.*]] = graph.constant 1.000000e+00
 // sum: broadcast back to the input.
 // CHECK-NEXT: %[[D3:.*]] = graph.broadcast %[[SEED]] : tensor<f32, #graph.dims<>> -> tensor<4x8xf32, #graph.dims<batch, embed>>
 // neg: negate.
-// CHECK-NEXT: %[[D2:.*]] = graph.neg %[[D3]] : tensor<4x8xf32, #graph.dims<batch, embed>>
+// CHECK-NEXT: %[[D2:.*]] = graph.unary neg %[[D3]] : tensor<4x8xf32, #graph.dims<batch, embed>>
 // div: da = dy / b; db = -(dy / b * (a / b)), summed over batch.
 // CHECK-NEXT: %[[DYB:.*]] = graph.div %[[D2]], %[[A]] : (tensor<4x8xf32, #graph.dims<batch, embed>>, tensor<8xf32, #graph.dims<embed>>) -> tensor<4x8xf32, #graph.dims<batch, embed>>
 // CHECK-NEXT: %[[T:.*]] = graph.mul %[[DYB]], %[[DIV]]
-// CHECK-NEXT: %[[NT:.*]] = graph.neg %[[T]]
+// CHECK-NEXT: %[[NT:.*]] = graph.unary neg %[[T]]
 // CHECK-NEXT: %[[DA1:.*]] = graph.sum %[[NT]] dims ["batch"] : tensor<4x8xf32, #graph.dims<batch, embed>> -> tensor<8xf32, #graph.dims<embed>>
 // mul: d(lhs) = dy * rhs, d(rhs) = dy * lhs.
 // CHECK-NEXT: %[[D0:.*]] = graph.mul %[[DYB]], %[[W]]
 // CHECK-NEXT: %[[DW:.*]] = graph.mul %[[DYB]], %[[SUB]]
 // sub: d(lhs) = dy (no op), d(rhs) = -dy summed over batch.
-// CHECK-NEXT: %[[ND0:.*]] = graph.neg %[[D0]]
+// CHECK-NEXT: %[[ND0:.*]] = graph.unary neg %[[D0]]
 // CHECK-NEXT: %[[DA2:.*]] = graph.sum %[[ND0]] dims ["batch"]
 // CHECK-NEXT: %[[DA:.*]] = graph.add %[[DA1]], %[[DA2]] : (tensor<8xf32, #graph.dims<embed>>, tensor<8xf32, #graph.dims<embed>>) -> tensor<8xf32, #graph.dims<embed>>
 // Accumulated once each, in declaration order.
@@ -97,15 +97,15 @@ module {
   func.func @forward(%x: !x {graph.name = "x"}) -> !s {
     %w = graph.param "w" init <ones> : !x
     %0 = graph.mul %x, %w : (!x, !x) -> !x
-    %1 = graph.exp %0 : !x
-    %2 = graph.log %1 : !x
-    %3 = graph.sqrt %2 : !x
-    %4 = graph.rsqrt %3 : !x
-    %5 = graph.tanh %4 : !x
-    %6 = graph.gelu %5 : !x
-    %7 = graph.silu %6 : !x
-    %8 = graph.relu %7 : !x
-    %9 = graph.sigmoid %8 : !x
+    %1 = graph.unary exp %0 : !x
+    %2 = graph.unary log %1 : !x
+    %3 = graph.unary sqrt %2 : !x
+    %4 = graph.unary rsqrt %3 : !x
+    %5 = graph.unary tanh %4 : !x
+    %6 = graph.unary gelu %5 : !x
+    %7 = graph.unary silu %6 : !x
+    %8 = graph.unary relu %7 : !x
+    %9 = graph.unary sigmoid %8 : !x
     %10 = graph.sum %9 dims ["batch", "embed"] : !x -> !s
     return %10 : !s
   }
@@ -115,15 +115,15 @@ module {
 // CHECK-SAME: %[[X:[^:]+]]:
 // CHECK: %[[W:.*]] = graph.param "w"
 // CHECK-NEXT: %[[Y0:.*]] = graph.mul %[[X]], %[[W]]
-// CHECK-NEXT: %[[Y1:.*]] = graph.exp %[[Y0]]
-// CHECK-NEXT: %[[Y2:.*]] = graph.log %[[Y1]]
-// CHECK-NEXT: %[[Y3:.*]] = graph.sqrt %[[Y2]]
-// CHECK-NEXT: %[[Y4:.*]] = graph.rsqrt %[[Y3]]
-// CHECK-NEXT: %[[Y5:.*]] = graph.tanh %[[Y4]]
-// CHECK-NEXT: %[[Y6:.*]] = graph.gelu %[[Y5]]
-// CHECK-NEXT: %[[Y7:.*]] = graph.silu %[[Y6]]
-// CHECK-NEXT: %[[Y8:.*]] = graph.relu %[[Y7]]
-// CHECK-NEXT: %[[Y9:.*]] = graph.sigmoid %[[Y8]]
+// CHECK-NEXT: %[[Y1:.*]] = graph.unary exp %[[Y0]]
+// CHECK-NEXT: %[[Y2:.*]] = graph.unary log %[[Y1]]
+// CHECK-NEXT: %[[Y3:.*]] = graph.unary sqrt %[[Y2]]
+// CHECK-NEXT: %[[Y4:.*]] = graph.unary rsqrt %[[Y3]]
+// CHECK-NEXT: %[[Y5:.*]] = graph.unary tanh %[[Y4]]
+// CHECK-NEXT: %[[Y6:.*]] = graph.unary gelu %[[Y5]]
+// CHECK-NEXT: %[[Y7:.*]] = graph.unary silu %[[Y6]]
+// CHECK-NEXT: %[[Y8:.*]] = graph.unary relu %[[Y7]]
+// CHECK-NEXT: %[[Y9:.*]] = graph.unary sigmoid %[[Y8]]
 // CHECK-NEXT: graph.sum %[[Y9]]
 // CHECK-NEXT: graph.constant 1.000000e+00
 // CHECK-NEXT: %[[G9:.*]] = graph.broadcast

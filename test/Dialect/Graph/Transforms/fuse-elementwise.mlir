@@ -12,10 +12,10 @@
 // CHECK: %[[F:.*]]:2 = graph.fused_elementwise %[[X]], %[[B]] body "add x0 x1; gelu t0" outputs [0, 1]
 // CHECK: graph.contract %[[F]]#0, %[[F]]#1
 // CHECK-NOT: graph.add
-// CHECK-NOT: graph.gelu
+// CHECK-NOT: graph.unary gelu
 func.func @bias_gelu(%x: tensor<8x16xf32, #bf>, %b: tensor<16xf32, #f>) -> tensor<f32, #s> {
   %h = graph.add %x, %b : (tensor<8x16xf32, #bf>, tensor<16xf32, #f>) -> tensor<8x16xf32, #bf>
-  %g = graph.gelu %h : tensor<8x16xf32, #bf>
+  %g = graph.unary gelu %h : tensor<8x16xf32, #bf>
   %c = graph.contract %h, %g sum ["batch", "ffn"] : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<f32, #s>
   return %c : tensor<f32, #s>
 }
@@ -30,7 +30,7 @@ func.func @bias_gelu(%x: tensor<8x16xf32, #bf>, %b: tensor<16xf32, #f>) -> tenso
 // CHECK: %[[F:.*]] = graph.fused_elementwise %arg0, %arg1 body "silu x0; mul t0 x1; const 0.5; mul t1 t2" outputs [3]
 // CHECK-NEXT: return %[[F]]
 func.func @tree(%a: tensor<8x16xf32, #bf>, %b: tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf> {
-  %s = graph.silu %a : tensor<8x16xf32, #bf>
+  %s = graph.unary silu %a : tensor<8x16xf32, #bf>
   %m = graph.mul %s, %b : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
   %c = graph.constant 5.000000e-01 : tensor<f32, #graph.dims<>>
   %y = graph.mul %m, %c : (tensor<8x16xf32, #bf>, tensor<f32, #graph.dims<>>) -> tensor<8x16xf32, #bf>
@@ -46,7 +46,7 @@ func.func @tree(%a: tensor<8x16xf32, #bf>, %b: tensor<8x16xf32, #bf>) -> tensor<
 // CHECK-LABEL: func.func @gradients
 // CHECK: graph.fused_elementwise %arg0, %arg1, %arg2 body "pow x0 3; unary_grad pow x0 t0 x1 3; unary_grad gelu x0 x2 t1; add t2 x1" outputs [3]
 func.func @gradients(%x: tensor<8x16xf32, #bf>, %dy: tensor<8x16xf32, #bf>, %g: tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf> {
-  %p = graph.pow %x exponent 3.000000e+00 : tensor<8x16xf32, #bf>
+  %p = graph.unary pow %x exponent 3.000000e+00 : tensor<8x16xf32, #bf>
   %dp = graph.unary_grad pow %x, %p, %dy exponent 3.000000e+00 : tensor<8x16xf32, #bf>
   %dg = graph.unary_grad gelu %x, %g, %dp : tensor<8x16xf32, #bf>
   %r = graph.add %dg, %dy : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
@@ -67,7 +67,7 @@ func.func @broadcasts(%x: tensor<8x16xf32, #bf>, %b: tensor<16xf32, #f>, %c: ten
   %bb = graph.broadcast %b : tensor<16xf32, #f> -> tensor<8x16xf32, #bf>
   %cb = graph.broadcast %c : tensor<16xf32, #f> -> tensor<8x16xf32, #bf>
   %d = graph.sub %x, %bb : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
-  %t = graph.tanh %d : tensor<8x16xf32, #bf>
+  %t = graph.unary tanh %d : tensor<8x16xf32, #bf>
   %y = graph.mul %t, %cb : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
   return %y, %cb : tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>
 }
@@ -103,8 +103,8 @@ func.func @mask(%s: tensor<4x4xf32, #sk>) -> tensor<4x4xf32, #sk> {
 // CHECK: %[[R:.*]] = graph.rename %[[C]]
 // CHECK: graph.add %[[F]]#1, %[[R]]
 func.func @contraction_between(%x: tensor<8x16xf32, #bf>, %w: tensor<16x16xf32, #graph.dims<ffn, out>>) -> tensor<8x16xf32, #bf> {
-  %e = graph.exp %x : tensor<8x16xf32, #bf>
-  %n = graph.neg %e : tensor<8x16xf32, #bf>
+  %e = graph.unary exp %x : tensor<8x16xf32, #bf>
+  %n = graph.unary neg %e : tensor<8x16xf32, #bf>
   %c = graph.contract %e, %w sum ["ffn"] : (tensor<8x16xf32, #bf>, tensor<16x16xf32, #graph.dims<ffn, out>>) -> tensor<8x16xf32, #graph.dims<batch, out>>
   %r = graph.rename %c : tensor<8x16xf32, #graph.dims<batch, out>> -> tensor<8x16xf32, #bf>
   %d = graph.add %n, %r : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
@@ -122,11 +122,11 @@ func.func @contraction_between(%x: tensor<8x16xf32, #bf>, %w: tensor<16x16xf32, 
 // CHECK: %[[S:.*]] = graph.sum %[[A]]
 // CHECK: graph.fused_elementwise %[[S]] body "sqrt x0; neg t0" outputs [1]
 func.func @different_shapes(%x: tensor<8x16xf32, #bf>) -> tensor<8xf32, #b> {
-  %a = graph.exp %x : tensor<8x16xf32, #bf>
+  %a = graph.unary exp %x : tensor<8x16xf32, #bf>
   %m = graph.mul %a, %a : (tensor<8x16xf32, #bf>, tensor<8x16xf32, #bf>) -> tensor<8x16xf32, #bf>
   %s = graph.sum %m dims ["ffn"] : tensor<8x16xf32, #bf> -> tensor<8xf32, #b>
-  %u = graph.sqrt %s : tensor<8xf32, #b>
-  %v = graph.neg %u : tensor<8xf32, #b>
+  %u = graph.unary sqrt %s : tensor<8xf32, #b>
+  %v = graph.unary neg %u : tensor<8xf32, #b>
   return %v : tensor<8xf32, #b>
 }
 
@@ -138,14 +138,14 @@ func.func @different_shapes(%x: tensor<8x16xf32, #bf>) -> tensor<8xf32, #b> {
 // reads the smaller value through strides; a group of one op is left as it is; dropout (its
 // mask depends on where an element is in the whole batch) stays a kernel of its own.
 // CHECK-LABEL: func.func @alone
-// CHECK: graph.exp %arg0
+// CHECK: graph.unary exp %arg0
 // CHECK-NEXT: graph.dropout
 // CHECK-NEXT: graph.fused_elementwise %{{.*}}, %arg1 body "add x0 x1; tanh t0" outputs [1]
 // CHECK-NOT: graph.fused_elementwise
 func.func @alone(%x: tensor<8x16xf32, #bf>, %z: tensor<4xf32, #graph.dims<seq>>) -> tensor<8x16x4xf32, #bfs> {
-  %a = graph.exp %x : tensor<8x16xf32, #bf>
+  %a = graph.unary exp %x : tensor<8x16xf32, #bf>
   %d = graph.dropout %a rate 1.000000e-01 : tensor<8x16xf32, #bf>
   %y = graph.add %d, %z : (tensor<8x16xf32, #bf>, tensor<4xf32, #graph.dims<seq>>) -> tensor<8x16x4xf32, #bfs>
-  %t = graph.tanh %y : tensor<8x16x4xf32, #bfs>
+  %t = graph.unary tanh %y : tensor<8x16x4xf32, #bfs>
   return %t : tensor<8x16x4xf32, #bfs>
 }

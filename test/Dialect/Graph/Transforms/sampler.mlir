@@ -14,7 +14,7 @@ module {
     %0 = graph.embedding %wte, %tok : (!t, !ids) -> !x
     %1 = graph.add %0, %wpe : (!x, tensor<6x8xf32, #graph.dims<seq, embed>>) -> !x
     %2 = graph.permute %1 : !x -> tensor<6x4x8xf32, #graph.dims<seq, batch, embed>>
-    %3 = graph.gelu %2 : tensor<6x4x8xf32, #graph.dims<seq, batch, embed>>
+    %3 = graph.unary gelu %2 : tensor<6x4x8xf32, #graph.dims<seq, batch, embed>>
     %4 = graph.permute %3 : tensor<6x4x8xf32, #graph.dims<seq, batch, embed>> -> !x
     %5 = graph.contract %4, %wte sum ["embed"] : (!x, !t) -> !l
     %6 = graph.cross_entropy %5, %tgt dim "vocab" : (!l, !ids) -> !s
@@ -34,7 +34,7 @@ module {
 // CHECK-NEXT: %[[A:.*]] = graph.add %[[E]], %[[WPE]] : (tensor<1x6x8xf32, #graph.dims<batch, seq, embed>>, tensor<6x8xf32, #graph.dims<seq, embed>>) -> tensor<1x6x8xf32, #graph.dims<batch, seq, embed>>
 // The batch dim is found by name wherever it stands.
 // CHECK-NEXT: %[[P:.*]] = graph.permute %[[A]] : tensor<1x6x8xf32, #graph.dims<batch, seq, embed>> -> tensor<6x1x8xf32, #graph.dims<seq, batch, embed>>
-// CHECK-NEXT: %[[G:.*]] = graph.gelu %[[P]] : tensor<6x1x8xf32, #graph.dims<seq, batch, embed>>
+// CHECK-NEXT: %[[G:.*]] = graph.unary gelu %[[P]] : tensor<6x1x8xf32, #graph.dims<seq, batch, embed>>
 // CHECK-NEXT: %[[Q:.*]] = graph.permute %[[G]] : tensor<6x1x8xf32, #graph.dims<seq, batch, embed>> -> tensor<1x6x8xf32, #graph.dims<batch, seq, embed>>
 // CHECK-NEXT: %[[LOGITS:.*]] = graph.contract %[[Q]], %[[WTE]] sum ["embed"] : (tensor<1x6x8xf32, #graph.dims<batch, seq, embed>>, tensor<16x8xf32, #graph.dims<vocab, embed>>) -> tensor<1x6x16xf32, #graph.dims<batch, seq, vocab>>
 // CHECK-NEXT: return %[[LOGITS]] : tensor<1x6x16xf32, #graph.dims<batch, seq, vocab>>
@@ -77,7 +77,7 @@ module {
     %spare = graph.param "spare" init <zeros> : tensor<3xf32, #graph.dims<embed>>
     %w = graph.param "w" init <ones> : !e
     %x = graph.embedding %w, %tokens : (!e, !t) -> !x
-    %dead = graph.exp %x : !x
+    %dead = graph.unary exp %x : !x
     %dead2 = graph.mean %dead dims ["batch", "seq", "embed"] : !x -> !s
     %logits = graph.contract %x, %w sum ["embed"] : (!x, !e) -> !l
     %loss = graph.cross_entropy %logits, %targets dim "vocab" : (!l, !t) -> !s
@@ -86,6 +86,6 @@ module {
 }
 
 // CHECK-LABEL: func.func @sample(
-// CHECK-NOT: graph.exp
+// CHECK-NOT: graph.unary exp
 // CHECK-NOT: "spare"
 // CHECK: return {{.*}} : tensor<1x4x8xf32, #graph.dims<batch, seq, vocab>>

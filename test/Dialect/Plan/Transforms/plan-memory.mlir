@@ -19,11 +19,11 @@
 !m = tensor<5x20xf32, #graph.dims<a, b>>
 module {
   func.func @forward(%x: !v {graph.name = "x"}, %y: !w {graph.name = "y"}) -> !v {
-    %0 = graph.exp %x : !v
+    %0 = graph.unary exp %x : !v
     %1 = graph.mul %0, %y : (!v, !w) -> !m
-    %2 = graph.tanh %1 : !m
+    %2 = graph.unary tanh %1 : !m
     %3 = graph.sum %2 dims ["b"] : !m -> !v
-    %4 = graph.exp %3 : !v
+    %4 = graph.unary exp %3 : !v
     return %4 : !v
   }
 }
@@ -52,10 +52,10 @@ module {
 !h = tensor<4x2x4xf32, #graph.dims<a, c, d>>
 module {
   func.func @forward(%x: !x {graph.name = "x"}) -> !x {
-    %0 = graph.exp %x : !x
+    %0 = graph.unary exp %x : !x
     %1 = graph.split %0 dim "b" : !x -> !h
-    %2 = graph.tanh %x : !x
-    %3 = graph.exp %1 : !h
+    %2 = graph.unary tanh %x : !x
+    %3 = graph.unary exp %1 : !h
     %4 = graph.merge %3 dims ["c", "d"] : !h -> !x
     %5 = graph.add %4, %2 : (!x, !x) -> !x
     return %5 : !x
@@ -85,10 +85,10 @@ module {
 module {
   func.func @forward_backward(%x: !x {graph.name = "x"}) -> !s {
     %l = graph.sum %x dims ["a", "b"] : !x -> !s
-    %0 = graph.exp %x : !x
+    %0 = graph.unary exp %x : !x
     %1 = graph.sum %0 dims ["a", "b"] : !x -> !s
-    %2 = graph.tanh %1 : !s
-    %3 = graph.exp %2 : !s
+    %2 = graph.unary tanh %1 : !s
+    %3 = graph.unary exp %2 : !s
     return %l : !s
   }
 }

@@ -14,8 +14,6 @@ using namespace tessel::graph;
 
 #include "tessel/Dialect/Graph/IR/GraphOpsDialect.cpp.inc"
 
-#include "tessel/Dialect/Graph/IR/GraphEnums.cpp.inc"
-
 #define GET_ATTRDEF_CLASSES
 #include "tessel/Dialect/Graph/IR/GraphAttrs.cpp.inc"
 
@@ -28,6 +26,29 @@ void GraphDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "tessel/Dialect/Graph/IR/GraphAttrs.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// UnaryFnAttr: #graph<unary_fn gelu>, bare `gelu` inside an op
+//===----------------------------------------------------------------------===//
+
+Attribute UnaryFnAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string word;
+  if (failed(parser.parseKeywordOrString(&word)))
+    return {};
+  if (std::optional<UnaryFn> fn = tessel::catalogue::enumOf<UnaryFn>(word))
+    return UnaryFnAttr::get(parser.getContext(), *fn);
+  InFlightDiagnostic diag = parser.emitError(loc)
+                            << "unknown elementwise function '" << word << "'; the functions are ";
+  llvm::interleaveComma(tessel::catalogue::EnumWords<UnaryFn>::words, diag,
+                        [&](std::string_view w) { diag << StringRef(w.data(), w.size()); });
+  return {};
+}
+
+void UnaryFnAttr::print(AsmPrinter &printer) const {
+  std::string_view word = tessel::catalogue::wordOf(getValue());
+  printer << ' ' << StringRef(word.data(), word.size());
 }
 
 //===----------------------------------------------------------------------===//

@@ -97,18 +97,6 @@ std::vector<std::string> dimsOnlyIn(const NamedShape &a, const NamedShape &b) {
   return out;
 }
 
-LogicalResult unaryGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy,
-                            SmallVectorImpl<Value> &dx, FloatAttr exponent = {}) {
-  Value x = op->getOperand(0), y = op->getResult(0);
-  // The functions with a derivative rule are the cases of UnaryFn, named by the forward op.
-  std::optional<UnaryFn> fn = symbolizeUnaryFn(op->getName().stripDialect());
-  if (!fn)
-    return op->emitOpError("has no unary_grad function");
-  dx.push_back(UnaryGradOp::create(b, op->getLoc(), x.getType(),
-                                   UnaryFnAttr::get(b.getContext(), *fn), x, y, dy[0], exponent));
-  return success();
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -135,7 +123,7 @@ LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
 
 LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
   dx.push_back(reduceTo(b, getLoc(), dy[0], getLhs().getType()));
-  Value neg = NegOp::create(b, getLoc(), dy[0].getType(), dy[0]);
+  Value neg = UnaryOp::create(b, getLoc(), dy[0].getType(), UnaryFn::Neg, dy[0]);
   dx.push_back(reduceTo(b, getLoc(), neg, getRhs().getType()));
   return success();
 }
@@ -153,35 +141,22 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
   Value dyOverB = broadcasting<DivOp>(b, getLoc(), dy[0], getRhs());
   dx.push_back(reduceTo(b, getLoc(), dyOverB, getLhs().getType()));
   Value t = broadcasting<MulOp>(b, getLoc(), dyOverB, getResult());
-  Value neg = NegOp::create(b, getLoc(), t.getType(), t);
+  Value neg = UnaryOp::create(b, getLoc(), t.getType(), UnaryFn::Neg, t);
   dx.push_back(reduceTo(b, getLoc(), neg, getRhs().getType()));
   return success();
 }
 
-LogicalResult NegOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
-  dx.push_back(NegOp::create(b, getLoc(), dy[0].getType(), dy[0]));
-  return success();
-}
-
-#define TESSEL_UNARY_GRADIENT(Op)                                                                  \
-  LogicalResult Op::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) { \
-    return unaryGradient(*this, b, dy, dx);                                                        \
+// -x is linear: its gradient is -dy, a unary op itself. Every other function's is the
+// function's own unary_grad, which reads x and y.
+LogicalResult UnaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
+                                      SmallVectorImpl<Value> &dx) {
+  if (getFn() == UnaryFn::Neg) {
+    dx.push_back(UnaryOp::create(b, getLoc(), dy[0].getType(), UnaryFn::Neg, dy[0]));
+    return success();
   }
-TESSEL_UNARY_GRADIENT(ExpOp)
-TESSEL_UNARY_GRADIENT(LogOp)
-TESSEL_UNARY_GRADIENT(SqrtOp)
-TESSEL_UNARY_GRADIENT(RsqrtOp)
-TESSEL_UNARY_GRADIENT(TanhOp)
-TESSEL_UNARY_GRADIENT(GeluOp)
-TESSEL_UNARY_GRADIENT(SiluOp)
-TESSEL_UNARY_GRADIENT(ReluOp)
-TESSEL_UNARY_GRADIENT(SigmoidOp)
-TESSEL_UNARY_GRADIENT(SquareOp)
-TESSEL_UNARY_GRADIENT(GeluErfOp)
-#undef TESSEL_UNARY_GRADIENT
-
-LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &dx) {
-  return unaryGradient(*this, b, dy, dx, getExponentAttr());
+  dx.push_back(UnaryGradOp::create(b, getLoc(), getType(), getFnAttr(), getInput(), getResult(),
+                                   dy[0], getExponentAttr()));
+  return success();
 }
 
 // Comparisons are piecewise constant: their operands take no gradient through them.

@@ -55,7 +55,6 @@ std::string tessel::graph::spelling(StringRef opName) {
       {"sub", "`-`"},
       {"mul", "`*`"},
       {"div", "`/`"},
-      {"neg", "unary `-`"},
       {"lt", "`<`"},
       {"le", "`<=`"},
       {"gt", "`>`"},
@@ -66,6 +65,7 @@ std::string tessel::graph::spelling(StringRef opName) {
       {"param", "a parameter"},
       {"constant", "a constant"},
       {"broadcast", "the gradient of a sum or mean"},
+      {"unary", "an elementwise function"},
       {"unary_grad", "the gradient of an elementwise function"},
       {"ce_max", "`cross_entropy` over split classes"},
       {"ce_sums", "`cross_entropy` over split classes"},
@@ -93,6 +93,16 @@ std::string tessel::graph::spelling(StringRef opName) {
   if (name.consume_back("_grad"))
     return ("the gradient of `" + name + "`").str();
   return ("`" + name + "`").str(); // exp, mean, attention, ...: the built-in's own name.
+}
+
+std::string tessel::graph::spelling(Operation *op) {
+  auto unary = dyn_cast<UnaryOp>(op);
+  if (!unary)
+    return spelling(op->getName().getStringRef());
+  if (unary.getFn() == UnaryFn::Neg)
+    return "unary `-`";
+  std::string_view word = tessel::catalogue::wordOf(unary.getFn());
+  return "`" + std::string(word) + "`";
 }
 
 RankedTensorType tessel::graph::getNamedTensorType(MLIRContext *ctx, const NamedShape &shape,
@@ -307,20 +317,11 @@ LogicalResult RenameOp::verify() {
   return success();
 }
 
-LogicalResult NegOp::verify() { return verifyUnary(*this); }
-LogicalResult ExpOp::verify() { return verifyUnary(*this); }
-LogicalResult LogOp::verify() { return verifyUnary(*this); }
-LogicalResult SqrtOp::verify() { return verifyUnary(*this); }
-LogicalResult RsqrtOp::verify() { return verifyUnary(*this); }
-LogicalResult TanhOp::verify() { return verifyUnary(*this); }
-LogicalResult GeluOp::verify() { return verifyUnary(*this); }
-LogicalResult SiluOp::verify() { return verifyUnary(*this); }
-LogicalResult ReluOp::verify() { return verifyUnary(*this); }
-LogicalResult SigmoidOp::verify() { return verifyUnary(*this); }
-LogicalResult SquareOp::verify() { return verifyUnary(*this); }
-LogicalResult GeluErfOp::verify() { return verifyUnary(*this); }
-LogicalResult PowOp::verify() {
-  if (!std::isfinite(getExponent().convertToDouble()))
+LogicalResult UnaryOp::verify() {
+  bool pow = getFn() == UnaryFn::Pow;
+  if (pow != getExponent().has_value())
+    return emitOpError(pow ? "of pow needs the exponent" : "carries an exponent only for pow");
+  if (pow && !std::isfinite(getExponent()->convertToDouble()))
     return emitOpError("exponent must be finite");
   return verifyUnary(*this);
 }

@@ -213,7 +213,7 @@ LogicalResult GlobalNormOp::partition(Partitioner &p, ArrayRef<Value> operands,
     }
     total = total ? AddOp::create(b, loc, scalar, total, sum).getResult() : sum;
   }
-  results.push_back(SqrtOp::create(b, loc, scalar, total));
+  results.push_back(UnaryOp::create(b, loc, scalar, UnaryFn::Sqrt, total));
   return success();
 }
 

@@ -95,8 +95,7 @@ bool isSlotMask(Value d) {
 bool worksPerSlot(Operation *op, llvm::SmallVector<std::string> slots, StringRef batch,
                   StringRef seq) {
   slots.push_back(batch.str());
-  if (!isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, GeluOp, SiluOp,
-           ReluOp, SigmoidOp, SquareOp, GeluErfOp, PowOp, ContractOp>(op))
+  if (!isa<AddOp, SubOp, MulOp, DivOp, UnaryOp, ContractOp>(op))
     return false;
   for (Value v : op->getOperands())
     if (hasDim(v, seq))

@@ -42,16 +42,10 @@ namespace cat = tessel::catalogue;
 
 namespace {
 
-/// The catalogue enum value named `word`, if it has one.
-template <class E> std::optional<E> enumOf(StringRef word, E last) {
-  for (int v = 0; v <= static_cast<int>(last); ++v)
-    if (cat::wordOf(static_cast<E>(v)) == word.str())
-      return static_cast<E>(v);
-  return std::nullopt;
+/// The binary op or comparison a graph op is, by its name: the catalogue's word.
+std::optional<cat::BinaryOp> binaryOf(StringRef name) {
+  return cat::enumOf<cat::BinaryOp>(std::string_view(name.data(), name.size()));
 }
-
-std::optional<cat::UnaryOp> unaryOf(StringRef word) { return enumOf(word, cat::UnaryOp::GeluErf); }
-std::optional<cat::BinaryOp> binaryOf(StringRef word) { return enumOf(word, cat::BinaryOp::Ne); }
 
 /// Whether `op` computes each element of its result from the same element of its operands,
 /// as one step of a fused body.
@@ -59,17 +53,12 @@ bool isFusible(Operation *op) {
   if (op->getNumResults() != 1)
     return false;
   return TypeSwitch<Operation *, bool>(op)
-      .Case<graph::WhereOp, graph::PowOp, graph::UnaryGradOp>([](auto) { return true; })
+      .Case<graph::WhereOp, graph::UnaryOp, graph::UnaryGradOp>([](auto) { return true; })
       .Default([](Operation *o) {
-        StringRef name = o->getName().stripDialect();
-        if (!isa<graph::GraphDialect>(o->getDialect()))
-          return false;
-        // The binary ops and comparisons, and the unary functions, by the catalogue's words;
-        // pow has its own case (its exponent), as dropout is not elementwise in its mask.
-        if (binaryOf(name))
-          return true;
-        std::optional<cat::UnaryOp> u = unaryOf(name);
-        return u && *u != cat::UnaryOp::Pow;
+        // The binary ops and comparisons, by the catalogue's words (dropout is not
+        // elementwise in its mask).
+        return isa<graph::GraphDialect>(o->getDialect()) &&
+               binaryOf(o->getName().stripDialect()).has_value();
       });
 }
 
@@ -218,28 +207,23 @@ void Fuser::fuse(const Group &group) {
           s.kind = cat::BodyStep::Kind::Where;
           args(o->getOperands());
         })
-        .Case([&](graph::PowOp o) {
+        .Case([&](graph::UnaryOp o) {
           s.kind = cat::BodyStep::Kind::Unary;
-          s.unary = cat::UnaryOp::Pow;
-          s.value = o.getExponent().convertToDouble();
+          s.unary = o.getFn();
+          if (std::optional<APFloat> e = o.getExponent())
+            s.value = e->convertToDouble();
           args(o->getOperands());
         })
         .Case([&](graph::UnaryGradOp o) {
           s.kind = cat::BodyStep::Kind::UnaryGrad;
-          s.unary = *unaryOf(graph::stringifyUnaryFn(o.getFn()));
+          s.unary = o.getFn();
           if (std::optional<APFloat> e = o.getExponent())
             s.value = e->convertToDouble();
           args(o->getOperands());
         })
         .Default([&](Operation *o) {
-          StringRef name = o->getName().stripDialect();
-          if (std::optional<cat::BinaryOp> b = binaryOf(name)) {
-            s.kind = cat::BodyStep::Kind::Binary;
-            s.binary = *b;
-          } else {
-            s.kind = cat::BodyStep::Kind::Unary;
-            s.unary = *unaryOf(name);
-          }
+          s.kind = cat::BodyStep::Kind::Binary;
+          s.binary = *binaryOf(o->getName().stripDialect());
           args(o->getOperands());
         });
     int32_t index = static_cast<int32_t>(body.steps.size());

@@ -149,7 +149,7 @@ void Walker::warnAboutWholeDims(Operation *op, ArrayRef<Sharding> actual,
       if (axis.empty() || have.axes[d] != axis || need.axes[d] == axis || wholeState ||
           llvm::any_of(axesOfSplit(axis), kept) || !warnedDims_.insert(dim).second)
         continue;
-      std::string what = spelling(op->getName().getStringRef());
+      std::string what = spelling(op);
       op->emitWarning() << "'" << dim << "' is split over " << axis << " by the spec, but "
                         << what << " needs it whole here, so it is gathered and " << what
                         << " runs unsplit on every " << axis << " rank";

@@ -168,7 +168,7 @@ static Operation *partialSumOrigin(Value v) {
 static std::string describeSum(Operation *origin) {
   if (!origin)
     return "a value";
-  std::string out = "the result of " + spelling(origin->getName().getStringRef());
+  std::string out = "the result of " + spelling(origin);
   ArrayAttr dims = isa<ContractOp>(origin) ? cast<ContractOp>(origin).getSum()
                                            : origin->getAttrOfType<ArrayAttr>("dims");
   if (!dims || dims.empty())
@@ -207,9 +207,8 @@ LogicalResult Verifier::verifyComputation(Operation *op, ArrayRef<Sharding> ins,
     Operation *origin = partialSumOrigin(op->getOperand(i));
     std::string axes = llvm::join(s.partial, ", ");
     return op->emitError() << describeSum(origin) << ", which the layout splits over " << axes
-                           << ", is used as a whole value by "
-                           << spelling(op->getName().getStringRef()) << ", but each " << axes
-                           << " rank holds only its part of the sum";
+                           << ", is used as a whole value by " << spelling(op) << ", but each "
+                           << axes << " rank holds only its part of the sum";
   }
   if (isa<PackOp, SumSquaresOp, UnpackOp>(op))
     return success();

@@ -268,9 +268,8 @@ LogicalResult checkCrossings(func::FuncOp func, const Placement &seg, const Stag
                  to.chunk == from.chunk - 1);
       if (!ok) {
         InFlightDiagnostic diag = op.emitError()
-                                  << spelling(op.getName().getStringRef()) << " in "
-                                  << placeOf(&op, to, st) << " reads the result of "
-                                  << spelling(d->getName().getStringRef()) << " in "
+                                  << spelling(&op) << " in " << placeOf(&op, to, st)
+                                  << " reads the result of " << spelling(d) << " in "
                                   << placeOf(d, from, st)
                                   << "; pipeline stages pass activations only to the next "
                                      "stage and gradients only to the previous one";

@@ -15,7 +15,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
     %1 = graph.add %0, %0 {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!h, !h) -> !h
     %2 = shard.all_reduce %1 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*, *]>]} : !h -> !h
-    %3 = graph.gelu %2 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
+    %3 = graph.unary gelu %2 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
     return %3 : !h
   }
 }
@@ -31,7 +31,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
   func.func @partial_into_gelu(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *] partial [tp]>]} : (!x, !w) -> !h
     // expected-error @+1 {{the result of `@` over 'embed', which the layout splits over tp, is used as a whole value by `gelu`, but each tp rank holds only its part of the sum}}
-    %1 = graph.gelu %0 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
+    %1 = graph.unary gelu %0 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
     %2 = shard.all_reduce %1 on @mesh grid_axes = [0] {graph.sharding = [#graph.sharding<[*, *]>]} : !h -> !h
     return %2 : !h
   }
@@ -167,8 +167,8 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @mismatched_result(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !x {
-    // expected-error @+1 {{'graph.gelu' op result #0 splits dim 'embed' over '*' where another operand splits it over 'tp'}}
-    %0 = graph.gelu %x {graph.sharding = [#graph.sharding<[*, *]>]} : !x
+    // expected-error @+1 {{'graph.unary' op result #0 splits dim 'embed' over '*' where another operand splits it over 'tp'}}
+    %0 = graph.unary gelu %x {graph.sharding = [#graph.sharding<[*, *]>]} : !x
     return %0 : !x
   }
 }
@@ -230,7 +230,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @split_result(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !x {
-    %0 = graph.gelu %x {graph.sharding = [#graph.sharding<[*, tp]>]} : !x
+    %0 = graph.unary gelu %x {graph.sharding = [#graph.sharding<[*, tp]>]} : !x
     // expected-error @+1 {{'func.return' op returns result #0 laid out as [*, tp]; every rank must return it whole}}
     return %0 : !x
   }
@@ -245,8 +245,8 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @unrecorded(%x: !x) -> !x {
-    // expected-error @+1 {{'graph.gelu' op uses a value without a recorded sharding}}
-    %0 = graph.gelu %x {graph.sharding = [#graph.sharding<[*, *]>]} : !x
+    // expected-error @+1 {{'graph.unary' op uses a value without a recorded sharding}}
+    %0 = graph.unary gelu %x {graph.sharding = [#graph.sharding<[*, *]>]} : !x
     return %0 : !x
   }
 }
@@ -260,8 +260,8 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @wrong_rank(%x: !x {graph.sharding = #graph.sharding<[tp]>}) -> !x {
-    // expected-error @+1 {{'graph.gelu' op uses a value whose sharding [tp] does not fit its 2 dims}}
-    %0 = graph.gelu %x {graph.sharding = [#graph.sharding<[*, *]>]} : !x
+    // expected-error @+1 {{'graph.unary' op uses a value whose sharding [tp] does not fit its 2 dims}}
+    %0 = graph.unary gelu %x {graph.sharding = [#graph.sharding<[*, *]>]} : !x
     return %0 : !x
   }
 }
@@ -274,8 +274,8 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
 module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64}, tessel.parallel = #tessel.parallel<mesh = {tp = 2 : i64}, shard = {embed = ["tp"]}>} {
   shard.grid @mesh(shape = 2)
   func.func @axis_twice(%x: tensor<2x4xf32, #graph.dims<seq, embed>> {graph.sharding = #graph.sharding<[tp, tp]>}) -> tensor<2x4xf32, #graph.dims<seq, embed>> {
-    // expected-error @+1 {{'graph.gelu' op uses a value laid out as [tp, tp], which uses axis 'tp' twice}}
-    %0 = graph.gelu %x {graph.sharding = [#graph.sharding<[tp, tp]>]} : tensor<2x4xf32, #graph.dims<seq, embed>>
+    // expected-error @+1 {{'graph.unary' op uses a value laid out as [tp, tp], which uses axis 'tp' twice}}
+    %0 = graph.unary gelu %x {graph.sharding = [#graph.sharding<[tp, tp]>]} : tensor<2x4xf32, #graph.dims<seq, embed>>
     return %0 : tensor<2x4xf32, #graph.dims<seq, embed>>
   }
 }

@@ -15,7 +15,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
   func.func @contract_over_split_dim(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}, %w: !w {graph.sharding = #graph.sharding<[tp, *]>}) -> !h {
     // expected-error @+1 {{partial}}
     %0 = graph.contract %x, %w sum ["embed"] {graph.sharding = [#graph.sharding<[*, *]>]} : (!x, !w) -> !h
-    %1 = graph.gelu %0 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
+    %1 = graph.unary gelu %0 {graph.sharding = [#graph.sharding<[*, *]>]} : !h
     return %1 : !h
   }
 }
@@ -31,7 +31,7 @@ module attributes {tessel.dims = {seq = 4 : i64, embed = 8 : i64, ffn = 16 : i64
   func.func @sum_over_split_dim(%x: !x {graph.sharding = #graph.sharding<[*, tp]>}) -> !r {
     // expected-error @+1 {{partial}}
     %0 = graph.sum %x dims ["embed"] {graph.sharding = [#graph.sharding<[*]>]} : !x -> !r
-    %1 = graph.exp %0 {graph.sharding = [#graph.sharding<[*]>]} : !r
+    %1 = graph.unary exp %0 {graph.sharding = [#graph.sharding<[*]>]} : !r
     return %1 : !r
   }
 }

@@ -3,7 +3,6 @@
 #define TESSEL_GRAPH_ATTRS
 
 include "GraphDialect.td"
-include "GraphEnums.td"
 include "mlir/IR/AttrTypeBase.td"
 
 class Graph_Attr<string name, string attrMnemonic, list<Trait> traits = []>
@@ -55,6 +54,26 @@ def Graph_InitAttr : Graph_Attr<"Init", "init"> {
   ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+}
+
+def Graph_UnaryFnAttr : Graph_Attr<"UnaryFn", "unary_fn"> {
+  let summary = "An elementwise function of the kernel catalogue";
+  let description = [{
+    One of the words of the catalogue's `UnaryOp` (common/catalogue/KernelCatalogue.def):
+    the functions the `unary` and `unary_grad` kernels compute, which are also the language's
+    elementwise built-ins. The list is stated there alone; this attribute holds the
+    catalogue's own enum value and reads and prints its word. Inside an op it is written bare.
+
+    ```mlir
+    #graph<unary_fn gelu>
+    %y = graph.unary gelu %x : tensor<8x512xf32, #graph.dims<tokens, ffn>>
+    ```
+  }];
+  let parameters = (ins "::tessel::graph::UnaryFn":$value);
+  let hasCustomAssemblyFormat = 1;
+  // An op's accessor gives the function itself.
+  let returnType = "::tessel::graph::UnaryFn";
+  let convertFromStorage = "::llvm::cast<::tessel::graph::UnaryFnAttr>($_self).getValue()";
 }
 
 def Graph_ShardingAttr : Graph_Attr<"Sharding", "sharding"> {

@@ -8,9 +8,14 @@
 
 #include "tessel/Dialect/Settings/IR/SettingsDialect.h"
 
+#include "common/catalogue/KernelOps.h"
+
 #include "tessel/Dialect/Graph/IR/GraphOpsDialect.h.inc"
 
-#include "tessel/Dialect/Graph/IR/GraphEnums.h.inc"
+namespace tessel::graph {
+/// The elementwise functions: the kernel catalogue's list, not restated by the dialect.
+using UnaryFn = ::tessel::catalogue::UnaryOp;
+} // namespace tessel::graph
 
 #define GET_ATTRDEF_CLASSES
 #include "tessel/Dialect/Graph/IR/GraphAttrs.h.inc"

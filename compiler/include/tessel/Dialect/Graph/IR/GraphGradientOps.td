@@ -27,10 +27,9 @@ def Graph_UnaryGradOp : Graph_Op<"unary_grad",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllTypesMatch<["input", "output", "grad", "result"]>]> {
   let summary = "The gradient of an elementwise function";
   let description = [{
-    `dx = dy * f'(x)` for the function named by `fn` (the mnemonic of its forward op: exp,
-    log, sqrt, rsqrt, tanh, gelu, silu, relu, sigmoid, square, gelu_erf, pow). `y` is the
-    forward result, which several derivatives read instead of recomputing f. `pow` carries
-    its exponent.
+    `dx = dy * f'(x)` for the elementwise function `fn` of the forward `graph.unary`. `y` is
+    the forward result, which several derivatives read instead of recomputing f. `pow`
+    carries its exponent.
 
     ```mlir
     %dx = graph.unary_grad gelu %x, %y, %dy : tensor<8x512xf32, #graph.dims<tokens, ffn>>

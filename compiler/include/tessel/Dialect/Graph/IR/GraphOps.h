@@ -33,6 +33,9 @@ mlir::RankedTensorType getNamedTensorType(mlir::MLIRContext *ctx, const NamedSha
 /// `attention`, "graph.adamw" the optimizer's update. Ops of other dialects are described by
 /// what they do ("shard.all_reduce" is an all_reduce between ranks).
 std::string spelling(llvm::StringRef opName);
+/// How a `.model` file writes `op`: as spelling(its name), and an elementwise function by
+/// its own name (`gelu`, unary `-`).
+std::string spelling(mlir::Operation *op);
 
 /// The attribute form of a sharding, and back.
 ShardingAttr getShardingAttr(mlir::MLIRContext *ctx, const Sharding &s);

@@ -163,45 +163,30 @@ def Graph_RenameOp : Graph_Op<"rename", [DeclareOpInterfaceMethods<Graph_Shardab
   let hasVerifier = 1;
 }
 
-class Graph_UnaryOp<string mnemonic, string what>
-    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
-  let summary = "Elementwise " # what;
+def Graph_UnaryOp : Graph_Op<"unary", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "An elementwise function";
   let description = [{
-    ```mlir
-    %y = graph.}] # mnemonic # [{ %x : tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>
-    ```
-  }];
-  let arguments = (ins Graph_FloatTensor:$input);
-  let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
-  let hasVerifier = 1;
-}
-
-def Graph_NegOp : Graph_UnaryOp<"neg", "negation">;
-def Graph_ExpOp : Graph_UnaryOp<"exp", "exponential">;
-def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm">;
-def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root">;
-def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", "reciprocal square root">;
-def Graph_TanhOp : Graph_UnaryOp<"tanh", "hyperbolic tangent">;
-def Graph_GeluOp : Graph_UnaryOp<"gelu", "GELU (tanh approximation, as GPT-2)">;
-def Graph_SiluOp : Graph_UnaryOp<"silu", "SiLU, x * sigmoid(x)">;
-def Graph_ReluOp : Graph_UnaryOp<"relu", "rectifier">;
-def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "logistic sigmoid">;
-def Graph_SquareOp : Graph_UnaryOp<"square", "square, x * x">;
-def Graph_GeluErfOp : Graph_UnaryOp<"gelu_erf", "exact GELU, x * (1 + erf(x / sqrt(2))) / 2">;
-
-def Graph_PowOp : Graph_Op<"pow", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
-  let summary = "Elementwise power with a constant exponent";
-  let description = [{
-    `x^exponent` (NaN for a negative `x` and a non-integer exponent, as `torch.pow`).
+    `y = fn(x)` for each element, `fn` one of the kernel catalogue's elementwise functions
+    (`UnaryOp` in common/catalogue/KernelCatalogue.def, the one list of them: gelu is the tanh
+    form GPT-2 uses, gelu_erf the exact one). The language calls each by its word (`-x` for
+    neg); the op lowers to the `unary` kernel with that word. `pow` carries its constant exponent (`x^exponent`, NaN for a negative `x` and a
+    non-integer exponent, as `torch.pow`), and only pow does.
 
     ```mlir
-    %y = graph.pow %x exponent -5.000000e-01 : tensor<8x64xf32, #graph.dims<batch, seq>>
+    %y = graph.unary gelu %x : tensor<8x64x512xf32, #graph.dims<batch, seq, ffn>>
+    %r = graph.unary pow %v exponent -5.000000e-01 : tensor<8x64xf32, #graph.dims<batch, seq>>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$exponent);
+  let arguments = (ins Graph_UnaryFnAttr:$fn, Graph_FloatTensor:$input,
+                       OptionalAttr<F64Attr>:$exponent);
   let results = (outs Graph_FloatTensor:$result);
-  let assemblyFormat = "$input `exponent` $exponent attr-dict `:` type($result)";
+  let assemblyFormat = "$fn $input (`exponent` $exponent^)? attr-dict `:` type($result)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::tessel::graph::UnaryFn":$fn, "::mlir::Value":$input), [{
+      build($_builder, $_state, type, UnaryFnAttr::get($_builder.getContext(), fn), input,
+            ::mlir::FloatAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
