@@ -202,7 +202,7 @@ TEST_F(CudaFusedKernel, MatchesInterpreterAndCpuOnOddShapes) {
       size_t differ = 0, reported = 0;
       for (size_t i = 0; i < elements; ++i) {
         differ += !sameBits(a[i], b[i]);
-        // The interpreter's tolerance against the CPU (CudaKernelsTest.cpp's expectClose).
+        // The interpreter's tolerance against the CPU (CudaKernelsTestSupport.h's expectClose).
         const float r = ref[o][i];
         const bool close = (std::isnan(r) && std::isnan(b[i])) || r == b[i] ||
                            std::fabs(b[i] - r) <= 1e-5f + 1e-4f * std::fabs(r);

@@ -5,7 +5,7 @@
 // sm_90 (every operation, every kind of step), and the kernel cache (hits, misses on another
 // option, architecture or source, corrupt entries compiled again). None of it needs a GPU;
 // the NVRTC tests skip, saying why, only where NVRTC cannot be opened. The kernels are run
-// against the interpreter in CudaKernelsTest.cpp (GPU only).
+// against the interpreter in CudaElementwiseKernelsTest.cpp (GPU only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -159,7 +159,8 @@ TEST(FusedSource, SixteenBitOperandsAreWidenedOnLoadAndRoundedOnStore) {
 // In a mixed-precision plan a step whose unfused kernel would store its value 16-bit is
 // rounded so before a later step reads it: the bits of the unfused kernels.
 TEST(FusedSource, RoundedStepsTakeTheirSixteenBitValue) {
-  const cuda::FusedLayout layout = cuda::fusedLayout(shapeOf({8}), {stridesOf({1}), stridesOf({1})});
+  const cuda::FusedLayout layout =
+      cuda::fusedLayout(shapeOf({8}), {stridesOf({1}), stridesOf({1})});
   std::vector<FusedStep> steps = {step(FusedStep::Kind::Binary, {0, 1}),
                                   step(FusedStep::Kind::Unary, {2}),
                                   step(FusedStep::Kind::Unary, {3})};
