@@ -25,10 +25,10 @@ namespace {
 using tessel::test::Doubles;
 using tessel::test::expectClose;
 using tessel::test::Floats;
-using tessel::test::makeShape;
-using tessel::test::makeStrides;
 using tessel::test::offsetOf;
 using tessel::test::randomFloats;
+using tessel::test::shapeOf;
+using tessel::test::stridesOf;
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -69,25 +69,25 @@ struct BinaryCase {
 
 std::vector<BinaryCase> binaryCases() {
   std::vector<BinaryCase> cases;
-  const Shape s3 = makeShape({3, 5, 7});
+  const Shape s3 = shapeOf({3, 5, 7});
   cases.push_back({"dense", s3, denseStrides(s3), denseStrides(s3), 105, 105});
   // [3,5,7] + [7]: a bias along the leading dims.
-  cases.push_back({"bias", s3, denseStrides(s3), makeStrides({0, 0, 1}), 105, 7});
+  cases.push_back({"bias", s3, denseStrides(s3), stridesOf({0, 0, 1}), 105, 7});
   // [3,5,7] * [3,5,1]: a per-row scalar.
-  cases.push_back({"row-scalar", s3, denseStrides(s3), makeStrides({5, 1, 0}), 105, 15});
+  cases.push_back({"row-scalar", s3, denseStrides(s3), stridesOf({5, 1, 0}), 105, 15});
   // [3,1,7] - [1,5,7] broadcast on both sides; a is the lhs, b the rhs.
-  cases.push_back({"both-broadcast", s3, makeStrides({7, 0, 1}), makeStrides({0, 7, 1}), 21, 35});
+  cases.push_back({"both-broadcast", s3, stridesOf({7, 0, 1}), stridesOf({0, 7, 1}), 21, 35});
   // a read transposed: a is stored [7,5,3] and viewed as [3,5,7].
-  cases.push_back({"permuted", s3, makeStrides({1, 3, 15}), denseStrides(s3), 105, 105});
+  cases.push_back({"permuted", s3, stridesOf({1, 3, 15}), denseStrides(s3), 105, 105});
   // Scalar rhs, and a size-1 dim in the middle.
-  const Shape s4 = makeShape({2, 1, 4, 6});
-  cases.push_back({"scalar", s4, denseStrides(s4), makeStrides({0, 0, 0, 0}), 48, 1});
+  const Shape s4 = shapeOf({2, 1, 4, 6});
+  cases.push_back({"scalar", s4, denseStrides(s4), stridesOf({0, 0, 0, 0}), 48, 1});
   // Large enough for several threads: a permuted lhs plus a bias, [3,70,200].
-  const Shape big = makeShape({3, 70, 200});
-  cases.push_back({"large", big, makeStrides({200, 600, 1}), makeStrides({0, 0, 1}), 42000, 200});
+  const Shape big = shapeOf({3, 70, 200});
+  cases.push_back({"large", big, stridesOf({200, 600, 1}), stridesOf({0, 0, 1}), 42000, 200});
   // Large with the broadcast dim innermost: [300,2,70] + [300,1,1].
-  const Shape big2 = makeShape({300, 2, 70});
-  cases.push_back({"large-row", big2, denseStrides(big2), makeStrides({1, 0, 0}), 42000, 300});
+  const Shape big2 = shapeOf({300, 2, 70});
+  cases.push_back({"large-row", big2, denseStrides(big2), stridesOf({1, 0, 0}), 42000, 300});
   return cases;
 }
 
@@ -116,35 +116,35 @@ TEST(CpuKernelsElementwise, BinaryMatchesReference) {
 
 TEST(CpuKernelsElementwise, ComparisonsGiveOneOrZeroAndMeetAtEquality) {
   // A causal mask from positions: key position k (rows) <= query position q (columns).
-  const Shape s = makeShape({3, 3});
+  const Shape s = shapeOf({3, 3});
   const Floats pos = {0, 1, 2};
   Floats out(9);
-  binary(BinaryKind::Le, s, pos.data(), makeStrides({1, 0}), pos.data(), makeStrides({0, 1}),
+  binary(BinaryKind::Le, s, pos.data(), stridesOf({1, 0}), pos.data(), stridesOf({0, 1}),
          out.data());
   EXPECT_EQ(out, (Floats{1, 1, 1, 0, 1, 1, 0, 0, 1}));
-  binary(BinaryKind::Lt, s, pos.data(), makeStrides({1, 0}), pos.data(), makeStrides({0, 1}),
+  binary(BinaryKind::Lt, s, pos.data(), stridesOf({1, 0}), pos.data(), stridesOf({0, 1}),
          out.data());
   EXPECT_EQ(out, (Floats{0, 1, 1, 0, 0, 1, 0, 0, 0}));
-  binary(BinaryKind::Eq, s, pos.data(), makeStrides({1, 0}), pos.data(), makeStrides({0, 1}),
+  binary(BinaryKind::Eq, s, pos.data(), stridesOf({1, 0}), pos.data(), stridesOf({0, 1}),
          out.data());
   EXPECT_EQ(out, (Floats{1, 0, 0, 0, 1, 0, 0, 0, 1}));
   const Floats nan = {NAN};
-  binary(BinaryKind::Ne, makeShape({1}), nan.data(), makeStrides({1}), nan.data(), makeStrides({1}),
+  binary(BinaryKind::Ne, shapeOf({1}), nan.data(), stridesOf({1}), nan.data(), stridesOf({1}),
          out.data());
   EXPECT_EQ(out[0], 1.0f); // NaN differs from everything, itself included, as in IEEE 754.
 }
 
 TEST(CpuKernelsElementwise, SelectBroadcastsEachOperand) {
   // where(mask [3, 3], scores [2, 3, 3], -inf): the mask broadcast over the leading dim.
-  const Shape s = makeShape({2, 3, 3});
+  const Shape s = shapeOf({2, 3, 3});
   const Floats mask = {1, 1, 1, 0, 1, 1, 0, 0, 1};
   Floats scores(18);
   for (size_t i = 0; i < scores.size(); ++i)
     scores[i] = static_cast<float>(i);
   const Floats fill = {-INFINITY};
   Floats out(18);
-  select(s, mask.data(), makeStrides({0, 3, 1}), scores.data(), denseStrides(s), fill.data(),
-         makeStrides({0, 0, 0}), out.data());
+  select(s, mask.data(), stridesOf({0, 3, 1}), scores.data(), denseStrides(s), fill.data(),
+         stridesOf({0, 0, 0}), out.data());
   for (size_t i = 0; i < out.size(); ++i)
     EXPECT_EQ(out[i], mask[i % 9] != 0 ? scores[i] : -INFINITY) << i;
 }
@@ -156,12 +156,12 @@ TEST(CpuKernelsElementwise, PositionsCount) {
 }
 
 TEST(CpuKernelsElementwise, BinarySubtractsInOperandOrder) {
-  const Shape s = makeShape({2, 2});
+  const Shape s = shapeOf({2, 2});
   const Floats a = {10, 20, 30, 40}, b = {1, 2};
   Floats out(4);
-  binary(BinaryKind::Sub, s, a.data(), denseStrides(s), b.data(), makeStrides({0, 1}), out.data());
+  binary(BinaryKind::Sub, s, a.data(), denseStrides(s), b.data(), stridesOf({0, 1}), out.data());
   EXPECT_EQ(out, (Floats{9, 18, 29, 38}));
-  binary(BinaryKind::Div, s, a.data(), denseStrides(s), b.data(), makeStrides({1, 0}), out.data());
+  binary(BinaryKind::Div, s, a.data(), denseStrides(s), b.data(), stridesOf({1, 0}), out.data());
   EXPECT_EQ(out, (Floats{10, 20, 15, 20}));
 }
 
@@ -313,7 +313,7 @@ TEST(CpuKernelsElementwise, UnaryGradMatchesFiniteDifferences) {
 
 TEST(CpuKernelsElementwise, StridedCopyPermutesAndBroadcasts) {
   // x is stored [2,3,4,5]; view it with dims permuted to (3,1,0,2) and (0,2,1,3).
-  const Shape stored = makeShape({2, 3, 4, 5});
+  const Shape stored = shapeOf({2, 3, 4, 5});
   const Strides ds = denseStrides(stored);
   const Floats x = randomFloats(120, -1, 1, 50);
   struct Case {
@@ -321,15 +321,13 @@ TEST(CpuKernelsElementwise, StridedCopyPermutesAndBroadcasts) {
     Strides strides;
   };
   const Case cases[] = {
-      {makeShape({5, 3, 2, 4}),
-       makeStrides({ds.stride[3], ds.stride[1], ds.stride[0], ds.stride[2]})},
-      {makeShape({2, 4, 3, 5}),
-       makeStrides({ds.stride[0], ds.stride[2], ds.stride[1], ds.stride[3]})},
+      {shapeOf({5, 3, 2, 4}), stridesOf({ds.stride[3], ds.stride[1], ds.stride[0], ds.stride[2]})},
+      {shapeOf({2, 4, 3, 5}), stridesOf({ds.stride[0], ds.stride[2], ds.stride[1], ds.stride[3]})},
       // Broadcast a [3] vector to [4,3] and a scalar to [2,2].
-      {makeShape({4, 3}), makeStrides({0, 1})},
-      {makeShape({2, 2}), makeStrides({0, 0})},
+      {shapeOf({4, 3}), stridesOf({0, 1})},
+      {shapeOf({2, 2}), stridesOf({0, 0})},
       // A strided slice: every other element of each row of [4,30].
-      {makeShape({4, 15}), makeStrides({30, 2})},
+      {shapeOf({4, 15}), stridesOf({30, 2})},
   };
   for (const Case &c : cases) {
     const int64_t n = c.shape.numElements();
@@ -342,8 +340,8 @@ TEST(CpuKernelsElementwise, StridedCopyPermutesAndBroadcasts) {
   }
   // A large [64,40,30] transposed to [30,40,64], split over threads.
   const Floats big = randomFloats(64 * 40 * 30, -1, 1, 51);
-  const Shape t = makeShape({30, 40, 64});
-  const Strides ts = makeStrides({1, 30, 1200});
+  const Shape t = shapeOf({30, 40, 64});
+  const Strides ts = stridesOf({1, 30, 1200});
   Floats out(big.size());
   stridedCopy(t, big.data(), ts, out.data());
   Doubles want(big.size());
@@ -367,7 +365,7 @@ TEST(CpuKernelsElementwise, Scale) {
 // In a mixed-precision plan the unfused kernels store each value 16-bit; a fused body marks
 // those steps rounded, and gives the bits of the unfused kernels with 16-bit buffers between.
 TEST(CpuKernelsElementwise, RoundedFusedStepsGiveTheBitsOfSixteenBitBuffers) {
-  const Shape shape = makeShape({3, 2053});
+  const Shape shape = shapeOf({3, 2053});
   const int64_t n = shape.numElements();
   const Floats x = randomFloats(static_cast<size_t>(n), -3, 3, 80);
   const Floats b = randomFloats(static_cast<size_t>(n), -1, 1, 81);
@@ -411,13 +409,13 @@ TEST(CpuKernelsElementwise, FusedGivesTheBitsOfTheUnfusedKernels) {
   // Every step kind over several tiles (and threads): a dense input, a bias read through
   // strides and a permuted one; each step's value must equal, bit for bit, what its own
   // kernel gives on the whole tensor.
-  const Shape shape = makeShape({7, 9, 531});
+  const Shape shape = shapeOf({7, 9, 531});
   const int64_t n = shape.numElements();
   const Floats x = randomFloats(static_cast<size_t>(n), -3, 3, 70);
   const Floats bias = randomFloats(531, -1, 1, 71);
   const Floats perm = randomFloats(static_cast<size_t>(n), -2, 2, 72); // [531, 7, 9]
-  const Strides dense = denseStrides(shape), sBias = makeStrides({0, 0, 1}),
-                sPerm = makeStrides({9, 1, 63});
+  const Strides dense = denseStrides(shape), sBias = stridesOf({0, 0, 1}),
+                sPerm = stridesOf({9, 1, 63});
   std::vector<FusedStep> steps;
   std::vector<Floats> want;
   auto add = [&](FusedStep s, Floats value) {

@@ -26,10 +26,10 @@ namespace {
 using tessel::test::attentionOf;
 using tessel::test::Floats;
 using tessel::test::gemmArgs;
-using tessel::test::makeShape;
-using tessel::test::makeStrides;
 using tessel::test::randomFloats;
 using tessel::test::randomIds;
+using tessel::test::shapeOf;
+using tessel::test::stridesOf;
 
 /// Runs `compute` on 1, 2 and 3 threads and expects the same bits each time.
 void expectSameBitsOnAnyThreadCount(const std::function<Floats()> &compute,
@@ -60,9 +60,9 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
 
   expectSameBitsOnAnyThreadCount(
       [&] {
-        const Shape s = makeShape({10, 100, 97});
+        const Shape s = shapeOf({10, 100, 97});
         Floats out(x.size());
-        binary(BinaryKind::Add, s, x.data(), denseStrides(s), g.data(), makeStrides({0, 0, 1}),
+        binary(BinaryKind::Add, s, x.data(), denseStrides(s), g.data(), stridesOf({0, 0, 1}),
                out.data());
         return out;
       },
@@ -70,9 +70,8 @@ TEST(CpuKernelsDeterminism, SameBitsOnAnyThreadCount) {
   expectSameBitsOnAnyThreadCount(
       [&] {
         Floats out(cols + rows);
-        reduceSum(makeShape({rows, cols}), x.data(), makeStrides({0, 1}), cols, 1, out.data());
-        reduceSum(makeShape({rows, cols}), x.data(), makeStrides({1, 0}), rows, 1,
-                  out.data() + cols);
+        reduceSum(shapeOf({rows, cols}), x.data(), stridesOf({0, 1}), cols, 1, out.data());
+        reduceSum(shapeOf({rows, cols}), x.data(), stridesOf({1, 0}), rows, 1, out.data() + cols);
         return out;
       },
       "reduceSum");

@@ -9,6 +9,7 @@
 #define TESSEL_TEST_UNIT_CPUKERNELSTESTSUPPORT_H
 
 #include "kernels/cpu/CpuKernels.h"
+#include "test/unit/KernelShapes.h"
 
 #include <gtest/gtest.h>
 
@@ -35,21 +36,6 @@ inline std::vector<int32_t> randomIds(size_t n, int32_t limit, uint32_t seed) {
 }
 
 inline Doubles toDoubles(const Floats &v) { return Doubles(v.begin(), v.end()); }
-
-inline cpu::Shape makeShape(std::initializer_list<int64_t> sizes) {
-  cpu::Shape s;
-  for (int64_t size : sizes)
-    s.size[s.rank++] = size;
-  return s;
-}
-
-inline cpu::Strides makeStrides(std::initializer_list<int64_t> strides) {
-  cpu::Strides s;
-  int d = 0;
-  for (int64_t stride : strides)
-    s.stride[d++] = stride;
-  return s;
-}
 
 /// The offset of dense index `linear` of `shape` in an operand with strides `s`.
 inline int64_t offsetOf(const cpu::Shape &shape, const cpu::Strides &s, int64_t linear) {

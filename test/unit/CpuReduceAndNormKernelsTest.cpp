@@ -25,11 +25,11 @@ using tessel::test::dot;
 using tessel::test::Doubles;
 using tessel::test::expectClose;
 using tessel::test::Floats;
-using tessel::test::makeShape;
-using tessel::test::makeStrides;
 using tessel::test::numericGradient;
 using tessel::test::offsetOf;
 using tessel::test::randomFloats;
+using tessel::test::shapeOf;
+using tessel::test::stridesOf;
 using tessel::test::toDoubles;
 
 //===----------------------------------------------------------------------===//
@@ -45,18 +45,18 @@ TEST(CpuKernelsReduce, ReduceSumMatchesReference) {
     float scale;
   };
   const Case cases[] = {
-      {"leading", makeShape({4, 6, 70}), makeStrides({0, 0, 1}), 70, 1},
-      {"trailing", makeShape({5, 7, 9}), makeStrides({1, 0, 0}), 5, 1},
-      {"middle-mean", makeShape({3, 40, 5}), makeStrides({5, 0, 1}), 15, 1.0f / 40},
-      {"non-adjacent", makeShape({4, 5, 6, 7}), makeStrides({0, 7, 0, 1}), 35, 1},
-      {"alternate", makeShape({4, 5, 6, 7}), makeStrides({6, 0, 1, 0}), 24, 1},
-      {"all", makeShape({3, 4, 5}), makeStrides({0, 0, 0}), 1, 0.5f},
-      {"none", makeShape({3, 4}), makeStrides({4, 1}), 12, 2},
+      {"leading", shapeOf({4, 6, 70}), stridesOf({0, 0, 1}), 70, 1},
+      {"trailing", shapeOf({5, 7, 9}), stridesOf({1, 0, 0}), 5, 1},
+      {"middle-mean", shapeOf({3, 40, 5}), stridesOf({5, 0, 1}), 15, 1.0f / 40},
+      {"non-adjacent", shapeOf({4, 5, 6, 7}), stridesOf({0, 7, 0, 1}), 35, 1},
+      {"alternate", shapeOf({4, 5, 6, 7}), stridesOf({6, 0, 1, 0}), 24, 1},
+      {"all", shapeOf({3, 4, 5}), stridesOf({0, 0, 0}), 1, 0.5f},
+      {"none", shapeOf({3, 4}), stridesOf({4, 1}), 12, 2},
       // Output stored transposed: [7,5] written as out[j * 5 + i] for x [6,5,7] over dim 0.
-      {"transposed-out", makeShape({6, 5, 7}), makeStrides({0, 1, 5}), 35, 1},
+      {"transposed-out", shapeOf({6, 5, 7}), stridesOf({0, 1, 5}), 35, 1},
       // Large ones, split over threads: a column sum and a row sum.
-      {"large-columns", makeShape({300, 130}), makeStrides({0, 1}), 130, 1},
-      {"large-rows", makeShape({130, 300}), makeStrides({1, 0}), 130, 1},
+      {"large-columns", shapeOf({300, 130}), stridesOf({0, 1}), 130, 1},
+      {"large-rows", shapeOf({130, 300}), stridesOf({1, 0}), 130, 1},
   };
   uint32_t seed = 70;
   for (const Case &c : cases) {
@@ -84,10 +84,10 @@ TEST(CpuKernelsReduce, ReduceSumAddsRunsInOrder) {
     int64_t outElements;
   };
   const Case cases[] = {
-      {"columns", makeShape({1000, 3}), makeStrides({0, 1}), 3},
-      {"rows", makeShape({3, 1000}), makeStrides({1, 0}), 3},
-      {"short rows", makeShape({300, 2, 5}), makeStrides({0, 1, 0}), 2},
-      {"all", makeShape({7, 130}), makeStrides({0, 0}), 1},
+      {"columns", shapeOf({1000, 3}), stridesOf({0, 1}), 3},
+      {"rows", shapeOf({3, 1000}), stridesOf({1, 0}), 3},
+      {"short rows", shapeOf({300, 2, 5}), stridesOf({0, 1, 0}), 2},
+      {"all", shapeOf({7, 130}), stridesOf({0, 0}), 1},
   };
   uint32_t seed = 90;
   for (const Case &c : cases) {
