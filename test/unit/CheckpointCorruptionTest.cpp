@@ -17,19 +17,11 @@
 #include <vector>
 
 using namespace tessel::rt;
-using tessel::test::readFile;
-using tessel::test::ScratchDir;
-using tessel::test::writeFile;
+using namespace tessel::test;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-using tessel::test::loadError;
-using tessel::test::readError;
-using tessel::test::readFloats;
-using tessel::test::readWhole;
-using tessel::test::State;
 
 TEST(Checkpoint, RefusesTensorDataThatDoesNotMatchItsChecksum) {
   ScratchDir run;

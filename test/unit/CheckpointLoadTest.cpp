@@ -23,19 +23,11 @@
 #include <vector>
 
 using namespace tessel::rt;
-using tessel::test::readFile;
-using tessel::test::ScratchDir;
-using tessel::test::writeFile;
+using namespace tessel::test;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-using tessel::test::listing;
-using tessel::test::loadError;
-using tessel::test::readFloats;
-using tessel::test::readWhole;
-using tessel::test::State;
 
 /// The block of `whole` (row-major, of shape `wholeShape`) at `offset` with shape `shape`,
 /// cut here without the runtime's help.

@@ -21,17 +21,11 @@
 #include <vector>
 
 using namespace tessel::rt;
-using tessel::test::readFile;
-using tessel::test::ScratchDir;
-using tessel::test::writeFile;
+using namespace tessel::test;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-using tessel::test::listing;
-using tessel::test::readWhole;
-using tessel::test::State;
 
 const std::set<std::string> kTwoRankFiles = {
     "manifest.json", "model-00000.safetensors", "model-00001.safetensors",

@@ -25,11 +25,7 @@ using namespace tessel::rt;
 
 namespace {
 
-using tessel::test::expectSameBits;
-using tessel::test::Floats;
-using tessel::test::onRanks;
-using tessel::test::randomFloats;
-using tessel::test::worldGroup;
+using namespace tessel::test;
 
 TEST(Communicator, AsyncCollectiveOverlapsCompute) {
   // Rank 1 joins the all-reduce only after rank 0 has computed past its start: rank 0's start

@@ -23,11 +23,7 @@ using namespace tessel::rt;
 
 namespace {
 
-using tessel::test::expectSameBits;
-using tessel::test::Floats;
-using tessel::test::onRanks;
-using tessel::test::randomFloats;
-using tessel::test::worldGroup;
+using namespace tessel::test;
 
 class Collectives : public ::testing::TestWithParam<uint32_t> {};
 

@@ -24,14 +24,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::attentionOf;
-using tessel::test::dot;
-using tessel::test::Doubles;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::numericGradient;
-using tessel::test::randomFloats;
-using tessel::test::toDoubles;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Attention and rope

@@ -19,10 +19,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::Doubles;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::randomFloats;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Dropout and AdamW

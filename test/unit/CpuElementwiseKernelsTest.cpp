@@ -22,13 +22,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::Doubles;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::offsetOf;
-using tessel::test::randomFloats;
-using tessel::test::shapeOf;
-using tessel::test::stridesOf;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Elementwise

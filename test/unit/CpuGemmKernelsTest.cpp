@@ -21,12 +21,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::Doubles;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::gemmArgs;
-using tessel::test::randomFloats;
-using tessel::test::toDoubles;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Gemm

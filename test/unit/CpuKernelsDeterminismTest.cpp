@@ -23,13 +23,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::attentionOf;
-using tessel::test::Floats;
-using tessel::test::gemmArgs;
-using tessel::test::randomFloats;
-using tessel::test::randomIds;
-using tessel::test::shapeOf;
-using tessel::test::stridesOf;
+using namespace tessel::test;
 
 /// Runs `compute` on 1, 2 and 3 threads and expects the same bits each time.
 void expectSameBitsOnAnyThreadCount(const std::function<Floats()> &compute,

@@ -23,13 +23,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::Doubles;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::numericGradient;
-using tessel::test::randomFloats;
-using tessel::test::randomIds;
-using tessel::test::toDoubles;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Cross entropy and embedding

@@ -21,16 +21,7 @@ using namespace tessel::cpu;
 
 namespace {
 
-using tessel::test::dot;
-using tessel::test::Doubles;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::numericGradient;
-using tessel::test::offsetOf;
-using tessel::test::randomFloats;
-using tessel::test::shapeOf;
-using tessel::test::stridesOf;
-using tessel::test::toDoubles;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Reductions

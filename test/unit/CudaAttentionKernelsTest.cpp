@@ -31,13 +31,7 @@ namespace cuda = tessel::cuda;
 
 namespace {
 
-using tessel::test::attentionOf;
-using tessel::test::CudaKernels;
-using tessel::test::describe;
-using tessel::test::DeviceArray;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::randomFloats;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // RoPE

@@ -31,11 +31,7 @@ namespace cuda = tessel::cuda;
 
 namespace {
 
-using tessel::test::CudaKernels;
-using tessel::test::DeviceArray;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::randomFloats;
+using namespace tessel::test;
 
 //===----------------------------------------------------------------------===//
 // Dropout

@@ -34,13 +34,7 @@ namespace cuda = tessel::cuda;
 
 namespace {
 
-using tessel::test::CudaKernels;
-using tessel::test::DeviceArray;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::randomFloats;
-using tessel::test::shapeOf;
-using tessel::test::stridesOf;
+using namespace tessel::test;
 
 const cpu::UnaryKind kUnaryKinds[] = {
     cpu::UnaryKind::Neg,    cpu::UnaryKind::Exp,     cpu::UnaryKind::Log,    cpu::UnaryKind::Sqrt,

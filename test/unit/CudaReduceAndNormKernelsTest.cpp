@@ -33,13 +33,7 @@ namespace cuda = tessel::cuda;
 
 namespace {
 
-using tessel::test::CudaKernels;
-using tessel::test::DeviceArray;
-using tessel::test::expectClose;
-using tessel::test::Floats;
-using tessel::test::randomFloats;
-using tessel::test::shapeOf;
-using tessel::test::stridesOf;
+using namespace tessel::test;
 
 TEST_F(CudaKernels, SoftmaxAndGradMatchCpu) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 1021}, {5, 3}, {3, 4099}}) {

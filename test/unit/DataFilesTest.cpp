@@ -18,19 +18,9 @@
 #include <vector>
 
 using namespace tessel::rt;
-using tessel::test::ScratchDir;
-using tessel::test::writeFile;
+using namespace tessel::test;
 
 namespace {
-
-using tessel::test::asTokens;
-using tessel::test::counting;
-using tessel::test::llama3Bytes;
-using tessel::test::llmcBytes;
-using tessel::test::llmcHeader;
-using tessel::test::openError;
-using tessel::test::tokenBytes;
-using tessel::test::widened;
 
 TEST(Data, ByteFileTokensAreItsBytes) {
   ScratchDir dir;
