@@ -55,7 +55,9 @@ Bind::Bind(RenderState &st, const char *function, const Args &args,
   }
   for (size_t i = 0; i < args.positional.size(); ++i)
     values_[i] = &args.positional[i];
-  for (const auto &[key, value] : args.keywords) {
+  for (const auto &keyword : args.keywords) {
+    const auto &key = keyword.first; // A plain reference: C++17 lambdas cannot capture bindings.
+    const auto &value = keyword.second;
     const char *const *at =
         std::find_if(names.begin(), names.end(), [&](const char *n) { return key == n; });
     if (at == names.end()) {
