@@ -24,8 +24,8 @@ namespace tessel::catalogue {
 #include "common/catalogue/KernelCatalogue.def"
 
 /// Each enum's name and the words of its values in declaration order, as a plan stores them.
-/// Header-only, so that whatever names these operations (the language's built-ins, the graph
-/// dialect's functions, the kernels' generated sources) reads them from this one list.
+/// Header-only, so that whatever names these operations (the plan's decoding, the language's
+/// built-ins, the graph dialect's functions) reads them from this one list.
 template <class E> struct EnumWords;
 #define TESSEL_ENUM(Enum, Doc)                                                                     \
   template <> struct EnumWords<Enum> {                                                             \
