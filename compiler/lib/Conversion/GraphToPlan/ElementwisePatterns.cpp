@@ -27,16 +27,22 @@ template <typename OpTy> struct BinaryPattern : PlanPattern<OpTy> {
   }
 };
 
+/// The parameters `unary` and `unary_grad` share: the function's catalogue word, the element
+/// count and pow's exponent.
+template <typename OpTy> SmallVector<NamedAttribute> unaryParams(OpTy op, PlanEmitter &emit) {
+  SmallVector<NamedAttribute> params = {emit.str("op", catalogue::wordOf(op.getFn())),
+                                        emit.i64("n", numElements(shapeOf(op.getResult())))};
+  if (std::optional<APFloat> e = op.getExponent())
+    params.push_back(emit.f64("exponent", e->convertToDouble()));
+  return params;
+}
+
 /// Every elementwise function: the `unary` kernel, named by the function's catalogue word.
 struct UnaryPattern : PlanPattern<graph::UnaryOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::UnaryOp op, Adaptor adaptor, PlanEmitter &emit) const override {
     Value r = emit.define(op.getResult());
-    SmallVector<NamedAttribute> params = {emit.str("op", catalogue::wordOf(op.getFn())),
-                                          emit.i64("n", numElements(shapeOf(op.getResult())))};
-    if (std::optional<APFloat> e = op.getExponent())
-      params.push_back(emit.f64("exponent", e->convertToDouble()));
-    emit.kernel("unary", {adaptor.getInput()}, {r}, params);
+    emit.kernel("unary", {adaptor.getInput()}, {r}, unaryParams(op, emit));
     return success();
   }
 };
@@ -45,12 +51,8 @@ struct UnaryGradPattern : PlanPattern<graph::UnaryGradOp> {
   using PlanPattern::PlanPattern;
   LogicalResult lower(graph::UnaryGradOp op, Adaptor adaptor, PlanEmitter &emit) const override {
     Value r = emit.define(op.getResult());
-    SmallVector<NamedAttribute> params = {emit.str("op", catalogue::wordOf(op.getFn())),
-                                          emit.i64("n", numElements(shapeOf(op.getResult())))};
-    if (std::optional<APFloat> e = op.getExponent())
-      params.push_back(emit.f64("exponent", e->convertToDouble()));
     emit.kernel("unary_grad", {adaptor.getInput(), adaptor.getOutput(), adaptor.getGrad()}, {r},
-                params);
+                unaryParams(op, emit));
     return success();
   }
 };

@@ -35,9 +35,8 @@ LogicalResult BroadcastOp::verify() {
 LogicalResult UnaryGradOp::verify() {
   if (failed(expectNamed(*this)))
     return failure();
-  if ((getFn() == UnaryFn::Pow) != getExponent().has_value())
-    return emitOpError(getFn() == UnaryFn::Pow ? "of pow needs the exponent"
-                                               : "carries an exponent only for pow");
+  if (failed(verifyExponent(*this, getFn(), getExponent())))
+    return failure();
   return sameTypes(*this, getType(), {getInput(), getOutput(), getGrad()}, "operand");
 }
 

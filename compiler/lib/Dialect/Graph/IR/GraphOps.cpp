@@ -196,6 +196,13 @@ LogicalResult verifier::expectScalar(Operation *op, Type type, StringRef what) {
   return success();
 }
 
+LogicalResult verifier::verifyExponent(Operation *op, UnaryFn fn, std::optional<APFloat> exponent) {
+  bool pow = fn == UnaryFn::Pow;
+  if (pow != exponent.has_value())
+    return op->emitOpError(pow ? "of pow needs the exponent" : "carries an exponent only for pow");
+  return success();
+}
+
 LogicalResult verifier::expectNamed(Operation *op) {
   for (Type t : op->getOperandTypes())
     if (!getNamedShape(t))
@@ -318,10 +325,9 @@ LogicalResult RenameOp::verify() {
 }
 
 LogicalResult UnaryOp::verify() {
-  bool pow = getFn() == UnaryFn::Pow;
-  if (pow != getExponent().has_value())
-    return emitOpError(pow ? "of pow needs the exponent" : "carries an exponent only for pow");
-  if (pow && !std::isfinite(getExponent()->convertToDouble()))
+  if (failed(verifyExponent(*this, getFn(), getExponent())))
+    return failure();
+  if (getExponent() && !std::isfinite(getExponent()->convertToDouble()))
     return emitOpError("exponent must be finite");
   return verifyUnary(*this);
 }

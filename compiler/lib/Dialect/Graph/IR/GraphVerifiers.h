@@ -37,6 +37,10 @@ mlir::LogicalResult expectScalar(mlir::Operation *op, mlir::Type type, llvm::Str
 /// Gradient ops compute on named tensors like the ops they differentiate: every operand and
 /// result has a #graph.dims encoding.
 mlir::LogicalResult expectNamed(mlir::Operation *op);
+/// An elementwise function's exponent (graph.unary, graph.unary_grad): pow takes one and no
+/// other function does.
+mlir::LogicalResult verifyExponent(mlir::Operation *op, UnaryFn fn,
+                                   std::optional<llvm::APFloat> exponent);
 
 /// An attention's log-sum-exp: f32, over the query's dims without its last (`head`).
 mlir::LogicalResult verifyLse(mlir::Operation *op, mlir::Value query, mlir::Value lse);

@@ -207,15 +207,9 @@ void Fuser::fuse(const Group &group) {
           s.kind = cat::BodyStep::Kind::Where;
           args(o->getOperands());
         })
-        .Case([&](graph::UnaryOp o) {
-          s.kind = cat::BodyStep::Kind::Unary;
-          s.unary = o.getFn();
-          if (std::optional<APFloat> e = o.getExponent())
-            s.value = e->convertToDouble();
-          args(o->getOperands());
-        })
-        .Case([&](graph::UnaryGradOp o) {
-          s.kind = cat::BodyStep::Kind::UnaryGrad;
+        .Case<graph::UnaryOp, graph::UnaryGradOp>([&](auto o) {
+          s.kind =
+              isa<graph::UnaryOp>(o) ? cat::BodyStep::Kind::Unary : cat::BodyStep::Kind::UnaryGrad;
           s.unary = o.getFn();
           if (std::optional<APFloat> e = o.getExponent())
             s.value = e->convertToDouble();
